@@ -1,0 +1,30 @@
+"""The per-launch status record a kernel writes when it cannot finish a thread safely.
+
+Four i64 words: ``{code, param_index, index, dim}``. The first thread to fail wins (an
+atomic exchange on ``code``); the launcher turns the record into an exception.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import BoundsError, KernelFaultError
+
+OK, OUT_OF_BOUNDS, TRAP = 0, 1, 2
+WORDS = 4
+
+
+def new_record() -> np.ndarray:
+    return np.zeros(WORDS, dtype=np.int64)
+
+
+def raise_for_status(record, signature) -> None:
+    """Raise the error a status record describes (no-op for OK)."""
+    code, param_index, index, dim = (int(v) for v in record[:WORDS])
+    if code == OK:
+        return
+    if code == OUT_OF_BOUNDS:
+        p = signature.params[param_index] if 0 <= param_index < len(signature.params) else None
+        name = p.name if p is not None else f"#{param_index}"
+        raise BoundsError(f"kernel '{signature.name}': index {index} out of bounds for axis {dim} of "
+                          f"array '{name}' (the access was skipped; no memory outside the array was touched)")
+    raise KernelFaultError(f"kernel '{signature.name}' stopped with status code {code}")
