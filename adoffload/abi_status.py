@@ -17,14 +17,22 @@ def new_record() -> np.ndarray:
     return np.zeros(WORDS, dtype=np.int64)
 
 
-def raise_for_status(record, signature) -> None:
-    """Raise the error a status record describes (no-op for OK)."""
+def raise_for_status(record, signature, values=None) -> None:
+    """Raise the error a status record describes (no-op for OK); ``values`` give the arrays' shapes."""
     code, param_index, index, dim = (int(v) for v in record[:WORDS])
     if code == OK:
         return
     if code == OUT_OF_BOUNDS:
         p = signature.params[param_index] if 0 <= param_index < len(signature.params) else None
-        name = p.name if p is not None else f"#{param_index}"
-        raise BoundsError(f"kernel '{signature.name}': index {index} out of bounds for axis {dim} of "
-                          f"array '{name}' (the access was skipped; no memory outside the array was touched)")
+        if p is not None:
+            name = f"array '{p.name}'"
+        elif param_index < 0:
+            name = f"local array #{-1 - param_index}"
+        else:
+            name = f"array #{param_index}"
+        shape = ""
+        if p is not None and values is not None and hasattr(values[param_index], "shape"):
+            shape = f" with shape {tuple(values[param_index].shape)}"
+        raise BoundsError(f"kernel '{signature.name}': index {index} is out of bounds for axis {dim} of "
+                          f"{name}{shape}; the access was skipped and no memory outside the array was touched")
     raise KernelFaultError(f"kernel '{signature.name}' stopped with status code {code}")

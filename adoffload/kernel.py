@@ -1,0 +1,217 @@
+"""Kernels: what ``@ado.kernel`` returns, and derivative kernels built from them.
+
+A Kernel knows its signature and how to produce the canonical LLVM IR of its body; it
+compiles that body per target on demand and launches it with numpy arrays, moving data
+by intent. Derivative kernels (``ado.jvp``/``ado.vjp``) and batched kernels are Kernels
+too, so everything downstream (launch, JAX, further differentiation) treats them alike.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from . import ir
+from .launch import launch
+from .signature import KernelSignature
+
+
+@dataclass
+class Compiled:
+    """A kernel variant compiled for one target: the artifact and its entry point."""
+    target: str
+    entry_name: str
+    artifact: object                  # HostProgram | PTX text | HSACO bytes
+    flat_types: list[str]
+    grid_rank: int
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def program(self):
+        return self.artifact
+
+    @property
+    def ptx(self) -> str:
+        return self.artifact
+
+    @property
+    def hsaco(self) -> bytes:
+        return self.artifact
+
+
+class Kernel:
+    """Base class: a signature plus a way to get the body's canonical IR for a set of proven facts."""
+
+    signature: KernelSignature
+    tape = None                # a reverse kernel's tape protocol (enzyme.tape), None for most kernels
+
+    def __init__(self, signature: KernelSignature, body_name: str):
+        self.signature = signature
+        self.body_name = body_name
+        self._lock = threading.RLock()
+        self._texts: dict[frozenset, str] = {}
+        self._compiled: dict[tuple, Compiled] = {}
+
+    @property
+    def name(self) -> str:
+        return self.signature.name
+
+    # ---- IR ---------------------------------------------------------------------------
+    @property
+    def candidate_facts(self) -> frozenset:
+        """(param_index, dim, axis) facts whose bounds check the launcher may prove away."""
+        return frozenset()
+
+    def _make_text(self, proven: frozenset) -> str:
+        raise NotImplementedError(f"{type(self).__name__} must define _make_text")
+
+    def module_text(self, proven: frozenset = frozenset()) -> str:
+        """Canonical LLVM IR text of the body module (checks in ``proven`` removed)."""
+        proven = frozenset(proven) & self.candidate_facts
+        with self._lock:
+            if proven not in self._texts:
+                self._texts[proven] = self._make_text(proven)
+            return self._texts[proven]
+
+    def ir(self, proven: frozenset = frozenset()):
+        """(ir.Module, body name) for this kernel's body."""
+        return ir.import_module(self.module_text(proven)), self.body_name
+
+    # ---- compile ----------------------------------------------------------------------
+    def compiled(self, target: str = "host", *, arch: str | None = None, scalars_by_reference: bool = False,
+                 proven: frozenset = frozenset()) -> Compiled:
+        from . import codegen
+        proven = frozenset(proven) & self.candidate_facts
+        key = (target, arch, scalars_by_reference, proven)
+        with self._lock:
+            hit = self._compiled.get(key)
+            if hit is not None:
+                return hit
+            flat_types = [f.llvm_type for f in self.signature.flat_params()]
+            artifact, entry = codegen.compile_for_target(
+                self.module_text(proven), self.body_name, flat_types, self.signature.grid_rank,
+                target, arch=arch, scalars_by_reference=scalars_by_reference)
+            compiled = Compiled(target, entry, artifact, flat_types, self.signature.grid_rank)
+            self._compiled[key] = compiled
+            return compiled
+
+    # ---- launch -----------------------------------------------------------------------
+    def __call__(self, *args, grid, device="cpu", **kwargs):
+        """Run the kernel over ``grid`` with numpy arrays (moved to ``device`` and back by intent)."""
+        return launch(self, args, kwargs, grid=grid, device=device)
+
+    @classmethod
+    def from_ir(cls, signature: KernelSignature, module_text: str, body_name: str, *, tape=None) -> "Kernel":
+        return IRKernel(signature, module_text, body_name, tape=tape)
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{p.name}: {p.type!r}" for p in self.signature.params)
+        return f"<{type(self).__name__} {self.name}({params}) grid_rank={self.signature.grid_rank}>"
+
+
+class SourceKernel(Kernel):
+    """A kernel written in the kernel language (``@ado.kernel``)."""
+
+    def __init__(self, pyfunc, *, bounds_check: bool = True):
+        from . import frontend
+        self.pyfunc = pyfunc
+        self.bounds_check = bounds_check
+        source = frontend.compile_kernel(pyfunc, bounds_check=bounds_check)
+        super().__init__(source.signature, source.signature.name)
+        self._candidates = frozenset(source.candidate_facts) if bounds_check else frozenset()
+        self._texts[frozenset()] = ir.canonicalize(source.llvm_ir)
+        self.__doc__ = pyfunc.__doc__
+        self.__wrapped__ = pyfunc
+
+    @property
+    def candidate_facts(self) -> frozenset:
+        return self._candidates
+
+    def _make_text(self, proven: frozenset) -> str:
+        from . import frontend
+        source = frontend.compile_kernel(self.pyfunc, bounds_check=self.bounds_check, proven=proven)
+        return ir.canonicalize(source.llvm_ir)
+
+
+class IRKernel(Kernel):
+    """A kernel given directly as body IR (batched variants, foreign kernels)."""
+
+    def __init__(self, signature: KernelSignature, module_text: str, body_name: str, *, tape=None):
+        super().__init__(signature, body_name)
+        self._texts[frozenset()] = module_text
+        self.tape = tape
+
+    def _make_text(self, proven: frozenset) -> str:
+        return self._texts[frozenset()]
+
+
+class DerivedKernel(Kernel):
+    """A forward (``jvp``) or reverse (``vjp``) derivative of another kernel, derived per proven-fact set."""
+
+    def __init__(self, base: Kernel, mode: str, wrt: tuple[str, ...], *, width: int = 1,
+                 deterministic: bool = False):
+        self.base, self.mode, self.wrt = base, mode, tuple(wrt)
+        self.width, self.deterministic = width, deterministic
+        derived = self._derive(frozenset())
+        super().__init__(derived.signature, derived.body_name)
+        self._texts[frozenset()] = derived.text
+        self.tape = derived.tape
+
+    @property
+    def candidate_facts(self) -> frozenset:
+        return self.base.candidate_facts
+
+    def _derive(self, proven: frozenset):
+        from .enzyme.kernels import derive_kernel
+        module, body_name = self.base.ir(proven)
+        result = derive_kernel(self.base.signature, module, body_name, self.mode, list(self.wrt),
+                               width=self.width, deterministic=self.deterministic)
+        text = ir.canonicalize(ir.export_module(result.module))
+        return _Derived(result.signature, result.body_name, text, result.tape)
+
+    def _make_text(self, proven: frozenset) -> str:
+        return self._derive(proven).text
+
+
+@dataclass
+class _Derived:
+    signature: KernelSignature
+    body_name: str
+    text: str
+    tape: object
+
+
+def kernel(fn=None, *, bounds_check: bool = True):
+    """Decorator: compile a Python function in the kernel language (``@ado.kernel`` or ``@ado.kernel(...)``)."""
+    if fn is None:
+        return lambda f: SourceKernel(f, bounds_check=bounds_check)
+    return SourceKernel(fn, bounds_check=bounds_check)
+
+
+def jvp(k: Kernel, wrt, *, width: int = 1) -> Kernel:
+    """The forward-mode (tangent) kernel of ``k`` with respect to the parameters named in ``wrt``."""
+    return _derived(k, "jvp", wrt, width=width)
+
+
+def vjp(k: Kernel, wrt, *, deterministic: bool = False) -> Kernel:
+    """The reverse-mode (adjoint) kernel of ``k`` with respect to the parameters named in ``wrt``."""
+    return _derived(k, "vjp", wrt, deterministic=deterministic)
+
+
+_DERIVED_CACHE: dict = {}
+_DERIVED_LOCK = threading.Lock()
+
+
+def _derived(k: Kernel, mode: str, wrt, **options) -> Kernel:
+    from .errors import ArgumentError
+    if not isinstance(k, Kernel):
+        raise ArgumentError(f"ado.{mode} expects a kernel made with @ado.kernel, got {type(k).__name__}")
+    wrt = (wrt,) if isinstance(wrt, str) else tuple(wrt)
+    key = (id(k), mode, wrt, tuple(sorted(options.items())))
+    with _DERIVED_LOCK:
+        hit = _DERIVED_CACHE.get(key)
+        if hit is not None and hit.base is k:
+            return hit
+    derived = DerivedKernel(k, mode, wrt, **options)
+    with _DERIVED_LOCK:
+        _DERIVED_CACHE[key] = derived
+    return derived

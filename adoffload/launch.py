@@ -1,0 +1,201 @@
+"""Launching a kernel with numpy arrays: check arguments, pick the variant, move data by intent.
+
+Every argument problem is reported before anything runs, naming the parameter. The bounds
+facts the grid proves (``x[i]`` with ``grid[0] <= x.shape[0]``) select a variant whose
+checks for those accesses are compiled away.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from . import abi_status
+from .errors import ArgumentError, GridError
+from .signature import KernelSignature
+from .types import ArrayType, ScalarType
+
+MAX_THREADS = 2**62
+
+
+def bind_arguments(signature: KernelSignature, args: tuple, kwargs: dict) -> list:
+    """Match positional and keyword arguments to parameters, in parameter order."""
+    params = signature.params
+    if len(args) > len(params):
+        raise ArgumentError(f"kernel '{signature.name}' takes {len(params)} arguments "
+                            f"({', '.join(p.name for p in params)}), got {len(args)}")
+    bound = list(args) + [_MISSING] * (len(params) - len(args))
+    names = [p.name for p in params]
+    for key, value in kwargs.items():
+        if key not in names:
+            raise ArgumentError(f"kernel '{signature.name}' has no parameter '{key}' "
+                                f"(parameters: {', '.join(names)})")
+        k = names.index(key)
+        if bound[k] is not _MISSING:
+            raise ArgumentError(f"kernel '{signature.name}': parameter '{key}' given twice")
+        bound[k] = value
+    missing = [names[k] for k, v in enumerate(bound) if v is _MISSING]
+    if missing:
+        raise ArgumentError(f"kernel '{signature.name}' is missing argument(s): {', '.join(missing)}")
+    return [check_argument(signature, p, v) for p, v in zip(params, bound)]
+
+
+_MISSING = object()
+
+
+def check_argument(signature: KernelSignature, param, value):
+    where = f"kernel '{signature.name}', parameter '{param.name}'"
+    if isinstance(param.type, ArrayType):
+        return _check_array(where, param.type, value)
+    return _check_scalar(where, param.type, value)
+
+
+def _check_array(where: str, expected: ArrayType, value) -> np.ndarray:
+    if not isinstance(value, np.ndarray):
+        if isinstance(value, (numbers.Number, np.generic)):
+            raise ArgumentError(f"{where}: expected an array {expected!r}, got the scalar {value!r}")
+        if hasattr(value, "__array__") or hasattr(value, "__dlpack__"):
+            value = np.asarray(value)
+        else:
+            raise ArgumentError(f"{where}: expected a numpy array {expected!r}, got {type(value).__name__}")
+    if value.dtype != expected.dtype.dtype:
+        raise ArgumentError(f"{where}: expected dtype {expected.dtype.dtype} ({expected!r}), got {value.dtype}")
+    if value.ndim != expected.ndim:
+        raise ArgumentError(f"{where}: expected a {expected.ndim}-D array, got {value.ndim}-D with shape {value.shape}")
+    if not value.flags.c_contiguous:
+        raise ArgumentError(f"{where}: the array is not C-contiguous (strides {value.strides}); "
+                            f"pass np.ascontiguousarray(...)")
+    if expected.writes and not value.flags.writeable:
+        raise ArgumentError(f"{where}: the array is read-only but the kernel writes it ({expected!r})")
+    return value
+
+
+def _check_scalar(where: str, expected: ScalarType, value):
+    if isinstance(value, np.ndarray):
+        if value.ndim == 0:
+            value = value[()]
+        else:
+            raise ArgumentError(f"{where}: expected a scalar {expected!r}, got an array of shape {value.shape}")
+    if expected.is_float:
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+            raise ArgumentError(f"{where}: expected a float {expected!r}, got {type(value).__name__} {value!r}")
+        return expected.dtype.type(value)
+    if expected is not None and expected.name == "bool_":
+        if not isinstance(value, (bool, np.bool_, numbers.Integral)):
+            raise ArgumentError(f"{where}: expected a bool, got {type(value).__name__} {value!r}")
+        return np.bool_(value)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise ArgumentError(f"{where}: expected an integer {expected!r}, got {type(value).__name__} {value!r}")
+    info = np.iinfo(expected.dtype)
+    if not info.min <= int(value) <= info.max:
+        raise ArgumentError(f"{where}: {value} does not fit in {expected!r}")
+    return expected.dtype.type(value)
+
+
+def normalize_grid(signature: KernelSignature, grid) -> tuple[int, ...]:
+    """The grid as a tuple of grid_rank non-negative ints (an int is accepted for rank 1)."""
+    rank = signature.grid_rank
+    if isinstance(grid, numbers.Integral) and not isinstance(grid, bool):
+        grid = (int(grid),)
+    try:
+        grid = tuple(int(g) for g in grid)
+    except TypeError:
+        raise GridError(f"kernel '{signature.name}': grid must be an int or a tuple of ints, got {grid!r}") from None
+    if len(grid) != rank:
+        raise GridError(f"kernel '{signature.name}' uses a {rank}-D grid (ado.tid() gives {rank} "
+                        f"index{'es' if rank > 1 else ''}), got grid={grid}")
+    if any(g < 0 for g in grid):
+        raise GridError(f"kernel '{signature.name}': grid sizes must be >= 0, got {grid}")
+    total = 1
+    for g in grid:
+        total *= g
+    if total > MAX_THREADS:
+        raise GridError(f"kernel '{signature.name}': grid {grid} has {total} threads, more than {MAX_THREADS}")
+    return grid
+
+
+def proven_facts(kernel, values: list, grid: tuple[int, ...]) -> frozenset:
+    """The candidate bounds facts that this launch's grid and shapes make true."""
+    proven = set()
+    for param_index, dim, axis in kernel.candidate_facts:
+        value = values[param_index]
+        if isinstance(value, np.ndarray) and axis < len(grid) and dim < value.ndim and grid[axis] <= value.shape[dim]:
+            proven.add((param_index, dim, axis))
+    return frozenset(proven)
+
+
+def flat_values(signature: KernelSignature, values: list, pointers: list[int]) -> list:
+    """Values of the flattened parameters: scalars, data pointers, shapes."""
+    flat = []
+    for fp in signature.flat_params():
+        value = values[fp.param_index]
+        if fp.role == "array":
+            flat.append(pointers[fp.param_index])
+        elif fp.role == "shape":
+            flat.append(int(value.shape[fp.dim]))
+        else:
+            flat.append(value)
+    return flat
+
+
+def launch(kernel, args: tuple, kwargs: dict, *, grid, device="cpu"):
+    """Check the arguments, compile (or reuse) the right variant and run it on ``device``."""
+    from .runtime import get_device
+    signature = kernel.signature
+    values = bind_arguments(signature, args, kwargs)
+    grid = normalize_grid(signature, grid)
+    total = 1
+    for g in grid:
+        total *= g
+    dev = get_device(device)
+    if total == 0:
+        return None
+    proven = proven_facts(kernel, values, grid)
+    target = {"cpu": "host", "cuda": "nvptx", "hip": "amdgpu"}[dev.kind]
+    compiled = kernel.compiled(target, arch=getattr(dev, "arch", None), proven=proven)
+    status = abi_status.new_record()
+    if dev.kind == "cpu":
+        _launch_host(dev, compiled, signature, values, grid, total, status)
+    else:
+        _launch_device(dev, compiled, signature, values, grid, total, status)
+    abi_status.raise_for_status(status, signature, values)
+    return None
+
+
+def _launch_host(dev, compiled, signature, values, grid, total, status):
+    from .codegen.abi import pack_slots
+    pointers = [v.ctypes.data if isinstance(v, np.ndarray) else 0 for v in values]
+    slots = pack_slots(flat_values(signature, values, pointers), compiled.flat_types, grid, status.ctypes.data)
+    module = dev.load_module(compiled.artifact)
+    dev.launch(module.function(compiled.entry_name), total, slots)
+
+
+def _launch_device(dev, compiled, signature, values, grid, total, status):
+    """Copy In/InOut arrays to the device, launch, copy Out/InOut arrays and the status record back."""
+    from .codegen.abi import pack_slots
+    buffers, pointers = [], []
+    try:
+        for param, value in zip(signature.params, values):
+            if not isinstance(value, np.ndarray):
+                pointers.append(0)
+                continue
+            buf = dev.allocate(max(value.nbytes, 1))
+            buffers.append((param, value, buf))
+            if param.type.reads:
+                dev.copy_to_device(buf, value)
+            else:
+                dev.memset(buf, 0)
+            pointers.append(buf.ptr)
+        status_buf = dev.allocate(status.nbytes)
+        buffers.append((None, status, status_buf))
+        dev.copy_to_device(status_buf, status)
+        slots = pack_slots(flat_values(signature, values, pointers), compiled.flat_types, grid, status_buf.ptr)
+        module = dev.load_module(compiled.artifact)
+        dev.launch(module.function(compiled.entry_name), total, slots)
+        dev.synchronize()
+        for param, value, buf in buffers:
+            if param is None or param.type.writes:
+                dev.copy_to_host(buf, value)
+    finally:
+        for _, _, buf in buffers:
+            dev.free(buf)
