@@ -1,0 +1,319 @@
+"""ir.core Module -> LLVM IR text, built through llvmlite.ir.
+
+Built in phases: types and globals, function declarations, then bodies. Blocks are filled
+in reverse post-order so every non-phi operand exists before its use; phis are created
+empty and their incoming values filled once every block is built. Opcodes map to builder
+methods through tables plus one ``match``; llvmlite.ir has no spelling for a few LLVM 22
+forms (syncscope, volatile, GEP ``nuw``, weak cmpxchg, freeze), which ``_Spelled``
+prints directly.
+"""
+from __future__ import annotations
+
+from llvmlite import ir as llir
+
+from . import core
+from ..errors import IRError
+
+_FLOATS = {"half": llir.HalfType, "float": llir.FloatType, "double": llir.DoubleType}
+_BINARY = {"add": "add", "sub": "sub", "mul": "mul", "sdiv": "sdiv", "udiv": "udiv", "srem": "srem",
+           "urem": "urem", "shl": "shl", "lshr": "lshr", "ashr": "ashr", "and": "and_", "or": "or_",
+           "xor": "xor", "fadd": "fadd", "fsub": "fsub", "fmul": "fmul", "fdiv": "fdiv", "frem": "frem"}
+_CASTS = frozenset({"trunc", "zext", "sext", "fptrunc", "fpext", "fptoui", "fptosi", "uitofp", "sitofp",
+                    "ptrtoint", "inttoptr", "bitcast", "addrspacecast"})
+# Flags llvmlite.ir can print after these opcodes; the others (zext nneg, icmp samesign,
+# trunc nuw) only permit more optimization, so dropping them keeps the meaning.
+_BINARY_FLAGS = frozenset({"nuw", "nsw", "exact", "disjoint"}) | frozenset(
+    {"fast", "nnan", "ninf", "nsz", "arcp", "contract", "afn", "reassoc"})
+_FAST_MATH = frozenset({"fast", "nnan", "ninf", "nsz", "arcp", "contract", "afn", "reassoc"})
+
+
+def export_module(module: core.Module) -> str:
+    """LLVM IR text for ``module`` (parseable by llvmlite.binding / LLVM 22)."""
+    return str(to_llvmlite(module))
+
+
+def to_llvmlite(module: core.Module) -> llir.Module:
+    out = llir.Module(name=module.name)
+    out.triple = module.triple or ""
+    out.data_layout = module.data_layout or ""
+    exporter = _Exporter(out)
+    for gv in module.globals.values():
+        exporter.declare_global(gv)
+    for fn in module.functions.values():
+        exporter.declare_function(fn)
+    for fn in module.functions.values():
+        if not fn.is_declaration:
+            exporter.build_body(fn)
+    return out
+
+
+def lltype(t: core.Type) -> llir.Type:
+    match t:
+        case core.IntType(bits=bits):
+            return llir.IntType(bits)
+        case core.FloatType(kind=kind) if kind in _FLOATS:
+            return _FLOATS[kind]()
+        case core.PointerType(addrspace=space):
+            return llir.PointerType(addrspace=space)
+        case core.VectorType(element=e, count=n):
+            return llir.VectorType(lltype(e), n)
+        case core.ArrayType(element=e, count=n):
+            return llir.ArrayType(lltype(e), n)
+        case core.StructType(elements=elements, packed=packed):
+            return llir.LiteralStructType([lltype(e) for e in elements], packed=packed)
+        case core.FunctionType(return_type=r, params=params, vararg=vararg):
+            return llir.FunctionType(lltype(r), [lltype(p) for p in params], var_arg=vararg)
+        case core.VoidType():
+            return llir.VoidType()
+        case core.LabelType():
+            return llir.LabelType()
+        case _:
+            raise IRError(f"cannot export type {t} to LLVM")
+
+
+def llconstant(c: core.Constant) -> llir.Constant:
+    t = lltype(c.type)
+    match c.kind:
+        case "scalar":
+            return llir.Constant(t, float(c.value) if c.type.is_float else int(c.value))
+        case "null" | "zero":
+            return llir.Constant(t, None)
+        case "undef":
+            return llir.Constant(t, llir.Undefined)
+        case "poison":
+            return llir.FormattedConstant(t, "poison")
+        case "aggregate":
+            return llir.Constant(t, [llconstant(item) for item in c.value])
+        case _:
+            raise IRError(f"cannot export constant of kind {c.kind!r} ({c.type})")
+
+
+class _Spelled(llir.Instruction):
+    """An instruction printed by a function of itself (forms llvmlite.ir cannot spell)."""
+
+    def __init__(self, parent, typ, opname, operands, name, spell):
+        super().__init__(parent, typ, opname, list(operands), name=name)
+        self.spell = spell
+
+    def descr(self, buf):
+        buf.append(self.spell(self) + self._stringify_metadata(leading_comma=True) + "\n")
+
+
+def _insert(b: llir.IRBuilder, instruction: llir.Instruction) -> llir.Instruction:
+    b._insert(instruction)  # llvmlite's own methods end this way too; it returns nothing
+    return instruction
+
+
+def _typed(v) -> str:
+    return f"{v.type} {v.get_reference()}"
+
+
+def _scope(inst: core.Instruction) -> str:
+    scope = next((f.split("=", 1)[1] for f in inst.flags if f.startswith("syncscope=")), None)
+    return f' syncscope("{scope}")' if scope is not None else ""
+
+
+def _align(inst: core.Instruction) -> str:
+    return f", align {inst.align}" if inst.align else ""
+
+
+def _add_attribute(attributes: set, name: str) -> None:
+    # llvmlite.ir accepts only a fixed, LLVM-14-era list of attribute names; LLVM 22 has many
+    # more (memory(...), captures(...), string attributes). They are printed verbatim.
+    set.add(attributes, name)
+
+
+class _Exporter:
+    def __init__(self, out: llir.Module):
+        self.out = out
+        self.values: dict[int, object] = {}
+        self.locations: dict[core.SourceLocation, object] = {}
+
+    # ---- module level
+    def declare_global(self, gv: core.GlobalVariable) -> None:
+        g = llir.GlobalVariable(self.out, lltype(gv.value_type), gv.name, addrspace=gv.addrspace)
+        g.global_constant = gv.constant
+        g.linkage = "" if gv.linkage == "external" and gv.initializer is not None else gv.linkage
+        if gv.initializer is not None:
+            g.initializer = llconstant(gv.initializer)
+        self.values[id(gv)] = g
+
+    def declare_function(self, fn: core.Function) -> None:
+        f = llir.Function(self.out, lltype(fn.function_type), fn.name)
+        f.linkage = "" if fn.linkage == "external" else fn.linkage
+        f.calling_convention = fn.calling_convention
+        for attribute in sorted(fn.attributes):
+            _add_attribute(f.attributes, attribute)
+        for arg, llarg in zip(fn.args, f.args):
+            llarg.name = arg.name
+            for attribute in sorted(arg.attributes):
+                _add_attribute(llarg.attributes, attribute)
+            self.values[id(arg)] = llarg
+        self.values[id(fn)] = f
+
+    def value(self, v: core.Value, user: core.Instruction):
+        if isinstance(v, core.Constant):
+            return llconstant(v)
+        found = self.values.get(id(v))
+        if found is None:
+            raise IRError(f"operand {v.ref()} of '{user.opcode} %{user.name}' is not defined before use "
+                          f"in function @{user.parent.parent.name if user.parent else '?'}")
+        return found
+
+    def location(self, loc: core.SourceLocation):
+        if loc not in self.locations:
+            self.locations[loc] = self.out.add_metadata(
+                [llir.MetaDataString(self.out, loc.filename), llir.Constant(llir.IntType(32), loc.line),
+                 llir.Constant(llir.IntType(32), loc.col)])
+        return self.locations[loc]
+
+    # ---- bodies
+    def build_body(self, fn: core.Function) -> None:
+        f = self.values[id(fn)]
+        for block in fn.blocks:
+            self.values[id(block)] = f.append_basic_block(block.name)
+        builder = llir.IRBuilder()
+        phis = []
+        for block in _reverse_post_order(fn):
+            builder.position_at_end(self.values[id(block)])
+            for inst in block.instructions:
+                try:
+                    result = self.emit(builder, inst)
+                except (ValueError, TypeError, AssertionError) as exc:
+                    raise IRError(f"cannot export '{inst.opcode} %{inst.name}' in @{fn.name}: {exc}") from None
+                if inst.opcode == "phi":
+                    phis.append((inst, result))
+                if inst.location is not None and isinstance(result, llir.Instruction):
+                    result.set_metadata("adoffload.loc", self.location(inst.location))
+                self.values[id(inst)] = result
+        for inst, phi in phis:
+            for v, b in zip(inst.operands, inst.blocks):
+                phi.add_incoming(self.value(v, inst), self.values[id(b)])
+
+    def emit(self, b: llir.IRBuilder, inst: core.Instruction):
+        ops = [] if inst.opcode == "phi" else [self.value(v, inst) for v in inst.operands]
+        name, opcode, flags = inst.name, inst.opcode, sorted(inst.flags)
+        fast = [f for f in flags if f in _FAST_MATH]
+        match opcode:
+            case _ if opcode in _BINARY:
+                return getattr(b, _BINARY[opcode])(ops[0], ops[1], name,
+                                                   flags=[f for f in flags if f in _BINARY_FLAGS])
+            case _ if opcode in _CASTS:
+                return getattr(b, opcode)(ops[0], lltype(inst.type), name)
+            case "fneg":
+                return b.fneg(ops[0], name, flags=fast)
+            case "icmp":
+                return _insert(b, llir.ICMPInstr(b.block, inst.predicate, ops[0], ops[1], name))
+            case "fcmp":
+                return _insert(b, llir.FCMPInstr(b.block, inst.predicate, ops[0], ops[1], name, flags=fast))
+            case "select":
+                return b.select(*ops, name=name, flags=fast)
+            case "phi":
+                return b.phi(lltype(inst.type), name, flags=fast)
+            case "call":
+                return self.emit_call(b, inst, ops, fast)
+            case "getelementptr":
+                gep_flags = " ".join(f for f in ("inbounds", "nusw", "nuw") if f in inst.flags)
+                etype = lltype(inst.element_type)
+                return _insert(b, _Spelled(b.block, lltype(inst.type), opcode, ops, name, lambda s: (
+                    f"getelementptr {gep_flags + ' ' if gep_flags else ''}{etype}, "
+                    + ", ".join(_typed(o) for o in s.operands))))
+            case "alloca":
+                result = b.alloca(lltype(inst.element_type), ops[0] if ops else None, name)
+                result.align = inst.align
+                return result
+            case "load":
+                return self.emit_load(b, inst, ops)
+            case "store":
+                return self.emit_store(b, inst, ops)
+            case "atomicrmw":
+                vol = " volatile" if "volatile" in inst.flags else ""
+                return _insert(b, _Spelled(b.block, ops[1].type, opcode, ops, name, lambda s: (
+                    f"atomicrmw{vol} {inst.op} {_typed(s.operands[0])}, {_typed(s.operands[1])}"
+                    f"{_scope(inst)} {inst.ordering}{_align(inst)}")))
+            case "cmpxchg":
+                failure = next(f.split("=", 1)[1] for f in inst.flags if f.startswith("failure="))
+                mods = "".join(f" {f}" for f in ("weak", "volatile") if f in inst.flags)
+                return _insert(b, _Spelled(b.block, lltype(inst.type), opcode, ops, name, lambda s: (
+                    f"cmpxchg{mods} " + ", ".join(_typed(o) for o in s.operands)
+                    + f"{_scope(inst)} {inst.ordering} {failure}{_align(inst)}")))
+            case "fence":
+                return _insert(b, _Spelled(b.block, llir.VoidType(), opcode, [], "", lambda s: (
+                    f"fence{_scope(inst)} {inst.ordering}")))
+            case "freeze":
+                return _insert(b, _Spelled(b.block, ops[0].type, opcode, ops, name, lambda s: (
+                    f"freeze {_typed(s.operands[0])}")))
+            case "extractvalue":
+                return b.extract_value(ops[0], list(inst.indices), name)
+            case "insertvalue":
+                return b.insert_value(ops[0], ops[1], list(inst.indices), name)
+            case "extractelement":
+                return b.extract_element(ops[0], ops[1], name)
+            case "insertelement":
+                return b.insert_element(ops[0], ops[1], ops[2], name)
+            case "shufflevector":
+                mask = ", ".join("i32 poison" if k < 0 else f"i32 {k}" for k in inst.indices)
+                return _insert(b, _Spelled(b.block, lltype(inst.type), opcode, ops, name, lambda s: (
+                    f"shufflevector {_typed(s.operands[0])}, {_typed(s.operands[1])}, "
+                    f"<{len(inst.indices)} x i32> <{mask}>")))
+            case "br":
+                target = [self.values[id(block)] for block in inst.blocks]
+                return b.branch(target[0]) if not ops else b.cbranch(ops[0], target[0], target[1])
+            case "switch":
+                switch = b.switch(ops[0], self.values[id(inst.blocks[0])])
+                for value, block in zip(ops[1:], inst.blocks[1:]):
+                    switch.add_case(value, self.values[id(block)])
+                return switch
+            case "ret":
+                return b.ret(ops[0]) if ops else b.ret_void()
+            case "unreachable":
+                return b.unreachable()
+            case _:
+                raise IRError(f"export has no rule for opcode '{opcode}' (instruction %{name})")
+
+    def emit_call(self, b, inst, ops, fast):
+        callee = inst.callee
+        if not isinstance(callee, core.Function):
+            raise IRError(f"indirect call '%{inst.name}' cannot be exported (callee is not a function)")
+        tail = next((f for f in ("tail", "musttail", "notail") if f in inst.flags), False)
+        return b.call(self.values[id(callee)], ops, inst.name, cconv=callee.calling_convention or None,
+                      tail=tail, fastmath=fast)
+
+    def emit_load(self, b, inst, ops):
+        if not ({"volatile", "atomic"} & inst.flags):
+            result = b.load(ops[0], inst.name, align=inst.align, typ=lltype(inst.type))
+            return result
+        atomic = f" atomic" if "atomic" in inst.flags else ""
+        vol = " volatile" if "volatile" in inst.flags else ""
+        order = f"{_scope(inst)} {inst.ordering}" if atomic else ""
+        typ = lltype(inst.type)
+        return _insert(b, _Spelled(b.block, typ, "load", ops, inst.name, lambda s: (
+            f"load{atomic}{vol} {typ}, {_typed(s.operands[0])}{order}{_align(inst)}")))
+
+    def emit_store(self, b, inst, ops):
+        if not ({"volatile", "atomic"} & inst.flags):
+            return b.store(ops[0], ops[1], align=inst.align)
+        atomic = f" atomic" if "atomic" in inst.flags else ""
+        vol = " volatile" if "volatile" in inst.flags else ""
+        order = f"{_scope(inst)} {inst.ordering}" if atomic else ""
+        return _insert(b, _Spelled(b.block, llir.VoidType(), "store", ops, "", lambda s: (
+            f"store{atomic}{vol} {_typed(s.operands[0])}, {_typed(s.operands[1])}{order}{_align(inst)}")))
+
+
+def _reverse_post_order(fn: core.Function) -> list[core.Block]:
+    """Blocks in reverse post-order from the entry, then any unreachable blocks in layout order."""
+    seen: set[int] = set()
+    order: list[core.Block] = []
+    stack = [(fn.entry, iter(fn.entry.successors))]
+    seen.add(id(fn.entry))
+    while stack:
+        block, successors = stack[-1]
+        nxt = next((s for s in successors if id(s) not in seen), None)
+        if nxt is None:
+            order.append(block)
+            stack.pop()
+        else:
+            seen.add(id(nxt))
+            stack.append((nxt, iter(nxt.successors)))
+    order.reverse()
+    return order + [b for b in fn.blocks if id(b) not in seen]

@@ -1,0 +1,325 @@
+"""LLVM IR (text or bitcode) -> ir.core Module, by walking llvmlite.binding's ValueRef API.
+
+Where the binding has no accessor (GEP source element type, predicates, fast-math flags,
+switch case values, atomic orderings, ``!adoffload.loc``) the printed instruction is read
+back with ``textparse``. LLVM names are kept; unnamed values get fresh ``v<N>`` names.
+"""
+from __future__ import annotations
+
+import ctypes
+import re
+
+import llvmlite.binding as llvm
+
+from . import textparse as tp
+from .core import (Argument, Block, Constant, Function, FunctionType, GlobalVariable, Instruction,
+                   IntType, Module, SourceLocation, Type, Value)
+from ..errors import IRError
+
+UNSUPPORTED_OPCODES = frozenset({"invoke", "landingpad", "resume", "callbr", "indirectbr", "va_arg",
+                                 "catchswitch", "catchpad", "catchret", "cleanuppad", "cleanupret"})
+CALLING_CONVENTIONS = ("ptx_kernel", "amdgpu_kernel", "spir_kernel", "fastcc", "coldcc", "ccc")
+_LINKAGE_NAMES = {"linkonce_any": "linkonce", "weak_any": "weak"}
+_LOC_NODE = re.compile(r'^!(\d+)\s*=\s*(?:distinct\s+)?!\{!"((?:[^"\\]|\\.)*)",\s*i32\s+(-?\d+),\s*i32\s+(-?\d+)\}',
+                       re.M)
+_STRUCT_DEF = re.compile(r'^%("[^"]*"|[-\w$.]+)\s*=\s*type\s+(.*)$', re.M)
+
+
+def parse_llvm(source: str | bytes) -> llvm.ModuleRef:
+    """Parse LLVM IR text or bitcode with llvmlite, raising IRError with LLVM's message."""
+    try:
+        if isinstance(source, (bytes, bytearray)):
+            module = llvm.parse_bitcode(bytes(source))
+        else:
+            module = llvm.parse_assembly(source)
+        module.verify()
+    except RuntimeError as exc:
+        raise IRError(f"LLVM could not parse or verify the module:\n{exc}") from None
+    return module
+
+
+def import_module(source: str | bytes | llvm.ModuleRef) -> Module:
+    """Import LLVM IR text, bitcode or a parsed llvmlite ModuleRef as an ir.core Module."""
+    llmod = source if isinstance(source, llvm.ModuleRef) else parse_llvm(source)
+    return _Importer(llmod).run()
+
+
+def _address(ref: llvm.ValueRef) -> int:
+    return ctypes.cast(ref._ptr, ctypes.c_void_p).value
+
+
+def linkage_name(ref: llvm.ValueRef) -> str:
+    name = ref.linkage.name
+    return _LINKAGE_NAMES.get(name, name)
+
+
+class _Importer:
+    def __init__(self, llmod: llvm.ModuleRef):
+        self.llmod = llmod
+        self.text = str(llmod)
+        self.module = Module(name=llmod.name or "module", triple=llmod.triple, data_layout=llmod.data_layout)
+        self.locations = {int(n): SourceLocation(f, int(line), int(col))
+                          for n, f, line, col in _LOC_NODE.findall(self.text)}
+        self.struct_text = {name.strip('"'): body for name, body in _STRUCT_DEF.findall(self.text)}
+        self.structs: dict[str, Type] = {}
+        self.values: dict[int, Value] = {}   # address of the LLVM value -> our value
+
+    # ---- types
+    def resolve_struct(self, name: str) -> Type:
+        name = name.strip('"')
+        if name not in self.structs:
+            body = self.struct_text.get(name)
+            if body is None or body.strip() == "opaque":
+                raise IRError(f"opaque or unknown struct type %{name}")
+            self.structs[name] = tp.type_from_string(body, self.resolve_struct)
+        return self.structs[name]
+
+    def type_of(self, typeref) -> Type:
+        return tp.type_from_string(str(typeref), self.resolve_struct)
+
+    # ---- module
+    def run(self) -> Module:
+        for g in self.llmod.global_variables:
+            self.module.globals[g.name] = self.import_global(g)
+        functions = list(self.llmod.functions)
+        for f in functions:
+            self.module.add_function(self.declare_function(f))
+        for f in functions:
+            if not f.is_declaration:
+                self.import_body(f, self.module.functions[f.name])
+        return self.module
+
+    def import_global(self, g: llvm.ValueRef) -> GlobalVariable:
+        text = str(g)
+        value_type = self.type_of(g.global_value_type)
+        m = re.search(r"(?:addrspace\((\d+)\)\s+)?(?:externally_initialized\s+)?\b(global|constant)\s", text)
+        if m is None:
+            raise IRError(f"cannot read global variable: {text[:200]}")
+        gv = GlobalVariable(g.name, value_type, constant=m.group(2) == "constant",
+                            addrspace=int(m.group(1) or 0), linkage=linkage_name(g))
+        if not g.is_declaration:
+            cur = tp.Cursor(text, m.end())
+            tp.parse_type(cur, self.resolve_struct)
+            gv.initializer = tp.parse_constant(cur, value_type, self.resolve_struct)
+        self.values[_address(g)] = gv
+        return gv
+
+    def declare_function(self, f: llvm.ValueRef) -> Function:
+        ftype = self.type_of(f.global_value_type)
+        assert isinstance(ftype, FunctionType)
+        header = next((line for line in str(f).splitlines() if line.startswith(("define", "declare"))), "")
+        words = header.split("@", 1)[0].split()
+        fn = Function(f.name, ftype, linkage=linkage_name(f),
+                      calling_convention=next((w for w in words if w in CALLING_CONVENTIONS and w != "ccc"), ""),
+                      attributes=_attributes(f.attributes))
+        taken = {a.name for a in f.arguments if a.name}
+        for index, a in enumerate(f.arguments):
+            name = a.name or _fresh(f"arg{index}", taken)
+            arg = Argument(ftype.params[index], name, index, _attributes(a.attributes))
+            fn.args.append(arg)
+            self.values[_address(a)] = arg
+        self.values[_address(f)] = fn
+        return fn
+
+    # ---- bodies
+    def import_body(self, f: llvm.ValueRef, fn: Function) -> None:
+        llblocks = list(f.blocks)
+        taken = {a.name for a in fn.args} | {b.name for b in llblocks if b.name}
+        for b in llblocks:
+            for i in b.instructions:
+                if i.name:
+                    taken.add(i.name)
+        pending = []
+        for b in llblocks:
+            block = Block(b.name or _fresh("bb", taken), parent=fn)
+            fn.blocks.append(block)
+            self.values[_address(b)] = block
+            for i in b.instructions:
+                inst = Instruction(i.opcode, self.type_of(i.type), parent=block)
+                if inst.type != _VOID and not inst.name:
+                    inst.name = i.name or _fresh("v", taken)
+                block.instructions.append(inst)
+                self.values[_address(i)] = inst
+                pending.append((i, inst))
+        for i, inst in pending:  # operands may refer forward (phis, block order), so fill them last
+            try:
+                self.fill(i, inst)
+            except IRError as exc:
+                raise IRError(f"in function @{fn.name}: {exc}") from None
+
+    def operand(self, ref: llvm.ValueRef, where: llvm.ValueRef):
+        kind = ref.value_kind.name
+        if kind in ("argument", "instruction", "basic_block", "function", "global_variable"):
+            value = self.values.get(_address(ref))
+            if value is None:
+                raise IRError(f"operand {ref.name!r} of '{str(where).strip()}' is not known")
+            return value
+        type_ = self.type_of(ref.type)
+        if kind == "constant_int":
+            return Constant(type_, ref.get_constant_value(signed_int=type_ != IntType(1)))
+        if kind == "constant_fp":
+            return Constant(type_, ref.get_constant_value(round_fp=True))
+        simple = {"constant_pointer_null": "null", "undef_value": "undef", "poison_value": "poison",
+                  "constant_aggregate_zero": "zero"}
+        if kind in simple:
+            return Constant(type_, None, simple[kind])
+        if kind in ("constant_data_vector", "constant_data_array", "constant_vector", "constant_array",
+                    "constant_struct"):
+            cur = tp.Cursor(str(ref))
+            tp.parse_type(cur, self.resolve_struct)
+            return tp.parse_constant(cur, type_, self.resolve_struct)
+        raise IRError(f"unsupported operand ({kind.replace('_', ' ')}) '{str(ref).strip()[:120]}' "
+                      f"in instruction '{str(where).strip()}'")
+
+    def fill(self, i: llvm.ValueRef, inst: Instruction) -> None:
+        text = str(i).strip()
+        opcode = inst.opcode
+        if opcode in UNSUPPORTED_OPCODES:
+            raise IRError(f"unsupported instruction '{opcode}': {text}")
+        ops = [self.operand(o, i) for o in i.operands]
+        cur = tp.instruction_body(text)
+        inst.flags = tp.leading_flags(cur)
+        if " volatile " in f" {text} " and opcode in ("load", "store", "atomicrmw", "cmpxchg"):
+            inst.flags.add("volatile")
+        inst.align = tp.align_of(text)
+        loc = tp.metadata_ref(text, "adoffload.loc")
+        if loc is not None:
+            inst.location = self.locations.get(loc)
+        scope = tp.syncscope_of(text)
+        if scope is not None:
+            inst.flags.add(f"syncscope={scope}")
+        handler = _HANDLERS.get(opcode, _plain)
+        handler(self, inst, ops, cur, text, i)
+
+
+def _attributes(spelled) -> set[str]:
+    out: set[str] = set()
+    for group in spelled:
+        out |= tp.split_attributes(group.decode())
+    return out
+
+
+def _fresh(base: str, taken: set[str]) -> str:
+    k = 0
+    while f"{base}{k}" in taken:
+        k += 1
+    taken.add(f"{base}{k}")
+    return f"{base}{k}"
+
+
+_VOID = tp.type_from_string("void")
+
+
+# ----------------------------------------------------------------------------- per-opcode readers
+
+def _plain(imp, inst, ops, cur, text, ref):
+    inst.operands = ops
+
+
+def _branch(imp, inst, ops, cur, text, ref):
+    if len(ops) == 1:
+        inst.blocks = [ops[0]]
+    else:  # LLVM operand order is (cond, false dest, true dest)
+        inst.operands, inst.blocks = [ops[0]], [ops[2], ops[1]]
+
+
+def _switch(imp, inst, ops, cur, text, ref):
+    cond_type = ops[0].type
+    values = re.findall(r"(?:^|\n|\[)\s*\S+\s+(-?\d+|true|false),\s*label", text)
+    inst.operands = [ops[0]] + [Constant(cond_type, int(v == "true") if v in ("true", "false") else int(v))
+                                for v in values]
+    inst.blocks = ops[1:]
+
+
+def _call(imp, inst, ops, cur, text, ref):
+    inst.callee, inst.operands = ops[-1], ops[:-1]
+    inst.flags = {f for f in inst.flags if f in tp.FAST_MATH}
+    m = re.match(r"(?:%\S+\s*=\s*)?(tail|musttail|notail)\s+call\b", text)
+    if m:
+        inst.flags.add(m.group(1))
+
+
+def _gep(imp, inst, ops, cur, text, ref):
+    inst.flags |= {w for w in ("nusw", "nuw", "inbounds") if re.search(rf"getelementptr[\w\s]*\b{w}\b", text)}
+    _skip_words(cur, ("nusw", "nuw", "inbounds"))
+    inst.element_type = tp.parse_type(cur, imp.resolve_struct)
+    inst.operands = ops
+
+
+def _alloca(imp, inst, ops, cur, text, ref):
+    _skip_words(cur, ("inalloca",))
+    inst.element_type = tp.parse_type(cur, imp.resolve_struct)
+    size = ops[0] if ops else None
+    inst.operands = [] if isinstance(size, Constant) and size.value == 1 else [size]
+
+
+def _memory(imp, inst, ops, cur, text, ref):
+    inst.operands = ops
+    orderings = tp.orderings_of(text)
+    if " atomic " in text:
+        inst.flags.add("atomic")
+        inst.ordering = orderings[0] if orderings else None
+
+
+def _atomicrmw(imp, inst, ops, cur, text, ref):
+    inst.op = cur.word()
+    inst.operands = ops
+    inst.ordering = tp.orderings_of(text)[-1]
+
+
+def _cmpxchg(imp, inst, ops, cur, text, ref):
+    if re.match(r"(%\S+\s*=\s*)?cmpxchg\s+weak\b", text):
+        inst.flags.add("weak")
+    success, failure = tp.orderings_of(text)[-2:]
+    inst.ordering = success
+    inst.flags.add(f"failure={failure}")
+    inst.operands = ops
+
+
+def _fence(imp, inst, ops, cur, text, ref):
+    inst.ordering = tp.orderings_of(text)[-1]
+
+
+def _compare(imp, inst, ops, cur, text, ref):
+    inst.predicate = cur.word()
+    inst.operands = ops
+
+
+def _aggregate(imp, inst, ops, cur, text, ref):
+    inst.operands = ops
+    body = re.sub(r",\s*!\S+\s+!\d+", "", text)
+    m = re.search(r"((?:,\s*\d+)+)\s*$", body)
+    inst.indices = tuple(int(x) for x in re.findall(r"\d+", m.group(1))) if m else ()
+
+
+def _shufflevector(imp, inst, ops, cur, text, ref):
+    inst.operands = ops[:2]
+    mask = re.search(r"<\s*\d+\s*x\s*i32>\s*(<[^>]*>|zeroinitializer|poison|undef)\s*$",
+                     re.sub(r",\s*!\S+\s+!\d+", "", text))
+    if mask is None:
+        raise IRError(f"cannot read the shuffle mask of: {text}")
+    count = inst.type.count
+    spelled = mask.group(1)
+    if spelled.startswith("<"):
+        inst.indices = tuple(-1 if v in ("poison", "undef") else int(v)
+                             for v in re.findall(r"i32\s+(-?\d+|poison|undef)", spelled))
+    else:
+        inst.indices = (0 if spelled == "zeroinitializer" else -1,) * count
+
+
+def _skip_words(cur, words):
+    while cur.peek_word() in words:
+        cur.word()
+
+
+def _phi(imp, inst, ops, cur, text, ref):
+    inst.operands = ops
+    inst.blocks = [imp.values[_address(b)] for b in ref.incoming_blocks]
+
+
+_HANDLERS = {
+    "phi": _phi, "br": _branch, "switch": _switch, "call": _call, "getelementptr": _gep, "alloca": _alloca,
+    "load": _memory, "store": _memory, "atomicrmw": _atomicrmw, "cmpxchg": _cmpxchg, "fence": _fence,
+    "icmp": _compare, "fcmp": _compare, "extractvalue": _aggregate, "insertvalue": _aggregate,
+    "shufflevector": _shufflevector,
+}
