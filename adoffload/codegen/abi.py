@@ -1,0 +1,331 @@
+"""The packed-slot ABI: entry wrappers around a kernel body, and the slot packer launchers use.
+
+Every flattened parameter occupies one 8-byte slot (scalars in the low bytes, little-endian,
+``i1`` as one byte), then one slot per grid dimension, then the status pointer
+(docs/ARCHITECTURE.md §4). Everything here is written in terms of a flat list of LLVM
+parameter types and a grid rank, so primal and derivative kernels share it.
+
+Entries:
+
+* host: ``void @<body>.host(ptr slots, i64 start, i64 end)`` runs linear threads
+  ``[start, end)``; tids follow row-major order (the last grid axis varies fastest).
+* GPU: ``<cc> void @<body>.kernel(<params>, i64 grid.., ptr status)``, launched 1-D. The
+  linear id is ``block_id.x * block_size.x + thread_id.x``; threads at or past
+  ``grid0*...*grid<R-1>`` return. On AMDGPU the block size is read from the HSA dispatch
+  packet (``llvm.amdgcn.dispatch.ptr``, ``workgroup_size_x`` at byte 4), so the launch
+  needs no extra argument. GPU entries take ``i1`` parameters as ``i8`` (one byte of the
+  slot), since the drivers copy whole bytes.
+"""
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+
+import numpy as np
+from llvmlite import ir
+import llvmlite.binding as llvm
+
+from ..errors import CompilationError, IRError
+
+HOST_SUFFIX = ".host"
+KERNEL_SUFFIX = ".kernel"
+GPU_CALLING_CONVENTION = {"nvptx": "ptx_kernel", "amdgpu": "amdgpu_kernel"}
+
+_I1, _I8, _I16, _I32, _I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))
+_PTR = ir.PointerType()
+_SCALAR_TYPES = {"float": ir.FloatType(), "double": ir.DoubleType(), "i1": _I1, "i8": _I8,
+                 "i32": _I32, "i64": _I64, "ptr": _PTR}
+# How a slot is stored: struct format for pack_slots.
+_SLOT_FORMAT = {"float": "<f", "double": "<d", "i1": "<B", "i8": "<b", "i32": "<i", "i64": "<q",
+                "ptr": "<Q"}
+
+
+def host_entry_name(body_name: str) -> str:
+    return body_name + HOST_SUFFIX
+
+
+def kernel_entry_name(body_name: str) -> str:
+    return body_name + KERNEL_SUFFIX
+
+
+def flat_type_names(flat_params) -> list[str]:
+    """Accept LLVM type strings or ``FlatParam`` objects; return the type strings."""
+    return [getattr(p, "llvm_type", p) for p in flat_params]
+
+
+def _by_reference_mask(flat_params, scalars_by_reference) -> list[bool]:
+    """Which flat params are passed as pointers to their value (JAX on GPU).
+
+    ``True`` means every scalar: params with role "scalar" when ``FlatParam`` objects are
+    given (shapes stay by value), every non-pointer param for plain type strings. A sequence
+    of flat indices picks them explicitly.
+    """
+    types = flat_type_names(flat_params)
+    if scalars_by_reference is False or scalars_by_reference is None:
+        return [False] * len(types)
+    if scalars_by_reference is True:
+        return [t != "ptr" and getattr(p, "role", "scalar") == "scalar"
+                for p, t in zip(flat_params, types)]
+    chosen = set(scalars_by_reference)
+    return [k in chosen for k in range(len(types))]
+
+
+# --- reading and preparing the body module ------------------------------------------------
+
+def _llvm_type(name: str) -> ir.Type:
+    try:
+        return _SCALAR_TYPES[name]
+    except KeyError:
+        raise IRError(f"unsupported flattened parameter type {name!r}; expected one of "
+                      f"{sorted(_SCALAR_TYPES)}") from None
+
+
+def _parse(text: str) -> llvm.ModuleRef:
+    try:
+        module = llvm.parse_assembly(text)
+        module.verify()
+    except RuntimeError as exc:
+        raise IRError(f"kernel module does not parse or verify: {exc}") from exc
+    return module
+
+
+def _check_body(module: llvm.ModuleRef, body_name: str, types: list[str], grid_rank: int):
+    try:
+        body = module.get_function(body_name)
+    except NameError:
+        raise IRError(f"kernel body @{body_name} is not in the module") from None
+    if body.is_declaration:
+        raise IRError(f"kernel body @{body_name} is only declared, not defined")
+    expected = ["i64"] * grid_rank + types + ["ptr"]
+    actual = [str(a.type) for a in body.arguments]
+    if actual != expected:
+        raise IRError(f"kernel body @{body_name} takes ({', '.join(actual)}) but grid rank "
+                      f"{grid_rank} and the flattened params give ({', '.join(expected)})")
+    if not 1 <= grid_rank <= 3:
+        raise IRError(f"grid rank must be 1, 2 or 3, got {grid_rank}")
+
+
+def _entry_module(body_module: llvm.ModuleRef, body_name: str, types: list[str], grid_rank: int):
+    """A fresh llvmlite.ir module holding a declaration of the body, for building an entry."""
+    m = ir.Module()
+    m.triple = body_module.triple
+    m.data_layout = body_module.data_layout
+    body_ty = ir.FunctionType(ir.VoidType(), [_I64] * grid_rank + [_llvm_type(t) for t in types] + [_PTR])
+    return m, ir.Function(m, body_ty, name=body_name)
+
+
+def _link(body_module: llvm.ModuleRef, entry: ir.Module, body_name: str) -> str:
+    """Link the entry into the body module, then make the body internal and always-inlined."""
+    try:
+        body_module.link_in(llvm.parse_assembly(str(entry)))
+    except RuntimeError as exc:
+        raise CompilationError(f"linking the entry wrapper for @{body_name} failed: {exc}") from exc
+    body = body_module.get_function(body_name)
+    if any(a.startswith(b"noinline") or a.startswith(b"optnone") for a in body.attributes):
+        raise CompilationError(f"kernel body @{body_name} is marked noinline/optnone; "
+                               "canonicalize it before code generation")
+    body.linkage = llvm.Linkage.internal
+    body.add_function_attribute("alwaysinline")
+    body_module.verify()
+    return str(body_module)
+
+
+# --- shared pieces of both entries ------------------------------------------------------------
+
+def _decompose(b: ir.IRBuilder, linear: ir.Value, grid: list[ir.Value], width: ir.IntType) -> list[ir.Value]:
+    """Row-major tids of ``linear``: the last axis varies fastest. Works in ``width`` bits."""
+    tids = [None] * len(grid)
+    rest = linear
+    for axis in range(len(grid) - 1, 0, -1):
+        tids[axis] = b.urem(rest, grid[axis])
+        rest = b.udiv(rest, grid[axis])
+    tids[0] = rest
+    return tids
+
+
+def _load_slot(b: ir.IRBuilder, slot_ptr: ir.Value, type_name: str) -> ir.Value:
+    if type_name == "i1":
+        return b.icmp_unsigned("!=", b.load(slot_ptr, typ=_I8, align=1), _I8(0))
+    return b.load(slot_ptr, typ=_llvm_type(type_name), align=8)
+
+
+# --- host entry -------------------------------------------------------------------------------
+
+def add_host_entry(module_text: str, body_name: str, flat_types: Sequence, grid_rank: int,
+                   noalias: bool = False) -> str:
+    """Add ``void @<body>.host(ptr slots, i64 start, i64 end)`` (see the module docstring)."""
+    types = flat_type_names(flat_types)
+    body_module = _parse(module_text)
+    _check_body(body_module, body_name, types, grid_rank)
+    m, body = _entry_module(body_module, body_name, types, grid_rank)
+    fn = ir.Function(m, ir.FunctionType(ir.VoidType(), [_PTR, _I64, _I64]), name=host_entry_name(body_name))
+    slots, start, end = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+
+    def slot(k):
+        return b.gep(slots, [_I64(k)], source_etype=_I64, inbounds=True)
+
+    params = [_load_slot(b, slot(k), t) for k, t in enumerate(types)]
+    grid = [b.load(slot(len(types) + a), typ=_I64, align=8) for a in range(grid_rank)]
+    status = b.load(slot(len(types) + grid_rank), typ=_PTR, align=8)
+    first_tids = _decompose(b, start, grid, _I64)
+    has_work = b.icmp_signed("<", start, end)
+    entry_block = b.block
+    loop = fn.append_basic_block("loop")
+    done = fn.append_basic_block("done")
+    b.cbranch(has_work, loop, done)
+
+    # Loop over linear ids with the tids carried along (increment with carry: no division
+    # per thread).
+    b.position_at_end(loop)
+    linear = b.phi(_I64, "linear")
+    tids = [b.phi(_I64, f"tid{a}") for a in range(grid_rank)]
+    arg_attrs = {grid_rank + k: ("noalias",) for k, t in enumerate(types) if noalias and t == "ptr"}
+    b.call(body, tids + params + [status], attrs=("alwaysinline",), arg_attrs=arg_attrs or None)
+    next_tids = _increment_with_carry(b, tids, grid)
+    next_linear = b.add(linear, _I64(1), flags=("nuw", "nsw"))
+    latch = b.block
+    linear.add_incoming(start, entry_block)
+    linear.add_incoming(next_linear, latch)
+    for phi, first, nxt in zip(tids, first_tids, next_tids):
+        phi.add_incoming(first, entry_block)
+        phi.add_incoming(nxt, latch)
+    b.cbranch(b.icmp_signed("<", next_linear, end), loop, done)
+    b.position_at_end(done)
+    b.ret_void()
+    return _link(body_module, m, body_name)
+
+
+def _increment_with_carry(b: ir.IRBuilder, tids: list[ir.Value], grid: list[ir.Value]) -> list[ir.Value]:
+    """Advance row-major tids by one (selects only; the carry out of axis 0 is never used)."""
+    out = list(tids)
+    carry = ir.Constant(_I1, 1)
+    for axis in range(len(tids) - 1, -1, -1):
+        bumped = b.add(tids[axis], b.zext(carry, _I64))
+        if axis == 0:
+            out[axis] = bumped
+            break
+        wraps = b.icmp_unsigned("==", bumped, grid[axis])
+        out[axis] = b.select(wraps, _I64(0), bumped)
+        carry = wraps
+    return out
+
+
+# --- GPU entry --------------------------------------------------------------------------------
+
+def _linear_id_nvptx(m: ir.Module, b: ir.IRBuilder) -> ir.Value:
+    def sreg(name):
+        f = ir.Function(m, ir.FunctionType(_I32, []), name=f"llvm.nvvm.read.ptx.sreg.{name}")
+        return b.zext(b.call(f, []), _I64)
+    return b.add(b.mul(sreg("ctaid.x"), sreg("ntid.x"), flags=("nuw",)), sreg("tid.x"), flags=("nuw",))
+
+
+def _linear_id_amdgpu(m: ir.Module, b: ir.IRBuilder) -> ir.Value:
+    group = ir.Function(m, ir.FunctionType(_I32, []), name="llvm.amdgcn.workgroup.id.x")
+    item = ir.Function(m, ir.FunctionType(_I32, []), name="llvm.amdgcn.workitem.id.x")
+    dispatch = ir.Function(m, ir.FunctionType(ir.PointerType(addrspace=4), []), name="llvm.amdgcn.dispatch.ptr")
+    packet = b.call(dispatch, [])
+    size_ptr = b.gep(packet, [_I64(4)], source_etype=_I8, inbounds=True)   # workgroup_size_x (u16)
+    size = b.zext(b.load(size_ptr, typ=_I16, align=4), _I64)
+    return b.add(b.mul(b.zext(b.call(group, []), _I64), size, flags=("nuw",)),
+                 b.zext(b.call(item, []), _I64), flags=("nuw",))
+
+
+_LINEAR_ID = {"nvptx": _linear_id_nvptx, "amdgpu": _linear_id_amdgpu}
+
+
+def add_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, grid_rank: int,
+                  target: str = "nvptx", scalars_by_reference=False, noalias: bool = False) -> str:
+    """Add ``<cc> void @<body>.kernel(<params>, i64 grid.., ptr status)`` for ``target``.
+
+    ``scalars_by_reference``: see ``_by_reference_mask``; those params arrive as ``ptr`` and
+    are loaded. ``noalias``: the runtime promises that no two pointer params overlap.
+    """
+    if target not in GPU_CALLING_CONVENTION:
+        raise CompilationError(f"unknown GPU target {target!r}; expected one of {sorted(GPU_CALLING_CONVENTION)}")
+    types = flat_type_names(flat_types)
+    by_ref = _by_reference_mask(flat_types, scalars_by_reference)
+    body_module = _parse(module_text)
+    _check_body(body_module, body_name, types, grid_rank)
+    m, body = _entry_module(body_module, body_name, types, grid_rank)
+    entry_types = [_PTR if r else (_I8 if t == "i1" else _llvm_type(t)) for t, r in zip(types, by_ref)]
+    fn = ir.Function(m, ir.FunctionType(ir.VoidType(), entry_types + [_I64] * grid_rank + [_PTR]),
+                     name=kernel_entry_name(body_name))
+    fn.calling_convention = GPU_CALLING_CONVENTION[target]
+    for k, t in enumerate(types):
+        if noalias and t == "ptr" and not by_ref[k]:
+            fn.args[k].add_attribute("noalias")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    params = []
+    for arg, t, r in zip(fn.args, types, by_ref):
+        if r:
+            params.append(_load_slot(b, arg, t))
+        elif t == "i1":
+            params.append(b.icmp_unsigned("!=", arg, _I8(0)))
+        else:
+            params.append(arg)
+    grid = list(fn.args[len(types):len(types) + grid_rank])
+    status = fn.args[-1]
+    linear = _LINEAR_ID[target](m, b)
+    total = grid[0]
+    for g in grid[1:]:
+        total = b.mul(total, g, flags=("nuw",))
+    with b.if_then(b.icmp_unsigned("<", linear, total), likely=True):
+        tids = _gpu_tids(b, linear, grid, total)
+        b.call(body, tids + params + [status], attrs=("alwaysinline",))
+    b.ret_void()
+    return _link(body_module, m, body_name)
+
+
+def _gpu_tids(b: ir.IRBuilder, linear: ir.Value, grid: list[ir.Value], total: ir.Value) -> list[ir.Value]:
+    """Row-major tids; 32-bit division when the grid has fewer than 2^32 threads (64-bit
+    division is many times slower on GPUs). The branch is uniform across the launch."""
+    if len(grid) == 1:
+        return [linear]
+    fits = b.icmp_unsigned("<=", total, _I64(0xFFFFFFFF))
+    with b.if_else(fits, likely=True) as (narrow, wide):
+        with narrow:
+            small = _decompose(b, b.trunc(linear, _I32), [b.trunc(g, _I32) for g in grid], _I32)
+            small = [b.zext(t, _I64) for t in small]
+            narrow_block = b.block
+        with wide:
+            big = _decompose(b, linear, grid, _I64)
+            wide_block = b.block
+    tids = []
+    for s, w in zip(small, big):
+        phi = b.phi(_I64)
+        phi.add_incoming(s, narrow_block)
+        phi.add_incoming(w, wide_block)
+        tids.append(phi)
+    return tids
+
+
+# --- slot packing -----------------------------------------------------------------------------
+
+def _address(value) -> int:
+    if isinstance(value, np.ndarray):
+        return value.ctypes.data
+    return int(value)
+
+
+def pack_slots(flat_values: Sequence, flat_types: Sequence, grid: Sequence[int], status_ptr) -> np.ndarray:
+    """The uint64 slot array for one launch: params, grid dims, status pointer.
+
+    Pointer values may be ints (addresses) or numpy arrays (their data address); the caller
+    keeps the arrays alive for the launch.
+    """
+    types = flat_type_names(flat_types)
+    if len(flat_values) != len(types):
+        raise CompilationError(f"pack_slots: {len(flat_values)} values for {len(types)} flattened params")
+    slots = np.zeros(len(types) + len(grid) + 1, dtype=np.uint64)
+    raw = slots.view(np.uint8)
+    for k, (value, t) in enumerate(zip(flat_values, types)):
+        if t not in _SLOT_FORMAT:
+            raise CompilationError(f"pack_slots: unsupported flattened parameter type {t!r}")
+        v = _address(value) if t == "ptr" else (bool(value) if t == "i1" else value)
+        data = struct.pack(_SLOT_FORMAT[t], v)
+        raw[8 * k:8 * k + len(data)] = np.frombuffer(data, dtype=np.uint8)
+    for a, g in enumerate(grid):
+        slots[len(types) + a] = np.uint64(int(g))
+    slots[-1] = np.uint64(_address(status_ptr))
+    return slots

@@ -1,0 +1,69 @@
+"""The host (CPU) target: MCJIT-compiled machine code for the native CPU at O3."""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+
+import llvmlite.binding as llvm
+
+from ..errors import CompilationError
+from .optimize import optimize_module
+from .targets import host_target_machine, initialize
+
+# libm functions LLVM may lower math intrinsics to; registered explicitly in case the
+# process's own symbol table does not export them to MCJIT.
+_LIBM_SYMBOLS = ("sin", "cos", "tan", "exp", "exp2", "log", "log2", "log10", "pow", "tanh", "atan2",
+                 "erf", "erfc", "sinh", "cosh", "asin", "acos", "atan", "expm1", "log1p", "cbrt",
+                 "fmod", "hypot", "lgamma", "tgamma")
+
+
+@functools.cache
+def _register_libm() -> None:
+    path = ctypes.util.find_library("m")
+    if path is None:
+        return
+    libm = ctypes.CDLL(path)
+    for base in _LIBM_SYMBOLS:
+        for name in (base, base + "f"):
+            if llvm.address_of_symbol(name):
+                continue
+            fn = getattr(libm, name, None)
+            if fn is not None:
+                llvm.add_symbol(name, ctypes.cast(fn, ctypes.c_void_p).value)
+
+
+class HostProgram:
+    """A module JIT-compiled for this CPU. Keeps its execution engine (and code) alive."""
+
+    def __init__(self, text: str, opt_level: int = 3, optimized: bool = False):
+        initialize()
+        _register_libm()
+        tm = host_target_machine(fresh=True)   # owned by the engine below
+        try:
+            module = llvm.parse_assembly(text)
+            module.triple = tm.triple
+            module.data_layout = str(tm.target_data)
+            module.verify()
+        except RuntimeError as exc:
+            raise CompilationError(f"host module does not parse or verify: {exc}") from exc
+        if not optimized:
+            optimize_module(module, opt_level, tm)
+        self.optimized_ir = str(module)
+        self._engine = llvm.create_mcjit_compiler(module, tm)
+        self._engine.finalize_object()
+        self._engine.run_static_constructors()
+
+    def address(self, name: str) -> int:
+        addr = self._engine.get_function_address(name)
+        if not addr:
+            raise CompilationError(f"host program has no function @{name}")
+        return addr
+
+    def function(self, name: str, restype, *argtypes):
+        """A ctypes callable for ``name`` (a CFUNCTYPE, so calls release the GIL)."""
+        return ctypes.CFUNCTYPE(restype, *argtypes)(self.address(name))
+
+    def entry(self, name: str):
+        """The ``void(ptr slots, i64 start, i64 end)`` host entry as a ctypes callable."""
+        return self.function(name, None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
