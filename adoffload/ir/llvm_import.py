@@ -111,10 +111,10 @@ class _Importer:
         words = header.split("@", 1)[0].split()
         fn = Function(f.name, ftype, linkage=linkage_name(f),
                       calling_convention=next((w for w in words if w in CALLING_CONVENTIONS and w != "ccc"), ""),
-                      attributes=_attributes(f.attributes))
+                      attributes={a for a in _attributes(f.attributes) if not _return_only(a)})
         taken = {a.name for a in f.arguments if a.name}
         for index, a in enumerate(f.arguments):
-            name = a.name or _fresh(f"arg{index}", taken)
+            name = a.name or _fresh("arg", taken, index)
             arg = Argument(ftype.params[index], name, index, _attributes(a.attributes))
             fn.args.append(arg)
             self.values[_address(a)] = arg
@@ -199,8 +199,16 @@ def _attributes(spelled) -> set[str]:
     return out
 
 
-def _fresh(base: str, taken: set[str]) -> str:
-    k = 0
+_RETURN_ONLY = ("noundef", "noalias", "nonnull", "zeroext", "signext", "inreg", "dereferenceable",
+                "align ", "range(", "nofpclass(", "noext")
+
+
+def _return_only(attribute: str) -> bool:
+    """Return-value attributes, which llvmlite.binding lists together with function attributes."""
+    return attribute.startswith(_RETURN_ONLY)
+
+
+def _fresh(base: str, taken: set[str], k: int = 0) -> str:
     while f"{base}{k}" in taken:
         k += 1
     taken.add(f"{base}{k}")
