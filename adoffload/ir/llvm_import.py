@@ -62,6 +62,7 @@ class _Importer:
                           for n, f, line, col in _LOC_NODE.findall(self.text)}
         self.struct_text = {name.strip('"'): body for name, body in _STRUCT_DEF.findall(self.text)}
         self.structs: dict[str, Type] = {}
+        self.attribute_groups = dict(re.findall(r"^attributes #(\d+) = \{ (.*) \}$", self.text, re.M))
         self.values: dict[int, Value] = {}   # address of the LLVM value -> our value
 
     # ---- types
@@ -111,7 +112,7 @@ class _Importer:
         words = header.split("@", 1)[0].split()
         fn = Function(f.name, ftype, linkage=linkage_name(f),
                       calling_convention=next((w for w in words if w in CALLING_CONVENTIONS and w != "ccc"), ""),
-                      attributes={a for a in _attributes(f.attributes) if not _return_only(a)})
+                      attributes=self.function_attributes(header))
         taken = {a.name for a in f.arguments if a.name}
         for index, a in enumerate(f.arguments):
             name = a.name or _fresh("arg", taken, index)
@@ -120,6 +121,26 @@ class _Importer:
             self.values[_address(a)] = arg
         self.values[_address(f)] = fn
         return fn
+
+    def function_attributes(self, header: str) -> set[str]:
+        """Function attributes from a printed header: inline ones plus the ``#N`` groups it names.
+
+        (llvmlite.binding's ``attributes`` merges return and parameter attributes in.)"""
+        depth, start = 0, header.index("(", header.index("@"))
+        for k in range(start, len(header)):
+            depth += {"(": 1, ")": -1}.get(header[k], 0)
+            if depth == 0:
+                break
+        tail = header[k + 1:].rstrip(" {")
+        tail = re.sub(r'\b(section|partition|gc)\s+"[^"]*"|\bcomdat(\([^)]*\))?|\balign\s+\d+|\bpersonality\b.*$',
+                      "", tail)
+        out: set[str] = set()
+        for item in tp.split_attributes(tail):
+            if item.startswith("#"):
+                out |= tp.split_attributes(self.attribute_groups.get(item[1:], ""))
+            elif item not in ("unnamed_addr", "local_unnamed_addr") and not item.startswith("!"):
+                out.add(item)
+        return out
 
     # ---- bodies
     def import_body(self, f: llvm.ValueRef, fn: Function) -> None:
@@ -197,15 +218,6 @@ def _attributes(spelled) -> set[str]:
     for group in spelled:
         out |= tp.split_attributes(group.decode())
     return out
-
-
-_RETURN_ONLY = ("noundef", "noalias", "nonnull", "zeroext", "signext", "inreg", "dereferenceable",
-                "align ", "range(", "nofpclass(", "noext")
-
-
-def _return_only(attribute: str) -> bool:
-    """Return-value attributes, which llvmlite.binding lists together with function attributes."""
-    return attribute.startswith(_RETURN_ONLY)
 
 
 def _fresh(base: str, taken: set[str], k: int = 0) -> str:
