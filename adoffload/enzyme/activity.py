@@ -1,0 +1,204 @@
+"""Activity analysis: which values carry a derivative and which pointers have a shadow.
+
+A value is *active* when it depends on an active input (forward reachability, "varied")
+**and** can influence an active output (backward reachability, "useful"); only active values
+get tangents or adjoints. Pointers derived from a Dup pointer argument (GEP, casts,
+phi/select of pointers) are *shadowed*: they have a shadow pointer derived the same way from
+the shadow argument. Float loads through a shadowed pointer are varied; a store through one
+is an output. A private ``alloca`` becomes shadowed once an active value is stored into it.
+Integers, comparisons, indices and branch conditions are never active.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from ..errors import DifferentiationError
+from ..ir.core import (ArrayType, Function, Instruction, StructType, Type, Value, VectorType)
+
+
+class Activity(enum.Enum):
+    CONST = "const"     # no derivative
+    DUP = "dup"         # a pointer with a shadow pointer, or a float scalar with a tangent/adjoint slot
+    ACTIVE = "active"   # a float scalar whose adjoint is returned/accumulated (reverse mode)
+
+    def __repr__(self) -> str:
+        return f"Activity.{self.name}"
+
+
+CONST, DUP, ACTIVE = Activity.CONST, Activity.DUP, Activity.ACTIVE
+
+
+def is_float_type(t: Type) -> bool:
+    """Whether values of type ``t`` can carry a derivative (floats, float vectors, aggregates of them)."""
+    if isinstance(t, (StructType,)):
+        return any(is_float_type(e) for e in t.elements)
+    if isinstance(t, (ArrayType, VectorType)):
+        return is_float_type(t.element)
+    return bool(t.is_float)
+
+
+# Ops whose result derives from their (non-pointer) operands arithmetically.
+_POINTER_DERIVING = frozenset({"getelementptr", "bitcast", "addrspacecast"})
+_SHADOW_WRITES = frozenset({"store", "atomicrmw"})
+
+
+def _pointer_operand(inst: Instruction) -> Value | None:
+    if inst.opcode == "load":
+        return inst.operands[0]
+    if inst.opcode == "store":
+        return inst.operands[1]
+    if inst.opcode in ("atomicrmw", "cmpxchg"):
+        return inst.operands[0]
+    return None
+
+
+def _differentiable_operands(inst: Instruction) -> list[Value]:
+    """Operands through which a derivative can flow into ``inst``'s result."""
+    op = inst.opcode
+    if op == "select":
+        return inst.operands[1:]
+    if op in ("load", "alloca", "getelementptr", "fcmp", "icmp", "br", "switch"):
+        return []
+    if op == "store":
+        return inst.operands[:1]
+    if op == "atomicrmw":
+        return inst.operands[1:]
+    return list(inst.operands)
+
+
+@dataclass
+class ActivityInfo:
+    """The result of ``analyze``: active values and shadowed pointers of one function."""
+    function: Function
+    arg_activity: list[Activity]
+    varied: set[Value] = field(default_factory=set)
+    useful: set[Value] = field(default_factory=set)
+    shadowed: set[Value] = field(default_factory=set)
+    shadow_allocas: list[Instruction] = field(default_factory=list)
+
+    def is_active(self, value: Value) -> bool:
+        """Carries a derivative: a float value that depends on an active input and reaches an output."""
+        return value in self.varied and value in self.useful
+
+    def has_shadow(self, value: Value) -> bool:
+        """A pointer with a shadow pointer (derived from a Dup argument or a shadowed alloca)."""
+        return value in self.shadowed
+
+    @property
+    def shadow_pointer_roots(self) -> list[Value]:
+        """Where shadow pointers come from: Dup pointer arguments, then shadowed allocas."""
+        args = [a for a, act in zip(self.function.args, self.arg_activity) if act is not CONST and a.type.is_pointer]
+        return args + list(self.shadow_allocas)
+
+    def writes_shadow(self, inst: Instruction) -> bool:
+        """A store/atomic whose target memory has a shadow (its shadow must be written too)."""
+        ptr = _pointer_operand(inst)
+        return inst.opcode in _SHADOW_WRITES and ptr is not None and ptr in self.shadowed
+
+    @property
+    def active_values(self) -> set[Value]:
+        return self.varied & self.useful
+
+
+def _check_arg_activity(fn: Function, arg_activity: list[Activity]) -> None:
+    if len(arg_activity) != len(fn.args):
+        raise DifferentiationError(
+            f"@{fn.name} takes {len(fn.args)} arguments but {len(arg_activity)} activities were given")
+    for arg, act in zip(fn.args, arg_activity):
+        if not isinstance(act, Activity):
+            raise DifferentiationError(f"activity of argument %{arg.name} of @{fn.name} must be an Activity, got {act!r}")
+        if act is CONST:
+            continue
+        if arg.type.is_pointer:
+            if act is ACTIVE:
+                raise DifferentiationError(
+                    f"argument %{arg.name} of @{fn.name} is a pointer: mark it Dup (with a shadow), not Active")
+        elif not is_float_type(arg.type):
+            raise DifferentiationError(
+                f"argument %{arg.name} of @{fn.name} has type {arg.type}, which carries no derivative: mark it Const")
+
+
+def _forward_pass(fn: Function, info: ActivityInfo) -> None:
+    """Varied values and shadowed pointers, to a fixed point (loops and allocas need several rounds)."""
+    varied, shadowed = info.varied, info.shadowed
+    for arg, act in zip(fn.args, info.arg_activity):
+        if act is not CONST:
+            (shadowed if arg.type.is_pointer else varied).add(arg)
+    changed = True
+    while changed:
+        changed = False
+        for inst in fn.instructions():
+            if inst in varied or inst in shadowed:
+                continue
+            became = _forward_transfer(inst, varied, shadowed)
+            if became == "shadowed" and inst not in shadowed:
+                shadowed.add(inst)
+                changed = True
+            elif became == "varied" and inst not in varied:
+                varied.add(inst)
+                changed = True
+            elif inst.opcode == "store" and inst.operands[0] in varied:
+                root = _alloca_root(inst.operands[1])
+                if root is not None and root not in shadowed:
+                    shadowed.add(root)
+                    info.shadow_allocas.append(root)
+                    changed = True
+
+
+def _alloca_root(pointer: Value) -> Instruction | None:
+    """The alloca a pointer was derived from by GEPs and casts, if any."""
+    while isinstance(pointer, Instruction) and pointer.opcode in _POINTER_DERIVING:
+        pointer = pointer.operands[0]
+    if isinstance(pointer, Instruction) and pointer.opcode == "alloca":
+        return pointer
+    return None
+
+
+def _forward_transfer(inst: Instruction, varied: set, shadowed: set) -> str | None:
+    op = inst.opcode
+    if inst.type.is_pointer:
+        sources = inst.operands[:1] if op in _POINTER_DERIVING else (
+            inst.operands[1:] if op == "select" else inst.operands if op == "phi" else [])
+        return "shadowed" if any(s in shadowed for s in sources) else None
+    if not is_float_type(inst.type):
+        return None
+    if op == "load":
+        return "varied" if inst.operands[0] in shadowed else None
+    if op == "atomicrmw":
+        return "varied" if inst.operands[0] in shadowed or inst.operands[1] in varied else None
+    if any(v in varied for v in _differentiable_operands(inst)):
+        return "varied"
+    return None
+
+
+def _backward_pass(fn: Function, info: ActivityInfo) -> None:
+    """Useful values: those with a data path to a returned float or a write into shadowed memory."""
+    useful, work = info.useful, []
+    for inst in fn.instructions():
+        if inst.opcode == "ret" and inst.operands and is_float_type(inst.operands[0].type):
+            work.append(inst.operands[0])
+        elif info.writes_shadow(inst) and is_float_type(written_value(inst).type):
+            work.append(written_value(inst))
+    while work:
+        value = work.pop()
+        if value in useful:
+            continue
+        useful.add(value)
+        if isinstance(value, Instruction):
+            work.extend(v for v in _differentiable_operands(value) if is_float_type(v.type))
+
+
+def written_value(inst: Instruction) -> Value:
+    """The value a store or atomicrmw writes to memory."""
+    return inst.operands[0] if inst.opcode == "store" else inst.operands[1]
+
+
+def analyze(fn: Function, arg_activity: list[Activity]) -> ActivityInfo:
+    """Activity of every value of ``fn`` given one Activity per argument."""
+    arg_activity = list(arg_activity)
+    _check_arg_activity(fn, arg_activity)
+    info = ActivityInfo(fn, arg_activity)
+    _forward_pass(fn, info)
+    _backward_pass(fn, info)
+    return info
