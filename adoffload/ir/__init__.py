@@ -7,3 +7,5 @@ from .builder import Builder
 from .canonicalize import canonicalize
 from .llvm_import import import_module
 from .llvm_export import export_module
+from .verify import verify
+from .printer import format_function, format_instruction, format_module
