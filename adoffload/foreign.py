@@ -1,0 +1,149 @@
+"""Foreign LLVM IR (clang, rustc, numba) as differentiable, host-callable functions.
+
+``ado.from_llvm(text)`` canonicalizes and imports a module; ``mod["lj"]`` is a
+``ForeignFunction`` whose ``.ir`` the AD engine differentiates and which can be called on
+the host: ``mod["lj"](1.2, 1.0, 1.0)`` JIT-compiles the module once (MCJIT, through the
+host code generator) and calls through ctypes. numpy arrays stand for ``ptr`` parameters.
+"""
+from __future__ import annotations
+
+import ctypes
+from typing import Iterator
+
+import numpy as np
+
+from . import ir
+from .errors import ArgumentError, IRError
+
+_CTYPES = {ir.f32: ctypes.c_float, ir.f64: ctypes.c_double, ir.i1: ctypes.c_bool, ir.i8: ctypes.c_int8,
+           ir.i16: ctypes.c_int16, ir.i32: ctypes.c_int32, ir.i64: ctypes.c_int64}
+_DTYPES = {ir.f32: np.dtype(np.float32), ir.f64: np.dtype(np.float64), ir.i8: np.dtype(np.int8),
+           ir.i16: np.dtype(np.int16), ir.i32: np.dtype(np.int32), ir.i64: np.dtype(np.int64)}
+_POINTER_FOLLOWERS = frozenset({"getelementptr", "phi", "select", "addrspacecast"})
+
+
+def from_llvm(source: str | bytes, *, canonical: bool = True) -> "ForeignModule":
+    """Import LLVM IR text or bitcode; ``canonical`` runs ``ir.canonicalize`` first (SROA, inlining...)."""
+    text = ir.canonicalize(source) if canonical else source
+    return ForeignModule(ir.import_module(text))
+
+
+class ForeignModule:
+    """An imported module: ``mod["name"]`` gives its functions; ``mod.ir`` is the ir.core Module."""
+
+    def __init__(self, module: ir.Module):
+        self.ir = module
+        self._program = None
+        self._program_key: tuple[str, ...] = ()
+
+    def __getitem__(self, name: str) -> "ForeignFunction":
+        fn = self.ir.functions.get(name)
+        if fn is None or fn.is_declaration:
+            raise IRError(f"module has no function @{name}; it defines: {', '.join(self.names()) or 'nothing'}")
+        return ForeignFunction(self, fn)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.names()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def names(self) -> list[str]:
+        return [n for n, fn in self.ir.functions.items() if not fn.is_declaration]
+
+    def program(self):
+        """The host JIT of this module, rebuilt only when the set of functions changed
+        (e.g. after the AD engine added a derivative function to ``self.ir``)."""
+        key = tuple(self.ir.functions)
+        if self._program is None or key != self._program_key:
+            from .codegen.host import HostProgram  # deferred: JIT machinery loads on first call
+            self._program = HostProgram(ir.export_module(self.ir))
+            self._program_key = key
+        return self._program
+
+    def __repr__(self) -> str:
+        return f"<ForeignModule {self.ir.name!r}: {', '.join(self.names())}>"
+
+
+class ForeignFunction:
+    """One function of a ForeignModule: ``.ir`` for AD, callable on the host."""
+
+    def __init__(self, module: ForeignModule, fn: ir.Function):
+        self.module, self.ir, self.name = module, fn, fn.name
+
+    def __repr__(self) -> str:
+        return f"<ForeignFunction @{self.name}: {self.ir.function_type}>"
+
+    def __call__(self, *args):
+        params = self.ir.args
+        if len(args) != len(params):
+            names = ", ".join(a.name for a in params)
+            raise ArgumentError(f"@{self.name}({names}) takes {len(params)} arguments, got {len(args)}")
+        converted = [self._convert(k, value) for k, value in enumerate(args)]
+        restype = self._ctype(self.ir.return_type, "the return value")
+        argtypes = [ctypes.c_void_p if a.type.is_pointer else self._ctype(a.type, f"argument '{a.name}'")
+                    for a in params]
+        fn = self.module.program().function(self.name, restype, *argtypes)
+        result = fn(*converted)
+        return _DTYPES[self.ir.return_type].type(result) if self.ir.return_type in _DTYPES else result
+
+    def _ctype(self, t: ir.Type, what: str):
+        if t == ir.void:
+            return None
+        if t not in _CTYPES:
+            raise ArgumentError(f"@{self.name} cannot be called from the host: {what} has type {t}")
+        return _CTYPES[t]
+
+    def _convert(self, k: int, value):
+        arg = self.ir.args[k]
+        label = f"argument {k} ('{arg.name}') of @{self.name}"
+        t = arg.type
+        if t.is_pointer:
+            return self._pointer(arg, value, label)
+        if t.is_float:
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+                raise ArgumentError(f"{label} is {t}; got {type(value).__name__} {value!r}")
+            return float(value)
+        if isinstance(t, ir.IntType):
+            if not isinstance(value, (int, np.integer, bool, np.bool_)):
+                raise ArgumentError(f"{label} is {t}; got {type(value).__name__} {value!r} (an integer is needed)")
+            value = int(value)
+            if not -(1 << (t.bits - 1)) <= value < (1 << t.bits) and t.bits > 1:
+                raise ArgumentError(f"{label} is {t}; {value} does not fit")
+            return value
+        raise ArgumentError(f"{label} has type {t}, which host calls do not support")
+
+    def _pointer(self, arg: ir.Argument, value, label: str):
+        if value is None:
+            return None
+        if not isinstance(value, np.ndarray):
+            raise ArgumentError(f"{label} is a pointer; pass a numpy array, got {type(value).__name__}")
+        if not value.flags.c_contiguous:
+            raise ArgumentError(f"{label} must be C-contiguous (use np.ascontiguousarray)")
+        element = accessed_element_type(self.ir, arg)
+        if element in _DTYPES and value.dtype != _DTYPES[element]:
+            raise ArgumentError(f"{label} must have dtype {_DTYPES[element]} (@{self.name} accesses {element} "
+                                f"through it), got {value.dtype}")
+        return value.ctypes.data
+
+
+def accessed_element_type(fn: ir.Function, pointer: ir.Value) -> ir.Type | None:
+    """The one scalar type loaded or stored through ``pointer`` (following GEPs, phis and
+    selects), or None when it cannot be decided (no access, several types, passed to a call)."""
+    users = fn.users()
+    seen, todo, found = {id(pointer)}, [pointer], set()
+    while todo:
+        value = todo.pop()
+        for inst in users.get(value, []):
+            if inst.opcode == "load":
+                found.add(inst.type)
+            elif inst.opcode == "store" and inst.operands[1] is value:
+                found.add(inst.operands[0].type)
+            elif inst.opcode in ("atomicrmw", "cmpxchg") and inst.operands[0] is value:
+                found.add(inst.operands[-1].type)
+            elif inst.opcode == "call":
+                return None
+            elif inst.opcode in _POINTER_FOLLOWERS and inst.type.is_pointer and id(inst) not in seen:
+                seen.add(id(inst))
+                todo.append(inst)
+    return found.pop() if len(found) == 1 else None
