@@ -1,0 +1,158 @@
+"""RAJAPerf subset on the GPU: ours (checked and unchecked) vs hand-written CUDA vs jax.numpy,
+plus JVP/primal and VJP/primal ratios. Every number comes from this run on this GPU.
+"""
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+import adoffload as ado
+from adoffload.codegen.abi import pack_slots
+from adoffload.launch import flat_values, proven_facts
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+from harness import Gpu, Timing  # noqa: E402
+from rajaperf_kernels import CASES  # noqa: E402
+
+
+def build_cuda_baselines(out_dir: Path) -> Path:
+    """nvcc -O3 -arch=sm_90 -cubin of cuda/rajaperf.cu (raises if nvcc is missing)."""
+    cubin = out_dir / "rajaperf_sm90.cubin"
+    subprocess.run(["nvcc", "-O3", "-arch=sm_90", "-cubin", "-o", str(cubin), str(HERE / "cuda" / "rajaperf.cu")],
+                   check=True)
+    return cubin
+
+
+class OurLaunch:
+    """One of our kernels, compiled for sm_90, bound to device buffers, ready to time."""
+
+    def __init__(self, gpu: Gpu, kernel, values: dict, host_values: dict, grid: tuple):
+        sig = kernel.signature
+        ordered = [values[p.name] for p in sig.params]
+        host_ordered = [host_values[p.name] for p in sig.params]
+        proven = proven_facts(kernel, host_ordered, grid)
+        compiled = kernel.compiled("nvptx", arch="sm_90", proven=proven)
+        self.ptx_bytes = len(compiled.ptx)
+        module = gpu.device.load_module(compiled.ptx)
+        self.function = module.function(compiled.entry_name)
+        self.status = gpu.device.to_device(np.zeros(4, np.int64))
+        pointers = [v.ptr if hasattr(v, "ptr") else 0 for v in ordered]
+        scalars = [v if not hasattr(v, "ptr") else h for v, h in zip(ordered, host_ordered)]
+        flat = flat_values(sig, scalars, pointers)
+        self.slots = pack_slots(flat, compiled.flat_types, grid, self.status.ptr)
+        self.total = math.prod(grid)
+        self.gpu = gpu
+
+    def __call__(self):
+        self.gpu.device.launch(self.function, self.total, self.slots, block_size=256, stream=self.gpu.stream)
+
+
+def run(out_rows: list, sizes=(1_000_000, 1 << 26), reps: int = 30) -> None:
+    import jax
+    import jax.numpy as jnp
+    gpu = Gpu()
+    cubin = build_cuda_baselines(Path("/tmp"))
+    baselines = gpu.device.load_module(cubin.read_bytes())
+    rng = np.random.default_rng(0)
+    for case in CASES:
+        unchecked = ado.kernel(bounds_check=False)(case.kernel.pyfunc)
+        for n in sizes:
+            host = case.make(n, rng)
+            grid = case.grid(n)
+            row = {"kernel": case.name, "n": n, "reps": reps}
+            try:
+                dev = gpu.upload(host)
+                ours = OurLaunch(gpu, case.kernel, dev, host, grid)
+                # correctness: one launch from fresh inputs, compared with numpy
+                ours()
+                expected = case.numpy(host)
+                row["correct"] = all(np.allclose(gpu.download(dev[k], host[k]), v, rtol=1e-9, atol=1e-12)
+                                     for k, v in expected.items())
+                for k, v in host.items():  # restore InOut inputs before timing
+                    if isinstance(v, np.ndarray):
+                        gpu.device.copy_to_device(dev[k], v)
+                t_ours = gpu.time(ours, reps)
+                t_unchecked = gpu.time(OurLaunch(gpu, unchecked, dev, host, grid), reps)
+                fn = baselines.function(case.name)
+                args = [dev[p.name].ptr if isinstance(host[p.name], np.ndarray) else host[p.name]
+                        for p in case.kernel.signature.params]
+                if case.name == "basic_nested_init":
+                    ni, nj, nk = host["ni"], host["nj"], host["nk"]
+                    cuda_grid, cuda_args = ((ni + 255) // 256, nj, nk), args
+                else:
+                    cuda_grid, cuda_args = ((n + 255) // 256, 1, 1), args + [n]
+                t_cuda = gpu.time(lambda: gpu.launch_raw(fn, cuda_grid, (256, 1, 1), cuda_args), reps)
+                row.update(ours_ms=t_ours.median_ms, ours_spread_ms=t_ours.spread_ms,
+                           unchecked_ms=t_unchecked.median_ms, cuda_ms=t_cuda.median_ms,
+                           cuda_spread_ms=t_cuda.spread_ms, ptx_bytes=ours.ptx_bytes)
+                row["gbps_ours"] = case.bytes_moved(n) / (t_ours.median_ms * 1e-3) / 1e9
+                if case.jnp is not None:
+                    jd = {k: jnp.asarray(v) for k, v in host.items()}
+                    f = jax.jit(lambda d: case.jnp(d, jnp))
+                    t_jnp = _time_jax(f, jd, reps)
+                    row.update(jnp_ms=t_jnp.median_ms)
+                row.update(_derivative_times(gpu, case, host, grid, reps, t_ours))
+            except Exception as exc:  # a failing kernel is reported, not hidden
+                row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+            out_rows.append(row)
+            print(_fmt(row), flush=True)
+
+
+def _derivative_times(gpu, case, host, grid, reps, t_primal: Timing) -> dict:
+    out = {}
+    if not case.wrt:
+        return out
+    for mode, derive in (("jvp", ado.jvp), ("vjp", ado.vjp)):
+        try:
+            k = derive(case.kernel, case.wrt)
+            values = _derived_values(k, host, mode)
+            dev = gpu.upload(values)
+            t = gpu.time(OurLaunch(gpu, k, dev, values, grid), reps)
+            out[f"{mode}_ms"] = t.median_ms
+            out[f"{mode}_ratio"] = t.median_ms / t_primal.median_ms
+        except Exception as exc:
+            out[f"{mode}_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+    return out
+
+
+def _derived_values(kernel, host: dict, mode: str) -> dict:
+    values = dict(host)
+    for p in kernel.signature.params:
+        if p.name in values:
+            continue
+        base = host[p.name[2:]]
+        if isinstance(base, np.ndarray):
+            values[p.name] = np.ones_like(base)
+        elif p.is_array:          # reverse mode: a scalar's adjoint is a 1-element array
+            values[p.name] = np.zeros(1, p.dtype.dtype)
+        else:
+            values[p.name] = 1.0
+    return values
+
+
+def _time_jax(f, args, reps) -> Timing:
+    import time
+    out = f(args)
+    _block(out)
+    samples = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        _block(f(args))
+        samples.append((time.perf_counter() - t0) * 1e3)
+    return Timing.of(samples)
+
+
+def _block(out):
+    import jax
+    jax.block_until_ready(out)
+
+
+def _fmt(row: dict) -> str:
+    keys = ("kernel", "n", "correct", "ours_ms", "unchecked_ms", "cuda_ms", "jnp_ms", "jvp_ratio", "vjp_ratio", "error")
+    return "  ".join(f"{k}={row[k]:.4g}" if isinstance(row.get(k), float) else f"{k}={row.get(k)}"
+                     for k in keys if k in row)
