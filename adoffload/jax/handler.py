@@ -1,0 +1,452 @@
+"""XLA typed-FFI handlers, written in LLVM IR and JIT-compiled for the host.
+
+A handler is ``XLA_FFI_Error* handler(XLA_FFI_CallFrame*)``. It answers XLA's metadata
+query (API version, traits), then fills the packed slots of docs/ARCHITECTURE.md §4 from
+the call frame's buffers and launches the kernel:
+
+* ``cpu``: calls the host entry ``void @<body>.host(slots, 0, total)`` on XLA's calling
+  thread (single-threaded: XLA CPU already runs independent ops in parallel, and a
+  thread-pool split is left for later), then reads the status record and turns a failure
+  into an ``XLA_FFI_Error`` whose message names kernel, array and index.
+* ``cuda`` / ``rocm``: gets the stream (``XLA_FFI_Stream_Get``) and the device ordinal
+  (``XLA_FFI_DeviceOrdinal_Get``), picks that device's loaded function and status record
+  from tables baked into the handler, and calls ``cuLaunchKernel`` /
+  ``hipModuleLaunchKernel`` (1-D blocks of ``BLOCK_SIZE``; ``kernelParams[i] = &slots[i]``).
+  Scalars arrive as device buffers and are passed by reference. Device-side failures land
+  in a host-mapped status record that ``adoffload.jax.check_errors()`` reads; with
+  ``sync=True`` the handler synchronizes the stream and returns the error itself.
+
+Struct offsets follow ``xla/ffi/api/c_api.h`` (``jax.ffi.include_dir()``) on 64-bit hosts.
+"""
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+from ..signature import KernelSignature
+
+BLOCK_SIZE = 256
+MESSAGE_BYTES = 512
+TRAIT_COMMAND_BUFFER_COMPATIBLE = 1
+ERROR_OUT_OF_RANGE, ERROR_INTERNAL = 11, 13
+
+# Byte offsets inside the C API structs (c_api.h, LP64).
+CALL_FRAME = {"extension_start": 8, "api": 16, "ctx": 24, "args": 72, "rets": 112, "attrs": 160}
+METADATA_EXTENSION_METADATA = 24
+METADATA = {"version_size": 8, "version_ext": 16, "major": 24, "minor": 28, "traits": 32}
+API = {"struct_size": 0, "error_create": 48, "stream_get": 80, "device_ordinal_get": 184}
+BUFFER = {"data": 24, "dims": 40}
+ARRAY_ATTR_DATA = 16
+# The handler declares the API version it was written against; 0.1 is accepted by every
+# jaxlib from 0.4.3x on (seen on 0.10.2 CPU and 0.11.2 CUDA).
+API_VERSION = (0, 1)
+
+_ELEMENT_STORE = {"float": "float", "double": "double", "i32": "i32", "i64": "i64", "i1": "i8"}
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Where one packed slot's value comes from: a call-frame buffer and what to take from it."""
+    kind: str          # "data" (pointer) | "dim" (i64) | "value" (scalar loaded from a 0-d buffer) | "ref"
+    side: str          # "arg" | "ret"
+    buffer: int        # index into args / rets
+    dim: int = 0
+    llvm_type: str = "i64"
+
+
+@dataclass(frozen=True)
+class HandlerLayout:
+    """Everything a handler needs to know about one kernel variant's calling convention."""
+    kernel_name: str
+    param_names: tuple[str, ...]
+    slots: tuple[Slot, ...]
+    grid_rank: int
+
+
+def layout_for(signature: KernelSignature, *, scalars_by_reference: bool) -> HandlerLayout:
+    """Map the flattened params onto call-frame buffers.
+
+    Operands are the In, InOut and scalar params in order; results are the Out and InOut
+    arrays in order. InOut data is taken from the result buffer (it aliases the operand).
+    """
+    operand_of, result_of = {}, {}
+    for k, p in enumerate(signature.params):
+        if not (p.is_array and p.type.intent == "out"):
+            operand_of[k] = len(operand_of)
+        if p.is_array and p.type.writes:
+            result_of[k] = len(result_of)
+    slots = []
+    for f in signature.flat_params():
+        k = f.param_index
+        side, index = ("ret", result_of[k]) if k in result_of else ("arg", operand_of[k])
+        if f.role == "array":
+            slots.append(Slot("data", side, index))
+        elif f.role == "shape":
+            slots.append(Slot("dim", side, index, dim=f.dim))
+        else:
+            slots.append(Slot("ref" if scalars_by_reference else "value", side, index, llvm_type=f.llvm_type))
+    return HandlerLayout(signature.name, tuple(p.name for p in signature.params), tuple(slots),
+                         signature.grid_rank)
+
+
+class _Emitter:
+    """Line-by-line LLVM IR text with fresh value names (indirect calls are awkward in llvmlite.ir)."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+        self._count = 0
+
+    def fresh(self, base: str = "v") -> str:
+        self._count += 1
+        return f"%{base}{self._count}"
+
+    def emit(self, text: str) -> None:
+        self.lines.append("  " + text)
+
+    def label(self, name: str) -> None:
+        self.lines.append(f"{name}:")
+
+    def field(self, base: str, offset: int, type_: str = "ptr") -> str:
+        """Load the ``type_`` at ``base + offset`` bytes."""
+        at = self.fresh("p")
+        self.emit(f"{at} = getelementptr i8, ptr {base}, i64 {offset}")
+        value = self.fresh()
+        self.emit(f"{value} = load {type_}, ptr {at}")
+        return value
+
+    def store_at(self, base: str, offset: int, type_: str, value: str) -> None:
+        at = self.fresh("p")
+        self.emit(f"{at} = getelementptr i8, ptr {base}, i64 {offset}")
+        self.emit(f"store {type_} {value}, ptr {at}")
+
+    def element(self, base: str, index, type_: str = "ptr") -> str:
+        at = self.fresh("p")
+        self.emit(f"{at} = getelementptr {type_}, ptr {base}, i64 {index}")
+        value = self.fresh()
+        self.emit(f"{value} = load {type_}, ptr {at}")
+        return value
+
+
+def _c_string(text: str) -> tuple[str, int]:
+    data = text.encode() + b"\0"
+    body = "".join(chr(c) if 32 <= c < 127 and c not in (34, 92) else f"\\{c:02X}" for c in data)
+    return f'c"{body}"', len(data)
+
+
+def _globals(layout: HandlerLayout, extra: list[str]) -> list[str]:
+    """Message format strings and the table of array names indexed by parameter index."""
+    lines = []
+    for k, name in enumerate(layout.param_names):
+        text, n = _c_string(name)
+        lines.append(f"@name.{k} = private unnamed_addr constant [{n} x i8] {text}")
+    table = ", ".join(f"ptr @name.{k}" for k in range(len(layout.param_names)))
+    lines.append(f"@names = private constant [{len(layout.param_names)} x ptr] [{table}]")
+    bounds, n_bounds = _c_string(
+        f"kernel '{layout.kernel_name}': index %lld out of bounds for axis %lld of array '%s' "
+        "(the access was skipped; no memory outside the array was touched)")
+    other, n_other = _c_string(f"kernel '{layout.kernel_name}' stopped with status code %lld "
+                               "(parameter %lld, value %lld)")
+    lines.append(f"@fmt.bounds = private unnamed_addr constant [{n_bounds} x i8] {bounds}")
+    lines.append(f"@fmt.other = private unnamed_addr constant [{n_other} x i8] {other}")
+    return lines + extra
+
+
+def _metadata_block(e: _Emitter, traits: int) -> None:
+    """Answer XLA's metadata query: API version and handler traits."""
+    e.label("metadata")
+    ext = e.field("%frame", CALL_FRAME["extension_start"])
+    md = e.field(ext, METADATA_EXTENSION_METADATA)
+    e.store_at(md, METADATA["version_size"], "i64", "24")
+    e.store_at(md, METADATA["version_ext"], "ptr", "null")
+    e.store_at(md, METADATA["major"], "i32", str(API_VERSION[0]))
+    e.store_at(md, METADATA["minor"], "i32", str(API_VERSION[1]))
+    e.store_at(md, METADATA["traits"], "i32", str(traits))
+    e.emit("ret ptr null")
+
+
+def _fill_slots(e: _Emitter, layout: HandlerLayout, slots: str) -> None:
+    """Store every flattened param into its 8-byte slot."""
+    args = e.field("%frame", CALL_FRAME["args"])
+    rets = e.field("%frame", CALL_FRAME["rets"])
+    buffers: dict[tuple[str, int], str] = {}
+    for k, s in enumerate(layout.slots):
+        key = (s.side, s.buffer)
+        if key not in buffers:
+            buffers[key] = e.element(args if s.side == "arg" else rets, s.buffer)
+        buf = buffers[key]
+        at = e.fresh("slot")
+        e.emit(f"{at} = getelementptr i64, ptr {slots}, i64 {k}")
+        if s.kind in ("data", "ref"):
+            e.emit(f"store ptr {e.field(buf, BUFFER['data'])}, ptr {at}")
+        elif s.kind == "dim":
+            dims = e.field(buf, BUFFER["dims"])
+            e.emit(f"store i64 {e.element(dims, s.dim, 'i64')}, ptr {at}")
+        else:
+            type_ = _ELEMENT_STORE[s.llvm_type]
+            e.emit(f"store i64 0, ptr {at}")
+            e.emit(f"store {type_} {e.field(e.field(buf, BUFFER['data']), 0, type_)}, ptr {at}")
+
+
+def _grid(e: _Emitter, layout: HandlerLayout, slots: str, first_slot: int) -> str:
+    """Copy the ``grid`` attribute (an i64 array, the only attribute) into the grid slots; return the total."""
+    attrs = e.field("%frame", CALL_FRAME["attrs"])
+    grid_attr = e.element(attrs, 0)
+    grid = e.field(grid_attr, ARRAY_ATTR_DATA)
+    total = "1"
+    for axis in range(layout.grid_rank):
+        g = e.element(grid, axis, "i64")
+        at = e.fresh("slot")
+        e.emit(f"{at} = getelementptr i64, ptr {slots}, i64 {first_slot + axis}")
+        e.emit(f"store i64 {g}, ptr {at}")
+        product = e.fresh("total")
+        e.emit(f"{product} = mul i64 {total}, {g}")
+        total = product
+    return total
+
+
+def _error_return(e: _Emitter, message: str, code: int) -> None:
+    """``return api->XLA_FFI_Error_Create({.message, .errc})``."""
+    api = e.field("%frame", CALL_FRAME["api"])
+    create = e.field(api, API["error_create"])
+    args = e.fresh("eargs")
+    e.emit(f"{args} = alloca [4 x i64], align 8")
+    e.store_at(args, 0, "i64", "28")
+    e.store_at(args, 8, "ptr", "null")
+    e.store_at(args, 16, "ptr", message)
+    e.store_at(args, 24, "i32", str(code))
+    err = e.fresh("err")
+    e.emit(f"{err} = call ptr {create}(ptr {args})")
+    e.emit(f"ret ptr {err}")
+
+
+def _status_check(e: _Emitter, layout: HandlerLayout, status: str, snprintf: int, reset: bool) -> None:
+    """Branch on status[0]; on failure format the message and return an XLA error."""
+    code = e.field(status, 0, "i64")
+    failed = e.fresh("failed")
+    e.emit(f"{failed} = icmp ne i64 {code}, 0")
+    e.emit(f"br i1 {failed}, label %fail, label %ok")
+    e.label("ok")
+    e.emit("ret ptr null")
+    e.label("fail")
+    param = e.field(status, 8, "i64")
+    index = e.field(status, 16, "i64")
+    dim = e.field(status, 24, "i64")
+    if reset:
+        for offset in (0, 8, 16, 24):
+            e.store_at(status, offset, "i64", "0")
+    message = e.fresh("msg")
+    e.emit(f"{message} = alloca [{MESSAGE_BYTES} x i8], align 8")
+    fmt_fn = e.fresh("snprintf")
+    e.emit(f"{fmt_fn} = inttoptr i64 {snprintf} to ptr")
+    n = len(layout.param_names)
+    is_bounds = e.fresh("bounds")
+    e.emit(f"{is_bounds} = icmp eq i64 {code}, 1")
+    known = e.fresh("known")
+    e.emit(f"{known} = icmp ult i64 {param}, {n}")
+    both = e.fresh("both")
+    e.emit(f"{both} = and i1 {is_bounds}, {known}")
+    e.emit(f"br i1 {both}, label %fmt_bounds, label %fmt_other")
+    e.label("fmt_bounds")
+    name = e.element("@names", param)
+    e.emit(f"call i32 (ptr, i64, ptr, ...) {fmt_fn}(ptr {message}, i64 {MESSAGE_BYTES}, ptr @fmt.bounds, "
+           f"i64 {index}, i64 {dim}, ptr {name})")
+    e.emit("br label %raise")
+    e.label("fmt_other")
+    e.emit(f"call i32 (ptr, i64, ptr, ...) {fmt_fn}(ptr {message}, i64 {MESSAGE_BYTES}, ptr @fmt.other, "
+           f"i64 {code}, i64 {param}, i64 {index})")
+    e.emit("br label %raise")
+    e.label("raise")
+    _error_return(e, message, ERROR_OUT_OF_RANGE)
+
+
+def _prologue(e: _Emitter) -> None:
+    e.lines.append("define ptr @handler(ptr %frame) {")
+    e.label("entry")
+    ext = e.field("%frame", CALL_FRAME["extension_start"])
+    is_query = e.fresh("query")
+    e.emit(f"{is_query} = icmp ne ptr {ext}, null")
+    e.emit(f"br i1 {is_query}, label %metadata, label %execute")
+
+
+def _snprintf_address() -> int:
+    return ctypes.cast(ctypes.CDLL(None).snprintf, ctypes.c_void_p).value
+
+
+def cpu_handler_ir(layout: HandlerLayout, host_entry: int) -> str:
+    """The CPU handler: fill slots, run the host entry over the whole grid, check the status."""
+    e = _Emitter()
+    _prologue(e)
+    _metadata_block(e, traits=0)
+    e.label("execute")
+    n = len(layout.slots)
+    slots = e.fresh("slots")
+    e.emit(f"{slots} = alloca [{n + layout.grid_rank + 1} x i64], align 8")
+    status = e.fresh("status")
+    e.emit(f"{status} = alloca [4 x i64], align 8")
+    for offset in (0, 8, 16, 24):
+        e.store_at(status, offset, "i64", "0")
+    _fill_slots(e, layout, slots)
+    total = _grid(e, layout, slots, n)
+    e.store_at(slots, 8 * (n + layout.grid_rank), "ptr", status)
+    entry = e.fresh("entry")
+    e.emit(f"{entry} = inttoptr i64 {host_entry} to ptr")
+    e.emit(f"call void {entry}(ptr {slots}, i64 0, i64 {total})")
+    _status_check(e, layout, status, _snprintf_address(), reset=False)
+    e.lines.append("}")
+    return "\n".join(_globals(layout, []) + e.lines) + "\n"
+
+
+@dataclass(frozen=True)
+class GpuTables:
+    """Per-device addresses baked into a GPU handler (index = XLA device ordinal)."""
+    functions: tuple[int, ...]          # CUfunction / hipFunction_t
+    statuses: tuple[int, ...]           # device addresses of host-mapped status records
+    host_statuses: tuple[int, ...]      # the same records' host addresses (read after a sync)
+    launch: int                         # address of cuLaunchKernel / hipModuleLaunchKernel
+    synchronize: int                    # address of cuStreamSynchronize / hipStreamSynchronize
+
+
+def gpu_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool = False) -> str:
+    """The CUDA/ROCm handler: slots (scalars by reference), stream, per-device function, launch.
+
+    Without ``sync`` the handler never waits on the device, so XLA may capture it in a
+    command buffer (CUDA graph); device-side failures are read later by ``check_errors``.
+    """
+    def table(name, values):
+        items = ", ".join(f"ptr inttoptr (i64 {v} to ptr)" for v in values)
+        return f"@{name} = private constant [{len(values)} x ptr] [{items}]"
+
+    n_devices = len(tables.functions)
+    extra = [table("functions", tables.functions), table("statuses", tables.statuses),
+             table("host_statuses", tables.host_statuses)]
+    e = _Emitter()
+    _prologue(e)
+    _metadata_block(e, traits=0 if sync else TRAIT_COMMAND_BUFFER_COMPATIBLE)
+    e.label("execute")
+    api = e.field("%frame", CALL_FRAME["api"])
+    ctx = e.field("%frame", CALL_FRAME["ctx"])
+    # stream = XLA_FFI_Stream_Get({.ctx}).stream
+    stream_get = e.field(api, API["stream_get"])
+    sargs = e.fresh("sargs")
+    e.emit(f"{sargs} = alloca [4 x i64], align 8")
+    e.store_at(sargs, 0, "i64", "32")
+    e.store_at(sargs, 8, "ptr", "null")
+    e.store_at(sargs, 16, "ptr", ctx)
+    e.store_at(sargs, 24, "ptr", "null")
+    serr = e.fresh("serr")
+    e.emit(f"{serr} = call ptr {stream_get}(ptr {sargs})")
+    stream_failed = e.fresh("sfail")
+    e.emit(f"{stream_failed} = icmp ne ptr {serr}, null")
+    e.emit(f"br i1 {stream_failed}, label %pass_error, label %got_stream")
+    e.label("pass_error")
+    e.emit(f"ret ptr {serr}")
+    e.label("got_stream")
+    stream = e.field(sargs, 24)
+    ordinal = _device_ordinal(e, api, ctx)
+    in_range = e.fresh("inrange")
+    e.emit(f"{in_range} = icmp ult i64 {ordinal}, {n_devices}")
+    e.emit(f"br i1 {in_range}, label %launch, label %bad_device")
+    e.label("bad_device")
+    text, size = _c_string(f"kernel '{layout.kernel_name}': no module loaded for this device ordinal")
+    extra.append(f"@msg.device = private unnamed_addr constant [{size} x i8] {text}")
+    _error_return(e, "@msg.device", ERROR_INTERNAL)
+    e.label("launch")
+    n = len(layout.slots)
+    n_slots = n + layout.grid_rank + 1
+    slots = e.fresh("slots")
+    e.emit(f"{slots} = alloca [{n_slots} x i64], align 8")
+    _fill_slots(e, layout, slots)
+    total = _grid(e, layout, slots, n)
+    status = e.element("@statuses", ordinal)
+    e.store_at(slots, 8 * (n + layout.grid_rank), "ptr", status)
+    params = e.fresh("params")
+    e.emit(f"{params} = alloca [{n_slots} x ptr], align 8")
+    for k in range(n_slots):
+        at, cell = e.fresh("p"), e.fresh("p")
+        e.emit(f"{at} = getelementptr i64, ptr {slots}, i64 {k}")
+        e.emit(f"{cell} = getelementptr ptr, ptr {params}, i64 {k}")
+        e.emit(f"store ptr {at}, ptr {cell}")
+    empty = e.fresh("empty")
+    e.emit(f"{empty} = icmp eq i64 {total}, 0")
+    e.emit(f"br i1 {empty}, label %done, label %nonempty")
+    e.label("nonempty")
+    blocks64, rounded = e.fresh("blocks"), e.fresh("rounded")
+    e.emit(f"{rounded} = add i64 {total}, {BLOCK_SIZE - 1}")
+    e.emit(f"{blocks64} = udiv i64 {rounded}, {BLOCK_SIZE}")
+    fits = e.fresh("fits")
+    e.emit(f"{fits} = icmp ule i64 {blocks64}, 2147483647")
+    e.emit(f"br i1 {fits}, label %do_launch, label %too_big")
+    e.label("too_big")
+    text, size = _c_string(f"kernel '{layout.kernel_name}': grid too large for a 1-D launch")
+    extra.append(f"@msg.grid = private unnamed_addr constant [{size} x i8] {text}")
+    _error_return(e, "@msg.grid", ERROR_OUT_OF_RANGE)
+    e.label("do_launch")
+    blocks = e.fresh("blocks")
+    e.emit(f"{blocks} = trunc i64 {blocks64} to i32")
+    function = e.element("@functions", ordinal)
+    launch = e.fresh("launchfn")
+    e.emit(f"{launch} = inttoptr i64 {tables.launch} to ptr")
+    rc = e.fresh("rc")
+    e.emit(f"{rc} = call i32 {launch}(ptr {function}, i32 {blocks}, i32 1, i32 1, i32 {BLOCK_SIZE}, "
+           f"i32 1, i32 1, i32 0, ptr {stream}, ptr {params}, ptr null)")
+    launched = e.fresh("launched")
+    e.emit(f"{launched} = icmp eq i32 {rc}, 0")
+    e.emit(f"br i1 {launched}, label %after_launch, label %launch_failed")
+    e.label("launch_failed")
+    text, size = _c_string(f"kernel '{layout.kernel_name}': the driver refused the launch")
+    extra.append(f"@msg.launch = private unnamed_addr constant [{size} x i8] {text}")
+    _error_return(e, "@msg.launch", ERROR_INTERNAL)
+    e.label("after_launch")
+    if sync:
+        sync_fn = e.fresh("syncfn")
+        e.emit(f"{sync_fn} = inttoptr i64 {tables.synchronize} to ptr")
+        e.emit(f"call i32 {sync_fn}(ptr {stream})")
+        _status_check(e, layout, e.element("@host_statuses", ordinal), _snprintf_address(), reset=True)
+    else:
+        e.emit("ret ptr null")
+    e.label("done")
+    e.emit("ret ptr null")
+    e.lines.append("}")
+    return "\n".join(_globals(layout, extra) + e.lines) + "\n"
+
+
+def _device_ordinal(e: _Emitter, api: str, ctx: str) -> str:
+    """``XLA_FFI_DeviceOrdinal_Get`` when the API struct has it, else device 0."""
+    size = e.field(api, API["struct_size"], "i64")
+    has = e.fresh("has")
+    e.emit(f"{has} = icmp ugt i64 {size}, {API['device_ordinal_get']}")
+    e.emit(f"br i1 {has}, label %ask_ordinal, label %ordinal_zero")
+    e.label("ask_ordinal")
+    get = e.field(api, API["device_ordinal_get"])
+    oargs = e.fresh("oargs")
+    e.emit(f"{oargs} = alloca [4 x i64], align 8")
+    e.store_at(oargs, 0, "i64", "28")
+    e.store_at(oargs, 8, "ptr", "null")
+    e.store_at(oargs, 16, "ptr", ctx)
+    e.store_at(oargs, 24, "i32", "0")
+    e.emit(f"call ptr {get}(ptr {oargs})")
+    asked = e.field(oargs, 24, "i32")
+    e.emit("br label %ordinal_known")
+    e.label("ordinal_zero")
+    e.emit("br label %ordinal_known")
+    e.label("ordinal_known")
+    merged, wide = e.fresh("ord"), e.fresh("ord")
+    e.emit(f"{merged} = phi i32 [{asked}, %ask_ordinal], [0, %ordinal_zero]")
+    e.emit(f"{wide} = zext i32 {merged} to i64")
+    return wide
+
+
+class CompiledHandler:
+    """A handler JIT-compiled for the host; keeps its code alive and exposes the PyCapsule."""
+
+    def __init__(self, text: str, keep_alive=()):
+        from ..codegen.host import HostProgram
+        self.text = text
+        self.program = HostProgram(text)
+        self.address = self.program.address("handler")
+        self._callable = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(self.address)
+        self.keep_alive = tuple(keep_alive)
+
+    def capsule(self):
+        import jax
+        return jax.ffi.pycapsule(self._callable)
