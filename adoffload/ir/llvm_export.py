@@ -132,6 +132,7 @@ class _Exporter:
     # ---- module level
     def declare_global(self, gv: core.GlobalVariable) -> None:
         g = llir.GlobalVariable(self.out, lltype(gv.value_type), gv.name, addrspace=gv.addrspace)
+        g.type = llir.PointerType(addrspace=gv.addrspace)  # llvmlite.ir would print a typed pointer
         g.global_constant = gv.constant
         g.linkage = "" if gv.linkage == "external" and gv.initializer is not None else gv.linkage
         if gv.initializer is not None:

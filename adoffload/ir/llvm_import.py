@@ -151,6 +151,7 @@ class _Importer:
                 if i.name:
                     taken.add(i.name)
         pending = []
+        texts = _instruction_texts(str(f))
         for b in llblocks:
             block = Block(b.name or _fresh("bb", taken), parent=fn)
             fn.blocks.append(block)
@@ -162,9 +163,11 @@ class _Importer:
                 block.instructions.append(inst)
                 self.values[_address(i)] = inst
                 pending.append((i, inst))
-        for i, inst in pending:  # operands may refer forward (phis, block order), so fill them last
+        if len(texts) != len(pending):  # cannot happen for LLVM's printer; fall back to per-instruction text
+            texts = [str(i) for i, _ in pending]
+        for (i, inst), text in zip(pending, texts):  # operands may refer forward, so fill them last
             try:
-                self.fill(i, inst)
+                self.fill(i, inst, text)
             except IRError as exc:
                 raise IRError(f"in function @{fn.name}: {exc}") from None
 
@@ -192,8 +195,8 @@ class _Importer:
         raise IRError(f"unsupported operand ({kind.replace('_', ' ')}) '{str(ref).strip()[:120]}' "
                       f"in instruction '{str(where).strip()}'")
 
-    def fill(self, i: llvm.ValueRef, inst: Instruction) -> None:
-        text = str(i).strip()
+    def fill(self, i: llvm.ValueRef, inst: Instruction, text: str) -> None:
+        text = text.strip()
         opcode = inst.opcode
         if opcode in UNSUPPORTED_OPCODES:
             raise IRError(f"unsupported instruction '{opcode}': {text}")
@@ -218,6 +221,22 @@ def _attributes(spelled) -> set[str]:
     for group in spelled:
         out |= tp.split_attributes(group.decode())
     return out
+
+
+def _instruction_texts(function_text: str) -> list[str]:
+    """Each instruction's text as printed within its function.
+
+    Printed alone, an instruction numbers metadata nodes locally (``!0`` for its first node);
+    printed in its function, the numbers are the module's, matching the ``!N = ...`` lines."""
+    texts: list[str] = []
+    lines = function_text.splitlines()
+    start = next((k for k, line in enumerate(lines) if line.startswith("define")), len(lines))
+    for line in lines[start + 1:]:
+        if line.startswith("  ") and not line.startswith(("   ", "  ]")):
+            texts.append(line)
+        elif line.startswith(("   ", "  ]")) and texts:
+            texts[-1] += "\n" + line
+    return texts
 
 
 def _fresh(base: str, taken: set[str], k: int = 0) -> str:
