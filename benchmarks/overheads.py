@@ -1,0 +1,91 @@
+"""Overheads: cold and warm compile time, and the per-call cost of a tiny custom call in jit."""
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+
+import numpy as np
+
+from harness import Timing
+
+SOURCE = '''
+import adoffload as ado
+
+@ado.kernel
+def lj_pair(pos: ado.In[ado.f64, 2], sigma: ado.f64, epsilon: ado.f64, e: ado.Out[ado.f64]):
+    i = ado.tid()
+    acc = 0.0
+    for j in range(pos.shape[0]):
+        if j != i:
+            dx = pos[i, 0] - pos[j, 0]
+            dy = pos[i, 1] - pos[j, 1]
+            dz = pos[i, 2] - pos[j, 2]
+            s2 = sigma * sigma / (dx * dx + dy * dy + dz * dz)
+            s6 = s2 * s2 * s2
+            acc += 2.0 * epsilon * (s6 * s6 - s6)
+    e[i] = acc
+'''
+
+
+def compile_times(target: str, arch: str | None, rows: list) -> None:
+    """Cold (empty cache, fresh kernel) and warm (cache hit, fresh kernel object) compile of
+    kernel + JVP + VJP to the target, each in a fresh interpreter-free import of the source."""
+    import importlib.util
+
+    import adoffload as ado
+    with tempfile.TemporaryDirectory() as cache_dir:
+        os.environ["ADOFFLOAD_CACHE_DIR"] = cache_dir
+        for label in ("cold", "warm"):
+            path = os.path.join(cache_dir, f"k_{label}.py")
+            with open(path, "w") as f:
+                f.write(SOURCE)
+            t0 = time.perf_counter()
+            spec = importlib.util.spec_from_file_location(f"k_{label}", path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            k = module.lj_pair
+            for variant in (k, ado.jvp(k, ["pos", "sigma"]), ado.vjp(k, ["pos", "sigma"])):
+                variant.compiled(target, arch=arch)
+            rows.append({"measure": f"compile kernel+jvp+vjp ({label}, {target})",
+                         "ms": (time.perf_counter() - t0) * 1e3})
+        os.environ.pop("ADOFFLOAD_CACHE_DIR", None)
+
+
+def tiny_call(rows: list, platform: str) -> None:
+    """Per-call cost inside jit: N chained tiny custom calls vs N chained tiny XLA ops."""
+    import jax
+    import jax.numpy as jnp
+
+    import adoffload as ado
+
+    @ado.kernel
+    def add_one(x: ado.In[ado.f32], y: ado.Out[ado.f32]):
+        i = ado.tid()
+        y[i] = x[i] + 1.0
+
+    f = ado.jax_kernel(add_one)
+    chain = 100
+
+    def ours(x):
+        for _ in range(chain):
+            x = f(x)
+        return x
+
+    def xla(x):
+        for _ in range(chain):
+            x = jax.lax.optimization_barrier(x + 1.0)   # one unfused XLA op per step
+        return x
+
+    x = jnp.ones(8, jnp.float32)
+    for label, fn in (("adoffload custom call", ours), ("XLA op", xla)):
+        jf = jax.jit(fn)
+        jax.block_until_ready(jf(x))
+        samples = []
+        for _ in range(50):
+            t0 = time.perf_counter()
+            jax.block_until_ready(jf(x))
+            samples.append((time.perf_counter() - t0) * 1e6 / chain)
+        t = Timing.of(samples)
+        rows.append({"measure": f"tiny call in jit, per call ({label}, {platform})", "us": t.median_ms})
+    np.testing.assert_allclose(np.asarray(jax.jit(ours)(x)), 1.0 + chain)

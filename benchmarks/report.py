@@ -1,0 +1,97 @@
+"""Turn benchmark rows into report.md (tables + targets from shared/BENCHMARKS.md) and a plot."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+STREAMING = {"stream_add", "stream_copy", "stream_mul", "stream_triad", "basic_daxpy", "basic_init3",
+             "basic_muladdsub", "lcals_first_diff"}
+
+
+def geomean(values) -> float | None:
+    values = [v for v in values if isinstance(v, (int, float)) and v > 0 and math.isfinite(v)]
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return "" if v is None else str(v)
+
+
+def table(rows: list[dict], columns: list[str]) -> str:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows:
+        lines.append("| " + " | ".join(_fmt(row.get(c)) for c in columns) + " |")
+    return "\n".join(lines)
+
+
+def summary(results: dict) -> list[dict]:
+    """The BENCHMARKS.md targets, each with what this run measured."""
+    raja = [r for r in results.get("rajaperf", []) if "ours_ms" in r]
+    big = max((r["n"] for r in raja), default=0)
+    copy = next((r["GB/s"] for r in results.get("bandwidth", []) if "GB/s" in r), None)
+    out = []
+
+    def add(measure, value, target, ok):
+        out.append({"measure": measure, "measured": value, "target": target,
+                    "met": None if value is None else ("yes" if ok(value) else "NO")})
+    add("primal / hand-written CUDA, geomean (all sizes)",
+        geomean(r["ours_ms"] / r["cuda_ms"] for r in raja if r.get("cuda_ms")), "<= 1.00", lambda v: v <= 1.0)
+    if copy:
+        fractions = [r["gbps_ours"] / copy for r in raja if r["kernel"] in STREAMING and r["n"] == big]
+        add(f"streaming kernels / copy bandwidth ({copy:.0f} GB/s), geomean at n={big}", geomean(fractions),
+            ">= 0.90", lambda v: v >= 0.9)
+    add("adjoint / primal, geomean", geomean(r.get("vjp_ratio") for r in raja), "<= 3.0", lambda v: v <= 3.0)
+    add("JVP / primal, geomean", geomean(r.get("jvp_ratio") for r in raja), "<= 1.6", lambda v: v <= 1.6)
+    add("bounds-checked / unchecked, geomean",
+        geomean(r["ours_ms"] / r["unchecked_ms"] for r in raja if r.get("unchecked_ms")), "<= 1.05",
+        lambda v: v <= 1.05)
+    for r in results.get("overheads", []):
+        m = r.get("measure", "")
+        if m.startswith("compile") and "cold" in m:
+            add(m, r["ms"] / 1e3, "<= 1 s", lambda v: v <= 1.0)
+        elif m.startswith("compile") and "warm" in m:
+            add(m + " [ms]", r["ms"], "<= 20 ms", lambda v: v <= 20)
+    calls = {r["measure"]: r["us"] for r in results.get("overheads", []) if "us" in r}
+    ours = [v for k, v in calls.items() if "adoffload" in k]
+    xla = [v for k, v in calls.items() if "XLA" in k]
+    if ours and xla:
+        add("tiny custom call - tiny XLA op, per call [us]", ours[0] - xla[0], "<= +2 us", lambda v: v <= 2.0)
+    return out
+
+
+def write_report(out: Path, env: dict, results: dict) -> None:
+    parts = ["# adoffload benchmark report", "", "Environment: " + ", ".join(f"{k}={v}" for k, v in env.items()), "",
+             "All ratios are measured in this run, on this machine (shared/BENCHMARKS.md).", "",
+             "## Targets", "", table(summary(results), ["measure", "measured", "target", "met"]), ""]
+    columns = {
+        "rajaperf": ["kernel", "n", "correct", "ours_ms", "unchecked_ms", "cuda_ms", "jnp_ms", "gbps_ours",
+                     "jvp_ratio", "vjp_ratio", "ours_spread_ms", "reps", "error", "jvp_error", "vjp_error"],
+    }
+    for name, rows in results.items():
+        cols = columns.get(name) or sorted({k for r in rows for k in r})
+        parts += [f"## {name}", "", table(rows, cols), ""]
+    (out / "report.md").write_text("\n".join(parts))
+    _plot(out, results.get("rajaperf", []))
+
+
+def _plot(out: Path, rows: list[dict]) -> None:
+    rows = [r for r in rows if r.get("cuda_ms") and r.get("ours_ms")]
+    if not rows:
+        return
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    labels = [f"{r['kernel']}\nn={r['n']:.0e}" for r in rows]
+    fig, ax = plt.subplots(figsize=(max(8, len(rows) * 0.45), 4.5))
+    xs = range(len(rows))
+    ax.bar([x - 0.2 for x in xs], [r["cuda_ms"] / r["ours_ms"] for r in rows], 0.4, label="CUDA time / ours")
+    ax.bar([x + 0.2 for x in xs], [r["jnp_ms"] / r["ours_ms"] if r.get("jnp_ms") else 0 for r in rows], 0.4,
+           label="jax.numpy time / ours")
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_xticks(list(xs), labels, rotation=90, fontsize=6)
+    ax.set_ylabel("speed-up of adoffload (>1: ours faster)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "rajaperf.png", dpi=120)
