@@ -1,0 +1,109 @@
+"""Choose who computes: the adoffload kernels (``"adoffload"``) or the plain-JAX reference (``"jax"``).
+
+Both backends expose the same functions with the same arguments (see ``reference.py``),
+all usable inside ``jax.jit``, ``jax.grad`` and ``jax.vmap``. With ``"adoffload"`` each call
+goes through ``ado.jax_kernel``, so ``jax.grad`` of an energy runs the kernel's adjoint
+(the forces are ``-dE/dx`` from IR-level AD). Everything above this module (neighbor lists,
+force fields, integrators, examples) takes a backend name and nothing else changes.
+"""
+from __future__ import annotations
+
+import functools
+from types import SimpleNamespace
+
+from . import reference
+from .errors import BackendUnavailableError
+
+BACKENDS = ("adoffload", "jax")
+
+# Backend function -> (its kernel's Out names, how many leading arguments the kernel takes;
+# None = all). The trailing arguments the reference needs are static sizes that the kernel
+# reads from its Out shapes instead.
+_KERNEL_TABLE = {
+    "lj_energy":           (("e",), None),
+    "morse_energy":        (("e",), None),
+    "coulomb_energy":      (("e",), None),
+    "cluster_lj_energy":   (("e",), None),
+    "bond_energy":         (("e",), None),
+    "angle_energy":        (("e",), None),
+    "cell_index":          (("cell",), None),
+    "cell_ranges":         (("start", "count"), 1),              # (sorted_cells | n_cells)
+    "cell_neighbors":      (("neighbors", "n_neighbors"), 8),    # (... cutoff | capacity, max_per_cell)
+    "all_pairs_neighbors": (("neighbors", "n_neighbors"), 3),    # (pos, box, cutoff | capacity)
+}
+
+
+def get_backend(name: str = "adoffload") -> SimpleNamespace:
+    """The functions of backend ``name`` (``"adoffload"`` or ``"jax"``) as attributes."""
+    if name == "jax":
+        return SimpleNamespace(name="jax", **{f: getattr(reference, f) for f in _KERNEL_TABLE})
+    if name == "adoffload":
+        return _kernel_backend()
+    raise BackendUnavailableError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
+
+
+def available(name: str) -> tuple[bool, str]:
+    """Whether backend ``name`` can run here, and why not."""
+    try:
+        get_backend(name)
+    except BackendUnavailableError as error:
+        return False, str(error)
+    return True, ""
+
+
+def default_backend() -> str:
+    """``"adoffload"`` when the kernel compiler is usable here, else ``"jax"``."""
+    return "adoffload" if available("adoffload")[0] else "jax"
+
+
+@functools.cache
+def _kernel_backend() -> SimpleNamespace:
+    import adoffload as ado
+    missing = [n for n in ("kernel", "func", "jax_kernel", "vjp") if not hasattr(ado, n)]
+    if missing:
+        raise BackendUnavailableError(
+            "the adoffload backend needs ado." + ", ado.".join(missing) + " which this build does not provide; "
+            "use backend='jax' (the plain-JAX reference)")
+    try:
+        from . import kernels
+    except Exception as error:          # a front-end error in our kernels must say where it came from
+        raise BackendUnavailableError(f"the chemistry kernels did not compile: {error}") from error
+    functions = {name: _wrap(ado, name, getattr(kernels, name), outs, taken)
+                 for name, (outs, taken) in _KERNEL_TABLE.items()}
+    return SimpleNamespace(name="adoffload", **functions)
+
+
+def _grid_and_shapes(name, args, outs):
+    """Launch grid and Out shapes of a kernel call, from its (static) input shapes."""
+    if name == "cell_ranges":
+        n_cells = int(args[1])
+        return n_cells, {"start": (n_cells,), "count": (n_cells,)}
+    if name in ("cell_neighbors", "all_pairs_neighbors"):
+        n, capacity = args[0].shape[0], int(args[8] if name == "cell_neighbors" else args[3])
+        return n, {"neighbors": (n, capacity), "n_neighbors": (n,)}
+    n = args[2].shape[0] if name in ("bond_energy", "angle_energy") else args[0].shape[0]
+    return n, {outs[0]: (n,)}
+
+
+def _wrap(ado, name, kernel, outs, taken):
+    cache = {}
+
+    def call(*args):
+        grid, shapes = _grid_and_shapes(name, args, outs)
+        key = (grid, tuple(sorted(shapes.items())))
+        if key not in cache:
+            cache[key] = ado.jax_kernel(kernel, grid=grid, out_shapes=shapes)
+        return _outputs(cache[key](*(args if taken is None else args[:taken])), outs)
+
+    call.__name__ = name
+    return call
+
+
+def _outputs(result, names):
+    if isinstance(result, dict):
+        values = tuple(result[n] for n in names)
+    elif isinstance(result, (tuple, list)):
+        values = tuple(result)
+    else:
+        values = (result,)
+    return values[0] if len(names) == 1 else values

@@ -1,0 +1,144 @@
+"""Force fields as sums of energy terms; forces are minus the gradient of the total energy.
+
+Each term computes its energy with the chosen backend's function (an adoffload kernel
+or the JAX reference). ``ForceField.forces`` is ``-jax.grad`` of the total: with the
+adoffload backend, that runs each energy kernel's adjoint kernel. Parameters are a pytree
+(``{term name: {parameter: value}}``), so gradients with respect to them come from the
+same AD (``fit_potential.py``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .backend import get_backend
+from .errors import Float64RequiredError
+from .neighbors import NeighborListSpec, estimate_capacity
+
+
+@dataclass(frozen=True)
+class LennardJones:
+    sigma: float = 1.0
+    epsilon: float = 1.0
+    cutoff: float = 2.5
+    name: str = "lj"
+
+    def parameters(self):
+        return {"sigma": self.sigma, "epsilon": self.epsilon}
+
+    def energy(self, backend, pos, box, neighbors, p):
+        return jnp.sum(backend.lj_energy(pos, box, neighbors, p["sigma"], p["epsilon"], self.cutoff))
+
+
+@dataclass(frozen=True)
+class Morse:
+    depth: float = 1.0
+    alpha: float = 1.5
+    r0: float = 1.2
+    cutoff: float = 3.0
+    name: str = "morse"
+
+    def parameters(self):
+        return {"depth": self.depth, "alpha": self.alpha, "r0": self.r0}
+
+    def energy(self, backend, pos, box, neighbors, p):
+        return jnp.sum(backend.morse_energy(pos, box, neighbors, p["depth"], p["alpha"], p["r0"], self.cutoff))
+
+
+@dataclass(frozen=True)
+class Coulomb:
+    """Damped shifted-force (Wolf-type) Coulomb with per-atom charges."""
+    charges: tuple = ()
+    alpha: float = 0.2
+    cutoff: float = 3.0
+    coulomb_constant: float = 1.0
+    name: str = "coulomb"
+
+    def parameters(self):
+        return {"charges": jnp.asarray(self.charges, dtype=jnp.float64)}
+
+    def energy(self, backend, pos, box, neighbors, p):
+        return jnp.sum(backend.coulomb_energy(pos, box, neighbors, p["charges"], self.alpha, self.cutoff,
+                                              self.coulomb_constant))
+
+
+@dataclass(frozen=True)
+class HarmonicBonds:
+    bonds: tuple = ()           # ((i, j), ...)
+    k: tuple = ()
+    r0: tuple = ()
+    name: str = "bonds"
+    cutoff: float = 0.0
+
+    def parameters(self):
+        return {"k": jnp.asarray(self.k, dtype=jnp.float64), "r0": jnp.asarray(self.r0, dtype=jnp.float64)}
+
+    def energy(self, backend, pos, box, neighbors, p):
+        return jnp.sum(backend.bond_energy(pos, box, jnp.asarray(self.bonds, dtype=jnp.int64), p["k"], p["r0"]))
+
+
+@dataclass(frozen=True)
+class HarmonicAngles:
+    angles: tuple = ()          # ((i, center, j), ...)
+    k: tuple = ()
+    theta0: tuple = ()
+    name: str = "angles"
+    cutoff: float = 0.0
+
+    def parameters(self):
+        return {"k": jnp.asarray(self.k, dtype=jnp.float64), "theta0": jnp.asarray(self.theta0, dtype=jnp.float64)}
+
+    def energy(self, backend, pos, box, neighbors, p):
+        return jnp.sum(backend.angle_energy(pos, box, jnp.asarray(self.angles, dtype=jnp.int64), p["k"], p["theta0"]))
+
+
+def require_float64() -> None:
+    if not jax.config.read("jax_enable_x64"):
+        raise Float64RequiredError("adoffload.chemistry computes in float64: call "
+                                   "jax.config.update('jax_enable_x64', True) before using it")
+
+
+@dataclass(frozen=True)
+class ForceField:
+    terms: tuple
+    box: tuple[float, float, float]
+    backend: str = "adoffload"
+    parameters: dict = field(default=None, compare=False, hash=False)
+
+    def __post_init__(self):
+        require_float64()
+        names = [t.name for t in self.terms]
+        if len(set(names)) != len(names):
+            raise ValueError(f"force-field terms need distinct names, got {names}")
+        if self.parameters is None:
+            object.__setattr__(self, "parameters", {t.name: t.parameters() for t in self.terms})
+
+    @property
+    def cutoff(self) -> float:
+        return max(t.cutoff for t in self.terms)
+
+    def neighbor_list(self, n_atoms: int, skin: float = 0.3, capacity: int | None = None, **options) -> NeighborListSpec:
+        capacity = capacity or estimate_capacity(n_atoms, self.box, self.cutoff, skin)
+        return NeighborListSpec(tuple(self.box), self.cutoff, skin, capacity, self.backend, **options)
+
+    def energy(self, pos, neighbors, params=None):
+        """Total potential energy; ``neighbors`` is the (N, capacity) index array of a NeighborList."""
+        params = self.parameters if params is None else params
+        backend = get_backend(self.backend)
+        box = jnp.asarray(self.box, dtype=pos.dtype)
+        return sum(t.energy(backend, pos, box, neighbors, params[t.name]) for t in self.terms)
+
+    def energy_and_forces(self, pos, neighbors, params=None):
+        energy, gradient = jax.value_and_grad(self.energy)(pos, neighbors, params)
+        return energy, -gradient
+
+    def forces(self, pos, neighbors, params=None):
+        return self.energy_and_forces(pos, neighbors, params)[1]
+
+
+def as_box(box) -> tuple[float, float, float]:
+    box = np.broadcast_to(np.asarray(box, dtype=float), (3,))
+    return tuple(float(b) for b in box)
