@@ -76,16 +76,28 @@ def llconstant(c: core.Constant) -> llir.Constant:
     match c.kind:
         case "scalar":
             return llir.Constant(t, float(c.value) if c.type.is_float else int(c.value))
-        case "null" | "zero":
+        case "null":
             return llir.Constant(t, None)
-        case "undef":
-            return llir.Constant(t, llir.Undefined)
-        case "poison":
-            return llir.FormattedConstant(t, "poison")
+        case "undef" | "poison" | "zero":
+            return _Literal(t, "zeroinitializer" if c.kind == "zero" else c.kind)
         case "aggregate":
             return llir.Constant(t, [llconstant(item) for item in c.value])
         case _:
             raise IRError(f"cannot export constant of kind {c.kind!r} ({c.type})")
+
+
+class _Literal(llir.Constant):
+    """A constant spelled by one keyword (poison, undef, zeroinitializer), for any type.
+    (llvmlite.ir.Constant would expand it element-wise for vectors.)"""
+
+    def __init__(self, typ: llir.Type, spelled: str):
+        self.type, self.constant = typ, spelled
+
+    def _to_string(self):
+        return f"{self.type} {self.constant}"
+
+    def _get_reference(self):
+        return self.constant
 
 
 class _Spelled(llir.Instruction):

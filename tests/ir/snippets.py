@@ -155,5 +155,19 @@ define i32 @asm_user(i32 %x) {
 }
 '''
 
-ALL_SUPPORTED = {"control_flow": CONTROL_FLOW, "memory": MEMORY, "kernels": KERNELS, "amdgpu": AMDGPU,
+VECTORS = r'''
+define <4 x float> @vectors(<4 x float> %a, <4 x float> %b, i64 %u) {
+  %s = fadd <4 x float> %a, %b
+  %e = extractelement <4 x float> %s, i32 1
+  %i = insertelement <4 x float> %s, float %e, i64 0
+  %sh = shufflevector <4 x float> %i, <4 x float> poison, <4 x i32> <i32 3, i32 2, i32 poison, i32 0>
+  %c = fcmp olt <4 x float> %sh, <float 1.0, float 2.0, float 3.0, float 4.0>
+  %r = select <4 x i1> %c, <4 x float> %sh, <4 x float> zeroinitializer
+  %q = add i64 %u, undef
+  %agg = insertvalue {double, i64} poison, i64 %q, 1
+  ret <4 x float> %r
+}
+'''
+
+ALL_SUPPORTED = {"vectors": VECTORS, "control_flow": CONTROL_FLOW, "memory": MEMORY, "kernels": KERNELS, "amdgpu": AMDGPU,
                  "unnamed": UNNAMED, "with_allocas": WITH_ALLOCAS}

@@ -146,3 +146,14 @@ def test_round_tripped_code_behaves_the_same():
         for k in (1, -2, 5):
             assert count(n, k) == _count_reference(n, k), (n, k)
     assert count(5, 1) == 5  # the reference is not trivially zero
+
+
+def test_vector_fields():
+    fn = ir.import_module(snippets.VECTORS)["vectors"]
+    by_name = {i.name: i for i in fn.instructions() if i.name}
+    assert by_name["s"].type == ir.VectorType(ir.f32, 4)
+    assert by_name["sh"].indices == (3, 2, -1, 0)
+    assert by_name["sh"].operands[1].kind == "poison"
+    assert by_name["c"].type == ir.VectorType(ir.i1, 4)
+    assert [c.value for c in by_name["c"].operands[1].value] == [1.0, 2.0, 3.0, 4.0]
+    assert by_name["r"].operands[2].kind == "zero" and by_name["q"].operands[1].kind == "undef"
