@@ -1,0 +1,147 @@
+"""``ado.jax_kernel``: a kernel as a JAX function (jit, grad, vmap, shard_map all work on it).
+
+The returned function takes the kernel's In, InOut and scalar params positionally in
+parameter order (Out params are skipped) and returns its Out and InOut arrays in
+parameter order, a single array when there is one. Arguments are checked at trace time:
+dtypes and ranks must match the kernel's annotations (Python scalars are converted).
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+
+from ..errors import GridError, JaxIntegrationError
+from . import rules  # noqa: F401  (registers the JVP, transpose and batching rules)
+from .primitive import CallSpec, bind
+
+
+def jax_kernel(kernel, *, grid=None, out_shapes=None):
+    """Wrap ``kernel`` as a JAX function; see the module docstring for the calling convention.
+
+    ``grid``: an int, a tuple, or a callable taking the function's arguments and returning
+    one (default: the shape of the first Out array, cut to the kernel's grid rank).
+    ``out_shapes``: ``{out_name: shape}`` or a callable returning that dict (default: each
+    Out array takes the shape of the first array argument of the same rank).
+    """
+    from ..kernel import Kernel
+    if not isinstance(kernel, Kernel):
+        raise JaxIntegrationError(f"ado.jax_kernel expects a kernel made with @ado.kernel, got "
+                                  f"{type(kernel).__name__}")
+    signature = kernel.signature
+    inputs = [p for p in signature.params if not (p.is_array and p.type.intent == "out")]
+
+    @functools.wraps(getattr(kernel, "pyfunc", lambda *a: None), assigned=("__doc__",))
+    def call(*args):
+        if len(args) != len(inputs):
+            names = ", ".join(p.name for p in inputs)
+            raise JaxIntegrationError(f"kernel '{kernel.name}' as a JAX function takes {len(inputs)} "
+                                      f"arguments ({names}), got {len(args)}")
+        operands = [_convert(kernel, p, a) for p, a in zip(inputs, args)]
+        shapes = _out_shapes(kernel, out_shapes, args, operands)
+        spec = CallSpec(kernel, _grid(kernel, grid, args, operands, shapes), shapes)
+        results = bind(operands, spec)
+        return results[0] if len(results) == 1 else tuple(results)
+
+    call.__name__ = kernel.name
+    call.kernel = kernel
+    return call
+
+
+def _convert(kernel, param, value):
+    """``value`` as a JAX array of the param's dtype; raises JaxIntegrationError on a mismatch."""
+    expected = param.dtype.dtype
+    ndim = param.type.ndim if param.is_array else 0
+    what = f"{'array' if param.is_array else 'scalar'} parameter '{param.name}' of kernel '{kernel.name}'"
+    if isinstance(value, (bool, int, float)) and not param.is_array:
+        if isinstance(value, float) and not param.dtype.is_float:
+            raise JaxIntegrationError(f"{what} expects {expected} (ndim 0), got the Python float {value!r}")
+        _check_x64(kernel, param)
+        return jnp.asarray(value, dtype=expected)
+    if isinstance(value, (bool, int, float)):
+        raise JaxIntegrationError(f"{what} expects a {expected} array of ndim {ndim}, got the Python "
+                                  f"scalar {value!r}")
+    given_dtype = getattr(value, "dtype", None)
+    given_shape = getattr(value, "shape", None)
+    if given_dtype is None or given_shape is None:
+        raise JaxIntegrationError(f"{what} expects {expected} with ndim {ndim}, got {type(value).__name__}")
+    if len(given_shape) != ndim:
+        raise JaxIntegrationError(f"{what} expects ndim {ndim} ({expected}), got ndim {len(given_shape)} "
+                                  f"(shape {tuple(given_shape)})")
+    weak = getattr(jax.typeof(value), "weak_type", False) if isinstance(value, jax.Array) else False
+    if np.dtype(given_dtype) != expected and not (weak and _same_kind(given_dtype, expected)):
+        raise JaxIntegrationError(f"{what} expects dtype {expected}, got {np.dtype(given_dtype)}")
+    _check_x64(kernel, param)
+    return jnp.asarray(value, dtype=expected)
+
+
+def _same_kind(given, expected) -> bool:
+    return np.dtype(given).kind == np.dtype(expected).kind
+
+
+def _check_x64(kernel, param) -> None:
+    if param.dtype.dtype.itemsize == 8 and not jax.config.jax_enable_x64:
+        raise JaxIntegrationError(f"parameter '{param.name}' of kernel '{kernel.name}' is "
+                                  f"{param.dtype.dtype}; enable 64-bit types in JAX first "
+                                  "(jax.config.update('jax_enable_x64', True))")
+
+
+def _out_shapes(kernel, given, args, operands) -> tuple[tuple[int, ...], ...]:
+    outs = [p for p in kernel.signature.params if p.is_array and p.type.intent == "out"]
+    table = given(*args) if callable(given) else (given or {})
+    if not isinstance(table, dict):
+        raise JaxIntegrationError(f"out_shapes for kernel '{kernel.name}' must be a dict from Out "
+                                  f"parameter name to shape, got {type(table).__name__}")
+    unknown = set(table) - {p.name for p in outs}
+    if unknown:
+        raise JaxIntegrationError(f"out_shapes for kernel '{kernel.name}' names {sorted(unknown)}, which "
+                                  f"are not Out parameters ({[p.name for p in outs]})")
+    arrays = [o for o in operands if o.ndim > 0]
+    shapes = []
+    for p in outs:
+        if p.name in table:
+            shape = table[p.name]
+            shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(s) for s in shape)
+            if len(shape) != p.type.ndim:
+                raise JaxIntegrationError(f"out_shapes['{p.name}'] of kernel '{kernel.name}' has rank "
+                                          f"{len(shape)}, but the parameter has ndim {p.type.ndim}")
+        else:
+            same_rank = [a for a in arrays if a.ndim == p.type.ndim]
+            if not same_rank:
+                raise JaxIntegrationError(
+                    f"kernel '{kernel.name}': cannot infer the shape of Out parameter '{p.name}' "
+                    f"(no array argument of ndim {p.type.ndim}); pass out_shapes={{'{p.name}': shape}}")
+            shape = tuple(same_rank[0].shape)
+        shapes.append(shape)
+    return tuple(shapes)
+
+
+def _grid(kernel, given, args, operands, out_shapes) -> tuple[int, ...]:
+    rank = kernel.signature.grid_rank
+    if given is None:
+        inouts = [o.shape for p, o in zip([p for p in kernel.signature.params
+                                           if not (p.is_array and p.type.intent == "out")], operands)
+                  if p.is_array and p.type.intent == "inout"]
+        candidates = list(out_shapes) + inouts
+        if not candidates:
+            raise GridError(f"kernel '{kernel.name}' has no Out or InOut array to take the grid from; "
+                            "pass grid= to ado.jax_kernel")
+        shape = candidates[0]
+        if len(shape) < rank:
+            raise GridError(f"kernel '{kernel.name}' has grid rank {rank} but its first output has shape "
+                            f"{tuple(shape)}; pass grid= to ado.jax_kernel")
+        return tuple(int(s) for s in shape[:rank])
+    value = given(*args) if callable(given) else given
+    grid = (value,) if np.ndim(value) == 0 else tuple(value)
+    try:
+        grid = tuple(int(g) for g in grid)
+    except TypeError as exc:
+        raise GridError(f"grid for kernel '{kernel.name}' must be static ints, got {value!r}") from exc
+    if len(grid) != rank:
+        raise GridError(f"kernel '{kernel.name}' has grid rank {rank}, got grid {grid}")
+    if any(g < 0 for g in grid):
+        raise GridError(f"grid for kernel '{kernel.name}' must be non-negative, got {grid}")
+    return grid

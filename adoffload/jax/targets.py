@@ -1,0 +1,218 @@
+"""FFI targets: one XLA custom-call target per (kernel variant, platform), registered once.
+
+The target's handler is generated in LLVM IR (``handler.py``) and JIT-compiled for the
+host; it calls the kernel compiled for the platform (host entry, PTX loaded into JAX's
+primary CUDA context, or a HIP code object). Everything it needs stays alive in
+``_TARGETS`` for the life of the process, since XLA may call a target at any time.
+"""
+from __future__ import annotations
+
+import ctypes
+import itertools
+import re
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import abi_status
+from ..errors import DeviceError
+from . import handler as handlers
+
+PLATFORMS = {"cpu": "cpu", "cuda": "CUDA", "rocm": "ROCM"}
+STATUS_BYTES = 8 * abi_status.WORDS
+
+
+@dataclass
+class Target:
+    name: str
+    kernel: object
+    platform: str
+    handler: handlers.CompiledHandler
+    host_statuses: list[np.ndarray] = field(default_factory=list)   # GPU: host views of status records
+
+
+_TARGETS: dict[tuple, Target] = {}
+_LOCK = threading.RLock()
+_COUNTER = itertools.count()
+sync_gpu_errors = False     # debug mode: GPU handlers synchronize and return bounds errors themselves
+
+
+def target_name(kernel, platform: str) -> str:
+    """The registered name of ``kernel``'s target on ``platform`` (registering it if needed)."""
+    return ensure_target(kernel, platform).name
+
+
+def ensure_target(kernel, platform: str) -> Target:
+    key = (id(kernel), platform, sync_gpu_errors if platform != "cpu" else False)
+    with _LOCK:
+        target = _TARGETS.get(key)
+        if target is not None and target.kernel is kernel:
+            return target
+        safe = re.sub(r"[^A-Za-z0-9_]", "_", kernel.name)
+        name = f"adoffload_{safe}_{next(_COUNTER)}"
+        build = {"cpu": _cpu_target, "cuda": _cuda_target, "rocm": _rocm_target}[platform]
+        target = build(kernel, name)
+        import jax
+        jax.ffi.register_ffi_target(name, target.handler.capsule(), platform=PLATFORMS[platform])
+        _TARGETS[key] = target
+        return target
+
+
+def _cpu_target(kernel, name: str) -> Target:
+    compiled = kernel.compiled("host")
+    entry = compiled.program.address(compiled.entry_name)
+    layout = handlers.layout_for(kernel.signature, scalars_by_reference=False)
+    handler = handlers.CompiledHandler(handlers.cpu_handler_ir(layout, entry), keep_alive=[compiled])
+    return Target(name, kernel, "cpu", handler)
+
+
+# ----------------------------------------------------------------------------- CUDA
+
+def _cuda():
+    try:
+        from cuda.bindings import driver
+    except ImportError:  # older cuda-python
+        from cuda import cuda as driver  # type: ignore[no-redef]
+    return driver
+
+
+def _check(result):
+    driver = _cuda()
+    err, *rest = result if isinstance(result, tuple) else (result,)
+    if err != driver.CUresult.CUDA_SUCCESS:
+        raise DeviceError(f"CUDA driver call failed: {err.name if hasattr(err, 'name') else err}")
+    return rest[0] if len(rest) == 1 else rest
+
+
+def _gpu_devices(platform: str):
+    import jax
+    return sorted(jax.devices(platform), key=lambda d: d.local_hardware_id)
+
+
+def _cuda_target(kernel, name: str) -> Target:
+    driver = _cuda()
+    _check(driver.cuInit(0))
+    libcuda = ctypes.CDLL("libcuda.so.1")
+    devices = _gpu_devices("cuda")
+    n = max(d.local_hardware_id for d in devices) + 1
+    functions, statuses, host_statuses, views, keep = [0] * n, [0] * n, [0] * n, [], []
+    for d in devices:
+        ordinal = d.local_hardware_id
+        dev = _check(driver.cuDeviceGet(ordinal))
+        major = _check(driver.cuDeviceGetAttribute(
+            driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev))
+        minor = _check(driver.cuDeviceGetAttribute(
+            driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev))
+        compiled = kernel.compiled("nvptx", arch=f"sm_{major}{minor}", scalars_by_reference=True)
+        ctx = _check(driver.cuDevicePrimaryCtxRetain(dev))       # JAX's context on this device
+        _check(driver.cuCtxPushCurrent(ctx))
+        try:
+            module = _check(driver.cuModuleLoadData(compiled.ptx.encode() + b"\0"))
+            function = _check(driver.cuModuleGetFunction(module, compiled.entry_name.encode()))
+            flags = driver.CU_MEMHOSTALLOC_DEVICEMAP | driver.CU_MEMHOSTALLOC_PORTABLE
+            host = int(_check(driver.cuMemHostAlloc(STATUS_BYTES, flags)))
+            device_ptr = int(_check(driver.cuMemHostGetDevicePointer(host, 0)))
+        finally:
+            _check(driver.cuCtxPopCurrent())
+        view = np.ctypeslib.as_array((ctypes.c_int64 * abi_status.WORDS).from_address(host))
+        view[:] = 0
+        functions[ordinal], statuses[ordinal], host_statuses[ordinal] = int(function), device_ptr, host
+        views.append((ordinal, ctx, view))
+        keep += [module, compiled]
+    tables = handlers.GpuTables(tuple(functions), tuple(statuses), tuple(host_statuses),
+                                launch=ctypes.cast(libcuda.cuLaunchKernel, ctypes.c_void_p).value,
+                                synchronize=ctypes.cast(libcuda.cuStreamSynchronize, ctypes.c_void_p).value)
+    layout = handlers.layout_for(kernel.signature, scalars_by_reference=True)
+    text = handlers.gpu_handler_ir(layout, tables, sync=sync_gpu_errors)
+    target = Target(name, kernel, "cuda", handlers.CompiledHandler(text, keep_alive=keep))
+    target.host_statuses = views
+    return target
+
+
+# ----------------------------------------------------------------------------- ROCm
+
+def rocm_handler_ir(kernel, tables: handlers.GpuTables | None = None, *, sync: bool = False) -> str:
+    """The ROCm handler text (hipModuleLaunchKernel has cuLaunchKernel's argument list).
+
+    Without ``tables`` the addresses are placeholders: used to compile-check the handler on
+    machines without an AMD GPU.
+    """
+    layout = handlers.layout_for(kernel.signature, scalars_by_reference=True)
+    tables = tables or handlers.GpuTables((0,), (0,), (0,), launch=0, synchronize=0)
+    return handlers.gpu_handler_ir(layout, tables, sync=sync)
+
+
+def _rocm_target(kernel, name: str) -> Target:
+    from hip import hip  # hip-python
+    libhip = ctypes.CDLL("libamdhip64.so")
+
+    def check(result):
+        err, *rest = result if isinstance(result, tuple) else (result,)
+        if int(err) != 0:
+            raise DeviceError(f"HIP call failed: {err}")
+        return rest[0] if len(rest) == 1 else rest
+
+    devices = _gpu_devices("rocm")
+    n = max(d.local_hardware_id for d in devices) + 1
+    functions, statuses, host_statuses, views, keep = [0] * n, [0] * n, [0] * n, [], []
+    for d in devices:
+        ordinal = d.local_hardware_id
+        check(hip.hipSetDevice(ordinal))
+        props = check(hip.hipGetDeviceProperties(ordinal))
+        arch = props.gcnArchName.decode().split(":")[0]
+        compiled = kernel.compiled("amdgpu", arch=arch, scalars_by_reference=True)
+        module = check(hip.hipModuleLoadData(compiled.hsaco))
+        function = check(hip.hipModuleGetFunction(module, compiled.entry_name.encode()))
+        host = int(check(hip.hipHostMalloc(STATUS_BYTES, hip.hipHostMallocMapped | hip.hipHostMallocPortable)))
+        device_ptr = int(check(hip.hipHostGetDevicePointer(host, 0)))
+        view = np.ctypeslib.as_array((ctypes.c_int64 * abi_status.WORDS).from_address(host))
+        view[:] = 0
+        functions[ordinal], statuses[ordinal], host_statuses[ordinal] = int(function), device_ptr, host
+        views.append((ordinal, None, view))
+        keep += [module, compiled]
+    tables = handlers.GpuTables(tuple(functions), tuple(statuses), tuple(host_statuses),
+                                launch=ctypes.cast(libhip.hipModuleLaunchKernel, ctypes.c_void_p).value,
+                                synchronize=ctypes.cast(libhip.hipStreamSynchronize, ctypes.c_void_p).value)
+    text = rocm_handler_ir(kernel, tables, sync=sync_gpu_errors)
+    target = Target(name, kernel, "rocm", handlers.CompiledHandler(text, keep_alive=keep))
+    target.host_statuses = views
+    return target
+
+
+# ----------------------------------------------------------------------------- errors
+
+def check_errors() -> None:
+    """Wait for the GPUs, then raise the first device-side kernel failure recorded since the last check.
+
+    GPU handlers never wait for their kernels (so XLA can put them in CUDA graphs); a
+    kernel that hits an out-of-bounds index writes a host-mapped status record instead.
+    Call this after ``block_until_ready()`` (it synchronizes the devices itself too).
+    Each record is cleared when read. CPU calls need no check: they raise directly.
+    """
+    with _LOCK:
+        targets = [t for t in _TARGETS.values() if t.host_statuses]
+    synced = set()
+    for target in targets:
+        for ordinal, ctx, view in target.host_statuses:
+            if (target.platform, ordinal) not in synced:
+                _synchronize(target.platform, ordinal, ctx)
+                synced.add((target.platform, ordinal))
+            record = view.copy()
+            if record[0] != abi_status.OK:
+                view[:] = 0
+                abi_status.raise_for_status(record, target.kernel.signature)
+
+
+def _synchronize(platform: str, ordinal: int, ctx) -> None:
+    if platform == "cuda":
+        driver = _cuda()
+        _check(driver.cuCtxPushCurrent(ctx))
+        try:
+            _check(driver.cuCtxSynchronize())
+        finally:
+            _check(driver.cuCtxPopCurrent())
+    elif platform == "rocm":
+        from hip import hip
+        hip.hipSetDevice(ordinal)
+        hip.hipDeviceSynchronize()
