@@ -115,3 +115,11 @@ def test_canonical_false_keeps_the_input_as_is():
     mod = ado.from_llvm(WITH_ALLOCAS, canonical=False)
     assert any(i.opcode == "alloca" for i in mod["with_allocas"].ir.instructions())
     assert mod["with_allocas"](2.0, 3) == 6.0
+
+
+@pytest.mark.parametrize("canonical", [True, False])
+def test_bitcode_input(canonical):
+    import llvmlite.binding as llvm
+    bitcode = llvm.parse_assembly((FIXTURES / "clang_kernels.ll").read_text()).as_bitcode()
+    mod = ado.from_llvm(bitcode, canonical=canonical)
+    assert mod["lj"](1.2, 1.0, 1.0) == pytest.approx(lj_reference(1.2, 1.0, 1.0), rel=1e-13)
