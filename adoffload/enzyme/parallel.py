@@ -1,0 +1,269 @@
+"""Parallel semantics of adjoint accumulation: which shadow updates may race.
+
+The derived body runs once per logical thread. A shadow update ``shadow[idx] += v`` is
+
+* PRIVATE when ``idx`` is injective in the thread-index vector (no two threads can hit the
+  same element): a plain load/add/store;
+* UNIFORM when ``idx`` is the same for every thread and every point of the run (``d_sigma[0]``,
+  an active scalar's accumulator): summed per thread in a register and added once, through
+  ``@adoffload.uniform_fadd.<f32|f64>(ptr, value)`` which targets lower (``lower_uniform_adds``);
+* SHARED otherwise: ``atomicrmw fadd``. When in doubt, SHARED.
+
+Injectivity is proven structurally on the element index (GEP chains over one element type):
+
+* ``a*t + b`` with ``t`` the only thread argument, ``a`` a nonzero integer constant and ``b``
+  strictly uniform (built from non-thread arguments and constants by pure integer arithmetic:
+  no phi, no load -- so it is the same for every thread *and* every loop iteration);
+* ``r*S + c`` with ``S`` strictly uniform and ``0 <= c < S`` proven by a dominating bounds check
+  (``icmp ult c, S`` on the taken edge, or ``slt c, S`` together with ``sge/sgt`` against 0 or -1),
+  where ``r`` is injective in some of the thread arguments and ``c`` in the rest (2-D grids:
+  ``tid0*shape1 + tid1``; also rows ``x[tid, j]`` with any bounds-checked ``j``).
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from ..ir.core import Argument, Block, Constant, Instruction, Value
+
+_STRIP = frozenset({"sext", "zext"})
+_UNIFORM_OPS = frozenset({"add", "sub", "mul", "shl", "sext", "zext", "trunc", "and", "or", "xor",
+                          "sdiv", "udiv", "lshr", "ashr", "select", "icmp"})
+
+
+class AddressClass(enum.Enum):
+    PRIVATE = "private"
+    UNIFORM = "uniform"
+    SHARED = "shared"
+
+
+@dataclass(frozen=True)
+class ParallelInfo:
+    """Which arguments of the body are thread indices; every other argument is uniform.
+
+    ``uniform_args`` is kept for documentation and checks: an argument listed in neither set
+    is treated as uniform too (kernel parameters are the same for every thread).
+    """
+    thread_args: tuple[int, ...]
+    uniform_args: frozenset[int] = field(default_factory=frozenset)
+
+
+class AddressClassifier:
+    """Classifies shadow addresses of one function (primal pointers, in the forward sweep)."""
+
+    def __init__(self, info: ParallelInfo, dominators, args: list[Argument]):
+        self.info = info
+        self.dom = dominators
+        self.thread_args = {args[k] for k in info.thread_args}
+
+    # ---- uniformity
+    def strictly_uniform(self, v: Value, depth: int = 0) -> bool:
+        if isinstance(v, Constant):
+            return True
+        if isinstance(v, Argument):
+            return v not in self.thread_args
+        if isinstance(v, Instruction) and v.opcode in _UNIFORM_OPS and depth < 16:
+            return all(self.strictly_uniform(o, depth + 1) for o in v.operands)
+        return False
+
+    def threads_of(self, v: Value, depth: int = 0) -> set[Argument]:
+        """Thread arguments ``v`` may depend on (over-approximated: any non-leaf is 'all')."""
+        if isinstance(v, Argument):
+            return {v} & self.thread_args
+        if isinstance(v, Constant):
+            return set()
+        if isinstance(v, Instruction) and v.opcode in _UNIFORM_OPS and depth < 16:
+            out: set[Argument] = set()
+            for o in v.operands:
+                out |= self.threads_of(o, depth + 1)
+            return out
+        return set(self.thread_args)
+
+    # ---- pointers
+    def classify(self, pointer: Value, at: Block) -> AddressClass:
+        root, indices = _decompose(pointer)
+        if root is None:
+            return AddressClass.SHARED
+        if isinstance(root, Instruction) and root.opcode == "alloca":
+            return AddressClass.PRIVATE
+        if not isinstance(root, Argument) or root in self.thread_args:
+            return AddressClass.SHARED
+        if all(self.strictly_uniform(i) for i in indices):
+            return AddressClass.UNIFORM
+        if len(indices) == 1 and self.injective(indices[0], set(self.thread_args), at):
+            return AddressClass.PRIVATE
+        return AddressClass.SHARED
+
+    def injective(self, v: Value, threads: set[Argument], at: Block, depth: int = 0) -> bool:
+        """Whether distinct values of ``threads`` (others fixed) give distinct ``v``."""
+        if not threads:
+            return True
+        if depth > 8:
+            return False
+        terms = _linear(v)
+        if terms is not None:
+            tids = [t for t in terms if t in self.thread_args and terms[t] != 0]
+            rest_uniform = all(self.strictly_uniform(t) for t in terms if t not in self.thread_args and t != 1)
+            if len(tids) == 1 and {tids[0]} == threads and rest_uniform:
+                return True
+        return self._row_major(v, threads, at, depth)
+
+    def _row_major(self, v: Value, threads: set[Argument], at: Block, depth: int) -> bool:
+        v = _strip(v)
+        if not (isinstance(v, Instruction) and v.opcode == "add"):
+            return False
+        for product, column in ((v.operands[0], v.operands[1]), (v.operands[1], v.operands[0])):
+            product = _strip(product)
+            if not (isinstance(product, Instruction) and product.opcode == "mul"):
+                continue
+            for row, stride in ((product.operands[0], product.operands[1]), (product.operands[1], product.operands[0])):
+                if not self.strictly_uniform(stride) or not self.proven_below(column, stride, at):
+                    continue
+                row_threads = self.threads_of(row) & threads
+                if (self.injective(row, row_threads, at, depth + 1)
+                        and self.injective(column, threads - row_threads, at, depth + 1)):
+                    return True
+        return False
+
+    def proven_below(self, c: Value, bound: Value, at: Block) -> bool:
+        """``0 <= c < bound`` holds at block ``at`` by dominating bounds checks."""
+        facts = self._dominating_facts(at)
+        cs, bs = _aliases(c), _aliases(bound)
+
+        def holds(pred, lhs_set, rhs_set):
+            return any(p == pred and _strip(a) in lhs_set and _strip(b) in rhs_set for p, a, b in facts)
+
+        zero = {_zero_marker}
+        if holds("ult", cs, bs) or holds("ugt", bs, cs):
+            return True
+        below = holds("slt", cs, bs) or holds("sgt", bs, cs)
+        nonneg = any(p in ("sge", "sgt") and _strip(a) in cs and _const(b) == (0 if p == "sge" else -1)
+                     for p, a, b in facts)
+        return below and (nonneg or _nonnegative(c))
+
+    def _dominating_facts(self, at: Block) -> list[tuple[str, Value, Value]]:
+        """Comparisons known true at ``at`` (from conditional branches whose taken edge dominates it)."""
+        facts = []
+        for block, idom in self.dom.idom.items():
+            term = block.terminator
+            if term is None or term.opcode != "br" or len(term.blocks) != 2:
+                continue
+            cond = term.operands[0]
+            if not (isinstance(cond, Instruction) and cond.opcode == "icmp"):
+                continue
+            for k, succ in enumerate(term.blocks):
+                if term.blocks[0] is term.blocks[1] or not self._edge_dominates(block, succ, at):
+                    continue
+                pred = cond.predicate if k == 0 else _NEGATE[cond.predicate]
+                facts.append((pred, cond.operands[0], cond.operands[1]))
+        return facts
+
+    def _edge_dominates(self, source: Block, succ: Block, at: Block) -> bool:
+        preds = [b for b in self.dom.idom if succ in b.successors]
+        return preds == [source] and succ in self.dom.idom and self.dom.dominates(succ, at)
+
+
+_zero_marker = object()
+_NEGATE = {"eq": "ne", "ne": "eq", "slt": "sge", "sge": "slt", "sgt": "sle", "sle": "sgt",
+           "ult": "uge", "uge": "ult", "ugt": "ule", "ule": "ugt"}
+
+
+def _const(v: Value) -> int | None:
+    return int(v.value) if isinstance(v, Constant) and v.kind == "scalar" else None
+
+
+def _nonnegative(v: Value) -> bool:
+    return isinstance(v, Instruction) and v.opcode == "zext"
+
+
+def _strip(v: Value) -> Value:
+    while isinstance(v, Instruction) and v.opcode in _STRIP:
+        v = v.operands[0]
+    return v
+
+
+def _aliases(v: Value) -> set[Value]:
+    return {_strip(v)}
+
+
+def _decompose(pointer: Value) -> tuple[Value | None, list[Value]]:
+    """Root and element indices of a GEP chain whose GEPs have one index each."""
+    indices: list[Value] = []
+    element = None
+    while isinstance(pointer, Instruction) and pointer.opcode in ("getelementptr", "bitcast", "addrspacecast"):
+        if pointer.opcode == "getelementptr":
+            if len(pointer.operands) != 2 or (element is not None and pointer.element_type != element):
+                return None, []
+            element = pointer.element_type
+            indices.append(pointer.operands[1])
+        pointer = pointer.operands[0]
+    if not indices:
+        return pointer, [Constant(_I64, 0)]
+    if len(indices) == 1:
+        return pointer, indices
+    return pointer, [_SumOf(indices)]
+
+
+class _SumOf(Value):
+    """A virtual index: the sum of a GEP chain's indices (only looked at by ``_linear``)."""
+
+    def __init__(self, parts: list[Value]):
+        self.parts, self.name = parts, "sum"
+        self.type = parts[0].type
+
+
+def _linear(v: Value, depth: int = 0) -> dict | None:
+    """``v`` as {atom: integer coefficient} (key 1 for the constant term), or None."""
+    if depth > 16:
+        return None
+    if isinstance(v, _SumOf):
+        return _combine([_linear(p, depth + 1) for p in v.parts], [1] * len(v.parts))
+    c = _const(v)
+    if c is not None:
+        return {1: c}
+    if isinstance(v, Instruction):
+        op = v.opcode
+        if op in _STRIP:
+            return _linear(v.operands[0], depth + 1)
+        if op in ("add", "sub"):
+            return _combine([_linear(o, depth + 1) for o in v.operands], [1, 1 if op == "add" else -1])
+        if op in ("mul", "shl"):
+            k = _const(v.operands[1])
+            other = v.operands[0]
+            if k is None and op == "mul":
+                k, other = _const(v.operands[0]), v.operands[1]
+            if k is not None:
+                inner = _linear(other, depth + 1)
+                factor = k if op == "mul" else 1 << k
+                return None if inner is None else {a: c * factor for a, c in inner.items()}
+    return {v: 1}
+
+
+def _combine(parts: list[dict | None], signs: list[int]) -> dict | None:
+    out: dict = {}
+    for part, sign in zip(parts, signs):
+        if part is None:
+            return None
+        for atom, c in part.items():
+            out[atom] = out.get(atom, 0) + sign * c
+    return out
+
+
+from ..ir.core import i64 as _I64  # noqa: E402  (after the helpers that name it)
+
+
+# ----------------------------------------------------------------------------- uniform adds
+
+UNIFORM_ADD_PREFIX = "adoffload.uniform_fadd."
+
+
+def uniform_add_intrinsic(module, value_type):
+    """``@adoffload.uniform_fadd.<f32|f64>(ptr, value)``: add a thread-uniform-address
+    contribution; every thread may call it, with the same pointer (lowered per target)."""
+    from ..ir.core import FunctionType, void
+    from .rules import type_suffix
+    return module.get_or_declare(f"{UNIFORM_ADD_PREFIX}{type_suffix(value_type)}",
+                                 FunctionType(void, (_PTR, value_type)))
+
+
+from ..ir.core import ptr as _PTR  # noqa: E402

@@ -1,0 +1,465 @@
+"""Reverse mode: the combined adjoint (augmented forward sweep, then the reverse sweep).
+
+``reverse(module, fn, activity)`` adds a function that runs a copy of ``fn`` (the augmented
+forward sweep, which also writes the tape) and then walks the CFG backwards: every primal
+block B gets a reverse block ``B.rev`` that undoes B's instructions in reverse order and then
+branches to the reverse of the predecessor that led into B (recorded in the forward sweep as
+a "came-from" index when B has several predecessors). Adjoints live in one ``alloca``
+accumulator per active value (SROA/mem2reg turn them into registers after AD); a phi's
+adjoint flows to the incoming value of the edge taken. What the reverse sweep needs from the
+primal is reused, recomputed or cached on the tape (policy in ``_Reverser.need``, storage in
+tape.py); shadow updates are plain, per-thread-uniform or atomic (parallel.py).
+
+Derived function: primal args, then one shadow per non-Const arg (pointer shadow for a Dup
+pointer, ``ptr`` to a one-element accumulator for an Active/Dup float scalar), then ``dret``
+(the seed) if ``fn`` returns a float, then ``ptr %tape, i64 %tape_offset`` if the tape is
+dynamic (see tape.py). It returns void.
+
+Assumption: distinct pointer arguments do not alias (kernel arrays are distinct buffers);
+loads from an argument the function never writes are recomputed in the reverse sweep.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Callable
+
+from ..errors import DifferentiationError
+from ..ir.builder import Builder
+from ..ir.core import (Argument, Block, Constant, Function, FunctionType, GlobalVariable, Instruction,
+                       Module, Value, const, i8, i32, i64, ptr, void)
+from .activity import ACTIVE, CONST, DUP, Activity, analyze, is_float_type
+from .parallel import AddressClass, AddressClassifier, ParallelInfo, uniform_add_intrinsic
+from .reverse_cfg import Dominators, LoopInfo, predecessor_map, reachable_blocks
+from .rules import RuleContext, describe, reverse_contributions, rule_for, rule_key
+from .tape import STATIC_TAPE_LIMIT, Tape, TapeSpec, add_count_function
+
+ReverseOverride = Callable[[RuleContext, Instruction, Value], "list[Value | None]"]
+# Reverse-only rules that take precedence over rules.RULES (keyed like it).
+REVERSE_OVERRIDES: dict[str, ReverseOverride] = {}
+
+# Pure instructions the reverse sweep may re-execute instead of caching (loads: see _readonly).
+_RECOMPUTABLE = frozenset({
+    "getelementptr", "bitcast", "addrspacecast", "ptrtoint", "inttoptr", "trunc", "zext", "sext",
+    "fpext", "fptrunc", "sitofp", "uitofp", "fptosi", "fptoui", "add", "sub", "mul", "shl", "lshr",
+    "ashr", "and", "or", "xor", "sdiv", "udiv", "srem", "urem", "icmp", "fcmp", "select", "fadd", "fsub",
+    "fmul", "fneg", "extractvalue", "freeze", "load"})
+_MAX_RECOMPUTE_DEPTH = 8
+_WRITES = frozenset({"store", "atomicrmw", "cmpxchg"})
+
+
+@dataclass
+class ReverseResult:
+    function: Function
+    tape: TapeSpec | None = None
+    count_function: Function | None = None
+
+
+def reverse(module: Module, fn: Function, activity: list[Activity], name: str | None = None,
+            deterministic: bool = False, parallel: ParallelInfo | None = None) -> ReverseResult:
+    """Add the combined adjoint of ``fn`` to ``module`` (see the module docstring)."""
+    if deterministic:
+        raise DifferentiationError("deterministic reverse mode is not implemented yet")
+    return _Reverser(module, fn, list(activity), parallel).build(name or f"{fn.name}.reverse")
+
+
+# ----------------------------------------------------------------------------- cloning
+
+def clone_function_body(src: Function, dst: Function, value_map: dict) -> tuple[dict[Block, Block], list[Instruction]]:
+    """Copy ``src``'s reachable blocks into ``dst`` (``value_map`` seeded with args); returns
+    the block map and the cloned ``ret`` instructions."""
+    blocks = reachable_blocks(src)
+    block_map = {b: dst.add_block(b.name) for b in blocks}
+    clones = []
+    for b in blocks:
+        for inst in b.instructions:
+            new = copy.copy(inst)
+            new.flags = set(inst.flags)
+            block_map[b].append(new)
+            value_map[inst] = new
+            clones.append((inst, new))
+    returns = []
+    for inst, new in clones:
+        if inst.opcode == "phi":
+            pairs = [(v, blk) for v, blk in zip(inst.operands, inst.blocks) if blk in block_map]
+            new.operands = [value_map.get(v, v) for v, _ in pairs]
+            new.blocks = [block_map[blk] for _, blk in pairs]
+        else:
+            new.operands = [value_map.get(v, v) for v in inst.operands]
+            new.blocks = [block_map[blk] for blk in inst.blocks]
+        if inst.opcode == "ret":
+            returns.append(new)
+    return block_map, returns
+
+
+def _pointer_root(p: Value) -> Value:
+    while isinstance(p, Instruction) and p.opcode in ("getelementptr", "bitcast", "addrspacecast"):
+        p = p.operands[0]
+    return p
+
+
+def zero_of(t) -> Constant:
+    return Constant(t, None, kind="zero")
+
+
+# ----------------------------------------------------------------------------- the engine
+
+class _Reverser:
+    def __init__(self, module: Module, fn: Function, activity: list[Activity], parallel: ParallelInfo | None):
+        self.module, self.primal, self.activity, self.parallel = module, fn, activity, parallel
+        self.info = analyze(fn, activity)
+
+    # ---- set-up
+    def build(self, name: str) -> ReverseResult:
+        fn = self._declare(name)
+        self._clone_forward(fn)
+        self._make_shadows()
+        self.dom = Dominators(self.blocks)
+        self.loops = LoopInfo(self.blocks, self.dom)
+        self.preds = predecessor_map(self.blocks)
+        self.classifier = (AddressClassifier(self.parallel, self.dom, fn.args[:len(self.primal.args)])
+                           if self.parallel is not None else None)
+        self.tape = Tape(fn, self.entry)
+        self._reverse_blocks()
+        for block in self.live:
+            self._reverse_block(block)
+        self._flush_scalars(self.final)
+        self.final.ret()
+        return self._finish()
+
+    def _declare(self, name: str) -> Function:
+        primal = self.primal
+        params = [a.type for a in primal.args]
+        names = [a.name for a in primal.args]
+        self.shadow_args: dict[int, int] = {}
+        for k, (arg, act) in enumerate(zip(primal.args, self.activity)):
+            if act is not CONST:
+                self.shadow_args[k] = len(params)
+                params.append(ptr)
+                names.append(f"d_{arg.name}")
+        self.returns_float = is_float_type(primal.return_type)
+        if self.returns_float:
+            params.append(primal.return_type)
+            names.append("dret")
+        fn = Function(name, FunctionType(void, tuple(params)),
+                      [Argument(t, n, k) for k, (t, n) in enumerate(zip(params, names))])
+        for arg, new in zip(primal.args, fn.args):
+            new.attributes = set(arg.attributes)
+        self.module.add_function(fn)
+        self.fn = fn
+        return fn
+
+    def _clone_forward(self, fn: Function) -> None:
+        value_map = dict(zip(self.primal.args, fn.args))
+        block_map, returns = clone_function_body(self.primal, fn, value_map)
+        self.block_map = block_map
+        self.original = {new: old for old, new in value_map.items()}
+        self.forward_insts = {v for v in value_map.values() if isinstance(v, Instruction)}
+        exit_block = fn.add_block("exit")
+        b = Builder(exit_block)
+        self.ret_phi = None
+        if self.returns_float:
+            self.ret_phi = b.phi(self.primal.return_type, [(r.operands[0], r.parent) for r in returns], "retval")
+        self.exit_branch = b.emit("unreachable", void, [])   # becomes ``br exit.rev`` below
+        for r in returns:
+            r.opcode, r.operands, r.blocks = "br", [], [exit_block]
+        self.exit = exit_block
+        self.blocks = reachable_blocks(fn)
+        self.entry = Builder()
+        self.entry.position_before(fn.entry.instructions[0])
+        self.adjoint_slots: dict[Value, Instruction] = {}
+        self.uniform_sums: dict[Value, Instruction] = {}
+
+    # ---- shadows (augmented forward)
+    def _make_shadows(self) -> None:
+        """Shadow pointers next to their primal pointers: GEPs, casts, phis, selects, allocas."""
+        self.shadow: dict[Value, Value] = {}
+        for k, j in self.shadow_args.items():
+            if self.fn.args[k].type.is_pointer:
+                self.shadow[self.fn.args[k]] = self.fn.args[j]
+        phis = []
+        for block in self.blocks:
+            for inst in list(block.instructions):
+                old = self.original.get(inst)
+                if old is None or not self.info.has_shadow(old):
+                    continue
+                b = Builder()
+                b.position_before(inst)
+                b.index += 1
+                s = self._shadow_of(inst, b, phis)
+                s.name = self.fn.fresh_name(f"{inst.name or 'p'}.shadow")
+                self.shadow[inst] = s
+        for phi, s in phis:
+            s.operands = [self._shadow_operand(v, phi) for v in phi.operands]
+
+    def _shadow_of(self, inst: Instruction, b: Builder, phis: list) -> Instruction:
+        op = inst.opcode
+        if op == "getelementptr":
+            return b.gep(inst.element_type, self._shadow_operand(inst.operands[0], inst), inst.operands[1:],
+                         inbounds="inbounds" in inst.flags)
+        if op in ("bitcast", "addrspacecast"):
+            return b.cast(op, self._shadow_operand(inst.operands[0], inst), inst.type)
+        if op == "select":
+            return b.select(inst.operands[0], self._shadow_operand(inst.operands[1], inst),
+                            self._shadow_operand(inst.operands[2], inst))
+        if op == "phi":
+            s = b.phi(inst.type, [(v, blk) for v, blk in zip(inst.operands, inst.blocks)])
+            phis.append((inst, s))
+            return s
+        if op == "alloca":
+            s = self.entry.alloca(inst.element_type)
+            self.entry.store(zero_of(inst.element_type), s)
+            return s
+        raise DifferentiationError(f"cannot build a shadow pointer for {describe(inst)}")
+
+    def _shadow_operand(self, v: Value, user: Instruction) -> Value:
+        if v in self.shadow:
+            return self.shadow[v]
+        if isinstance(v, Constant) and v.kind in ("null", "undef", "poison"):
+            return v
+        raise DifferentiationError(f"pointer {v.ref()} used by {describe(user)} has no shadow "
+                                   f"(it mixes a Const pointer with a Dup one)")
+
+    # ---- activity
+    def has_adjoint(self, v: Value) -> bool:
+        if v is self.ret_phi and v is not None:
+            return True
+        if isinstance(v, Argument):
+            return v.index in self.shadow_args and not v.type.is_pointer
+        old = self.original.get(v)
+        return old is not None and not isinstance(old, Argument) and self.info.is_active(old)
+
+    def adjoint_slot(self, v: Value) -> Instruction:
+        slot = self.adjoint_slots.get(v)
+        if slot is None:
+            slot = self.entry.alloca(v.type, f"{v.name or 'v'}.adj")
+            self.entry.store(zero_of(v.type), slot)
+            self.adjoint_slots[v] = slot
+        return slot
+
+    def take_adjoint(self, v: Value, b: Builder) -> Value:
+        """The adjoint accumulated for ``v`` so far; resets it (v may be redefined in a loop)."""
+        slot = self.adjoint_slot(v)
+        adj = b.load(v.type, slot, f"{v.name or 'v'}.d")
+        b.store(zero_of(v.type), slot)
+        return adj
+
+    def add_adjoint(self, v: Value, delta: Value | None, b: Builder) -> None:
+        if delta is None or not self.has_adjoint(v):
+            return
+        slot = self.adjoint_slot(v)
+        b.store(b.fadd(b.load(v.type, slot), delta), slot)
+
+    # ---- what the reverse sweep needs from the forward sweep
+    def need(self, v: Value, block: Block, depth: int = 0) -> Value:
+        """``v`` as usable in ``block``'s reverse: reused, recomputed or cached (tape.py)."""
+        if not isinstance(v, Instruction):
+            return v
+        key = (block, v)
+        if key in self.needed:
+            return self.needed[key]
+        home = v.parent
+        if not self.loops.in_loop(home) and self.dom.dominates(home, self.exit):
+            return v
+        pop = self.pop_builders[block]
+        if depth < _MAX_RECOMPUTE_DEPTH and v.opcode in _RECOMPUTABLE and (v.opcode != "load" or self._readonly(v)):
+            operands = [self.need(o, block, depth + 1) for o in v.operands]
+            clone = copy.copy(v)
+            clone.name, clone.parent, clone.flags = "", None, set(v.flags)
+            clone.operands = operands
+            result = pop.insert(clone, f"{v.name or 'v'}.re")
+        else:
+            result = self.tape.cache(block, self.loops.in_loop(block), v, pop)
+        self.needed[key] = result
+        return result
+
+    def _readonly(self, load: Instruction) -> bool:
+        if not hasattr(self, "_written_roots"):
+            roots, unknown = set(), False
+            for inst in self.primal.instructions():
+                target = inst.operands[1] if inst.opcode == "store" else (
+                    inst.operands[0] if inst.opcode in _WRITES else None)
+                if inst.opcode == "call" and any(o.type.is_pointer for o in inst.operands):
+                    unknown = True
+                if target is not None:
+                    roots.add(_pointer_root(self.original.get(target, target)))
+            self._written_roots, self._writes_unknown = roots, unknown or any(
+                not isinstance(r, (Argument, GlobalVariable)) for r in roots)
+        root = _pointer_root(self.original.get(load.operands[0], load.operands[0]))
+        return (not self._writes_unknown and isinstance(root, (Argument, GlobalVariable))
+                and root not in self._written_roots)
+
+    # ---- reverse CFG
+    def _reverse_blocks(self) -> None:
+        reaches = {self.exit}
+        changed = True
+        while changed:
+            changed = False
+            for b in self.blocks:
+                if b not in reaches and any(s in reaches for s in b.successors):
+                    reaches.add(b)
+                    changed = True
+        self.live = [b for b in self.blocks if b in reaches]
+        self.rev: dict[Block, Block] = {}
+        self.rev_body: dict[Block, Block] = {}
+        self.pop_builders: dict[Block, Builder] = {}
+        self.needed: dict = {}
+        for block in reversed(self.live):
+            head = self.fn.add_block(f"{block.name}.rev")
+            body = self.fn.add_block(f"{block.name}.rev.body")
+            Builder(head).br(body)
+            self.rev[block], self.rev_body[block] = head, body
+            pop = Builder()
+            pop.position_before_terminator(head)
+            self.pop_builders[block] = pop
+        self.exit_branch.opcode, self.exit_branch.blocks = "br", [self.rev[self.exit]]
+        self.came_from: dict[Block, Instruction] = {}
+
+    def _came_from(self, block: Block) -> Instruction:
+        """An i32 phi at the top of ``block``: the index of the predecessor that led in."""
+        if block not in self.came_from:
+            incoming = []
+            for k, p in enumerate(self.preds[block]):
+                incoming += [(const(i32, k), p)] * sum(1 for s in p.terminator.blocks if s is block)
+            phi = Instruction("phi", i32, [v for v, _ in incoming], blocks=[p for _, p in incoming])
+            phi.name = self.fn.fresh_name(f"{block.name}.from")
+            block.insert(0, phi)
+            self.came_from[block] = phi
+        return self.came_from[block]
+
+    def _reverse_block(self, block: Block) -> None:
+        b = Builder(self.rev_body[block])
+        if block is self.exit and self.returns_float:
+            self.add_adjoint(self.ret_phi, self.fn.args[len(self.fn.args) - 1], b)
+        for inst in reversed(list(block.instructions)):      # the entry block grows allocas
+            if inst in self.forward_insts and inst.opcode != "phi" and not inst.is_terminator:
+                b.location = inst.location
+                self._reverse_instruction(inst, block, b)
+        phi_adjoints = [(phi, self.take_adjoint(phi, b)) for phi in block.phis if self.has_adjoint(phi)]
+        preds = self.preds[block]
+        if not preds:
+            self.final = b          # the end of the reverse sweep; closed by build()
+            return
+        targets = []
+        for k, p in enumerate(preds):
+            edge = b if len(preds) == 1 else Builder(self.fn.add_block(f"{block.name}.rev.from.{p.name}"))
+            for phi, adj in phi_adjoints:
+                self.add_adjoint(phi.operands[phi.blocks.index(p)], adj, edge)
+            edge.br(self.rev[p])
+            targets.append(edge.block)
+        if len(preds) > 1:
+            index = self.need(self._came_from(block), block)
+            cases = [const(i32, k) for k in range(1, len(preds))]
+            b.emit("switch", void, [index, *cases], blocks=[targets[0], *targets[1:]])
+
+    def _reverse_instruction(self, inst: Instruction, block: Block, b: Builder) -> None:
+        op = inst.opcode
+        if op == "store":
+            return self._reverse_store(inst, block, b)
+        if op == "atomicrmw":
+            return self._reverse_atomic(inst, block, b)
+        if op == "call" and getattr(inst.callee, "name", "").startswith(("llvm.memcpy", "llvm.memmove", "llvm.memset")):
+            if any(o in self.shadow for o in inst.operands):
+                raise DifferentiationError(f"{describe(inst)} on differentiated memory is not supported yet")
+            return None
+        if not self.has_adjoint(inst):
+            return None
+        adj = self.take_adjoint(inst, b)
+        if op == "load":
+            return self.accumulate(inst.operands[0], adj, block, b)
+        if op == "freeze":
+            return self.add_adjoint(inst.operands[0], adj, b)
+        override = REVERSE_OVERRIDES.get(rule_key(inst))
+        ctx = RuleContext(b, self.module, primal=lambda v: self.need(v, block))
+        contributions = (override(ctx, inst, adj) if override is not None
+                         else reverse_contributions(ctx, rule_for(inst), inst, adj))
+        for operand, delta in zip(inst.operands, contributions):
+            self.add_adjoint(operand, delta, b)
+
+    def _reverse_store(self, inst: Instruction, block: Block, b: Builder) -> None:
+        value, pointer = inst.operands
+        if pointer not in self.shadow or not is_float_type(value.type):
+            return
+        shadow = self.need(self.shadow[pointer], block)
+        if self.has_adjoint(value):
+            self.add_adjoint(value, b.load(value.type, shadow, "d.stored"), b)
+        b.store(zero_of(value.type), shadow)
+
+    def _reverse_atomic(self, inst: Instruction, block: Block, b: Builder) -> None:
+        pointer, value = inst.operands
+        if pointer not in self.shadow or not is_float_type(value.type):
+            return
+        if inst.op not in ("fadd", "fsub") or self.has_adjoint(inst) and self.fn.users().get(inst):
+            raise DifferentiationError(f"cannot differentiate {describe(inst)} on differentiated memory "
+                                       f"(only atomic fadd/fsub whose old value is unused)")
+        seed = b.load(value.type, self.need(self.shadow[pointer], block), "d.atomic")
+        self.add_adjoint(value, seed if inst.op == "fadd" else b.fneg(seed), b)
+
+    # ---- shadow accumulation
+    def accumulate(self, pointer: Value, delta: Value, block: Block, b: Builder) -> None:
+        """``shadow(pointer) += delta`` with the cheapest race-free update (parallel.py)."""
+        if pointer not in self.shadow:
+            raise DifferentiationError(f"active load through {pointer.ref()}, which has no shadow")
+        shadow = self.need(self.shadow[pointer], block)
+        kind = AddressClass.PRIVATE if self.classifier is None else self.classifier.classify(pointer, block)
+        if kind is AddressClass.PRIVATE:
+            b.store(b.fadd(b.load(delta.type, shadow), delta), shadow)
+        elif kind is AddressClass.SHARED:
+            b.atomicrmw("fadd", shadow, delta)
+        elif shadow is self.shadow[pointer] and not self.loops.in_loop(shadow.parent if isinstance(
+                shadow, Instruction) else self.fn.entry) and self._dominates_exit(shadow):
+            slot = self.uniform_sums.get(shadow)
+            if slot is None:
+                slot = self.uniform_sums[shadow] = self.entry.alloca(delta.type, "uniform.sum")
+                self.entry.store(zero_of(delta.type), slot)
+            b.store(b.fadd(b.load(delta.type, slot), delta), slot)
+        else:
+            b.call(uniform_add_intrinsic(self.module, delta.type), [shadow, delta])
+
+    def _dominates_exit(self, v: Value) -> bool:
+        return not isinstance(v, Instruction) or self.dom.dominates(v.parent, self.exit)
+
+    def _flush_scalars(self, b: Builder) -> None:
+        """At the end of the reverse sweep: add scalar and uniform sums into their shadows."""
+        pending = list(self.uniform_sums.items())
+        for k, j in self.shadow_args.items():
+            arg = self.fn.args[k]
+            if not arg.type.is_pointer and arg in self.adjoint_slots:
+                pending.append((self.fn.args[j], self.adjoint_slots[arg]))
+        for target, slot in pending:
+            t = slot.element_type
+            total = b.load(t, slot)
+            if self.parallel is None:
+                b.store(b.fadd(b.load(t, target), total), target)
+            else:
+                b.call(uniform_add_intrinsic(self.module, t), [target, total])
+
+    # ---- tape placement
+    def _finish(self) -> ReverseResult:
+        self.tape.emit_writes()
+        result = ReverseResult(self.fn)
+        if self.tape.cursor_slot is None:
+            return result
+        nbytes = self.tape.static_bytes(self.loops.visit_bound)
+        if nbytes is not None and nbytes <= STATIC_TAPE_LIMIT:
+            base = self.tape.static_stack(nbytes)
+        else:
+            base = self._dynamic_tape(result)
+        Builder(self.fn.entry, self.entry.index).store(base, self.tape.cursor_slot)
+        return result
+
+    def _dynamic_tape(self, result: ReverseResult) -> Value:
+        """Take the tape from the launcher (trailing args) and generate the count function."""
+        fn = self.fn
+        tape = Argument(ptr, "tape", len(fn.args))
+        offset = Argument(i64, "tape_offset", len(fn.args) + 1)
+        fn.args += [tape, offset]
+        fn.function_type = FunctionType(void, fn.function_type.params + (ptr, i64))
+        base = Builder(fn.entry, self.entry.index).gep(i8, tape, [offset], "tape.base", inbounds=False)
+        primal_of = {new: old for old, new in self.block_map.items()}
+        per_block = {self.primal.blocks.index(primal_of[rec.block]): rec.size
+                     for rec in self.tape.stack_records()}
+        count = add_count_function(self.module, self.primal, f"{fn.name}.tape_count", per_block)
+        result.tape = TapeSpec(count.name)
+        result.count_function = count
+        return base

@@ -1,0 +1,214 @@
+"""Control-flow facts the reverse sweep needs: dominators, natural loops, static trip bounds.
+
+Works on any ``ir.core.Function`` whose CFG is reducible (every cycle has a single entry,
+which canonical LLVM from a structured front end always is); irreducible control flow is
+reported as a DifferentiationError because its blocks cannot be given a per-visit tape.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import DifferentiationError
+from ..ir.core import Block, Constant, Function, Instruction, Value
+
+MAX_SIMULATED_TRIPS = 1 << 20
+
+
+def reachable_blocks(fn: Function) -> list[Block]:
+    """Blocks reachable from the entry, in reverse post-order."""
+    seen, order = {fn.entry}, []
+    stack = [(fn.entry, iter(fn.entry.successors))]
+    while stack:
+        block, successors = stack[-1]
+        nxt = next((s for s in successors if s not in seen), None)
+        if nxt is None:
+            order.append(block)
+            stack.pop()
+        else:
+            seen.add(nxt)
+            stack.append((nxt, iter(nxt.successors)))
+    order.reverse()
+    return order
+
+
+def predecessor_map(blocks: list[Block]) -> dict[Block, list[Block]]:
+    """Distinct predecessors of each block among ``blocks`` (in the order they appear)."""
+    preds: dict[Block, list[Block]] = {b: [] for b in blocks}
+    for b in blocks:
+        for s in b.successors:
+            if s in preds and b not in preds[s]:
+                preds[s].append(b)
+    return preds
+
+
+class Dominators:
+    """Immediate dominators by the iterative algorithm of Cooper, Harvey and Kennedy."""
+
+    def __init__(self, blocks: list[Block]):
+        self.order = {b: k for k, b in enumerate(blocks)}        # reverse post-order numbers
+        preds = predecessor_map(blocks)
+        entry = blocks[0]
+        self.idom: dict[Block, Block] = {entry: entry}
+        changed = True
+        while changed:
+            changed = False
+            for b in blocks[1:]:
+                done = [p for p in preds[b] if p in self.idom]
+                new = done[0]
+                for p in done[1:]:
+                    new = self._intersect(p, new)
+                if self.idom.get(b) is not new:
+                    self.idom[b] = new
+                    changed = True
+
+    def _intersect(self, a: Block, b: Block) -> Block:
+        while a is not b:
+            while self.order[a] > self.order[b]:
+                a = self.idom[a]
+            while self.order[b] > self.order[a]:
+                b = self.idom[b]
+        return a
+
+    def dominates(self, a: Block, b: Block) -> bool:
+        while True:
+            if a is b:
+                return True
+            parent = self.idom[b]
+            if parent is b:
+                return False
+            b = parent
+
+
+@dataclass(eq=False)
+class Loop:
+    header: Block
+    blocks: set[Block] = field(default_factory=set)
+    latches: list[Block] = field(default_factory=list)
+
+
+def natural_loops(blocks: list[Block], dom: Dominators) -> list[Loop]:
+    """Natural loops (back edges merged per header); raises on irreducible cycles."""
+    order = dom.order
+    preds = predecessor_map(blocks)
+    loops: dict[Block, Loop] = {}
+    for b in blocks:
+        for s in b.successors:
+            if s in order and order[s] <= order[b]:          # a retreating edge
+                if not dom.dominates(s, b):
+                    raise DifferentiationError(
+                        f"irreducible control flow in @{b.parent.name} (edge {b.name} -> {s.name} enters a "
+                        f"cycle that has several entries); reverse mode needs structured loops")
+                loop = loops.setdefault(s, Loop(s, {s}))
+                loop.latches.append(b)
+                work = [b]
+                while work:
+                    x = work.pop()
+                    if x not in loop.blocks:
+                        loop.blocks.add(x)
+                        work.extend(preds[x])
+    return list(loops.values())
+
+
+def _int_value(v: Value) -> int | None:
+    return int(v.value) if isinstance(v, Constant) and v.kind == "scalar" and v.type.is_int else None
+
+
+_COMPARE = {
+    "eq": lambda a, b: a == b, "ne": lambda a, b: a != b,
+    "slt": lambda a, b: a < b, "sle": lambda a, b: a <= b, "sgt": lambda a, b: a > b, "sge": lambda a, b: a >= b,
+    "ult": lambda a, b: a < b, "ule": lambda a, b: a <= b, "ugt": lambda a, b: a > b, "uge": lambda a, b: a >= b,
+}
+
+
+def header_visit_bound(loop: Loop, dom: Dominators) -> int | None:
+    """An upper bound on header executions per entry into ``loop``, or None if unknown.
+
+    Recognizes an induction phi ``i = phi [c0, outside], [i + step, latch]`` tested by an
+    exiting block that dominates every latch (so the test runs each iteration) against
+    constants; the recurrence is simulated, so any compare predicate works.
+    """
+    if len(loop.latches) != 1:
+        return None
+    latch = loop.latches[0]
+    for phi in loop.header.phis:
+        if not phi.type.is_int or len(phi.operands) != 2:
+            continue
+        inside = [k for k, b in enumerate(phi.blocks) if b in loop.blocks]
+        if len(inside) != 1:
+            continue
+        start = _int_value(phi.operands[1 - inside[0]])
+        step_inst = phi.operands[inside[0]]
+        if start is None or not isinstance(step_inst, Instruction) or step_inst.opcode != "add":
+            continue
+        others = [o for o in step_inst.operands if o is not phi]
+        step = _int_value(others[0]) if len(others) == 1 else None
+        if not step:
+            continue
+        bound = _simulate(loop, dom, latch, phi, step_inst, start, step)
+        if bound is not None:
+            return bound
+    return None
+
+
+def _simulate(loop, dom, latch, phi, step_inst, start, step) -> int | None:
+    for block in loop.blocks:
+        term = block.terminator
+        if term is None or term.opcode != "br" or len(term.blocks) != 2 or not dom.dominates(block, latch):
+            continue
+        cond = term.operands[0]
+        if not isinstance(cond, Instruction) or cond.opcode != "icmp":
+            continue
+        stays = [t in loop.blocks for t in term.blocks]
+        if stays[0] == stays[1]:
+            continue
+        bits = phi.type.bits
+        signed = cond.predicate.startswith("s")
+
+        def evaluate(v, i):
+            if v is phi:
+                x = i
+            elif v is step_inst:
+                x = i + step
+            else:
+                x = _int_value(v)
+                if x is None:
+                    return None
+            x &= (1 << bits) - 1
+            return x - (1 << bits) if signed and x >> (bits - 1) else x
+
+        i, visits = start, 0
+        while visits < MAX_SIMULATED_TRIPS:
+            visits += 1
+            a, b = evaluate(cond.operands[0], i), evaluate(cond.operands[1], i)
+            if a is None or b is None:
+                return None
+            if _COMPARE[cond.predicate](a, b) != stays[0]:
+                return visits + 1                   # the header may run once more than the test
+            i += step
+        return None
+    return None
+
+
+class LoopInfo:
+    """Loops of a function's reachable blocks and per-block loop membership."""
+
+    def __init__(self, blocks: list[Block], dom: Dominators):
+        self.loops = natural_loops(blocks, dom)
+        self.containing: dict[Block, list[Loop]] = {b: [] for b in blocks}
+        for loop in self.loops:
+            for b in loop.blocks:
+                self.containing[b].append(loop)
+        self._dom = dom
+
+    def in_loop(self, block: Block) -> bool:
+        return bool(self.containing.get(block))
+
+    def visit_bound(self, block: Block) -> int | None:
+        """How many times ``block`` can execute per call, or None when not statically bounded."""
+        total = 1
+        for loop in self.containing[block]:
+            bound = header_visit_bound(loop, self._dom)
+            if bound is None:
+                return None
+            total *= bound
+        return total
