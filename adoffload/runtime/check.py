@@ -8,9 +8,12 @@ Sticky errors. A kernel fault (illegal address, misaligned access, trap/assert, 
 instruction, hardware stack error, a launch that failed or timed out, an uncorrectable ECC
 error) corrupts the CUDA context it happened in: from then on every call in that context
 returns the same error, and every allocation and module in it is lost. CUDA's own guidance
-is to end the process. Because adoffload uses the device's *primary* context, shared
-with JAX and CuPy, the only in-process recovery (``cuDevicePrimaryCtxReset``, offered as
-``CudaDevice.reset()``) also destroys their buffers. The same holds for HIP.
+is to end the process, and recent drivers enforce it: on an H200 with driver 580,
+``cuDevicePrimaryCtxReset`` succeeds but the next ``cuDevicePrimaryCtxRetain`` still returns
+CUDA_ERROR_ILLEGAL_ADDRESS. ``CudaDevice.reset()`` tries anyway (it would also destroy the
+buffers of JAX and CuPy, which share the primary context) and says so when it fails.
+The devices latch the first fault and refuse later calls with a clear message instead of
+a cascade of confusing driver errors. The same holds for HIP.
 """
 from __future__ import annotations
 
@@ -55,8 +58,8 @@ HIP_RULES: dict[str, type[DeviceError]] = {
 }
 
 STICKY_NOTE = ("the device context is now unusable (a sticky error: every later call in it fails "
-               "and its memory is lost); restart the process, or call device.reset() if nothing "
-               "else in this process (JAX, CuPy) still needs that device's memory")
+               "and its memory is lost); restart the process (device.reset() may recover on some "
+               "drivers, destroying all memory on the device, JAX's and CuPy's included)")
 
 
 def _rules_for(name: str) -> dict[str, type[DeviceError]]:

@@ -76,6 +76,7 @@ def image_bytes(image) -> bytes:
 
 class CudaDevice(GpuDevice):
     kind = "cuda"
+    NO_EXTRA = 0                     # cuda-python wants an int here, not None
     DRIVER_NAMES = {
         "alloc": "cuMemAlloc", "free": "cuMemFree", "mem_info": "cuMemGetInfo",
         "htod": "cuMemcpyHtoD", "dtoh": "cuMemcpyDtoH",

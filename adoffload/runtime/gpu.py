@@ -120,6 +120,7 @@ class GpuModule(LoadedModule):
 class GpuDevice(Device):
     """The shared body of CudaDevice and HipDevice. Subclasses set ``lib`` in __init__."""
     DRIVER_NAMES: dict[str, str] = {}
+    NO_EXTRA: object = None          # the launch call's empty ``extra`` argument
 
     def _setup_common(self) -> None:
         missing = set(ROLES) - set(self.DRIVER_NAMES)
@@ -281,7 +282,7 @@ class GpuDevice(Device):
         self.activate()
         # The driver copies the parameter values during the call: slots may change afterwards.
         self.call("launch", function.handle, grid_x, grid_y, 1, block, 1, 1, 0,
-                  self.stream_handle(stream), int(pointers.ctypes.data), None,
+                  self.stream_handle(stream), int(pointers.ctypes.data), self.NO_EXTRA,
                   detail=f"kernel '{function.name}', grid ({grid_x}, {grid_y}), block {block}")
 
     # --- ordering ------------------------------------------------------------------------
@@ -299,12 +300,21 @@ class GpuDevice(Device):
         return GpuEvent(self)
 
     def reset(self) -> None:
-        """Recover from a sticky fault by resetting the device's primary context.
+        """Try to recover from a sticky fault by resetting the device's primary context.
 
         Every buffer and module on this device, ours and those of JAX/CuPy in this
-        process, is destroyed; reload modules and reallocate afterwards.
+        process, is destroyed; reload modules and reallocate afterwards. Recent NVIDIA
+        drivers keep the fault for the whole process (seen with driver 580 on an H200:
+        the reset succeeds, the next retain still returns CUDA_ERROR_ILLEGAL_ADDRESS);
+        then this raises KernelFaultError and only a new process can use the GPU.
         """
+        fault = self.fault
         self.generation += 1
         self.allocator.forget_all()
-        self._reset_context()
+        try:
+            self._reset_context()
+        except Error as exc:
+            self.fault = fault or exc
+            raise KernelFaultError(f"{self.spec} could not be recovered in this process ({exc}); "
+                                   "restart the process to use the GPU again") from exc
         self.fault = None

@@ -199,7 +199,9 @@ def test_kernel_fault_is_reported_and_latched():
     lines = run.stdout.split("\n")
     assert any(line.startswith("FAULT CUDA_ERROR_") for line in lines), run.stdout + run.stderr
     assert "LATCHED" in lines, run.stdout + run.stderr
-    print(run.stdout)   # the reset outcome is informative (a driver may refuse to recover)
+    # Either the driver recovers, or reset() says the process must restart (driver 580 does).
+    assert ("RESET OK" in lines or any(line.startswith("RESET FAILED KernelFaultError") and "restart" in line
+                                       for line in lines)), run.stdout + run.stderr
 
 
 @gpu
