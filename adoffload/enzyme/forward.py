@@ -215,9 +215,9 @@ class ForwardPass:
     def visit_phi(self, inst: Instruction, clone: Instruction) -> None:
         kind = "shadow" if inst.type.is_pointer and self.info.has_shadow(inst) else (
             "tangent" if self.info.is_active(inst) else None)
+        self.deferred_phis.append((inst, clone, "", 0))
         if kind is None:
             return
-        self.deferred_phis.append((inst, clone, "", 0))
         lanes = []
         for lane in range(self.width):
             phi = self.builder.phi(inst.type, [], f"d_{inst.name}")

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..codegen.host import HostProgram
 from ..errors import ArgumentError
+from ..ir.builder import Builder
 from ..ir.core import FloatType, Function, IntType, Module, PointerType, Type, VoidType
 from ..ir.llvm_export import export_module
 
@@ -59,8 +60,23 @@ class HostFunction:
         return self._call(*converted)
 
 
+UNIFORM_ADD_PREFIX = "adoffload.uniform_fadd."
+
+
+def define_uniform_adds(module: Module) -> None:
+    """Give declared ``@adoffload.uniform_fadd.*`` (thread-uniform adjoint adds, see enzyme/parallel.py)
+    a host body: one atomic add. GPU targets lower them with warp reductions instead."""
+    for fn in list(module.functions.values()):
+        if fn.name.startswith(UNIFORM_ADD_PREFIX) and fn.is_declaration:
+            b = Builder(fn.add_block("entry"))
+            b.atomicrmw("fadd", fn.args[0], fn.args[1])
+            b.ret()
+            fn.linkage = "internal"
+
+
 def compile_host(module: Module, names: list[str] | None = None, opt_level: int = 2) -> dict[str, HostFunction]:
     """JIT-compile ``module`` for this CPU; callables for ``names`` (default: every defined function)."""
+    define_uniform_adds(module)
     program = HostProgram(export_module(module), opt_level=opt_level)
     names = names if names is not None else [f.name for f in module.functions.values() if not f.is_declaration]
     return {name: HostFunction(program, module.functions[name]) for name in names}

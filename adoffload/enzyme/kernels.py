@@ -1,0 +1,139 @@
+"""The kernel-level layer: kernel parameters -> LLVM activity, and a derived body with the body ABI.
+
+``derive_kernel`` maps a ``KernelSignature`` to per-argument activity (tids, shapes and
+status Const; ``wrt`` arrays and every float Out/InOut array Dup; ``wrt`` float scalars Dup in
+forward mode, Active in reverse mode), differentiates the body with ``forward``/``reverse``,
+and wraps the result in a new body ``define void @<body>.jvp(tids, primal params, shadow
+params, status)``: each shadow param ``d_<name>`` flattened like any param (an array shadow is
+followed by its own shape args). The wrapper only reorders arguments (and computes the lane
+stride in vector mode); the derivative function is internal and always inlined.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import ArgumentError
+from ..ir.builder import Builder
+from ..ir.core import (Argument, Function, FunctionType, Module, Type, Value, const, f32, f64, i1, i32, i64, ptr,
+                       void)
+from ..signature import KernelSignature, Param
+from ..types import ArrayType, ScalarType
+from .activity import ACTIVE, CONST, DUP, Activity
+from .forward import forward
+
+_LLVM_TYPES: dict[str, Type] = {"float": f32, "double": f64, "i32": i32, "i64": i64, "i1": i1, "ptr": ptr}
+
+
+@dataclass
+class DerivedKernel:
+    signature: KernelSignature
+    module: Module
+    body_name: str
+    tape: object | None = None
+
+
+def _shadowed_params(signature: KernelSignature, wrt: list[str]) -> list[int]:
+    """Indices of the params that get a shadow: ``wrt`` ones and every float Out/InOut array."""
+    floats = [p.name for p in signature.params if p.dtype.is_float]
+    for name in wrt:
+        if name not in floats:
+            kind = "an integer parameter" if name in [p.name for p in signature.params] else "not a parameter"
+            raise ArgumentError(f"cannot differentiate kernel {signature.name!r} with respect to {name!r}: it is "
+                                f"{kind}; float parameters are: {', '.join(floats) or 'none'}")
+    return [k for k, p in enumerate(signature.params)
+            if p.dtype.is_float and (p.name in wrt or p.is_array and p.type.writes)]
+
+
+def shadow_param(param: Param, mode: str, width: int) -> Param:
+    """The ``d_<name>`` parameter of a derived kernel (see docs/ARCHITECTURE.md §3)."""
+    t = param.type
+    if mode == "jvp":
+        if isinstance(t, ArrayType):
+            shadow = t if width == 1 else ArrayType(t.dtype, t.ndim + 1, t.intent)
+        else:
+            shadow = t if width == 1 else ArrayType(t, 1, "in")
+    else:
+        shadow = ArrayType(t.dtype, t.ndim, "inout") if isinstance(t, ArrayType) else ArrayType(t, 1, "inout")
+    return Param(f"d_{param.name}", shadow)
+
+
+def llvm_activity(signature: KernelSignature, shadowed: list[int], mode: str) -> list[Activity]:
+    """One Activity per body argument: tids, flattened params, status."""
+    acts = [CONST] * signature.grid_rank
+    for flat in signature.flat_params():
+        if flat.param_index in shadowed and flat.role in ("array", "scalar"):
+            acts.append(DUP if flat.role == "array" or mode == "jvp" else ACTIVE)
+        else:
+            acts.append(CONST)
+    return acts + [CONST]
+
+
+def derive_kernel(signature: KernelSignature, module: Module, body_name: str, mode: str, wrt: list[str],
+                  width: int = 1, deterministic: bool = False) -> DerivedKernel:
+    """Add the derived body (``mode`` "jvp" or "vjp") of ``body_name`` to ``module``."""
+    if mode not in ("jvp", "vjp"):
+        raise ArgumentError(f"mode must be 'jvp' or 'vjp', got {mode!r}")
+    if mode == "vjp" and width != 1:
+        raise ArgumentError("vector width applies to forward mode (jvp) only")
+    body = module.functions[body_name]
+    shadowed = _shadowed_params(signature, list(wrt))
+    activity = llvm_activity(signature, shadowed, mode)
+    tape = None
+    if mode == "jvp":
+        inner = forward(module, body, activity, width=width, name=f"{body_name}.adoffload.jvp{width}")
+    else:
+        from .parallel import ParallelInfo
+        from .reverse import reverse
+        rank = signature.grid_rank
+        parallel = ParallelInfo(thread_args=tuple(range(rank)),
+                                uniform_args=frozenset(range(rank, len(body.args))))
+        result = reverse(module, body, activity, name=f"{body_name}.adoffload.vjp",
+                         deterministic=deterministic, parallel=parallel)
+        inner, tape = result.function, result.tape
+    inner.linkage = "internal"
+    inner.attributes.add("alwaysinline")
+    shadows = [shadow_param(signature.params[k], mode, width) for k in shadowed]
+    derived_sig = KernelSignature(f"{signature.name}_{mode}" + (f"{width}" if width > 1 else ""),
+                                  tuple(signature.params) + tuple(shadows), signature.grid_rank)
+    name = f"{body_name}.{mode}" + (f"{width}" if width > 1 else "")
+    _wrap(module, name, derived_sig, signature, inner, shadowed, mode, width)
+    return DerivedKernel(derived_sig, module, name, tape)
+
+
+def _wrap(module: Module, name: str, derived_sig: KernelSignature, primal_sig: KernelSignature, inner: Function,
+          shadowed: list[int], mode: str, width: int) -> Function:
+    """The derived body with the body ABI, calling ``inner`` with the arguments it expects."""
+    rank = derived_sig.grid_rank
+    arg_specs = [(f"tid{d}", i64) for d in range(rank)]
+    arg_specs += [(f.name, _LLVM_TYPES[f.llvm_type]) for f in derived_sig.flat_params()]
+    arg_specs.append(("status", ptr))
+    fn = Function(name, FunctionType(void, tuple(t for _, t in arg_specs)),
+                  [Argument(t, n, i) for i, (n, t) in enumerate(arg_specs)], attributes={"nounwind"})
+    module.add_function(fn)
+    b = Builder(fn.add_block("entry"))
+    by_name = {a.name: a for a in fn.args}
+    primal_count = rank + len(primal_sig.flat_params())
+    call_args: list[Value] = list(fn.args[:primal_count]) + [by_name["status"]]
+    for k in shadowed:
+        param = primal_sig.params[k]
+        shadow = by_name[f"d_{param.name}"]
+        call_args.append(shadow)
+        if param.is_array and mode == "jvp" and width > 1:
+            shapes = [by_name[f"d_{param.name}.shape{d}"] for d in range(1, param.type.ndim + 1)]
+            stride: Value | None = None      # elements per lane: the product of the primal shape
+            for s in shapes:
+                stride = s if stride is None else b.mul(stride, s)
+            call_args.append(stride)
+    # A dynamic tape (reverse.py) adds trailing inner args (``ptr %tape, i64 %tape_offset``): the
+    # derived body takes them after ``status``, and the launcher provides them (DerivedKernel.tape).
+    for extra in inner.args[len(call_args):]:
+        arg = Argument(extra.type, extra.name, len(fn.args))
+        fn.args.append(arg)
+        call_args.append(arg)
+    fn.function_type = FunctionType(void, tuple(a.type for a in fn.args))
+    b.call(inner, call_args)
+    b.ret()
+    return fn
+
+
+__all__ = ["DerivedKernel", "derive_kernel", "shadow_param", "llvm_activity"]
