@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from .errors import Error
-from .types import ScalarType
+from .types import In, InOut, Out, ScalarType, bool_, f32, f64, i32, i64  # noqa: F401 (re-exported)
 
 _min, _max = builtins.min, builtins.max  # the Python ones; this module defines its own min/max
 
