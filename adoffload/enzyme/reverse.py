@@ -30,7 +30,7 @@ from ..ir.core import (Argument, Block, Constant, Function, FunctionType, Global
                        Module, Value, const, i8, i32, i64, ptr, void)
 from .activity import ACTIVE, CONST, DUP, Activity, analyze, is_float_type
 from .parallel import AddressClass, AddressClassifier, ParallelInfo, uniform_add_intrinsic
-from .reverse_cfg import Dominators, LoopInfo, predecessor_map, reachable_blocks
+from .reverse_cfg import Dominators, LoopInfo, inductions, predecessor_map, reachable_blocks
 from .rules import RuleContext, describe, reverse_contributions, rule_for, rule_key
 from .tape import STATIC_TAPE_LIMIT, Tape, TapeSpec, add_count_function
 
@@ -117,6 +117,8 @@ class _Reverser:
         self.dom = Dominators(self.blocks)
         self.loops = LoopInfo(self.blocks, self.dom)
         self.preds = predecessor_map(self.blocks)
+        self.inductions = inductions(self.loops.loops, self.dom, self.preds)
+        self.induction_slots: dict[Instruction, Instruction] = {}
         self.classifier = (AddressClassifier(self.parallel, self.dom, fn.args[:len(self.primal.args)])
                            if self.parallel is not None else None)
         self.tape = Tape(fn, self.entry)
@@ -262,6 +264,10 @@ class _Reverser:
         if not self.loops.in_loop(home) and self.dom.dominates(home, self.exit):
             return v
         pop = self.pop_builders[block]
+        ind = self.inductions.get(v)
+        if ind is not None and block in ind.loop.blocks:
+            result = self.needed[key] = pop.load(v.type, self._induction_slot(v), f"{v.name}.rev")
+            return result
         if depth < _MAX_RECOMPUTE_DEPTH and v.opcode in _RECOMPUTABLE and (v.opcode != "load" or self._readonly(v)):
             operands = [self.need(o, block, depth + 1) for o in v.operands]
             clone = copy.copy(v)
@@ -272,6 +278,19 @@ class _Reverser:
             result = self.tape.cache(block, self.loops.in_loop(block), v, pop)
         self.needed[key] = result
         return result
+
+    def _induction_slot(self, phi: Instruction) -> Instruction:
+        """The reverse sweep's copy of an induction variable: set where the reverse sweep enters
+        the loop (from an exit), stepped back on each reverse latch edge."""
+        if phi not in self.induction_slots:
+            self.induction_slots[phi] = self.entry.alloca(phi.type, f"{phi.name}.rev.slot")
+        return self.induction_slots[phi]
+
+    def _enter_loops(self, exit_block: Block, pred: Block, edge: Builder) -> None:
+        """On the reverse of edge pred -> exit_block: restore the IVs of the loops it leaves."""
+        for ind in self.inductions.values():
+            if pred in ind.loop.blocks and exit_block not in ind.loop.blocks:
+                edge.store(self.need(ind.phi, exit_block), self._induction_slot(ind.phi))
 
     def _readonly(self, load: Instruction) -> bool:
         if not hasattr(self, "_written_roots"):
@@ -340,14 +359,22 @@ class _Reverser:
         if not preds:
             self.final = b          # the end of the reverse sweep; closed by build()
             return
+        ind = next((i for i in self.inductions.values() if i.loop.header is block), None)
         targets = []
         for k, p in enumerate(preds):
             edge = b if len(preds) == 1 else Builder(self.fn.add_block(f"{block.name}.rev.from.{p.name}"))
             for phi, adj in phi_adjoints:
                 self.add_adjoint(phi.operands[phi.blocks.index(p)], adj, edge)
+            self._enter_loops(block, p, edge)
+            if ind is not None and p is ind.loop.latches[0]:
+                slot = self._induction_slot(ind.phi)
+                edge.store(edge.sub(edge.load(ind.phi.type, slot), const(ind.phi.type, ind.step)), slot)
             edge.br(self.rev[p])
             targets.append(edge.block)
-        if len(preds) > 1:
+        if len(preds) > 1 and ind is not None:
+            first = b.icmp("eq", self.need(ind.phi, block), self.need(ind.start, block), "first.iteration")
+            b.cbranch(first, targets[preds.index(ind.preheader)], targets[preds.index(ind.loop.latches[0])])
+        elif len(preds) > 1:
             index = self.need(self._came_from(block), block)
             cases = [const(i32, k) for k in range(1, len(preds))]
             b.emit("switch", void, [index, *cases], blocks=[targets[0], *targets[1:]])
@@ -445,7 +472,7 @@ class _Reverser:
             base = self.tape.static_stack(nbytes)
         else:
             base = self._dynamic_tape(result)
-        Builder(self.fn.entry, self.entry.index).store(base, self.tape.cursor_slot)
+        self.entry.store(base, self.tape.cursor_slot)
         return result
 
     def _dynamic_tape(self, result: ReverseResult) -> Value:
@@ -455,7 +482,7 @@ class _Reverser:
         offset = Argument(i64, "tape_offset", len(fn.args) + 1)
         fn.args += [tape, offset]
         fn.function_type = FunctionType(void, fn.function_type.params + (ptr, i64))
-        base = Builder(fn.entry, self.entry.index).gep(i8, tape, [offset], "tape.base", inbounds=False)
+        base = self.entry.gep(i8, tape, [offset], "tape.base", inbounds=False)
         primal_of = {new: old for old, new in self.block_map.items()}
         per_block = {self.primal.blocks.index(primal_of[rec.block]): rec.size
                      for rec in self.tape.stack_records()}

@@ -212,3 +212,41 @@ class LoopInfo:
                 return None
             total *= bound
         return total
+
+
+@dataclass(frozen=True)
+class Induction:
+    """``phi = [start, outside], [phi + step, latch]``: reversible without a tape (i_prev = i - step)."""
+    phi: Instruction
+    loop: Loop
+    start: Value
+    step: int
+    preheader: Block
+
+
+def inductions(loops: list[Loop], dom: Dominators, preds: dict[Block, list[Block]]) -> dict[Instruction, Induction]:
+    """Induction phis of loops with one latch and one outside predecessor, whose header
+    dominates every exit block (so the last value can be saved where the loop is left)."""
+    found = {}
+    for loop in loops:
+        outside = [p for p in preds[loop.header] if p not in loop.blocks]
+        if len(loop.latches) != 1 or len(outside) != 1:
+            continue
+        exits = {s for b in loop.blocks for s in b.successors if s not in loop.blocks}
+        if not all(dom.dominates(loop.header, x) for x in exits):
+            continue
+        for phi in loop.header.phis:
+            if not phi.type.is_int or len(phi.operands) != 2:
+                continue
+            k = phi.blocks.index(loop.latches[0]) if loop.latches[0] in phi.blocks else None
+            if k is None or phi.blocks[1 - k] is not outside[0]:
+                continue
+            nxt = phi.operands[k]
+            if not (isinstance(nxt, Instruction) and nxt.opcode == "add" and phi in nxt.operands):
+                continue
+            other = nxt.operands[1] if nxt.operands[0] is phi else nxt.operands[0]
+            step = _int_value(other)
+            wraps_freely = phi.type.bits < 64 and not ({"nsw", "nuw"} & nxt.flags)
+            if step and not wraps_freely:
+                found[phi] = Induction(phi, loop, phi.operands[1 - k], step, outside[0])
+    return found
