@@ -55,11 +55,16 @@ class BodyRunner:
         reverse = case.reverse if reverse is None else reverse
         self.vjp_sig = derive_kernel(self.signature, module, body, "vjp", case.wrt) if reverse else None
         names = [body, self.jvp_sig.body_name] + ([self.vjp_sig.body_name] if self.vjp_sig else [])
+        self.tape = self.vjp_sig.tape if self.vjp_sig else None
+        if self.tape is not None:
+            names.append(self.tape.count_function)
         self.functions = compile_host(module, names)
         self.body_name = body
         self.grid = (case.grid,) if isinstance(case.grid, int) else tuple(case.grid)
 
-    def run(self, name: str, signature: KernelSignature, values: dict) -> None:
+    def run(self, name: str, signature: KernelSignature, values: dict, tape=None) -> None:
+        """Run body ``name`` once per thread; ``tape``: run the count function first and give each
+        thread its slice of one tape buffer (the protocol of adoffload/enzyme/tape.py)."""
         flat = []
         for p in signature.params:
             v = values[p.name]
@@ -70,8 +75,18 @@ class BodyRunner:
                 flat.append(float(v) if p.dtype.is_float else int(v))
         status = np.zeros(4, np.int64)
         fn = self.functions[name]
-        for tids in itertools.product(*(range(n) for n in self.grid)):
-            fn(*tids, *flat, status)
+        threads = list(itertools.product(*(range(n) for n in self.grid)))
+        extra = [[] for _ in threads]
+        if tape is not None:
+            primal_flat = flat[:len(self.signature.flat_params())]
+            count, counts = self.functions[tape.count_function], np.zeros(len(threads), np.int64)
+            for k, tids in enumerate(threads):
+                count(*tids, *primal_flat, status, counts[k:k + 1])
+            offsets = np.concatenate([[0], np.cumsum(counts)[:-1]])
+            buffer = np.zeros(max(int(counts.sum()) // 8, 1), np.int64)
+            extra = [[buffer, int(offsets[k])] for k in range(len(threads))]
+        for tids, more in zip(threads, extra):
+            fn(*tids, *flat, status, *more)
         assert status[0] == 0, f"kernel status {status}"
 
     def primal(self, values: dict) -> dict:
@@ -97,7 +112,7 @@ class BodyRunner:
         shadows = self.zero_shadows(values, reverse=True)
         for name, w in seeds.items():
             shadows[f"d_{name}"][...] = w
-        self.run(self.vjp_sig.body_name, self.vjp_sig.signature, {**values, **shadows})
+        self.run(self.vjp_sig.body_name, self.vjp_sig.signature, {**values, **shadows}, self.tape)
         return shadows
 
     @staticmethod

@@ -142,13 +142,6 @@ def test_jvp_matches_finite_differences(case):
     check_grads(case, reverse=False)
 
 
-# Reverse mode of loops that read a Dup array inside the loop body is still being built
-# (reverse.py's tape); these rows report it until it lands.
-_REVERSE_PENDING = {"loop_sum/x,w", "matvec/m,v"}
-
-
-@pytest.mark.parametrize("case", [
-    pytest.param(c, marks=pytest.mark.xfail(reason="reverse-mode loop tape in progress", strict=False))
-    if c.name in _REVERSE_PENDING else c for c in CASES if c.reverse], ids=repr)
+@pytest.mark.parametrize("case", [c for c in CASES if c.reverse], ids=repr)
 def test_jvp_and_vjp_satisfy_the_inner_product_identity(case):
     check_grads(case, reverse=True)
