@@ -41,32 +41,43 @@ def _zero_like(value):
     return ad.Zero(jax.typeof(value).to_tangent_aval())
 
 
-def _shapes_by_name(spec: CallSpec, operand_shapes) -> dict[str, tuple[int, ...]]:
-    """Shape of every param of ``spec.kernel`` (scalars: ())."""
-    shapes = {}
+def _param_shapes(spec: CallSpec, operand_shapes) -> list[tuple[int, ...]]:
+    """Shape of every param of ``spec.kernel``, by parameter index (scalars: ())."""
+    shapes: list = [None] * len(spec.params)
     for k, shape in zip(spec.operand_params, operand_shapes):
-        shapes[spec.params[k].name] = tuple(shape)
+        shapes[k] = tuple(shape)
     for k, shape in zip(spec.result_params, spec.result_shapes(operand_shapes)):
-        shapes[spec.params[k].name] = tuple(shape)
+        shapes[k] = tuple(shape)
     return shapes
 
 
-def _shadow_shape(derived_param, base_shapes) -> tuple[int, ...]:
-    """Shape of a param of a derived kernel: its own name's shape, or its primal's for ``d_x``.
+def shadows(derived, base) -> dict[int, int]:
+    """base param index -> index of its shadow ``d_<name>`` in ``derived``.
 
-    A reverse-mode adjoint of a scalar is a 1-element array.
+    Shadows follow the base's params, so names are looked up in that tail only: a
+    derivative of a derivative may have a primal param ``d_x`` and a shadow ``d_x``.
     """
-    name = derived_param.name
-    if name in base_shapes:
-        return base_shapes[name]
-    base = base_shapes[name[len(SHADOW_PREFIX):]]
-    if derived_param.is_array and len(base) < derived_param.type.ndim:
-        return (1,) * (derived_param.type.ndim - len(base)) + base
-    return base
+    n = len(base.signature.params)
+    tail = {p.name: n + j for j, p in enumerate(derived.signature.params[n:])}
+    return {k: tail[SHADOW_PREFIX + p.name] for k, p in enumerate(base.signature.params)
+            if SHADOW_PREFIX + p.name in tail}
 
 
-def _derived_spec(derived, spec: CallSpec, base_shapes, tangent_of=None) -> CallSpec:
-    out_shapes = tuple(_shadow_shape(p, base_shapes) for p in derived.signature.params
+def _derived_shapes(derived, base, base_shapes) -> list[tuple[int, ...]]:
+    """Shapes of every param of a derivative of ``base``: primal params keep theirs, a shadow
+    takes its primal's (a reverse-mode adjoint of a scalar is a 1-element array)."""
+    shapes = list(base_shapes) + [None] * (len(derived.signature.params) - len(base_shapes))
+    for k, s in shadows(derived, base).items():
+        p = derived.signature.params[s]
+        base_shape = base_shapes[k]
+        if p.is_array and len(base_shape) < p.type.ndim:
+            base_shape = (1,) * (p.type.ndim - len(base_shape)) + base_shape
+        shapes[s] = base_shape
+    return shapes
+
+
+def _derived_spec(derived, spec: CallSpec, shapes, tangent_of=None) -> CallSpec:
+    out_shapes = tuple(shapes[k] for k, p in enumerate(derived.signature.params)
                        if p.is_array and p.type.intent == "out")
     return CallSpec(derived, spec.grid, out_shapes, tangent_of)
 
@@ -81,31 +92,29 @@ def _jvp(primals, tangents, *, spec: CallSpec):
     if not wrt:
         return primal_out, [_zero_like(o) for o in primal_out]
     forward = _derivative("jvp", kernel, wrt)
-    shapes = _shapes_by_name(spec, [np.shape(p) for p in primals])
+    shapes = _derived_shapes(forward, kernel, _param_shapes(spec, [np.shape(p) for p in primals]))
     fspec = _derived_spec(forward, spec, shapes, tangent_of=(kernel, wrt))
-    tangent_of_param = {spec.params[k].name: t for k, t in zip(spec.operand_params, tangents)}
+    shadow_of = {s: k for k, s in shadows(forward, kernel).items()}
+    tangent_of_param = dict(zip(spec.operand_params, tangents))
     operands = []
     for k in fspec.operand_params:
         p = fspec.params[k]
         if k < len(spec.params):
             operands.append(primals[spec.operand_params.index(k)])
             continue
-        tangent = tangent_of_param.get(p.name[len(SHADOW_PREFIX):])
+        tangent = tangent_of_param.get(shadow_of[k])
         if tangent is None or _is_zero(tangent):
-            operands.append(jnp.zeros(_shadow_shape(p, shapes), p.dtype.dtype))
+            operands.append(jnp.zeros(shapes[k], p.dtype.dtype))
         else:
-            operands.append(jnp.asarray(tangent, p.dtype.dtype).reshape(_shadow_shape(p, shapes)))
+            operands.append(jnp.asarray(tangent, p.dtype.dtype).reshape(shapes[k]))
     outs = bind(operands, fspec)
+    shadow_index = shadows(forward, kernel)
     tangent_out = []
     for k, primal in zip(spec.result_params, primal_out):
-        r = fspec.result_index(SHADOW_PREFIX + spec.params[k].name) \
-            if SHADOW_PREFIX + spec.params[k].name in _names(forward) else None
-        tangent_out.append(_zero_like(primal) if r is None else outs[r])
+        s = shadow_index.get(k)
+        tangent_out.append(_zero_like(primal) if s not in fspec.result_params
+                           else outs[fspec.result_params.index(s)])
     return primal_out, tangent_out
-
-
-def _names(kernel) -> set[str]:
-    return {p.name for p in kernel.signature.params}
 
 
 ad.primitive_jvps[kernel_call_p] = _jvp
@@ -124,33 +133,37 @@ def _transpose(cts, *operands, spec: CallSpec):
             raise JaxIntegrationError(f"kernel '{base.name}': cannot transpose with respect to the primal "
                                       f"parameter '{spec.params[k].name}' (it enters non-linearly)")
     adjoint = _derivative("vjp", base, wrt)
-    shapes = _shapes_by_name(spec, [_aval(o).shape for o in operands])
+    base_shapes = _param_shapes(spec, [_aval(o).shape for o in operands])[:n_primal]
+    shapes = _derived_shapes(adjoint, base, base_shapes)
     rspec = _derived_spec(adjoint, spec, shapes)
+    tangent_shadow = shadows(spec.kernel, base)          # base param -> its shadow in this (forward) call
+    r_base = {s: k for k, s in shadows(adjoint, base).items()}
     r_operands = []
     for k in rspec.operand_params:
         p = rspec.params[k]
         if k < n_primal:
             r_operands.append(operands[spec.operand_params.index(k)])
             continue
-        shape = _shadow_shape(p, shapes)
-        seed_index = spec.result_index(p.name) if p.name in _names(spec.kernel) else None
-        if seed_index is not None and not _is_zero(cts[seed_index]):
-            r_operands.append(jnp.asarray(cts[seed_index], p.dtype.dtype).reshape(shape))
+        seed = tangent_shadow.get(r_base[k])
+        if seed in spec.result_params and not _is_zero(cts[spec.result_params.index(seed)]):
+            r_operands.append(jnp.asarray(cts[spec.result_params.index(seed)], p.dtype.dtype).reshape(shapes[k]))
         else:
-            r_operands.append(jnp.zeros(shape, p.dtype.dtype))
+            r_operands.append(jnp.zeros(shapes[k], p.dtype.dtype))
     outs = bind(r_operands, rspec)
+    adjoint_of = shadows(adjoint, base)
+    forward_base = {s: k for k, s in tangent_shadow.items()}
     result = []
     for index, k in enumerate(spec.operand_params):
         operand = operands[index]
         if not ad.is_undefined_primal(operand):
             result.append(None)
             continue
-        name = spec.params[k].name
-        r = rspec.result_index(name) if name in _names(adjoint) else None
-        if r is None:
+        r = adjoint_of.get(forward_base.get(k))
+        if r not in rspec.result_params:
             result.append(ad.Zero(operand.aval))
         else:
-            result.append(outs[r].reshape(operand.aval.shape).astype(operand.aval.dtype))
+            value = outs[rspec.result_params.index(r)]
+            result.append(value.reshape(operand.aval.shape).astype(operand.aval.dtype))
     return result
 
 
@@ -189,18 +202,18 @@ def _batch(args, dims, *, spec: CallSpec):
 def _flags(spec: CallSpec, dims) -> tuple[bool, ...]:
     """Which params of ``spec.kernel`` carry the batch axis.
 
-    Written params always do; in a tangent call a param and its shadow ``d_x`` share one
-    flag, so the batched call is still the JVP of the batched base kernel.
+    Written params always do; in a tangent call a param and its shadow share one flag, so
+    the batched call is still the JVP of the batched base kernel.
     """
-    names = [p.name for p in spec.params]
-    batched = {spec.params[k].name for k, d in zip(spec.operand_params, dims) if d is not None}
-    batched |= {p.name for p in spec.params if p.is_array and p.type.writes}
+    flags = [False] * len(spec.params)
+    for k, d in zip(spec.operand_params, dims):
+        flags[k] = d is not None
+    for k, p in enumerate(spec.params):
+        flags[k] = flags[k] or (p.is_array and p.type.writes)
     if spec.tangent_of is not None:
-        linked = {n[len(SHADOW_PREFIX):] for n in batched if n.startswith(SHADOW_PREFIX)}
-        linked |= {n for n in batched}
-        batched = {n for n in names if n in linked or (n.startswith(SHADOW_PREFIX)
-                                                       and n[len(SHADOW_PREFIX):] in linked)}
-    return tuple(n in batched for n in names)
+        for k, s in shadows(spec.kernel, spec.tangent_of[0]).items():
+            flags[k] = flags[s] = flags[k] or flags[s]
+    return tuple(flags)
 
 
 batching.primitive_batchers[kernel_call_p] = _batch
