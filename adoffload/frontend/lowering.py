@@ -117,6 +117,9 @@ class FunctionLowering:
             return python_constant(self.globals[name])
         if name in KERNEL_PYTHON_BUILTINS:
             return PyObject(getattr(builtins, name))
+        if hasattr(builtins, name):
+            raise UnsupportedConstructError(f"the Python builtin '{name}' is not supported in "
+                                            f"kernels (available: {', '.join(sorted(KERNEL_PYTHON_BUILTINS))})")
         raise UndefinedNameError(f"name '{name}' is not defined (not a local variable, a "
                                  f"parameter, a helper or a global constant)")
 
