@@ -87,9 +87,10 @@ class Kernel:
             if hit is not None:
                 return hit
             flat_types = [f.llvm_type for f in self.signature.flat_params()]
-            artifact, entry = codegen.compile_for_target(
+            artifact = codegen.compile_for_target(
                 self.module_text(proven), self.body_name, flat_types, self.signature.grid_rank,
                 target, arch=arch, scalars_by_reference=scalars_by_reference)
+            entry = codegen.kernel_symbol(self.body_name, target)
             compiled = Compiled(target, entry, artifact, flat_types, self.signature.grid_rank)
             self._compiled[key] = compiled
             return compiled
