@@ -463,9 +463,12 @@ class _Reverser:
 
     # ---- tape placement
     def _finish(self) -> ReverseResult:
+        self.tape.prune(self._remove_dead_reloads())
         self.tape.emit_writes()
         result = ReverseResult(self.fn)
-        if self.tape.cursor_slot is None:
+        if not self.tape.uses_stack():
+            if self.tape.cursor_slot is not None:
+                self.tape.cursor_slot.parent.instructions.remove(self.tape.cursor_slot)
             return result
         nbytes = self.tape.static_bytes(self.loops.visit_bound)
         if nbytes is not None and nbytes <= STATIC_TAPE_LIMIT:
@@ -474,6 +477,20 @@ class _Reverser:
             base = self._dynamic_tape(result)
         self.entry.store(base, self.tape.cursor_slot)
         return result
+
+    def _remove_dead_reloads(self) -> set:
+        """Delete unused recomputations and reloads in the reverse blocks' headers (to a fixed
+        point); returns the set of values still used."""
+        heads = set(self.rev.values())
+        while True:
+            used = {o for inst in self.fn.instructions() for o in inst.operands}
+            dead = [inst for block in heads for inst in block.instructions
+                    if inst not in used and inst.opcode not in ("store", "br", "switch", "call")
+                    and not inst.name.startswith("tape.")]       # tape slots: Tape.prune
+            if not dead:
+                return used
+            for inst in dead:
+                inst.parent.instructions.remove(inst)
 
     def _dynamic_tape(self, result: ReverseResult) -> Value:
         """Take the tape from the launcher (trailing args) and generate the count function."""

@@ -72,6 +72,8 @@ class Record:
     base: Value | None = None                    # pop side: start of this visit's record
     minus_size: Constant | None = None           # patched when the record is complete
     slots: list[Instruction] = field(default_factory=list)
+    reloads: list[Instruction] = field(default_factory=list)
+    addresses: list[Instruction | None] = field(default_factory=list)
 
 
 class Tape:
@@ -95,7 +97,9 @@ class Tape:
         if not on_stack:
             slot = self.entry.alloca(value.type, f"{value.name or 'v'}.cache")
             rec.slots.append(slot)
-            return pop.load(value.type, slot, f"{value.name or 'v'}.cached")
+            rec.addresses.append(None)
+            rec.reloads.append(pop.load(value.type, slot, f"{value.name or 'v'}.cached"))
+            return rec.reloads[-1]
         if rec.base is None:
             self.cursor_slot = self.cursor_slot or self.entry.alloca(ptr, "tape.cursor")
             rec.minus_size = const(i64, 0)
@@ -105,7 +109,36 @@ class Tape:
         rec.offsets.append(rec.size)
         rec.size += SLOT_BYTES * slots_for(value)
         where = pop.gep(i8, rec.base, [const(i64, rec.offsets[-1])], "tape.slot", inbounds=False)
-        return pop.load(value.type, where, f"{value.name or 'v'}.taped")
+        rec.addresses.append(where)
+        rec.reloads.append(pop.load(value.type, where, f"{value.name or 'v'}.taped"))
+        return rec.reloads[-1]
+
+    def prune(self, used: set) -> None:
+        """Drop fields whose reload is unused (rules may ask for values they do not use),
+        and lay the remaining stack slots out again."""
+        for rec in self.records.values():
+            keep = [k for k, r in enumerate(rec.reloads) if r in used]
+            for k, reload in enumerate(rec.reloads):
+                if k not in keep:
+                    for inst in (reload, rec.addresses[k], rec.slots[k] if rec.slots else None):
+                        _detach(inst)
+            pick = lambda xs: [xs[k] for k in keep] if xs else xs
+            rec.fields, rec.reloads, rec.addresses, rec.slots = (pick(rec.fields), pick(rec.reloads),
+                                                                pick(rec.addresses), pick(rec.slots))
+            rec.offsets, rec.size = [], 0
+            for value, address in zip(rec.fields, rec.addresses):
+                rec.offsets.append(rec.size)
+                if address is not None:
+                    address.operands[1] = const(i64, rec.size)
+                rec.size += SLOT_BYTES * slots_for(value)
+            if rec.on_stack and not rec.fields and rec.base is not None:
+                for inst in list(rec.base.parent.instructions):     # the cursor pop itself
+                    if inst is rec.base or (inst.opcode in ("load", "store") and self.cursor_slot in inst.operands):
+                        _detach(inst)
+                rec.base = None
+
+    def uses_stack(self) -> bool:
+        return bool(self.stack_records())
 
     def stack_records(self) -> list[Record]:
         return [r for r in self.records.values() if r.on_stack and r.fields]
@@ -113,6 +146,8 @@ class Tape:
     def emit_writes(self) -> None:
         """In the augmented forward sweep: store each record at the end of its block."""
         for rec in self.records.values():
+            if not rec.fields:
+                continue
             b = Builder()
             b.position_before_terminator(rec.block)
             if not rec.on_stack:
@@ -142,6 +177,11 @@ class Tape:
 
     def static_stack(self, nbytes: int) -> Instruction:
         return self.entry.alloca(ArrayType(i64, max(1, nbytes // SLOT_BYTES)), "tape.local")
+
+
+def _detach(inst: Instruction | None) -> None:
+    if inst is not None and inst.parent is not None and inst in inst.parent.instructions:
+        inst.parent.instructions.remove(inst)
 
 
 def add_count_function(module, primal: Function, name: str, bytes_per_block: dict[int, int]) -> Function:
