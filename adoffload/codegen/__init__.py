@@ -1,0 +1,85 @@
+"""Code generation: a kernel body -> target entry (abi) -> O3 -> host code | PTX | HSACO.
+
+``compile_for_target`` is the one call the launcher and the JAX layer need; the target
+modules (``host``, ``nvptx``, ``amdgpu``) can be used directly for inspection and tests.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from . import abi
+
+TARGETS = {"host": "host", "cpu": "host", "nvptx": "nvptx", "cuda": "nvptx", "amdgpu": "amdgpu", "hip": "amdgpu"}
+DEFAULT_ARCH = {"nvptx": "sm_90", "amdgpu": "gfx942"}
+
+
+def _canonical_target(target: str) -> str:
+    from ..errors import CompilationError
+    try:
+        return TARGETS[target]
+    except KeyError:
+        raise CompilationError(f"unknown target {target!r}; expected one of {sorted(TARGETS)}") from None
+
+
+def kernel_symbol(body_name: str, target: str) -> str:
+    """The entry's symbol in the compiled artifact (what the runtime looks up)."""
+    target = _canonical_target(target)
+    if target == "host":
+        return abi.host_entry_name(body_name)
+    if target == "nvptx":
+        from .nvptx import ptx_symbol
+        return ptx_symbol(abi.kernel_entry_name(body_name))
+    return abi.kernel_entry_name(body_name)
+
+
+def _host_cpu_key() -> str:
+    import llvmlite.binding as llvm
+    from .targets import initialize
+    initialize()
+    return f"{llvm.get_process_triple()}|{llvm.get_host_cpu_name()}|{llvm.get_host_cpu_features().flatten()}"
+
+
+def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_rank: int, target: str,
+                       arch: str | None = None, *, cache=True, **opts):
+    """Compile the body in ``text`` for ``target`` ("host" | "nvptx" | "amdgpu", or cpu/cuda/hip).
+
+    Returns a ``HostProgram`` (``.entry_name``, ``.entry_address``) for the host, PTX text for
+    NVPTX, HSACO bytes for AMDGPU. ``opts``: ``noalias`` (all targets), ``scalars_by_reference``
+    (GPU), ``math`` (AMDGPU: "auto" | "ocml" | "devicemath"). ``cache``: True for the default
+    on-disk cache, a ``CompileCache``, or False/None for none.
+    """
+    from ..cache import CompileCache
+    target = _canonical_target(target)
+    arch = arch or DEFAULT_ARCH.get(target) or _host_cpu_key()
+    store = CompileCache() if cache is True else (cache or None)
+    types = abi.flat_type_names(flat_types)
+    by_ref = abi._by_reference_mask(flat_types, opts.get("scalars_by_reference", False))
+    key = [text, body_name, ",".join(types), grid_rank, target, arch, sorted(opts.items()), by_ref]
+    cached = store.get(key) if store is not None else None
+    if target == "host":
+        from .host import HostProgram
+        if cached is not None:
+            program = HostProgram(cached.decode(), optimized=True)
+        else:
+            program = HostProgram(abi.add_host_entry(text, body_name, flat_types, grid_rank,
+                                                     noalias=opts.get("noalias", False)))
+            if store is not None:
+                store.put(key, program.optimized_ir.encode())
+        program.entry_name = abi.host_entry_name(body_name)
+        program.entry_address = program.address(program.entry_name)
+        return program
+    if cached is not None:
+        return cached.decode() if target == "nvptx" else cached
+    module = abi.add_gpu_entry(text, body_name, flat_types, grid_rank, target,
+                               scalars_by_reference=opts.get("scalars_by_reference", False),
+                               noalias=opts.get("noalias", False))
+    if target == "nvptx":
+        from .nvptx import compile_ptx
+        artifact = compile_ptx(module, arch)
+        data = artifact.encode()
+    else:
+        from .amdgpu import compile_hsaco
+        artifact = data = compile_hsaco(module, arch, math=opts.get("math", "auto"))
+    if store is not None:
+        store.put(key, data)
+    return artifact

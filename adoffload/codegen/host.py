@@ -39,6 +39,8 @@ class HostProgram:
     def __init__(self, text: str, opt_level: int = 3, optimized: bool = False):
         initialize()
         _register_libm()
+        self.entry_name: str | None = None       # set by compile_for_target
+        self.entry_address: int | None = None
         tm = host_target_machine(fresh=True)   # owned by the engine below
         try:
             module = llvm.parse_assembly(text)
