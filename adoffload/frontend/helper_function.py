@@ -7,10 +7,10 @@ from llvmlite import ir
 
 from ..errors import KernelTypeError
 from . import typing_rules as rules
-from .context import I1
+from .context import I1, llvm_type
 from .helpers import PTR, flat_argument_types, result_type
 from .kernel import Lowering
-from .values import ArrayRef, Literal, PyObject, Scalar, describe
+from .values import ArrayRef, Literal, PyObject, Scalar
 
 
 class HelperLowering(Lowering):
@@ -102,7 +102,7 @@ class HelperLowering(Lowering):
         values = value if isinstance(value, tuple) else (value,)
         types = expected if isinstance(expected, tuple) else (expected,)
         if not self.return_slots:
-            self.return_slots = [self.alloca_builder.alloca(rules_llvm(t), name="result")
+            self.return_slots = [self.alloca_builder.alloca(llvm_type(t), name="result")
                                  for t in types]
         for slot, v, t in zip(self.return_slots, values, types):
             self.builder.store(self.coerce(v, t, f"the result of '{self.source.name}'"), slot)
@@ -168,11 +168,6 @@ class HelperLowering(Lowering):
 
 def _element_types(ret):
     return list(ret.elements) if isinstance(ret, ir.LiteralStructType) else [ret]
-
-
-def rules_llvm(t):
-    from .context import llvm_type
-    return llvm_type(t)
 
 
 def describe_result(value, types: bool = False) -> str:

@@ -23,8 +23,6 @@ import inspect
 from llvmlite import ir
 
 from ..errors import KernelTypeError, UnsupportedConstructError
-from ..types import ArrayType, ScalarType
-from . import typing_rules as rules
 from .context import I1, llvm_type
 from .source import parse_function
 from .values import ArrayRef, Literal, PyObject, Scalar, describe
@@ -199,6 +197,3 @@ def result_type(results, struct_return: bool) -> ir.Type:
         return ir.LiteralStructType([llvm_type(t) for t in _as_tuple(results)])
     return llvm_type(results)
 
-
-__all__ = ["HelperCalls", "compile_helper", "flat_argument_types", "result_type", "ArrayType",
-           "ScalarType", "rules"]

@@ -13,7 +13,7 @@ from ..types import ArrayType, ScalarType, _Intent
 from . import typing_rules as rules
 from .arrays import ArrayLowering
 from .calls import CallLowering
-from .context import I64, LLVM_TYPES, ModuleContext
+from .context import LLVM_TYPES, ModuleContext
 from .expressions import ExpressionLowering
 from .helpers import HelperCalls
 from .lowering import FunctionLowering, captured_names
@@ -42,7 +42,7 @@ def kernel_signature(pyfunc, source: Source, grid_rank: int) -> KernelSignature:
     for arg in args.args:
         annotation = annotations.get(arg.arg)
         if isinstance(annotation, _Intent):
-            annotation = annotation[language_dtype_hint(annotation)]
+            annotation = annotation[bare_intent_error(annotation)]
         if not isinstance(annotation, (ScalarType, ArrayType)):
             raise source.error(KernelTypeError, f"kernel parameter '{arg.arg}' needs a type "
                                f"annotation: an ado scalar type (ado.f32) or an array "
@@ -54,7 +54,7 @@ def kernel_signature(pyfunc, source: Source, grid_rank: int) -> KernelSignature:
     return KernelSignature(source.name, tuple(params), grid_rank)
 
 
-def language_dtype_hint(intent):
+def bare_intent_error(intent):
     raise KernelTypeError(f"give the element type of the array: ado.{intent.intent.capitalize()}"
                           f"[ado.f32] (a bare ado.{intent.intent.capitalize()} has none)")
 
@@ -183,5 +183,3 @@ class KernelLowering(Lowering):
             self.builder.ret_void()
         self.finish_allocas()
 
-
-__all__ = ["KernelLowering", "kernel_signature", "infer_grid_rank", "I64"]

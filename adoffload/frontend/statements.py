@@ -14,7 +14,6 @@ from llvmlite import ir
 
 from ..abi_status import TRAP
 from ..errors import KernelTypeError, UnsupportedConstructError
-from ..types import bool_
 from . import typing_rules as rules
 from .context import I64, llvm_type
 from .values import ArrayRef, Literal, PyObject, Scalar, describe
@@ -205,14 +204,12 @@ class StatementLowering:
         self.builder.branch(self.loops[-1][0])
 
     def visit_Assert(self, node: ast.Assert):
-        """``assert cond``: a failing thread records status code 2 (TRAP) and stops."""
+        """``assert cond``: a failing thread records {2 (TRAP), -1, source line, -1} and stops."""
         condition = self.scalar(self.visit(node.test), "assert condition")
         if isinstance(condition, Literal):
             if not condition.value:
                 raise KernelTypeError("assertion is always false")
             return
         self.guard(self.truth(condition),
-                   lambda: self.record_status(TRAP, -1, ir.Constant(I64, node.lineno), -1))
+                   lambda: self.record_status(TRAP, -1, ir.Constant(I64, self.source.location(node)[1]), -1))
 
-
-__all__ = ["StatementLowering", "bool_"]

@@ -27,6 +27,8 @@ i64 (truncating toward zero), ``float(x)`` the default float, ``bool(x)`` is ``x
 A variable keeps the type of its first assignment; later assignments (and stores into array
 elements) accept the same type, a literal, or a widening within the same kind (i32 -> i64,
 f32 -> f64); anything else is a KernelTypeError asking for an explicit cast.
+Integer division or modulo by zero, shifts by >= the bit width and float-to-int casts out of
+range are undefined, as in C (no check is emitted).
 """
 from __future__ import annotations
 
@@ -95,6 +97,3 @@ def kernel_default_float(param_dtypes) -> ScalarType:
     floats = {t for t in param_dtypes if t.is_float}
     return f32 if floats == {f32} else f64
 
-
-__all__ = ["promote", "literal_adopts", "default_literal_type", "assignable", "literal_assignable",
-           "fits", "kernel_default_float", "kind", "literal_kind", "i32", "i64", "f32", "f64", "bool_"]

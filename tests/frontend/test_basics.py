@@ -1,11 +1,11 @@
 import numpy as np
-import pytest
+
 
 import adoffload.language as ado
 from adoffload.frontend import compile_kernel
-from adoffload.types import In, InOut, Out, f32, f64, i32, i64
+from adoffload.types import In, Out, f32, f64
 
-from .jit import HostKernel, run
+from .jit import run
 
 
 def saxpy(a: f32, x: In[f32], y: In[f32], out: Out[f32]):
