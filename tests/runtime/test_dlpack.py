@@ -34,7 +34,7 @@ def test_capsule_reader_matches_numpy_for_strided_views():
 
 
 def test_jax_cpu_arrays_import_without_copy():
-    x = jnp.arange(10, dtype=jnp.float32) * 3
+    x = jax.device_put(jnp.arange(10, dtype=jnp.float32) * 3, jax.devices("cpu")[0])
     seen = as_device_array(x)
     assert seen.device == "cpu" and seen.shape == (10,) and seen.dtype == np.float32
     host = np.ctypeslib.as_array((np.ctypeslib.ctypes.c_float * 10).from_address(seen.ptr))
