@@ -35,7 +35,6 @@ class ModuleContext:
         self.helpers: dict = {}              # specialization key -> CompiledHelper
         self.helpers_in_progress: set = set()
         self.local_array_count = 0
-        self.compiler_used: list[ir.Function] = []
         self._locations: dict = {}
 
     def location(self, filename: str, line: int, col: int) -> ir.MDValue:
@@ -63,12 +62,4 @@ class ModuleContext:
         return self.local_array_count - 1
 
     def finish(self) -> str:
-        """Render the module; keep custom-derivative functions alive through canonicalization."""
-        if self.compiler_used:
-            ptr = ir.PointerType()
-            array_type = ir.ArrayType(ptr, len(self.compiler_used))
-            used = ir.GlobalVariable(self.module, array_type, "llvm.compiler.used")
-            used.linkage = "appending"
-            used.section = "llvm.metadata"
-            used.initializer = ir.Constant(array_type, list(self.compiler_used))
         return str(self.module)

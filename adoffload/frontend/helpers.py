@@ -11,9 +11,10 @@ A helper with a custom derivative (``@ado.func(jvp=..., vjp=...)``) takes and re
 floats only and becomes ``define internal <ret> @<name>(x1..xn) noinline``, plus
 ``@<name>.adoffload.jvp(x1..xn, dx1..dxn) -> dy`` (a struct for tuple results) and
 ``@<name>.adoffload.vjp(x1..xn, dy1..dym) -> {dx1..dxn}`` (always a literal struct of the
-argument types). All three are kept in ``@llvm.compiler.used`` so canonicalization does not
-drop the unreferenced derivative functions. They have no status record: a failed bounds check
-(on a local array) inside them calls ``llvm.trap``.
+argument types). The jvp/vjp functions have external linkage (nothing calls them until the AD
+engine does, and global DCE in canonicalization would drop internal ones); their names are
+unique within the module. None of the three has a status record: a failed bounds check (on a
+local array) inside them calls ``llvm.trap``.
 """
 from __future__ import annotations
 
@@ -158,20 +159,19 @@ def compile_custom_helper(caller, helper, args) -> CompiledHelper:
         raise KernelTypeError(f"helper '{helper.__name__}' has a custom derivative, so it must "
                               f"return a float or a tuple of floats")
     base = primal.function.name
-    ctx.compiler_used.append(primal.function)
     argument_types = [a.type for a in args]
     stand_ins = [Scalar(None, t) for t in argument_types]
     if helper.custom_jvp is not None:
         jvp = compile_helper(caller, helper.custom_jvp, stand_ins + stand_ins, mode="custom",
                              name=f"{base}.adoffload.jvp", fixed_results=results,
                              struct_return=isinstance(results, tuple))
-        ctx.compiler_used.append(jvp.function)
+        jvp.function.linkage = ""
     if helper.custom_vjp is not None:
         cotangents = [Scalar(None, t) for t in _as_tuple(results)]
         vjp = compile_helper(caller, helper.custom_vjp, stand_ins + cotangents, mode="custom",
                              name=f"{base}.adoffload.vjp", fixed_results=tuple(argument_types),
                              struct_return=True)
-        ctx.compiler_used.append(vjp.function)
+        vjp.function.linkage = ""
     return primal
 
 
