@@ -49,7 +49,9 @@ def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_ran
     on-disk cache, a ``CompileCache``, or False/None for none.
     """
     from ..cache import CompileCache
+    from ..enzyme.parallel import lower_uniform_adds_text
     target = _canonical_target(target)
+    text = lower_uniform_adds_text(text, target)   # adjoint reductions: warp pre-reduction on GPUs
     arch = arch or DEFAULT_ARCH.get(target) or _host_cpu_key()
     store = CompileCache() if cache is True else (cache or None)
     types = abi.flat_type_names(flat_types)
