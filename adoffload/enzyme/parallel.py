@@ -133,7 +133,6 @@ class AddressClassifier:
         def holds(pred, lhs_set, rhs_set):
             return any(p == pred and _strip(a) in lhs_set and _strip(b) in rhs_set for p, a, b in facts)
 
-        zero = {_zero_marker}
         if holds("ult", cs, bs) or holds("ugt", bs, cs):
             return True
         below = holds("slt", cs, bs) or holds("sgt", bs, cs)
@@ -163,7 +162,6 @@ class AddressClassifier:
         return preds == [source] and succ in self.dom.idom and self.dom.dominates(succ, at)
 
 
-_zero_marker = object()
 _NEGATE = {"eq": "ne", "ne": "eq", "slt": "sge", "sge": "slt", "sgt": "sle", "sle": "sgt",
            "ult": "uge", "uge": "ult", "ugt": "ule", "ule": "ugt"}
 
@@ -267,3 +265,115 @@ def uniform_add_intrinsic(module, value_type):
 
 
 from ..ir.core import ptr as _PTR  # noqa: E402
+
+
+# Definitions of the uniform add per target, as LLVM text ({T}: float/double, {S}: f32/f64).
+# Host and AMDGPU: one atomic add per thread (on the host the per-thread register sum already
+# removed the contention that matters). NVPTX: when the whole warp is active, a shfl.down tree
+# sums the 32 lanes and lane 0 adds once; under divergence (partial active mask) a tree would
+# read inactive lanes, so each active lane adds atomically instead -- correct, merely slower.
+_ATOMIC_BODY = """
+define internal void @"{NAME}"(ptr %p, {T} %v) alwaysinline {{
+entry:
+  %old = atomicrmw fadd ptr %p, {T} %v monotonic
+  ret void
+}}
+"""
+
+_NVPTX_BODY = """
+declare i32 @llvm.nvvm.activemask()
+declare i32 @llvm.nvvm.read.ptx.sreg.laneid()
+declare i32 @llvm.nvvm.shfl.sync.down.i32(i32, i32, i32, i32)
+define internal void @"{NAME}"(ptr %p, {T} %v) alwaysinline {{
+entry:
+  %mask = call i32 @llvm.nvvm.activemask()
+  %full = icmp eq i32 %mask, -1
+  br i1 %full, label %tree, label %each
+each:
+  %old = atomicrmw fadd ptr %p, {T} %v monotonic
+  ret void
+tree:
+{TREE}
+  %lane = call i32 @llvm.nvvm.read.ptx.sreg.laneid()
+  %leader = icmp eq i32 %lane, 0
+  br i1 %leader, label %add, label %done
+add:
+  %old2 = atomicrmw fadd ptr %p, {T} %s5 monotonic
+  br label %done
+done:
+  ret void
+}}
+"""
+
+
+def _shuffle_step(k: int, offset: int, kind: str) -> str:
+    """``%s{k} = %s{k-1} + shfl.down(%s{k-1}, offset)`` over the full warp, as 32-bit halves."""
+    prev = "%v" if k == 1 else f"%s{k - 1}"
+    if kind == "float":
+        return (f"  %b{k} = bitcast float {prev} to i32\n"
+                f"  %r{k} = call i32 @llvm.nvvm.shfl.sync.down.i32(i32 -1, i32 %b{k}, i32 {offset}, i32 31)\n"
+                f"  %o{k} = bitcast i32 %r{k} to float\n"
+                f"  %s{k} = fadd float {prev}, %o{k}\n")
+    return (f"  %w{k} = bitcast double {prev} to i64\n"
+            f"  %lo{k} = trunc i64 %w{k} to i32\n"
+            f"  %hs{k} = lshr i64 %w{k}, 32\n"
+            f"  %hi{k} = trunc i64 %hs{k} to i32\n"
+            f"  %rlo{k} = call i32 @llvm.nvvm.shfl.sync.down.i32(i32 -1, i32 %lo{k}, i32 {offset}, i32 31)\n"
+            f"  %rhi{k} = call i32 @llvm.nvvm.shfl.sync.down.i32(i32 -1, i32 %hi{k}, i32 {offset}, i32 31)\n"
+            f"  %zlo{k} = zext i32 %rlo{k} to i64\n"
+            f"  %zhi{k} = zext i32 %rhi{k} to i64\n"
+            f"  %up{k} = shl i64 %zhi{k}, 32\n"
+            f"  %j{k} = or i64 %up{k}, %zlo{k}\n"
+            f"  %o{k} = bitcast i64 %j{k} to double\n"
+            f"  %s{k} = fadd double {prev}, %o{k}\n")
+
+
+def uniform_add_definition(name: str, target: str) -> str:
+    """LLVM text defining the uniform-add function ``name`` for ``target`` (host|nvptx|amdgpu)."""
+    kind = "float" if name.endswith("f32") else "double"
+    if target == "nvptx":
+        tree = "".join(_shuffle_step(k, off, kind) for k, off in enumerate((16, 8, 4, 2, 1), start=1))
+        return _NVPTX_BODY.format(NAME=name, T=kind, TREE=tree.rstrip("\n"))
+    return _ATOMIC_BODY.format(NAME=name, T=kind)
+
+
+def lower_uniform_adds_text(text: str, target: str) -> str:
+    """Replace the declarations of ``@adoffload.uniform_fadd.*`` in LLVM text by definitions."""
+    import re
+    out = text
+    for m in list(re.finditer(r'^declare[^\n]*@"?(adoffload\.uniform_fadd\.f(?:32|64))"?\([^\n]*$', text, re.M)):
+        lines = [line for line in uniform_add_definition(m.group(1), target).splitlines()
+                 if not (line.startswith("declare ") and _mentions(out, line))]
+        out = out.replace(m.group(0), "\n".join(lines))
+    return out
+
+
+def _mentions(text: str, declaration: str) -> bool:
+    import re
+    name = re.search(r"@([\w.]+)", declaration).group(1)
+    return re.search(rf'^(declare|define)[^\n]*@"?{re.escape(name)}"?\(', text, re.M) is not None
+
+
+def lower_uniform_adds(module, target: str) -> None:
+    """In an ``ir.core`` Module: give every ``@adoffload.uniform_fadd.*`` declaration its
+    target definition (in place; internal + alwaysinline, so O3 inlines it)."""
+    from ..ir import import_module
+    for fn in list(module.functions.values()):
+        if not (fn.name.startswith(UNIFORM_ADD_PREFIX) and fn.is_declaration):
+            continue
+        template = import_module(uniform_add_definition(fn.name, target))
+        source = template.functions[fn.name]
+        for callee in template.functions.values():
+            if callee is not source and callee.name not in module.functions:
+                module.add_function(type(callee)(callee.name, callee.function_type, callee.args,
+                                                 attributes=set(callee.attributes)))
+        arg_map = dict(zip(source.args, fn.args))
+        for block in source.blocks:
+            block.parent = fn
+            for inst in block.instructions:
+                inst.operands = [arg_map.get(o, o) for o in inst.operands]
+                if inst.opcode == "call" and inst.callee is not None and inst.callee.name in module.functions:
+                    inst.callee = module.functions[inst.callee.name]
+        fn.blocks = source.blocks
+        fn.linkage = "internal"
+        fn.attributes |= {"alwaysinline"}
