@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import abi_status
-from ..errors import DeviceError
+from ..errors import CompilationError, DeviceError
 from . import handler as handlers
 
 PLATFORMS = {"cpu": "cpu", "cuda": "CUDA", "rocm": "ROCM"}
@@ -59,8 +59,20 @@ def ensure_target(kernel, platform: str) -> Target:
         return target
 
 
+def _unresolved_symbols(program) -> list[str]:
+    """External functions of a host program that nothing defines (MCJIT would jump to null)."""
+    import llvmlite.binding as llvm
+    text = getattr(program, "optimized_ir", "")
+    names = re.findall(r'^declare [^@]*@"?([^"(]+)"?\(', text, flags=re.MULTILINE)
+    return [n for n in names if not n.startswith("llvm.") and not llvm.address_of_symbol(n)]
+
+
 def _cpu_target(kernel, name: str) -> Target:
     compiled = kernel.compiled("host")
+    missing = _unresolved_symbols(compiled.program)
+    if missing:
+        raise CompilationError(f"kernel '{kernel.name}': the host code calls {missing}, which no library "
+                               "defines (a code generation gap); refusing to run it")
     entry = compiled.program.address(compiled.entry_name)
     layout = handlers.layout_for(kernel.signature, scalars_by_reference=False)
     handler = handlers.CompiledHandler(handlers.cpu_handler_ir(layout, entry), keep_alive=[compiled])

@@ -76,3 +76,9 @@ def shifted(x: ado.In[ado.f64], out: ado.Out[ado.f64]):
 def saxpy32(a: ado.f32, x: ado.In[ado.f32], y: ado.In[ado.f32], out: ado.Out[ado.f32]):
     i = ado.tid()
     out[i] = a * x[i] + y[i]
+
+
+@ado.kernel
+def outer(x: ado.In[ado.f64], y: ado.In[ado.f64], out: ado.Out[ado.f64, 2]):
+    i, j = ado.tid()
+    out[i, j] = x[i] * y[j]
