@@ -236,3 +236,20 @@ def test_canonicalized_python_style_loop():
     # the same recurrence through LLVM canonicalization (rotated/simplified loop forms)
     src = RECURRENCE.replace("BOUND", "%n")
     check_reverse(src, "f", [DUP, CONST, ACTIVE], [np.linspace(0.2, 1.1, 5), 5, 0.3])
+
+
+@pytest.mark.parametrize("n, m", [(3, 4), (2, 2)])
+def test_inner_product_identity_with_forward_mode(n, m):
+    """<J v, w> = <v, J^T w> exactly (to rounding) through nested loops."""
+    from adoffload.enzyme.forward import forward
+    module, result = derive(NESTED, "f", [DUP, CONST, CONST, ACTIVE], canonical=False)
+    tangent = forward(module, module["f"], [DUP, CONST, CONST, DUP], name="f.jvp")
+    fns = compile_host(module, ["f.jvp", result.function.name, result.tape.count_function])
+    rng = np.random.default_rng(1)
+    x, vx, vc, w = rng.standard_normal(n * m), rng.standard_normal(n * m), rng.standard_normal(), rng.standard_normal()
+    jv = fns[tangent.name](x, n, m, 0.8, vx, vc)
+    gx, gc = np.zeros(n * m), np.zeros(1)
+    nbytes = np.zeros(1, dtype=np.int64)
+    fns[result.tape.count_function](x, n, m, 0.8, nbytes)
+    fns[result.function.name](x, n, m, 0.8, gx, gc, w, np.zeros(int(nbytes[0]) // 8 + 1), 0)
+    assert abs(jv * w - (np.dot(vx, gx) + vc * gc[0])) <= 1e-12 * (1 + abs(jv * w))
