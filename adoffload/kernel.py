@@ -172,6 +172,31 @@ class DerivedKernel(Kernel):
     def _make_text(self, proven: frozenset) -> str:
         return self._derive(proven).text
 
+    @property
+    def count_kernel(self) -> "Kernel":
+        """The kernel that sizes this reverse kernel's dynamic tape (None without one)."""
+        if self.tape is None:
+            return None
+        with self._lock:
+            if "_count_kernel" not in self.__dict__:
+                self._count_kernel = TapeCountKernel(self)
+            return self._count_kernel
+
+
+class TapeCountKernel(Kernel):
+    """Runs the primal of a reverse kernel per thread and records its tape size (enzyme/tape.py)."""
+
+    def __init__(self, derived: DerivedKernel):
+        super().__init__(derived.tape.signature, derived.tape.body_name)
+        self.derived = derived
+
+    @property
+    def candidate_facts(self) -> frozenset:
+        return self.derived.candidate_facts
+
+    def _make_text(self, proven: frozenset) -> str:
+        return self.derived.module_text(proven)
+
 
 @dataclass
 class _Derived:

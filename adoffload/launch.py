@@ -19,8 +19,8 @@ MAX_THREADS = 2**62
 
 
 def bind_arguments(signature: KernelSignature, args: tuple, kwargs: dict) -> list:
-    """Match positional and keyword arguments to parameters, in parameter order."""
-    params = signature.params
+    """Match positional and keyword arguments to the visible parameters, in parameter order."""
+    params = signature.visible_params
     if len(args) > len(params):
         raise ArgumentError(f"kernel '{signature.name}' takes {len(params)} arguments "
                             f"({', '.join(p.name for p in params)}), got {len(args)}")
@@ -150,6 +150,8 @@ def launch(kernel, args: tuple, kwargs: dict, *, grid, device="cpu"):
     dev = get_device(device)
     if total == 0:
         return None
+    if kernel.tape is not None:
+        values += tape_arguments(kernel, values, grid, dev)
     proven = proven_facts(kernel, values, grid)
     target = {"cpu": "host", "cuda": "nvptx", "hip": "amdgpu"}[dev.kind]
     compiled = kernel.compiled(target, arch=getattr(dev, "arch", None), proven=proven)
@@ -160,6 +162,23 @@ def launch(kernel, args: tuple, kwargs: dict, *, grid, device="cpu"):
         _launch_device(dev, compiled, signature, values, grid, total, status)
     abi_status.raise_for_status(status, signature, values)
     return None
+
+
+def tape_arguments(kernel, values: list, grid: tuple[int, ...], device) -> list:
+    """A reverse kernel's dynamic tape (enzyme/tape.py): count each thread's tape bytes with the
+    counting kernel (on scratch copies of the arrays the primal writes), prefix-sum them into
+    per-thread offsets, and allocate the tape. Returns the hidden [tape, offsets] arguments."""
+    counter = kernel.count_kernel
+    primal = counter.signature.params[:-1]
+    scratch = [v.copy() if isinstance(v, np.ndarray) and p.is_array and p.type.writes else v
+               for p, v in zip(primal, values)]
+    counts = np.zeros(grid, np.int64)
+    counter(*scratch, counts, grid=grid, device=device)
+    flat = counts.reshape(-1)
+    offsets = np.zeros_like(counts)
+    np.cumsum(flat[:-1], out=offsets.reshape(-1)[1:])
+    tape = np.zeros(max(1, int(flat.sum()) // 8), np.int64)
+    return [tape, offsets]
 
 
 def _launch_host(dev, compiled, signature, values, grid, total, status):

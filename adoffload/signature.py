@@ -10,6 +10,10 @@ from dataclasses import dataclass
 from .types import ArrayType, ScalarType
 
 
+# Parameters the launcher fills itself (a reverse kernel's tape); users never pass them.
+HIDDEN_PREFIX = "adoffload_"
+
+
 @dataclass(frozen=True)
 class Param:
     name: str
@@ -53,6 +57,11 @@ class KernelSignature:
     def body_arg_types(self) -> list[str]:
         """LLVM types of the body's arguments: tids, flattened params, status pointer."""
         return ["i64"] * self.grid_rank + [f.llvm_type for f in self.flat_params()] + ["ptr"]
+
+    @property
+    def visible_params(self) -> tuple[Param, ...]:
+        """The parameters a caller passes (hidden launcher-filled ones excluded; they come last)."""
+        return tuple(p for p in self.params if not p.name.startswith(HIDDEN_PREFIX))
 
     def param(self, name: str) -> Param:
         for p in self.params:

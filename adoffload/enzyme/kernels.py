@@ -16,8 +16,9 @@ from ..errors import ArgumentError
 from ..ir.builder import Builder
 from ..ir.core import (Argument, Function, FunctionType, Module, Type, Value, const, f32, f64, i1, i32, i64, ptr,
                        void)
-from ..signature import KernelSignature, Param
+from ..signature import HIDDEN_PREFIX, KernelSignature, Param
 from ..types import ArrayType, ScalarType
+from ..types import i64 as I64
 from .activity import ACTIVE, CONST, DUP, Activity
 from .forward import forward
 
@@ -29,7 +30,21 @@ class DerivedKernel:
     signature: KernelSignature
     module: Module
     body_name: str
-    tape: object | None = None
+    tape: "TapeKernel | None" = None
+
+
+# A reverse kernel with a dynamic tape takes two hidden parameters that the launcher fills
+# (enzyme/tape.py): the tape itself and each thread's byte offset into it, shaped like the grid.
+# The counting kernel writes each thread's tape size into an array shaped like the grid.
+TAPE_PARAM, OFFSETS_PARAM, COUNTS_PARAM = (f"{HIDDEN_PREFIX}tape", f"{HIDDEN_PREFIX}tape_offsets",
+                                           "tape_counts")
+
+
+@dataclass(frozen=True)
+class TapeKernel:
+    """How to size a dynamic tape: a counting body (primal params + counts) in the same module."""
+    signature: KernelSignature
+    body_name: str
 
 
 def _shadowed_params(signature: KernelSignature, wrt: list[str]) -> list[int]:
@@ -93,11 +108,44 @@ def derive_kernel(signature: KernelSignature, module: Module, body_name: str, mo
     inner.linkage = "internal"
     inner.attributes.add("alwaysinline")
     shadows = [shadow_param(signature.params[k], mode, width) for k in shadowed]
+    rank = signature.grid_rank
+    hidden = () if tape is None else (Param(TAPE_PARAM, ArrayType(I64, 1, "inout")),
+                                      Param(OFFSETS_PARAM, ArrayType(I64, rank, "in")))
     derived_sig = KernelSignature(f"{signature.name}_{mode}" + (f"{width}" if width > 1 else ""),
-                                  tuple(signature.params) + tuple(shadows), signature.grid_rank)
+                                  tuple(signature.params) + tuple(shadows) + hidden, rank)
     name = f"{body_name}.{mode}" + (f"{width}" if width > 1 else "")
     _wrap(module, name, derived_sig, signature, inner, shadowed, mode, width)
-    return DerivedKernel(derived_sig, module, name, tape)
+    tape_kernel = None if tape is None else _add_count_body(module, signature, tape.count_function)
+    return DerivedKernel(derived_sig, module, name, tape_kernel)
+
+
+def _grid_element(b: Builder, base: Value, shapes: list[Value], tids: list[Value]) -> Value:
+    """Pointer to element ``tids`` of a row-major i64 array shaped like the grid."""
+    index = tids[0]
+    for tid, extent in zip(tids[1:], shapes[1:]):
+        index = b.add(b.mul(index, extent), tid)
+    return b.gep(i64, base, [index])
+
+
+def _add_count_body(module: Module, primal_sig: KernelSignature, count_function: str) -> TapeKernel:
+    """A body ``(tids, primal params, counts, status)`` running the tape-counting function per thread."""
+    rank = primal_sig.grid_rank
+    sig = KernelSignature(f"{primal_sig.name}_tape_count",
+                          tuple(primal_sig.params) + (Param(COUNTS_PARAM, ArrayType(I64, rank, "out")),), rank)
+    arg_specs = [(f"tid{d}", i64) for d in range(rank)]
+    arg_specs += [(f.name, _LLVM_TYPES[f.llvm_type]) for f in sig.flat_params()] + [("status", ptr)]
+    name = f"{count_function}.body"
+    fn = Function(name, FunctionType(void, tuple(t for _, t in arg_specs)),
+                  [Argument(t, n, i) for i, (n, t) in enumerate(arg_specs)], attributes={"nounwind"})
+    module.add_function(fn)
+    b = Builder(fn.add_block("entry"))
+    by_name = {a.name: a for a in fn.args}
+    tids = fn.args[:rank]
+    counts = _grid_element(b, by_name[COUNTS_PARAM], [by_name[f"{COUNTS_PARAM}.shape{d}"] for d in range(rank)], tids)
+    primal_args = fn.args[:rank + len(primal_sig.flat_params())] + [by_name["status"]]
+    b.call(module.functions[count_function], primal_args + [counts])
+    b.ret()
+    return TapeKernel(sig, name)
 
 
 def _wrap(module: Module, name: str, derived_sig: KernelSignature, primal_sig: KernelSignature, inner: Function,
@@ -124,13 +172,12 @@ def _wrap(module: Module, name: str, derived_sig: KernelSignature, primal_sig: K
             for s in shapes:
                 stride = s if stride is None else b.mul(stride, s)
             call_args.append(stride)
-    # A dynamic tape (reverse.py) adds trailing inner args (``ptr %tape, i64 %tape_offset``): the
-    # derived body takes them after ``status``, and the launcher provides them (DerivedKernel.tape).
-    for extra in inner.args[len(call_args):]:
-        arg = Argument(extra.type, extra.name, len(fn.args))
-        fn.args.append(arg)
-        call_args.append(arg)
-    fn.function_type = FunctionType(void, tuple(a.type for a in fn.args))
+    # A dynamic tape (reverse.py) adds trailing inner args (``ptr %tape, i64 %tape_offset``),
+    # taken from the hidden tape parameters: this thread's offset is offsets[tids].
+    if len(inner.args) > len(call_args):
+        shapes = [by_name[f"{OFFSETS_PARAM}.shape{d}"] for d in range(rank)]
+        offset = b.load(i64, _grid_element(b, by_name[OFFSETS_PARAM], shapes, list(fn.args[:rank])))
+        call_args += [by_name[TAPE_PARAM], offset]
     b.call(inner, call_args)
     b.ret()
     return fn
