@@ -70,7 +70,27 @@ def _kernel_backend() -> SimpleNamespace:
         raise BackendUnavailableError(f"the chemistry kernels did not compile: {error}") from error
     functions = {name: _wrap(ado, name, getattr(kernels, name), outs, taken)
                  for name, (outs, taken) in _KERNEL_TABLE.items()}
-    return SimpleNamespace(name="adoffload", **functions)
+    backend = SimpleNamespace(name="adoffload", **functions)
+    _smoke_test(backend)
+    return backend
+
+
+def _smoke_test(backend) -> None:
+    """Compile and run one energy kernel and its adjoint on two atoms; any failure means unavailable."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    pos = np.array([[0.0, 0.0, 0.0], [1.1, 0.2, -0.1]])
+    try:
+        energy = lambda x: jnp.sum(backend.cluster_lj_energy(x, 1.0, 1.0))
+        value, gradient = jax.value_and_grad(energy)(jnp.asarray(pos, dtype=jnp.float64))
+        expected = float(jnp.sum(reference.cluster_lj_energy(jnp.asarray(pos), 1.0, 1.0)))
+    except Exception as error:
+        raise BackendUnavailableError(
+            f"the adoffload kernels do not run here yet ({type(error).__name__}: {error}); "
+            "use backend='jax' (the plain-JAX reference)") from error
+    if not np.isclose(float(value), expected, rtol=1e-9) or not np.all(np.isfinite(np.asarray(gradient))):
+        raise BackendUnavailableError(f"the adoffload LJ kernel gave {float(value)!r}, the reference {expected!r}")
 
 
 def _grid_and_shapes(name, args, outs):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 # --- geometry ----------------------------------------------------------------------------
 
@@ -135,7 +136,7 @@ def cell_ranges(sorted_cells, n_cells):
     return start.astype(jnp.int64), (end - start).astype(jnp.int64)
 
 
-_STENCIL = jnp.array([(x, y, z) for x in (-1, 0, 1) for y in (-1, 0, 1) for z in (-1, 0, 1)], dtype=jnp.int64)
+_STENCIL = np.array([(x, y, z) for x in (-1, 0, 1) for y in (-1, 0, 1) for z in (-1, 0, 1)], dtype=np.int64)
 
 
 def cell_neighbors(pos, box, cells_per_side, cell, order, start, count, cutoff, capacity, max_per_cell):
