@@ -61,6 +61,7 @@ class HandlerLayout:
     param_names: tuple[str, ...]
     slots: tuple[Slot, ...]
     grid_rank: int
+    zeroed: tuple[tuple[int, int, int], ...] = ()    # Out results: (ret index, ndim, element bytes)
 
 
 def layout_for(signature: KernelSignature, *, scalars_by_reference: bool) -> HandlerLayout:
@@ -85,8 +86,10 @@ def layout_for(signature: KernelSignature, *, scalars_by_reference: bool) -> Han
             slots.append(Slot("dim", side, index, dim=f.dim))
         else:
             slots.append(Slot("ref" if scalars_by_reference else "value", side, index, llvm_type=f.llvm_type))
+    zeroed = tuple((result_of[k], p.type.ndim, p.dtype.dtype.itemsize)
+                   for k, p in enumerate(signature.params) if p.is_array and p.type.intent == "out")
     return HandlerLayout(signature.name, tuple(p.name for p in signature.params), tuple(slots),
-                         signature.grid_rank)
+                         signature.grid_rank, zeroed)
 
 
 class _Emitter:
@@ -185,6 +188,31 @@ def _fill_slots(e: _Emitter, layout: HandlerLayout, slots: str) -> None:
             type_ = _ELEMENT_STORE[s.llvm_type]
             e.emit(f"store i64 0, ptr {at}")
             e.emit(f"store {type_} {e.field(e.field(buf, BUFFER['data']), 0, type_)}, ptr {at}")
+
+
+def _zero_outputs(e: _Emitter, layout: HandlerLayout, gpu_memset: int | None = None, stream: str = "") -> None:
+    """Out arrays start at zero, as in the launcher (kernels may accumulate into them).
+
+    Host: ``llvm.memset``; GPU: ``cuMemsetD8Async``/``hipMemsetD8Async`` on the call's stream.
+    """
+    if not layout.zeroed:
+        return
+    rets = e.field("%frame", CALL_FRAME["rets"])
+    for index, ndim, itemsize in layout.zeroed:
+        buf = e.element(rets, index)
+        data = e.field(buf, BUFFER["data"])
+        dims = e.field(buf, BUFFER["dims"])
+        size = str(itemsize)
+        for d in range(ndim):
+            product = e.fresh("bytes")
+            e.emit(f"{product} = mul i64 {size}, {e.element(dims, d, 'i64')}")
+            size = product
+        if gpu_memset is None:
+            e.emit(f"call void @llvm.memset.p0.i64(ptr {data}, i8 0, i64 {size}, i1 false)")
+        else:
+            fn = e.fresh("memset")
+            e.emit(f"{fn} = inttoptr i64 {gpu_memset} to ptr")
+            e.emit(f"call i32 {fn}(ptr {data}, i8 0, i64 {size}, ptr {stream})")
 
 
 def _grid(e: _Emitter, layout: HandlerLayout, slots: str, first_slot: int) -> str:
@@ -286,6 +314,7 @@ def cpu_handler_ir(layout: HandlerLayout, host_entry: int) -> str:
     for offset in (0, 8, 16, 24):
         e.store_at(status, offset, "i64", "0")
     _fill_slots(e, layout, slots)
+    _zero_outputs(e, layout)
     total = _grid(e, layout, slots, n)
     e.store_at(slots, 8 * (n + layout.grid_rank), "ptr", status)
     entry = e.fresh("entry")
@@ -293,7 +322,8 @@ def cpu_handler_ir(layout: HandlerLayout, host_entry: int) -> str:
     e.emit(f"call void {entry}(ptr {slots}, i64 0, i64 {total})")
     _status_check(e, layout, status, _snprintf_address(), reset=False)
     e.lines.append("}")
-    return "\n".join(_globals(layout, []) + e.lines) + "\n"
+    memset = ["declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)"]
+    return "\n".join(_globals(layout, memset) + e.lines) + "\n"
 
 
 @dataclass(frozen=True)
@@ -304,6 +334,7 @@ class GpuTables:
     host_statuses: tuple[int, ...]      # the same records' host addresses (read after a sync)
     launch: int                         # address of cuLaunchKernel / hipModuleLaunchKernel
     synchronize: int                    # address of cuStreamSynchronize / hipStreamSynchronize
+    memset: int = 0                     # address of cuMemsetD8Async / hipMemsetD8Async
 
 
 def gpu_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool = False) -> str:
@@ -356,6 +387,7 @@ def gpu_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool = Fal
     slots = e.fresh("slots")
     e.emit(f"{slots} = alloca [{n_slots} x i64], align 8")
     _fill_slots(e, layout, slots)
+    _zero_outputs(e, layout, tables.memset, stream)
     total = _grid(e, layout, slots, n)
     status = e.element("@statuses", ordinal)
     e.store_at(slots, 8 * (n + layout.grid_rank), "ptr", status)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import abi_status
-from ..errors import CompilationError, DeviceError
+from ..errors import CompilationError, DeviceError, JaxIntegrationError
 from . import handler as handlers
 
 PLATFORMS = {"cpu": "cpu", "cuda": "CUDA", "rocm": "ROCM"}
@@ -44,6 +44,9 @@ def target_name(kernel, platform: str) -> str:
 
 
 def ensure_target(kernel, platform: str) -> Target:
+    if getattr(kernel, "tape", None) is not None:
+        raise JaxIntegrationError(f"kernel '{kernel.name}' needs a dynamic tape (a reverse kernel through "
+                                  "loops with data-dependent trip counts); JAX calls do not size tapes yet")
     key = (id(kernel), platform, sync_gpu_errors if platform != "cpu" else False)
     with _LOCK:
         target = _TARGETS.get(key)
@@ -134,7 +137,8 @@ def _cuda_target(kernel, name: str) -> Target:
         keep += [module, compiled]
     tables = handlers.GpuTables(tuple(functions), tuple(statuses), tuple(host_statuses),
                                 launch=ctypes.cast(libcuda.cuLaunchKernel, ctypes.c_void_p).value,
-                                synchronize=ctypes.cast(libcuda.cuStreamSynchronize, ctypes.c_void_p).value)
+                                synchronize=ctypes.cast(libcuda.cuStreamSynchronize, ctypes.c_void_p).value,
+                                memset=ctypes.cast(libcuda.cuMemsetD8Async, ctypes.c_void_p).value)
     layout = handlers.layout_for(kernel.signature, scalars_by_reference=True)
     text = handlers.gpu_handler_ir(layout, tables, sync=sync_gpu_errors)
     target = Target(name, kernel, "cuda", handlers.CompiledHandler(text, keep_alive=keep))
@@ -185,7 +189,8 @@ def _rocm_target(kernel, name: str) -> Target:
         keep += [module, compiled]
     tables = handlers.GpuTables(tuple(functions), tuple(statuses), tuple(host_statuses),
                                 launch=ctypes.cast(libhip.hipModuleLaunchKernel, ctypes.c_void_p).value,
-                                synchronize=ctypes.cast(libhip.hipStreamSynchronize, ctypes.c_void_p).value)
+                                synchronize=ctypes.cast(libhip.hipStreamSynchronize, ctypes.c_void_p).value,
+                                memset=ctypes.cast(libhip.hipMemsetD8Async, ctypes.c_void_p).value)
     text = rocm_handler_ir(kernel, tables, sync=sync_gpu_errors)
     target = Target(name, kernel, "rocm", handlers.CompiledHandler(text, keep_alive=keep))
     target.host_statuses = views
