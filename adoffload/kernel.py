@@ -7,6 +7,7 @@ too, so everything downstream (launch, JAX, further differentiation) treats them
 """
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass, field
 
@@ -162,11 +163,24 @@ class DerivedKernel(Kernel):
         return self.base.candidate_facts
 
     def _derive(self, proven: frozenset):
-        from .enzyme.kernels import derive_kernel
-        module, body_name = self.base.ir(proven)
-        result = derive_kernel(self.base.signature, module, body_name, self.mode, list(self.wrt),
+        """Differentiate the base body (or reuse the on-disk result for the same base IR)."""
+        from .cache import CompileCache
+        from .enzyme.kernels import TapeKernel, derive_kernel
+        base_text = self.base.module_text(proven)
+        key = ["derived", base_text, self.base.body_name, self.mode, list(self.wrt), self.width, self.deterministic]
+        cache = CompileCache()
+        hit = cache.get(key)
+        if hit is not None:
+            data = json.loads(hit)
+            tape = data["tape"] and TapeKernel(KernelSignature.from_json(data["tape"][0]), data["tape"][1])
+            return _Derived(KernelSignature.from_json(data["signature"]), data["body_name"], data["text"], tape)
+        module = ir.import_module(base_text)
+        result = derive_kernel(self.base.signature, module, self.base.body_name, self.mode, list(self.wrt),
                                width=self.width, deterministic=self.deterministic)
         text = ir.canonicalize(ir.export_module(result.module))
+        tape = result.tape and [result.tape.signature.to_json(), result.tape.body_name]
+        cache.put(key, json.dumps({"signature": result.signature.to_json(), "body_name": result.body_name,
+                                   "text": text, "tape": tape}).encode())
         return _Derived(result.signature, result.body_name, text, result.tape)
 
     def _make_text(self, proven: frozenset) -> str:

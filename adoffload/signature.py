@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .types import ArrayType, ScalarType
+from .types import SCALAR_TYPES, ArrayType, ScalarType
 
 
 # Parameters the launcher fills itself (a reverse kernel's tape); users never pass them.
@@ -62,6 +62,19 @@ class KernelSignature:
     def visible_params(self) -> tuple[Param, ...]:
         """The parameters a caller passes (hidden launcher-filled ones excluded; they come last)."""
         return tuple(p for p in self.params if not p.name.startswith(HIDDEN_PREFIX))
+
+    def to_json(self) -> dict:
+        """A plain-data form (for the on-disk cache; never pickled)."""
+        def encode(t):
+            return [t.dtype.name, t.ndim, t.intent] if isinstance(t, ArrayType) else t.name
+        return {"name": self.name, "grid_rank": self.grid_rank,
+                "params": [[p.name, encode(p.type)] for p in self.params]}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "KernelSignature":
+        def decode(t):
+            return ArrayType(SCALAR_TYPES[t[0]], int(t[1]), t[2]) if isinstance(t, list) else SCALAR_TYPES[t]
+        return cls(data["name"], tuple(Param(n, decode(t)) for n, t in data["params"]), int(data["grid_rank"]))
 
     def param(self, name: str) -> Param:
         for p in self.params:

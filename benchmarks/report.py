@@ -80,7 +80,11 @@ def _plot(out: Path, rows: list[dict]) -> None:
     rows = [r for r in rows if r.get("cuda_ms") and r.get("ours_ms")]
     if not rows:
         return
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        print("matplotlib is not installed: no plot written")
+        return
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     labels = [f"{r['kernel']}\nn={r['n']:.0e}" for r in rows]

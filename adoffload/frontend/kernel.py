@@ -30,7 +30,9 @@ class Lowering(StatementLowering, ExpressionLowering, CallLowering, ArrayLowerin
 def kernel_signature(pyfunc, source: Source, grid_rank: int) -> KernelSignature:
     """Parameters from the annotations: ado scalar types or In/Out/InOut arrays."""
     try:
-        annotations = inspect.get_annotations(pyfunc, eval_str=True)
+        # Closure variables too: a kernel defined inside a function may see ``ado`` only there.
+        closure = inspect.getclosurevars(pyfunc).nonlocals
+        annotations = inspect.get_annotations(pyfunc, eval_str=True, locals=closure)
     except Exception as exc:
         raise source.error(KernelTypeError, f"cannot evaluate the parameter annotations: {exc}",
                            source.tree) from exc
