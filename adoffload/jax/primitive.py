@@ -77,7 +77,7 @@ def bind(operands, spec: CallSpec) -> list:
 @kernel_call_p.def_abstract_eval
 def _abstract_eval(*avals, spec: CallSpec):
     shapes = spec.result_shapes([a.shape for a in avals])
-    template = avals[0] if avals else None
+    template = max(avals, key=lambda a: len(_varying_axes(a))) if avals else None
     result = []
     for k, shape in zip(spec.result_params, shapes):
         dtype = spec.params[k].dtype.dtype
@@ -85,14 +85,28 @@ def _abstract_eval(*avals, spec: CallSpec):
     return result
 
 
+def _varying_axes(aval) -> frozenset:
+    """The manual mesh axes a value varies over inside shard_map (empty outside, or if unknown).
+
+    Results vary over every axis some operand varies over; the most-varying operand's aval is
+    the template for the results' typing. JAX spells this ``aval.vma`` or ``aval.mat.varying``
+    depending on the version, and has no public accessor for it.
+    """
+    vma = getattr(aval, "vma", None)
+    if vma is None:
+        vma = getattr(getattr(aval, "mat", None), "varying", None)
+    return frozenset(vma or ())
+
+
 def _like(template, shape, dtype):
     """A ShapedArray of ``shape``/``dtype`` (inheriting the operands' manual-axis typing under shard_map)."""
     if template is None:
         return jax.core.ShapedArray(shape, dtype)
     try:
-        return template.update(shape=tuple(shape), dtype=np.dtype(dtype), weak_type=False,
-                               sharding=None)
-    except TypeError:
+        mesh = template.sharding.mesh
+        sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*[None] * len(shape)))
+        return template.update(shape=tuple(shape), dtype=np.dtype(dtype), weak_type=False, sharding=sharding)
+    except (AttributeError, TypeError):
         return jax.core.ShapedArray(shape, dtype)
 
 
