@@ -87,10 +87,13 @@ class Kernel:
             hit = self._compiled.get(key)
             if hit is not None:
                 return hit
-            flat_types = [f.llvm_type for f in self.signature.flat_params()]
+            flat = self.signature.flat_params()
+            flat_types = [f.llvm_type for f in flat]
+            # By reference means the kernel's scalar parameters only; array shapes stay values.
+            by_reference = [k for k, f in enumerate(flat) if f.role == "scalar"] if scalars_by_reference else False
             artifact = codegen.compile_for_target(
                 self.module_text(proven), self.body_name, flat_types, self.signature.grid_rank,
-                target, arch=arch, scalars_by_reference=scalars_by_reference)
+                target, arch=arch, scalars_by_reference=by_reference)
             entry = codegen.kernel_symbol(self.body_name, target)
             compiled = Compiled(target, entry, artifact, flat_types, self.signature.grid_rank)
             self._compiled[key] = compiled

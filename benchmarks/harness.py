@@ -61,7 +61,7 @@ class Gpu:
         from adoffload.runtime import get_device
         self.device = get_device("cuda")
         self.stream = self.device.stream()
-        self.cu = self.device.cu
+        self.cu = self.device.lib
 
     def upload(self, values: dict) -> dict:
         """numpy arrays -> device buffers (scalars pass through)."""
