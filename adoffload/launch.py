@@ -161,24 +161,46 @@ def launch(kernel, args: tuple, kwargs: dict, *, grid, device="cpu"):
     else:
         _launch_device(dev, compiled, signature, values, grid, total, status)
     abi_status.raise_for_status(status, signature, values)
+    if kernel.tape is not None:
+        reduce_contribution_log(kernel, values)
     return None
 
 
 def tape_arguments(kernel, values: list, grid: tuple[int, ...], device) -> list:
-    """A reverse kernel's dynamic tape (enzyme/tape.py): count each thread's tape bytes with the
-    counting kernel (on scratch copies of the arrays the primal writes), prefix-sum them into
-    per-thread offsets, and allocate the tape. Returns the hidden [tape, offsets] arguments."""
+    """A reverse kernel's per-thread buffers: the dynamic tape (enzyme/tape.py) and/or the
+    deterministic mode's contribution log (enzyme/deterministic.py). Count each thread's bytes
+    with the counting kernel (on scratch copies of the arrays the primal writes), prefix-sum them
+    over the linear thread index into per-thread offsets, and allocate each buffer zeroed.
+    Returns the hidden arguments, [buffer, offsets] per counter (tape first)."""
+    spec = kernel.tape
     counter = kernel.count_kernel
-    primal = counter.signature.params[:-1]
+    primal = counter.signature.params[:-len(spec.counters)]
     scratch = [v.copy() if isinstance(v, np.ndarray) and p.is_array and p.type.writes else v
                for p, v in zip(primal, values)]
-    counts = np.zeros(grid, np.int64)
-    counter(*scratch, counts, grid=grid, device=device)
-    flat = counts.reshape(-1)
-    offsets = np.zeros_like(counts)
-    np.cumsum(flat[:-1], out=offsets.reshape(-1)[1:])
-    tape = np.zeros(max(1, int(flat.sum()) // 8), np.int64)
-    return [tape, offsets]
+    counts = [np.zeros(grid, np.int64) for _ in spec.counters]
+    counter(*scratch, *counts, grid=grid, device=device)
+    hidden = []
+    for count in counts:
+        flat = count.reshape(-1)
+        offsets = np.zeros_like(count)
+        np.cumsum(flat[:-1], out=offsets.reshape(-1)[1:])
+        hidden += [np.zeros(max(1, int(flat.sum()) // 8), np.int64), offsets]
+    return hidden
+
+
+def reduce_contribution_log(kernel, values: list) -> None:
+    """After a deterministic reverse kernel's launch: add its contribution log into the shadow
+    arrays in (thread, program) order (enzyme/deterministic.py). The log's shadow id k is the
+    k-th shadow param: the params after the primal ones, before the hidden ones."""
+    from .enzyme.deterministic import reduce_log
+    from .enzyme.kernels import LOG_PARAM
+    spec = kernel.tape
+    if LOG_PARAM not in spec.buffers:
+        return
+    names = [p.name for p in kernel.signature.params]
+    first_shadow = len(kernel.count_kernel.signature.params) - len(spec.counters)
+    first_hidden = min(names.index(b) for b in spec.buffers)
+    reduce_log(values[names.index(LOG_PARAM)], values[first_shadow:first_hidden])
 
 
 def _launch_host(dev, compiled, signature, values, grid, total, status):

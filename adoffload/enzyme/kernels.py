@@ -38,13 +38,32 @@ class DerivedKernel:
 # The counting kernel writes each thread's tape size into an array shaped like the grid.
 TAPE_PARAM, OFFSETS_PARAM, COUNTS_PARAM = (f"{HIDDEN_PREFIX}tape", f"{HIDDEN_PREFIX}tape_offsets",
                                            "tape_counts")
+# Deterministic reverse kernels (enzyme/deterministic.py) log shared contributions: the log and
+# per-thread byte offsets are hidden parameters after the tape's, sized by the same counting
+# kernel (a second counts array). The log's shadow ids number the shadow params in order.
+LOG_PARAM, LOG_OFFSETS_PARAM, LOG_COUNTS_PARAM = (f"{HIDDEN_PREFIX}log", f"{HIDDEN_PREFIX}log_offsets",
+                                                  "log_counts")
+# hidden buffer param -> (its offsets param, the counting kernel's counts param)
+BUFFER_PARAMS = {TAPE_PARAM: (OFFSETS_PARAM, COUNTS_PARAM), LOG_PARAM: (LOG_OFFSETS_PARAM, LOG_COUNTS_PARAM)}
 
 
 @dataclass(frozen=True)
 class TapeKernel:
-    """How to size a dynamic tape: a counting body (primal params + counts) in the same module."""
+    """How to size a dynamic tape and/or a contribution log: a counting body (primal params,
+    then one counts array per buffer) in the same module."""
     signature: KernelSignature
     body_name: str
+
+    @property
+    def counters(self) -> tuple[str, ...]:
+        """The counts params, in order (``tape_counts`` and/or ``log_counts``)."""
+        return tuple(p.name for p in self.signature.params if p.name in (COUNTS_PARAM, LOG_COUNTS_PARAM))
+
+    @property
+    def buffers(self) -> tuple[str, ...]:
+        """The derived kernel's hidden buffer params these counters size, in the same order."""
+        by_counts = {counts: buffer for buffer, (_, counts) in BUFFER_PARAMS.items()}
+        return tuple(by_counts[c] for c in self.counters)
 
 
 def _shadowed_params(signature: KernelSignature, wrt: list[str]) -> list[int]:
@@ -93,7 +112,7 @@ def derive_kernel(signature: KernelSignature, module: Module, body_name: str, mo
     body = module.functions[body_name]
     shadowed = _shadowed_params(signature, list(wrt))
     activity = llvm_activity(signature, shadowed, mode)
-    tape = None
+    tape = log = None
     if mode == "jvp":
         inner = forward(module, body, activity, width=width, name=f"{body_name}.adoffload.jvp{width}")
     else:
@@ -105,18 +124,32 @@ def derive_kernel(signature: KernelSignature, module: Module, body_name: str, mo
         result = reverse(module, body, activity, name=f"{body_name}.adoffload.vjp",
                          deterministic=deterministic, parallel=parallel)
         inner, tape = result.function, result.tape
+        log = result.log
     inner.linkage = "internal"
     inner.attributes.add("alwaysinline")
     shadows = [shadow_param(signature.params[k], mode, width) for k in shadowed]
     rank = signature.grid_rank
     hidden = () if tape is None else (Param(TAPE_PARAM, ArrayType(I64, 1, "inout")),
                                       Param(OFFSETS_PARAM, ArrayType(I64, rank, "in")))
+    if log is not None:
+        _check_log_shadows(log, len(body.args), len(shadowed))
+        hidden += (Param(LOG_PARAM, ArrayType(I64, 1, "out")), Param(LOG_OFFSETS_PARAM, ArrayType(I64, rank, "in")))
     derived_sig = KernelSignature(f"{signature.name}_{mode}" + (f"{width}" if width > 1 else ""),
                                   tuple(signature.params) + tuple(shadows) + hidden, rank)
     name = f"{body_name}.{mode}" + (f"{width}" if width > 1 else "")
     _wrap(module, name, derived_sig, signature, inner, shadowed, mode, width)
-    tape_kernel = None if tape is None else _add_count_body(module, signature, tape.count_function)
+    counters = ([COUNTS_PARAM] if tape is not None else []) + ([LOG_COUNTS_PARAM] if log is not None else [])
+    count_function = tape.count_function if tape is not None else log.count_function if log is not None else None
+    tape_kernel = None if not counters else _add_count_body(module, signature, count_function, counters)
     return DerivedKernel(derived_sig, module, name, tape_kernel)
+
+
+def _check_log_shadows(log, body_args: int, shadow_count: int) -> None:
+    """The log's shadow id k must be the k-th shadow param (the launcher relies on it): the
+    inner function's argument ``body_args + k``."""
+    if log.shadows != tuple(range(body_args, body_args + shadow_count)):
+        raise ArgumentError(f"internal: the log numbers shadow arguments {log.shadows}, expected "
+                            f"{body_args}..{body_args + shadow_count - 1}")
 
 
 def _grid_element(b: Builder, base: Value, shapes: list[Value], tids: list[Value]) -> Value:
@@ -127,11 +160,14 @@ def _grid_element(b: Builder, base: Value, shapes: list[Value], tids: list[Value
     return b.gep(i64, base, [index])
 
 
-def _add_count_body(module: Module, primal_sig: KernelSignature, count_function: str) -> TapeKernel:
-    """A body ``(tids, primal params, counts, status)`` running the tape-counting function per thread."""
+def _add_count_body(module: Module, primal_sig: KernelSignature, count_function: str,
+                    counters: list[str] = (COUNTS_PARAM,)) -> TapeKernel:
+    """A body ``(tids, primal params, counts..., status)`` running the counting function per thread
+    (one grid-shaped counts array per counter: tape bytes and/or log bytes)."""
     rank = primal_sig.grid_rank
     sig = KernelSignature(f"{primal_sig.name}_tape_count",
-                          tuple(primal_sig.params) + (Param(COUNTS_PARAM, ArrayType(I64, rank, "out")),), rank)
+                          tuple(primal_sig.params) + tuple(Param(c, ArrayType(I64, rank, "out")) for c in counters),
+                          rank)
     arg_specs = [(f"tid{d}", i64) for d in range(rank)]
     arg_specs += [(f.name, _LLVM_TYPES[f.llvm_type]) for f in sig.flat_params()] + [("status", ptr)]
     name = f"{count_function}.body"
@@ -141,9 +177,9 @@ def _add_count_body(module: Module, primal_sig: KernelSignature, count_function:
     b = Builder(fn.add_block("entry"))
     by_name = {a.name: a for a in fn.args}
     tids = fn.args[:rank]
-    counts = _grid_element(b, by_name[COUNTS_PARAM], [by_name[f"{COUNTS_PARAM}.shape{d}"] for d in range(rank)], tids)
+    counts = [_grid_element(b, by_name[c], [by_name[f"{c}.shape{d}"] for d in range(rank)], tids) for c in counters]
     primal_args = fn.args[:rank + len(primal_sig.flat_params())] + [by_name["status"]]
-    b.call(module.functions[count_function], primal_args + [counts])
+    b.call(module.functions[count_function], primal_args + counts)
     b.ret()
     return TapeKernel(sig, name)
 
@@ -172,12 +208,14 @@ def _wrap(module: Module, name: str, derived_sig: KernelSignature, primal_sig: K
             for s in shapes:
                 stride = s if stride is None else b.mul(stride, s)
             call_args.append(stride)
-    # A dynamic tape (reverse.py) adds trailing inner args (``ptr %tape, i64 %tape_offset``),
-    # taken from the hidden tape parameters: this thread's offset is offsets[tids].
-    if len(inner.args) > len(call_args):
-        shapes = [by_name[f"{OFFSETS_PARAM}.shape{d}"] for d in range(rank)]
-        offset = b.load(i64, _grid_element(b, by_name[OFFSETS_PARAM], shapes, list(fn.args[:rank])))
-        call_args += [by_name[TAPE_PARAM], offset]
+    # A dynamic tape and a contribution log (reverse.py) add trailing inner args (``ptr %tape,
+    # i64 %tape_offset``, then ``ptr %log, i64 %log_offset``), taken from the hidden parameters:
+    # this thread's offset is offsets[tids].
+    for buffer, (offsets, _) in BUFFER_PARAMS.items():
+        if buffer in by_name:
+            shapes = [by_name[f"{offsets}.shape{d}"] for d in range(rank)]
+            offset = b.load(i64, _grid_element(b, by_name[offsets], shapes, list(fn.args[:rank])))
+            call_args += [by_name[buffer], offset]
     b.call(inner, call_args)
     b.ret()
     return fn

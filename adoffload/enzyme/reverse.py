@@ -29,6 +29,7 @@ from ..ir.builder import Builder
 from ..ir.core import (Argument, Block, Constant, Function, FunctionType, GlobalVariable, Instruction,
                        Module, Value, const, i8, i32, i64, ptr, void)
 from .activity import ACTIVE, CONST, DUP, Activity, analyze, is_float_type
+from .deterministic import ContributionLog, LogSpec, add_counting_function, check_no_read_after_log
 from .parallel import AddressClass, AddressClassifier, ParallelInfo, uniform_add_intrinsic
 from .reverse_cfg import Dominators, LoopInfo, inductions, predecessor_map, reachable_blocks
 from .rules import RuleContext, describe, reverse_contributions, rule_for, rule_key
@@ -53,14 +54,19 @@ class ReverseResult:
     function: Function
     tape: TapeSpec | None = None
     count_function: Function | None = None
+    log: LogSpec | None = None          # deterministic mode's contribution log (deterministic.py)
 
 
 def reverse(module: Module, fn: Function, activity: list[Activity], name: str | None = None,
             deterministic: bool = False, parallel: ParallelInfo | None = None) -> ReverseResult:
-    """Add the combined adjoint of ``fn`` to ``module`` (see the module docstring)."""
-    if deterministic:
-        raise DifferentiationError("deterministic reverse mode is not implemented yet")
-    return _Reverser(module, fn, list(activity), parallel).build(name or f"{fn.name}.reverse")
+    """Add the combined adjoint of ``fn`` to ``module`` (see the module docstring).
+
+    ``deterministic``: shadow updates that may race (SHARED, UNIFORM) go to a per-thread
+    contribution log that the launcher reduces in a fixed order (deterministic.py). Without
+    ``parallel`` every update is already a plain per-thread add, so nothing changes.
+    """
+    return _Reverser(module, fn, list(activity), parallel,
+                     deterministic=deterministic and parallel is not None).build(name or f"{fn.name}.reverse")
 
 
 # ----------------------------------------------------------------------------- cloning
@@ -105,8 +111,10 @@ def zero_of(t) -> Constant:
 # ----------------------------------------------------------------------------- the engine
 
 class _Reverser:
-    def __init__(self, module: Module, fn: Function, activity: list[Activity], parallel: ParallelInfo | None):
+    def __init__(self, module: Module, fn: Function, activity: list[Activity], parallel: ParallelInfo | None,
+                 deterministic: bool = False):
         self.module, self.primal, self.activity, self.parallel = module, fn, activity, parallel
+        self.deterministic = deterministic
         self.info = analyze(fn, activity)
 
     # ---- set-up
@@ -122,6 +130,8 @@ class _Reverser:
         self.classifier = (AddressClassifier(self.parallel, self.dom, fn.args[:len(self.primal.args)])
                            if self.parallel is not None else None)
         self.tape = Tape(fn, self.entry)
+        self.log = (ContributionLog(fn, self.entry, [fn.args[j] for j in sorted(self.shadow_args.values())])
+                    if self.deterministic else None)
         self._reverse_blocks()
         for block in self.live:
             self._reverse_block(block)
@@ -346,6 +356,33 @@ class _Reverser:
             self.came_from[block] = phi
         return self.came_from[block]
 
+    def _came_from_branch(self, block: Block, b: Builder) -> Value | None:
+        """The came-from index of an if/else merge, re-derived from the dominating branch's
+        condition instead of recorded: inside loops this saves a tape entry per iteration."""
+        preds = self.preds[block]
+        branch_block = self.dom.idom[block]
+        term = branch_block.terminator
+        if (len(preds) != 2 or term is None or term.opcode != "br" or len(term.blocks) != 2
+                or term.blocks[0] is term.blocks[1]
+                or self.loops.containing[branch_block] != self.loops.containing[block]):
+            return None
+        sides = [self._branch_side(term, p, block) for p in preds]
+        if None in sides or sides[0] == sides[1]:
+            return None
+        condition = self.need(term.operands[0], block)
+        on_true, on_false = sides.index(0), sides.index(1)
+        return b.select(condition, const(i32, on_true), const(i32, on_false), f"{block.name}.from.re")
+
+    def _branch_side(self, term: Instruction, pred: Block, merge: Block) -> int | None:
+        """0/1: which successor of ``term`` every path into ``pred`` (then ``merge``) took."""
+        for k, successor in enumerate(term.blocks):
+            if pred is term.parent and successor is merge:
+                return k
+            if (successor is not merge and self.preds[successor] == [term.parent]
+                    and self.dom.dominates(successor, pred)):
+                return k
+        return None
+
     def _reverse_block(self, block: Block) -> None:
         b = Builder(self.rev_body[block])
         if block is self.exit and self.returns_float:
@@ -375,7 +412,7 @@ class _Reverser:
             first = b.icmp("eq", self.need(ind.phi, block), self.need(ind.start, block), "first.iteration")
             b.cbranch(first, targets[preds.index(ind.preheader)], targets[preds.index(ind.loop.latches[0])])
         elif len(preds) > 1:
-            index = self.need(self._came_from(block), block)
+            index = self._came_from_branch(block, b) or self.need(self._came_from(block), block)
             cases = [const(i32, k) for k in range(1, len(preds))]
             b.emit("switch", void, [index, *cases], blocks=[targets[0], *targets[1:]])
 
@@ -393,7 +430,7 @@ class _Reverser:
             return None
         adj = self.take_adjoint(inst, b)
         if op == "load":
-            return self.accumulate(inst.operands[0], adj, block, b)
+            return self.accumulate(inst.operands[0], adj, block, b, origin=inst)
         if op == "freeze":
             return self.add_adjoint(inst.operands[0], adj, b)
         override = REVERSE_OVERRIDES.get(rule_key(inst))
@@ -408,6 +445,8 @@ class _Reverser:
         if pointer not in self.shadow or not is_float_type(value.type):
             return
         shadow = self.need(self.shadow[pointer], block)
+        if self.log is not None:
+            self.log.note_readback(self.shadow[pointer], inst)
         if self.has_adjoint(value):
             self.add_adjoint(value, b.load(value.type, shadow, "d.stored"), b)
         b.store(zero_of(value.type), shadow)
@@ -419,18 +458,24 @@ class _Reverser:
         if inst.op not in ("fadd", "fsub") or self.has_adjoint(inst) and self.fn.users().get(inst):
             raise DifferentiationError(f"cannot differentiate {describe(inst)} on differentiated memory "
                                        f"(only atomic fadd/fsub whose old value is unused)")
+        if self.log is not None:
+            self.log.note_readback(self.shadow[pointer], inst)
         seed = b.load(value.type, self.need(self.shadow[pointer], block), "d.atomic")
         self.add_adjoint(value, seed if inst.op == "fadd" else b.fneg(seed), b)
 
     # ---- shadow accumulation
-    def accumulate(self, pointer: Value, delta: Value, block: Block, b: Builder) -> None:
-        """``shadow(pointer) += delta`` with the cheapest race-free update (parallel.py)."""
+    def accumulate(self, pointer: Value, delta: Value, block: Block, b: Builder,
+                   origin: Instruction | None = None) -> None:
+        """``shadow(pointer) += delta`` with the cheapest race-free update (parallel.py); in
+        deterministic mode a shared one is logged instead (deterministic.py)."""
         if pointer not in self.shadow:
             raise DifferentiationError(f"active load through {pointer.ref()}, which has no shadow")
         shadow = self.need(self.shadow[pointer], block)
         kind = AddressClass.PRIVATE if self.classifier is None else self.classifier.classify(pointer, block)
         if kind is AddressClass.PRIVATE:
             b.store(b.fadd(b.load(delta.type, shadow), delta), shadow)
+        elif kind is AddressClass.SHARED and self.log is not None:
+            self.log.append(b, shadow, delta, block, origin, forward=self.shadow[pointer])
         elif kind is AddressClass.SHARED:
             b.atomicrmw("fadd", shadow, delta)
         elif shadow is self.shadow[pointer] and not self.loops.in_loop(shadow.parent if isinstance(
@@ -440,6 +485,8 @@ class _Reverser:
                 slot = self.uniform_sums[shadow] = self.entry.alloca(delta.type, "uniform.sum")
                 self.entry.store(zero_of(delta.type), slot)
             b.store(b.fadd(b.load(delta.type, slot), delta), slot)
+        elif self.log is not None:
+            self.log.append(b, shadow, delta, block, origin, forward=self.shadow[pointer])
         else:
             b.call(uniform_add_intrinsic(self.module, delta.type), [shadow, delta])
 
@@ -458,6 +505,8 @@ class _Reverser:
             total = b.load(t, slot)
             if self.parallel is None:
                 b.store(b.fadd(b.load(t, target), total), target)
+            elif self.log is not None:
+                self.log.append(b, target, total, self.blocks[0])
             else:
                 b.call(uniform_add_intrinsic(self.module, t), [target, total])
 
@@ -466,17 +515,23 @@ class _Reverser:
         self.tape.prune(self._remove_dead_reloads())
         self.tape.emit_writes()
         result = ReverseResult(self.fn)
+        self._tape_bytes: dict[int, int] | None = None
+        self._place_tape(result)
+        if self.log is not None and self.log.used:
+            self._attach_log(result)
+        return result
+
+    def _place_tape(self, result: ReverseResult) -> None:
         if not self.tape.uses_stack():
             if self.tape.cursor_slot is not None:
                 self.tape.cursor_slot.parent.instructions.remove(self.tape.cursor_slot)
-            return result
+            return
         nbytes = self.tape.static_bytes(self.loops.visit_bound)
         if nbytes is not None and nbytes <= STATIC_TAPE_LIMIT:
             base = self.tape.static_stack(nbytes)
         else:
             base = self._dynamic_tape(result)
         self.entry.store(base, self.tape.cursor_slot)
-        return result
 
     def _remove_dead_reloads(self) -> set:
         """Delete unused recomputations and reloads in the reverse blocks' headers (to a fixed
@@ -503,7 +558,24 @@ class _Reverser:
         primal_of = {new: old for old, new in self.block_map.items()}
         per_block = {self.primal.blocks.index(primal_of[rec.block]): rec.size
                      for rec in self.tape.stack_records()}
+        if self.log is not None and self.log.used:
+            self._tape_bytes = per_block           # one counting function for both: _attach_log
+            return base
         count = add_count_function(self.module, self.primal, f"{fn.name}.tape_count", per_block)
         result.tape = TapeSpec(count.name)
         result.count_function = count
         return base
+
+    def _attach_log(self, result: ReverseResult) -> None:
+        """Deterministic mode: the log arguments (after the tape's) and one counting function
+        for the dynamic tape (if any) and the log (deterministic.py)."""
+        check_no_read_after_log(self.log, self.blocks)
+        self.log.attach()
+        primal_of = {new: old for old, new in self.block_map.items()}
+        log_bytes = {self.primal.blocks.index(primal_of[block]): n for block, n in self.log.bytes_per_block.items()}
+        counters = ([("tape_bytes", self._tape_bytes)] if self._tape_bytes is not None else []) + [("log_bytes", log_bytes)]
+        count = add_counting_function(self.module, self.primal, f"{self.fn.name}.log_count", counters)
+        if self._tape_bytes is not None:
+            result.tape = TapeSpec(count.name)
+        result.count_function = count
+        result.log = LogSpec(tuple(root.index for root in self.log.shadows), count.name)
