@@ -11,6 +11,8 @@ from . import abi
 
 TARGETS = {"host": "host", "cpu": "host", "nvptx": "nvptx", "cuda": "nvptx", "amdgpu": "amdgpu", "hip": "amdgpu"}
 DEFAULT_ARCH = {"nvptx": "sm_90", "amdgpu": "gfx942"}
+# Bumped whenever the generated code changes for the same inputs (part of the cache key).
+CODEGEN_REVISION = 2
 
 
 def _canonical_target(target: str) -> str:
@@ -45,7 +47,9 @@ def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_ran
 
     Returns a ``HostProgram`` (``.entry_name``, ``.entry_address``) for the host, PTX text for
     NVPTX, HSACO bytes for AMDGPU. ``opts``: ``noalias`` (all targets), ``scalars_by_reference``
-    (GPU), ``math`` (AMDGPU: "auto" | "ocml" | "devicemath"). ``cache``: True for the default
+    (GPU), ``math`` (AMDGPU: "auto" | "ocml" | "devicemath"), ``reductions`` (how
+    uniform-address atomics are combined: "block" (default) | "warp" | "thread" | "off";
+    see codegen/reductions.py). ``cache``: True for the default
     on-disk cache, a ``CompileCache``, or False/None for none.
     """
     from ..cache import CompileCache
@@ -56,7 +60,8 @@ def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_ran
     store = CompileCache() if cache is True else (cache or None)
     types = abi.flat_type_names(flat_types)
     by_ref = abi._by_reference_mask(flat_types, opts.get("scalars_by_reference", False))
-    key = [text, body_name, ",".join(types), grid_rank, target, arch, sorted(opts.items()), by_ref]
+    key = [CODEGEN_REVISION, text, body_name, ",".join(types), grid_rank, target, arch, sorted(opts.items()), by_ref]
+    reductions = opts.get("reductions", "block")
     cached = store.get(key) if store is not None else None
     if target == "host":
         from .host import HostProgram
@@ -64,7 +69,7 @@ def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_ran
             program = HostProgram(cached.decode(), optimized=True)
         else:
             program = HostProgram(abi.add_host_entry(text, body_name, flat_types, grid_rank,
-                                                     noalias=opts.get("noalias", False)))
+                                                     noalias=opts.get("noalias", False), reductions=reductions))
             if store is not None:
                 store.put(key, program.optimized_ir.encode())
         program.entry_name = abi.host_entry_name(body_name)
@@ -74,7 +79,7 @@ def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_ran
         return cached.decode() if target == "nvptx" else cached
     module = abi.add_gpu_entry(text, body_name, flat_types, grid_rank, target,
                                scalars_by_reference=opts.get("scalars_by_reference", False),
-                               noalias=opts.get("noalias", False))
+                               noalias=opts.get("noalias", False), reductions=reductions)
     if target == "nvptx":
         from .nvptx import compile_ptx
         artifact = compile_ptx(module, arch)

@@ -105,13 +105,31 @@ def _check_body(module: llvm.ModuleRef, body_name: str, types: list[str], grid_r
         raise IRError(f"grid rank must be 1, 2 or 3, got {grid_rank}")
 
 
-def _entry_module(body_module: llvm.ModuleRef, body_name: str, types: list[str], grid_rank: int):
+def _entry_module(body_module: llvm.ModuleRef, body_name: str, types: list[str], grid_rank: int,
+                  accumulators: int = 0):
     """A fresh llvmlite.ir module holding a declaration of the body, for building an entry."""
     m = ir.Module()
     m.triple = body_module.triple
     m.data_layout = body_module.data_layout
-    body_ty = ir.FunctionType(ir.VoidType(), [_I64] * grid_rank + [_llvm_type(t) for t in types] + [_PTR])
+    body_ty = ir.FunctionType(ir.VoidType(), [_I64] * grid_rank + [_llvm_type(t) for t in types] + [_PTR]
+                              + [_PTR] * accumulators)
     return m, ir.Function(m, body_ty, name=body_name)
+
+
+def _prepare_body(module_text: str, body_name: str, types: list[str], grid_rank: int, reductions: str):
+    """Parse and check the body; with ``reductions`` other than "off", defer its uniform-address
+    atomics (codegen/reductions.py). Returns (parsed module, sites)."""
+    from . import reductions as red
+    if reductions not in red.MODES:
+        raise CompilationError(f"reductions={reductions!r}; expected one of {list(red.MODES)}")
+    body_module = _parse(module_text)
+    _check_body(body_module, body_name, types, grid_rank)
+    if reductions == "off":
+        return body_module, []
+    deferred = red.defer_uniform_atomics(module_text, body_name, grid_rank)
+    if not deferred.sites:
+        return body_module, []
+    return _parse(deferred.text), deferred.sites
 
 
 def _link(body_module: llvm.ModuleRef, entry: ir.Module, body_name: str) -> str:
@@ -126,6 +144,9 @@ def _link(body_module: llvm.ModuleRef, entry: ir.Module, body_name: str) -> str:
                                "canonicalize it before code generation")
     body.linkage = llvm.Linkage.internal
     body.add_function_attribute("alwaysinline")
+    for fn in body_module.functions:    # pointer functions of deferred atomics (reductions.py)
+        if fn.name.startswith(body_name + ".uptr") and not fn.is_declaration:
+            fn.linkage = llvm.Linkage.internal
     body_module.verify()
     return str(body_module)
 
@@ -152,12 +173,16 @@ def _load_slot(b: ir.IRBuilder, slot_ptr: ir.Value, type_name: str) -> ir.Value:
 # --- host entry -------------------------------------------------------------------------------
 
 def add_host_entry(module_text: str, body_name: str, flat_types: Sequence, grid_rank: int,
-                   noalias: bool = False) -> str:
-    """Add ``void @<body>.host(ptr slots, i64 start, i64 end)`` (see the module docstring)."""
+                   noalias: bool = False, reductions: str = "block") -> str:
+    """Add ``void @<body>.host(ptr slots, i64 start, i64 end)`` (see the module docstring).
+
+    ``reductions``: unless "off", uniform-address atomics are summed per call (per chunk of
+    threads) and added once at its end (codegen/reductions.py).
+    """
+    from .reductions import EntryAccumulators
     types = flat_type_names(flat_types)
-    body_module = _parse(module_text)
-    _check_body(body_module, body_name, types, grid_rank)
-    m, body = _entry_module(body_module, body_name, types, grid_rank)
+    body_module, sites = _prepare_body(module_text, body_name, types, grid_rank, reductions)
+    m, body = _entry_module(body_module, body_name, types, grid_rank, len(sites))
     fn = ir.Function(m, ir.FunctionType(ir.VoidType(), [_PTR, _I64, _I64]), name=host_entry_name(body_name))
     slots, start, end = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -169,9 +194,11 @@ def add_host_entry(module_text: str, body_name: str, flat_types: Sequence, grid_
     grid = [b.load(slot(len(types) + a), typ=_I64, align=8) for a in range(grid_rank)]
     status = b.load(slot(len(types) + grid_rank), typ=_PTR, align=8)
     first_tids = _decompose(b, start, grid, _I64)
+    accumulators = EntryAccumulators(m, b, sites, list(body.function_type.args[:grid_rank + len(types) + 1]))
     has_work = b.icmp_signed("<", start, end)
     entry_block = b.block
     loop = fn.append_basic_block("loop")
+    flush = fn.append_basic_block("flush")
     done = fn.append_basic_block("done")
     b.cbranch(has_work, loop, done)
 
@@ -181,7 +208,8 @@ def add_host_entry(module_text: str, body_name: str, flat_types: Sequence, grid_
     linear = b.phi(_I64, "linear")
     tids = [b.phi(_I64, f"tid{a}") for a in range(grid_rank)]
     arg_attrs = {grid_rank + k: ("noalias",) for k, t in enumerate(types) if noalias and t == "ptr"}
-    b.call(body, tids + params + [status], attrs=("alwaysinline",), arg_attrs=arg_attrs or None)
+    b.call(body, tids + params + [status] + accumulators.pointers, attrs=("alwaysinline",),
+           arg_attrs=arg_attrs or None)
     next_tids = _increment_with_carry(b, tids, grid)
     next_linear = b.add(linear, _I64(1), flags=("nuw", "nsw"))
     latch = b.block
@@ -190,7 +218,11 @@ def add_host_entry(module_text: str, body_name: str, flat_types: Sequence, grid_
     for phi, first, nxt in zip(tids, first_tids, next_tids):
         phi.add_incoming(first, entry_block)
         phi.add_incoming(nxt, latch)
-    b.cbranch(b.icmp_signed("<", next_linear, end), loop, done)
+    b.cbranch(b.icmp_signed("<", next_linear, end), loop, flush)
+    b.position_at_end(flush)
+    if sites:
+        accumulators.atomics(b, accumulators.values(b), [_I64(0)] * grid_rank + params + [status])
+    b.branch(done)
     b.position_at_end(done)
     b.ret_void()
     return _link(body_module, m, body_name)
@@ -235,19 +267,24 @@ _LINEAR_ID = {"nvptx": _linear_id_nvptx, "amdgpu": _linear_id_amdgpu}
 
 
 def add_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, grid_rank: int,
-                  target: str = "nvptx", scalars_by_reference=False, noalias: bool = False) -> str:
+                  target: str = "nvptx", scalars_by_reference=False, noalias: bool = False,
+                  reductions: str = "block") -> str:
     """Add ``<cc> void @<body>.kernel(<params>, i64 grid.., ptr status)`` for ``target``.
 
     ``scalars_by_reference``: see ``_by_reference_mask``; those params arrive as ``ptr`` and
     are loaded. ``noalias``: the runtime promises that no two pointer params overlap.
+    ``reductions``: how uniform-address atomics are combined (codegen/reductions.py): NVPTX
+    "block" (warp shuffles, shared memory, one atomic per block; the default), "warp" (one
+    per warp), "thread" (one per thread, after the body), "off" (left in the body). AMDGPU
+    treats "block"/"warp" as "thread" (the backend's atomic optimizer combines a wavefront).
     """
+    from .reductions import EntryAccumulators
     if target not in GPU_CALLING_CONVENTION:
         raise CompilationError(f"unknown GPU target {target!r}; expected one of {sorted(GPU_CALLING_CONVENTION)}")
     types = flat_type_names(flat_types)
     by_ref = _by_reference_mask(flat_types, scalars_by_reference)
-    body_module = _parse(module_text)
-    _check_body(body_module, body_name, types, grid_rank)
-    m, body = _entry_module(body_module, body_name, types, grid_rank)
+    body_module, sites = _prepare_body(module_text, body_name, types, grid_rank, reductions)
+    m, body = _entry_module(body_module, body_name, types, grid_rank, len(sites))
     entry_types = [_PTR if r else (_I8 if t == "i1" else _llvm_type(t)) for t, r in zip(types, by_ref)]
     fn = ir.Function(m, ir.FunctionType(ir.VoidType(), entry_types + [_I64] * grid_rank + [_PTR]),
                      name=kernel_entry_name(body_name))
@@ -266,13 +303,22 @@ def add_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, grid_r
             params.append(arg)
     grid = list(fn.args[len(types):len(types) + grid_rank])
     status = fn.args[-1]
+    accumulators = EntryAccumulators(m, b, sites, list(body.function_type.args[:grid_rank + len(types) + 1]))
     linear = _LINEAR_ID[target](m, b)
     total = grid[0]
     for g in grid[1:]:
         total = b.mul(total, g, flags=("nuw",))
-    with b.if_then(b.icmp_unsigned("<", linear, total), likely=True):
+    in_range = b.icmp_unsigned("<", linear, total)
+    with b.if_then(in_range, likely=True):
         tids = _gpu_tids(b, linear, grid, total)
-        b.call(body, tids + params + [status], attrs=("alwaysinline",))
+        b.call(body, tids + params + [status] + accumulators.pointers, attrs=("alwaysinline",))
+    if sites:
+        body_args = [_I64(0)] * grid_rank + params + [status]
+        if target == "nvptx" and reductions in ("block", "warp"):
+            accumulators.flush_nvptx(b, in_range, body_args, reductions)
+        else:
+            with b.if_then(in_range):
+                accumulators.atomics(b, accumulators.values(b), body_args)
     b.ret_void()
     return _link(body_module, m, body_name)
 
