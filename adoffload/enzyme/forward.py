@@ -83,6 +83,8 @@ def pointer_element_type(fn: Function, arg: Argument) -> Type:
                 found.add(user.type)
             elif user.opcode == "store" and user.operands[1] is p:
                 found.add(user.operands[0].type)
+            elif user.opcode in ("atomicrmw", "cmpxchg") and user.operands[0] is p:
+                found.add(user.operands[-1].type)
             elif user.opcode in ("bitcast", "addrspacecast", "phi", "select"):
                 work.append(user)
     found = {t for t in found if t.is_float} or found
