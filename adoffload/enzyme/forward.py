@@ -239,7 +239,16 @@ class ForwardPass:
                 phi.operands = [self.tangent_or_zero(v, lane) for v, _ in incoming]
 
     def visit_pointer(self, inst: Instruction) -> None:
-        """The shadow of a derived pointer: the same GEP/cast/select on the shadow."""
+        """The shadow of a derived pointer: the same GEP/cast/select on the shadow; a zeroed
+        private copy of a shadowed ``alloca`` (a local array holding active values)."""
+        if inst.opcode == "alloca":
+            lanes = []
+            for lane in range(self.width):
+                shadow = self.builder.alloca(inst.element_type, f"d_{inst.name}")
+                self.builder.store(zero_of(inst.element_type), shadow)
+                lanes.append(shadow)
+            self.shadows[inst] = lanes
+            return
         if inst.opcode not in _POINTER_OPS and inst.opcode != "select":
             raise DifferentiationError(f"cannot derive a shadow pointer through {inst.opcode} at {inst.location or '?'}")
         lanes = []

@@ -20,3 +20,35 @@ def test_vector_mode_through_atomic_add_only_output():
     tangents = np.array([[1.0, 0, 0], [0, 1.0, 0], [1.0, 1.0, 1.0], [0, 0, 0]])
     _, shadows = run_jvp(_energy, dict(x=x, e=np.zeros(1)), {"x": tangents}, ["x"], 3, width=4)
     np.testing.assert_allclose(shadows["d_e"][:, 0], tangents @ (2 * x))
+
+
+@ado.kernel
+def _local_prefix(x: In[f64, 2], y: Out[f64]):
+    i = ado.tid()
+    t = ado.zeros(3, ado.f64)
+    for k in range(3):
+        t[k] = x[i, k] * x[i, k]
+    for k in range(1, 3):
+        t[k] += t[k - 1] * 0.5
+    y[i] = t[2] * t[0]
+
+
+def _fd_jvp(kernel, values, name, tangent, h=1e-6):
+    up, down = dict(values), dict(values)
+    up[name], down[name] = values[name] + h * tangent, values[name] - h * tangent
+    outs = []
+    for v in (up, down):
+        v = {k: (a.copy() if isinstance(a, np.ndarray) else a) for k, a in v.items()}
+        kernel(**v, grid=len(values["y"]))
+        outs.append(v["y"])
+    return (outs[0] - outs[1]) / (2 * h)
+
+
+def test_forward_through_a_local_array_holding_active_values():
+    """forward.visit_pointer refused the shadow of an alloca ('cannot derive a shadow pointer
+    through alloca'); a local array of active values needs a private zeroed shadow array."""
+    rng = np.random.default_rng(0)
+    values = dict(x=rng.uniform(-1, 1, (4, 3)), y=np.zeros(4))
+    v = rng.standard_normal((4, 3))
+    _, shadows = run_jvp(_local_prefix, values, {"x": v}, ["x"], 4)
+    np.testing.assert_allclose(shadows["d_y"], _fd_jvp(_local_prefix, values, "x", v), rtol=1e-6)
