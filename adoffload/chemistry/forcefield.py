@@ -121,6 +121,8 @@ class ForceField:
         return max(t.cutoff for t in self.terms)
 
     def neighbor_list(self, n_atoms: int, skin: float = 0.3, capacity: int | None = None, **options) -> NeighborListSpec:
+        if self.cutoff <= 0:           # bonded terms only: the list is unused, keep it tiny
+            return NeighborListSpec(tuple(self.box), 0.0, 0.0, 1, self.backend, method="all_pairs")
         capacity = capacity or estimate_capacity(n_atoms, self.box, self.cutoff, skin)
         return NeighborListSpec(tuple(self.box), self.cutoff, skin, capacity, self.backend, **options)
 

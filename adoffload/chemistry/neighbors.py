@@ -41,8 +41,14 @@ class NeighborListSpec:
     capacity: int = 128
     backend: str = "adoffload"
     max_per_cell: int = 64      # the JAX reference scans a fixed number of slots per cell
+    method: str = "auto"        # "cells", "all_pairs", or "auto" (cells when >= 3 per side)
 
     def __post_init__(self):
+        if self.method not in ("auto", "cells", "all_pairs"):
+            raise ValueError(f"method must be 'auto', 'cells' or 'all_pairs', got {self.method!r}")
+        if self.method == "cells" and min(self.cells_per_side) < MIN_CELLS_PER_SIDE:
+            raise BoxError(f"a cell list needs >= {MIN_CELLS_PER_SIDE} cells per side; box {self.box} with "
+                           f"cutoff + skin {self.radius:g} gives {self.cells_per_side}: use method='all_pairs'")
         if any(b <= 0 for b in self.box):
             raise BoxError(f"box edges must be positive, got {self.box}")
         if 2 * self.radius > min(self.box):
@@ -55,10 +61,14 @@ class NeighborListSpec:
 
     @property
     def cells_per_side(self) -> tuple[int, int, int]:
+        if self.radius <= 0:
+            return (0, 0, 0)
         return tuple(int(math.floor(b / self.radius)) for b in self.box)
 
     @property
     def uses_cells(self) -> bool:
+        if self.method != "auto":
+            return self.method == "cells"
         return min(self.cells_per_side) >= MIN_CELLS_PER_SIDE
 
     def build(self, pos, previous_peak=0, previous_builds=0) -> NeighborList:
