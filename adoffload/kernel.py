@@ -187,7 +187,14 @@ class DerivedKernel(Kernel):
         return _Derived(result.signature, result.body_name, text, result.tape)
 
     def _make_text(self, proven: frozenset) -> str:
-        return self._derive(proven).text
+        derived = self._derive(proven)
+        if derived.signature != self.signature or derived.body_name != self.body_name \
+                or _tape_key(derived.tape) != _tape_key(self.tape):
+            # Without some bounds checks the derivative may need a different tape (static
+            # instead of dynamic, or the reverse); the launcher sizes the tape from this
+            # kernel's protocol, so such a variant keeps its checks.
+            return self._texts[frozenset()]
+        return derived.text
 
     @property
     def count_kernel(self) -> "Kernel":
@@ -213,6 +220,10 @@ class TapeCountKernel(Kernel):
 
     def _make_text(self, proven: frozenset) -> str:
         return self.derived.module_text(proven)
+
+
+def _tape_key(tape):
+    return None if tape is None else (tape.signature, tape.body_name)
 
 
 @dataclass
