@@ -9,6 +9,7 @@ writers are safe); the folder is user-only (0700) and files are 0600.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import struct
@@ -21,14 +22,22 @@ _MAGIC = b"ADOC"
 _HEADER = struct.Struct("<4sI32sQ32s")     # magic, format version, key digest, payload length, payload sha256
 
 
+@functools.lru_cache(maxsize=1)
 def _versions() -> tuple[str, ...]:
+    """What every key includes: tool versions and a digest of the compiler's own source, so
+    an entry made by another adoffload build (even an unreleased edit) is never reused."""
     import llvmlite
     from importlib.metadata import PackageNotFoundError, version
     try:
         ours = version("adoffload")
     except PackageNotFoundError:
         ours = "unknown"
-    return (f"adoffload={ours}", f"llvmlite={llvmlite.__version__}", f"format={FORMAT_VERSION}")
+    package = Path(__file__).parent
+    source = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        source.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
+    return (f"adoffload={ours}", f"source={source.hexdigest()[:16]}", f"llvmlite={llvmlite.__version__}",
+            f"format={FORMAT_VERSION}")
 
 
 def default_root() -> Path:

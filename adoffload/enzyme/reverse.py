@@ -44,9 +44,20 @@ _RECOMPUTABLE = frozenset({
     "getelementptr", "bitcast", "addrspacecast", "ptrtoint", "inttoptr", "trunc", "zext", "sext",
     "fpext", "fptrunc", "sitofp", "uitofp", "fptosi", "fptoui", "add", "sub", "mul", "shl", "lshr",
     "ashr", "and", "or", "xor", "sdiv", "udiv", "srem", "urem", "icmp", "fcmp", "select", "fadd", "fsub",
-    "fmul", "fneg", "extractvalue", "freeze", "load"})
-_MAX_RECOMPUTE_DEPTH = 8
+    "fmul", "fdiv", "frem", "fneg", "extractvalue", "freeze", "load"})
+_MAX_RECOMPUTE_DEPTH = 16   # recomputing beats a tape on GPUs: registers and FLOPs are cheap, memory is not
 _WRITES = frozenset({"store", "atomicrmw", "cmpxchg"})
+
+
+def _is_pure_math_call(v: Instruction) -> bool:
+    """A call of a math function with a derivative rule (sqrt, exp, ...): no memory, recomputable."""
+    if v.opcode != "call" or any(o.type.is_pointer for o in v.operands):
+        return False
+    try:
+        rule_for(v)
+    except DifferentiationError:
+        return False
+    return True
 
 
 @dataclass
@@ -221,7 +232,9 @@ class _Reverser:
         if op == "alloca":
             s = self.entry.alloca(inst.element_type)
             self.entry.store(zero_of(inst.element_type), s)
-            return s
+            # use the array through a GEP: ir export types an alloca as a pointer to its whole
+            # array, and an element store straight into it is refused (the GEP folds away)
+            return self.entry.gep(i8, s, [const(i64, 0)])
         raise DifferentiationError(f"cannot build a shadow pointer for {describe(inst)}")
 
     def _shadow_operand(self, v: Value, user: Instruction) -> Value:
@@ -278,7 +291,8 @@ class _Reverser:
         if ind is not None and block in ind.loop.blocks:
             result = self.needed[key] = pop.load(v.type, self._induction_slot(v), f"{v.name}.rev")
             return result
-        if depth < _MAX_RECOMPUTE_DEPTH and v.opcode in _RECOMPUTABLE and (v.opcode != "load" or self._readonly(v)):
+        recomputable = v.opcode in _RECOMPUTABLE or _is_pure_math_call(v)
+        if depth < _MAX_RECOMPUTE_DEPTH and recomputable and (v.opcode != "load" or self._readonly(v)):
             operands = [self.need(o, block, depth + 1) for o in v.operands]
             clone = copy.copy(v)
             clone.name, clone.parent, clone.flags = "", None, set(v.flags)
@@ -422,7 +436,13 @@ class _Reverser:
             return self._reverse_store(inst, block, b)
         if op == "atomicrmw":
             return self._reverse_atomic(inst, block, b)
-        if op == "call" and getattr(inst.callee, "name", "").startswith(("llvm.memcpy", "llvm.memmove", "llvm.memset")):
+        if op == "call" and getattr(inst.callee, "name", "").startswith("llvm.memset"):
+            # memory overwritten by constants: the adjoints of what it held are dropped
+            if inst.operands[0] in self.shadow:
+                b.call(inst.callee, [self.need(self.shadow[inst.operands[0]], block), const(i8, 0),
+                                     self.need(inst.operands[2], block), inst.operands[3]])
+            return None
+        if op == "call" and getattr(inst.callee, "name", "").startswith(("llvm.memcpy", "llvm.memmove")):
             if any(o in self.shadow for o in inst.operands):
                 raise DifferentiationError(f"{describe(inst)} on differentiated memory is not supported yet")
             return None
