@@ -303,7 +303,8 @@ def add_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, grid_r
             params.append(arg)
     grid = list(fn.args[len(types):len(types) + grid_rank])
     status = fn.args[-1]
-    accumulators = EntryAccumulators(m, b, sites, list(body.function_type.args[:grid_rank + len(types) + 1]))
+    accumulators = EntryAccumulators(m, b, sites, list(body.function_type.args[:grid_rank + len(types) + 1]),
+                                     alloca_addrspace=5 if target == "amdgpu" else 0)
     linear = _LINEAR_ID[target](m, b)
     total = grid[0]
     for g in grid[1:]:

@@ -228,13 +228,17 @@ class EntryAccumulators:
     """The entry's half of the protocol: private accumulators (allocas holding the identity)
     passed to the body, and the code that adds their contents once the body has run."""
 
-    def __init__(self, m: _ir.Module, b: _ir.IRBuilder, sites: list[Site], body_param_types: list):
+    def __init__(self, m: _ir.Module, b: _ir.IRBuilder, sites: list[Site], body_param_types: list,
+                 alloca_addrspace: int = 0):
         self.m, self.sites = m, sites
         self.types = [_lltype(s.type_name) for s in sites]
         self.pointers = []
         self.identities = [_ir.Constant(t, identity(s.op, s.type_name)) for s, t in zip(sites, self.types)]
         for t, ident in zip(self.types, self.identities):
-            slot = b.alloca(t)
+            if alloca_addrspace:      # AMDGPU: private memory is addrspace(5); the body takes generic pointers
+                slot = b.addrspacecast(_private_alloca(b, t, alloca_addrspace), _ir.PointerType())
+            else:
+                slot = b.alloca(t)
             b.store(ident, slot)
             self.pointers.append(slot)
         fn_type = _ir.FunctionType(_ir.PointerType(), body_param_types)
@@ -295,6 +299,24 @@ class EntryAccumulators:
         for offset in (16, 8, 4, 2, 1):
             v = _combine(b, site.combine, v, _shfl_down(self.m, b, v, offset))
         return v
+
+
+class _AddrspaceAlloca(_ir.instructions.AllocaInstr):
+    """``alloca T, addrspace(N)`` (llvmlite.ir spells allocas in addrspace 0 only)."""
+
+    def __init__(self, parent, typ, addrspace: int, name: str = ""):
+        super().__init__(parent, typ, None, name)
+        self.type = _ir.PointerType(addrspace=addrspace)
+        self.addrspace = addrspace
+
+    def descr(self, buf):
+        buf.append(f"alloca {self.allocated_type}, addrspace({self.addrspace})\n")
+
+
+def _private_alloca(b: _ir.IRBuilder, typ, addrspace: int):
+    inst = _AddrspaceAlloca(b.block, typ, addrspace, b.block.scope.deduplicate("uacc"))
+    b._insert(inst)
+    return inst
 
 
 def _combine(b: _ir.IRBuilder, kind: str, x, y):

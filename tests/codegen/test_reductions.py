@@ -213,3 +213,10 @@ def test_amdgpu_defers_to_one_atomic_per_thread_after_the_body():
     entry = _function(module, abi.kernel_entry_name(dot.body_name))
     assert entry.count("atomicrmw fadd") == 1 and "amdgpu_kernel" in entry
     assert "atomicrmw fadd" not in _function(module, dot.body_name)
+
+
+def test_amdgpu_backend_combines_the_deferred_atomic_across_the_wavefront():
+    from adoffload.codegen import amdgpu
+    flat = [f.llvm_type for f in dot.signature.flat_params()]
+    asm = amdgpu.compile_gcn_assembly(abi.add_gpu_entry(dot.module_text(), dot.body_name, flat, 1, "amdgpu"))
+    assert "v_readlane_b32" in asm and "s_ff1_i32_b64" in asm      # the atomic optimizer's wave loop
