@@ -48,7 +48,7 @@ runs, are not routed through the log: primal outputs of a vjp kernel are not par
 guarantee, only the gradients are.
 
 Cost: 16 bytes of log per SHARED contribution (and per UNIFORM one inside a loop), a counting
-launch of the primal to size it, and a host reduction (O(entries), ``np.add.at``); on a GPU
+launch of the primal to size it, and a host reduction (O(entries + shadow size), ``np.bincount``); on a GPU
 the log is copied back to the host before the reduction.
 """
 from __future__ import annotations
@@ -59,6 +59,7 @@ import numpy as np
 
 from ..errors import DifferentiationError
 from ..ir.builder import Builder
+from .rules import describe
 from ..ir.core import Argument, Block, Function, FunctionType, Instruction, Value, const, f32, f64, i8, i64, ptr, void
 
 ENTRY_BYTES = 16
@@ -167,12 +168,12 @@ def check_no_read_after_log(log: ContributionLog, blocks: list[Block]) -> None:
         after = _reachable_after(write, blocks)
         for logged_root, load in log.logged:
             if (root is None or logged_root is root) and (load is None or load in after):
-                where = f" (line {write.location[1]})" if getattr(write, "location", None) else ""
+                what = f"the load at {load.location}" if load is not None and load.location else "a load"
                 raise DifferentiationError(
-                    f"deterministic mode: {write.opcode} to {logged_root.name}'s array{where} can come before a "
-                    f"load of it whose adjoint goes to the contribution log; the reverse of the store "
-                    f"would miss that contribution. Use the default (atomic) mode for this kernel, or "
-                    f"read the value once before writing the array")
+                    f"deterministic mode: {describe(write)} writes {logged_root.name[2:]}'s array and can come "
+                    f"before {what} of it whose adjoint goes to the contribution log, so the store's "
+                    f"reverse would miss that contribution. Use the default (atomic) mode for this "
+                    f"kernel, or read the value before writing the array")
 
 
 def _reachable_after(inst: Instruction, blocks: list[Block]) -> set[Instruction]:
@@ -233,34 +234,34 @@ def reduce_log(log_words: np.ndarray, shadows: list[np.ndarray]) -> None:
 
     ``log_words`` is the log buffer as i64 words (entries laid out by linear thread index,
     then program order); ``shadows[shadow_id]`` the shadow array. Each element's contributions
-    are summed one after the other in log order, in f64 from 0 (``np.add.at`` is unbuffered
-    and goes through the indices in order), and the total is added once to the element.
+    are summed one after the other in log order, in f64 from 0, and the total is added once to
+    the element. ``np.bincount`` with weights is that sequential loop (checked bitwise against a
+    Python loop in tests/determinism); numpy's ``sum`` is pairwise and would not do.
     """
     words = np.ascontiguousarray(log_words).view(np.int64)
-    if words.size % 2:
-        words = words[:-1]
-    entries = words.reshape(-1, 2)
+    entries = words[:words.size - words.size % 2].reshape(-1, 2)
     keys = entries[:, 0]
     values = entries[:, 1].view(np.float64)
     used = keys != 0
     keys, values = keys[used], values[used]
     ids = (keys >> SHADOW_SHIFT) - 1
     offsets = keys & OFFSET_MASK
-    for shadow_id in np.unique(ids):
-        if not 0 <= shadow_id < len(shadows):
-            raise DifferentiationError(f"corrupt contribution log: shadow id {shadow_id} of {len(shadows)}")
-        shadow = shadows[shadow_id]
+    for shadow_id in range(len(shadows)):
         mine = ids == shadow_id
+        if not mine.any():
+            continue
+        shadow = shadows[shadow_id]
         elements = offsets[mine] // shadow.itemsize
-        if elements.size and int(elements.max()) >= shadow.size:
+        if int(elements.max()) >= shadow.size:
             raise DifferentiationError(f"corrupt contribution log: element {int(elements.max())} of a "
                                        f"shadow with {shadow.size} elements")
-        touched, dense = np.unique(elements, return_inverse=True)
-        totals = np.zeros(touched.size, np.float64)
-        np.add.at(totals, dense, values[mine])
+        totals = np.bincount(elements, weights=values[mine], minlength=shadow.size)
+        hit = np.bincount(elements, minlength=shadow.size) > 0
         flat = shadow.reshape(-1)
-        flat[touched] += totals.astype(shadow.dtype)
-
+        flat[hit] += totals[hit].astype(shadow.dtype)
+    if ids.size and (ids.min() < 0 or ids.max() >= len(shadows)):
+        raise DifferentiationError(f"corrupt contribution log: shadow ids {ids.min()}..{ids.max()} "
+                                   f"for {len(shadows)} shadows")
 
 __all__ = ["LogSpec", "ContributionLog", "shadow_root", "check_no_read_after_log", "add_counting_function",
            "reduce_log", "ENTRY_BYTES"]
