@@ -79,10 +79,11 @@ class Kernel:
 
     # ---- compile ----------------------------------------------------------------------
     def compiled(self, target: str = "host", *, arch: str | None = None, scalars_by_reference: bool = False,
-                 proven: frozenset = frozenset()) -> Compiled:
+                 proven: frozenset = frozenset(), **options) -> Compiled:
+        """``options`` go to ``codegen.compile_for_target`` (``noalias``, ``reductions``, ...)."""
         from . import codegen
         proven = frozenset(proven) & self.candidate_facts
-        key = (target, arch, scalars_by_reference, proven)
+        key = (target, arch, scalars_by_reference, proven, tuple(sorted(options.items())))
         with self._lock:
             hit = self._compiled.get(key)
             if hit is not None:
@@ -93,7 +94,7 @@ class Kernel:
             by_reference = [k for k, f in enumerate(flat) if f.role == "scalar"] if scalars_by_reference else False
             artifact = codegen.compile_for_target(
                 self.module_text(proven), self.body_name, flat_types, self.signature.grid_rank,
-                target, arch=arch, scalars_by_reference=by_reference)
+                target, arch=arch, scalars_by_reference=by_reference, **options)
             entry = codegen.kernel_symbol(self.body_name, target)
             compiled = Compiled(target, entry, artifact, flat_types, self.signature.grid_rank)
             self._compiled[key] = compiled

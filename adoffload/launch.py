@@ -154,7 +154,9 @@ def launch(kernel, args: tuple, kwargs: dict, *, grid, device="cpu"):
         values += tape_arguments(kernel, values, grid, dev)
     proven = proven_facts(kernel, values, grid)
     target = {"cpu": "host", "cuda": "nvptx", "hip": "amdgpu"}[dev.kind]
-    compiled = kernel.compiled(target, arch=getattr(dev, "arch", None), proven=proven)
+    # On a GPU every array gets its own device buffer (_launch_device): they never overlap.
+    options = {"noalias": True} if dev.kind != "cpu" else {}
+    compiled = kernel.compiled(target, arch=getattr(dev, "arch", None), proven=proven, **options)
     status = abi_status.new_record()
     if dev.kind == "cpu":
         _launch_host(dev, compiled, signature, values, grid, total, status)
