@@ -246,7 +246,8 @@ class ForwardPass:
             for lane in range(self.width):
                 shadow = self.builder.alloca(inst.element_type, f"d_{inst.name}")
                 self.builder.store(zero_of(inst.element_type), shadow)
-                lanes.append(shadow)
+                # through a GEP: ir export refuses an element store straight into an array alloca
+                lanes.append(self.builder.gep(i8, shadow, [const(i64, 0)]))
             self.shadows[inst] = lanes
             return
         if inst.opcode not in _POINTER_OPS and inst.opcode != "select":

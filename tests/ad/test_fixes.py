@@ -52,3 +52,10 @@ def test_forward_through_a_local_array_holding_active_values():
     v = rng.standard_normal((4, 3))
     _, shadows = run_jvp(_local_prefix, values, {"x": v}, ["x"], 4)
     np.testing.assert_allclose(shadows["d_y"], _fd_jvp(_local_prefix, values, "x", v), rtol=1e-6)
+
+
+def test_reverse_through_a_local_array_holding_active_values():
+    """reverse refused the memset that zero-fills ``ado.zeros`` once the array held active values
+    ('memset on differentiated memory is not supported yet'); its reverse zeroes the shadow."""
+    rng = np.random.default_rng(1)
+    check_grads(_local_prefix, dict(x=rng.uniform(-1, 1, (4, 3)), y=np.zeros(4)), ["x"], 4)
