@@ -234,6 +234,9 @@ class _Exporter:
             case "alloca":
                 result = b.alloca(lltype(inst.element_type), ops[0] if ops else None, name)
                 result.align = inst.align
+                # llvmlite types the result [N x T]*; LLVM's is an opaque ptr, so a direct
+                # store of an element into the alloca (no GEP) must not be refused.
+                result.type = lltype(inst.type)
                 return result
             case "load":
                 return self.emit_load(b, inst, ops)

@@ -30,3 +30,25 @@ def test_reverse_with_dynamic_tape_when_the_grid_proves_the_bounds():
         # out = sin(z) after the second iteration, where z = w: d out / d w = cos(w)
         np.testing.assert_allclose(d_w[:grid], np.cos(w[:grid]), rtol=1e-12)
         assert (d_w[grid:] == 0).all()
+
+
+@ado.kernel
+def local_array_direct_store(a: ado.f64, idx: ado.In[ado.i64], out: ado.Out[ado.f64]):
+    i = ado.tid()
+    t = ado.zeros(4, ado.f64)
+    t[0] = a                          # element 0: a store straight into the alloca, no GEP
+    t[1] = a
+    t[2] = a
+    out[i] = ado.sin(t[idx[i] % 3]) + t[0]
+
+
+def test_store_into_a_local_array_without_an_index_exports():
+    """Fuzz seed 2000018: exporting 'store double, alloca [4 x double]' failed in llvmlite
+    ("cannot store double to [4 x double]*"), so reverse mode through local arrays broke."""
+    idx = np.array([1, 2, 0])
+    out = np.zeros(3)
+    local_array_direct_store(0.5, idx, out, grid=3)
+    np.testing.assert_allclose(out, np.sin(0.5) + 0.5)
+    d_a = np.zeros(1)
+    ado.vjp(local_array_direct_store, ["a"])(0.5, idx, np.zeros(3), d_a=d_a, d_out=np.ones(3), grid=3)
+    np.testing.assert_allclose(d_a, [3 * (np.cos(0.5) + 1)], rtol=1e-12)
