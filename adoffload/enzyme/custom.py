@@ -63,6 +63,28 @@ def custom_tangent(ctx: RuleContext, inst: Instruction, custom: CustomDerivative
     return total
 
 
+def custom_cotangents(ctx: RuleContext, inst: Instruction, custom: CustomDerivative,
+                      adjoint: Value) -> list[Value | None]:
+    """Reverse mode through a custom derivative: the vjp, or for a jvp-only helper
+    ``dx_i = Σ_j dy_j · jvp(x, e_i)_j`` (one jvp call per argument)."""
+    args = [ctx.primal(a) for a in inst.operands]
+    struct = isinstance(inst.type, StructType)
+    count = len(inst.type.elements) if struct else 1
+    dys = vjp_results(ctx, adjoint, count) if struct else [adjoint]
+    if custom.vjp is not None:
+        return vjp_results(ctx, ctx.builder.call(custom.vjp, args + dys), len(args))
+    cotangents: list[Value | None] = []
+    for i, a in enumerate(args):
+        unit = [constant(b.type, 1.0 if k == i else 0.0) for k, b in enumerate(args)]
+        column = vjp_results(ctx, ctx.builder.call(custom.jvp, args + unit), count) if struct else \
+            [ctx.builder.call(custom.jvp, args + unit)]
+        total = None
+        for partial, dy in zip(column, dys):
+            total = ctx.add(total, ctx.mul(partial, dy))
+        cotangents.append(total)
+    return cotangents
+
+
 def vjp_results(ctx: RuleContext, result: Value, n: int) -> list[Value]:
     """The n cotangents a vjp call returned (a struct of n floats, or one float when n == 1)."""
     if not isinstance(result.type, StructType):

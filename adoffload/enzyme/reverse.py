@@ -27,8 +27,9 @@ from typing import Callable
 from ..errors import DifferentiationError
 from ..ir.builder import Builder
 from ..ir.core import (Argument, Block, Constant, Function, FunctionType, GlobalVariable, Instruction,
-                       Module, Value, const, i8, i32, i64, ptr, void)
+                       Module, StructType, Value, const, i8, i32, i64, ptr, void)
 from .activity import ACTIVE, CONST, DUP, Activity, analyze, is_float_type
+from .custom import custom_cotangents, find_custom
 from .deterministic import ContributionLog, LogSpec, add_counting_function, check_no_read_after_log
 from .parallel import AddressClass, AddressClassifier, ParallelInfo, uniform_add_intrinsic
 from .reverse_cfg import Dominators, LoopInfo, inductions, predecessor_map, reachable_blocks
@@ -113,6 +114,19 @@ def _pointer_root(p: Value) -> Value:
     while isinstance(p, Instruction) and p.opcode in ("getelementptr", "bitcast", "addrspacecast"):
         p = p.operands[0]
     return p
+
+
+def _sum(b: Builder, a: Value, d: Value) -> Value:
+    """``a + d`` for floats, and field by field for a struct (a tuple-returning helper's result)."""
+    if not isinstance(a.type, StructType):
+        return b.fadd(a, d)
+    out = a
+    for k, element in enumerate(a.type.elements):
+        if is_float_type(element):
+            total = _sum(b, b.emit("extractvalue", element, [a], indices=(k,)),
+                         b.emit("extractvalue", element, [d], indices=(k,)))
+            out = b.emit("insertvalue", a.type, [out, total], indices=(k,))
+    return out
 
 
 def zero_of(t) -> Constant:
@@ -273,7 +287,7 @@ class _Reverser:
         if delta is None or not self.has_adjoint(v):
             return
         slot = self.adjoint_slot(v)
-        b.store(b.fadd(b.load(v.type, slot), delta), slot)
+        b.store(_sum(b, b.load(v.type, slot), delta), slot)
 
     # ---- what the reverse sweep needs from the forward sweep
     def need(self, v: Value, block: Block, depth: int = 0) -> Value:
@@ -455,8 +469,12 @@ class _Reverser:
             return self.add_adjoint(inst.operands[0], adj, b)
         override = REVERSE_OVERRIDES.get(rule_key(inst))
         ctx = RuleContext(b, self.module, primal=lambda v: self.need(v, block))
-        contributions = (override(ctx, inst, adj) if override is not None
-                         else reverse_contributions(ctx, rule_for(inst), inst, adj))
+        custom = find_custom(self.module, inst.callee) if op == "call" else None
+        if custom is not None:
+            contributions = custom_cotangents(ctx, inst, custom, adj)
+        else:
+            contributions = (override(ctx, inst, adj) if override is not None
+                             else reverse_contributions(ctx, rule_for(inst), inst, adj))
         for operand, delta in zip(inst.operands, contributions):
             self.add_adjoint(operand, delta, b)
 
