@@ -33,26 +33,33 @@ _KERNEL_TABLE = {
 }
 
 
-def get_backend(name: str = "adoffload") -> SimpleNamespace:
-    """The functions of backend ``name`` (``"adoffload"`` or ``"jax"``) as attributes."""
+def get_backend(name: str = "adoffload", *, adjoint: bool = True) -> SimpleNamespace:
+    """The functions of backend ``name`` (``"adoffload"`` or ``"jax"``) as attributes.
+
+    ``adjoint=True`` also requires the adoffload kernels' adjoints to work through
+    ``jax.grad`` (forces); ``adjoint=False`` asks only for primal kernels (neighbor lists).
+    """
     if name == "jax":
         return SimpleNamespace(name="jax", **{f: getattr(reference, f) for f in _KERNEL_TABLE})
     if name == "adoffload":
-        return _kernel_backend()
+        backend = _kernel_backend()
+        if adjoint:
+            _adjoint_smoke_test()
+        return backend
     raise BackendUnavailableError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
 
 
-def available(name: str) -> tuple[bool, str]:
-    """Whether backend ``name`` can run here, and why not."""
+def available(name: str, *, adjoint: bool = True) -> tuple[bool, str]:
+    """Whether backend ``name`` can run here (with adjoints, or primal kernels only), and why not."""
     try:
-        get_backend(name)
+        get_backend(name, adjoint=adjoint)
     except BackendUnavailableError as error:
         return False, str(error)
     return True, ""
 
 
 def default_backend() -> str:
-    """``"adoffload"`` when the kernel compiler is usable here, else ``"jax"``."""
+    """``"adoffload"`` when its kernels and their adjoints run here, else ``"jax"``."""
     return "adoffload" if available("adoffload")[0] else "jax"
 
 
@@ -75,22 +82,39 @@ def _kernel_backend() -> SimpleNamespace:
     return backend
 
 
+_TWO_ATOMS = ([[0.0, 0.0, 0.0], [1.1, 0.2, -0.1]], [[1], [0]])
+
+
 def _smoke_test(backend) -> None:
-    """Compile and run one energy kernel and its adjoint on two atoms; any failure means unavailable."""
+    """Compile and run one primal kernel on two atoms; any failure means unavailable."""
+    import jax.numpy as jnp
+    pos = jnp.asarray(_TWO_ATOMS[0], dtype=jnp.float64)
+    _compare("LJ cluster energy kernel", lambda: jnp.sum(backend.cluster_lj_energy(pos, 1.0, 1.0)),
+             lambda: jnp.sum(reference.cluster_lj_energy(pos, 1.0, 1.0)))
+
+
+@functools.cache
+def _adjoint_smoke_test() -> None:
+    """Forces of the neighbor-list LJ kernel through jax.grad (its adjoint) on two atoms."""
+    backend = _kernel_backend()
     import jax
     import jax.numpy as jnp
+    pos = jnp.asarray(_TWO_ATOMS[0], dtype=jnp.float64)
+    neighbors, box = jnp.asarray(_TWO_ATOMS[1], dtype=jnp.int64), jnp.full(3, 10.0)
+    force = lambda fns: jax.grad(lambda x: jnp.sum(fns.lj_energy(x, box, neighbors, 1.0, 1.0, 2.5)))(pos)
+    _compare("adjoint of the LJ energy kernel (forces)", lambda: force(backend), lambda: force(reference))
+
+
+def _compare(what, ours, expected) -> None:
     import numpy as np
-    pos = np.array([[0.0, 0.0, 0.0], [1.1, 0.2, -0.1]])
     try:
-        energy = lambda x: jnp.sum(backend.cluster_lj_energy(x, 1.0, 1.0))
-        value, gradient = jax.value_and_grad(energy)(jnp.asarray(pos, dtype=jnp.float64))
-        expected = float(jnp.sum(reference.cluster_lj_energy(jnp.asarray(pos), 1.0, 1.0)))
+        value = np.asarray(ours())
     except Exception as error:
         raise BackendUnavailableError(
-            f"the adoffload kernels do not run here yet ({type(error).__name__}: {error}); "
+            f"the adoffload {what} does not run here yet ({type(error).__name__}: {error}); "
             "use backend='jax' (the plain-JAX reference)") from error
-    if not np.isclose(float(value), expected, rtol=1e-9) or not np.all(np.isfinite(np.asarray(gradient))):
-        raise BackendUnavailableError(f"the adoffload LJ kernel gave {float(value)!r}, the reference {expected!r}")
+    if not np.allclose(value, np.asarray(expected()), rtol=1e-9, atol=1e-12):
+        raise BackendUnavailableError(f"the adoffload {what} gave {value!r}, the reference {np.asarray(expected())!r}")
 
 
 def _grid_and_shapes(name, args, outs):

@@ -129,7 +129,7 @@ class ForceField:
     def energy(self, pos, neighbors, params=None):
         """Total potential energy; ``neighbors`` is the (N, capacity) index array of a NeighborList."""
         params = self.parameters if params is None else params
-        backend = get_backend(self.backend)
+        backend = get_backend(self.backend, adjoint=False)      # jax.grad of this runs the adjoints
         box = jnp.asarray(self.box, dtype=pos.dtype)
         return sum(t.energy(backend, pos, box, neighbors, params[t.name]) for t in self.terms)
 

@@ -72,7 +72,7 @@ class NeighborListSpec:
         return min(self.cells_per_side) >= MIN_CELLS_PER_SIDE
 
     def build(self, pos, previous_peak=0, previous_builds=0) -> NeighborList:
-        backend = get_backend(self.backend)
+        backend = get_backend(self.backend, adjoint=False)
         box = jnp.asarray(self.box, dtype=pos.dtype)
         if self.uses_cells:
             cps = jnp.asarray(self.cells_per_side, dtype=jnp.int64)

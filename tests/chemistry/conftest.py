@@ -31,6 +31,16 @@ def backend(request, float64):
     return request.param
 
 
+@pytest.fixture(params=["jax", "adoffload"])
+def primal_backend(request, float64):
+    """Like ``backend``, but the adoffload side needs only primal kernels (no adjoints)."""
+    from adoffload.chemistry import available
+    ok, why = available(request.param, adjoint=False)
+    if not ok:
+        pytest.skip(why)
+    return request.param
+
+
 @pytest.fixture
 def examples_path():
     sys.path.insert(0, os.path.abspath(EXAMPLES))

@@ -19,9 +19,9 @@ def _rows(nl):
 
 
 @pytest.mark.parametrize("method", ["cells", "all_pairs"])
-def test_matches_brute_force(backend, method):
+def test_matches_brute_force(primal_backend, method):
     pos, box = _random_box(600, 0.8)
-    spec = NeighborListSpec(box, cutoff=2.0, skin=0.3, capacity=96, backend=backend, method=method)
+    spec = NeighborListSpec(box, cutoff=2.0, skin=0.3, capacity=96, backend=primal_backend, method=method)
     nl = spec.build(jnp.asarray(pos))
     spec.check_overflow(nl)
     expected = brute_force_neighbors(pos, box, spec.radius)
@@ -31,9 +31,9 @@ def test_matches_brute_force(backend, method):
         assert spec.uses_cells and min(spec.cells_per_side) >= 3
 
 
-def test_overflow_is_reported(backend):
+def test_overflow_is_reported(primal_backend):
     pos, box = _random_box(400, 0.8)
-    spec = NeighborListSpec(box, cutoff=2.0, skin=0.3, capacity=8, backend=backend)
+    spec = NeighborListSpec(box, cutoff=2.0, skin=0.3, capacity=8, backend=primal_backend)
     nl = spec.build(jnp.asarray(pos))
     with pytest.raises(NeighborListOverflowError, match="capacity >= "):
         spec.check_overflow(nl)
