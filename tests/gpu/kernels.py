@@ -1,8 +1,8 @@
 """The AD kernels of the device-parity suite, each with a numpy reference for its primal.
 
 They cover what the RAJAPerf table (benchmarks/rajaperf_kernels.py) does not: f32 data,
-an all-pairs loop with a data-dependent branch (its adjoint needs a dynamic tape), an
-atomic reduction, 2-D and 3-D grids, and libm/libdevice math in f32 and f64.
+an all-pairs loop with a data-dependent branch, a recurrence with a per-thread trip count
+(its adjoint needs a dynamic tape), an atomic reduction, 2-D and 3-D grids, and libm/libdevice math in f32 and f64.
 """
 from __future__ import annotations
 
@@ -35,6 +35,17 @@ def lj_all_pairs(pos: ado.In[F64, 2], sigma: F64, epsilon: F64, e: ado.Out[F64])
             s6 = s2 * s2 * s2
             acc = acc + 2.0 * epsilon * (s6 * s6 - s6)
     e[i] = acc
+
+
+@ado.kernel
+def recurrence(x: ado.In[F64], steps: ado.In[ado.i64], out: ado.Out[F64]):
+    """A nonlinear recurrence with a per-thread trip count: its adjoint needs a dynamic tape
+    holding a different number of records per thread."""
+    i = ado.tid()
+    acc = x[i]
+    for j in range(steps[i]):
+        acc = ado.sin(acc) * x[(i + j) % x.shape[0]] + 0.5
+    out[i] = acc
 
 
 @ado.kernel
@@ -77,6 +88,14 @@ def lj_reference(pos, sigma, epsilon):
     np.fill_diagonal(r2, np.inf)
     s6 = (sigma * sigma / r2) ** 3
     return (2.0 * epsilon * (s6 * s6 - s6)).sum(1)
+
+
+def recurrence_reference(x, steps):
+    out = x.copy()
+    for i in range(len(x)):
+        for j in range(steps[i]):
+            out[i] = math.sin(out[i]) * x[(i + j) % len(x)] + 0.5
+    return out
 
 
 def math_reference(x, y):

@@ -137,20 +137,18 @@ def test_1d_grids_of_many_blocks(cuda, n):
     assert (out == 3.5).all()
 
 
-def test_dynamic_tape_with_mismatched_thread_counts(cuda):
-    """The all-pairs adjoint's tape holds a different number of records per thread (the
-    j != i branch), sized by the counting kernel on the device."""
-    from .kernels import lattice, lj_all_pairs
+def test_dynamic_tape_with_different_sizes_per_thread(cuda):
+    """The recurrence's adjoint tape holds steps[i] records for thread i; the counting
+    kernel sizes it on the device, the launcher prefix-sums the offsets."""
+    from .kernels import recurrence
     rng = np.random.default_rng(5)
-    n = 125
-    pos = lattice(n, rng)
+    n = 4099
+    x, steps = rng.uniform(0.2, 1.2, n), rng.integers(0, 40, n)
     seeds = rng.standard_normal(n)
     grads = {}
     for spec in ("cpu", cuda.spec):
-        d_pos, d_sigma = np.zeros_like(pos), np.zeros(1)
-        ado.vjp(lj_all_pairs, ["pos", "sigma"])(pos, 1.0, 0.5, np.zeros(n), d_pos, d_sigma, seeds.copy(),
-                                                 grid=n, device=spec)
-        grads[spec] = (d_pos, d_sigma)
-    np.testing.assert_allclose(grads[cuda.spec][0], grads["cpu"][0], rtol=1e-9, atol=1e-11)
-    np.testing.assert_allclose(grads[cuda.spec][1], grads["cpu"][1], rtol=1e-9)
-    assert np.abs(grads["cpu"][0]).max() > 0
+        d_x = np.zeros(n)
+        ado.vjp(recurrence, ["x"])(x, steps, np.zeros(n), d_x, seeds.copy(), grid=n, device=spec)
+        grads[spec] = d_x
+    np.testing.assert_allclose(grads[cuda.spec], grads["cpu"], rtol=1e-10, atol=1e-12)
+    assert np.abs(grads["cpu"]).max() > 0

@@ -29,11 +29,11 @@ def test_cuda_matches_host(cuda, which):
 
 
 def test_repeated_launches_reuse_compiled_code(cuda):
-    case = BY_NAME["ad.lj_all_pairs"]
+    case = BY_NAME["ad.recurrence"]
     kernel = variant(case, "vjp")
     values = arguments(case, "vjp")
     first = run(kernel, values, case.grid, cuda.spec)
     compiled = dict(kernel._compiled)
     second = run(kernel, values, case.grid, cuda.spec)
     assert kernel._compiled == compiled, "a second launch with the same shapes compiled again"
-    assert_same("lj vjp twice", second, first, case.rtol, case.atol)
+    assert_same("recurrence vjp twice", second, first, case.rtol, case.atol)
