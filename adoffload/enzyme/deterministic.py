@@ -240,28 +240,34 @@ def reduce_log(log_words: np.ndarray, shadows: list[np.ndarray]) -> None:
     """
     words = np.ascontiguousarray(log_words).view(np.int64)
     entries = words[:words.size - words.size % 2].reshape(-1, 2)
-    keys = entries[:, 0]
-    values = entries[:, 1].view(np.float64)
-    used = keys != 0
-    keys, values = keys[used], values[used]
+    keys = np.ascontiguousarray(entries[:, 0])
+    values = np.ascontiguousarray(entries[:, 1]).view(np.float64)
+    if not keys.all():
+        used = keys != 0
+        keys, values = keys[used], values[used]
+    if not keys.size:
+        return
+    # one index space for all shadows: shadow k's elements start at bases[k]
+    sizes = np.array([s.size for s in shadows], np.int64)
+    bases = np.concatenate([[0], np.cumsum(sizes)])
+    shifts = np.array([int(s.itemsize).bit_length() - 1 for s in shadows], np.int64)
     ids = (keys >> SHADOW_SHIFT) - 1
-    offsets = keys & OFFSET_MASK
-    for shadow_id in range(len(shadows)):
-        mine = ids == shadow_id
-        if not mine.any():
-            continue
-        shadow = shadows[shadow_id]
-        elements = offsets[mine] // shadow.itemsize
-        if int(elements.max()) >= shadow.size:
-            raise DifferentiationError(f"corrupt contribution log: element {int(elements.max())} of a "
-                                       f"shadow with {shadow.size} elements")
-        totals = np.bincount(elements, weights=values[mine], minlength=shadow.size)
-        hit = np.bincount(elements, minlength=shadow.size) > 0
-        flat = shadow.reshape(-1)
-        flat[hit] += totals[hit].astype(shadow.dtype)
-    if ids.size and (ids.min() < 0 or ids.max() >= len(shadows)):
+    if ids.min() < 0 or ids.max() >= len(shadows):
         raise DifferentiationError(f"corrupt contribution log: shadow ids {ids.min()}..{ids.max()} "
                                    f"for {len(shadows)} shadows")
+    elements = (keys & OFFSET_MASK) >> shifts[ids]
+    bad = elements >= sizes[ids]
+    if bad.any():
+        where = int(np.argmax(bad))
+        raise DifferentiationError(f"corrupt contribution log: element {int(elements[where])} of shadow "
+                                   f"{int(ids[where])}, which has {int(sizes[ids[where]])} elements")
+    flat_index = bases[ids] + elements
+    totals = np.bincount(flat_index, weights=values, minlength=int(bases[-1]))
+    hit = np.bincount(flat_index, minlength=int(bases[-1])) > 0
+    for k, shadow in enumerate(shadows):
+        flat, part, touched = shadow.reshape(-1), totals[bases[k]:bases[k + 1]], hit[bases[k]:bases[k + 1]]
+        if touched.any():
+            flat[touched] += part[touched].astype(shadow.dtype)
 
 __all__ = ["LogSpec", "ContributionLog", "shadow_root", "check_no_read_after_log", "add_counting_function",
            "reduce_log", "ENTRY_BYTES"]

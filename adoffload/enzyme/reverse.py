@@ -8,12 +8,14 @@ a "came-from" index when B has several predecessors). Adjoints live in one ``all
 accumulator per active value (SROA/mem2reg turn them into registers after AD); a phi's
 adjoint flows to the incoming value of the edge taken. What the reverse sweep needs from the
 primal is reused, recomputed or cached on the tape (policy in ``_Reverser.need``, storage in
-tape.py); shadow updates are plain, per-thread-uniform or atomic (parallel.py).
+tape.py); shadow updates are plain, per-thread-uniform or atomic (parallel.py), or logged in
+deterministic mode (deterministic.py).
 
 Derived function: primal args, then one shadow per non-Const arg (pointer shadow for a Dup
 pointer, ``ptr`` to a one-element accumulator for an Active/Dup float scalar), then ``dret``
 (the seed) if ``fn`` returns a float, then ``ptr %tape, i64 %tape_offset`` if the tape is
-dynamic (see tape.py). It returns void.
+dynamic (see tape.py), then ``ptr %log, i64 %log_offset`` if deterministic mode logs contributions
+(see deterministic.py). It returns void.
 
 Assumption: distinct pointer arguments do not alias (kernel arrays are distinct buffers);
 loads from an argument the function never writes are recomputed in the reverse sweep.
@@ -31,7 +33,7 @@ from ..ir.core import (Argument, Block, Constant, Function, FunctionType, Global
 from .activity import ACTIVE, CONST, DUP, Activity, analyze, is_float_type
 from .custom import custom_cotangents, find_custom
 from .deterministic import ContributionLog, LogSpec, add_counting_function, check_no_read_after_log
-from .parallel import AddressClass, AddressClassifier, ParallelInfo, uniform_add_intrinsic
+from .parallel import UNIFORM_ADD_PREFIX, AddressClass, AddressClassifier, ParallelInfo, uniform_add_intrinsic
 from .reverse_cfg import Dominators, LoopInfo, inductions, predecessor_map, reachable_blocks
 from .rules import RuleContext, describe, reverse_contributions, rule_for, rule_key
 from .tape import STATIC_TAPE_LIMIT, Tape, TapeSpec, add_count_function
@@ -460,6 +462,8 @@ class _Reverser:
             if any(o in self.shadow for o in inst.operands):
                 raise DifferentiationError(f"{describe(inst)} on differentiated memory is not supported yet")
             return None
+        if op == "call" and getattr(inst.callee, "name", "").startswith(UNIFORM_ADD_PREFIX):
+            return self._reverse_uniform_add(inst, block, b)
         if not self.has_adjoint(inst):
             return None
         adj = self.take_adjoint(inst, b)
@@ -500,6 +504,13 @@ class _Reverser:
             self.log.note_readback(self.shadow[pointer], inst)
         seed = b.load(value.type, self.need(self.shadow[pointer], block), "d.atomic")
         self.add_adjoint(value, seed if inst.op == "fadd" else b.fneg(seed), b)
+
+    def _reverse_uniform_add(self, inst: Instruction, block: Block, b: Builder) -> None:
+        """An adjoint kernel's ``*p += v`` (reverse over reverse): ``v̄ += shadow(p)[0]``."""
+        pointer, value = inst.operands
+        if pointer in self.shadow and is_float_type(value.type):
+            seed = b.load(value.type, self.need(self.shadow[pointer], block), "d.uniform")
+            self.add_adjoint(value, seed, b)
 
     # ---- shadow accumulation
     def accumulate(self, pointer: Value, delta: Value, block: Block, b: Builder,
