@@ -124,6 +124,9 @@ class ForceField:
         if self.cutoff <= 0:           # bonded terms only: the list is unused, keep it tiny
             return NeighborListSpec(tuple(self.box), 0.0, 0.0, 1, self.backend, method="all_pairs")
         capacity = capacity or estimate_capacity(n_atoms, self.box, self.cutoff, skin)
+        if "max_per_cell" not in options:           # the reference scans this many slots per cell
+            mean = n_atoms / float(np.prod(self.box)) * (self.cutoff + skin) ** 3
+            options["max_per_cell"] = int(8 * np.ceil((2.0 * mean + 16) / 8))
         return NeighborListSpec(tuple(self.box), self.cutoff, skin, capacity, self.backend, **options)
 
     def energy(self, pos, neighbors, params=None):
