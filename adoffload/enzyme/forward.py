@@ -24,6 +24,7 @@ from ..ir.core import (Argument, Block, Constant, FloatType, Function, FunctionT
                        Module, Type, Value, VectorType, const, i8, i64, ptr, void)
 from .activity import CONST, Activity, ActivityInfo, analyze, is_float_type
 from .custom import custom_tangent, find_custom
+from .parallel import UNIFORM_ADD_PREFIX
 from .rules import RULES, Rule, RuleContext, constant, forward_tangent, rule_for, rule_key
 
 # Ops that are linear in their float operands: the tangent is the same op on the tangents.
@@ -298,6 +299,8 @@ class ForwardPass:
             return self.visit_memory_intrinsic(inst, name)
         if name.startswith(_IGNORED_CALLS):
             return
+        if name.startswith(UNIFORM_ADD_PREFIX):
+            return self.visit_uniform_add(inst)
         self.check_no_shadowed_pointer_args(inst)
         if not self.info.is_active(inst):
             return
@@ -309,6 +312,15 @@ class ForwardPass:
             self.visit_active(inst)    # math functions use their rule even when defined (linked libdevice)
         else:
             self.visit_internal_call(inst)
+
+    def visit_uniform_add(self, inst: Instruction) -> None:
+        """An adjoint's ``*p += v`` (same p on every thread) is linear: its tangent is the same
+        add of the tangent into the shadow (this makes forward-over-reverse work)."""
+        pointer, value = inst.operands
+        if not self.info.has_shadow(pointer):
+            return
+        for lane in range(self.width):
+            self.builder.call(inst.callee, [self.shadow(pointer, lane, inst), self.tangent_or_zero(value, lane)])
 
     def check_no_shadowed_pointer_args(self, inst: Instruction) -> None:
         for a in inst.operands:
