@@ -89,6 +89,8 @@ def pointer_element_type(fn: Function, arg: Argument) -> Type:
             elif user.opcode in ("bitcast", "addrspacecast", "phi", "select"):
                 work.append(user)
     found = {t for t in found if t.is_float} or found
+    if not found:
+        return i8           # never accessed: its lane pointers are never used
     if len(found) != 1:
         raise DifferentiationError(
             f"vector mode needs one element type for pointer argument %{arg.name} of @{fn.name}, found "

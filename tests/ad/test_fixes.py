@@ -99,3 +99,17 @@ def test_reverse_mode_calls_custom_derivatives():
     # y = s^2 sin x cos x = s^2 sin(2x) / 2
     np.testing.assert_allclose(shadows["d_x"], 1.5 ** 2 * np.cos(2 * x), rtol=1e-12)
     np.testing.assert_allclose(shadows["d_s"], [np.sum(1.5 * np.sin(2 * x))], rtol=1e-12)
+
+
+@ado.kernel
+def _ignores_y(x: In[f64], y: In[f64], out: Out[f64]):
+    i = ado.tid()
+    out[i] = x[i] * x[i]
+
+
+def test_vector_mode_with_an_unused_differentiated_array():
+    """forward.pointer_element_type refused a wrt array the kernel never reads ('found none')."""
+    x = np.array([0.5, -1.5])
+    _, shadows = run_jvp(_ignores_y, dict(x=x, y=np.zeros(2), out=np.zeros(2)),
+                         {"x": np.array([[1.0, 0.0], [0.0, 1.0]]), "y": np.ones((2, 2))}, ["x", "y"], 2, width=2)
+    np.testing.assert_allclose(shadows["d_out"], np.diag(2 * x))
