@@ -1,7 +1,8 @@
 """Command line: ``python -m adoffload doctor`` and ``python -m adoffload compile FILE:KERNEL``.
 
-``compile`` prints a kernel's canonical IR, the adoffload IR, host assembly, PTX or GCN
-assembly to standard output, for the primal kernel or its JVP/VJP (``--mode``).
+``compile`` prints a kernel's canonical LLVM IR, the adoffload IR, host assembly, PTX or
+GCN assembly to standard output, for the primal kernel or its JVP/VJP (``--mode``).
+Errors are one line on standard error (``error: ...``) and exit status 1.
 """
 from __future__ import annotations
 
@@ -10,77 +11,175 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from .errors import Error
+from .errors import ArgumentError, Error
 
 EMITS = ("llvm", "ir", "asm", "ptx", "gcn")
+MODES = ("primal", "jvp", "vjp")
+# Which --arch values each --emit accepts (None: the option does not apply).
+_ARCH_TARGET = {"llvm": None, "ir": None, "asm": None, "ptx": "nvptx", "gcn": "amdgpu"}
 
 
-def _load_kernel(spec: str):
+def _decorator_bound():
+    """Make sure ``adoffload.kernel`` is the decorator before a user file runs.
+
+    Importing the submodule ``adoffload.kernel`` directly (as this module does) would
+    otherwise leave the package attribute ``kernel`` bound to that submodule, and the
+    user's ``@ado.kernel`` would call a module.
+    """
+    import adoffload
+    adoffload.__getattr__("kernel")
+
+
+def load_kernel(spec: str):
+    """The Kernel named by ``FILE:KERNEL`` (the file is imported as a module)."""
+    _decorator_bound()
     from .kernel import Kernel
-    if ":" not in spec:
-        raise Error(f"expected FILE:KERNEL, got {spec!r}")
-    filename, name = spec.rsplit(":", 1)
+    filename, sep, name = spec.rpartition(":")
+    if not sep or not filename or not name:
+        raise ArgumentError(f"expected FILE:KERNEL (e.g. examples/kernels.py:saxpy), got {spec!r}")
     path = Path(filename)
-    if not path.exists():
-        raise Error(f"no such file: {filename}")
-    module_spec = importlib.util.spec_from_file_location(path.stem, path)
+    if not path.is_file():
+        raise ArgumentError(f"no such file: {filename}")
+    module_name = f"adoffload_cli_{abs(hash(str(path.resolve())))}"
+    module_spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(module_spec)
-    sys.modules[path.stem] = module
-    module_spec.loader.exec_module(module)
+    sys.modules[module_name] = module
+    sys.path.insert(0, str(path.resolve().parent))        # the file may import its neighbours
+    try:
+        module_spec.loader.exec_module(module)
+    except Error:
+        raise
+    except Exception as exc:          # the user's file failed to import: one line, no traceback
+        raise ArgumentError(f"importing {filename} failed: {type(exc).__name__}: {exc}") from exc
+    finally:
+        sys.path.remove(str(path.resolve().parent))
+    kernels = [n for n, v in vars(module).items() if isinstance(v, Kernel)]
     k = getattr(module, name, None)
     if not isinstance(k, Kernel):
-        raise Error(f"{filename} has no kernel named '{name}' (kernels there: "
-                    f"{', '.join(n for n, v in vars(module).items() if isinstance(v, Kernel)) or 'none'})")
+        raise ArgumentError(f"{filename} has no kernel named '{name}' (kernels there: {', '.join(kernels) or 'none'})")
     return k
 
 
-def _select(k, mode: str, wrt: str | None, width: int):
+def default_wrt(k) -> list[str]:
+    """Every float parameter the kernel reads (scalars, In and InOut arrays)."""
+    return [p.name for p in k.signature.visible_params
+            if p.dtype.is_float and not (p.is_array and not p.type.reads)]
+
+
+def select(k, mode: str, wrt: str | None, width: int):
+    """The primal kernel, or its JVP (``width`` lanes) / VJP with respect to ``wrt``."""
     from .kernel import jvp, vjp
+    if width < 1:
+        raise ArgumentError(f"--width must be at least 1, got {width}")
+    if width != 1 and mode != "jvp":
+        raise ArgumentError("--width applies to --mode jvp only")
     if mode == "primal":
+        if wrt:
+            raise ArgumentError("--wrt needs --mode jvp or --mode vjp")
         return k
-    names = wrt.split(",") if wrt else [p.name for p in k.signature.params
-                                         if p.dtype.is_float and not (p.is_array and p.type.intent == "out")]
+    names = [n.strip() for n in wrt.split(",") if n.strip()] if wrt else default_wrt(k)
+    if not names:
+        raise ArgumentError(f"kernel '{k.name}' has no float inputs to differentiate; name them with --wrt")
     return jvp(k, names, width=width) if mode == "jvp" else vjp(k, names)
 
 
-def _emit(k, emit: str, arch: str | None) -> str:
-    from . import ir
-    if emit == "llvm":
-        return k.module_text()
-    if emit == "ir":
-        module, _ = k.ir()
-        return ir.format_module(module)
-    if emit == "asm":
-        from .codegen import host
-        return host.assembly(k.compiled("host").artifact)
-    if emit == "ptx":
-        return k.compiled("nvptx", arch=arch or "sm_90").artifact
-    from .codegen import amdgpu
+def check_arch(emit: str, arch: str | None) -> str | None:
+    """The architecture for ``emit`` (its default when None); a bad one is a one-line error."""
+    from .codegen import DEFAULT_ARCH
+    from .codegen.nvptx import PTX_VERSION
+    from .codegen.targets import AMDGPU_ARCHS
+    target = _ARCH_TARGET[emit]
+    if target is None:
+        if arch is not None:
+            raise ArgumentError(f"--arch applies to --emit ptx or gcn, not --emit {emit}")
+        return None
+    known = list(PTX_VERSION) if target == "nvptx" else list(AMDGPU_ARCHS)
+    arch = arch or DEFAULT_ARCH[target]
+    if arch not in known:
+        raise ArgumentError(f"unknown architecture {arch!r} for --emit {emit}; expected one of {', '.join(known)}")
+    return arch
+
+
+def host_assembly(k) -> str:
+    """Assembly of the host build (entry + body, optimized as the launcher runs it)."""
+    import llvmlite.binding as llvm
+    from .codegen.targets import host_target_machine
+    program = k.compiled("host").artifact
+    module = llvm.parse_assembly(program.optimized_ir)
+    return host_target_machine().emit_assembly(module)
+
+
+def gcn_assembly(k, arch: str) -> str:
+    """AMD GCN assembly of the GPU entry, compiled as ``codegen.compile_for_target`` does."""
+    from .codegen import abi, amdgpu
+    from .enzyme.parallel import lower_uniform_adds_text
     flat_types = [f.llvm_type for f in k.signature.flat_params()]
-    return amdgpu.kernel_assembly(k.module_text(), k.body_name, flat_types, k.signature.grid_rank, arch or "gfx942")
+    text = lower_uniform_adds_text(k.module_text(), "amdgpu")
+    module = abi.add_gpu_entry(text, k.body_name, flat_types, k.signature.grid_rank, "amdgpu")
+    return amdgpu.compile_gcn_assembly(module, arch)
+
+
+def derivative_ir(k) -> str:
+    """The adoffload IR of the kernel's body (and a dynamic tape's counting body), readable:
+    the other functions of the module (the primal body, helpers) are left out."""
+    from . import ir
+    module, body_name = k.ir()
+    names = [body_name]
+    if k.tape is not None:
+        names.append(k.tape.body_name)
+    return "\n\n".join(ir.format_function(module.functions[n]) for n in names if n in module.functions)
+
+
+def emit(k, what: str, arch: str | None) -> str:
+    if what == "llvm":
+        return k.module_text()
+    if what == "ir":
+        return derivative_ir(k)
+    if what == "asm":
+        return host_assembly(k)
+    if what == "ptx":
+        return k.compiled("nvptx", arch=arch).artifact
+    return gcn_assembly(k, arch)
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="python -m adoffload",
+                                  description="adoffload: differentiable offload kernels.")
+    sub = top.add_subparsers(dest="command", required=True)
+    sub.add_parser("doctor", help="versions, LLVM targets, devices and optional tools found")
+    comp = sub.add_parser("compile", help="print a kernel's IR or machine code",
+                          description="Print a kernel's IR or machine code to standard output.")
+    comp.add_argument("target", metavar="FILE:KERNEL", help="a Python file and the name of a kernel in it")
+    comp.add_argument("--emit", choices=EMITS, default="llvm",
+                      help="llvm: canonical LLVM IR of the body; ir: adoffload IR; asm: host assembly; "
+                           "ptx: NVIDIA PTX; gcn: AMD GCN assembly (default: llvm)")
+    comp.add_argument("--mode", choices=MODES, default="primal", help="the kernel or its derivative")
+    comp.add_argument("--wrt", help="comma-separated parameters to differentiate "
+                                    "(default: every float parameter the kernel reads)")
+    comp.add_argument("--width", type=int, default=1, help="vector width for --mode jvp (default 1)")
+    comp.add_argument("--arch", help="sm_80, sm_90, ... for ptx (default sm_90); "
+                                     "gfx90a, gfx942, gfx1100 for gcn (default gfx942)")
+    return top
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m adoffload", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("doctor", help="versions, targets, devices and optional tools found")
-    comp = sub.add_parser("compile", help="print a kernel's IR or machine code")
-    comp.add_argument("target", metavar="FILE:KERNEL")
-    comp.add_argument("--emit", choices=EMITS, default="llvm",
-                      help="llvm: canonical LLVM IR; ir: adoffload IR; asm: host assembly; ptx; gcn")
-    comp.add_argument("--mode", choices=("primal", "jvp", "vjp"), default="primal")
-    comp.add_argument("--wrt", help="comma-separated parameters to differentiate (default: all float inputs)")
-    comp.add_argument("--width", type=int, default=1, help="vector width for --mode jvp")
-    comp.add_argument("--arch", help="sm_80/sm_90 for ptx, gfx90a/gfx942/gfx1100 for gcn")
-    args = parser.parse_args(argv)
+    args = parser().parse_args(argv)
     try:
         if args.command == "doctor":
             from .doctor import report
             print(report())
             return 0
-        k = _select(_load_kernel(args.target), args.mode, args.wrt, args.width)
-        sys.stdout.write(_emit(k, args.emit, args.arch).rstrip() + "\n")
+        arch = check_arch(args.emit, args.arch)
+        k = select(load_kernel(args.target), args.mode, args.wrt, args.width)
+        sys.stdout.write(emit(k, args.emit, arch).rstrip() + "\n")
         return 0
     except Error as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        message = " ".join(str(exc).split("\n", 1)[0].split()) if not _is_source_error(exc) else str(exc)
+        print(f"error: {message}", file=sys.stderr)
         return 1
+
+
+def _is_source_error(exc: Error) -> bool:
+    """Source errors keep their lines: the second shows the offending code with a caret."""
+    from .errors import SourceError
+    return isinstance(exc, SourceError)
