@@ -78,6 +78,20 @@ def _shadowed_params(signature: KernelSignature, wrt: list[str]) -> list[int]:
             if p.dtype.is_float and (p.name in wrt or p.is_array and p.type.writes)]
 
 
+def _unique_names(signature: KernelSignature, shadows: list[Param]) -> list[Param]:
+    """``d_x``, or ``d2_x``, ``d3_x``... when a derivative of a derivative already has ``d_x``."""
+    taken = {p.name for p in signature.params}
+    unique = []
+    for shadow in shadows:
+        base = shadow.name[2:]
+        name, order = shadow.name, 2
+        while name in taken:
+            name, order = f"d{order}_{base}", order + 1
+        taken.add(name)
+        unique.append(Param(name, shadow.type))
+    return unique
+
+
 def shadow_param(param: Param, mode: str, width: int) -> Param:
     """The ``d_<name>`` parameter of a derived kernel (see docs/ARCHITECTURE.md §3)."""
     t = param.type
@@ -127,7 +141,7 @@ def derive_kernel(signature: KernelSignature, module: Module, body_name: str, mo
         log = result.log
     inner.linkage = "internal"
     inner.attributes.add("alwaysinline")
-    shadows = [shadow_param(signature.params[k], mode, width) for k in shadowed]
+    shadows = _unique_names(signature, [shadow_param(signature.params[k], mode, width) for k in shadowed])
     rank = signature.grid_rank
     hidden = () if tape is None else (Param(TAPE_PARAM, ArrayType(I64, 1, "inout")),
                                       Param(OFFSETS_PARAM, ArrayType(I64, rank, "in")))
@@ -198,12 +212,12 @@ def _wrap(module: Module, name: str, derived_sig: KernelSignature, primal_sig: K
     by_name = {a.name: a for a in fn.args}
     primal_count = rank + len(primal_sig.flat_params())
     call_args: list[Value] = list(fn.args[:primal_count]) + [by_name["status"]]
-    for k in shadowed:
+    shadow_params = derived_sig.params[len(primal_sig.params):]
+    for k, shadow_param_ in zip(shadowed, shadow_params):
         param = primal_sig.params[k]
-        shadow = by_name[f"d_{param.name}"]
-        call_args.append(shadow)
+        call_args.append(by_name[shadow_param_.name])
         if param.is_array and mode == "jvp" and width > 1:
-            shapes = [by_name[f"d_{param.name}.shape{d}"] for d in range(1, param.type.ndim + 1)]
+            shapes = [by_name[f"{shadow_param_.name}.shape{d}"] for d in range(1, param.type.ndim + 1)]
             stride: Value | None = None      # elements per lane: the product of the primal shape
             for s in shapes:
                 stride = s if stride is None else b.mul(stride, s)

@@ -14,6 +14,8 @@ adjoint kernel (forward over reverse), ``vmap(grad)`` batches the adjoint kernel
 """
 from __future__ import annotations
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -52,15 +54,22 @@ def _param_shapes(spec: CallSpec, operand_shapes) -> list[tuple[int, ...]]:
 
 
 def shadows(derived, base) -> dict[int, int]:
-    """base param index -> index of its shadow ``d_<name>`` in ``derived``.
+    """base param index -> index of its shadow in ``derived``.
 
-    Shadows follow the base's params, so names are looked up in that tail only: a
-    derivative of a derivative may have a primal param ``d_x`` and a shadow ``d_x``.
+    Shadows follow the base's params and are named ``d_<name>`` (``d2_<name>``, ... when a
+    derivative of a derivative already has a ``d_<name>``), so only that tail is searched.
     """
     n = len(base.signature.params)
-    tail = {p.name: n + j for j, p in enumerate(derived.signature.params[n:])}
-    return {k: tail[SHADOW_PREFIX + p.name] for k, p in enumerate(base.signature.params)
-            if SHADOW_PREFIX + p.name in tail}
+    index = {p.name: k for k, p in enumerate(base.signature.params)}
+    found = {}
+    for j, p in enumerate(derived.signature.params[n:]):
+        match = _SHADOW_NAME.match(p.name)
+        if match and match.group(1) in index:
+            found[index[match.group(1)]] = n + j
+    return found
+
+
+_SHADOW_NAME = re.compile(r"d\d*_(.+)$")
 
 
 def _derived_shapes(derived, base, base_shapes) -> list[tuple[int, ...]]:
