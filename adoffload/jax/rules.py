@@ -25,7 +25,6 @@ from .. import batching as kernel_batching
 from ..errors import JaxIntegrationError
 from .primitive import CallSpec, bind, kernel_call_p
 
-SHADOW_PREFIX = "d_"
 
 
 def _derivative(kind: str, kernel, wrt):
