@@ -33,6 +33,20 @@ def _register_libm() -> None:
                 llvm.add_symbol(name, ctypes.cast(fn, ctypes.c_void_p).value)
 
 
+def unresolved_functions(module: llvm.ModuleRef) -> list[str]:
+    """Functions the module declares that neither LLVM's symbol table nor the process defines."""
+    process = ctypes.CDLL(None)
+    missing = []
+    for fn in module.functions:
+        if not fn.is_declaration or fn.name.startswith("llvm.") or llvm.address_of_symbol(fn.name):
+            continue
+        try:
+            process[fn.name]
+        except AttributeError:
+            missing.append(fn.name)
+    return missing
+
+
 class HostProgram:
     """A module JIT-compiled for this CPU. Keeps its execution engine (and code) alive."""
 
@@ -51,6 +65,11 @@ class HostProgram:
             raise CompilationError(f"host module does not parse or verify: {exc}") from exc
         if not optimized:
             optimize_module(module, opt_level, tm)
+        missing = unresolved_functions(module)
+        if missing:
+            raise CompilationError(f"the host code calls {', '.join('@' + n for n in missing)}, which no "
+                                   f"loaded library defines; refusing to run it (the call would jump to "
+                                   f"address 0). Define it in the module or load a library providing it.")
         self.optimized_ir = str(module)
         self._engine = llvm.create_mcjit_compiler(module, tm)
         self._engine.finalize_object()
