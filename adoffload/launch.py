@@ -65,6 +65,11 @@ def _check_array(where: str, expected: ArrayType, value) -> np.ndarray:
     if not value.flags.c_contiguous:
         raise ArgumentError(f"{where}: the array is not C-contiguous (strides {value.strides}); "
                             f"pass np.ascontiguousarray(...)")
+    if not value.flags.aligned:
+        raise ArgumentError(f"{where}: the array's data address {value.ctypes.data:#x} is not a multiple of "
+                            f"its element size {value.itemsize} (a misaligned view, e.g. np.frombuffer with "
+                            f"an odd offset); kernels may use aligned loads, so pass an aligned copy: "
+                            f"np.require(x, requirements='CA')")
     if expected.writes and not value.flags.writeable:
         raise ArgumentError(f"{where}: the array is read-only but the kernel writes it ({expected!r})")
     return value
@@ -98,6 +103,9 @@ def normalize_grid(signature: KernelSignature, grid) -> tuple[int, ...]:
     if isinstance(grid, numbers.Integral) and not isinstance(grid, bool):
         grid = (int(grid),)
     try:
+        if isinstance(grid, (str, bytes)) or not all(isinstance(g, numbers.Integral) and not isinstance(g, bool)
+                                                     for g in grid):
+            raise TypeError
         grid = tuple(int(g) for g in grid)
     except TypeError:
         raise GridError(f"kernel '{signature.name}': grid must be an int or a tuple of ints, got {grid!r}") from None
