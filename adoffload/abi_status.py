@@ -35,4 +35,8 @@ def raise_for_status(record, signature, values=None) -> None:
             shape = f" with shape {tuple(values[param_index].shape)}"
         raise BoundsError(f"kernel '{signature.name}': index {index} is out of bounds for axis {dim} of "
                           f"{name}{shape}; the access was skipped and no memory outside the array was touched")
+    if code == TRAP:
+        raise KernelFaultError(f"kernel '{signature.name}': an assert failed at line {index} of its source; "
+                               f"the failing thread stopped there (other threads ran to completion) and "
+                               f"the device remains usable")
     raise KernelFaultError(f"kernel '{signature.name}' stopped with status code {code}")
