@@ -249,7 +249,10 @@ def main(argv=None) -> int:
     parser.add_argument("--show", action="store_true", help="print every kernel's source")
     args = parser.parse_args(argv)
     import faulthandler
-    faulthandler.enable()
+    try:
+        faulthandler.enable()                 # a crash still names the case (current_case.py)
+    except (OSError, ValueError, AttributeError):
+        pass                                  # stderr without a file descriptor (captured)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="adoffload-fuzz-") as tmp:
         folder = Path(tmp)
