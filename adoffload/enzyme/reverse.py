@@ -79,8 +79,13 @@ def reverse(module: Module, fn: Function, activity: list[Activity], name: str | 
     contribution log that the launcher reduces in a fixed order (deterministic.py). Without
     ``parallel`` every update is already a plain per-thread add, so nothing changes.
     """
-    return _Reverser(module, fn, list(activity), parallel,
-                     deterministic=deterministic and parallel is not None).build(name or f"{fn.name}.reverse")
+    name = name or f"{fn.name}.reverse"
+    try:
+        return _Reverser(module, fn, list(activity), parallel,
+                         deterministic=deterministic and parallel is not None).build(name)
+    except BaseException:
+        module.functions.pop(name, None)     # leave no half-built function behind in the module
+        raise
 
 
 # ----------------------------------------------------------------------------- cloning

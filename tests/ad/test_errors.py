@@ -1,0 +1,177 @@
+"""What users get when something cannot be differentiated: a precise error, never wrong numbers."""
+from __future__ import annotations
+
+import inspect
+import math
+
+import numpy as np
+import pytest
+
+import adoffload as ado
+from adoffload import In, InOut, Out, f64, i64
+from adoffload import enzyme as ez
+from adoffload.errors import ArgumentError, DifferentiationError
+
+
+def _line_of(kernel, text: str) -> int:
+    """The file line of the first source line of ``kernel`` containing ``text``."""
+    lines, first = inspect.getsourcelines(kernel.pyfunc)
+    return first + next(k for k, line in enumerate(lines) if text in line)
+
+
+@ado.kernel
+def running_max(x: In[f64], top: InOut[f64]):
+    i = ado.tid()
+    ado.atomic_max(top, 0, x[i] * 2.0)
+
+
+@pytest.mark.parametrize("derive", [lambda k: ado.jvp(k, wrt=["x"]), lambda k: ado.vjp(k, wrt=["x"])],
+                         ids=["jvp", "vjp"])
+def test_atomic_max_on_an_active_path_names_the_op_and_its_line(derive):
+    with pytest.raises(DifferentiationError) as info:
+        derive(running_max)
+    message = str(info.value)
+    assert "atomicrmw fmax" in message
+    assert f"{__file__}:{_line_of(running_max, 'atomic_max')}" in message
+
+
+@ado.kernel
+def uses_old_value(x: In[f64], acc: InOut[f64], y: Out[f64]):
+    i = ado.tid()
+    old = ado.atomic_add(acc, 0, x[i])
+    y[i] = old * x[i]
+
+
+def test_reverse_refuses_an_atomic_add_whose_old_value_is_used():
+    with pytest.raises(DifferentiationError) as info:
+        ado.vjp(uses_old_value, wrt=["x"])
+    message = str(info.value)
+    assert "atomicrmw fadd" in message and "old value" in message
+    assert f"{__file__}:{_line_of(uses_old_value, 'atomic_add')}" in message
+
+
+def test_atomic_max_on_integer_data_is_fine():
+    """Integer atomics carry no derivative: only float output arrays get shadows."""
+    @ado.kernel
+    def k(x: In[f64], n: In[i64], top: InOut[i64], y: Out[f64]):
+        i = ado.tid()
+        ado.atomic_max(top, 0, n[i])
+        y[i] = x[i] * x[i]
+
+    fwd = ado.jvp(k, wrt=["x"])
+    x, dy, top = np.array([1.0, 3.0]), np.zeros(2), np.zeros(1, np.int64)
+    fwd(x, np.array([4, 9]), top, np.zeros(2), np.ones(2), dy, grid=2)
+    np.testing.assert_allclose(dy, 2 * x)
+    assert top[0] == 9
+
+
+# ---------------------------------------------------------------- foreign IR
+
+_UNKNOWN_CALL = """
+declare double @lgamma(double)
+
+define double @log_gamma(double %x) {
+entry:
+  %sq = fmul double %x, %x
+  %g = call double @lgamma(double %sq), !adoffload.loc !0
+  ret double %g
+}
+
+define double @only_y(double %x, double %y) {
+entry:
+  %g = call double @lgamma(double %x)
+  %r = fmul double %g, %y
+  ret double %r
+}
+
+!0 = !{!"model.c", i32 12, i32 5}
+"""
+
+_MYSTERY = """
+declare double @mystery_model(double, double)
+
+define double @model_energy(double %x, double %y) {
+entry:
+  %sq = fmul double %x, %x
+  %m = call double @mystery_model(double %sq, double %y), !adoffload.loc !0
+  ret double %m
+}
+
+!0 = !{!"model.c", i32 13, i32 5}
+"""
+
+
+@pytest.fixture(scope="module")
+def unknown_calls():
+    return ado.from_llvm(_UNKNOWN_CALL)
+
+
+@pytest.mark.parametrize("mode", ["Forward", "Reverse"])
+def test_a_call_without_derivative_rule_names_the_callee_and_line(unknown_calls, mode):
+    fn = unknown_calls["log_gamma"]
+    args = (ez.Duplicated(1.5, 1.0),) if mode == "Forward" else (ez.Active(1.5),)
+    with pytest.raises(DifferentiationError) as info:
+        ez.autodiff(getattr(ez, mode), fn, *args)
+    message = str(info.value)
+    assert "@lgamma" in message and "model.c:12" in message and "no derivative rule" in message
+
+
+def test_an_unknown_external_function_on_an_active_path_is_named():
+    fn = ado.from_llvm(_MYSTERY)["model_energy"]
+    with pytest.raises(DifferentiationError, match=r"@mystery_model.*model\.c:13"):
+        ez.autodiff(ez.Reverse, fn, ez.Const(1.5), ez.Active(2.0))
+    with pytest.raises(DifferentiationError, match=r"@mystery_model.*model\.c:13"):
+        ez.autodiff(ez.Forward, fn, ez.Duplicated(1.5, 1.0), ez.Const(2.0))
+
+
+def test_an_unknown_function_of_const_inputs_is_fine(unknown_calls):
+    """Also: a failed derivation (log_gamma above, same module) leaves nothing half-built behind
+    that would break compiling the module for the next one."""
+    with pytest.raises(DifferentiationError):
+        ez.autodiff(ez.Reverse, unknown_calls["log_gamma"], ez.Active(1.5))
+    fn = unknown_calls["only_y"]
+    _, dy = ez.autodiff(ez.Reverse, fn, ez.Const(2.5), ez.Active(3.0))
+    assert dy == pytest.approx(math.lgamma(2.5), rel=1e-12)
+
+
+_MEMCPY = """
+declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
+
+define void @copy_scale(ptr %dst, ptr %src, double %a) {
+entry:
+  call void @llvm.memcpy.p0.p0.i64(ptr %dst, ptr %src, i64 16, i1 false)
+  %v = load double, ptr %dst
+  %w = fmul double %v, %a
+  store double %w, ptr %dst
+  ret void
+}
+"""
+
+
+def test_memcpy_of_differentiated_memory_forward_works_reverse_refuses():
+    fn = ado.from_llvm(_MEMCPY)["copy_scale"]
+    src, dsrc = np.array([2.0, 3.0]), np.array([1.0, 10.0])
+    dst, ddst = np.zeros(2), np.zeros(2)
+    ez.autodiff(ez.Forward, fn, ez.Duplicated(dst, ddst), ez.Duplicated(src, dsrc), ez.Duplicated(0.5, 1.0))
+    np.testing.assert_allclose(ddst, [1.0 * 0.5 + 2.0 * 1.0, 10.0])
+    with pytest.raises(DifferentiationError, match="llvm.memcpy.*not supported"):
+        ez.autodiff(ez.Reverse, fn, ez.Duplicated(dst, np.ones(2)), ez.Duplicated(src, np.zeros(2)), ez.Active(0.5))
+
+
+# ---------------------------------------------------------------- wrt
+
+@ado.kernel
+def scaled(n: i64, a: f64, x: In[f64], idx: In[i64], y: Out[f64]):
+    i = ado.tid()
+    y[i] = a * x[idx[i]] + float(n)
+
+
+@pytest.mark.parametrize("derive", [ado.jvp, ado.vjp], ids=["jvp", "vjp"])
+@pytest.mark.parametrize("name,kind", [("n", "an integer parameter"), ("idx", "an integer parameter"),
+                                       ("z", "not a parameter")])
+def test_wrt_must_name_float_parameters(derive, name, kind):
+    with pytest.raises(ArgumentError) as info:
+        derive(scaled, wrt=["a", name])
+    message = str(info.value)
+    assert f"{name!r}" in message and kind in message
+    assert "float parameters are: a, x, y" in message
