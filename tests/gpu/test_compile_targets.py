@@ -1,8 +1,9 @@
 """Every kernel of the device table compiles for the GPUs, checked here without a GPU.
 
 NVIDIA: the primal, JVP and VJP kernels (and a dynamic tape's counting kernel) go to PTX
-and through ``ptxas``: the variant a launch with the table's inputs selects (bounds checks
-the grid proves compiled away) for sm_80 and sm_90, the fully checked one for sm_90. AMD: a
+and through ``ptxas``: the variant a CUDA launch with the table's inputs builds (bounds
+checks the grid proves compiled away, ``noalias`` buffers) for sm_80 and sm_90, the fully
+checked one for sm_90. AMD: a
 representative subset goes to a linked HSACO for gfx90a, gfx942 and gfx1100 and exports
 exactly its kernel's descriptor.
 """
@@ -47,8 +48,8 @@ def _kernels_of(which):
     return out
 
 
-def _check_ptx(label, kernel, proven, arch):
-    compiled = kernel.compiled("nvptx", arch=arch, proven=proven)
+def _check_ptx(label, kernel, proven, arch, noalias):
+    compiled = kernel.compiled("nvptx", arch=arch, proven=proven, noalias=noalias)
     symbol = kernel_symbol(kernel.body_name, "nvptx")
     assert compiled.entry_name == symbol
     ptx = compiled.artifact
@@ -64,10 +65,12 @@ def _check_ptx(label, kernel, proven, arch):
 @pytest.mark.parametrize("which", runs(), ids=run_id)
 def test_ptx_for_every_kernel_passes_ptxas(which):
     for label, kernel, proven in _kernels_of(which):
-        # the launch variant for both architectures; the fully checked one for sm_90 as well
-        builds = [(proven, arch) for arch in NV_ARCHS] + ([(frozenset(), "sm_90")] if proven else [])
-        for facts, arch in builds:
-            _check_ptx(f"{run_id(which)} {label} ({len(facts)} proven facts, {arch})", kernel, facts, arch)
+        # what a CUDA launch builds (proven facts, noalias buffers) for both architectures;
+        # the fully checked one without noalias for sm_90 as well
+        builds = [(proven, arch, True) for arch in NV_ARCHS] + [(frozenset(), "sm_90", False)]
+        for facts, arch, noalias in builds:
+            _check_ptx(f"{run_id(which)} {label} ({len(facts)} proven facts, {arch}, noalias={noalias})",
+                       kernel, facts, arch, noalias)
 
 
 # The AMD subset: every AD kernel's adjoint (dynamic tape, atomics, 2-D/3-D grids, f32/f64
@@ -87,7 +90,7 @@ def test_hsaco_for_representative_kernels_exports_their_descriptor(which):
     for label, kernel, _ in _kernels_of(which):
         symbol = kernel_symbol(kernel.body_name, "amdgpu")
         for arch in AMD_ARCHS:
-            image = kernel.compiled("amdgpu", arch=arch).artifact
+            image = kernel.compiled("amdgpu", arch=arch, noalias=True).artifact
             assert image[:4] == b"\x7fELF" and amdgpu.elf_machine(image) == amdgpu.EM_AMDGPU
             assert amdgpu.kernel_descriptors(image) == [symbol + ".kd"], f"{run_id(which)} {label} on {arch}"
             assert symbol in amdgpu.elf_symbols(image)
