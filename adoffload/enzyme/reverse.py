@@ -32,6 +32,7 @@ from ..ir.core import (Argument, Block, Constant, Function, FunctionType, Global
                        Module, StructType, Value, const, i8, i32, i64, ptr, void)
 from .activity import ACTIVE, CONST, DUP, Activity, analyze, is_float_type
 from .custom import custom_cotangents, find_custom
+from .forward import _IGNORED_CALLS
 from .deterministic import ContributionLog, LogSpec, add_counting_function, check_no_read_after_log
 from .parallel import UNIFORM_ADD_PREFIX, AddressClass, AddressClassifier, ParallelInfo, uniform_add_intrinsic
 from .reverse_cfg import Dominators, LoopInfo, inductions, predecessor_map, reachable_blocks
@@ -469,6 +470,10 @@ class _Reverser:
             return None
         if op == "call" and getattr(inst.callee, "name", "").startswith(UNIFORM_ADD_PREFIX):
             return self._reverse_uniform_add(inst, block, b)
+        if (op == "call" and not getattr(inst.callee, "name", "").startswith(_IGNORED_CALLS)
+                and any(o in self.shadow for o in inst.operands)):
+            raise DifferentiationError(f"{describe(inst)} receives a pointer to differentiated memory; inline it "
+                                       f"first (canonicalize inlines alwaysinline helpers)")
         if not self.has_adjoint(inst):
             return None
         adj = self.take_adjoint(inst, b)

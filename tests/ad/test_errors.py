@@ -175,3 +175,56 @@ def test_wrt_must_name_float_parameters(derive, name, kind):
     message = str(info.value)
     assert f"{name!r}" in message and kind in message
     assert "float parameters are: a, x, y" in message
+
+
+_OPAQUE_CALL = """
+define void @scale_in_place(ptr %y, double %a) noinline {
+entry:
+  %v = load double, ptr %y
+  %w = fmul double %v, %a
+  store double %w, ptr %y
+  ret void
+}
+
+define void @outer(ptr %y, double %a) {
+entry:
+  call void @scale_in_place(ptr %y, double %a)
+  ret void
+}
+"""
+
+
+@pytest.mark.parametrize("mode", ["Forward", "Reverse"])
+def test_a_call_writing_differentiated_memory_is_refused(mode):
+    """Reverse mode used to skip such a call silently (wrong, zero gradients)."""
+    fn = ado.from_llvm(_OPAQUE_CALL)["outer"]
+    scalar = ez.Duplicated(3.0, 1.0) if mode == "Forward" else ez.Active(3.0)
+    with pytest.raises(DifferentiationError, match="@scale_in_place.*pointer to (active|differentiated) memory"):
+        ez.autodiff(getattr(ez, mode), fn, ez.Duplicated(np.array([2.0]), np.array([1.0])), scalar)
+
+
+def test_tuple_helper_with_only_a_vjp_has_no_forward_mode():
+    def polar_vjp(a, b, dr, dphi):
+        return dr, dphi
+
+    @ado.func(vjp=polar_vjp)
+    def polar(a, b):
+        return ado.sqrt(a * a + b * b), ado.atan2(b, a)
+
+    @ado.kernel
+    def k(x: In[f64], r: Out[f64], phi: Out[f64]):
+        i = ado.tid()
+        r[i], phi[i] = polar(x[i], 1.0)
+
+    with pytest.raises(DifferentiationError, match="helper @polar returns a tuple and has only a custom vjp"):
+        ado.jvp(k, wrt=["x"])
+
+
+def test_docs_list_every_rule():
+    """docs/ad.md names every op of the rule table (and so stays in step with rules.py)."""
+    from pathlib import Path
+
+    from adoffload.enzyme.rules import supported_keys
+    text = (Path(__file__).parents[2] / "docs" / "ad.md").read_text()
+    missing = [key for key in supported_keys() if f"`{key.removeprefix('call:')}" not in text]
+    assert not missing, f"docs/ad.md does not mention {missing}"
