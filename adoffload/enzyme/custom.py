@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from ..errors import DifferentiationError
 from ..ir.core import Constant, Function, Instruction, Module, StructType, Value
+from .activity import is_float_type
 from .rules import RuleContext, constant
 
 JVP_SUFFIX = ".adoffload.jvp"
@@ -83,6 +84,24 @@ def custom_cotangents(ctx: RuleContext, inst: Instruction, custom: CustomDerivat
             total = ctx.add(total, ctx.mul(partial, dy))
         cotangents.append(total)
     return cotangents
+
+
+# Aggregates (a tuple-returning helper's struct result). Forward mode treats them as linear ops
+# (forward.py); reverse mode moves the adjoint between a field and the whole value.
+def extractvalue_reverse(ctx: RuleContext, inst: Instruction, adjoint: Value) -> list[Value | None]:
+    agg = inst.operands[0]
+    zero = Constant(agg.type, None, kind="zero")
+    return [ctx.builder.emit("insertvalue", agg.type, [zero, adjoint], indices=tuple(inst.indices))]
+
+
+def insertvalue_reverse(ctx: RuleContext, inst: Instruction, adjoint: Value) -> list[Value | None]:
+    value = inst.operands[1]
+    if not is_float_type(value.type):
+        return [adjoint, None]
+    field = ctx.builder.emit("extractvalue", value.type, [adjoint], indices=tuple(inst.indices))
+    rest = ctx.builder.emit("insertvalue", inst.type, [adjoint, ctx.const(value.type, 0.0)],
+                            indices=tuple(inst.indices))
+    return [rest, field]
 
 
 def vjp_results(ctx: RuleContext, result: Value, n: int) -> list[Value]:

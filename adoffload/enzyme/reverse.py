@@ -31,7 +31,7 @@ from ..ir.builder import Builder
 from ..ir.core import (Argument, Block, Constant, Function, FunctionType, GlobalVariable, Instruction,
                        Module, StructType, Value, const, i8, i32, i64, ptr, void)
 from .activity import ACTIVE, CONST, DUP, Activity, analyze, is_float_type
-from .custom import custom_cotangents, find_custom
+from .custom import custom_cotangents, extractvalue_reverse, find_custom, insertvalue_reverse
 from .forward import _IGNORED_CALLS
 from .deterministic import ContributionLog, LogSpec, add_counting_function, check_no_read_after_log
 from .parallel import UNIFORM_ADD_PREFIX, AddressClass, AddressClassifier, ParallelInfo, uniform_add_intrinsic
@@ -41,7 +41,8 @@ from .tape import STATIC_TAPE_LIMIT, Tape, TapeSpec, add_count_function
 
 ReverseOverride = Callable[[RuleContext, Instruction, Value], "list[Value | None]"]
 # Reverse-only rules that take precedence over rules.RULES (keyed like it).
-REVERSE_OVERRIDES: dict[str, ReverseOverride] = {}
+REVERSE_OVERRIDES: dict[str, ReverseOverride] = {"extractvalue": extractvalue_reverse,
+                                                 "insertvalue": insertvalue_reverse}
 
 # Pure instructions the reverse sweep may re-execute instead of caching (loads: see _readonly).
 _RECOMPUTABLE = frozenset({

@@ -22,7 +22,6 @@ from typing import Callable
 
 from ..errors import DifferentiationError
 from ..ir.builder import Builder
-from .activity import is_float_type
 from ..ir.core import (Constant, FloatType, FunctionType, GlobalVariable, Function, Instruction, Module,
                        Type, Value, VectorType, const, i1)
 
@@ -381,28 +380,6 @@ def _select_reverse(ctx, inst, adjoint):
 
 
 register("select", Rule(forward=_select_forward, reverse=_select_reverse))
-
-
-# Aggregates (a tuple-returning helper's struct result). Forward mode treats them as linear ops
-# (forward.py); reverse mode moves the adjoint between the field and the whole value.
-def _extractvalue_reverse(ctx, inst, adjoint):
-    agg = inst.operands[0]
-    zero = Constant(agg.type, None, kind="zero")
-    return [ctx.builder.emit("insertvalue", agg.type, [zero, adjoint], indices=tuple(inst.indices))]
-
-
-def _insertvalue_reverse(ctx, inst, adjoint):
-    value = inst.operands[1]
-    if not is_float_type(value.type):
-        return [adjoint, None]
-    field = ctx.builder.emit("extractvalue", value.type, [adjoint], indices=tuple(inst.indices))
-    rest = ctx.builder.emit("insertvalue", inst.type, [adjoint, ctx.const(value.type, 0.0)],
-                            indices=tuple(inst.indices))
-    return [rest, field]
-
-
-register("extractvalue", Rule(reverse=_extractvalue_reverse))
-register("insertvalue", Rule(reverse=_insertvalue_reverse))
 
 
 # ----------------------------------------------------------------------------- exp and log
