@@ -16,7 +16,7 @@ def test_lj13_global_minimum_is_reached(examples_path, tmp_path):
 
 def test_fit_recovers_morse_parameters(examples_path, tmp_path):
     import fit_potential
-    result = fit_potential.main(["--potential", "morse", "--configs", "3", "--steps", "150", "--loss", "energy+forces",
+    result = fit_potential.main(["--potential", "morse", "--configs", "2", "--steps", "150", "--loss", "energy+forces",
                                  "--backend", "jax", "--out", str(tmp_path)])
     assert max(result["relative_errors"].values()) < 1e-3
     start = fit_potential.START["morse"]
