@@ -15,12 +15,13 @@ import importlib
 from .errors import *  # noqa: F401,F403  (every error class is public)
 from .errors import Error
 from .types import In, InOut, Out, bool_, f32, f64, i32, i64
+# Eager, because the submodule ``adoffload.kernel`` would otherwise shadow the decorator.
+from .kernel import Kernel, jvp, kernel, vjp  # noqa: E402
 
 __version__ = "0.1.0"
 
 _LAZY = {
     # kernels and derivatives
-    "kernel": "kernel", "jvp": "kernel", "vjp": "kernel", "Kernel": "kernel",
     # kernel language
     "func": "language", "tid": "language", "atomic_add": "language", "atomic_min": "language",
     "atomic_max": "language", "zeros": "language",

@@ -19,20 +19,8 @@ MODES = ("primal", "jvp", "vjp")
 _ARCH_TARGET = {"llvm": None, "ir": None, "asm": None, "ptx": "nvptx", "gcn": "amdgpu"}
 
 
-def _decorator_bound():
-    """Make sure ``adoffload.kernel`` is the decorator before a user file runs.
-
-    Importing the submodule ``adoffload.kernel`` directly (as this module does) would
-    otherwise leave the package attribute ``kernel`` bound to that submodule, and the
-    user's ``@ado.kernel`` would call a module.
-    """
-    import adoffload
-    adoffload.__getattr__("kernel")
-
-
 def load_kernel(spec: str):
     """The Kernel named by ``FILE:KERNEL`` (the file is imported as a module)."""
-    _decorator_bound()
     from .kernel import Kernel
     filename, sep, name = spec.rpartition(":")
     if not sep or not filename or not name:

@@ -18,7 +18,7 @@ def shifted(x: ado.In[ado.f64], out: ado.Out[ado.f64]):
 
 
 @ado.kernel
-def grid2(a: ado.Out[ado.i64, 2]):
+def grid2(a: ado.InOut[ado.i64, 2]):
     i, j = ado.tid()
     a[i, j] = i * 100 + j
 
@@ -84,6 +84,13 @@ def test_read_only_out_array_is_rejected():
     out.flags.writeable = False
     with pytest.raises(ado.ArgumentError, match="read-only"):
         saxpy(2.0, x, y, out, grid=x.size)
+
+
+def test_out_arrays_start_at_zero_like_on_gpus_and_in_jax():
+    x = np.arange(10, dtype=np.float64)
+    out = np.full(10, 7.0)
+    shifted(x, out, grid=5)
+    np.testing.assert_array_equal(out, np.r_[x[1:6], np.zeros(5)])
 
 
 def test_zero_grid_is_a_no_op():

@@ -50,7 +50,7 @@ _RECOMPUTABLE = frozenset({
     "fpext", "fptrunc", "sitofp", "uitofp", "fptosi", "fptoui", "add", "sub", "mul", "shl", "lshr",
     "ashr", "and", "or", "xor", "sdiv", "udiv", "srem", "urem", "icmp", "fcmp", "select", "fadd", "fsub",
     "fmul", "fdiv", "frem", "fneg", "extractvalue", "freeze", "load"})
-_MAX_RECOMPUTE_DEPTH = 16   # recomputing beats a tape on GPUs: registers and FLOPs are cheap, memory is not
+_MAX_RECOMPUTE_DEPTH = 64   # recomputing beats a tape on GPUs: registers and FLOPs are cheap, memory is not
 _WRITES = frozenset({"store", "atomicrmw", "cmpxchg"})
 
 
@@ -393,22 +393,47 @@ class _Reverser:
             self.came_from[block] = phi
         return self.came_from[block]
 
-    def _came_from_branch(self, block: Block, b: Builder) -> Value | None:
-        """The came-from index of an if/else merge, re-derived from the dominating branch's
-        condition instead of recorded: inside loops this saves a tape entry per iteration."""
-        preds = self.preds[block]
-        branch_block = self.dom.idom[block]
+    def _came_from_branch(self, block: Block, b: Builder, preds: list[Block] | None = None) -> Value | None:
+        """The came-from index of a merge of (nested) if/else arms, re-derived from the
+        dominating branches' conditions instead of recorded: inside loops this saves a tape
+        entry per iteration. None when the merge is not such a tree of two-way branches."""
+        preds = self.preds[block] if preds is None else preds
+        if len(preds) == 1:
+            return const(i32, self.preds[block].index(preds[0]))
+        branch_block = preds[0]
+        for p in preds[1:]:
+            branch_block = self.dom._intersect(branch_block, p)
         term = branch_block.terminator
-        if (len(preds) != 2 or term is None or term.opcode != "br" or len(term.blocks) != 2
-                or term.blocks[0] is term.blocks[1]
-                or self.loops.containing[branch_block] != self.loops.containing[block]):
+        if (term is None or term.opcode != "br" or len(term.blocks) != 2 or term.blocks[0] is term.blocks[1]
+                or self.loops.containing[branch_block] != self.loops.containing[block]
+                or not self._recomputable(term.operands[0])):
             return None
-        sides = [self._branch_side(term, p, block) for p in preds]
-        if None in sides or sides[0] == sides[1]:
+        sides: list[list[Block]] = [[], []]
+        for p in preds:
+            side = self._branch_side(term, p, block)
+            if side is None:
+                return None
+            sides[side].append(p)
+        if not sides[0] or not sides[1]:
             return None
-        condition = self.need(term.operands[0], block)
-        on_true, on_false = sides.index(0), sides.index(1)
-        return b.select(condition, const(i32, on_true), const(i32, on_false), f"{block.name}.from.re")
+        on_true = self._came_from_branch(block, b, sides[0])
+        on_false = self._came_from_branch(block, b, sides[1])
+        if on_true is None or on_false is None:
+            return None
+        return b.select(self.need(term.operands[0], block), on_true, on_false, f"{block.name}.from.re")
+
+    def _recomputable(self, v: Value, depth: int = 0) -> bool:
+        """Whether ``need`` can rebuild ``v`` from arguments, constants, induction variables and
+        read-only loads (no tape): only then is re-deriving a branch worth it."""
+        if not isinstance(v, Instruction) or v in self.inductions:
+            return True
+        if not self.loops.in_loop(v.parent) and self.dom.dominates(v.parent, self.exit):
+            return True
+        if depth >= _MAX_RECOMPUTE_DEPTH or not (v.opcode in _RECOMPUTABLE or _is_pure_math_call(v)):
+            return False
+        if v.opcode == "load" and not self._readonly(v):
+            return False
+        return all(self._recomputable(o, depth + 1) for o in v.operands)
 
     def _branch_side(self, term: Instruction, pred: Block, merge: Block) -> int | None:
         """0/1: which successor of ``term`` every path into ``pred`` (then ``merge``) took."""
