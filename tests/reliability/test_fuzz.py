@@ -13,7 +13,7 @@ from adoffload.testing.generator import generate
 from adoffload.testing.reference import ReferenceKernel
 
 
-@settings(max_examples=12, deadline=None, derandomize=True, print_blob=True,
+@settings(max_examples=30, deadline=None, derandomize=True, print_blob=True, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(rng=st.randoms(use_true_random=False), seed=st.integers(0, 2**31 - 1))
 def test_random_kernels_match_the_reference_and_their_derivatives_agree(rng, seed, tmp_path):
