@@ -9,7 +9,7 @@ log="$OUT/log.txt"
 { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; python3 -m adoffload doctor; } > "$log" 2>&1
 timeout 120 python3 benchmarks/shard_map_gpus.py >> "$log" 2>&1
 : > "$OUT/pytest.txt"
-for t in ${TESTS:-tests/runtime tests/jax tests/determinism tests/reliability tests/codegen tests/chemistry tests/test_launch.py}; do
+for t in ${TESTS:-tests/runtime tests/jax tests/determinism tests/reliability/test_gpu_faults.py tests/codegen/test_reductions_cuda.py tests/test_launch.py}; do
   echo "=== $t" >> "$OUT/pytest.txt"
   timeout "${TEST_TIMEOUT:-150}" python3 -m pytest -q -p no:cacheprovider -rfEs -x "$t" 2>&1 \
     | grep -v "^[EW]11[0-9][0-9]\|cuda_status\|Source Location\|^$" | tail -30 >> "$OUT/pytest.txt"

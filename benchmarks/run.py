@@ -51,6 +51,7 @@ def main(argv=None) -> int:
             rows.append({"error": traceback.format_exc(limit=3)[-800:]})
             print(f"suite {name} failed:\n{rows[-1]['error']}")
         results[name] = rows
+        save(out, env, results)       # after every suite: a later time-out keeps what was measured
 
     if gpu:
         from harness import Gpu
@@ -70,12 +71,16 @@ def main(argv=None) -> int:
         import chemistry
         suite("chemistry", lambda rows: chemistry.run(rows, device="cuda" if gpu else "cpu", quick=args.quick))
 
-    (out / "results.json").write_text(json.dumps({"environment": env, "results": results}, indent=1, default=str))
-    write_csv(out / "results.csv", results)
-    from report import write_report
-    write_report(out, env, results)
+    save(out, env, results)
     print(f"wrote {out}")
     return 0
+
+
+def save(out: Path, env: dict, results: dict) -> None:
+    from report import write_report
+    (out / "results.json").write_text(json.dumps({"environment": env, "results": results}, indent=1, default=str))
+    write_csv(out / "results.csv", results)
+    write_report(out, env, results)
 
 
 def write_csv(path: Path, results: dict) -> None:
