@@ -77,6 +77,9 @@ def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_ran
         return program
     if cached is not None:
         return cached.decode() if target == "nvptx" else cached
+    if opts.get("noalias", False):
+        from .schedule import hoist_loads
+        text = hoist_loads(text, body_name)     # several loads in flight per thread (adjoints)
     module = abi.add_gpu_entry(text, body_name, flat_types, grid_rank, target,
                                scalars_by_reference=opts.get("scalars_by_reference", False),
                                noalias=opts.get("noalias", False), reductions=reductions)
