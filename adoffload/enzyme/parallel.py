@@ -51,10 +51,11 @@ class ParallelInfo:
 class AddressClassifier:
     """Classifies shadow addresses of one function (primal pointers, in the forward sweep)."""
 
-    def __init__(self, info: ParallelInfo, dominators, args: list[Argument]):
+    def __init__(self, info: ParallelInfo, dominators, args: list[Argument], function=None):
         self.info = info
         self.dom = dominators
         self.thread_args = {args[k] for k in info.thread_args}
+        self.patterns = _access_patterns(function) if function is not None else {}
 
     # ---- uniformity
     def strictly_uniform(self, v: Value, depth: int = 0) -> bool:
@@ -90,7 +91,10 @@ class AddressClassifier:
             return AddressClass.SHARED
         if all(self.strictly_uniform(i) for i in indices):
             return AddressClass.UNIFORM
-        if len(indices) == 1 and self.injective(indices[0], set(self.thread_args), at):
+        # Private needs one access pattern per array: x[i] and x[i + 1] are each injective in
+        # the thread index, but thread i's x[i + 1] is thread i+1's x[i].
+        if (len(indices) == 1 and len(self.patterns.get(root, ())) <= 1
+                and self.injective(indices[0], set(self.thread_args), at)):
             return AddressClass.PRIVATE
         return AddressClass.SHARED
 
@@ -182,6 +186,29 @@ def _strip(v: Value) -> Value:
 
 def _aliases(v: Value) -> set[Value]:
     return {_strip(v)}
+
+
+def _access_patterns(function) -> dict[Value, set]:
+    """Per pointer root: the distinct index expressions (structurally) of its loads, stores and atomics."""
+    patterns: dict[Value, set] = {}
+    for inst in function.instructions():
+        if inst.opcode not in ("load", "store", "atomicrmw", "cmpxchg"):
+            continue
+        root, indices = _decompose(inst.operands[1] if inst.opcode == "store" else inst.operands[0])
+        if root is not None:
+            patterns.setdefault(root, set()).add(tuple(_structure(i) for i in indices))
+    return patterns
+
+
+def _structure(v: Value, depth: int = 0):
+    """A hashable structural key of an index expression (equal keys: equal values per thread)."""
+    if isinstance(v, Constant):
+        return ("const", v.value)
+    if isinstance(v, Instruction) and v.opcode != "phi" and v.opcode != "load" and depth < 12:
+        return (v.opcode, v.predicate, tuple(_structure(o, depth + 1) for o in v.operands))
+    if isinstance(v, _SumOf):
+        return ("sum", tuple(_structure(o, depth + 1) for o in v.parts))
+    return ("value", id(v))
 
 
 def _decompose(pointer: Value) -> tuple[Value | None, list[Value]]:

@@ -161,7 +161,7 @@ class _Reverser:
         self.preds = predecessor_map(self.blocks)
         self.inductions = inductions(self.loops.loops, self.dom, self.preds)
         self.induction_slots: dict[Instruction, Instruction] = {}
-        self.classifier = (AddressClassifier(self.parallel, self.dom, fn.args[:len(self.primal.args)])
+        self.classifier = (AddressClassifier(self.parallel, self.dom, fn.args[:len(self.primal.args)], function=fn)
                            if self.parallel is not None else None)
         self.tape = Tape(fn, self.entry)
         self.log = (ContributionLog(fn, self.entry, [fn.args[j] for j in sorted(self.shadow_args.values())])

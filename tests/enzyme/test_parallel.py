@@ -129,7 +129,9 @@ def test_gather_with_repeated_indices_is_atomic(concurrent):
     module, result = _grid_check(GATHER_SCATTER, [CONST, DUP, CONST, DUP],
                                  lambda: [0, x.copy(), idx, np.zeros(3)], 6, concurrent=concurrent)
     text = _reverse_text(module, result)
-    assert text.count("atomicrmw fadd") == 2       # the primal's reduction and the gather's adjoint
+    # the primal's reduction, the gather's adjoint, and x[tid]'s adjoint: another thread's
+    # gather may add into the same element of d_x, so that update must be atomic too
+    assert text.count("atomicrmw fadd") == 3
 
 
 ROW_MAJOR = """
@@ -244,3 +246,27 @@ define ptx_kernel void @k(ptr %p, {kind} %v) {{
     assert ptx.count("shfl.sync.down") == (5 if kind == "float" else 10)
     assert "activemask" in ptx
     ptxas_check(ptx, "sm_80")
+
+
+OFFSET_READS = """
+define void @f(i64 %tid, ptr %y, ptr %out) {
+entry:
+  %p0 = getelementptr double, ptr %y, i64 %tid
+  %a = load double, ptr %p0
+  %t1 = add i64 %tid, 1
+  %p1 = getelementptr double, ptr %y, i64 %t1
+  %b = load double, ptr %p1
+  %d = fsub double %b, %a
+  %po = getelementptr double, ptr %out, i64 %tid
+  store double %d, ptr %po
+  ret void
+}
+"""
+
+
+def test_offset_reads_of_one_array_accumulate_atomically():
+    # y[i] and y[i + 1] are each injective in the thread index, yet thread i's y[i + 1] is
+    # thread i+1's y[i]: plain adds would race (seen on an H200 before this rule).
+    module, result = _grid_check(OFFSET_READS, [CONST, DUP, DUP],
+                                 lambda: [0, np.linspace(0.1, 1.0, 7), np.zeros(6)], 6, concurrent=True)
+    assert _reverse_text(module, result).count("atomicrmw fadd") == 2
