@@ -17,9 +17,9 @@ def main() -> int:
 
     import adoffload as ado
     jax.config.update("jax_enable_x64", True)
-    gpus = [d for d in jax.devices() if d.platform == "gpu"]
+    gpus = jax.devices()     # the default backend's devices: GPUs, or CPU devices for a dry run
     if len(gpus) < 2:
-        print(f"skipped: {len(gpus)} GPU(s) visible, shard_map across GPUs needs at least 2")
+        print(f"skipped: {len(gpus)} {gpus[0].platform} device(s) visible, shard_map needs at least 2")
         return 0
 
     @ado.kernel
@@ -42,15 +42,13 @@ def main() -> int:
                                 mesh=mesh, in_specs=(P(), P("d")), out_specs=(P(), (P(), P("d")))))
     loss, (da, dx) = sharded(0.7, x)
     xr = np.linspace(0.0, 3.0, n)
-    ok = (np.allclose(loss, np.sum(np.sin(xr) * 0.7 + xr * xr))
-          and np.allclose(da, len(gpus) * np.sum(np.sin(xr)))   # psum's transpose sums the replicated cotangent
-          or np.allclose(da, np.sum(np.sin(xr))))
+    ok = np.allclose(loss, np.sum(np.sin(xr) * 0.7 + xr * xr)) and np.allclose(da, np.sum(np.sin(xr)))
     ok = ok and np.allclose(np.asarray(dx), np.cos(xr) * 0.7 + 2 * xr)
-    print(f"shard_map over {len(gpus)} GPUs ({[d.device_kind for d in gpus]}): loss and grad "
+    print(f"shard_map over {len(gpus)} devices ({[d.device_kind for d in gpus]}): loss and grad "
           f"{'match' if ok else 'DO NOT match'} the numpy reference; dx sharding {dx.sharding}")
     sharded_in = jax.jit(f)(0.7, x)
     ok2 = np.allclose(np.asarray(sharded_in), np.sin(xr) * 0.7 + xr * xr)
-    print(f"jit with a sharded input across {len(gpus)} GPUs: {'matches' if ok2 else 'DOES NOT match'}")
+    print(f"jit with a sharded input across {len(gpus)} devices: {'matches' if ok2 else 'DOES NOT match'}")
     return 0 if ok and ok2 else 1
 
 

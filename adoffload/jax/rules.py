@@ -23,7 +23,7 @@ from jax.interpreters import ad, batching
 
 from .. import batching as kernel_batching
 from ..errors import JaxIntegrationError
-from .primitive import CallSpec, bind, kernel_call_p
+from .primitive import _varying_axes, CallSpec, bind, kernel_call_p
 
 
 
@@ -170,9 +170,16 @@ def _transpose(cts, *operands, spec: CallSpec):
         if r not in rspec.result_params:
             result.append(ad.Zero(operand.aval))
         else:
-            value = outs[rspec.result_params.index(r)]
-            result.append(value.reshape(operand.aval.shape).astype(operand.aval.dtype))
+            value = outs[rspec.result_params.index(r)].reshape(operand.aval.shape).astype(operand.aval.dtype)
+            result.append(_sum_over_unshared_axes(value, operand.aval))
     return result
+
+
+def _sum_over_unshared_axes(value, aval):
+    """Under shard_map, an operand that is the same on every device (say a parameter) gets
+    per-device adjoint contributions: its cotangent is their sum over the extra mesh axes."""
+    extra = _varying_axes(jax.typeof(value)) - _varying_axes(aval)
+    return jax.lax.psum(value, tuple(sorted(extra))) if extra else value
 
 
 def _aval(x):

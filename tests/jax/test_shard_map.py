@@ -42,3 +42,17 @@ def test_shard_map_and_sharded_inputs_on_four_host_devices(tmp_path):
     result = subprocess.run([sys.executable, str(script), str(Path(__file__).parent)], capture_output=True,
                             text=True, timeout=300, env=env)
     assert "SHARD_MAP_OK" in result.stdout, result.stdout[-2000:] + result.stderr[-4000:]
+
+
+def test_grad_of_a_replicated_scalar_inside_shard_map():
+    # A parameter replicated over the mesh gets per-device adjoint contributions; its
+    # cotangent must be their sum (benchmarks/shard_map_gpus.py, the script run on 2 GPUs).
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "shard_map_gpus.py"
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "loss and grad match" in run.stdout and "sharded input across 2 devices: matches" in run.stdout
