@@ -41,6 +41,13 @@ exit:
 SIGNATURE = KernelSignature("axpy", (Param("a", T.f64), Param("x", T.In[T.f64]), Param("out", T.Out[T.f64])), 1)
 
 
+@pytest.fixture(autouse=True)
+def on_the_host():
+    """These tests exercise the host handler: run them on JAX's CPU device even where a GPU is the default."""
+    with jax.default_device(jax.devices("cpu")[0]):
+        yield
+
+
 @pytest.fixture(scope="module")
 def target():
     flat = [f.llvm_type for f in SIGNATURE.flat_params()]
