@@ -39,6 +39,7 @@ def test_shard_map_and_sharded_inputs_on_four_host_devices(tmp_path):
     script.write_text(SCRIPT)
     env = dict(os.environ)
     env.pop("XLA_FLAGS", None)
+    env["JAX_PLATFORMS"] = "cpu"        # four host devices, also on a machine with GPUs
     result = subprocess.run([sys.executable, str(script), str(Path(__file__).parent)], capture_output=True,
                             text=True, timeout=300, env=env)
     assert "SHARD_MAP_OK" in result.stdout, result.stdout[-2000:] + result.stderr[-4000:]
