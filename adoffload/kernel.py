@@ -62,6 +62,12 @@ class Kernel:
         """(param_index, dim, axis) facts whose bounds check the launcher may prove away."""
         return frozenset()
 
+    @property
+    def full_writes(self) -> frozenset:
+        """(param_index, axes): Out arrays every thread writes at its own index (frontend/coverage.py),
+        which need no zeroing when the grid equals their shape."""
+        return frozenset()
+
     def _make_text(self, proven: frozenset) -> str:
         raise NotImplementedError(f"{type(self).__name__} must define _make_text")
 
@@ -124,6 +130,7 @@ class SourceKernel(Kernel):
         source = frontend.compile_kernel(pyfunc, bounds_check=bounds_check)
         super().__init__(source.signature, source.signature.name)
         self._candidates = frozenset(source.candidate_facts) if bounds_check else frozenset()
+        self._full_writes = source.full_writes
         self._texts[frozenset()] = ir.canonicalize(source.llvm_ir)
         self.__doc__ = pyfunc.__doc__
         self.__wrapped__ = pyfunc
@@ -131,6 +138,10 @@ class SourceKernel(Kernel):
     @property
     def candidate_facts(self) -> frozenset:
         return self._candidates
+
+    @property
+    def full_writes(self) -> frozenset:
+        return self._full_writes
 
     def _make_text(self, proven: frozenset) -> str:
         from . import frontend
@@ -165,6 +176,19 @@ class DerivedKernel(Kernel):
     @property
     def candidate_facts(self) -> frozenset:
         return self.base.candidate_facts
+
+    @property
+    def full_writes(self) -> frozenset:
+        """The base's, and in forward mode (width 1) their tangents too: the tangent is stored
+        wherever the primal value is."""
+        writes = set(self.base.full_writes)
+        if self.mode == "jvp" and self.width == 1:
+            names = [p.name for p in self.signature.params]
+            for k, axes in self.base.full_writes:
+                shadow = f"d_{self.base.signature.params[k].name}"
+                if shadow in names[len(self.base.signature.params):]:
+                    writes.add((names.index(shadow, len(self.base.signature.params)), axes))
+        return frozenset(writes)
 
     def _derive(self, proven: frozenset):
         """Differentiate the base body (or reuse the on-disk result for the same base IR)."""

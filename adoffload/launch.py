@@ -167,7 +167,7 @@ def launch(kernel, args: tuple, kwargs: dict, *, grid, device="cpu"):
     compiled = kernel.compiled(target, arch=getattr(dev, "arch", None), proven=proven, **options)
     status = abi_status.new_record()
     if dev.kind == "cpu":
-        _launch_host(dev, compiled, signature, values, grid, total, status)
+        _launch_host(dev, compiled, signature, values, grid, total, status, arrays_to_zero(kernel, values, grid))
     else:
         _launch_device(dev, compiled, signature, values, grid, total, status)
     abi_status.raise_for_status(status, signature, values)
@@ -221,11 +221,19 @@ def _loaded_function(dev, compiled):
     return loaded[dev.spec]
 
 
-def _launch_host(dev, compiled, signature, values, grid, total, status):
+def arrays_to_zero(kernel, values: list, grid: tuple[int, ...]) -> set[int]:
+    """Out arrays start at zero on every device and in JAX (kernels may accumulate into them),
+    except those this grid makes the kernel write in full (frontend/coverage.py)."""
+    from .frontend.coverage import written_in_full
+    return {k for k, (p, v) in enumerate(zip(kernel.signature.params, values))
+            if p.is_array and p.type.intent == "out"
+            and not written_in_full(kernel.full_writes, k, tuple(v.shape), grid)}
+
+
+def _launch_host(dev, compiled, signature, values, grid, total, status, zeroed):
     from .codegen.abi import pack_slots
-    for param, value in zip(signature.params, values):
-        if param.is_array and param.type.intent == "out":
-            value.fill(0)            # Out arrays start at zero on every device and in JAX
+    for k in zeroed:
+        values[k].fill(0)
     pointers = [v.ctypes.data if isinstance(v, np.ndarray) else 0 for v in values]
     slots = pack_slots(flat_values(signature, values, pointers), compiled.flat_types, grid, status.ctypes.data)
     dev.launch(_loaded_function(dev, compiled), total, slots)
@@ -245,7 +253,7 @@ def _launch_device(dev, compiled, signature, values, grid, total, status):
             if param.type.reads:
                 dev.copy_to_device(buf, value)
             else:
-                dev.memset(buf, 0)
+                dev.memset(buf, 0)    # always: after a bounds error the array comes back whole
             pointers.append(buf.ptr)
         status_buf = dev.allocate(status.nbytes)
         buffers.append((None, status, status_buf))

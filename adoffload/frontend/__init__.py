@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from ..language import Func
 from ..signature import KernelSignature
 from .context import ModuleContext
+from .coverage import full_writes
 from .kernel import KernelLowering, infer_grid_rank, kernel_signature
 from .source import parse_function
 
@@ -23,6 +24,7 @@ class KernelSource:
     candidate_facts: frozenset   # {(param_index, dim, grid_axis)}: index == unmodified tid(axis)
     filename: str
     first_line: int
+    full_writes: frozenset = frozenset()   # {(param_index, axes)}: Out arrays written in full (coverage.py)
 
 
 def compile_kernel(pyfunc, *, bounds_check: bool = True, proven=frozenset(),
@@ -36,7 +38,7 @@ def compile_kernel(pyfunc, *, bounds_check: bool = True, proven=frozenset(),
     ctx = ModuleContext(source.name, bounds_check=bounds_check, proven=frozenset(proven))
     KernelLowering(ctx, source, pyfunc, signature).lower()
     return KernelSource(signature, ctx.finish(), frozenset(ctx.candidate_facts),
-                        source.filename, source.first_line)
+                        source.filename, source.first_line, full_writes(source.tree, signature))
 
 
 __all__ = ["compile_kernel", "KernelSource", "Func"]

@@ -64,11 +64,14 @@ class HandlerLayout:
     zeroed: tuple[tuple[int, int, int], ...] = ()    # Out results: (ret index, ndim, element bytes)
 
 
-def layout_for(signature: KernelSignature, *, scalars_by_reference: bool) -> HandlerLayout:
+def layout_for(signature: KernelSignature, *, scalars_by_reference: bool,
+               written: frozenset = frozenset()) -> HandlerLayout:
     """Map the flattened params onto call-frame buffers.
 
     Operands are the In, InOut and scalar params in order; results are the Out and InOut
     arrays in order. InOut data is taken from the result buffer (it aliases the operand).
+    Out arrays are zeroed before the launch, except the params in ``written`` (written in
+    full by the kernel at this grid: no memset needed).
     """
     operand_of, result_of = {}, {}
     for k, p in enumerate(signature.params):
@@ -87,7 +90,8 @@ def layout_for(signature: KernelSignature, *, scalars_by_reference: bool) -> Han
         else:
             slots.append(Slot("ref" if scalars_by_reference else "value", side, index, llvm_type=f.llvm_type))
     zeroed = tuple((result_of[k], p.type.ndim, p.dtype.dtype.itemsize)
-                   for k, p in enumerate(signature.params) if p.is_array and p.type.intent == "out")
+                   for k, p in enumerate(signature.params)
+                   if p.is_array and p.type.intent == "out" and k not in written)
     return HandlerLayout(signature.name, tuple(p.name for p in signature.params), tuple(slots),
                          signature.grid_rank, zeroed)
 

@@ -121,9 +121,17 @@ def _impl(*operands, spec: CallSpec):
 
 
 def _lowering(ctx, *operands, spec: CallSpec, platform: str):
-    name = targets.target_name(spec.kernel, platform)
+    name = targets.target_name(spec.kernel, platform, _written_in_full(spec))
     rule = jax.ffi.ffi_lowering(name, operand_output_aliases=spec.aliases())
     return rule(ctx, *operands, grid=np.asarray(spec.grid, dtype=np.int64))
+
+
+def _written_in_full(spec: CallSpec) -> frozenset:
+    """The Out params this call's grid makes the kernel write in full (no zeroing needed)."""
+    from ..frontend.coverage import written_in_full
+    outs = [k for k, p in enumerate(spec.params) if p.is_array and p.type.intent == "out"]
+    return frozenset(k for k, shape in zip(outs, spec.out_shapes)
+                     if written_in_full(spec.kernel.full_writes, k, tuple(shape), spec.grid))
 
 
 for _platform in targets.PLATFORMS:

@@ -38,16 +38,17 @@ _COUNTER = itertools.count()
 sync_gpu_errors = False     # debug mode: GPU handlers synchronize and return bounds errors themselves
 
 
-def target_name(kernel, platform: str) -> str:
-    """The registered name of ``kernel``'s target on ``platform`` (registering it if needed)."""
-    return ensure_target(kernel, platform).name
+def target_name(kernel, platform: str, written: frozenset = frozenset()) -> str:
+    """The registered name of ``kernel``'s target on ``platform`` (registering it if needed);
+    ``written``: the Out params the call writes in full (their memset is skipped)."""
+    return ensure_target(kernel, platform, written).name
 
 
-def ensure_target(kernel, platform: str) -> Target:
+def ensure_target(kernel, platform: str, written: frozenset = frozenset()) -> Target:
     if getattr(kernel, "tape", None) is not None:
         raise JaxIntegrationError(f"kernel '{kernel.name}' needs a dynamic tape (a reverse kernel through "
                                   "loops with data-dependent trip counts); JAX calls do not size tapes yet")
-    key = (id(kernel), platform, sync_gpu_errors if platform != "cpu" else False)
+    key = (id(kernel), platform, sync_gpu_errors if platform != "cpu" else False, frozenset(written))
     with _LOCK:
         target = _TARGETS.get(key)
         if target is not None and target.kernel is kernel:
@@ -55,7 +56,7 @@ def ensure_target(kernel, platform: str) -> Target:
         safe = re.sub(r"[^A-Za-z0-9_]", "_", kernel.name)
         name = f"adoffload_{safe}_{next(_COUNTER)}"
         build = {"cpu": _cpu_target, "cuda": _cuda_target, "rocm": _rocm_target}[platform]
-        target = build(kernel, name)
+        target = build(kernel, name, frozenset(written))
         import jax
         jax.ffi.register_ffi_target(name, target.handler.capsule(), platform=PLATFORMS[platform])
         _TARGETS[key] = target
@@ -70,14 +71,14 @@ def _unresolved_symbols(program) -> list[str]:
     return [n for n in names if not n.startswith("llvm.") and not llvm.address_of_symbol(n)]
 
 
-def _cpu_target(kernel, name: str) -> Target:
+def _cpu_target(kernel, name: str, written: frozenset = frozenset()) -> Target:
     compiled = kernel.compiled("host")
     missing = _unresolved_symbols(compiled.program)
     if missing:
         raise CompilationError(f"kernel '{kernel.name}': the host code calls {missing}, which no library "
                                "defines (a code generation gap); refusing to run it")
     entry = compiled.program.address(compiled.entry_name)
-    layout = handlers.layout_for(kernel.signature, scalars_by_reference=False)
+    layout = handlers.layout_for(kernel.signature, scalars_by_reference=False, written=written)
     handler = handlers.CompiledHandler(handlers.cpu_handler_ir(layout, entry), keep_alive=[compiled])
     return Target(name, kernel, "cpu", handler)
 
@@ -105,7 +106,7 @@ def _gpu_devices(platform: str):
     return sorted(jax.devices(platform), key=lambda d: d.local_hardware_id)
 
 
-def _cuda_target(kernel, name: str) -> Target:
+def _cuda_target(kernel, name: str, written: frozenset = frozenset()) -> Target:
     driver = _cuda()
     _check(driver.cuInit(0))
     libcuda = ctypes.CDLL("libcuda.so.1")
@@ -139,7 +140,7 @@ def _cuda_target(kernel, name: str) -> Target:
                                 launch=ctypes.cast(libcuda.cuLaunchKernel, ctypes.c_void_p).value,
                                 synchronize=ctypes.cast(libcuda.cuStreamSynchronize, ctypes.c_void_p).value,
                                 memset=ctypes.cast(libcuda.cuMemsetD8Async, ctypes.c_void_p).value)
-    layout = handlers.layout_for(kernel.signature, scalars_by_reference=True)
+    layout = handlers.layout_for(kernel.signature, scalars_by_reference=True, written=written)
     text = handlers.gpu_handler_ir(layout, tables, sync=sync_gpu_errors)
     target = Target(name, kernel, "cuda", handlers.CompiledHandler(text, keep_alive=keep))
     target.host_statuses = views
@@ -148,18 +149,19 @@ def _cuda_target(kernel, name: str) -> Target:
 
 # ----------------------------------------------------------------------------- ROCm
 
-def rocm_handler_ir(kernel, tables: handlers.GpuTables | None = None, *, sync: bool = False) -> str:
+def rocm_handler_ir(kernel, tables: handlers.GpuTables | None = None, *, sync: bool = False,
+                    written: frozenset = frozenset()) -> str:
     """The ROCm handler text (hipModuleLaunchKernel has cuLaunchKernel's argument list).
 
     Without ``tables`` the addresses are placeholders: used to compile-check the handler on
     machines without an AMD GPU.
     """
-    layout = handlers.layout_for(kernel.signature, scalars_by_reference=True)
+    layout = handlers.layout_for(kernel.signature, scalars_by_reference=True, written=written)
     tables = tables or handlers.GpuTables((0,), (0,), (0,), launch=0, synchronize=0)
     return handlers.gpu_handler_ir(layout, tables, sync=sync)
 
 
-def _rocm_target(kernel, name: str) -> Target:
+def _rocm_target(kernel, name: str, written: frozenset = frozenset()) -> Target:
     from hip import hip  # hip-python
     libhip = ctypes.CDLL("libamdhip64.so")
 
@@ -191,7 +193,7 @@ def _rocm_target(kernel, name: str) -> Target:
                                 launch=ctypes.cast(libhip.hipModuleLaunchKernel, ctypes.c_void_p).value,
                                 synchronize=ctypes.cast(libhip.hipStreamSynchronize, ctypes.c_void_p).value,
                                 memset=ctypes.cast(libhip.hipMemsetD8Async, ctypes.c_void_p).value)
-    text = rocm_handler_ir(kernel, tables, sync=sync_gpu_errors)
+    text = rocm_handler_ir(kernel, tables, sync=sync_gpu_errors, written=written)
     target = Target(name, kernel, "rocm", handlers.CompiledHandler(text, keep_alive=keep))
     target.host_statuses = views
     return target
