@@ -249,7 +249,10 @@ def _linear_id_nvptx(m: ir.Module, b: ir.IRBuilder) -> ir.Value:
     def sreg(name):
         f = ir.Function(m, ir.FunctionType(_I32, []), name=f"llvm.nvvm.read.ptx.sreg.{name}")
         return b.zext(b.call(f, []), _I64)
-    return b.add(b.mul(sreg("ctaid.x"), sreg("ntid.x"), flags=("nuw",)), sreg("tid.x"), flags=("nuw",))
+    # The runtime uses grid.y only past 2^31 - 1 blocks (runtime/gpu.py launch_grid); the block index
+    # is then ctaid.y * nctaid.x + ctaid.x (ctaid.y is 0 otherwise, so this costs one multiply-add).
+    block = b.add(b.mul(sreg("ctaid.y"), sreg("nctaid.x"), flags=("nuw",)), sreg("ctaid.x"), flags=("nuw",))
+    return b.add(b.mul(block, sreg("ntid.x"), flags=("nuw",)), sreg("tid.x"), flags=("nuw",))
 
 
 def _linear_id_amdgpu(m: ir.Module, b: ir.IRBuilder) -> ir.Value:
