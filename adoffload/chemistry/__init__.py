@@ -10,7 +10,7 @@ velocity Verlet and BAOAB Langevin dynamics (``dynamics``), and an ASE calculato
 ``jax_enable_x64``.
 """
 from .backend import BACKENDS, available, default_backend, get_backend
-from .errors import (BackendUnavailableError, BoxError, Float64RequiredError, NeighborListOverflowError,
+from ..errors import (BackendUnavailableError, BoxError, Float64RequiredError, NeighborListOverflowError,
                      OptionalDependencyError)
 from .forcefield import Coulomb, ForceField, HarmonicAngles, HarmonicBonds, LennardJones, Morse, as_box
 from .neighbors import NeighborList, NeighborListSpec, brute_force_neighbors, estimate_capacity

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .backend import default_backend
-from .errors import BoxError, OptionalDependencyError
+from ..errors import BoxError, OptionalDependencyError
 from .forcefield import ForceField
 
 try:

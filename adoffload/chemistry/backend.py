@@ -12,7 +12,7 @@ import functools
 from types import SimpleNamespace
 
 from . import reference
-from .errors import BackendUnavailableError
+from ..errors import BackendUnavailableError
 
 BACKENDS = ("adoffload", "jax")
 

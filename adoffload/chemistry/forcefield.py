@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .backend import get_backend
-from .errors import Float64RequiredError
+from ..errors import Float64RequiredError
 from .neighbors import NeighborListSpec, estimate_capacity
 
 

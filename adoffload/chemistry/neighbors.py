@@ -19,7 +19,7 @@ import numpy as np
 
 from . import reference
 from .backend import get_backend
-from .errors import BoxError, NeighborListOverflowError
+from ..errors import BoxError, NeighborListOverflowError
 
 # A box side needs at least this many cells for the 27-cell stencil to visit each cell once.
 MIN_CELLS_PER_SIDE = 3
