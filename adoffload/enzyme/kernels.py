@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 from ..errors import ArgumentError
 from ..ir.builder import Builder
-from ..ir.core import (Argument, Function, FunctionType, Module, Type, Value, const, f32, f64, i1, i32, i64, ptr,
+from ..ir.core import (Argument, Function, FunctionType, Module, Type, Value, f32, f64, i1, i32, i64, ptr,
                        void)
 from ..signature import HIDDEN_PREFIX, KernelSignature, Param
-from ..types import ArrayType, ScalarType
+from ..types import ArrayType
 from ..types import i64 as I64
 from .activity import ACTIVE, CONST, DUP, Activity
 from .forward import forward

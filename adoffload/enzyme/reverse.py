@@ -30,7 +30,7 @@ from ..errors import DifferentiationError
 from ..ir.builder import Builder
 from ..ir.core import (Argument, Block, Constant, Function, FunctionType, GlobalVariable, Instruction,
                        Module, StructType, Value, const, i8, i32, i64, ptr, void)
-from .activity import ACTIVE, CONST, DUP, Activity, analyze, is_float_type
+from .activity import CONST, Activity, analyze, is_float_type
 from .custom import custom_cotangents, extractvalue_reverse, find_custom, insertvalue_reverse
 from .forward import _IGNORED_CALLS
 from .deterministic import ContributionLog, LogSpec, add_counting_function, check_no_read_after_log

@@ -22,7 +22,7 @@ from typing import Callable
 
 from ..errors import DifferentiationError
 from ..ir.builder import Builder
-from ..ir.core import (Constant, FloatType, FunctionType, GlobalVariable, Function, Instruction, Module,
+from ..ir.core import (Constant, FloatType, GlobalVariable, Function, Instruction, Module,
                        Type, Value, VectorType, const, i1)
 
 PartialsFn = Callable[["RuleContext", Instruction], "list[Value | None]"]

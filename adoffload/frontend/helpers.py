@@ -152,7 +152,6 @@ def compile_helper(caller, pyfunc, args, *, mode: str, name: str | None = None,
 
 def compile_custom_helper(caller, helper, args) -> CompiledHelper:
     """The primal (noinline) and the user's jvp / vjp as ``<name>.adoffload.{jvp,vjp}``."""
-    ctx = caller.ctx
     primal = compile_helper(caller, helper.pyfunc, args, mode="custom")
     results = primal.results
     if results is None or not all(t.is_float for t in _as_tuple(results)):

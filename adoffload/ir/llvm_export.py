@@ -299,7 +299,7 @@ class _Exporter:
         if not ({"volatile", "atomic"} & inst.flags):
             result = b.load(ops[0], inst.name, align=inst.align, typ=lltype(inst.type))
             return result
-        atomic = f" atomic" if "atomic" in inst.flags else ""
+        atomic = " atomic" if "atomic" in inst.flags else ""
         vol = " volatile" if "volatile" in inst.flags else ""
         order = f"{_scope(inst)} {inst.ordering}" if atomic else ""
         typ = lltype(inst.type)
@@ -309,7 +309,7 @@ class _Exporter:
     def emit_store(self, b, inst, ops):
         if not ({"volatile", "atomic"} & inst.flags):
             return b.store(ops[0], ops[1], align=inst.align)
-        atomic = f" atomic" if "atomic" in inst.flags else ""
+        atomic = " atomic" if "atomic" in inst.flags else ""
         vol = " volatile" if "volatile" in inst.flags else ""
         order = f"{_scope(inst)} {inst.ordering}" if atomic else ""
         return _insert(b, _Spelled(b.block, llir.VoidType(), "store", ops, "", lambda s: (

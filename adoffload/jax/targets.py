@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import abi_status
-from ..errors import CompilationError, DeviceError, JaxIntegrationError
+from ..errors import CompilationError, JaxIntegrationError
+from ..runtime.check import check
 from . import handler as handlers
 
 PLATFORMS = {"cpu": "cpu", "cuda": "CUDA", "rocm": "ROCM"}
@@ -93,12 +94,9 @@ def _cuda():
     return driver
 
 
-def _check(result):
-    driver = _cuda()
-    err, *rest = result if isinstance(result, tuple) else (result,)
-    if err != driver.CUresult.CUDA_SUCCESS:
-        raise DeviceError(f"CUDA driver call failed: {err.name if hasattr(err, 'name') else err}")
-    return rest[0] if len(rest) == 1 else rest
+def _check(call: str, result):
+    """Driver results go through the runtime's one checker (runtime/check.py), named by call."""
+    return check(result, call)
 
 
 def _gpu_devices(platform: str):
@@ -108,29 +106,29 @@ def _gpu_devices(platform: str):
 
 def _cuda_target(kernel, name: str, written: frozenset = frozenset()) -> Target:
     driver = _cuda()
-    _check(driver.cuInit(0))
+    _check("cuInit", driver.cuInit(0))
     libcuda = ctypes.CDLL("libcuda.so.1")
     devices = _gpu_devices("cuda")
     n = max(d.local_hardware_id for d in devices) + 1
     functions, statuses, host_statuses, views, keep = [0] * n, [0] * n, [0] * n, [], []
     for d in devices:
         ordinal = d.local_hardware_id
-        dev = _check(driver.cuDeviceGet(ordinal))
-        major = _check(driver.cuDeviceGetAttribute(
+        dev = _check("cuDeviceGet", driver.cuDeviceGet(ordinal))
+        major = _check("cuDeviceGetAttribute", driver.cuDeviceGetAttribute(
             driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev))
-        minor = _check(driver.cuDeviceGetAttribute(
+        minor = _check("cuDeviceGetAttribute", driver.cuDeviceGetAttribute(
             driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev))
         compiled = kernel.compiled("nvptx", arch=f"sm_{major}{minor}", scalars_by_reference=True)
-        ctx = _check(driver.cuDevicePrimaryCtxRetain(dev))       # JAX's context on this device
-        _check(driver.cuCtxPushCurrent(ctx))
+        ctx = _check("cuDevicePrimaryCtxRetain", driver.cuDevicePrimaryCtxRetain(dev))       # JAX's context on this device
+        _check("cuCtxPushCurrent", driver.cuCtxPushCurrent(ctx))
         try:
-            module = _check(driver.cuModuleLoadData(compiled.ptx.encode() + b"\0"))
-            function = _check(driver.cuModuleGetFunction(module, compiled.entry_name.encode()))
+            module = _check("cuModuleLoadData", driver.cuModuleLoadData(compiled.ptx.encode() + b"\0"))
+            function = _check("cuModuleGetFunction", driver.cuModuleGetFunction(module, compiled.entry_name.encode()))
             flags = driver.CU_MEMHOSTALLOC_DEVICEMAP | driver.CU_MEMHOSTALLOC_PORTABLE
-            host = int(_check(driver.cuMemHostAlloc(STATUS_BYTES, flags)))
-            device_ptr = int(_check(driver.cuMemHostGetDevicePointer(host, 0)))
+            host = int(_check("cuMemHostAlloc", driver.cuMemHostAlloc(STATUS_BYTES, flags)))
+            device_ptr = int(_check("cuMemHostGetDevicePointer", driver.cuMemHostGetDevicePointer(host, 0)))
         finally:
-            _check(driver.cuCtxPopCurrent())
+            _check("cuCtxPopCurrent", driver.cuCtxPopCurrent())
         view = np.ctypeslib.as_array((ctypes.c_int64 * abi_status.WORDS).from_address(host))
         view[:] = 0
         functions[ordinal], statuses[ordinal], host_statuses[ordinal] = int(function), device_ptr, host
@@ -164,12 +162,6 @@ def rocm_handler_ir(kernel, tables: handlers.GpuTables | None = None, *, sync: b
 def _rocm_target(kernel, name: str, written: frozenset = frozenset()) -> Target:
     from hip import hip  # hip-python
     libhip = ctypes.CDLL("libamdhip64.so")
-
-    def check(result):
-        err, *rest = result if isinstance(result, tuple) else (result,)
-        if int(err) != 0:
-            raise DeviceError(f"HIP call failed: {err}")
-        return rest[0] if len(rest) == 1 else rest
 
     devices = _gpu_devices("rocm")
     n = max(d.local_hardware_id for d in devices) + 1
@@ -226,11 +218,11 @@ def check_errors() -> None:
 def _synchronize(platform: str, ordinal: int, ctx) -> None:
     if platform == "cuda":
         driver = _cuda()
-        _check(driver.cuCtxPushCurrent(ctx))
+        _check("cuCtxPushCurrent", driver.cuCtxPushCurrent(ctx))
         try:
-            _check(driver.cuCtxSynchronize())
+            _check("cuCtxSynchronize", driver.cuCtxSynchronize())
         finally:
-            _check(driver.cuCtxPopCurrent())
+            _check("cuCtxPopCurrent", driver.cuCtxPopCurrent())
     elif platform == "rocm":
         from hip import hip
         hip.hipSetDevice(ordinal)
