@@ -7,6 +7,7 @@ checks for those accesses are compiled away.
 from __future__ import annotations
 
 import numbers
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -50,18 +51,53 @@ def check_argument(signature: KernelSignature, param, value):
     return _check_scalar(where, param.type, value)
 
 
-def _check_array(where: str, expected: ArrayType, value) -> np.ndarray:
+@dataclass(frozen=True)
+class Resident:
+    """An array argument already in GPU memory (a DeviceArray, or a CuPy/JAX/PyTorch GPU array
+    through DLPack): launches on its device use it in place, with no copies."""
+    device: str
+    ptr: int
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    owner: object
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+
+def _resident(where: str, value) -> Resident | None:
+    """``value`` as a Resident when it lives in GPU memory, else None."""
+    from .runtime.dlpack import DeviceArray, as_device_array
+    if isinstance(value, DeviceArray):
+        if value.device.kind == "cpu":
+            return None
+        return Resident(value.device.spec, value.ptr, value.shape, value.dtype, value)
+    if not hasattr(value, "__dlpack_device__") or int(value.__dlpack_device__()[0]) == 1:   # 1: DLPack CPU
+        return None
+    external = as_device_array(value)
+    if not external.c_contiguous:
+        raise ArgumentError(f"{where}: the device array is not C-contiguous (strides {external.strides})")
+    return Resident(external.device, external.ptr, tuple(external.shape), np.dtype(external.dtype), external)
+
+
+def _check_array(where: str, expected: ArrayType, value):
     if not isinstance(value, np.ndarray):
         if isinstance(value, (numbers.Number, np.generic)):
             raise ArgumentError(f"{where}: expected an array {expected!r}, got the scalar {value!r}")
+        resident = _resident(where, value)
+        if resident is not None:
+            _check_layout(where, expected, resident)
+            return resident
         if hasattr(value, "__array__") or hasattr(value, "__dlpack__"):
             value = np.asarray(value)
         else:
             raise ArgumentError(f"{where}: expected a numpy array {expected!r}, got {type(value).__name__}")
-    if value.dtype != expected.dtype.dtype:
-        raise ArgumentError(f"{where}: expected dtype {expected.dtype.dtype} ({expected!r}), got {value.dtype}")
-    if value.ndim != expected.ndim:
-        raise ArgumentError(f"{where}: expected a {expected.ndim}-D array, got {value.ndim}-D with shape {value.shape}")
+    _check_layout(where, expected, value)
     if not value.flags.c_contiguous:
         raise ArgumentError(f"{where}: the array is not C-contiguous (strides {value.strides}); "
                             f"pass np.ascontiguousarray(...)")
@@ -73,6 +109,13 @@ def _check_array(where: str, expected: ArrayType, value) -> np.ndarray:
     if expected.writes and not value.flags.writeable:
         raise ArgumentError(f"{where}: the array is read-only but the kernel writes it ({expected!r})")
     return value
+
+
+def _check_layout(where: str, expected: ArrayType, value) -> None:
+    if value.dtype != expected.dtype.dtype:
+        raise ArgumentError(f"{where}: expected dtype {expected.dtype.dtype} ({expected!r}), got {value.dtype}")
+    if value.ndim != expected.ndim:
+        raise ArgumentError(f"{where}: expected a {expected.ndim}-D array, got {value.ndim}-D with shape {value.shape}")
 
 
 def _check_scalar(where: str, expected: ScalarType, value):
@@ -127,7 +170,7 @@ def proven_facts(kernel, values: list, grid: tuple[int, ...]) -> frozenset:
     proven = set()
     for param_index, dim, axis in kernel.candidate_facts:
         value = values[param_index]
-        if isinstance(value, np.ndarray) and axis < len(grid) and dim < value.ndim and grid[axis] <= value.shape[dim]:
+        if _is_array(value) and axis < len(grid) and dim < value.ndim and grid[axis] <= value.shape[dim]:
             proven.add((param_index, dim, axis))
     return frozenset(proven)
 
@@ -169,7 +212,7 @@ def launch(kernel, args: tuple, kwargs: dict, *, grid, device="cpu"):
     if dev.kind == "cpu":
         _launch_host(dev, compiled, signature, values, grid, total, status, arrays_to_zero(kernel, values, grid))
     else:
-        _launch_device(dev, compiled, signature, values, grid, total, status)
+        _launch_device(dev, compiled, signature, values, grid, total, status, arrays_to_zero(kernel, values, grid))
     abi_status.raise_for_status(status, signature, values)
     if kernel.tape is not None:
         reduce_contribution_log(kernel, values)
@@ -185,6 +228,9 @@ def tape_arguments(kernel, values: list, grid: tuple[int, ...], device) -> list:
     spec = kernel.tape
     counter = kernel.count_kernel
     primal = counter.signature.params[:-len(spec.counters)]
+    if any(isinstance(v, Resident) for v in values):
+        raise ArgumentError(f"kernel '{kernel.name}' sizes a dynamic tape or a contribution log on the host: "
+                            "pass numpy arrays (the launcher moves them), not arrays already on the device")
     scratch = [v.copy() if isinstance(v, np.ndarray) and p.is_array and p.type.writes else v
                for p, v in zip(primal, values)]
     counts = [np.zeros(grid, np.int64) for _ in spec.counters]
@@ -213,6 +259,10 @@ def reduce_contribution_log(kernel, values: list) -> None:
     reduce_log(values[names.index(LOG_PARAM)], values[first_shadow:first_hidden])
 
 
+def _is_array(value) -> bool:
+    return isinstance(value, (np.ndarray, Resident))
+
+
 def _loaded_function(dev, compiled):
     """The compiled entry loaded on ``dev`` (loaded once per device, not per launch)."""
     loaded = compiled.extra.setdefault("loaded", {})
@@ -232,6 +282,10 @@ def arrays_to_zero(kernel, values: list, grid: tuple[int, ...]) -> set[int]:
 
 def _launch_host(dev, compiled, signature, values, grid, total, status, zeroed):
     from .codegen.abi import pack_slots
+    for param, value in zip(signature.params, values):
+        if isinstance(value, Resident):
+            raise ArgumentError(f"kernel '{signature.name}', parameter '{param.name}': the array lives on "
+                                f"{value.device}; launch with device='{value.device}' or pass a host array")
     for k in zeroed:
         values[k].fill(0)
     pointers = [v.ctypes.data if isinstance(v, np.ndarray) else 0 for v in values]
@@ -239,12 +293,21 @@ def _launch_host(dev, compiled, signature, values, grid, total, status, zeroed):
     dev.launch(_loaded_function(dev, compiled), total, slots)
 
 
-def _launch_device(dev, compiled, signature, values, grid, total, status):
+def _launch_device(dev, compiled, signature, values, grid, total, status, zeroed):
     """Copy In/InOut arrays to the device, launch, copy Out/InOut arrays and the status record back."""
     from .codegen.abi import pack_slots
     buffers, pointers = [], []
     try:
-        for param, value in zip(signature.params, values):
+        for k, (param, value) in enumerate(zip(signature.params, values)):
+            if isinstance(value, Resident):
+                if value.device != dev.spec:
+                    raise ArgumentError(f"kernel '{signature.name}', parameter '{param.name}': the array lives "
+                                        f"on {value.device}, the launch runs on {dev.spec}")
+                if k in zeroed:
+                    from .runtime.device import Buffer
+                    dev.memset(Buffer(value.ptr, value.nbytes, dev), 0)
+                pointers.append(value.ptr)       # already on the device: used in place
+                continue
             if not isinstance(value, np.ndarray):
                 pointers.append(0)
                 continue

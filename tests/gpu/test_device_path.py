@@ -105,3 +105,28 @@ def test_device_path_zero_grid_launches_nothing(fake_gpu):
     out = np.full(4, 7.0)
     shifted(np.arange(5.0), out, grid=0, device=fake_gpu)
     assert fake_gpu.launches == 0 and (out == 7.0).all()
+
+
+def test_arrays_already_on_the_device_are_used_in_place(fake_gpu):
+    from adoffload.runtime.dlpack import DeviceArray
+
+    @ado.kernel
+    def twice(x: ado.In[ado.f64], y: ado.Out[ado.f64], total: ado.Out[ado.f64]):
+        i = ado.tid()
+        y[i] = 2.0 * x[i]
+        ado.atomic_add(total, 0, x[i])
+
+    x = DeviceArray.from_numpy(np.arange(8.0), device=fake_gpu)
+    y, total = DeviceArray.empty(8, np.float64, device=fake_gpu), DeviceArray.empty(1, np.float64, device=fake_gpu)
+    live = set(fake_gpu.live)
+    twice(x, y, total, grid=8, device=fake_gpu)
+    assert set(fake_gpu.live) == live, "device-resident arguments need no staging buffers"
+    np.testing.assert_array_equal(y.to_numpy(), 2.0 * np.arange(8.0))
+    assert total.to_numpy()[0] == 28.0           # zeroed before the launch: it accumulates
+    with pytest.raises(ado.ArgumentError, match="lives on cuda:0"):
+        twice(x, y, total, grid=8)                # a host launch cannot read device memory
+    x32 = DeviceArray.from_numpy(np.arange(8, dtype=np.float32), device=fake_gpu)
+    with pytest.raises(ado.ArgumentError, match="expected dtype float64"):
+        twice(x32, y, total, grid=8, device=fake_gpu)
+    for array in (x, y, total, x32):
+        fake_gpu.free(array.buffer)
