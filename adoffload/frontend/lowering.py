@@ -248,7 +248,7 @@ class FunctionLowering:
 
     def abort(self) -> None:
         """Leave the function after a failure (kernel: return; helper: report to the caller)."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must say how it leaves after a failure")
 
     def finish_allocas(self) -> None:
         self.alloca_builder.branch(self.function.blocks[1])

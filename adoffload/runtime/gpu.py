@@ -9,6 +9,7 @@ The two drivers have the same shape (``cuMemAlloc``/``hipMalloc``, ``cuLaunchKer
 """
 from __future__ import annotations
 
+import abc
 import weakref
 
 import numpy as np
@@ -130,26 +131,26 @@ class GpuDevice(Device):
         self.allocator = CachingAllocator(self._driver_alloc, self._driver_free)
 
     # --- hooks ---------------------------------------------------------------------------
-    def activate(self) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def activate(self) -> None: ...
 
-    def _create_stream(self):
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _create_stream(self): ...
 
-    def _wrap_stream(self, handle):
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _wrap_stream(self, handle): ...
 
-    def _create_event(self):
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _create_event(self): ...
 
     def _occupancy_block(self, function_handle) -> int:
         return DEFAULT_BLOCK
 
-    def _load_image(self, image):
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _load_image(self, image): ...
 
-    def _reset_context(self) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _reset_context(self) -> None: ...
 
     # --- the checker, with the sticky-fault latch ----------------------------------------
     def driver_function(self, role: str):
