@@ -205,8 +205,9 @@ def launch(kernel, args: tuple, kwargs: dict, *, grid, device="cpu"):
         values += tape_arguments(kernel, values, grid, dev)
     proven = proven_facts(kernel, values, grid)
     target = {"cpu": "host", "cuda": "nvptx", "hip": "amdgpu"}[dev.kind]
-    # On a GPU every array gets its own device buffer (_launch_device): they never overlap.
-    options = {"noalias": True} if dev.kind != "cpu" else {}
+    # On a GPU the launcher gives every numpy array its own device buffer; arrays already on the
+    # device may overlap (the same array passed twice), and then nothing is promised to LLVM.
+    options = {"noalias": True} if dev.kind != "cpu" and not _overlapping_residents(values) else {}
     compiled = kernel.compiled(target, arch=getattr(dev, "arch", None), proven=proven, **options)
     status = abi_status.new_record()
     if dev.kind == "cpu":
@@ -257,6 +258,12 @@ def reduce_contribution_log(kernel, values: list) -> None:
     first_shadow = len(kernel.count_kernel.signature.params) - len(spec.counters)
     first_hidden = min(names.index(b) for b in spec.buffers)
     reduce_log(values[names.index(LOG_PARAM)], values[first_shadow:first_hidden])
+
+
+def _overlapping_residents(values: list) -> bool:
+    """Whether two device-resident arguments share memory."""
+    spans = sorted((v.ptr, v.ptr + v.nbytes) for v in values if isinstance(v, Resident) and v.nbytes)
+    return any(later[0] < earlier[1] for earlier, later in zip(spans, spans[1:]))
 
 
 def _is_array(value) -> bool:

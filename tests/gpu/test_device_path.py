@@ -130,3 +130,28 @@ def test_arrays_already_on_the_device_are_used_in_place(fake_gpu):
         twice(x32, y, total, grid=8, device=fake_gpu)
     for array in (x, y, total, x32):
         fake_gpu.free(array.buffer)
+
+
+def test_the_same_device_array_twice_is_not_promised_noalias(fake_gpu, monkeypatch):
+    from adoffload.runtime.dlpack import DeviceArray
+
+    @ado.kernel
+    def shift(x: ado.In[ado.f64], y: ado.Out[ado.f64]):
+        i = ado.tid()
+        y[i] = x[i] + 1.0
+
+    a = DeviceArray.from_numpy(np.arange(4.0), device=fake_gpu)
+    b = DeviceArray.from_numpy(np.arange(4.0), device=fake_gpu)
+    seen = []
+    original = type(shift).compiled
+
+    def spy(self, target="host", **options):
+        seen.append(options.get("noalias", False))
+        return original(self, target, **options)
+    monkeypatch.setattr(type(shift), "compiled", spy)
+    shift(a, b, grid=4, device=fake_gpu)
+    shift(a, a, grid=4, device=fake_gpu)
+    assert seen == [True, False]
+    np.testing.assert_array_equal(a.to_numpy(), np.arange(4.0) + 1.0)
+    for array in (a, b):
+        fake_gpu.free(array.buffer)
