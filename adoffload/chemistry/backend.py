@@ -33,11 +33,12 @@ _KERNEL_TABLE = {
 }
 
 
-def get_backend(name: str = "adoffload", *, adjoint: bool = True) -> SimpleNamespace:
+def get_backend(name: str = "adoffload", *, adjoint: bool = True, second_order: bool = False) -> SimpleNamespace:
     """The functions of backend ``name`` (``"adoffload"`` or ``"jax"``) as attributes.
 
     ``adjoint=True`` also requires the adoffload kernels' adjoints to work through
     ``jax.grad`` (forces); ``adjoint=False`` asks only for primal kernels (neighbor lists).
+    ``second_order=True`` also requires gradients of forces (fitting to forces).
     """
     if name == "jax":
         return SimpleNamespace(name="jax", **{f: getattr(reference, f) for f in _KERNEL_TABLE})
@@ -45,14 +46,16 @@ def get_backend(name: str = "adoffload", *, adjoint: bool = True) -> SimpleNames
         backend = _kernel_backend()
         if adjoint:
             _adjoint_smoke_test()
+        if second_order:
+            _second_order_smoke_test()
         return backend
     raise BackendUnavailableError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
 
 
-def available(name: str, *, adjoint: bool = True) -> tuple[bool, str]:
+def available(name: str, *, adjoint: bool = True, second_order: bool = False) -> tuple[bool, str]:
     """Whether backend ``name`` can run here (with adjoints, or primal kernels only), and why not."""
     try:
-        get_backend(name, adjoint=adjoint)
+        get_backend(name, adjoint=adjoint, second_order=second_order)
     except BackendUnavailableError as error:
         return False, str(error)
     return True, ""
@@ -103,6 +106,24 @@ def _adjoint_smoke_test() -> None:
     neighbors, box = jnp.asarray(_TWO_ATOMS[1], dtype=jnp.int64), jnp.full(3, 10.0)
     force = lambda fns: jax.grad(lambda x: jnp.sum(fns.lj_energy(x, box, neighbors, 1.0, 1.0, 2.5)))(pos)
     _compare("adjoint of the LJ energy kernel (forces)", lambda: force(backend), lambda: force(reference))
+
+
+@functools.cache
+def _second_order_smoke_test() -> None:
+    """The gradient of a force-matching loss with respect to sigma (reverse over reverse)."""
+    backend = _kernel_backend()
+    import jax
+    import jax.numpy as jnp
+    pos = jnp.asarray(_TWO_ATOMS[0], dtype=jnp.float64)
+    neighbors, box = jnp.asarray(_TWO_ATOMS[1], dtype=jnp.int64), jnp.full(3, 10.0)
+
+    def fit_gradient(fns):
+        def loss(sigma):
+            forces = jax.grad(lambda x: jnp.sum(fns.lj_energy(x, box, neighbors, sigma, 1.0, 2.5)))(pos)
+            return jnp.sum(forces ** 2)
+        return jax.grad(loss)(1.0)
+    _compare("gradient of forces (reverse over reverse of the LJ energy kernel)",
+             lambda: fit_gradient(backend), lambda: fit_gradient(reference))
 
 
 def _compare(what, ours, expected) -> None:

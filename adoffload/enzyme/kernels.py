@@ -135,7 +135,7 @@ def derive_kernel(signature: KernelSignature, module: Module, body_name: str, mo
         rank = signature.grid_rank
         parallel = ParallelInfo(thread_args=tuple(range(rank)),
                                 uniform_args=frozenset(range(rank, len(body.args))))
-        result = reverse(module, body, activity, name=f"{body_name}.adoffload.vjp",
+        result = reverse(module, body, activity, name=f"{body_name}.adoffload.vjp", failure_arg=len(body.args) - 1,
                          deterministic=deterministic, parallel=parallel)
         inner, tape = result.function, result.tape
         log = result.log

@@ -74,23 +74,34 @@ class ReverseResult:
 
 
 def reverse(module: Module, fn: Function, activity: list[Activity], name: str | None = None,
-            deterministic: bool = False, parallel: ParallelInfo | None = None) -> ReverseResult:
+            deterministic: bool = False, parallel: ParallelInfo | None = None,
+            failure_arg: int | None = None) -> ReverseResult:
     """Add the combined adjoint of ``fn`` to ``module`` (see the module docstring).
 
     ``deterministic``: shadow updates that may race (SHARED, UNIFORM) go to a per-thread
     contribution log that the launcher reduces in a fixed order (deterministic.py). Without
     ``parallel`` every update is already a plain per-thread add, so nothing changes.
+    ``failure_arg``: the kernel's status-record argument. A thread that records a failure (a
+    bounds error) returns without a reverse sweep: the launch raises anyway, and reversing those
+    exits would enter loops at several points (an irreducible adjoint no one could differentiate
+    again).
     """
     name = name or f"{fn.name}.reverse"
     try:
-        return _Reverser(module, fn, list(activity), parallel,
-                         deterministic=deterministic and parallel is not None).build(name)
+        return _Reverser(module, fn, list(activity), parallel, deterministic=deterministic and parallel is not None,
+                         failure_arg=failure_arg).build(name)
     except BaseException:
         module.functions.pop(name, None)     # leave no half-built function behind in the module
         raise
 
 
 # ----------------------------------------------------------------------------- cloning
+
+def _strip_pointer(pointer: Value) -> Value:
+    while isinstance(pointer, Instruction) and pointer.opcode in ("getelementptr", "bitcast", "addrspacecast"):
+        pointer = pointer.operands[0]
+    return pointer
+
 
 def clone_function_body(src: Function, dst: Function, value_map: dict) -> tuple[dict[Block, Block], list[Instruction]]:
     """Copy ``src``'s reachable blocks into ``dst`` (``value_map`` seeded with args); returns
@@ -146,9 +157,9 @@ def zero_of(t) -> Constant:
 
 class _Reverser:
     def __init__(self, module: Module, fn: Function, activity: list[Activity], parallel: ParallelInfo | None,
-                 deterministic: bool = False):
+                 deterministic: bool = False, failure_arg: int | None = None):
         self.module, self.primal, self.activity, self.parallel = module, fn, activity, parallel
-        self.deterministic = deterministic
+        self.deterministic, self.failure_arg = deterministic, failure_arg
         self.info = analyze(fn, activity)
 
     # ---- set-up
@@ -210,11 +221,38 @@ class _Reverser:
         for r in returns:
             r.opcode, r.operands, r.blocks = "br", [], [exit_block]
         self.exit = exit_block
+        if self.failure_arg is not None and not self.returns_float:
+            self._end_failed_threads(fn, fn.args[self.failure_arg])
         self.blocks = reachable_blocks(fn)
         self.entry = Builder()
         self.entry.position_before(fn.entry.instructions[0])
         self.adjoint_slots: dict[Value, Instruction] = {}
         self.uniform_sums: dict[Value, Instruction] = {}
+
+    def _end_failed_threads(self, fn: Function, status: Value) -> None:
+        """Edges from failure-recording blocks to a plain return go to a ``ret`` of their own,
+        outside the reverse sweep (see ``reverse``'s ``failure_arg``)."""
+        failing = {b for b in fn.blocks
+                   if any(i.opcode == "atomicrmw" and _strip_pointer(i.operands[0]) is status for i in b.instructions)}
+        preds = fn.predecessors()
+        grown = True
+        while grown:
+            grown = False
+            for b in fn.blocks:
+                if b not in failing and preds[b] and all(p in failing for p in preds[b]):
+                    failing.add(b)
+                    grown = True
+        returning = {b for b in fn.blocks if len(b.instructions) == 1 and b.terminator is not None
+                     and b.terminator.blocks == [self.exit]}
+        failed_exit = None
+        for b in failing:
+            term = b.terminator
+            if term is None or not any(t in returning for t in term.blocks):
+                continue
+            if failed_exit is None:
+                failed_exit = fn.add_block("failed.exit")
+                Builder(failed_exit).ret()
+            term.blocks = [failed_exit if t in returning else t for t in term.blocks]
 
     # ---- shadows (augmented forward)
     def _make_shadows(self) -> None:

@@ -141,6 +141,12 @@ def _transpose(cts, *operands, spec: CallSpec):
             raise JaxIntegrationError(f"kernel '{base.name}': cannot transpose with respect to the primal "
                                       f"parameter '{spec.params[k].name}' (it enters non-linearly)")
     adjoint = _derivative("vjp", base, wrt)
+    if adjoint.tape is not None:
+        raise JaxIntegrationError(
+            f"kernel '{adjoint.name}' (the adjoint of '{base.name}') needs a dynamic tape: a reverse kernel "
+            "through loops whose carried values must be stored per iteration, sized at run time; JAX "
+            "calls need static buffer sizes, so it runs through the numpy launcher only (ado.vjp(...)(...)). "
+            "Forward mode (jax.jvp, jax.jacfwd) of the same kernel works")
     base_shapes = _param_shapes(spec, [_aval(o).shape for o in operands])[:n_primal]
     shapes = _derived_shapes(adjoint, base, base_shapes)
     rspec = _derived_spec(adjoint, spec, shapes)

@@ -20,15 +20,16 @@ def setup_jax(device: str):
     return devices[0]
 
 
-def pick_backend(requested: str) -> str:
-    """'auto' -> adoffload if its kernels compile here, else the JAX reference (said aloud)."""
+def pick_backend(requested: str, *, second_order: bool = False) -> str:
+    """'auto' -> adoffload if its kernels (and, if asked, gradients of forces) run here, else
+    the JAX reference (said aloud)."""
     from adoffload.chemistry import available
     if requested != "auto":
-        ok, why = available(requested)
+        ok, why = available(requested, second_order=second_order)
         if not ok:
             sys.exit(f"--backend {requested}: {why}")
         return requested
-    ok, why = available("adoffload")
+    ok, why = available("adoffload", second_order=second_order)
     if ok:
         return "adoffload"
     print(f"note: running the plain-JAX reference backend ({why})")

@@ -104,3 +104,12 @@ def test_cluster_energy_of_known_dimer(backend):
     energy = lambda x: jnp.sum(fns.cluster_lj_energy(x, 1.0, 1.0))
     assert float(energy(pos)) == pytest.approx(-1.0, rel=1e-12)
     np.testing.assert_allclose(jax.grad(energy)(pos), 0.0, atol=1e-12)
+
+
+def test_gradient_of_forces_is_right_or_refused_clearly():
+    # Fitting to forces differentiates the adjoint kernel again (reverse over reverse). Under
+    # JAX that needs a dynamic tape for the LJ neighbor loop, which JAX calls cannot size: the
+    # backend must then say so (and the examples fall back), never fail obscurely or be wrong.
+    from adoffload.chemistry.backend import available
+    ok, why = available("adoffload", second_order=True)
+    assert ok or ("dynamic tape" in why and "JaxIntegrationError" in why), why
