@@ -21,3 +21,12 @@ def test_fit_recovers_morse_parameters(examples_path, tmp_path):
     assert max(result["relative_errors"].values()) < 1e-3
     start = fit_potential.START["morse"]
     assert all(abs(start[k] - result["true"][k]) / result["true"][k] > 0.05 for k in start)
+
+
+def test_fit_recovers_lj_parameters_with_adoffload_gradients(examples_path, tmp_path):
+    import fit_potential
+    from adoffload.chemistry.backend import available
+    assert available("adoffload")[0], available("adoffload")[1]
+    result = fit_potential.main(["--potential", "lj", "--configs", "2", "--steps", "400", "--loss", "energy",
+                                 "--backend", "adoffload", "--out", str(tmp_path)])
+    assert max(result["relative_errors"].values()) < 1e-3
