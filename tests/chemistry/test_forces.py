@@ -113,3 +113,20 @@ def test_gradient_of_forces_is_right_or_refused_clearly():
     from adoffload.chemistry.backend import available
     ok, why = available("adoffload", second_order=True)
     assert ok or ("dynamic tape" in why and "JaxIntegrationError" in why), why
+
+
+def test_hessian_of_the_neighbor_list_energy_matches_the_reference():
+    # Forward over reverse through the LJ neighbor kernel: jax.hessian and Hessian-vector products.
+    import adoffload as ado
+    from adoffload.chemistry import kernels
+    from adoffload.chemistry.backend import available
+    assert available("adoffload")[0], available("adoffload")[1]
+    pos = jnp.array([[0.0, 0.0, 0.0], [1.1, 0.2, -0.1], [0.3, 1.0, 0.2]])
+    box, neighbors = jnp.full(3, 10.0), jnp.array([[1, 2], [0, 2], [0, 1]], dtype=jnp.int64)
+    f = ado.jax_kernel(kernels.lj_energy, grid=3, out_shapes={"e": (3,)})
+    ours = lambda x: jnp.sum(f(x, box, neighbors, 1.0, 1.0, 2.5))
+    theirs = lambda x: jnp.sum(reference.lj_energy(x, box, neighbors, 1.0, 1.0, 2.5))
+    np.testing.assert_allclose(jax.hessian(ours)(pos), jax.hessian(theirs)(pos), rtol=1e-10, atol=1e-10)
+    v = jnp.full_like(pos, 0.1)
+    np.testing.assert_allclose(jax.jvp(jax.grad(ours), (pos,), (v,))[1],
+                               jax.jvp(jax.grad(theirs), (pos,), (v,))[1], rtol=1e-10, atol=1e-10)
