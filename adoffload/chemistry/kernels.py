@@ -25,6 +25,15 @@ def min_image(d: ado.f64, length: ado.f64) -> ado.f64:
 
 
 @ado.func
+def distance2(pos: ado.In[ado.f64, 2], box: ado.In[ado.f64], i: ado.i64, j: ado.i64) -> ado.f64:
+    """Squared minimum-image distance between atoms i and j."""
+    dx = min_image(pos[j, 0] - pos[i, 0], box[0])
+    dy = min_image(pos[j, 1] - pos[i, 1], box[1])
+    dz = min_image(pos[j, 2] - pos[i, 2], box[2])
+    return dx * dx + dy * dy + dz * dz
+
+
+@ado.func
 def lj_pair(r2: ado.f64, sigma: ado.f64, epsilon: ado.f64) -> ado.f64:
     s2 = sigma * sigma / r2
     s6 = s2 * s2 * s2
@@ -66,10 +75,7 @@ def lj_energy(pos: ado.In[ado.f64, 2], box: ado.In[ado.f64], neighbors: ado.In[a
     for k in range(neighbors.shape[1]):
         j = neighbors[i, k]
         if j >= 0:
-            dx = min_image(pos[j, 0] - pos[i, 0], box[0])
-            dy = min_image(pos[j, 1] - pos[i, 1], box[1])
-            dz = min_image(pos[j, 2] - pos[i, 2], box[2])
-            r2 = dx * dx + dy * dy + dz * dz
+            r2 = distance2(pos, box, i, j)
             if r2 < rc2:
                 acc = acc + 0.5 * (lj_pair(r2, sigma, epsilon) - shift)
     e[i] = acc
@@ -84,10 +90,7 @@ def morse_energy(pos: ado.In[ado.f64, 2], box: ado.In[ado.f64], neighbors: ado.I
     for k in range(neighbors.shape[1]):
         j = neighbors[i, k]
         if j >= 0:
-            dx = min_image(pos[j, 0] - pos[i, 0], box[0])
-            dy = min_image(pos[j, 1] - pos[i, 1], box[1])
-            dz = min_image(pos[j, 2] - pos[i, 2], box[2])
-            r2 = dx * dx + dy * dy + dz * dz
+            r2 = distance2(pos, box, i, j)
             if r2 < cutoff * cutoff:
                 acc = acc + 0.5 * (morse_pair(ado.sqrt(r2), depth, alpha, r0) - shift)
     e[i] = acc
@@ -103,10 +106,7 @@ def coulomb_energy(pos: ado.In[ado.f64, 2], box: ado.In[ado.f64], neighbors: ado
     for k in range(neighbors.shape[1]):
         j = neighbors[i, k]
         if j >= 0:
-            dx = min_image(pos[j, 0] - pos[i, 0], box[0])
-            dy = min_image(pos[j, 1] - pos[i, 1], box[1])
-            dz = min_image(pos[j, 2] - pos[i, 2], box[2])
-            r2 = dx * dx + dy * dy + dz * dz
+            r2 = distance2(pos, box, i, j)
             if r2 < cutoff * cutoff:
                 acc = acc + 0.5 * qi * charges[j] * dsf_pair(ado.sqrt(r2), alpha, cutoff)
     self_term = (1.0 - ado.erf(alpha * cutoff)) / (2.0 * cutoff) + alpha / 1.7724538509055159
@@ -134,10 +134,7 @@ def bond_energy(pos: ado.In[ado.f64, 2], box: ado.In[ado.f64], bonds: ado.In[ado
     b = ado.tid()
     i = bonds[b, 0]
     j = bonds[b, 1]
-    dx = min_image(pos[j, 0] - pos[i, 0], box[0])
-    dy = min_image(pos[j, 1] - pos[i, 1], box[1])
-    dz = min_image(pos[j, 2] - pos[i, 2], box[2])
-    stretch = ado.sqrt(dx * dx + dy * dy + dz * dz) - r0[b]
+    stretch = ado.sqrt(distance2(pos, box, i, j)) - r0[b]
     e[b] = 0.5 * k[b] * stretch * stretch
 
 

@@ -41,7 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..ir.builder import Builder
-from ..ir.core import (Argument, ArrayType, Block, Constant, Function, Instruction, Value, const, i8, i64,
+from ..ir.core import (ArrayType, Block, Constant, Function, Instruction, Value, const, i8, i64,
                        ptr)
 
 SLOT_BYTES = 8
@@ -188,31 +188,8 @@ def add_count_function(module, primal: Function, name: str, bytes_per_block: dic
     """``@name(primal args..., ptr %tape_bytes)``: runs the primal and stores its tape size.
 
     ``bytes_per_block`` maps a primal block's index (in ``primal.blocks``) to the bytes its
-    record pushes per visit.
+    record pushes per visit. (The single-counter case of ``deterministic.add_counting_function``.)
     """
-    from .reverse import clone_function_body        # the one cloning helper lives there
+    from .deterministic import add_counting_function
+    return add_counting_function(module, primal, name, [("tape_bytes", bytes_per_block)])
 
-    from ..ir.core import FunctionType, void
-    params = tuple(a.type for a in primal.args) + (ptr,)
-    fn = Function(name, FunctionType(void, params),
-                  [Argument(a.type, a.name, k, set(a.attributes)) for k, a in enumerate(primal.args)])
-    fn.args.append(Argument(ptr, "tape_bytes", len(primal.args)))
-    module.add_function(fn)
-    block_map, returns = clone_function_body(primal, fn, dict(zip(primal.args, fn.args)))
-    entry = Builder()
-    entry.position_before(fn.entry.instructions[0])
-    counter = entry.alloca(i64, "tape.count")
-    entry.store(const(i64, 0), counter)
-    for index, nbytes in bytes_per_block.items():
-        block = block_map.get(primal.blocks[index])
-        if block is None or not nbytes:
-            continue
-        b = Builder()
-        b.position_before_terminator(block)
-        b.store(b.add(b.load(i64, counter), const(i64, nbytes)), counter)
-    for ret in returns:
-        b = Builder()
-        b.position_before(ret)
-        b.store(b.load(i64, counter), fn.args[-1])
-        ret.operands = []
-    return fn
