@@ -86,9 +86,11 @@ class Kernel:
     # ---- compile ----------------------------------------------------------------------
     def compiled(self, target: str = "host", *, arch: str | None = None, scalars_by_reference: bool = False,
                  proven: frozenset = frozenset(), **options) -> Compiled:
-        """``options`` go to ``codegen.compile_for_target`` (``noalias``, ``reductions``, ...)."""
+        """``options`` go to ``codegen.compile_for_target`` (``noalias``, ``reductions``,
+        ``elements_per_thread``, ...)."""
         from . import codegen
         proven = frozenset(proven) & self.candidate_facts
+        options = codegen.normalize_options(options, target, self.signature.grid_rank)
         key = (target, arch, scalars_by_reference, proven, tuple(sorted(options.items())))
         with self._lock:
             hit = self._compiled.get(key)

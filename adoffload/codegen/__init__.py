@@ -41,6 +41,20 @@ def _host_cpu_key() -> str:
     return f"{llvm.get_process_triple()}|{llvm.get_host_cpu_name()}|{llvm.get_host_cpu_features().flatten()}"
 
 
+def normalize_options(opts: dict, target: str, grid_rank: int) -> dict:
+    """``opts`` with defaults that change nothing removed, so equal requests share one cache
+    key: ``elements_per_thread`` is dropped when 1 and on the host (whose entry loops over
+    its chunk anyway), and checked otherwise (abi.check_elements_per_thread)."""
+    opts = dict(opts)
+    if "elements_per_thread" in opts:
+        k = abi.check_elements_per_thread(opts["elements_per_thread"], grid_rank)
+        if k == 1 or _canonical_target(target) == "host":
+            del opts["elements_per_thread"]
+        else:
+            opts["elements_per_thread"] = k
+    return opts
+
+
 def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_rank: int, target: str,
                        arch: str | None = None, *, cache=True, **opts):
     """Compile the body in ``text`` for ``target`` ("host" | "nvptx" | "amdgpu", or cpu/cuda/hip).
@@ -49,12 +63,15 @@ def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_ran
     NVPTX, HSACO bytes for AMDGPU. ``opts``: ``noalias`` (all targets), ``scalars_by_reference``
     (GPU), ``math`` (AMDGPU: "auto" | "ocml" | "devicemath"), ``reductions`` (how
     uniform-address atomics are combined: "block" (default) | "warp" | "thread" | "off";
-    see codegen/reductions.py). ``cache``: True for the default
+    see codegen/reductions.py), ``elements_per_thread`` (GPU, rank-1 grids: k linear ids per
+    thread, launched with ``ceil(total / k)`` threads; see abi.add_gpu_entry and
+    codegen/vectorize.py; ignored on the host). ``cache``: True for the default
     on-disk cache, a ``CompileCache``, or False/None for none.
     """
     from ..cache import CompileCache
     from ..enzyme.parallel import lower_uniform_adds_text
     target = _canonical_target(target)
+    opts = normalize_options(opts, target, grid_rank)
     text = lower_uniform_adds_text(text, target)   # adjoint reductions: warp pre-reduction on GPUs
     arch = arch or DEFAULT_ARCH.get(target) or _host_cpu_key()
     store = CompileCache() if cache is True else (cache or None)
@@ -82,7 +99,8 @@ def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_ran
         text = hoist_loads(text, body_name)     # several loads in flight per thread (adjoints)
     module = abi.add_gpu_entry(text, body_name, flat_types, grid_rank, target,
                                scalars_by_reference=opts.get("scalars_by_reference", False),
-                               noalias=opts.get("noalias", False), reductions=reductions)
+                               noalias=opts.get("noalias", False), reductions=reductions,
+                               elements_per_thread=opts.get("elements_per_thread", 1))
     if target == "nvptx":
         from .nvptx import compile_ptx
         artifact = compile_ptx(module, arch)

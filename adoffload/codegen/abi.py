@@ -271,7 +271,7 @@ _LINEAR_ID = {"nvptx": _linear_id_nvptx, "amdgpu": _linear_id_amdgpu}
 
 def add_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, grid_rank: int,
                   target: str = "nvptx", scalars_by_reference=False, noalias: bool = False,
-                  reductions: str = "block") -> str:
+                  reductions: str = "block", elements_per_thread: int = 1) -> str:
     """Add ``<cc> void @<body>.kernel(<params>, i64 grid.., ptr status)`` for ``target``.
 
     ``scalars_by_reference``: see ``_by_reference_mask``; those params arrive as ``ptr`` and
@@ -280,8 +280,11 @@ def add_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, grid_r
     "block" (warp shuffles, shared memory, one atomic per block; the default), "warp" (one
     per warp), "thread" (one per thread, after the body), "off" (left in the body). AMDGPU
     treats "block"/"warp" as "thread" (the backend's atomic optimizer combines a wavefront).
+    ``elements_per_thread`` (k, rank-1 grids only): each thread runs the linear ids
+    ``linear*k .. linear*k+k-1``; launch ``ceil(total / k)`` threads (see the module docstring).
     """
     from .reductions import EntryAccumulators
+    per_thread = check_elements_per_thread(elements_per_thread, grid_rank)
     if target not in GPU_CALLING_CONVENTION:
         raise CompilationError(f"unknown GPU target {target!r}; expected one of {sorted(GPU_CALLING_CONVENTION)}")
     types = flat_type_names(flat_types)
@@ -312,10 +315,15 @@ def add_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, grid_r
     total = grid[0]
     for g in grid[1:]:
         total = b.mul(total, g, flags=("nuw",))
-    in_range = b.icmp_unsigned("<", linear, total)
-    with b.if_then(in_range, likely=True):
-        tids = _gpu_tids(b, linear, grid, total)
-        b.call(body, tids + params + [status] + accumulators.pointers, attrs=("alwaysinline",))
+    if per_thread == 1:
+        in_range = b.icmp_unsigned("<", linear, total)
+        with b.if_then(in_range, likely=True):
+            tids = _gpu_tids(b, linear, grid, total)
+            b.call(body, tids + params + [status] + accumulators.pointers, attrs=("alwaysinline",))
+    else:
+        data_pointers = [i for i, (t, r) in enumerate(zip(types, by_ref)) if t == "ptr" and not r]
+        in_range = _several_elements(m, b, body, linear, total, per_thread, params, data_pointers,
+                                     [status] + accumulators.pointers)
     if sites:
         body_args = [_I64(0)] * grid_rank + params + [status]
         if target == "nvptx" and reductions in ("block", "warp"):
@@ -325,6 +333,81 @@ def add_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, grid_r
                 accumulators.atomics(b, accumulators.values(b), body_args)
     b.ret_void()
     return _link(body_module, m, body_name)
+
+
+MAX_ELEMENTS_PER_THREAD = 16
+VECTOR_ALIGNMENT = 16      # bytes: one 128-bit access (ld.global.v4.f32 / v2.f64, global_load_dwordx4)
+
+
+def check_elements_per_thread(k, grid_rank: int) -> int:
+    """``k`` as an int, or a CompilationError: 1..16, and above 1 only for rank-1 grids."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= int(k) <= MAX_ELEMENTS_PER_THREAD:
+        raise CompilationError(f"elements_per_thread must be an int from 1 to {MAX_ELEMENTS_PER_THREAD}, got {k!r}")
+    if int(k) > 1 and grid_rank != 1:
+        raise CompilationError(f"elements_per_thread={int(k)} needs a rank-1 grid; this kernel's grid has rank "
+                               f"{grid_rank} (use elements_per_thread=1)")
+    return int(k)
+
+
+def _several_elements(m: ir.Module, b: ir.IRBuilder, body: ir.Function, linear: ir.Value, total: ir.Value,
+                      k: int, params: list, data_pointers: list[int], tail_args: list) -> ir.Value:
+    """Rank 1, k elements per thread: linear ids ``base = linear*k .. base+k-1``.
+
+    Fast path (every thread but the last, when every data pointer is 16-byte aligned -- a
+    test on kernel parameters only, so uniform across the launch): k unguarded body calls in
+    straight-line code, with the data pointers re-derived by ``llvm.ptrmask(p, -16)``. That
+    is the identity on an aligned pointer but tells LLVM the alignment, so the
+    LoadStoreVectorizer can merge the k adjacent accesses into 128-bit ones. Otherwise (a
+    misaligned pointer, or the grid's last partial group) a guarded loop over
+    ``base .. min(base+k, total)``. Returns ``base < total`` (whether the thread ran anything).
+    """
+    base = b.mul(linear, _I64(k), flags=("nuw",))
+    in_range = b.icmp_unsigned("<", base, total)
+    with b.if_then(in_range, likely=True):
+        full = b.icmp_unsigned(">=", b.sub(total, base, flags=("nuw",)), _I64(k))
+        aligned = ir.Constant(_I1, 1)
+        for index in data_pointers:
+            low = b.and_(b.ptrtoint(params[index], _I64), _I64(VECTOR_ALIGNMENT - 1))
+            aligned = b.and_(aligned, b.icmp_unsigned("==", low, _I64(0)))
+        with b.if_else(b.and_(full, aligned), likely=True) as (fast, scalar):
+            with fast:
+                if data_pointers:
+                    assume = ir.Function(m, ir.FunctionType(ir.VoidType(), [_I1]), name="llvm.assume")
+                    for index in data_pointers:
+                        b._insert(_AlignAssume(b.block, assume, params[index], VECTOR_ALIGNMENT))
+                for j in range(k):
+                    tid = b.add(base, _I64(j), flags=("nuw", "nsw")) if j else base
+                    b.call(body, [tid] + params + tail_args, attrs=("alwaysinline",))
+            with scalar:
+                end = b.select(full, b.add(base, _I64(k), flags=("nuw", "nsw")), total)
+                before = b.block
+                loop = b.append_basic_block("element")
+                after = b.append_basic_block("elements.done")
+                b.branch(loop)
+                b.position_at_end(loop)
+                tid = b.phi(_I64, "tid")
+                b.call(body, [tid] + params + tail_args, attrs=("alwaysinline",))
+                following = b.add(tid, _I64(1), flags=("nuw", "nsw"))
+                tid.add_incoming(base, before)
+                tid.add_incoming(following, b.block)
+                b.cbranch(b.icmp_unsigned("<", following, end), loop, after)
+                b.position_at_end(after)
+    return in_range
+
+
+class _AlignAssume(ir.instructions.Instruction):
+    """``call void @llvm.assume(i1 true) ["align"(ptr %p, i64 N)]`` (llvmlite.ir has no
+    operand bundles). Valid only where ``p`` is known to be N-aligned: the caller emits it
+    inside the branch that tested exactly that."""
+
+    def __init__(self, parent, assume: ir.Function, pointer: ir.Value, alignment: int):
+        super().__init__(parent, ir.VoidType(), "call", [assume, pointer])
+        self.alignment = alignment
+
+    def descr(self, buf):
+        assume, pointer = self.operands
+        buf.append(f'call void {assume.get_reference()}(i1 true) [ "align"({pointer.type} '
+                   f'{pointer.get_reference()}, i64 {self.alignment}) ]\n')
 
 
 def _gpu_tids(b: ir.IRBuilder, linear: ir.Value, grid: list[ir.Value], total: ir.Value) -> list[ir.Value]:
