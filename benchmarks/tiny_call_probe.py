@@ -1,18 +1,17 @@
 """Where the per-call cost of a tiny custom call goes: the tiny-call measurement of
 overheads.py repeated under XLA flag variants (each in a fresh process, since XLA reads its
 flags once), with an Out array the kernel writes in full (no memset) and one it does not
-(a memset per call), and whether XLA put the calls in a command buffer (CUDA graph).
+(a memset per call). Comparing the flag variants shows what CUDA graphs (XLA's command
+buffers, on by default) save.
 
     python benchmarks/tiny_call_probe.py            # prints a markdown table
 """
 from __future__ import annotations
 
-import glob
 import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 
 VARIANTS = {
@@ -64,32 +63,22 @@ def _child() -> None:
     print("RESULT " + json.dumps(result))
 
 
-def _in_command_buffer(dump: str) -> str:
-    """Whether the optimized HLO of the custom-call chains has command-buffer computations."""
-    texts = [open(p).read() for p in glob.glob(os.path.join(dump, "*after_optimizations.txt"))]
-    with_calls = [t for t in texts if "adoffload_" in t]
-    if not with_calls:
-        return "no dump"
-    return "yes" if any("command_buffer" in t for t in with_calls) else "no"
-
-
 def main() -> int:
     rows = []
     for name, flags in VARIANTS.items():
-        with tempfile.TemporaryDirectory() as dump:
-            env = dict(os.environ, XLA_FLAGS=f"{flags} --xla_dump_to={dump} --xla_dump_hlo_as_text".strip())
-            done = subprocess.run([sys.executable, __file__, "--child"], env=env, capture_output=True,
-                                  text=True, timeout=300)
-            lines = [l for l in done.stdout.splitlines() if l.startswith("RESULT ")]
-            if done.returncode or not lines:
-                print(f"variant {name!r} failed:\n{done.stderr[-2000:]}", file=sys.stderr)
-                continue
-            rows.append((name, json.loads(lines[-1][7:]), _in_command_buffer(dump)))
-    print("| XLA flags | case | us per call | calls in a command buffer |")
-    print("|---|---|---|---|")
-    for name, result, graphs in rows:
+        env = dict(os.environ, XLA_FLAGS=flags)
+        done = subprocess.run([sys.executable, __file__, "--child"], env=env, capture_output=True,
+                              text=True, timeout=300)
+        lines = [l for l in done.stdout.splitlines() if l.startswith("RESULT ")]
+        if done.returncode or not lines:
+            print(f"variant {name!r} failed:\n{done.stderr[-2000:]}", file=sys.stderr)
+            continue
+        rows.append((name, json.loads(lines[-1][7:])))
+    print("| XLA flags | case | us per call |")
+    print("|---|---|---|")
+    for name, result in rows:
         for case, us in result.items():
-            print(f"| {name} | {case} | {us:.2f} | {graphs if case != 'XLA op' else ''} |")
+            print(f"| {name} | {case} | {us:.2f} |")
     return 0
 
 
