@@ -208,12 +208,20 @@ def launch(kernel, args: tuple, kwargs: dict, *, grid, device="cpu"):
     # On a GPU the launcher gives every numpy array its own device buffer; arrays already on the
     # device may overlap (the same array passed twice), and then nothing is promised to LLVM.
     options = {"noalias": True} if dev.kind != "cpu" and not _overlapping_residents(values) else {}
+    per_thread = 1
+    if dev.kind != "cpu":
+        # k logical threads per GPU thread, 128-bit accesses where aligned (codegen/vectorize.py)
+        from .codegen.vectorize import elements_per_thread, threads
+        per_thread = elements_per_thread(signature, total)
+        if per_thread > 1:
+            options["elements_per_thread"] = per_thread
     compiled = kernel.compiled(target, arch=getattr(dev, "arch", None), proven=proven, **options)
     status = abi_status.new_record()
     if dev.kind == "cpu":
         _launch_host(dev, compiled, signature, values, grid, total, status, arrays_to_zero(kernel, values, grid))
     else:
-        _launch_device(dev, compiled, signature, values, grid, total, status, arrays_to_zero(kernel, values, grid))
+        _launch_device(dev, compiled, signature, values, grid, threads(total, per_thread), status,
+                       arrays_to_zero(kernel, values, grid))
     abi_status.raise_for_status(status, signature, values)
     if kernel.tape is not None:
         reduce_contribution_log(kernel, values)
@@ -300,8 +308,9 @@ def _launch_host(dev, compiled, signature, values, grid, total, status, zeroed):
     dev.launch(_loaded_function(dev, compiled), total, slots)
 
 
-def _launch_device(dev, compiled, signature, values, grid, total, status, zeroed):
-    """Copy In/InOut arrays to the device, launch, copy Out/InOut arrays and the status record back."""
+def _launch_device(dev, compiled, signature, values, grid, threads, status, zeroed):
+    """Copy In/InOut arrays to the device, launch ``threads`` GPU threads (the logical grid
+    divided by the entry's elements per thread), copy Out/InOut arrays and the status record back."""
     from .codegen.abi import pack_slots
     buffers, pointers = [], []
     try:
@@ -329,7 +338,7 @@ def _launch_device(dev, compiled, signature, values, grid, total, status, zeroed
         buffers.append((None, status, status_buf))
         dev.copy_to_device(status_buf, status)
         slots = pack_slots(flat_values(signature, values, pointers), compiled.flat_types, grid, status_buf.ptr)
-        dev.launch(_loaded_function(dev, compiled), total, slots)
+        dev.launch(_loaded_function(dev, compiled), threads, slots)
         dev.synchronize()
         for param, value, buf in buffers:
             if param is None or param.type.writes:

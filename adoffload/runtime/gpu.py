@@ -36,6 +36,8 @@ def launch_grid(total_threads: int, block: int, max_x: int = MAX_GRID_X, max_y: 
     Contract for GPU entries: the linear thread id is
     ``(ctaid.y * nctaid.x + ctaid.x) * ntid.x + tid.x``, and threads whose id is past the
     logical grid return (rounding up always launches a few extra threads).
+    ``total_threads`` counts GPU threads, not logical ones: an entry compiled with
+    ``elements_per_thread=k`` (codegen/vectorize.py) covers the grid with ``ceil(total / k)``.
     """
     blocks = -(-total_threads // block)
     if blocks <= max_x:
