@@ -12,6 +12,7 @@ import numpy as np
 
 import adoffload as ado
 from adoffload.codegen.abi import pack_slots
+from adoffload.codegen.vectorize import elements_per_thread, threads
 from adoffload.launch import flat_values, proven_facts
 
 HERE = Path(__file__).parent
@@ -36,8 +37,11 @@ class OurLaunch:
         ordered = [values[p.name] for p in sig.params]
         host_ordered = [host_values[p.name] for p in sig.params]
         proven = proven_facts(kernel, host_ordered, grid)
+        self.total = math.prod(grid)
+        # the launcher's policy: k elements per thread (128-bit accesses) on big rank-1 grids
+        self.k = elements_per_thread(sig, self.total)
         # every argument is its own upload (Gpu.upload): the buffers never overlap
-        compiled = kernel.compiled("nvptx", arch="sm_90", proven=proven, noalias=True)
+        compiled = kernel.compiled("nvptx", arch="sm_90", proven=proven, noalias=True, elements_per_thread=self.k)
         self.ptx_bytes = len(compiled.ptx)
         module = gpu.device.load_module(compiled.ptx)
         self.function = module.function(compiled.entry_name)
@@ -46,11 +50,11 @@ class OurLaunch:
         scalars = [v if not hasattr(v, "ptr") else h for v, h in zip(ordered, host_ordered)]
         flat = flat_values(sig, scalars, pointers)
         self.slots = pack_slots(flat, compiled.flat_types, grid, self.status.ptr)
-        self.total = math.prod(grid)
+        self.threads = threads(self.total, self.k)
         self.gpu = gpu
 
     def __call__(self):
-        self.gpu.device.launch(self.function, self.total, self.slots, block_size=256, stream=self.gpu.stream)
+        self.gpu.device.launch(self.function, self.threads, self.slots, block_size=256, stream=self.gpu.stream)
 
 
 def run(out_rows: list, sizes=(1_000_000, 1 << 26), reps: int = 30) -> None:
@@ -90,7 +94,7 @@ def run(out_rows: list, sizes=(1_000_000, 1 << 26), reps: int = 30) -> None:
                 t_cuda = gpu.time(lambda: gpu.launch_raw(fn, cuda_grid, (256, 1, 1), cuda_args), reps)
                 row.update(ours_ms=t_ours.median_ms, ours_spread_ms=t_ours.spread_ms,
                            unchecked_ms=t_unchecked.median_ms, cuda_ms=t_cuda.median_ms,
-                           cuda_spread_ms=t_cuda.spread_ms, ptx_bytes=ours.ptx_bytes)
+                           cuda_spread_ms=t_cuda.spread_ms, ptx_bytes=ours.ptx_bytes, k=ours.k)
                 row["gbps_ours"] = case.bytes_moved(n) / (t_ours.median_ms * 1e-3) / 1e9
                 if case.jnp is not None:
                     jd = {k: jnp.asarray(v) for k, v in host.items()}
@@ -154,6 +158,6 @@ def _block(out):
 
 
 def _fmt(row: dict) -> str:
-    keys = ("kernel", "n", "correct", "ours_ms", "unchecked_ms", "cuda_ms", "jnp_ms", "jvp_ratio", "vjp_ratio", "error")
+    keys = ("kernel", "n", "k", "correct", "ours_ms", "unchecked_ms", "cuda_ms", "jnp_ms", "jvp_ratio", "vjp_ratio", "error")
     return "  ".join(f"{k}={row[k]:.4g}" if isinstance(row.get(k), float) else f"{k}={row.get(k)}"
                      for k in keys if k in row)
