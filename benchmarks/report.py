@@ -35,7 +35,7 @@ def summary(results: dict) -> list[dict]:
 
     def add(measure, value, target, ok):
         out.append({"measure": measure, "measured": value, "target": target,
-                    "met": None if value is None else ("yes" if ok(value) else "NO")})
+                    "met": None if value is None or ok is None else ("yes" if ok(value) else "NO")})
     add("primal / hand-written CUDA, geomean (all sizes)",
         geomean(r["ours_ms"] / r["cuda_ms"] for r in raja if r.get("cuda_ms")), "<= 1.00", lambda v: v <= 1.0)
     if copy:
@@ -44,6 +44,10 @@ def summary(results: dict) -> list[dict]:
             ">= 0.90", lambda v: v >= 0.9)
     add("adjoint / primal, geomean", geomean(r.get("vjp_ratio") for r in raja), "<= 3.0", lambda v: v <= 3.0)
     add("JVP / primal, geomean", geomean(r.get("jvp_ratio") for r in raja), "<= 1.6", lambda v: v <= 1.6)
+    for mode, what in (("jvp", "jax.jvp"), ("vjp", "jax.vjp")):     # BENCHMARKS.md item 2: no target
+        add(f"our {mode} kernel / {what} of the jnp version, geomean",
+            geomean(r[f"{mode}_ms"] / r[f"jax_{mode}_ms"] for r in raja if r.get(f"{mode}_ms") and r.get(f"jax_{mode}_ms")),
+            "(no target)", None)
     add("bounds-checked / unchecked, geomean",
         geomean(r["ours_ms"] / r["unchecked_ms"] for r in raja if r.get("unchecked_ms")), "<= 1.05",
         lambda v: v <= 1.05)
@@ -69,7 +73,8 @@ def write_report(out: Path, env: dict, results: dict) -> None:
              "## Targets", "", table(summary(results), ["measure", "measured", "target", "met"]), ""]
     columns = {
         "rajaperf": ["kernel", "n", "correct", "ours_ms", "unchecked_ms", "cuda_ms", "jnp_ms", "gbps_ours",
-                     "jvp_ratio", "vjp_ratio", "ours_spread_ms", "reps", "error", "jvp_error", "vjp_error"],
+                     "jvp_ratio", "vjp_ratio", "jvp_ms", "jax_jvp_ms", "vjp_ms", "jax_vjp_ms", "k", "ours_spread_ms",
+                     "reps", "error", "jvp_error", "vjp_error", "jax_jvp_error", "jax_vjp_error"],
     }
     for name, rows in results.items():
         cols = columns.get(name) or sorted({k for r in rows for k in r})
