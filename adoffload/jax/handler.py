@@ -23,7 +23,8 @@ from __future__ import annotations
 import ctypes
 from dataclasses import dataclass
 
-from ..signature import KernelSignature
+from ..errors import JaxIntegrationError
+from ..signature import HIDDEN_PREFIX, KernelSignature
 
 BLOCK_SIZE = 256
 MESSAGE_BYTES = 512
@@ -48,6 +49,7 @@ _ELEMENT_STORE = {"float": "float", "double": "double", "i32": "i32", "i64": "i6
 class Slot:
     """Where one packed slot's value comes from: a call-frame buffer and what to take from it."""
     kind: str          # "data" (pointer) | "dim" (i64) | "value" (scalar loaded from a 0-d buffer) | "ref"
+                       # | "hidden" (a launcher-filled param: the handler sizes and fills it itself)
     side: str          # "arg" | "ret"
     buffer: int        # index into args / rets
     dim: int = 0
@@ -62,19 +64,47 @@ class HandlerLayout:
     slots: tuple[Slot, ...]
     grid_rank: int
     zeroed: tuple[tuple[int, int, int], ...] = ()    # Out results: (ret index, ndim, element bytes)
+    tape: "TapeLayout | None" = None                 # a reverse kernel with a dynamic tape
+
+
+@dataclass(frozen=True)
+class TapeLayout:
+    """How a handler sizes a dynamic tape (enzyme/tape.py): the counting kernel's packed slots.
+
+    The counting kernel takes the primal's params (a prefix of the reverse kernel's: its
+    first ``shared`` slots hold the same values), then one grid-shaped counts array; then
+    grid and status like every kernel. Arrays the primal writes get private buffers
+    (``scratch``), so counting leaves the call's buffers untouched.
+    """
+    count_name: str
+    shared: int                                          # slots [0, shared) copy the kernel's slots
+    scratch: tuple[tuple[int, int, int, bool], ...]      # (data slot, ndim, element bytes, copy the contents?)
+    tape_slot: int                                       # the kernel's adoffload_tape data slot (its length follows)
+    offsets_slot: int                                    # adoffload_tape_offsets' data slot (grid_rank dims follow)
+
+    def count_slots(self, grid_rank: int) -> int:
+        return self.shared + 1 + 2 * grid_rank + 1
+
+
+def _is_hidden(param) -> bool:
+    return param.name.startswith(HIDDEN_PREFIX)
 
 
 def layout_for(signature: KernelSignature, *, scalars_by_reference: bool,
-               written: frozenset = frozenset()) -> HandlerLayout:
+               written: frozenset = frozenset(), count_signature: KernelSignature | None = None) -> HandlerLayout:
     """Map the flattened params onto call-frame buffers.
 
     Operands are the In, InOut and scalar params in order; results are the Out and InOut
     arrays in order. InOut data is taken from the result buffer (it aliases the operand).
     Out arrays are zeroed before the launch, except the params in ``written`` (written in
-    full by the kernel at this grid: no memset needed).
+    full by the kernel at this grid: no memset needed). Hidden params (a reverse kernel's
+    dynamic tape, ``adoffload_*``) are neither operands nor results: the handler sizes them
+    by running ``count_signature``'s kernel first (see ``TapeLayout``).
     """
     operand_of, result_of = {}, {}
     for k, p in enumerate(signature.params):
+        if _is_hidden(p):
+            continue
         if not (p.is_array and p.type.intent == "out"):
             operand_of[k] = len(operand_of)
         if p.is_array and p.type.writes:
@@ -82,6 +112,9 @@ def layout_for(signature: KernelSignature, *, scalars_by_reference: bool,
     slots = []
     for f in signature.flat_params():
         k = f.param_index
+        if _is_hidden(signature.params[k]):
+            slots.append(Slot("hidden", "arg", -1, dim=f.dim))
+            continue
         side, index = ("ret", result_of[k]) if k in result_of else ("arg", operand_of[k])
         if f.role == "array":
             slots.append(Slot("data", side, index))
@@ -91,9 +124,34 @@ def layout_for(signature: KernelSignature, *, scalars_by_reference: bool,
             slots.append(Slot("ref" if scalars_by_reference else "value", side, index, llvm_type=f.llvm_type))
     zeroed = tuple((result_of[k], p.type.ndim, p.dtype.dtype.itemsize)
                    for k, p in enumerate(signature.params)
-                   if p.is_array and p.type.intent == "out" and k not in written)
+                   if p.is_array and p.type.intent == "out" and k not in written and not _is_hidden(p))
+    tape = _tape_layout(signature, count_signature) if any(_is_hidden(p) for p in signature.params) else None
     return HandlerLayout(signature.name, tuple(p.name for p in signature.params), tuple(slots),
-                         signature.grid_rank, zeroed)
+                         signature.grid_rank, zeroed, tape)
+
+
+def _tape_layout(signature: KernelSignature, count_signature: KernelSignature | None) -> TapeLayout:
+    from ..enzyme.kernels import OFFSETS_PARAM, TAPE_PARAM
+    hidden = [p.name for p in signature.params if _is_hidden(p)]
+    if hidden != [TAPE_PARAM, OFFSETS_PARAM] or count_signature is None:
+        raise JaxIntegrationError(
+            f"kernel '{signature.name}' has launcher-filled params {hidden}; JAX handlers size a dynamic "
+            f"tape ({TAPE_PARAM}, {OFFSETS_PARAM}, with its counting kernel) and nothing else (a deterministic "
+            "kernel's contribution log runs through the numpy launcher only)")
+    primal = count_signature.params[:-1]
+    if tuple(signature.params[:len(primal)]) != tuple(primal):
+        raise JaxIntegrationError(f"kernel '{signature.name}': its counting kernel '{count_signature.name}' does "
+                                  "not take the kernel's leading params (internal error)")
+    flat = signature.flat_params()
+    start = {}
+    for slot, f in enumerate(flat):
+        start.setdefault(f.param_index, slot)
+    shared = sum(1 for f in flat if f.param_index < len(primal))
+    scratch = tuple((start[k], p.type.ndim, p.dtype.dtype.itemsize, p.type.intent == "inout")
+                    for k, p in enumerate(primal) if p.is_array and p.type.writes)
+    names = [p.name for p in signature.params]
+    return TapeLayout(count_signature.name, shared, scratch, start[names.index(TAPE_PARAM)],
+                      start[names.index(OFFSETS_PARAM)])
 
 
 class _Emitter:
@@ -177,6 +235,8 @@ def _fill_slots(e: _Emitter, layout: HandlerLayout, slots: str) -> None:
     rets = e.field("%frame", CALL_FRAME["rets"])
     buffers: dict[tuple[str, int], str] = {}
     for k, s in enumerate(layout.slots):
+        if s.kind == "hidden":
+            continue
         key = (s.side, s.buffer)
         if key not in buffers:
             buffers[key] = e.element(args if s.side == "arg" else rets, s.buffer)
@@ -304,8 +364,14 @@ def _snprintf_address() -> int:
     return ctypes.cast(ctypes.CDLL(None).snprintf, ctypes.c_void_p).value
 
 
-def cpu_handler_ir(layout: HandlerLayout, host_entry: int) -> str:
-    """The CPU handler: fill slots, run the host entry over the whole grid, check the status."""
+def cpu_handler_ir(layout: HandlerLayout, host_entry: int, count_entry: int = 0) -> str:
+    """The CPU handler: fill slots, run the host entry over the whole grid, check the status.
+
+    With a dynamic tape (``layout.tape``), ``count_entry`` is the counting kernel's host entry
+    and the handler sizes the tape first (``_cpu_tape_handler_ir``).
+    """
+    if layout.tape is not None:
+        return _cpu_tape_handler_ir(layout, host_entry, count_entry)
     e = _Emitter()
     _prologue(e)
     _metadata_block(e, traits=0)
@@ -328,6 +394,212 @@ def cpu_handler_ir(layout: HandlerLayout, host_entry: int) -> str:
     e.lines.append("}")
     memset = ["declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)"]
     return "\n".join(_globals(layout, memset) + e.lines) + "\n"
+
+
+# ----------------------------------------------------------------------------- dynamic tapes
+# A reverse kernel with a dynamic tape (enzyme/tape.py) gets its tape from the handler, as the
+# numpy launcher's ``launch.tape_arguments`` does: run the counting kernel over the grid (on
+# private copies of the arrays its primal writes), exclusive prefix sum of the per-thread byte
+# counts, allocate the tape, pass tape and offsets in the hidden params' slots, launch.
+
+ERROR_RESOURCE_EXHAUSTED = 8
+
+
+def _libc_address(name: str) -> int:
+    return ctypes.cast(getattr(ctypes.CDLL(None), name), ctypes.c_void_p).value
+
+
+def _label(e: _Emitter, base: str) -> str:
+    return e.fresh(base)[1:]
+
+
+def _fn(e: _Emitter, address: int) -> str:
+    fn = e.fresh("fn")
+    e.emit(f"{fn} = inttoptr i64 {address} to ptr")
+    return fn
+
+
+def _slot_at(e: _Emitter, slots: str, k: int) -> str:
+    at = e.fresh("slot")
+    e.emit(f"{at} = getelementptr i64, ptr {slots}, i64 {k}")
+    return at
+
+
+def _load_slot(e: _Emitter, slots: str, k: int, type_: str = "i64") -> str:
+    value = e.fresh()
+    e.emit(f"{value} = load {type_}, ptr {_slot_at(e, slots, k)}")
+    return value
+
+
+def _store_slot(e: _Emitter, slots: str, k: int, value: str, type_: str = "i64") -> None:
+    e.emit(f"store {type_} {value}, ptr {_slot_at(e, slots, k)}")
+
+
+def _array_bytes(e: _Emitter, slots: str, data_slot: int, ndim: int, itemsize: int) -> str:
+    """Bytes of the array whose data pointer is in ``data_slot`` (its dims in the following slots)."""
+    size = str(itemsize)
+    for d in range(ndim):
+        product = e.fresh("bytes")
+        e.emit(f"{product} = mul i64 {size}, {_load_slot(e, slots, data_slot + 1 + d)}")
+        size = product
+    return size
+
+
+def _at_least(e: _Emitter, value: str, floor: int) -> str:
+    out = e.fresh("atleast")
+    e.emit(f"{out} = call i64 @llvm.umax.i64(i64 {value}, i64 {floor})")
+    return out
+
+
+def _count_slots(e: _Emitter, layout: HandlerLayout, slots: str) -> str:
+    """The counting kernel's slots, its first ``shared`` copied from the kernel's (scratch and
+    counts pointers, grid and status are stored by the caller)."""
+    tape = layout.tape
+    cslots = e.fresh("cslots")
+    e.emit(f"{cslots} = alloca [{tape.count_slots(layout.grid_rank)} x i64], align 8")
+    for k in range(tape.shared):
+        _store_slot(e, cslots, k, _load_slot(e, slots, k))
+    return cslots
+
+
+def _count_grid_and_status(e: _Emitter, layout: HandlerLayout, slots: str, cslots: str, status: str) -> None:
+    """The counts array is shaped like the grid: its dims and the grid slots are the grid."""
+    n, rank, shared = len(layout.slots), layout.grid_rank, layout.tape.shared
+    for d in range(rank):
+        g = _load_slot(e, slots, n + d)
+        _store_slot(e, cslots, shared + 1 + d, g)
+        _store_slot(e, cslots, shared + 1 + rank + d, g)
+    _store_slot(e, cslots, shared + 1 + 2 * rank, status, "ptr")
+
+
+def _hidden_slots(e: _Emitter, layout: HandlerLayout, slots: str, tape: str, tape_bytes: str, offsets: str) -> None:
+    """adoffload_tape (an i64 array of tape_bytes / 8) and adoffload_tape_offsets (shaped like the grid)."""
+    t = layout.tape
+    words = e.fresh("words")
+    e.emit(f"{words} = udiv i64 {tape_bytes}, 8")
+    _store_slot(e, slots, t.tape_slot, tape, "ptr")
+    _store_slot(e, slots, t.tape_slot + 1, words)
+    _store_slot(e, slots, t.offsets_slot, offsets, "ptr")
+    n = len(layout.slots)
+    for d in range(layout.grid_rank):
+        _store_slot(e, slots, t.offsets_slot + 1 + d, _load_slot(e, slots, n + d))
+
+
+def _exclusive_scan(e: _Emitter, counts: str, offsets: str, total: str) -> str:
+    """``offsets[i] = counts[0] + ... + counts[i-1]`` (in place when they are the same); returns the sum."""
+    head, body, done = _label(e, "scan"), _label(e, "scan_body"), _label(e, "scan_done")
+    before = _label(e, "scan_entry")
+    e.emit(f"br label %{before}")
+    e.label(before)
+    e.emit(f"br label %{head}")
+    e.label(head)
+    i, acc, i_next, acc_next = e.fresh("i"), e.fresh("sum"), e.fresh("i"), e.fresh("sum")
+    e.emit(f"{i} = phi i64 [0, %{before}], [{i_next}, %{body}]")
+    e.emit(f"{acc} = phi i64 [0, %{before}], [{acc_next}, %{body}]")
+    more = e.fresh("more")
+    e.emit(f"{more} = icmp ult i64 {i}, {total}")
+    e.emit(f"br i1 {more}, label %{body}, label %{done}")
+    e.label(body)
+    count = e.element(counts, i, "i64")
+    at = e.fresh("p")
+    e.emit(f"{at} = getelementptr i64, ptr {offsets}, i64 {i}")
+    e.emit(f"store i64 {acc}, ptr {at}")
+    e.emit(f"{acc_next} = add i64 {acc}, {count}")
+    e.emit(f"{i_next} = add i64 {i}, 1")
+    e.emit(f"br label %{head}")
+    e.label(done)
+    return acc
+
+
+def _tape_globals(layout: HandlerLayout) -> list[str]:
+    return ["declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)",
+            "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)",
+            "declare i64 @llvm.umax.i64(i64, i64)"]
+
+
+def _cpu_tape_handler_ir(layout: HandlerLayout, host_entry: int, count_entry: int) -> str:
+    """CPU handler of a kernel with a dynamic tape: count, scan, allocate, run, free (every path)."""
+    tape = layout.tape
+    malloc, calloc, free = (_libc_address(n) for n in ("malloc", "calloc", "free"))
+    text, size = _c_string(f"kernel '{layout.kernel_name}': out of host memory while sizing its dynamic tape")
+    extra = _tape_globals(layout) + [f"@msg.oom = private unnamed_addr constant [{size} x i8] {text}"]
+    e = _Emitter()
+    _prologue(e)
+    _metadata_block(e, traits=0)
+    e.label("execute")
+    n = len(layout.slots)
+    slots = e.fresh("slots")
+    e.emit(f"{slots} = alloca [{n + layout.grid_rank + 1} x i64], align 8")
+    status = e.fresh("status")
+    e.emit(f"{status} = alloca [4 x i64], align 8")
+    for offset in (0, 8, 16, 24):
+        e.store_at(status, offset, "i64", "0")
+    _fill_slots(e, layout, slots)
+    _zero_outputs(e, layout)
+    total = _grid(e, layout, slots, n)
+    e.store_at(slots, 8 * (n + layout.grid_rank), "ptr", status)
+    # Every buffer the handler allocates is recorded here and freed on every way out.
+    owned = len(tape.scratch) + 3
+    buffers = e.fresh("owned")
+    e.emit(f"{buffers} = alloca [{owned} x ptr], align 8")
+    for j in range(owned):
+        e.store_at(buffers, 8 * j, "ptr", "null")
+
+    def release():
+        free_fn = _fn(e, free)
+        for j in range(owned):
+            e.emit(f"call void {free_fn}(ptr {e.field(buffers, 8 * j)})")
+
+    def allocate(j: int, nbytes: str, zeroed: bool) -> str:
+        fn = _fn(e, calloc if zeroed else malloc)
+        p = e.fresh("buf")
+        if zeroed:
+            e.emit(f"{p} = call ptr {fn}(i64 {nbytes}, i64 1)")
+        else:
+            e.emit(f"{p} = call ptr {fn}(i64 {nbytes})")
+        e.store_at(buffers, 8 * j, "ptr", p)
+        null, ok = e.fresh("null"), _label(e, "allocated")
+        e.emit(f"{null} = icmp eq ptr {p}, null")
+        e.emit(f"br i1 {null}, label %oom, label %{ok}")
+        e.label(ok)
+        return p
+
+    cslots = _count_slots(e, layout, slots)
+    for j, (data_slot, ndim, itemsize, copy) in enumerate(tape.scratch):
+        nbytes = _array_bytes(e, slots, data_slot, ndim, itemsize)
+        p = allocate(j, _at_least(e, nbytes, 1), zeroed=not copy)
+        if copy:
+            source = _load_slot(e, slots, data_slot, "ptr")
+            e.emit(f"call void @llvm.memcpy.p0.p0.i64(ptr {p}, ptr {source}, i64 {nbytes}, i1 false)")
+        _store_slot(e, cslots, data_slot, p, "ptr")
+    count_bytes = e.fresh("bytes")
+    e.emit(f"{count_bytes} = mul i64 {_at_least(e, total, 1)}, 8")
+    counts = allocate(owned - 3, count_bytes, zeroed=True)
+    _store_slot(e, cslots, tape.shared, counts, "ptr")
+    _count_grid_and_status(e, layout, slots, cslots, status)
+    e.emit(f"call void {_fn(e, count_entry)}(ptr {cslots}, i64 0, i64 {total})")
+    code = e.field(status, 0, "i64")
+    counted = e.fresh("counted")
+    e.emit(f"{counted} = icmp eq i64 {code}, 0")
+    e.emit("br i1 %s, label %%counted, label %%count_failed" % counted)
+    e.label("count_failed")
+    release()
+    e.emit("br label %check_status")
+    e.label("counted")
+    offsets = allocate(owned - 2, count_bytes, zeroed=False)
+    tape_bytes = _at_least(e, _exclusive_scan(e, counts, offsets, total), 8)
+    tape_buffer = allocate(owned - 1, tape_bytes, zeroed=True)
+    _hidden_slots(e, layout, slots, tape_buffer, tape_bytes, offsets)
+    e.emit(f"call void {_fn(e, host_entry)}(ptr {slots}, i64 0, i64 {total})")
+    release()
+    e.emit("br label %check_status")
+    e.label("check_status")
+    _status_check(e, layout, status, _snprintf_address(), reset=False)
+    e.label("oom")
+    release()
+    _error_return(e, "@msg.oom", ERROR_RESOURCE_EXHAUSTED)
+    e.lines.append("}")
+    return "\n".join(_globals(layout, extra) + e.lines) + "\n"
 
 
 @dataclass(frozen=True)

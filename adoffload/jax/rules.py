@@ -14,7 +14,9 @@ adjoint kernel (forward over reverse), ``vmap(grad)`` batches the adjoint kernel
 """
 from __future__ import annotations
 
+import functools
 import re
+from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
@@ -23,6 +25,7 @@ from jax.interpreters import ad, batching
 
 from .. import batching as kernel_batching
 from ..errors import JaxIntegrationError
+from ..signature import HIDDEN_PREFIX
 from .primitive import _varying_axes, CallSpec, bind, kernel_call_p
 
 
@@ -86,14 +89,44 @@ def _derived_shapes(derived, base, base_shapes) -> list[tuple[int, ...]]:
 
 def _derived_spec(derived, spec: CallSpec, shapes, tangent_of=None) -> CallSpec:
     out_shapes = tuple(shapes[k] for k, p in enumerate(derived.signature.params)
-                       if p.is_array and p.type.intent == "out")
-    return CallSpec(derived, spec.grid, out_shapes, tangent_of)
+                       if p.is_array and p.type.intent == "out" and not _hidden(p))
+    kind = TapeCallSpec if has_hidden_params(derived) else CallSpec
+    return kind(derived, spec.grid, out_shapes, tangent_of)
+
+
+def _hidden(param) -> bool:
+    return param.name.startswith(HIDDEN_PREFIX)
+
+
+def has_hidden_params(kernel) -> bool:
+    """Whether the kernel takes launcher-filled params (a reverse kernel's dynamic tape)."""
+    return any(_hidden(p) for p in kernel.signature.params)
+
+
+@dataclass(frozen=True, repr=False)
+class TapeCallSpec(CallSpec):
+    """The call of a kernel with hidden params (a dynamic tape): those are neither operands nor
+    results, since the FFI handler sizes and allocates them itself (handler.py, TapeLayout)."""
+
+    @functools.cached_property
+    def operand_params(self) -> tuple[int, ...]:
+        return tuple(k for k, p in enumerate(self.params)
+                     if not (p.is_array and p.type.intent == "out") and not _hidden(p))
+
+    @functools.cached_property
+    def result_params(self) -> tuple[int, ...]:
+        return tuple(k for k, p in enumerate(self.params) if p.is_array and p.type.writes and not _hidden(p))
 
 
 # ----------------------------------------------------------------------------- JVP
 
 def _jvp(primals, tangents, *, spec: CallSpec):
     kernel = spec.kernel
+    if has_hidden_params(kernel):
+        raise JaxIntegrationError(
+            f"kernel '{kernel.name}' is a reverse kernel with a dynamic tape; forward mode through it "
+            "(jax.jvp, jax.jacfwd, jax.hessian or a third derivative of it) is not supported. "
+            "Reverse over reverse works: take the outer derivative with jax.grad / jax.jacrev")
     primal_out = bind(primals, spec)
     wrt = tuple(spec.params[k].name for k, t in zip(spec.operand_params, tangents)
                 if spec.params[k].dtype.is_float and not _is_zero(t))
@@ -140,13 +173,7 @@ def _transpose(cts, *operands, spec: CallSpec):
         if k < n_primal and ad.is_undefined_primal(operands[index]):
             raise JaxIntegrationError(f"kernel '{base.name}': cannot transpose with respect to the primal "
                                       f"parameter '{spec.params[k].name}' (it enters non-linearly)")
-    adjoint = _derivative("vjp", base, wrt)
-    if adjoint.tape is not None:
-        raise JaxIntegrationError(
-            f"kernel '{adjoint.name}' (the adjoint of '{base.name}') needs a dynamic tape: a reverse kernel "
-            "through loops whose carried values must be stored per iteration, sized at run time; JAX "
-            "calls need static buffer sizes, so it runs through the numpy launcher only (ado.vjp(...)(...)). "
-            "Forward mode (jax.jvp, jax.jacfwd) of the same kernel works")
+    adjoint = _derivative("vjp", base, wrt)     # may have a dynamic tape: its handler sizes it
     base_shapes = _param_shapes(spec, [_aval(o).shape for o in operands])[:n_primal]
     shapes = _derived_shapes(adjoint, base, base_shapes)
     rspec = _derived_spec(adjoint, spec, shapes)
@@ -198,6 +225,8 @@ ad.primitive_transposes[kernel_call_p] = _transpose
 # ----------------------------------------------------------------------------- batching
 
 def _batch(args, dims, *, spec: CallSpec):
+    if has_hidden_params(spec.kernel):
+        return _batch_sequentially(args, dims, spec)
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
     flags = _flags(spec, dims)
     fold = spec.grid[0] if len(spec.grid) == 3 else None
@@ -218,6 +247,19 @@ def _batch(args, dims, *, spec: CallSpec):
     bspec = CallSpec(kernel, kernel_batching.batched_grid(spec.grid, size), out_shapes, tangent_of)
     outs = bind(operands, bspec)
     return outs, [0] * len(outs)
+
+
+def _batch_sequentially(args, dims, spec: CallSpec):
+    """A kernel with a dynamic tape is not rewritten for a batch axis (its counting kernel and
+    tape layout are tied to the unbatched grid): the batch runs as a loop of unbatched calls."""
+    batched = [jnp.moveaxis(a, d, 0) for a, d in zip(args, dims) if d is not None]
+
+    def one(xs):
+        it = iter(xs)
+        return bind([next(it) if d is not None else a for a, d in zip(args, dims)], spec)
+
+    outs = jax.lax.map(one, batched)
+    return list(outs), [0] * len(outs)
 
 
 def _flags(spec: CallSpec, dims) -> tuple[bool, ...]:

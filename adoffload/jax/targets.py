@@ -18,6 +18,7 @@ import numpy as np
 from .. import abi_status
 from ..errors import CompilationError, JaxIntegrationError
 from ..runtime.check import check
+from ..signature import HIDDEN_PREFIX
 from . import handler as handlers
 
 PLATFORMS = {"cpu": "cpu", "cuda": "CUDA", "rocm": "ROCM"}
@@ -46,9 +47,7 @@ def target_name(kernel, platform: str, written: frozenset = frozenset()) -> str:
 
 
 def ensure_target(kernel, platform: str, written: frozenset = frozenset()) -> Target:
-    if getattr(kernel, "tape", None) is not None:
-        raise JaxIntegrationError(f"kernel '{kernel.name}' needs a dynamic tape (a reverse kernel through "
-                                  "loops with data-dependent trip counts); JAX calls do not size tapes yet")
+    _check_hidden(kernel)
     key = (id(kernel), platform, sync_gpu_errors if platform != "cpu" else False, frozenset(written))
     with _LOCK:
         target = _TARGETS.get(key)
@@ -62,6 +61,26 @@ def ensure_target(kernel, platform: str, written: frozenset = frozenset()) -> Ta
         jax.ffi.register_ffi_target(name, target.handler.capsule(), platform=PLATFORMS[platform])
         _TARGETS[key] = target
         return target
+
+
+def _check_hidden(kernel) -> None:
+    """Launcher-filled params a handler can fill: a dynamic tape (sized by the counting kernel).
+    A deterministic kernel's contribution log needs a host-side reduction after the launch."""
+    from ..enzyme.kernels import LOG_PARAM
+    names = [p.name for p in kernel.signature.params]
+    if LOG_PARAM in names:
+        raise JaxIntegrationError(f"kernel '{kernel.name}' is a deterministic reverse kernel (it logs its "
+                                  "shared contributions and reduces the log on the host after the launch); "
+                                  "JAX calls do not run it: use ado.vjp(k, wrt) without deterministic=True")
+    hidden = [n for n in names if n.startswith(HIDDEN_PREFIX)]
+    if hidden and getattr(kernel, "count_kernel", None) is None:
+        raise JaxIntegrationError(f"kernel '{kernel.name}' has launcher-filled params {hidden} but no "
+                                  "counting kernel to size them")
+
+
+def _count_signature(kernel):
+    """The counting kernel's signature when ``kernel`` has a dynamic tape, else None."""
+    return kernel.count_kernel.signature if getattr(kernel, "tape", None) is not None else None
 
 
 def _unresolved_symbols(program) -> list[str]:
@@ -79,8 +98,18 @@ def _cpu_target(kernel, name: str, written: frozenset = frozenset()) -> Target:
         raise CompilationError(f"kernel '{kernel.name}': the host code calls {missing}, which no library "
                                "defines (a code generation gap); refusing to run it")
     entry = compiled.program.address(compiled.entry_name)
-    layout = handlers.layout_for(kernel.signature, scalars_by_reference=False, written=written)
-    handler = handlers.CompiledHandler(handlers.cpu_handler_ir(layout, entry), keep_alive=[compiled])
+    keep, count_entry = [compiled], 0
+    if getattr(kernel, "tape", None) is not None:
+        counting = kernel.count_kernel.compiled("host")
+        missing = _unresolved_symbols(counting.program)
+        if missing:
+            raise CompilationError(f"kernel '{kernel.count_kernel.name}' (sizes the tape of '{kernel.name}'): the "
+                                   f"host code calls {missing}, which no library defines; refusing to run it")
+        count_entry = counting.program.address(counting.entry_name)
+        keep.append(counting)
+    layout = handlers.layout_for(kernel.signature, scalars_by_reference=False, written=written,
+                                 count_signature=_count_signature(kernel))
+    handler = handlers.CompiledHandler(handlers.cpu_handler_ir(layout, entry, count_entry), keep_alive=keep)
     return Target(name, kernel, "cpu", handler)
 
 
