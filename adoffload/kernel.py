@@ -25,6 +25,7 @@ class Compiled:
     flat_types: list[str]
     grid_rank: int
     extra: dict = field(default_factory=dict)
+    elements_per_thread: int = 1      # GPU entries: launch ceil(total / this) threads (codegen/vectorize.py)
 
     @property
     def program(self):
@@ -104,7 +105,8 @@ class Kernel:
                 self.module_text(proven), self.body_name, flat_types, self.signature.grid_rank,
                 target, arch=arch, scalars_by_reference=by_reference, **options)
             entry = codegen.kernel_symbol(self.body_name, target)
-            compiled = Compiled(target, entry, artifact, flat_types, self.signature.grid_rank)
+            compiled = Compiled(target, entry, artifact, flat_types, self.signature.grid_rank,
+                                elements_per_thread=options.get("elements_per_thread", 1))
             self._compiled[key] = compiled
             return compiled
 

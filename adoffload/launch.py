@@ -208,7 +208,6 @@ def launch(kernel, args: tuple, kwargs: dict, *, grid, device="cpu"):
     # On a GPU the launcher gives every numpy array its own device buffer; arrays already on the
     # device may overlap (the same array passed twice), and then nothing is promised to LLVM.
     options = {"noalias": True} if dev.kind != "cpu" and not _overlapping_residents(values) else {}
-    per_thread = 1
     if dev.kind != "cpu":
         # k logical threads per GPU thread, 128-bit accesses where aligned (codegen/vectorize.py)
         from .codegen.vectorize import elements_per_thread, threads
@@ -220,7 +219,8 @@ def launch(kernel, args: tuple, kwargs: dict, *, grid, device="cpu"):
     if dev.kind == "cpu":
         _launch_host(dev, compiled, signature, values, grid, total, status, arrays_to_zero(kernel, values, grid))
     else:
-        _launch_device(dev, compiled, signature, values, grid, threads(total, per_thread), status,
+        # the thread count follows what was compiled (the requested k, or 1 where the target ignores it)
+        _launch_device(dev, compiled, signature, values, grid, threads(total, compiled.elements_per_thread), status,
                        arrays_to_zero(kernel, values, grid))
     abi_status.raise_for_status(status, signature, values)
     if kernel.tape is not None:

@@ -50,7 +50,7 @@ class OurLaunch:
         scalars = [v if not hasattr(v, "ptr") else h for v, h in zip(ordered, host_ordered)]
         flat = flat_values(sig, scalars, pointers)
         self.slots = pack_slots(flat, compiled.flat_types, grid, self.status.ptr)
-        self.threads = threads(self.total, self.k)
+        self.threads = threads(self.total, compiled.elements_per_thread)
         self.gpu = gpu
 
     def __call__(self):

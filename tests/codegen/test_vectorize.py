@@ -181,8 +181,10 @@ def test_kernel_compiled_keys_k_and_treats_one_as_the_default():
     assert one is twice.compiled("nvptx", arch="sm_90", noalias=True)
     four = twice.compiled("nvptx", arch="sm_90", noalias=True, elements_per_thread=4)
     assert four is not one and four.ptx != one.ptx
+    assert (one.elements_per_thread, four.elements_per_thread) == (1, 4)   # what launchers divide by
     # the host entry ignores k: the same program either way
-    assert twice.compiled("host", elements_per_thread=4) is twice.compiled("host")
+    host = twice.compiled("host", elements_per_thread=4)
+    assert host is twice.compiled("host") and host.elements_per_thread == 1
 
 
 # ---- the policy ------------------------------------------------------------------------------
