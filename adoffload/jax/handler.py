@@ -35,7 +35,8 @@ ERROR_OUT_OF_RANGE, ERROR_INTERNAL = 11, 13
 CALL_FRAME = {"extension_start": 8, "api": 16, "ctx": 24, "args": 72, "rets": 112, "attrs": 160}
 METADATA_EXTENSION_METADATA = 24
 METADATA = {"version_size": 8, "version_ext": 16, "major": 24, "minor": 28, "traits": 32}
-API = {"struct_size": 0, "error_create": 48, "stream_get": 80, "device_ordinal_get": 184}
+API = {"struct_size": 0, "error_create": 48, "error_destroy": 64, "stream_get": 80, "memory_allocate": 120,
+       "memory_free": 128, "device_ordinal_get": 184}
 BUFFER = {"data": 24, "dims": 40}
 ARRAY_ATTR_DATA = 16
 # The handler declares the API version it was written against; 0.1 is accepted by every
@@ -611,6 +612,12 @@ class GpuTables:
     launch: int                         # address of cuLaunchKernel / hipModuleLaunchKernel
     synchronize: int                    # address of cuStreamSynchronize / hipStreamSynchronize
     memset: int = 0                     # address of cuMemsetD8Async / hipMemsetD8Async
+    # Kernels with a dynamic tape only:
+    count_functions: tuple[int, ...] = ()   # the counting kernel, per device
+    copy_dtod: int = 0                  # cuMemcpyDtoDAsync / hipMemcpyDtoDAsync
+    copy_dtoh: int = 0                  # cuMemcpyDtoHAsync / hipMemcpyDtoHAsync
+    copy_htod: int = 0                  # cuMemcpyHtoDAsync / hipMemcpyHtoDAsync
+    driver: str = "cuda"                # "cuda" | "hip": names the calls in error messages
 
 
 def gpu_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool = False) -> str:
@@ -619,44 +626,16 @@ def gpu_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool = Fal
     Without ``sync`` the handler never waits on the device, so XLA may capture it in a
     command buffer (CUDA graph); device-side failures are read later by ``check_errors``.
     """
-    def table(name, values):
-        items = ", ".join(f"ptr inttoptr (i64 {v} to ptr)" for v in values)
-        return f"@{name} = private constant [{len(values)} x ptr] [{items}]"
-
+    if layout.tape is not None:
+        return _gpu_tape_handler_ir(layout, tables, sync=sync)
     n_devices = len(tables.functions)
-    extra = [table("functions", tables.functions), table("statuses", tables.statuses),
-             table("host_statuses", tables.host_statuses)]
+    extra = [_table("functions", tables.functions), _table("statuses", tables.statuses),
+             _table("host_statuses", tables.host_statuses)]
     e = _Emitter()
     _prologue(e)
     _metadata_block(e, traits=0 if sync else TRAIT_COMMAND_BUFFER_COMPATIBLE)
     e.label("execute")
-    api = e.field("%frame", CALL_FRAME["api"])
-    ctx = e.field("%frame", CALL_FRAME["ctx"])
-    # stream = XLA_FFI_Stream_Get({.ctx}).stream
-    stream_get = e.field(api, API["stream_get"])
-    sargs = e.fresh("sargs")
-    e.emit(f"{sargs} = alloca [4 x i64], align 8")
-    e.store_at(sargs, 0, "i64", "32")
-    e.store_at(sargs, 8, "ptr", "null")
-    e.store_at(sargs, 16, "ptr", ctx)
-    e.store_at(sargs, 24, "ptr", "null")
-    serr = e.fresh("serr")
-    e.emit(f"{serr} = call ptr {stream_get}(ptr {sargs})")
-    stream_failed = e.fresh("sfail")
-    e.emit(f"{stream_failed} = icmp ne ptr {serr}, null")
-    e.emit(f"br i1 {stream_failed}, label %pass_error, label %got_stream")
-    e.label("pass_error")
-    e.emit(f"ret ptr {serr}")
-    e.label("got_stream")
-    stream = e.field(sargs, 24)
-    ordinal = _device_ordinal(e, api, ctx)
-    in_range = e.fresh("inrange")
-    e.emit(f"{in_range} = icmp ult i64 {ordinal}, {n_devices}")
-    e.emit(f"br i1 {in_range}, label %launch, label %bad_device")
-    e.label("bad_device")
-    text, size = _c_string(f"kernel '{layout.kernel_name}': no module loaded for this device ordinal")
-    extra.append(f"@msg.device = private unnamed_addr constant [{size} x i8] {text}")
-    _error_return(e, "@msg.device", ERROR_INTERNAL)
+    stream, ordinal = _stream_and_ordinal(e, layout, extra, n_devices)
     e.label("launch")
     n = len(layout.slots)
     n_slots = n + layout.grid_rank + 1
@@ -716,6 +695,312 @@ def gpu_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool = Fal
     e.emit("ret ptr null")
     e.lines.append("}")
     return "\n".join(_globals(layout, extra) + e.lines) + "\n"
+
+
+_DRIVER_CALLS = {
+    "cuda": {"launch": "cuLaunchKernel", "sync": "cuStreamSynchronize", "memset": "cuMemsetD8Async",
+             "dtod": "cuMemcpyDtoDAsync", "dtoh": "cuMemcpyDtoHAsync", "htod": "cuMemcpyHtoDAsync"},
+    "hip": {"launch": "hipModuleLaunchKernel", "sync": "hipStreamSynchronize", "memset": "hipMemsetD8Async",
+            "dtod": "hipMemcpyDtoDAsync", "dtoh": "hipMemcpyDtoHAsync", "htod": "hipMemcpyHtoDAsync"},
+}
+DEVICE_ALIGNMENT = 256
+
+
+def _release_function() -> str:
+    """``@release(api, ctx, buffers, sizes, n, host, free)``: give the non-null device buffers back
+    to XLA's allocator (dropping any error it returns) and free the host buffer."""
+    return f"""define internal void @release(ptr %api, ptr %ctx, ptr %bufs, ptr %sizes, i64 %n, ptr %host, ptr %hfree) {{
+entry:
+  %pf = getelementptr i8, ptr %api, i64 {API["memory_free"]}
+  %free = load ptr, ptr %pf
+  %pd = getelementptr i8, ptr %api, i64 {API["error_destroy"]}
+  %destroy = load ptr, ptr %pd
+  %args = alloca [5 x i64], align 8
+  %dargs = alloca [3 x i64], align 8
+  br label %head
+head:
+  %i = phi i64 [0, %entry], [%next, %step]
+  %more = icmp ult i64 %i, %n
+  br i1 %more, label %body, label %end
+body:
+  %pp = getelementptr ptr, ptr %bufs, i64 %i
+  %p = load ptr, ptr %pp
+  %none = icmp eq ptr %p, null
+  br i1 %none, label %step, label %give_back
+give_back:
+  %ps = getelementptr i64, ptr %sizes, i64 %i
+  %size = load i64, ptr %ps
+  store i64 40, ptr %args
+  %a1 = getelementptr i8, ptr %args, i64 8
+  store ptr null, ptr %a1
+  %a2 = getelementptr i8, ptr %args, i64 16
+  store ptr %ctx, ptr %a2
+  %a3 = getelementptr i8, ptr %args, i64 24
+  store i64 %size, ptr %a3
+  %a4 = getelementptr i8, ptr %args, i64 32
+  store ptr %p, ptr %a4
+  %err = call ptr %free(ptr %args)
+  %failed = icmp ne ptr %err, null
+  br i1 %failed, label %drop_error, label %step
+drop_error:
+  store i64 24, ptr %dargs
+  %d1 = getelementptr i8, ptr %dargs, i64 8
+  store ptr null, ptr %d1
+  %d2 = getelementptr i8, ptr %dargs, i64 16
+  store ptr %err, ptr %d2
+  call void %destroy(ptr %dargs)
+  br label %step
+step:
+  %next = add i64 %i, 1
+  br label %head
+end:
+  call void %hfree(ptr %host)
+  ret void
+}}"""
+
+
+def _gpu_tape_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool) -> str:
+    """CUDA/ROCm handler of a kernel with a dynamic tape.
+
+    On the call's stream: private copies of the arrays the primal writes, the counting kernel,
+    counts copied to the host; the stream is synchronized, the counts prefix-summed on the host
+    and the offsets copied back; the tape is allocated and the kernel launched. Device buffers
+    come from XLA's FFI allocator (``XLA_FFI_DeviceMemory_Allocate``: the memory JAX already
+    owns, freed in stream order) and go back to it on every path, errors included. Since it
+    synchronizes, this handler is never captured in a command buffer (traits 0). A failure in
+    counting (say an index out of bounds) is reported by this call itself.
+    """
+    tape = layout.tape
+    names = _DRIVER_CALLS[tables.driver]
+    n_devices = len(tables.functions)
+    if len(tables.count_functions) != n_devices:
+        raise JaxIntegrationError(f"kernel '{layout.kernel_name}': a counting kernel per device is needed to "
+                                  "size its dynamic tape (internal error)")
+    extra = _tape_globals(layout) + [
+        _table("functions", tables.functions), _table("count_functions", tables.count_functions),
+        _table("statuses", tables.statuses), _table("host_statuses", tables.host_statuses), _release_function()]
+    for key, call in names.items():
+        text, size = _c_string(call)
+        extra.append(f"@call.{key} = private unnamed_addr constant [{size} x i8] {text}")
+    for key, message in (
+            ("driver", f"kernel '{layout.kernel_name}': %s failed with error %d (dynamic tape handler)"),
+            ("alloc", f"kernel '{layout.kernel_name}': XLA_FFI_DeviceMemory_Allocate could not allocate %lld "
+                      "bytes of device memory for its dynamic tape"),
+            ("oom", f"kernel '{layout.kernel_name}': out of host memory while sizing its dynamic tape"),
+            ("grid", f"kernel '{layout.kernel_name}': grid too large for a 1-D launch")):
+        text, size = _c_string(message)
+        extra.append(f"@msg.{key} = private unnamed_addr constant [{size} x i8] {text}")
+    snprintf = _snprintf_address()
+    malloc, free = _libc_address("malloc"), _libc_address("free")
+    e = _Emitter()
+    _prologue(e)
+    _metadata_block(e, traits=0)
+    e.label("execute")
+    stream, ordinal = _stream_and_ordinal(e, layout, extra, n_devices)
+    e.label("launch")
+    api = e.field("%frame", CALL_FRAME["api"])
+    ctx = e.field("%frame", CALL_FRAME["ctx"])
+    n, rank = len(layout.slots), layout.grid_rank
+    slots = e.fresh("slots")
+    e.emit(f"{slots} = alloca [{n + rank + 1} x i64], align 8")
+    _fill_slots(e, layout, slots)
+    _zero_outputs(e, layout, tables.memset, stream)
+    total = _grid(e, layout, slots, n)
+    e.store_at(slots, 8 * (n + rank), "ptr", e.element("@statuses", ordinal))
+    host_status = e.element("@host_statuses", ordinal)
+    empty = e.fresh("empty")
+    e.emit(f"{empty} = icmp eq i64 {total}, 0")
+    e.emit(f"br i1 {empty}, label %done, label %nonempty")
+    e.label("nonempty")
+    blocks64, rounded, fits = e.fresh("blocks"), e.fresh("rounded"), e.fresh("fits")
+    e.emit(f"{rounded} = add i64 {total}, {BLOCK_SIZE - 1}")
+    e.emit(f"{blocks64} = udiv i64 {rounded}, {BLOCK_SIZE}")
+    e.emit(f"{fits} = icmp ule i64 {blocks64}, 2147483647")
+    e.emit(f"br i1 {fits}, label %sizing, label %too_big")
+    e.label("too_big")
+    _error_return(e, "@msg.grid", ERROR_OUT_OF_RANGE)
+    e.label("sizing")
+    blocks = e.fresh("blocks")
+    e.emit(f"{blocks} = trunc i64 {blocks64} to i32")
+    owned = len(tape.scratch) + 3
+    buffers, sizes, host = e.fresh("owned"), e.fresh("sizes"), e.fresh("host")
+    fail_call, fail_code, fail_size, fail_error = e.fresh("fcall"), e.fresh("fcode"), e.fresh("fsize"), e.fresh("ferr")
+    e.emit(f"{buffers} = alloca [{owned} x ptr], align 8")
+    e.emit(f"{sizes} = alloca [{owned} x i64], align 8")
+    for j in range(owned):
+        e.store_at(buffers, 8 * j, "ptr", "null")
+        e.store_at(sizes, 8 * j, "i64", "0")
+    for name, type_ in ((host, "ptr"), (fail_call, "ptr"), (fail_code, "i32"), (fail_size, "i64"), (fail_error, "ptr")):
+        e.emit(f"{name} = alloca {type_}, align 8")
+        e.emit(f"store {type_} {'null' if type_ == 'ptr' else '0'}, ptr {name}")
+    allocate_fn = e.field(api, API["memory_allocate"])
+
+    def release():
+        e.emit(f"call void @release(ptr {api}, ptr {ctx}, ptr {buffers}, ptr {sizes}, i64 {owned}, "
+               f"ptr {e.field(host, 0)}, ptr {_fn(e, free)})")
+
+    def checked(key: str, rc: str) -> None:
+        ok, next_ = e.fresh("ok"), _label(e, key + "_ok")
+        e.emit(f"store ptr @call.{key}, ptr {fail_call}")
+        e.emit(f"store i32 {rc}, ptr {fail_code}")
+        e.emit(f"{ok} = icmp eq i32 {rc}, 0")
+        e.emit(f"br i1 {ok}, label %{next_}, label %driver_failed")
+        e.label(next_)
+
+    def driver(key: str, address: int, *args: str) -> None:
+        rc = e.fresh("rc")
+        e.emit(f"{rc} = call i32 {_fn(e, address)}({', '.join(args)})")
+        checked(key, rc)
+
+    def allocate(j: int, nbytes: str) -> str:
+        size = _at_least(e, nbytes, 8)
+        args = e.fresh("aargs")
+        e.emit(f"{args} = alloca [6 x i64], align 8")
+        for offset, type_, value in ((0, "i64", "48"), (8, "ptr", "null"), (16, "ptr", ctx), (24, "i64", size),
+                                     (32, "i64", str(DEVICE_ALIGNMENT)), (40, "ptr", "null")):
+            e.store_at(args, offset, type_, value)
+        err = e.fresh("aerr")
+        e.emit(f"{err} = call ptr {allocate_fn}(ptr {args})")
+        data = e.field(args, 40)
+        e.store_at(buffers, 8 * j, "ptr", data)
+        e.store_at(sizes, 8 * j, "i64", size)
+        e.emit(f"store i64 {size}, ptr {fail_size}")
+        e.emit(f"store ptr {err}, ptr {fail_error}")
+        failed, ok = e.fresh("afail"), _label(e, "allocated")
+        e.emit(f"{failed} = icmp ne ptr {err}, null")
+        e.emit(f"br i1 {failed}, label %alloc_failed, label %{ok}")
+        e.label(ok)
+        return data
+
+    def launch(table: str, slot_values: str, count: int) -> None:
+        params = e.fresh("params")
+        e.emit(f"{params} = alloca [{count} x ptr], align 8")
+        for k in range(count):
+            cell = e.fresh("p")
+            e.emit(f"{cell} = getelementptr ptr, ptr {params}, i64 {k}")
+            e.emit(f"store ptr {_slot_at(e, slot_values, k)}, ptr {cell}")
+        function = e.element(table, ordinal)
+        driver("launch", tables.launch, f"ptr {function}", f"i32 {blocks}", "i32 1", "i32 1", f"i32 {BLOCK_SIZE}",
+               "i32 1", "i32 1", "i32 0", f"ptr {stream}", f"ptr {params}", "ptr null")
+
+    # 1. count on private copies of the arrays the primal writes
+    cslots = _count_slots(e, layout, slots)
+    for j, (data_slot, ndim, itemsize, copy) in enumerate(tape.scratch):
+        nbytes = _array_bytes(e, slots, data_slot, ndim, itemsize)
+        p = allocate(j, nbytes)
+        if copy:
+            source = _load_slot(e, slots, data_slot, "ptr")
+            driver("dtod", tables.copy_dtod, f"ptr {p}", f"ptr {source}", f"i64 {nbytes}", f"ptr {stream}")
+        else:
+            driver("memset", tables.memset, f"ptr {p}", "i8 0", f"i64 {nbytes}", f"ptr {stream}")
+        _store_slot(e, cslots, data_slot, p, "ptr")
+    count_bytes = e.fresh("bytes")
+    e.emit(f"{count_bytes} = mul i64 {total}, 8")
+    counts = allocate(owned - 3, count_bytes)
+    driver("memset", tables.memset, f"ptr {counts}", "i8 0", f"i64 {count_bytes}", f"ptr {stream}")
+    _store_slot(e, cslots, tape.shared, counts, "ptr")
+    _count_grid_and_status(e, layout, slots, cslots, e.element("@statuses", ordinal))
+    launch("@count_functions", cslots, tape.count_slots(rank))
+    # 2. counts to the host, wait, prefix sum (in place), offsets back
+    host_counts = e.fresh("hcounts")
+    e.emit(f"{host_counts} = call ptr {_fn(e, malloc)}(i64 {count_bytes})")
+    e.emit(f"store ptr {host_counts}, ptr {host}")
+    no_host = e.fresh("nohost")
+    e.emit(f"{no_host} = icmp eq ptr {host_counts}, null")
+    e.emit(f"br i1 {no_host}, label %host_oom, label %have_host")
+    e.label("have_host")
+    driver("dtoh", tables.copy_dtoh, f"ptr {host_counts}", f"ptr {counts}", f"i64 {count_bytes}", f"ptr {stream}")
+    driver("sync", tables.synchronize, f"ptr {stream}")
+    code = e.field(host_status, 0, "i64")
+    counted = e.fresh("counted")
+    e.emit(f"{counted} = icmp eq i64 {code}, 0")
+    e.emit(f"br i1 {counted}, label %counted, label %count_failed")
+    e.label("count_failed")
+    release()
+    e.emit("br label %check_status")
+    e.label("counted")
+    tape_sum = _exclusive_scan(e, host_counts, host_counts, total)
+    offsets = allocate(owned - 2, count_bytes)
+    driver("htod", tables.copy_htod, f"ptr {offsets}", f"ptr {host_counts}", f"i64 {count_bytes}", f"ptr {stream}")
+    # 3. the tape, the kernel
+    tape_bytes = _at_least(e, tape_sum, 8)
+    tape_buffer = allocate(owned - 1, tape_bytes)
+    driver("memset", tables.memset, f"ptr {tape_buffer}", "i8 0", f"i64 {tape_bytes}", f"ptr {stream}")
+    _hidden_slots(e, layout, slots, tape_buffer, tape_bytes, offsets)
+    launch("@functions", slots, n + rank + 1)
+    release()
+    if sync:
+        e.emit(f"call i32 {_fn(e, tables.synchronize)}(ptr {stream})")
+        e.emit("br label %check_status")
+    else:
+        e.emit("ret ptr null")
+    e.label("check_status")
+    _status_check(e, layout, host_status, snprintf, reset=True)
+    e.label("driver_failed")
+    release()
+    message = e.fresh("msg")
+    e.emit(f"{message} = alloca [{MESSAGE_BYTES} x i8], align 8")
+    e.emit(f"call i32 (ptr, i64, ptr, ...) {_fn(e, snprintf)}(ptr {message}, i64 {MESSAGE_BYTES}, ptr @msg.driver, "
+           f"ptr {e.field(fail_call, 0)}, i32 {e.field(fail_code, 0, 'i32')})")
+    _error_return(e, message, ERROR_INTERNAL)
+    e.label("alloc_failed")
+    release()
+    dargs = e.fresh("dargs")
+    e.emit(f"{dargs} = alloca [3 x i64], align 8")
+    e.store_at(dargs, 0, "i64", "24")
+    e.store_at(dargs, 8, "ptr", "null")
+    e.store_at(dargs, 16, "ptr", e.field(fail_error, 0))
+    e.emit(f"call void {e.field(api, API['error_destroy'])}(ptr {dargs})")
+    message = e.fresh("msg")
+    e.emit(f"{message} = alloca [{MESSAGE_BYTES} x i8], align 8")
+    e.emit(f"call i32 (ptr, i64, ptr, ...) {_fn(e, snprintf)}(ptr {message}, i64 {MESSAGE_BYTES}, ptr @msg.alloc, "
+           f"i64 {e.field(fail_size, 0, 'i64')})")
+    _error_return(e, message, ERROR_RESOURCE_EXHAUSTED)
+    e.label("host_oom")
+    release()
+    _error_return(e, "@msg.oom", ERROR_RESOURCE_EXHAUSTED)
+    e.label("done")
+    e.emit("ret ptr null")
+    e.lines.append("}")
+    return "\n".join(_globals(layout, extra) + e.lines) + "\n"
+
+
+def _table(name: str, values) -> str:
+    items = ", ".join(f"ptr inttoptr (i64 {v} to ptr)" for v in values)
+    return f"@{name} = private constant [{len(values)} x ptr] [{items}]"
+
+
+def _stream_and_ordinal(e: _Emitter, layout: HandlerLayout, extra: list[str], n_devices: int) -> tuple[str, str]:
+    """The call's stream and device ordinal (an error for an ordinal without a loaded module);
+    continues at label ``launch``."""
+    api = e.field("%frame", CALL_FRAME["api"])
+    ctx = e.field("%frame", CALL_FRAME["ctx"])
+    # stream = XLA_FFI_Stream_Get({.ctx}).stream
+    stream_get = e.field(api, API["stream_get"])
+    sargs = e.fresh("sargs")
+    e.emit(f"{sargs} = alloca [4 x i64], align 8")
+    e.store_at(sargs, 0, "i64", "32")
+    e.store_at(sargs, 8, "ptr", "null")
+    e.store_at(sargs, 16, "ptr", ctx)
+    e.store_at(sargs, 24, "ptr", "null")
+    serr = e.fresh("serr")
+    e.emit(f"{serr} = call ptr {stream_get}(ptr {sargs})")
+    stream_failed = e.fresh("sfail")
+    e.emit(f"{stream_failed} = icmp ne ptr {serr}, null")
+    e.emit(f"br i1 {stream_failed}, label %pass_error, label %got_stream")
+    e.label("pass_error")
+    e.emit(f"ret ptr {serr}")
+    e.label("got_stream")
+    stream = e.field(sargs, 24)
+    ordinal = _device_ordinal(e, api, ctx)
+    in_range = e.fresh("inrange")
+    e.emit(f"{in_range} = icmp ult i64 {ordinal}, {n_devices}")
+    e.emit(f"br i1 {in_range}, label %launch, label %bad_device")
+    e.label("bad_device")
+    text, size = _c_string(f"kernel '{layout.kernel_name}': no module loaded for this device ordinal")
+    extra.append(f"@msg.device = private unnamed_addr constant [{size} x i8] {text}")
+    _error_return(e, "@msg.device", ERROR_INTERNAL)
+    return stream, ordinal
 
 
 def _device_ordinal(e: _Emitter, api: str, ctx: str) -> str:

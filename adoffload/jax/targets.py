@@ -140,6 +140,8 @@ def _cuda_target(kernel, name: str, written: frozenset = frozenset()) -> Target:
     devices = _gpu_devices("cuda")
     n = max(d.local_hardware_id for d in devices) + 1
     functions, statuses, host_statuses, views, keep = [0] * n, [0] * n, [0] * n, [], []
+    counting = kernel.count_kernel if getattr(kernel, "tape", None) is not None else None
+    count_functions = [0] * n if counting else []
     for d in devices:
         ordinal = d.local_hardware_id
         dev = _check("cuDeviceGet", driver.cuDeviceGet(ordinal))
@@ -153,6 +155,12 @@ def _cuda_target(kernel, name: str, written: frozenset = frozenset()) -> Target:
         try:
             module = _check("cuModuleLoadData", driver.cuModuleLoadData(compiled.ptx.encode() + b"\0"))
             function = _check("cuModuleGetFunction", driver.cuModuleGetFunction(module, compiled.entry_name.encode()))
+            if counting:
+                counted = counting.compiled("nvptx", arch=f"sm_{major}{minor}", scalars_by_reference=True)
+                count_module = _check("cuModuleLoadData", driver.cuModuleLoadData(counted.ptx.encode() + b"\0"))
+                count_functions[ordinal] = int(_check("cuModuleGetFunction", driver.cuModuleGetFunction(
+                    count_module, counted.entry_name.encode())))
+                keep += [count_module, counted]
             flags = driver.CU_MEMHOSTALLOC_DEVICEMAP | driver.CU_MEMHOSTALLOC_PORTABLE
             host = int(_check("cuMemHostAlloc", driver.cuMemHostAlloc(STATUS_BYTES, flags)))
             device_ptr = int(_check("cuMemHostGetDevicePointer", driver.cuMemHostGetDevicePointer(host, 0)))
@@ -166,12 +174,24 @@ def _cuda_target(kernel, name: str, written: frozenset = frozenset()) -> Target:
     tables = handlers.GpuTables(tuple(functions), tuple(statuses), tuple(host_statuses),
                                 launch=ctypes.cast(libcuda.cuLaunchKernel, ctypes.c_void_p).value,
                                 synchronize=ctypes.cast(libcuda.cuStreamSynchronize, ctypes.c_void_p).value,
-                                memset=ctypes.cast(libcuda.cuMemsetD8Async, ctypes.c_void_p).value)
-    layout = handlers.layout_for(kernel.signature, scalars_by_reference=True, written=written)
+                                memset=ctypes.cast(libcuda.cuMemsetD8Async, ctypes.c_void_p).value,
+                                **_tape_tables(libcuda, "cu", count_functions))
+    layout = handlers.layout_for(kernel.signature, scalars_by_reference=True, written=written,
+                                 count_signature=_count_signature(kernel))
     text = handlers.gpu_handler_ir(layout, tables, sync=sync_gpu_errors)
     target = Target(name, kernel, "cuda", handlers.CompiledHandler(text, keep_alive=keep))
     target.host_statuses = views
     return target
+
+
+def _tape_tables(library, prefix: str, count_functions: list) -> dict:
+    """The GpuTables fields a dynamic-tape handler needs (none without a counting kernel)."""
+    if not count_functions:
+        return {}
+    address = lambda name: ctypes.cast(getattr(library, prefix + name), ctypes.c_void_p).value
+    return {"count_functions": tuple(count_functions), "copy_dtod": address("MemcpyDtoDAsync"),
+            "copy_dtoh": address("MemcpyDtoHAsync"), "copy_htod": address("MemcpyHtoDAsync"),
+            "driver": "cuda" if prefix == "cu" else "hip"}
 
 
 # ----------------------------------------------------------------------------- ROCm
@@ -183,8 +203,12 @@ def rocm_handler_ir(kernel, tables: handlers.GpuTables | None = None, *, sync: b
     Without ``tables`` the addresses are placeholders: used to compile-check the handler on
     machines without an AMD GPU.
     """
-    layout = handlers.layout_for(kernel.signature, scalars_by_reference=True, written=written)
-    tables = tables or handlers.GpuTables((0,), (0,), (0,), launch=0, synchronize=0)
+    _check_hidden(kernel)
+    layout = handlers.layout_for(kernel.signature, scalars_by_reference=True, written=written,
+                                 count_signature=_count_signature(kernel))
+    counts = (0,) if layout.tape is not None else ()
+    tables = tables or handlers.GpuTables((0,), (0,), (0,), launch=0, synchronize=0, count_functions=counts,
+                                          driver="hip")
     return handlers.gpu_handler_ir(layout, tables, sync=sync)
 
 
@@ -195,6 +219,8 @@ def _rocm_target(kernel, name: str, written: frozenset = frozenset()) -> Target:
     devices = _gpu_devices("rocm")
     n = max(d.local_hardware_id for d in devices) + 1
     functions, statuses, host_statuses, views, keep = [0] * n, [0] * n, [0] * n, [], []
+    counting = kernel.count_kernel if getattr(kernel, "tape", None) is not None else None
+    count_functions = [0] * n if counting else []
     for d in devices:
         ordinal = d.local_hardware_id
         check(hip.hipSetDevice(ordinal))
@@ -203,6 +229,11 @@ def _rocm_target(kernel, name: str, written: frozenset = frozenset()) -> Target:
         compiled = kernel.compiled("amdgpu", arch=arch, scalars_by_reference=True)
         module = check(hip.hipModuleLoadData(compiled.hsaco))
         function = check(hip.hipModuleGetFunction(module, compiled.entry_name.encode()))
+        if counting:
+            counted = counting.compiled("amdgpu", arch=arch, scalars_by_reference=True)
+            count_module = check(hip.hipModuleLoadData(counted.hsaco))
+            count_functions[ordinal] = int(check(hip.hipModuleGetFunction(count_module, counted.entry_name.encode())))
+            keep += [count_module, counted]
         host = int(check(hip.hipHostMalloc(STATUS_BYTES, hip.hipHostMallocMapped | hip.hipHostMallocPortable)))
         device_ptr = int(check(hip.hipHostGetDevicePointer(host, 0)))
         view = np.ctypeslib.as_array((ctypes.c_int64 * abi_status.WORDS).from_address(host))
@@ -213,7 +244,8 @@ def _rocm_target(kernel, name: str, written: frozenset = frozenset()) -> Target:
     tables = handlers.GpuTables(tuple(functions), tuple(statuses), tuple(host_statuses),
                                 launch=ctypes.cast(libhip.hipModuleLaunchKernel, ctypes.c_void_p).value,
                                 synchronize=ctypes.cast(libhip.hipStreamSynchronize, ctypes.c_void_p).value,
-                                memset=ctypes.cast(libhip.hipMemsetD8Async, ctypes.c_void_p).value)
+                                memset=ctypes.cast(libhip.hipMemsetD8Async, ctypes.c_void_p).value,
+                                **_tape_tables(libhip, "hip", count_functions))
     text = rocm_handler_ir(kernel, tables, sync=sync_gpu_errors, written=written)
     target = Target(name, kernel, "rocm", handlers.CompiledHandler(text, keep_alive=keep))
     target.host_statuses = views
