@@ -42,3 +42,23 @@ def test_second_derivative_of_the_energy_in_sigma_matches_finite_differences():
                 - _dE_dsigma(first, sigma - h, pos, box, neighbors)) / (2 * h)
     assert abs(expected) > 1.0                  # a real curvature, not 0 == 0
     np.testing.assert_allclose(result, expected, rtol=1e-5)
+
+
+def test_reverse_over_reverse_recomputes_read_only_loads_instead_of_taping_them():
+    # The first adjoint adds d_sigma/d_epsilon through the uniform-address intrinsic (a call
+    # with a pointer operand). Differentiating it again must treat that call as a write to
+    # d_sigma/d_epsilon only, so positions and the box stay read-only and are reloaded in the
+    # reverse sweep: per neighbor, the tape then holds at most an adjoint and two branch
+    # indices (24 bytes), not the ~200 bytes of every loaded coordinate and distance.
+    pos, box, neighbors = _system()
+    n = len(pos)
+    first = ado.vjp(kernels.lj_energy, ["pos", "sigma", "epsilon"])
+    second = ado.vjp(first, ["pos", "sigma", "epsilon"])
+    counter = second.count_kernel
+    assert counter is not None
+    values = dict(pos=pos, box=box, neighbors=neighbors, sigma=1.0, epsilon=1.0, cutoff=2.5, e=np.zeros(n),
+                  d_pos=np.zeros_like(pos), d_sigma=np.zeros(1), d_epsilon=np.zeros(1), d_e=np.ones(n))
+    counts = np.zeros(n, np.int64)
+    counter(*[values[p.name] for p in counter.signature.params[:-1]], counts, grid=n)
+    per_neighbor = counts / neighbors.shape[1]
+    assert per_neighbor.max() <= 24, per_neighbor
