@@ -40,7 +40,8 @@ def _cells_for(n_atoms):
 
 
 def measure(n_atoms, backend, device, reps, only=None):
-    """Rows for one size and backend: LJ energy+forces, neighbor build, one Verlet step."""
+    """Rows for one size and backend: LJ energy+forces, neighbor build, one Verlet step, and the
+    gradient of a force-matching loss in the LJ parameters (a second derivative)."""
     import jax
     import jax.numpy as jnp
     from adoffload.chemistry import ForceField, LennardJones, as_box
@@ -62,16 +63,27 @@ def measure(n_atoms, backend, device, reps, only=None):
         key_v, key = jax.random.split(jax.random.PRNGKey(1))
         state = initial_state(ff, spec, pos, maxwell_boltzmann(key_v, n, 1.0), key)
         step = jax.jit(lambda s: verlet_step(ff, spec, s, 0.004))
+        target = jnp.zeros_like(pos)
+
+        def force_loss(params):        # force matching: the gradient is reverse over reverse
+            return jnp.mean((ff.forces(pos, nl.neighbors, params) - target) ** 2)
+        force_loss_gradient = jax.jit(jax.grad(force_loss))
         cases = {
             "LJ energy + forces": lambda: jax.block_until_ready(energy_forces(pos, nl.neighbors)),
             "neighbor-list build": lambda: jax.block_until_ready(build(pos)),
             "MD step (Verlet, list kept)": lambda: jax.block_until_ready(step(state)),
+            "force-matching loss gradient (LJ parameters)":
+                lambda: jax.block_until_ready(force_loss_gradient(ff.parameters)),
         }
         rows = []
         for name, fn in cases.items():
             if only is not None and name not in only:
                 continue
-            rows.append(_row(name, n, backend, _time(fn, reps)))
+            try:
+                rows.append(_row(name, n, backend, _time(fn, reps)))
+            except Exception as error:        # noqa: BLE001 - one case failing is reported, never invented
+                rows.append({"measure": name, "atoms": n, "backend": backend,
+                             "skipped": f"{type(error).__name__}: {str(error)[:300]}"})
     return rows
 
 
