@@ -322,6 +322,10 @@ def add_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, grid_r
             b.call(body, tids + params + [status] + accumulators.pointers, attrs=("alwaysinline",))
     else:
         data_pointers = [i for i, (t, r) in enumerate(zip(types, by_ref)) if t == "ptr" and not r]
+        # The alignment test's ptrtoint hides from LLVM that the entry only reads these
+        # arrays (no readonly inferred, so no ld.global.nc): state what the body proves.
+        for i in _read_only_params(body_module, body_name, grid_rank) & set(data_pointers):
+            set.add(fn.args[i].attributes, "readonly")    # llvmlite.ir's list of argument attributes lacks it
         in_range = _several_elements(m, b, body, linear, total, per_thread, params, data_pointers,
                                      [status] + accumulators.pointers)
     if sites:
@@ -393,6 +397,19 @@ def _several_elements(m: ir.Module, b: ir.IRBuilder, body: ir.Function, linear: 
                 b.cbranch(b.icmp_unsigned("<", following, end), loop, after)
                 b.position_at_end(after)
     return in_range
+
+
+def _read_only_params(body_module: llvm.ModuleRef, body_name: str, grid_rank: int) -> set[int]:
+    """Flat indices of the body's pointer params that it never writes through, as LLVM's
+    function-attribute inference proves on a copy of the module (readonly or readnone)."""
+    from .targets import host_target_machine
+    copy = llvm.parse_assembly(str(body_module))
+    passes = llvm.create_new_module_pass_manager()
+    passes.add_post_order_function_attributes_pass()
+    passes.run(copy, llvm.create_pass_builder(host_target_machine(), llvm.create_pipeline_tuning_options(0)))
+    args = list(copy.get_function(body_name).arguments)
+    return {k - grid_rank for k, arg in enumerate(args)
+            if k >= grid_rank and {b"readonly", b"readnone"} & set(arg.attributes)}
 
 
 class _AlignAssume(ir.instructions.Instruction):

@@ -97,6 +97,8 @@ def test_f32_stream_gets_v4_loads_and_stores_and_assembles(arch):
     ptx = _ptx(stream_add("float"), "sadd", STREAM_TYPES, 4, arch)
     loads, stores = _vector_accesses(ptx, 4, 32)
     assert loads == 2 and stores == 1, ptx
+    # the arrays the body only reads stay read-only to LLVM despite the alignment test
+    assert len(re.findall(r"ld\.global\.nc\.v4\.[bf]32", ptx)) == 2
     report = nvptx.ptxas_check(ptx, arch)
     assert "sadd_$_kernel" in report
 
@@ -308,3 +310,16 @@ def test_emulated_bounds_error_stops_only_that_element(monkeypatch):
     assert status[0] == 1 and status[1] == 2 and 6 <= status[2] < 10
     np.testing.assert_array_equal(out[:short], 2 * x[:short] + 1)
     np.testing.assert_array_equal(out[short:], 0)
+
+
+def test_only_arrays_the_body_never_writes_are_marked_readonly():
+    entry = abi.add_gpu_entry(BRANCHY, "branchy", BRANCHY_TYPES, 1, "nvptx", reductions="off",
+                              elements_per_thread=4)
+    header = next(line for line in entry.splitlines() if line.startswith("define") and "branchy.kernel" in line)
+    params = header.split("(", 1)[1].split(", ")
+    assert "readonly" in params[0]                        # x: only loaded
+    assert "readonly" not in params[2] and "readonly" not in params[4]   # y stored, total atomically added
+    axpy = abi.add_gpu_entry(bodies.AXPY, "axpy", bodies.AXPY_TYPES, 1, "nvptx", elements_per_thread=4)
+    header = next(line for line in axpy.splitlines() if line.startswith("define") and "axpy.kernel" in line)
+    assert [("readonly" in p) for p in header.split("(", 1)[1].split(", ") if p.startswith("ptr")] == \
+        [True, True, False, False]                        # x, y read; out written; status
