@@ -15,6 +15,16 @@ Entries:
   packet (``llvm.amdgcn.dispatch.ptr``, ``workgroup_size_x`` at byte 4), so the launch
   needs no extra argument. GPU entries take ``i1`` parameters as ``i8`` (one byte of the
   slot), since the drivers copy whole bytes.
+* GPU with ``elements_per_thread=k > 1`` (rank-1 grids only): thread ``linear`` runs the
+  contiguous ids ``base = linear*k .. base+k-1`` and the launch has ``ceil(total/k)``
+  threads. If ``base + k <= total`` and every data pointer param is 16-byte aligned (a test
+  on kernel parameters, so uniform across the launch), k unguarded body calls follow
+  ``llvm.assume`` align bundles on those pointers -- alignment known to LLVM only where it
+  was checked -- and the LoadStoreVectorizer merges the adjacent accesses into 128-bit
+  ones. Otherwise (a misaligned view, the grid's last partial group) a guarded loop runs
+  the same body element by element. Deferred-atomic accumulators span all k calls and are
+  flushed once. Pointer params the body never writes are marked ``readonly`` (LLVM's own
+  inference on the body), since the alignment test's ``ptrtoint`` hides that from it.
 """
 from __future__ import annotations
 
