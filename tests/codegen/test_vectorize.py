@@ -323,3 +323,13 @@ def test_only_arrays_the_body_never_writes_are_marked_readonly():
     header = next(line for line in axpy.splitlines() if line.startswith("define") and "axpy.kernel" in line)
     assert [("readonly" in p) for p in header.split("(", 1)[1].split(", ") if p.startswith("ptr")] == \
         [True, True, False, False]                        # x, y read; out written; status
+
+
+@needs_ptxas
+def test_scalars_by_reference_entry_with_four_elements_per_thread():
+    """The JAX calling convention (scalars arrive as pointers; they are not arrays to align)."""
+    module = abi.add_gpu_entry(bodies.AXPY, "axpy", bodies.AXPY_TYPES, 1, "nvptx", scalars_by_reference=True,
+                               noalias=True, elements_per_thread=4)
+    ptx = nvptx.compile_ptx(module, "sm_90")
+    nvptx.ptxas_check(ptx, "sm_90")
+    assert "ld.global" in ptx
