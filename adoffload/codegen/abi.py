@@ -369,9 +369,10 @@ def _several_elements(m: ir.Module, b: ir.IRBuilder, body: ir.Function, linear: 
 
     Fast path (every thread but the last, when every data pointer is 16-byte aligned -- a
     test on kernel parameters only, so uniform across the launch): k unguarded body calls in
-    straight-line code, with the data pointers re-derived by ``llvm.ptrmask(p, -16)``. That
-    is the identity on an aligned pointer but tells LLVM the alignment, so the
-    LoadStoreVectorizer can merge the k adjacent accesses into 128-bit ones. Otherwise (a
+    straight-line code after ``llvm.assume`` align bundles on the data pointers (stated only
+    inside the branch that tested them; ``llvm.ptrmask`` would say the same but crashes the
+    NVPTX backend of LLVM 22), so the LoadStoreVectorizer can merge the k adjacent accesses
+    into 128-bit ones. Otherwise (a
     misaligned pointer, or the grid's last partial group) a guarded loop over
     ``base .. min(base+k, total)``. Returns ``base < total`` (whether the thread ran anything).
     """
