@@ -112,3 +112,63 @@ def test_rocm_handler_is_generated_through_the_same_path_and_compiles():
     assert "ptr %" in text and "define ptr @handler" in text
     hsaco = scale.compiled("amdgpu", arch="gfx942", scalars_by_reference=True).hsaco
     assert hsaco[:4] == b"\x7fELF"
+
+
+def _traits(text: str) -> int:
+    """The traits the handler declares: the last i32 store of its metadata block."""
+    block = text.split("\nmetadata:\n")[1].split("\nexecute:\n")[0]
+    return int([line for line in block.splitlines() if "store i32" in line][-1].split()[2].rstrip(","))
+
+
+def _tape_kernel():
+    import adoffload as ado
+    from adoffload.chemistry import kernels
+    adjoint = ado.vjp(kernels.lj_energy, ["pos", "sigma", "epsilon"])
+    kernel = ado.vjp(adjoint, ["pos", "sigma", "epsilon"])       # reverse over reverse: a dynamic tape
+    assert kernel.tape is not None
+    return kernel
+
+
+def test_tape_layout_skips_the_hidden_params_and_finds_their_slots():
+    kernel = _tape_kernel()
+    layout = handlers.layout_for(kernel.signature, scalars_by_reference=False,
+                                 count_signature=kernel.count_kernel.signature)
+    flat = [f.name for f in kernel.signature.flat_params()]
+    hidden = [k for k, s in enumerate(layout.slots) if s.kind == "hidden"]
+    assert [flat[k] for k in hidden] == ["adoffload_tape", "adoffload_tape.shape0",
+                                         "adoffload_tape_offsets", "adoffload_tape_offsets.shape0"]
+    assert (layout.tape.tape_slot, layout.tape.offsets_slot) == (hidden[0], hidden[2])
+    visible = [s for s in layout.slots if s.kind != "hidden"]
+    n_results = sum(1 for p in kernel.signature.visible_params if p.is_array and p.type.writes)
+    assert max(s.buffer for s in visible if s.side == "ret") == n_results - 1
+    # the counting kernel shares the primal's slots; the arrays its primal writes get scratch copies
+    count_flat = kernel.count_kernel.signature.flat_params()
+    assert layout.tape.shared == len(count_flat) - 2 and flat[:layout.tape.shared] == [f.name for f in count_flat[:-2]]
+    written = {flat[slot]: copy for slot, _, _, copy in layout.tape.scratch}
+    assert written == {"e": False, "d_pos": True, "d_sigma": True, "d_epsilon": True, "d_e": True}
+
+
+def test_tape_handlers_compile_for_cpu_cuda_and_rocm_and_never_join_command_buffers():
+    from adoffload.jax.targets import rocm_handler_ir
+    kernel = _tape_kernel()
+    signature, counting = kernel.signature, kernel.count_kernel.signature
+    cpu = handlers.cpu_handler_ir(handlers.layout_for(signature, scalars_by_reference=False,
+                                                      count_signature=counting), 0, 0)
+    assert handlers.CompiledHandler(cpu).address
+    layout = handlers.layout_for(signature, scalars_by_reference=True, count_signature=counting)
+    for sync in (False, True):
+        tables = handlers.GpuTables((0, 0), (0, 0), (0, 0), launch=0, synchronize=0, memset=0,
+                                    count_functions=(0, 0))
+        text = handlers.gpu_handler_ir(layout, tables, sync=sync)
+        assert handlers.CompiledHandler(text).address
+        assert _traits(text) == 0 and "cuMemcpyDtoHAsync" in text and "@count_functions" in text
+    rocm = rocm_handler_ir(kernel)
+    assert handlers.CompiledHandler(rocm).address
+    assert _traits(rocm) == 0 and "hipMemcpyDtoHAsync" in rocm
+
+
+def test_plain_gpu_handlers_stay_command_buffer_compatible():
+    layout = handlers.layout_for(SIGNATURE, scalars_by_reference=True)
+    tables = handlers.GpuTables((0,), (0,), (0,), launch=0, synchronize=0, memset=0)
+    assert _traits(handlers.gpu_handler_ir(layout, tables)) == handlers.TRAIT_COMMAND_BUFFER_COMPATIBLE
+    assert _traits(handlers.gpu_handler_ir(layout, tables, sync=True)) == 0
