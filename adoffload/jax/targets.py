@@ -188,7 +188,10 @@ def _tape_tables(library, prefix: str, count_functions: list) -> dict:
     """The GpuTables fields a dynamic-tape handler needs (none without a counting kernel)."""
     if not count_functions:
         return {}
-    address = lambda name: ctypes.cast(getattr(library, prefix + name), ctypes.c_void_p).value
+    # cuda.h maps cuMemcpy*Async to the _v2 entry points (64-bit sizes and device pointers);
+    # the unversioned libcuda symbols are the legacy 32-bit ones.
+    suffix = "_v2" if prefix == "cu" else ""
+    address = lambda name: ctypes.cast(getattr(library, prefix + name + suffix), ctypes.c_void_p).value
     return {"count_functions": tuple(count_functions), "copy_dtod": address("MemcpyDtoDAsync"),
             "copy_dtoh": address("MemcpyDtoHAsync"), "copy_htod": address("MemcpyHtoDAsync"),
             "driver": "cuda" if prefix == "cu" else "hip"}
