@@ -433,13 +433,13 @@ class _Reverser:
             self.came_from[block] = phi
         return self.came_from[block]
 
-    def _came_from_branch(self, block: Block, b: Builder, preds: list[Block] | None = None) -> Value | None:
-        """The came-from index of a merge of (nested) if/else arms, re-derived from the
-        dominating branches' conditions instead of recorded: inside loops this saves a tape
-        entry per iteration. None when the merge is not such a tree of two-way branches."""
+    def _branch_tree(self, block: Block, preds: list[Block] | None = None):
+        """How the forward sweep chose among a merge's predecessors, when the merge joins a
+        tree of (nested) two-way branches: a predecessor (a leaf), or ``(branch, on_true,
+        on_false)``. None when it is not such a tree (the came-from index is then recorded)."""
         preds = self.preds[block] if preds is None else preds
         if len(preds) == 1:
-            return const(i32, self.preds[block].index(preds[0]))
+            return preds[0]
         branch_block = preds[0]
         for p in preds[1:]:
             branch_block = self.dom._intersect(branch_block, p)
@@ -456,11 +456,43 @@ class _Reverser:
             sides[side].append(p)
         if not sides[0] or not sides[1]:
             return None
-        on_true = self._came_from_branch(block, b, sides[0])
-        on_false = self._came_from_branch(block, b, sides[1])
+        on_true, on_false = self._branch_tree(block, sides[0]), self._branch_tree(block, sides[1])
         if on_true is None or on_false is None:
             return None
-        return b.select(self.need(term.operands[0], block), on_true, on_false, f"{block.name}.from.re")
+        return term, on_true, on_false
+
+    def _dispatch(self, block: Block, tree, b: Builder, targets: dict[Block, Block], memo: dict) -> None:
+        """Branch to the reverse of the predecessor the forward sweep came from by re-deciding
+        ``tree``'s branches in the same nesting: a nested condition is recomputed only below
+        the arm that evaluated it, so nothing runs speculatively (no load through an index
+        that an outer branch ruled out, such as a -1 neighbor slot)."""
+        if isinstance(tree, Block):
+            b.br(targets[tree])
+            return
+        term, on_true, on_false = tree
+        condition = self._rebuild(term.operands[0], block, b, memo)
+        arms = []
+        for side, subtree in (("t", on_true), ("f", on_false)):
+            if isinstance(subtree, Block):
+                arms.append(targets[subtree])
+                continue
+            arm = self.fn.add_block(f"{block.name}.rev.{side}.{term.parent.name}")
+            self._dispatch(block, subtree, Builder(arm), targets, dict(memo))
+            arms.append(arm)
+        b.cbranch(condition, *arms)
+
+    def _rebuild(self, v: Value, block: Block, b: Builder, memo: dict) -> Value:
+        """``v`` recomputed at ``b`` for ``block``'s reverse. Values whose home dominates
+        ``block`` ran on every path into it and come from ``need``; the others are cloned
+        here, where the caller has established that the forward sweep computed them."""
+        if not isinstance(v, Instruction) or v in self.inductions or self.dom.dominates(v.parent, block):
+            return self.need(v, block)
+        if v not in memo:
+            clone = copy.copy(v)
+            clone.name, clone.parent, clone.flags = "", None, set(v.flags)
+            clone.operands = [self._rebuild(o, block, b, memo) for o in v.operands]
+            memo[v] = b.insert(clone, f"{v.name or 'v'}.re")
+        return memo[v]
 
     def _recomputable(self, v: Value, depth: int = 0) -> bool:
         """Whether ``need`` can rebuild ``v`` from arguments, constants, induction variables and
@@ -514,7 +546,11 @@ class _Reverser:
             first = b.icmp("eq", self.need(ind.phi, block), self.need(ind.start, block), "first.iteration")
             b.cbranch(first, targets[preds.index(ind.preheader)], targets[preds.index(ind.loop.latches[0])])
         elif len(preds) > 1:
-            index = self._came_from_branch(block, b) or self.need(self._came_from(block), block)
+            tree = self._branch_tree(block)
+            if tree is not None:
+                self._dispatch(block, tree, b, dict(zip(preds, targets)), {})
+                return
+            index = self.need(self._came_from(block), block)
             cases = [const(i32, k) for k in range(1, len(preds))]
             b.emit("switch", void, [index, *cases], blocks=[targets[0], *targets[1:]])
 
