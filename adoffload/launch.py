@@ -167,12 +167,16 @@ def normalize_grid(signature: KernelSignature, grid) -> tuple[int, ...]:
 
 def proven_facts(kernel, values: list, grid: tuple[int, ...]) -> frozenset:
     """The candidate bounds facts that this launch's grid and shapes make true."""
-    proven = set()
-    for param_index, dim, axis in kernel.candidate_facts:
-        value = values[param_index]
-        if _is_array(value) and axis < len(grid) and dim < value.ndim and grid[axis] <= value.shape[dim]:
-            proven.add((param_index, dim, axis))
-    return frozenset(proven)
+    return facts_proven_by(kernel, {k: tuple(v.shape) for k, v in enumerate(values) if _is_array(v)}, grid)
+
+
+def facts_proven_by(kernel, shapes: dict[int, tuple[int, ...]], grid: tuple[int, ...]) -> frozenset:
+    """The candidate bounds facts ``(param, dim, axis)`` (a check ``index < shape[dim]`` on an
+    index that is the thread id of ``axis``) that ``grid`` and the array ``shapes`` (by param
+    index) make true: the launcher and the JAX lowering compile those checks away."""
+    return frozenset((param, dim, axis) for param, dim, axis in kernel.candidate_facts
+                     if param in shapes and axis < len(grid) and dim < len(shapes[param])
+                     and grid[axis] <= shapes[param][dim])
 
 
 def flat_values(signature: KernelSignature, values: list, pointers: list[int]) -> list:

@@ -620,13 +620,18 @@ class GpuTables:
     driver: str = "cuda"                # "cuda" | "hip": names the calls in error messages
 
 
-def gpu_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool = False) -> str:
+def gpu_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool = False,
+                   elements_per_thread: int = 1) -> str:
     """The CUDA/ROCm handler: slots (scalars by reference), stream, per-device function, launch.
 
     Without ``sync`` the handler never waits on the device, so XLA may capture it in a
     command buffer (CUDA graph); device-side failures are read later by ``check_errors``.
+    ``elements_per_thread``: the k the kernel was compiled with (codegen/vectorize.py); the
+    launch has ``ceil(total / k)`` threads.
     """
     if layout.tape is not None:
+        if elements_per_thread != 1:
+            raise ValueError("dynamic-tape handlers launch one element per thread")
         return _gpu_tape_handler_ir(layout, tables, sync=sync)
     n_devices = len(tables.functions)
     extra = [_table("functions", tables.functions), _table("statuses", tables.statuses),
@@ -657,8 +662,14 @@ def gpu_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool = Fal
     e.emit(f"{empty} = icmp eq i64 {total}, 0")
     e.emit(f"br i1 {empty}, label %done, label %nonempty")
     e.label("nonempty")
+    threads = total
+    if elements_per_thread > 1:
+        k = elements_per_thread
+        grouped, threads = e.fresh("grouped"), e.fresh("threads")
+        e.emit(f"{grouped} = add i64 {total}, {k - 1}")
+        e.emit(f"{threads} = udiv i64 {grouped}, {k}")
     blocks64, rounded = e.fresh("blocks"), e.fresh("rounded")
-    e.emit(f"{rounded} = add i64 {total}, {BLOCK_SIZE - 1}")
+    e.emit(f"{rounded} = add i64 {threads}, {BLOCK_SIZE - 1}")
     e.emit(f"{blocks64} = udiv i64 {rounded}, {BLOCK_SIZE}")
     fits = e.fresh("fits")
     e.emit(f"{fits} = icmp ule i64 {blocks64}, 2147483647")

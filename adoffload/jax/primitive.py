@@ -42,6 +42,11 @@ class CallSpec:
         """Indices of the params that are results (Out and InOut arrays)."""
         return tuple(k for k, p in enumerate(self.params) if p.is_array and p.type.writes)
 
+    @functools.cached_property
+    def out_params(self) -> tuple[int, ...]:
+        """Indices of the Out array params (their shapes are ``out_shapes``, in order)."""
+        return tuple(k for k, p in enumerate(self.params) if p.is_array and p.type.intent == "out")
+
     def operand_index(self, name: str) -> int | None:
         k = self.kernel.signature.index_of(name)
         return self.operand_params.index(k) if k in self.operand_params else None
@@ -121,7 +126,13 @@ def _impl(*operands, spec: CallSpec):
 
 
 def _lowering(ctx, *operands, spec: CallSpec, platform: str):
-    name = targets.target_name(spec.kernel, platform, _written_in_full(spec))
+    from ..codegen.vectorize import elements_per_thread
+    from ..launch import facts_proven_by
+    shapes = dict(zip(spec.operand_params, (aval.shape for aval in ctx.avals_in)))
+    shapes.update(zip(spec.out_params, spec.out_shapes))
+    k = 1 if platform == "cpu" else elements_per_thread(spec.kernel.signature, int(np.prod(spec.grid, dtype=np.int64)))
+    variant = targets.Variant(_written_in_full(spec), facts_proven_by(spec.kernel, shapes, spec.grid), k)
+    name = targets.target_name(spec.kernel, platform, variant)
     rule = jax.ffi.ffi_lowering(name, operand_output_aliases=spec.aliases())
     return rule(ctx, *operands, grid=np.asarray(spec.grid, dtype=np.int64))
 

@@ -40,15 +40,38 @@ _COUNTER = itertools.count()
 sync_gpu_errors = False     # debug mode: GPU handlers synchronize and return bounds errors themselves
 
 
-def target_name(kernel, platform: str, written: frozenset = frozenset()) -> str:
-    """The registered name of ``kernel``'s target on ``platform`` (registering it if needed);
-    ``written``: the Out params the call writes in full (their memset is skipped)."""
-    return ensure_target(kernel, platform, written).name
+@dataclass(frozen=True)
+class Variant:
+    """What a call site fixes about a target beyond kernel and platform (part of its key)."""
+    written: frozenset = frozenset()     # Out params the call writes in full: no memset
+    proven: frozenset = frozenset()      # bounds facts the call's static shapes prove: checks left out
+    elements_per_thread: int = 1         # GPU only: k elements per thread (codegen/vectorize.py)
 
 
-def ensure_target(kernel, platform: str, written: frozenset = frozenset()) -> Target:
+def target_name(kernel, platform: str, variant: Variant = Variant()) -> str:
+    """The registered name of ``kernel``'s target on ``platform`` for ``variant`` (registering it if needed)."""
+    return ensure_target(kernel, platform, variant).name
+
+
+def gpu_options(kernel, variant: Variant = Variant()) -> dict:
+    """``Kernel.compiled`` options of a kernel called from JAX on a GPU.
+
+    ``noalias`` when the kernel has no InOut array: XLA gives Out results fresh buffers, and
+    In operands that share a buffer are only read, so no written array can overlap another
+    param. (An InOut result aliases its operand, which XLA could also pass elsewhere.)"""
+    options = {"proven": variant.proven}
+    if not any(p.is_array and p.type.intent == "inout" for p in kernel.signature.params):
+        options["noalias"] = True
+    if variant.elements_per_thread > 1:
+        options["elements_per_thread"] = variant.elements_per_thread
+    return options
+
+
+def ensure_target(kernel, platform: str, variant: Variant = Variant()) -> Target:
     _check_hidden(kernel)
-    key = (id(kernel), platform, sync_gpu_errors if platform != "cpu" else False, frozenset(written))
+    if platform == "cpu" or getattr(kernel, "tape", None) is not None:
+        variant = Variant(variant.written, variant.proven)        # one element per thread
+    key = (id(kernel), platform, sync_gpu_errors if platform != "cpu" else False, variant)
     with _LOCK:
         target = _TARGETS.get(key)
         if target is not None and target.kernel is kernel:
@@ -56,7 +79,7 @@ def ensure_target(kernel, platform: str, written: frozenset = frozenset()) -> Ta
         safe = re.sub(r"[^A-Za-z0-9_]", "_", kernel.name)
         name = f"adoffload_{safe}_{next(_COUNTER)}"
         build = {"cpu": _cpu_target, "cuda": _cuda_target, "rocm": _rocm_target}[platform]
-        target = build(kernel, name, frozenset(written))
+        target = build(kernel, name, variant)
         import jax
         jax.ffi.register_ffi_target(name, target.handler.capsule(), platform=PLATFORMS[platform])
         _TARGETS[key] = target
@@ -91,8 +114,8 @@ def _unresolved_symbols(program) -> list[str]:
     return [n for n in names if not n.startswith("llvm.") and not llvm.address_of_symbol(n)]
 
 
-def _cpu_target(kernel, name: str, written: frozenset = frozenset()) -> Target:
-    compiled = kernel.compiled("host")
+def _cpu_target(kernel, name: str, variant: Variant) -> Target:
+    compiled = kernel.compiled("host", proven=variant.proven)
     missing = _unresolved_symbols(compiled.program)
     if missing:
         raise CompilationError(f"kernel '{kernel.name}': the host code calls {missing}, which no library "
@@ -100,14 +123,14 @@ def _cpu_target(kernel, name: str, written: frozenset = frozenset()) -> Target:
     entry = compiled.program.address(compiled.entry_name)
     keep, count_entry = [compiled], 0
     if getattr(kernel, "tape", None) is not None:
-        counting = kernel.count_kernel.compiled("host")
+        counting = kernel.count_kernel.compiled("host", proven=variant.proven)
         missing = _unresolved_symbols(counting.program)
         if missing:
             raise CompilationError(f"kernel '{kernel.count_kernel.name}' (sizes the tape of '{kernel.name}'): the "
                                    f"host code calls {missing}, which no library defines; refusing to run it")
         count_entry = counting.program.address(counting.entry_name)
         keep.append(counting)
-    layout = handlers.layout_for(kernel.signature, scalars_by_reference=False, written=written,
+    layout = handlers.layout_for(kernel.signature, scalars_by_reference=False, written=variant.written,
                                  count_signature=_count_signature(kernel))
     handler = handlers.CompiledHandler(handlers.cpu_handler_ir(layout, entry, count_entry), keep_alive=keep)
     return Target(name, kernel, "cpu", handler)
@@ -133,7 +156,7 @@ def _gpu_devices(platform: str):
     return sorted(jax.devices(platform), key=lambda d: d.local_hardware_id)
 
 
-def _cuda_target(kernel, name: str, written: frozenset = frozenset()) -> Target:
+def _cuda_target(kernel, name: str, variant: Variant) -> Target:
     driver = _cuda()
     _check("cuInit", driver.cuInit(0))
     libcuda = ctypes.CDLL("libcuda.so.1")
@@ -149,14 +172,16 @@ def _cuda_target(kernel, name: str, written: frozenset = frozenset()) -> Target:
             driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev))
         minor = _check("cuDeviceGetAttribute", driver.cuDeviceGetAttribute(
             driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev))
-        compiled = kernel.compiled("nvptx", arch=f"sm_{major}{minor}", scalars_by_reference=True)
+        compiled = kernel.compiled("nvptx", arch=f"sm_{major}{minor}", scalars_by_reference=True,
+                                   **gpu_options(kernel, variant))
         ctx = _check("cuDevicePrimaryCtxRetain", driver.cuDevicePrimaryCtxRetain(dev))       # JAX's context on this device
         _check("cuCtxPushCurrent", driver.cuCtxPushCurrent(ctx))
         try:
             module = _check("cuModuleLoadData", driver.cuModuleLoadData(compiled.ptx.encode() + b"\0"))
             function = _check("cuModuleGetFunction", driver.cuModuleGetFunction(module, compiled.entry_name.encode()))
             if counting:
-                counted = counting.compiled("nvptx", arch=f"sm_{major}{minor}", scalars_by_reference=True)
+                counted = counting.compiled("nvptx", arch=f"sm_{major}{minor}", scalars_by_reference=True,
+                                            proven=variant.proven)
                 count_module = _check("cuModuleLoadData", driver.cuModuleLoadData(counted.ptx.encode() + b"\0"))
                 count_functions[ordinal] = int(_check("cuModuleGetFunction", driver.cuModuleGetFunction(
                     count_module, counted.entry_name.encode())))
@@ -176,9 +201,9 @@ def _cuda_target(kernel, name: str, written: frozenset = frozenset()) -> Target:
                                 synchronize=ctypes.cast(libcuda.cuStreamSynchronize, ctypes.c_void_p).value,
                                 memset=ctypes.cast(libcuda.cuMemsetD8Async, ctypes.c_void_p).value,
                                 **_tape_tables(libcuda, "cu", count_functions))
-    layout = handlers.layout_for(kernel.signature, scalars_by_reference=True, written=written,
+    layout = handlers.layout_for(kernel.signature, scalars_by_reference=True, written=variant.written,
                                  count_signature=_count_signature(kernel))
-    text = handlers.gpu_handler_ir(layout, tables, sync=sync_gpu_errors)
+    text = handlers.gpu_handler_ir(layout, tables, sync=sync_gpu_errors, elements_per_thread=compiled.elements_per_thread)
     target = Target(name, kernel, "cuda", handlers.CompiledHandler(text, keep_alive=keep))
     target.host_statuses = views
     return target
@@ -200,7 +225,7 @@ def _tape_tables(library, prefix: str, count_functions: list) -> dict:
 # ----------------------------------------------------------------------------- ROCm
 
 def rocm_handler_ir(kernel, tables: handlers.GpuTables | None = None, *, sync: bool = False,
-                    written: frozenset = frozenset()) -> str:
+                    written: frozenset = frozenset(), elements_per_thread: int = 1) -> str:
     """The ROCm handler text (hipModuleLaunchKernel has cuLaunchKernel's argument list).
 
     Without ``tables`` the addresses are placeholders: used to compile-check the handler on
@@ -212,10 +237,10 @@ def rocm_handler_ir(kernel, tables: handlers.GpuTables | None = None, *, sync: b
     counts = (0,) if layout.tape is not None else ()
     tables = tables or handlers.GpuTables((0,), (0,), (0,), launch=0, synchronize=0, count_functions=counts,
                                           driver="hip")
-    return handlers.gpu_handler_ir(layout, tables, sync=sync)
+    return handlers.gpu_handler_ir(layout, tables, sync=sync, elements_per_thread=elements_per_thread)
 
 
-def _rocm_target(kernel, name: str, written: frozenset = frozenset()) -> Target:
+def _rocm_target(kernel, name: str, variant: Variant) -> Target:
     from hip import hip  # hip-python
     libhip = ctypes.CDLL("libamdhip64.so")
 
@@ -229,11 +254,12 @@ def _rocm_target(kernel, name: str, written: frozenset = frozenset()) -> Target:
         check(hip.hipSetDevice(ordinal))
         props = check(hip.hipGetDeviceProperties(ordinal))
         arch = props.gcnArchName.decode().split(":")[0]
-        compiled = kernel.compiled("amdgpu", arch=arch, scalars_by_reference=True)
+        compiled = kernel.compiled("amdgpu", arch=arch, scalars_by_reference=True,
+                                   **gpu_options(kernel, variant))
         module = check(hip.hipModuleLoadData(compiled.hsaco))
         function = check(hip.hipModuleGetFunction(module, compiled.entry_name.encode()))
         if counting:
-            counted = counting.compiled("amdgpu", arch=arch, scalars_by_reference=True)
+            counted = counting.compiled("amdgpu", arch=arch, scalars_by_reference=True, proven=variant.proven)
             count_module = check(hip.hipModuleLoadData(counted.hsaco))
             count_functions[ordinal] = int(check(hip.hipModuleGetFunction(count_module, counted.entry_name.encode())))
             keep += [count_module, counted]
@@ -249,7 +275,8 @@ def _rocm_target(kernel, name: str, written: frozenset = frozenset()) -> Target:
                                 synchronize=ctypes.cast(libhip.hipStreamSynchronize, ctypes.c_void_p).value,
                                 memset=ctypes.cast(libhip.hipMemsetD8Async, ctypes.c_void_p).value,
                                 **_tape_tables(libhip, "hip", count_functions))
-    text = rocm_handler_ir(kernel, tables, sync=sync_gpu_errors, written=written)
+    text = rocm_handler_ir(kernel, tables, sync=sync_gpu_errors, written=variant.written,
+                           elements_per_thread=compiled.elements_per_thread)
     target = Target(name, kernel, "rocm", handlers.CompiledHandler(text, keep_alive=keep))
     target.host_statuses = views
     return target

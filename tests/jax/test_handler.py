@@ -1,4 +1,6 @@
 """The FFI handlers in isolation: a hand-written body through the CPU handler; GPU handlers compile."""
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -172,3 +174,52 @@ def test_plain_gpu_handlers_stay_command_buffer_compatible():
     tables = handlers.GpuTables((0,), (0,), (0,), launch=0, synchronize=0, memset=0)
     assert _traits(handlers.gpu_handler_ir(layout, tables)) == handlers.TRAIT_COMMAND_BUFFER_COMPATIBLE
     assert _traits(handlers.gpu_handler_ir(layout, tables, sync=True)) == 0
+
+
+def test_gpu_handlers_launch_a_thread_per_k_elements():
+    # A vectorized kernel (codegen/vectorize.py) runs k elements per thread: the handler divides
+    # the grid's total by k (rounding up) before sizing the blocks; k = 1 keeps the old launch.
+    import adoffload as ado
+    from adoffload.jax.targets import Variant, gpu_options, rocm_handler_ir
+    from adoffload.launch import facts_proven_by
+
+    @ado.kernel
+    def scale(a: ado.f32, x: ado.In[ado.f32], y: ado.Out[ado.f32]):
+        i = ado.tid()
+        y[i] = a * x[i]
+    one, four = rocm_handler_ir(scale), rocm_handler_ir(scale, elements_per_thread=4)
+    assert "udiv i64" in four and ", 4\n" in four.split("%threads")[1] and "%threads" not in one
+    handlers.CompiledHandler(four)
+    # The call's static shapes prove the bounds checks away (x and y have the grid's length),
+    # which lets the k calls of the body merge into 128-bit accesses.
+    variant = Variant(proven=facts_proven_by(scale, {1: (1 << 20,), 2: (1 << 20,)}, (1 << 20,)), elements_per_thread=4)
+    assert variant.proven and not facts_proven_by(scale, {1: (10,), 2: (1 << 20,)}, (1 << 20,)) >= variant.proven
+    assert gpu_options(scale, variant) == {"proven": variant.proven, "noalias": True, "elements_per_thread": 4}
+    ptx = scale.compiled("nvptx", arch="sm_90", scalars_by_reference=True, **gpu_options(scale, variant)).ptx
+    assert re.search(r"ld\.global\.nc\.v4\.[fb]32", ptx) and re.search(r"st\.global\.v4\.[fb]32", ptx)
+
+    @ado.kernel
+    def accumulate(x: ado.In[ado.f32], y: ado.InOut[ado.f32]):
+        i = ado.tid()
+        y[i] = y[i] + x[i]
+    assert "noalias" not in gpu_options(accumulate, Variant(elements_per_thread=4))   # InOut: XLA may alias it
+
+
+def test_calls_compile_away_the_bounds_checks_their_static_shapes_prove():
+    # Inside jit the shapes are static: checks that the grid and the shapes prove (x and y as
+    # long as the grid) are left out, as the numpy launcher does per launch. A call whose
+    # shapes prove nothing keeps them, and still reports an out-of-bounds index.
+    import adoffload as ado
+
+    @ado.kernel
+    def shift(x: ado.In[ado.f64], y: ado.Out[ado.f64]):
+        i = ado.tid()
+        y[i] = x[i + 1] + x[i]
+    f = ado.jax_kernel(shift, grid=lambda x: x.shape[0] - 1, out_shapes=lambda x: {"y": (x.shape[0] - 1,)})
+    x = jnp.arange(6.0)
+    np.testing.assert_allclose(jax.jit(f)(x), np.arange(5.0) * 2 + 1)
+    proven_sets = {key[3] for key in shift._compiled if key[0] == "host"}      # (target, arch, by_ref, proven, ...)
+    assert any(proven_sets), proven_sets
+    g = ado.jax_kernel(shift, grid=6, out_shapes={"y": (6,)})
+    with pytest.raises(Exception, match="index 6 out of bounds"):
+        jax.block_until_ready(jax.jit(g)(x))
