@@ -4,10 +4,10 @@ A handler is ``XLA_FFI_Error* handler(XLA_FFI_CallFrame*)``. It answers XLA's me
 query (API version, traits), then fills the packed slots of docs/ARCHITECTURE.md §4 from
 the call frame's buffers and launches the kernel:
 
-* ``cpu``: calls the host entry ``void @<body>.host(slots, 0, total)`` on XLA's calling
-  thread (single-threaded: XLA CPU already runs independent ops in parallel, and a
-  thread-pool split is left for later), then reads the status record and turns a failure
-  into an ``XLA_FFI_Error`` whose message names kernel, array and index.
+* ``cpu``: calls the host entry ``void @<body>.host(slots, start, end)`` over the grid,
+  in chunks shared with XLA's intra-op thread pool when the grid is large
+  (``cpu_parallel.py``), then reads the status record and turns a failure into an
+  ``XLA_FFI_Error`` whose message names kernel, array and index.
 * ``cuda`` / ``rocm``: gets the stream (``XLA_FFI_Stream_Get``) and the device ordinal
   (``XLA_FFI_DeviceOrdinal_Get``), picks that device's loaded function and status record
   from tables baked into the handler, and calls ``cuLaunchKernel`` /
@@ -388,13 +388,28 @@ def cpu_handler_ir(layout: HandlerLayout, host_entry: int, count_entry: int = 0)
     _zero_outputs(e, layout)
     total = _grid(e, layout, slots, n)
     e.store_at(slots, 8 * (n + layout.grid_rank), "ptr", status)
-    entry = e.fresh("entry")
-    e.emit(f"{entry} = inttoptr i64 {host_entry} to ptr")
-    e.emit(f"call void {entry}(ptr {slots}, i64 0, i64 {total})")
+    _run_host_entry(e, slots, total, host_entry, "run")
     _status_check(e, layout, status, _snprintf_address(), reset=False)
     e.lines.append("}")
     memset = ["declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)"]
-    return "\n".join(_globals(layout, memset) + e.lines) + "\n"
+    return "\n".join(_globals(layout, memset + _host_functions()) + e.lines) + "\n"
+
+
+def _run_host_entry(e: _Emitter, slots: str, total: str, address: int, tag: str) -> None:
+    """``entry(slots, 0, total)`` for the host entry at ``address``: shared with XLA's thread
+    pool (cpu_parallel.py) unless ``ADOFFLOAD_JAX_CPU_POOL=0``."""
+    from . import cpu_parallel
+    entry = _fn(e, address)
+    if cpu_parallel.enabled():
+        cpu_parallel.emit_parallel_call(e, slots, total, entry, tag)
+    else:
+        e.emit(f"call void {entry}(ptr {slots}, i64 0, i64 {total})")
+
+
+def _host_functions() -> list[str]:
+    """The module-level functions ``_run_host_entry`` calls."""
+    from . import cpu_parallel
+    return [cpu_parallel.functions()] if cpu_parallel.enabled() else []
 
 
 # ----------------------------------------------------------------------------- dynamic tapes
@@ -578,7 +593,7 @@ def _cpu_tape_handler_ir(layout: HandlerLayout, host_entry: int, count_entry: in
     counts = allocate(owned - 3, count_bytes, zeroed=True)
     _store_slot(e, cslots, tape.shared, counts, "ptr")
     _count_grid_and_status(e, layout, slots, cslots, status)
-    e.emit(f"call void {_fn(e, count_entry)}(ptr {cslots}, i64 0, i64 {total})")
+    _run_host_entry(e, cslots, total, count_entry, "count")
     code = e.field(status, 0, "i64")
     counted = e.fresh("counted")
     e.emit(f"{counted} = icmp eq i64 {code}, 0")
@@ -591,7 +606,7 @@ def _cpu_tape_handler_ir(layout: HandlerLayout, host_entry: int, count_entry: in
     tape_bytes = _at_least(e, _exclusive_scan(e, counts, offsets, total), 8)
     tape_buffer = allocate(owned - 1, tape_bytes, zeroed=True)
     _hidden_slots(e, layout, slots, tape_buffer, tape_bytes, offsets)
-    e.emit(f"call void {_fn(e, host_entry)}(ptr {slots}, i64 0, i64 {total})")
+    _run_host_entry(e, slots, total, host_entry, "run")
     release()
     e.emit("br label %check_status")
     e.label("check_status")
@@ -600,7 +615,7 @@ def _cpu_tape_handler_ir(layout: HandlerLayout, host_entry: int, count_entry: in
     release()
     _error_return(e, "@msg.oom", ERROR_RESOURCE_EXHAUSTED)
     e.lines.append("}")
-    return "\n".join(_globals(layout, extra) + e.lines) + "\n"
+    return "\n".join(_globals(layout, extra + _host_functions()) + e.lines) + "\n"
 
 
 @dataclass(frozen=True)

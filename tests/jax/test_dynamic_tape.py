@@ -188,3 +188,12 @@ def test_reverse_over_reverse_on_cuda():
             bad = jnp.arange(8, dtype=jnp.int64).at[5].set(11)
             jax.block_until_ready(jax.jit(_adjoint_call)(x, bad, jnp.ones(8, jnp.int64), jnp.ones(8)))
         check_errors()                       # the counting pass reported it itself and cleared the record
+
+
+def test_large_grids_count_and_run_on_xlas_thread_pool():
+    # Above the CPU handler's threshold, the counting pass and the kernel both run in chunks on
+    # XLA's pool (jax/cpu_parallel.py); each thread's tape offset comes from the one prefix sum.
+    from adoffload.jax import cpu_parallel
+    big = np.linspace(0.3, 40.0, 3 * cpu_parallel.MIN_CHUNK_THREADS + 5)
+    g = jax.jit(jax.grad(loss))
+    np.testing.assert_allclose(g(big), jax.grad(loss_ref)(big), rtol=1e-10)

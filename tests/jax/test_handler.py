@@ -223,3 +223,39 @@ def test_calls_compile_away_the_bounds_checks_their_static_shapes_prove():
     g = ado.jax_kernel(shift, grid=6, out_shapes={"y": (6,)})
     with pytest.raises(Exception, match="index 6 out of bounds"):
         jax.block_until_ready(jax.jit(g)(x))
+
+
+@pytest.mark.parametrize("pool", ["1", "0"])
+def test_large_cpu_calls_share_the_grid_with_xlas_thread_pool(pool, monkeypatch):
+    # Above 2 * MIN_CHUNK_THREADS threads the CPU handler splits the grid into chunks that XLA's
+    # pool threads and the calling thread claim (cpu_parallel.py); ADOFFLOAD_JAX_CPU_POOL=0
+    # keeps one thread. Both give the same results, errors included.
+    import adoffload as ado
+    from adoffload.jax import cpu_parallel
+    monkeypatch.setenv(cpu_parallel.ENV_VAR, pool)
+
+    @ado.kernel
+    def wave(x: ado.In[ado.f64], y: ado.Out[ado.f64]):
+        i = ado.tid()
+        acc = 0.0
+        for k in range(20):
+            acc = acc + ado.sin(x[i] * k)
+        y[i] = acc
+
+    @ado.kernel
+    def reads_past(x: ado.In[ado.f64], y: ado.Out[ado.f64]):
+        i = ado.tid()
+        y[i] = x[i + 1]
+
+    n = 20 * cpu_parallel.MIN_CHUNK_THREADS + 3
+    x = jnp.linspace(0.0, 1.0, n)
+    got = np.asarray(jax.jit(ado.jax_kernel(wave))(x))
+    expected = sum(np.sin(np.asarray(x) * k) for k in range(20))
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+    with pytest.raises(Exception, match=f"index {n} out of bounds"):
+        jax.block_until_ready(jax.jit(ado.jax_kernel(reads_past))(x))
+    for _ in range(3):          # the pool's late tasks never touch a finished call's memory
+        np.testing.assert_allclose(np.asarray(jax.jit(ado.jax_kernel(wave))(x)), expected, rtol=1e-12, atol=1e-12)
+    from adoffload.jax.targets import _TARGETS
+    texts = [t.handler.text for t in _TARGETS.values() if t.kernel is wave]
+    assert texts and all(("@pool.task" in text) == (pool == "1") for text in texts)
