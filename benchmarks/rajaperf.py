@@ -18,6 +18,7 @@ from adoffload.launch import flat_values, proven_facts
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 from harness import Gpu, Timing  # noqa: E402
+from jax_derivatives import jax_derivative_times  # noqa: E402
 from rajaperf_kernels import CASES  # noqa: E402
 
 
@@ -101,6 +102,7 @@ def run(out_rows: list, sizes=(1_000_000, 1 << 26), reps: int = 30) -> None:
                     f = jax.jit(lambda d: case.jnp(d, jnp))
                     t_jnp = _time_jax(f, jd, reps)
                     row.update(jnp_ms=t_jnp.median_ms)
+                    row.update(jax_derivative_times(case, host, reps, _time_jax))
                 row.update(_derivative_times(gpu, case, host, grid, reps, t_ours))
             except Exception as exc:  # a failing kernel is reported, not hidden
                 row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
