@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import ctypes
 
+from .handler import API, CALL_FRAME
+
 ENV_VAR = "ADOFFLOAD_JAX_CPU_POOL"   # "0": CPU handlers run every kernel on XLA's calling thread
 MIN_CHUNK_THREADS = 4096        # kernel threads per chunk, at least: below this, one call is cheaper
 CHUNKS_PER_POOL_THREAD = 4      # a few chunks per pool thread balance uneven per-thread work
-API_SCHEDULE, API_NUM_THREADS, API_ERROR_DESTROY = 136, 144, 64      # offsets in XLA_FFI_Api
 STATE_BYTES = 64
 _NEXT, _DONE, _REFS, _CHUNKS, _CHUNK, _TOTAL, _SLOTS, _ENTRY = (8 * k for k in range(8))
 
@@ -102,11 +103,11 @@ def emit_parallel_call(e, slots: str, total: str, entry: str, tag: str = "pool")
     """Run ``entry(slots, 0, total)`` over XLA's pool from the handler body (``e``: the
     handler's ``_Emitter``; labels here start with ``tag``, distinct per call site). Falls
     through when done."""
-    api = e.field("%frame", 16)
-    ctx = e.field("%frame", 24)
+    api = e.field("%frame", CALL_FRAME["api"])
+    ctx = e.field("%frame", CALL_FRAME["ctx"])
     size = e.field(api, 0, "i64")
     has_pool_api = e.fresh("haspool")
-    e.emit(f"{has_pool_api} = icmp ugt i64 {size}, {API_NUM_THREADS}")
+    e.emit(f"{has_pool_api} = icmp ugt i64 {size}, {API['thread_pool_num_threads']}")
     big = e.fresh("big")
     e.emit(f"{big} = icmp uge i64 {total}, {2 * MIN_CHUNK_THREADS}")
     both = e.fresh("try")
@@ -123,7 +124,7 @@ def emit_parallel_call(e, slots: str, total: str, entry: str, tag: str = "pool")
     e.store_at(args, 8, "ptr", "null")
     e.store_at(args, 16, "ptr", ctx)
     e.store_at(args, 24, "ptr", count)
-    num_threads = e.field(api, API_NUM_THREADS)
+    num_threads = e.field(api, API['thread_pool_num_threads'])
     err = e.fresh("nerr")
     e.emit(f"{err} = call ptr {num_threads}(ptr {args})")
     failed = e.fresh("nfail")
@@ -174,7 +175,7 @@ def emit_parallel_call(e, slots: str, total: str, entry: str, tag: str = "pool")
                                  (_CHUNKS, "i64", chunks), (_CHUNK, "i64", chunk), (_TOTAL, "i64", total),
                                  (_SLOTS, "ptr", slots), (_ENTRY, "ptr", entry)):
         e.store_at(state, offset, type_, value)
-    schedule = e.field(api, API_SCHEDULE)
+    schedule = e.field(api, API['thread_pool_schedule'])
     sargs = e.fresh("sargs")
     e.emit(f"{sargs} = alloca [5 x i64], align 8")
     e.store_at(sargs, 0, "i64", "40")
@@ -245,5 +246,5 @@ def _destroy_error(e, api: str, error: str) -> None:
     e.store_at(args, 0, "i64", "24")
     e.store_at(args, 8, "ptr", "null")
     e.store_at(args, 16, "ptr", error)
-    destroy = e.field(api, API_ERROR_DESTROY)
+    destroy = e.field(api, API['error_destroy'])
     e.emit(f"call void {destroy}(ptr {args})")

@@ -35,8 +35,8 @@ ERROR_OUT_OF_RANGE, ERROR_INTERNAL = 11, 13
 CALL_FRAME = {"extension_start": 8, "api": 16, "ctx": 24, "args": 72, "rets": 112, "attrs": 160}
 METADATA_EXTENSION_METADATA = 24
 METADATA = {"version_size": 8, "version_ext": 16, "major": 24, "minor": 28, "traits": 32}
-API = {"struct_size": 0, "error_create": 48, "error_destroy": 64, "stream_get": 80, "memory_allocate": 120,
-       "memory_free": 128, "device_ordinal_get": 184}
+API = {"struct_size": 0, "error_create": 48, "error_get_message": 56, "error_destroy": 64, "stream_get": 80, "memory_allocate": 120,
+       "memory_free": 128, "thread_pool_schedule": 136, "thread_pool_num_threads": 144, "device_ordinal_get": 184}
 BUFFER = {"data": 24, "dims": 40}
 ARRAY_ATTR_DATA = 16
 # The handler declares the API version it was written against; 0.1 is accepted by every
@@ -729,7 +729,7 @@ _DRIVER_CALLS = {
     "hip": {"launch": "hipModuleLaunchKernel", "sync": "hipStreamSynchronize", "memset": "hipMemsetD8Async",
             "dtod": "hipMemcpyDtoDAsync", "dtoh": "hipMemcpyDtoHAsync", "htod": "hipMemcpyHtoDAsync"},
 }
-DEVICE_ALIGNMENT = 256
+DEVICE_ALIGNMENT = 16       # the largest XLA_FFI_DeviceMemory_Allocate accepts (its buffers are 256-aligned anyway)
 
 
 def _release_function() -> str:
@@ -811,7 +811,7 @@ def _gpu_tape_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool
     for key, message in (
             ("driver", f"kernel '{layout.kernel_name}': %s failed with error %d (dynamic tape handler)"),
             ("alloc", f"kernel '{layout.kernel_name}': XLA_FFI_DeviceMemory_Allocate could not allocate %lld "
-                      "bytes of device memory for its dynamic tape"),
+                      "bytes of device memory for its dynamic tape (%s)"),
             ("oom", f"kernel '{layout.kernel_name}': out of host memory while sizing its dynamic tape"),
             ("grid", f"kernel '{layout.kernel_name}': grid too large for a 1-D launch")):
         text, size = _c_string(message)
@@ -971,16 +971,24 @@ def _gpu_tape_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool
     _error_return(e, message, ERROR_INTERNAL)
     e.label("alloc_failed")
     release()
-    dargs = e.fresh("dargs")
-    e.emit(f"{dargs} = alloca [3 x i64], align 8")
-    e.store_at(dargs, 0, "i64", "24")
-    e.store_at(dargs, 8, "ptr", "null")
-    e.store_at(dargs, 16, "ptr", e.field(fail_error, 0))
-    e.emit(f"call void {e.field(api, API['error_destroy'])}(ptr {dargs})")
+    xla_error = e.field(fail_error, 0)
+    margs = e.fresh("margs")             # XLA_FFI_Error_GetMessage({size, null, error, &message})
+    e.emit(f"{margs} = alloca [4 x i64], align 8")
+    e.store_at(margs, 0, "i64", "32")
+    e.store_at(margs, 8, "ptr", "null")
+    e.store_at(margs, 16, "ptr", xla_error)
+    e.store_at(margs, 24, "ptr", "null")
+    e.emit(f"call void {e.field(api, API['error_get_message'])}(ptr {margs})")
     message = e.fresh("msg")
     e.emit(f"{message} = alloca [{MESSAGE_BYTES} x i8], align 8")
     e.emit(f"call i32 (ptr, i64, ptr, ...) {_fn(e, snprintf)}(ptr {message}, i64 {MESSAGE_BYTES}, ptr @msg.alloc, "
-           f"i64 {e.field(fail_size, 0, 'i64')})")
+           f"i64 {e.field(fail_size, 0, 'i64')}, ptr {e.field(margs, 24)})")
+    dargs = e.fresh("dargs")             # the message is copied: now the error can go
+    e.emit(f"{dargs} = alloca [3 x i64], align 8")
+    e.store_at(dargs, 0, "i64", "24")
+    e.store_at(dargs, 8, "ptr", "null")
+    e.store_at(dargs, 16, "ptr", xla_error)
+    e.emit(f"call void {e.field(api, API['error_destroy'])}(ptr {dargs})")
     _error_return(e, message, ERROR_RESOURCE_EXHAUSTED)
     e.label("host_oom")
     release()

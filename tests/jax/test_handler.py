@@ -112,7 +112,11 @@ def test_rocm_handler_is_generated_through_the_same_path_and_compiles():
     handler = handlers.CompiledHandler(text)
     assert handler.address != 0
     assert "ptr %" in text and "define ptr @handler" in text
-    hsaco = scale.compiled("amdgpu", arch="gfx942", scalars_by_reference=True).hsaco
+    from adoffload.errors import ToolNotFoundError
+    try:
+        hsaco = scale.compiled("amdgpu", arch="gfx942", scalars_by_reference=True).hsaco
+    except ToolNotFoundError as missing:          # CI installs the AMD extra; other machines may not
+        pytest.skip(f"no ld.lld to link the code object: {missing}")
     assert hsaco[:4] == b"\x7fELF"
 
 
