@@ -212,13 +212,10 @@ def launch(kernel, args: tuple, kwargs: dict, *, grid, device="cpu"):
     # On a GPU the launcher gives every numpy array its own device buffer; arrays already on the
     # device may overlap (the same array passed twice), and then nothing is promised to LLVM.
     options = {"noalias": True} if dev.kind != "cpu" and not _overlapping_residents(values) else {}
-    if dev.kind != "cpu":
-        # k logical threads per GPU thread, 128-bit accesses where aligned (codegen/vectorize.py)
-        from .codegen.vectorize import elements_per_thread, threads
-        per_thread = elements_per_thread(signature, total)
-        if per_thread > 1:
-            options["elements_per_thread"] = per_thread
-    compiled = kernel.compiled(target, arch=getattr(dev, "arch", None), proven=proven, **options)
+    # On a GPU, k logical threads per GPU thread where that gives 128-bit accesses (codegen/vectorize.py)
+    from .codegen.vectorize import choose_compiled, elements_per_thread, threads
+    k = elements_per_thread(signature, total) if dev.kind != "cpu" else 1
+    compiled = choose_compiled(kernel, target, k, arch=getattr(dev, "arch", None), proven=proven, **options)
     status = abi_status.new_record()
     if dev.kind == "cpu":
         _launch_host(dev, compiled, signature, values, grid, total, status, arrays_to_zero(kernel, values, grid))

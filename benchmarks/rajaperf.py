@@ -12,7 +12,7 @@ import numpy as np
 
 import adoffload as ado
 from adoffload.codegen.abi import pack_slots
-from adoffload.codegen.vectorize import elements_per_thread, threads
+from adoffload.codegen.vectorize import choose_compiled, elements_per_thread, threads
 from adoffload.launch import flat_values, proven_facts
 
 HERE = Path(__file__).parent
@@ -40,9 +40,10 @@ class OurLaunch:
         proven = proven_facts(kernel, host_ordered, grid)
         self.total = math.prod(grid)
         # the launcher's policy: k elements per thread (128-bit accesses) on big rank-1 grids
-        self.k = elements_per_thread(sig, self.total)
         # every argument is its own upload (Gpu.upload): the buffers never overlap
-        compiled = kernel.compiled("nvptx", arch="sm_90", proven=proven, noalias=True, elements_per_thread=self.k)
+        compiled = choose_compiled(kernel, "nvptx", elements_per_thread(sig, self.total), arch="sm_90",
+                                   proven=proven, noalias=True)
+        self.k = compiled.elements_per_thread
         self.ptx_bytes = len(compiled.ptx)
         module = gpu.device.load_module(compiled.ptx)
         self.function = module.function(compiled.entry_name)

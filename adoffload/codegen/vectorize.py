@@ -2,33 +2,45 @@
 
 With k > 1 a rank-1 GPU entry runs the linear ids ``linear*k .. linear*k+k-1`` per thread
 and, when every array is 16-byte aligned, LLVM merges their accesses into 128-bit loads and
-stores (``ld.global.v4.f32``, ``v2.f64``) -- what XLA's fused loops do. It pays only while
-the launch still has enough threads to fill the GPU, so small grids keep k = 1.
+stores (``ld.global.v4.f32``, ``v2.f64``) -- what XLA's fused loops do. Measured on the H200
+(benchmarks/results/2026-11-30-h200-run4): it pays only when
 
-Rules (first match wins):
+* one thread's k elements fill exactly one 128-bit access per array (k = 16 bytes / the
+  widest element: 4 for f32/i32, 2 for f64/i64), so a warp's accesses stay contiguous; and
+* every access of the fast path is such a vector access. A body that does not vectorize
+  (branches, libdevice calls, bounds checks that stay) turns k > 1 into strided scalar
+  accesses, up to 2x slower than one element per thread. ``choose_compiled`` builds both
+  and keeps k only when the k build has no more scalar global accesses than the k = 1 one
+  (its tail loop), on NVPTX; AMDGPU keeps k = 1 (never measured).
+
+Rules of ``elements_per_thread`` (first match wins):
 
 =============================================  ==========================================
 grid rank 2 or 3                               1 (the entry refuses k > 1)
-``ADOFFLOAD_ELEMENTS_PER_THREAD=N`` is set     N for every rank-1 launch (1 disables; A/B)
-``total >= VECTOR_ELEMENTS * MIN_THREADS``     VECTOR_ELEMENTS
+``ADOFFLOAD_ELEMENTS_PER_THREAD=N`` is set     N for every rank-1 launch (1 disables; A/B),
+                                               used even when it does not vectorize
+no array parameter                             1
+``total >= k * MIN_THREADS``                   k = 16 // widest array element
 otherwise                                      1
 =============================================  ==========================================
 
-Launchers compile with ``elements_per_thread=k`` and launch ``threads(total, k)`` threads;
-the slots still carry the logical grid.
+Launchers then call ``choose_compiled`` and launch ``threads(total, compiled.elements_per_thread)``
+threads; the slots still carry the logical grid.
 """
 from __future__ import annotations
 
 import os
+import re
 
 from ..errors import CompilationError
 
 ENV_VAR = "ADOFFLOAD_ELEMENTS_PER_THREAD"
-# Four 32-bit elements = one 128-bit access (two for 64-bit elements, merged pairwise).
-VECTOR_ELEMENTS = 4
+VECTOR_BYTES = 16                    # one 128-bit access
 # Threads a launch must keep after dividing by k: about one full wave of an H200 (132 SMs x
-# 2048 resident threads = 270,336), so the GPU stays full. 4 * 2^18 = 2^20 elements.
+# 2048 resident threads = 270,336), so the GPU stays full.
 MIN_THREADS = 1 << 18
+_SCALAR_GLOBAL = re.compile(r"\b(?:ld|st)\.global(?:\.nc)?\.(?:b|f|u|s)\d+\b")
+_VECTOR_GLOBAL = re.compile(r"\b(?:ld|st)\.global(?:\.nc)?\.v[24]\.")
 
 
 def forced_elements_per_thread() -> int | None:
@@ -47,15 +59,40 @@ def forced_elements_per_thread() -> int | None:
     return k
 
 
+def vector_elements(signature) -> int:
+    """k that makes one thread's elements of the widest array exactly one 128-bit access."""
+    sizes = [p.dtype.dtype.itemsize for p in signature.params if p.is_array]
+    return max(1, VECTOR_BYTES // max(sizes)) if sizes else 1
+
+
 def elements_per_thread(signature, total: int) -> int:
-    """k for a GPU launch of ``total`` logical threads of a kernel with ``signature`` (see the
-    rules above). ``signature`` needs only ``grid_rank``."""
+    """The k to try for a GPU launch of ``total`` logical threads (see the rules above)."""
     if signature.grid_rank != 1:
         return 1
     forced = forced_elements_per_thread()
     if forced is not None:
         return forced
-    return VECTOR_ELEMENTS if total >= VECTOR_ELEMENTS * MIN_THREADS else 1
+    k = vector_elements(signature)
+    return k if k > 1 and total >= k * MIN_THREADS else 1
+
+
+def choose_compiled(kernel, target: str, k: int, **options):
+    """``kernel.compiled(target, **options)`` with ``elements_per_thread=k`` when that build's
+    fast path is all vector accesses (or k is forced by the environment), else with k = 1."""
+    one = kernel.compiled(target, **options)
+    if k == 1:
+        return one
+    many = kernel.compiled(target, elements_per_thread=k, **options)
+    if forced_elements_per_thread() is not None or (target == "nvptx" and vectorized(many.ptx, one.ptx)):
+        return many
+    return one
+
+
+def vectorized(ptx_k: str, ptx_one: str) -> bool:
+    """Whether a k-per-thread build vectorized: it has vector global accesses, and no more
+    scalar ones than the one-element build (those are its guarded tail loop)."""
+    return bool(_VECTOR_GLOBAL.search(ptx_k)) and \
+        len(_SCALAR_GLOBAL.findall(ptx_k)) <= len(_SCALAR_GLOBAL.findall(ptx_one))
 
 
 def threads(total: int, k: int) -> int:

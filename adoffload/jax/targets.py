@@ -62,9 +62,14 @@ def gpu_options(kernel, variant: Variant = Variant()) -> dict:
     options = {"proven": variant.proven}
     if not any(p.is_array and p.type.intent == "inout" for p in kernel.signature.params):
         options["noalias"] = True
-    if variant.elements_per_thread > 1:
-        options["elements_per_thread"] = variant.elements_per_thread
     return options
+
+
+def _gpu_compiled(kernel, target: str, arch: str, variant: Variant):
+    """The kernel built for a GPU call: k elements per thread only where that build vectorizes."""
+    from ..codegen.vectorize import choose_compiled
+    return choose_compiled(kernel, target, variant.elements_per_thread, arch=arch, scalars_by_reference=True,
+                           **gpu_options(kernel, variant))
 
 
 def ensure_target(kernel, platform: str, variant: Variant = Variant()) -> Target:
@@ -172,8 +177,7 @@ def _cuda_target(kernel, name: str, variant: Variant) -> Target:
             driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev))
         minor = _check("cuDeviceGetAttribute", driver.cuDeviceGetAttribute(
             driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev))
-        compiled = kernel.compiled("nvptx", arch=f"sm_{major}{minor}", scalars_by_reference=True,
-                                   **gpu_options(kernel, variant))
+        compiled = _gpu_compiled(kernel, "nvptx", f"sm_{major}{minor}", variant)
         ctx = _check("cuDevicePrimaryCtxRetain", driver.cuDevicePrimaryCtxRetain(dev))       # JAX's context on this device
         _check("cuCtxPushCurrent", driver.cuCtxPushCurrent(ctx))
         try:
@@ -254,8 +258,7 @@ def _rocm_target(kernel, name: str, variant: Variant) -> Target:
         check(hip.hipSetDevice(ordinal))
         props = check(hip.hipGetDeviceProperties(ordinal))
         arch = props.gcnArchName.decode().split(":")[0]
-        compiled = kernel.compiled("amdgpu", arch=arch, scalars_by_reference=True,
-                                   **gpu_options(kernel, variant))
+        compiled = _gpu_compiled(kernel, "amdgpu", arch, variant)
         module = check(hip.hipModuleLoadData(compiled.hsaco))
         function = check(hip.hipModuleGetFunction(module, compiled.entry_name.encode()))
         if counting:

@@ -192,21 +192,55 @@ def test_kernel_compiled_keys_k_and_treats_one_as_the_default():
 # ---- the policy ------------------------------------------------------------------------------
 
 class _Sig:
-    def __init__(self, rank):
+    """A stand-in signature: a grid rank and the element types of its array params."""
+
+    def __init__(self, rank, *dtypes):
+        from adoffload.signature import Param
+        from adoffload import types as T
         self.grid_rank = rank
+        self.params = [Param(f"a{k}", T.ArrayType(T.SCALAR_TYPES[d], 1, "in")) for k, d in enumerate(dtypes or ("f32",))]
 
 
 def test_policy_thresholds(monkeypatch):
     monkeypatch.delenv(vectorize.ENV_VAR, raising=False)
-    threshold = vectorize.VECTOR_ELEMENTS * vectorize.MIN_THREADS
-    assert threshold == 1 << 20
-    assert vectorize.elements_per_thread(_Sig(1), threshold) == 4
-    assert vectorize.elements_per_thread(_Sig(1), 1 << 26) == 4
-    assert vectorize.elements_per_thread(_Sig(1), threshold - 1) == 1
-    assert vectorize.elements_per_thread(_Sig(1), 0) == 1
+    f32, f64, mixed = _Sig(1, "f32"), _Sig(1, "f64"), _Sig(1, "f32", "f64", "i32")
+    assert (vectorize.vector_elements(f32), vectorize.vector_elements(f64), vectorize.vector_elements(mixed)) == (4, 2, 2)
+    assert vectorize.elements_per_thread(f32, 4 * vectorize.MIN_THREADS) == 4
+    assert vectorize.elements_per_thread(f32, 4 * vectorize.MIN_THREADS - 1) == 1
+    assert vectorize.elements_per_thread(f64, 2 * vectorize.MIN_THREADS) == 2
+    assert vectorize.elements_per_thread(mixed, 1 << 26) == 2
+    assert vectorize.elements_per_thread(f32, 0) == 1
     for rank in (2, 3):
         assert vectorize.elements_per_thread(_Sig(rank), 1 << 26) == 1
     assert [vectorize.threads(n, 4) for n in (0, 1, 3, 4, 5, 8, 9)] == [0, 1, 1, 1, 2, 2, 3]
+
+
+def test_k_is_kept_only_where_the_build_vectorizes(monkeypatch):
+    # A straight-line body becomes 128-bit accesses; a body with a data-dependent branch does
+    # not, and k > 1 would then only make each warp's accesses strided: keep one per thread.
+    import adoffload as ado
+    monkeypatch.delenv(vectorize.ENV_VAR, raising=False)
+
+    @ado.kernel(bounds_check=False)
+    def triad(a: ado.Out[ado.f64], b: ado.In[ado.f64], c: ado.In[ado.f64], s: ado.f64):
+        i = ado.tid()
+        a[i] = b[i] + s * c[i]
+
+    @ado.kernel(bounds_check=False)
+    def quad(a: ado.In[ado.f64], x: ado.Out[ado.f64]):
+        i = ado.tid()
+        d = a[i] * a[i] - 1.0
+        if d >= 0.0:
+            x[i] = ado.sqrt(d) + ado.exp(a[i])
+        else:
+            x[i] = 0.0
+
+    assert vectorize.choose_compiled(triad, "nvptx", 2, arch="sm_90", noalias=True).elements_per_thread == 2
+    assert vectorize.choose_compiled(quad, "nvptx", 2, arch="sm_90", noalias=True).elements_per_thread == 1
+    assert vectorize.choose_compiled(triad, "nvptx", 1, arch="sm_90", noalias=True).elements_per_thread == 1
+    assert vectorize.choose_compiled(triad, "amdgpu", 2, arch="gfx942", noalias=True).elements_per_thread == 1
+    monkeypatch.setenv(vectorize.ENV_VAR, "2")             # forced (for A/B runs): kept either way
+    assert vectorize.choose_compiled(quad, "nvptx", 2, arch="sm_90", noalias=True).elements_per_thread == 2
 
 
 def test_policy_env_override(monkeypatch):
