@@ -15,18 +15,21 @@ threads ``[0, total)`` into chunks and shares them with tasks scheduled on XLA's
   The slots and the status record live on the caller's stack. Only running chunks read
   them, and they finish before the handler returns.
 
-The handler falls back to one thread when the grid is small (``MIN_CHUNK_THREADS``), when
+The handler falls back to one thread when the grid is small (``min_chunk_threads``: fewer
+threads per chunk for bodies with a loop), when
 the API lacks the thread-pool functions, or when XLA reports no pool. Handlers built with
 ``ADOFFLOAD_JAX_CPU_POOL=0`` in the environment always use one thread (for comparisons).
 """
 from __future__ import annotations
 
 import ctypes
+import re
 
 from .handler import API, CALL_FRAME
 
 ENV_VAR = "ADOFFLOAD_JAX_CPU_POOL"   # "0": CPU handlers run every kernel on XLA's calling thread
 MIN_CHUNK_THREADS = 4096        # kernel threads per chunk, at least: below this, one call is cheaper
+MIN_CHUNK_THREADS_LOOPING = 256  # the same for bodies with a loop (a neighbor list): each thread is heavier
 CHUNKS_PER_POOL_THREAD = 4      # a few chunks per pool thread balance uneven per-thread work
 STATE_BYTES = 64
 _NEXT, _DONE, _REFS, _CHUNKS, _CHUNK, _TOTAL, _SLOTS, _ENTRY = (8 * k for k in range(8))
@@ -99,7 +102,41 @@ entry:
 """
 
 
-def emit_parallel_call(e, slots: str, total: str, entry: str, tag: str = "pool") -> None:
+def min_chunk_threads(module_text: str, body_name: str) -> int:
+    """Threads per chunk for a body: fewer when its control-flow graph has a cycle (a loop,
+    such as a neighbor list), since each thread then does more work."""
+    match = re.search(r"^define [^@]*@\"?" + re.escape(body_name) + r"\"?\(.*?^}", module_text, re.MULTILINE | re.DOTALL)
+    if match is None:
+        return MIN_CHUNK_THREADS
+    successors: dict[str, list[str]] = {}
+    block = "entry"
+    for line in match.group(0).splitlines()[1:]:
+        label = re.match(r"^([-\w.$]+):", line)
+        if label:
+            block = label.group(1)
+        successors.setdefault(block, []).extend(re.findall(r"label %([-\w.$]+)", line))
+    return MIN_CHUNK_THREADS_LOOPING if _has_cycle(successors, next(iter(successors), "entry")) else MIN_CHUNK_THREADS
+
+
+def _has_cycle(successors: dict[str, list[str]], start: str) -> bool:
+    on_path, done, stack = {start}, set(), [(start, iter(successors.get(start, ())))]
+    while stack:
+        block, pending = stack[-1]
+        following = next(pending, None)
+        if following is None:
+            stack.pop()
+            on_path.discard(block)
+            done.add(block)
+        elif following in on_path:
+            return True
+        elif following not in done:
+            on_path.add(following)
+            stack.append((following, iter(successors.get(following, ()))))
+    return False
+
+
+def emit_parallel_call(e, slots: str, total: str, entry: str, tag: str = "pool",
+                       min_chunk: int = MIN_CHUNK_THREADS) -> None:
     """Run ``entry(slots, 0, total)`` over XLA's pool from the handler body (``e``: the
     handler's ``_Emitter``; labels here start with ``tag``, distinct per call site). Falls
     through when done."""
@@ -109,7 +146,7 @@ def emit_parallel_call(e, slots: str, total: str, entry: str, tag: str = "pool")
     has_pool_api = e.fresh("haspool")
     e.emit(f"{has_pool_api} = icmp ugt i64 {size}, {API['thread_pool_num_threads']}")
     big = e.fresh("big")
-    e.emit(f"{big} = icmp uge i64 {total}, {2 * MIN_CHUNK_THREADS}")
+    e.emit(f"{big} = icmp uge i64 {total}, {2 * min_chunk}")
     both = e.fresh("try")
     e.emit(f"{both} = and i1 {has_pool_api}, {big}")
     e.emit(f"br i1 {both}, label %{tag}_ask, label %{tag}_serial")
@@ -146,7 +183,7 @@ def emit_parallel_call(e, slots: str, total: str, entry: str, tag: str = "pool")
     # chunks = min(CHUNKS_PER_POOL_THREAD * threads, total / MIN_CHUNK_THREADS); chunk = ceil(total / chunks)
     want, cap, chunks, chunk = e.fresh("want"), e.fresh("cap"), e.fresh("chunks"), e.fresh("chunk")
     e.emit(f"{want} = mul i64 {threads}, {CHUNKS_PER_POOL_THREAD}")
-    e.emit(f"{cap} = udiv i64 {total}, {MIN_CHUNK_THREADS}")
+    e.emit(f"{cap} = udiv i64 {total}, {min_chunk}")
     smaller = e.fresh("smaller")
     e.emit(f"{smaller} = icmp ult i64 {want}, {cap}")
     e.emit(f"{chunks} = select i1 {smaller}, i64 {want}, i64 {cap}")

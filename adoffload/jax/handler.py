@@ -365,14 +365,14 @@ def _snprintf_address() -> int:
     return ctypes.cast(ctypes.CDLL(None).snprintf, ctypes.c_void_p).value
 
 
-def cpu_handler_ir(layout: HandlerLayout, host_entry: int, count_entry: int = 0) -> str:
+def cpu_handler_ir(layout: HandlerLayout, host_entry: int, count_entry: int = 0, min_chunk: int = 4096) -> str:
     """The CPU handler: fill slots, run the host entry over the whole grid, check the status.
 
     With a dynamic tape (``layout.tape``), ``count_entry`` is the counting kernel's host entry
     and the handler sizes the tape first (``_cpu_tape_handler_ir``).
     """
     if layout.tape is not None:
-        return _cpu_tape_handler_ir(layout, host_entry, count_entry)
+        return _cpu_tape_handler_ir(layout, host_entry, count_entry, min_chunk)
     e = _Emitter()
     _prologue(e)
     _metadata_block(e, traits=0)
@@ -388,20 +388,20 @@ def cpu_handler_ir(layout: HandlerLayout, host_entry: int, count_entry: int = 0)
     _zero_outputs(e, layout)
     total = _grid(e, layout, slots, n)
     e.store_at(slots, 8 * (n + layout.grid_rank), "ptr", status)
-    _run_host_entry(e, slots, total, host_entry, "run")
+    _run_host_entry(e, slots, total, host_entry, "run", min_chunk)
     _status_check(e, layout, status, _snprintf_address(), reset=False)
     e.lines.append("}")
     memset = ["declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)"]
     return "\n".join(_globals(layout, memset + _host_functions()) + e.lines) + "\n"
 
 
-def _run_host_entry(e: _Emitter, slots: str, total: str, address: int, tag: str) -> None:
+def _run_host_entry(e: _Emitter, slots: str, total: str, address: int, tag: str, min_chunk: int) -> None:
     """``entry(slots, 0, total)`` for the host entry at ``address``: shared with XLA's thread
     pool (cpu_parallel.py) unless ``ADOFFLOAD_JAX_CPU_POOL=0``."""
     from . import cpu_parallel
     entry = _fn(e, address)
     if cpu_parallel.enabled():
-        cpu_parallel.emit_parallel_call(e, slots, total, entry, tag)
+        cpu_parallel.emit_parallel_call(e, slots, total, entry, tag, min_chunk)
     else:
         e.emit(f"call void {entry}(ptr {slots}, i64 0, i64 {total})")
 
@@ -533,7 +533,7 @@ def _tape_globals(layout: HandlerLayout) -> list[str]:
             "declare i64 @llvm.umax.i64(i64, i64)"]
 
 
-def _cpu_tape_handler_ir(layout: HandlerLayout, host_entry: int, count_entry: int) -> str:
+def _cpu_tape_handler_ir(layout: HandlerLayout, host_entry: int, count_entry: int, min_chunk: int) -> str:
     """CPU handler of a kernel with a dynamic tape: count, scan, allocate, run, free (every path)."""
     tape = layout.tape
     malloc, calloc, free = (_libc_address(n) for n in ("malloc", "calloc", "free"))
@@ -593,7 +593,7 @@ def _cpu_tape_handler_ir(layout: HandlerLayout, host_entry: int, count_entry: in
     counts = allocate(owned - 3, count_bytes, zeroed=True)
     _store_slot(e, cslots, tape.shared, counts, "ptr")
     _count_grid_and_status(e, layout, slots, cslots, status)
-    _run_host_entry(e, cslots, total, count_entry, "count")
+    _run_host_entry(e, cslots, total, count_entry, "count", min_chunk)
     code = e.field(status, 0, "i64")
     counted = e.fresh("counted")
     e.emit(f"{counted} = icmp eq i64 {code}, 0")
@@ -606,7 +606,7 @@ def _cpu_tape_handler_ir(layout: HandlerLayout, host_entry: int, count_entry: in
     tape_bytes = _at_least(e, _exclusive_scan(e, counts, offsets, total), 8)
     tape_buffer = allocate(owned - 1, tape_bytes, zeroed=True)
     _hidden_slots(e, layout, slots, tape_buffer, tape_bytes, offsets)
-    _run_host_entry(e, slots, total, host_entry, "run")
+    _run_host_entry(e, slots, total, host_entry, "run", min_chunk)
     release()
     e.emit("br label %check_status")
     e.label("check_status")

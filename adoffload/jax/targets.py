@@ -137,7 +137,9 @@ def _cpu_target(kernel, name: str, variant: Variant) -> Target:
         keep.append(counting)
     layout = handlers.layout_for(kernel.signature, scalars_by_reference=False, written=variant.written,
                                  count_signature=_count_signature(kernel))
-    handler = handlers.CompiledHandler(handlers.cpu_handler_ir(layout, entry, count_entry), keep_alive=keep)
+    from .cpu_parallel import min_chunk_threads
+    chunk = min_chunk_threads(kernel.module_text(variant.proven), kernel.body_name)
+    handler = handlers.CompiledHandler(handlers.cpu_handler_ir(layout, entry, count_entry, chunk), keep_alive=keep)
     return Target(name, kernel, "cpu", handler)
 
 

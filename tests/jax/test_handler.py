@@ -264,3 +264,19 @@ def test_large_cpu_calls_share_the_grid_with_xlas_thread_pool(pool, monkeypatch)
     from adoffload.jax.targets import _TARGETS
     texts = [t.handler.text for t in _TARGETS.values() if t.kernel is wave]
     assert texts and all(("@pool.task" in text) == (pool == "1") for text in texts)
+
+
+def test_bodies_with_loops_are_split_into_smaller_chunks():
+    # A neighbor-list loop makes each thread heavy, so the CPU handler shares smaller grids.
+    import adoffload as ado
+    from adoffload.chemistry import kernels
+    from adoffload.jax import cpu_parallel
+
+    @ado.kernel
+    def copy(x: ado.In[ado.f64], y: ado.Out[ado.f64]):
+        i = ado.tid()
+        y[i] = x[i]
+    assert cpu_parallel.min_chunk_threads(copy.module_text(), copy.body_name) == cpu_parallel.MIN_CHUNK_THREADS
+    lj = kernels.lj_energy
+    assert cpu_parallel.min_chunk_threads(lj.module_text(), lj.body_name) == cpu_parallel.MIN_CHUNK_THREADS_LOOPING
+    assert cpu_parallel.MIN_CHUNK_THREADS_LOOPING < cpu_parallel.MIN_CHUNK_THREADS
