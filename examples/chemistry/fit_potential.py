@@ -29,8 +29,8 @@ def parse(argv=None):
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--backend", choices=["auto", "adoffload", "jax"], default="auto")
     p.add_argument("--potential", choices=["lj", "morse"], default="lj")
-    # energy+forces differentiates the adjoint kernel again; under JAX that needs a dynamic tape
-    # (not yet), so it runs on the plain-JAX reference backend and says so.
+    # energy+forces differentiates the adjoint kernel again (reverse over reverse, a dynamic tape
+    # the JAX handler sizes per call); where that backend check fails it falls back to JAX, saying so.
     p.add_argument("--loss", choices=["energy", "energy+forces"], default="energy")
     p.add_argument("--configs", type=int)
     p.add_argument("--cells", type=int)
