@@ -7,7 +7,9 @@ batched scalars (now 1-D arrays) at ``[b]``, and calls the original body, which
 canonicalization inlines. Grid rank 3 has no spare axis: the batch is folded into axis 0
 (``b = tid0 / grid0``, ``tid0 = tid0 % grid0``), so ``grid0`` is baked into the body.
 
-Out and InOut arrays are always batched (every batch element writes its own copy).
+Out and InOut arrays are always batched (every batch element writes its own copy), except a
+reverse kernel's dynamic tape: one tape serves the whole batched grid, its per-thread offsets
+are batched, and so is the counting kernel that sizes it.
 Bounds checks stay those of the original body, against per-batch shapes, and report the
 same parameter index (batching keeps the parameter order).
 """
@@ -46,10 +48,15 @@ def batched_grid(grid: tuple[int, ...], size: int) -> tuple[int, ...]:
 
 
 def _normalize(signature: KernelSignature, batched) -> tuple[bool, ...]:
+    """Written arrays are always batched, except a dynamic tape: one buffer for the whole
+    batched grid, whose per-thread offsets (grid-shaped) carry the batch axis instead."""
+    from .enzyme.kernels import OFFSETS_PARAM, TAPE_PARAM
     if len(batched) != len(signature.params):
         raise ValueError(f"batched flags {batched} do not match the {len(signature.params)} params of "
                          f"kernel '{signature.name}'")
-    return tuple(bool(b) or (p.is_array and p.type.writes) for p, b in zip(signature.params, batched))
+    shared, per_thread = {TAPE_PARAM}, {OFFSETS_PARAM}
+    return tuple(p.name not in shared and (bool(b) or p.name in per_thread or (p.is_array and p.type.writes))
+                 for p, b in zip(signature.params, batched))
 
 
 def batched_kernel(kernel, batched: tuple[bool, ...], inner_grid0: int | None = None):
@@ -67,8 +74,14 @@ def batched_kernel(kernel, batched: tuple[bool, ...], inner_grid0: int | None = 
     signature = batched_signature(kernel.signature, flags)
     body = kernel.body_name + ".batched"
     text = _batched_module(kernel, flags, body, inner_grid0 if fold else None)
-    result = Kernel.from_ir(signature, text, body)
+    result = Kernel.from_ir(signature, text, body, tape=getattr(kernel, "tape", None))
     result.batched_from = (kernel, flags)
+    if result.tape is not None:
+        # The counting kernel batched the same way: its primal params share the flags, its
+        # counts are per thread. The handler prefix-sums them over the whole batched grid.
+        counting = kernel.count_kernel
+        primal = len(counting.signature.params) - 1
+        result.count_kernel = batched_kernel(counting, flags[:primal] + (True,), inner_grid0)
     with _LOCK:
         _CACHE[key] = (kernel, result)
     return result

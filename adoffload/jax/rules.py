@@ -225,8 +225,6 @@ ad.primitive_transposes[kernel_call_p] = _transpose
 # ----------------------------------------------------------------------------- batching
 
 def _batch(args, dims, *, spec: CallSpec):
-    if has_hidden_params(spec.kernel):
-        return _batch_sequentially(args, dims, spec)
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
     flags = _flags(spec, dims)
     fold = spec.grid[0] if len(spec.grid) == 3 else None
@@ -244,22 +242,9 @@ def _batch(args, dims, *, spec: CallSpec):
         else:
             operands.append(a)
     out_shapes = tuple((size, *s) for s in spec.out_shapes)
-    bspec = CallSpec(kernel, kernel_batching.batched_grid(spec.grid, size), out_shapes, tangent_of)
+    bspec = type(spec)(kernel, kernel_batching.batched_grid(spec.grid, size), out_shapes, tangent_of)
     outs = bind(operands, bspec)
     return outs, [0] * len(outs)
-
-
-def _batch_sequentially(args, dims, spec: CallSpec):
-    """A kernel with a dynamic tape is not rewritten for a batch axis (its counting kernel and
-    tape layout are tied to the unbatched grid): the batch runs as a loop of unbatched calls."""
-    batched = [jnp.moveaxis(a, d, 0) for a, d in zip(args, dims) if d is not None]
-
-    def one(xs):
-        it = iter(xs)
-        return bind([next(it) if d is not None else a for a, d in zip(args, dims)], spec)
-
-    outs = jax.lax.map(one, batched)
-    return list(outs), [0] * len(outs)
 
 
 def _flags(spec: CallSpec, dims) -> tuple[bool, ...]:
