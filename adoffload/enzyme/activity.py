@@ -180,7 +180,7 @@ def _backward_pass(fn: Function, info: ActivityInfo) -> None:
             work.append(inst.operands[0])
         elif info.writes_shadow(inst) and is_float_type(written_value(inst).type):
             work.append(written_value(inst))
-        elif _is_uniform_add(inst) and inst.operands[0] in info.shadowed:
+        elif is_uniform_add(inst) and inst.operands[0] in info.shadowed:
             work.append(inst.operands[1])     # an adjoint's reduction into shadowed memory
     while work:
         value = work.pop()
@@ -191,7 +191,8 @@ def _backward_pass(fn: Function, info: ActivityInfo) -> None:
             work.extend(v for v in _differentiable_operands(value) if is_float_type(v.type))
 
 
-def _is_uniform_add(inst: Instruction) -> bool:
+def is_uniform_add(inst: Instruction) -> bool:
+    """A call of the uniform-address add intrinsic that derived kernels use (parallel.py)."""
     from .parallel import UNIFORM_ADD_PREFIX
     return inst.opcode == "call" and getattr(inst.callee, "name", "").startswith(UNIFORM_ADD_PREFIX)
 

@@ -30,7 +30,7 @@ from ..errors import DifferentiationError
 from ..ir.builder import Builder
 from ..ir.core import (Argument, Block, Constant, Function, FunctionType, GlobalVariable, Instruction,
                        Module, StructType, Value, const, i8, i32, i64, ptr, void)
-from .activity import CONST, Activity, _is_uniform_add, analyze, is_float_type
+from .activity import CONST, Activity, analyze, is_float_type, is_uniform_add
 from .custom import custom_cotangents, extractvalue_reverse, find_custom, insertvalue_reverse
 from .forward import _IGNORED_CALLS
 from .deterministic import ContributionLog, LogSpec, add_counting_function, check_no_read_after_log
@@ -383,7 +383,7 @@ class _Reverser:
             for inst in self.primal.instructions():
                 target = inst.operands[1] if inst.opcode == "store" else (
                     inst.operands[0] if inst.opcode in _WRITES else None)
-                if _is_uniform_add(inst):          # writes its pointer operand, nothing else
+                if is_uniform_add(inst):          # writes its pointer operand, nothing else
                     target = inst.operands[0]
                 elif inst.opcode == "call" and any(o.type.is_pointer for o in inst.operands):
                     unknown = True
