@@ -17,6 +17,7 @@ import jax.numpy as jnp
 from ..errors import GridError, JaxIntegrationError
 from . import rules  # noqa: F401  (registers the JVP, transpose and batching rules)
 from .primitive import CallSpec, bind
+from .rules import TapeCallSpec
 
 
 def jax_kernel(kernel, *, grid=None, out_shapes=None):
@@ -32,7 +33,9 @@ def jax_kernel(kernel, *, grid=None, out_shapes=None):
         raise JaxIntegrationError(f"ado.jax_kernel expects a kernel made with @ado.kernel, got "
                                   f"{type(kernel).__name__}")
     signature = kernel.signature
-    inputs = [p for p in signature.params if not (p.is_array and p.type.intent == "out")]
+    # Hidden params (a reverse kernel's dynamic tape) are filled by the FFI handler itself.
+    inputs = [p for p in signature.visible_params if not (p.is_array and p.type.intent == "out")]
+    spec_type = CallSpec if len(signature.visible_params) == len(signature.params) else TapeCallSpec
 
     @functools.wraps(getattr(kernel, "pyfunc", lambda *a: None), assigned=("__doc__",))
     def call(*args):
@@ -42,7 +45,7 @@ def jax_kernel(kernel, *, grid=None, out_shapes=None):
                                       f"arguments ({names}), got {len(args)}")
         operands = [_convert(kernel, p, a) for p, a in zip(inputs, args)]
         shapes = _out_shapes(kernel, out_shapes, args, operands)
-        spec = CallSpec(kernel, _grid(kernel, grid, args, operands, shapes), shapes)
+        spec = spec_type(kernel, _grid(kernel, grid, args, operands, shapes), shapes)
         results = bind(operands, spec)
         return results[0] if len(results) == 1 else tuple(results)
 
@@ -90,7 +93,7 @@ def _check_x64(kernel, param) -> None:
 
 
 def _out_shapes(kernel, given, args, operands) -> tuple[tuple[int, ...], ...]:
-    outs = [p for p in kernel.signature.params if p.is_array and p.type.intent == "out"]
+    outs = [p for p in kernel.signature.visible_params if p.is_array and p.type.intent == "out"]
     table = given(*args) if callable(given) else (given or {})
     if not isinstance(table, dict):
         raise JaxIntegrationError(f"out_shapes for kernel '{kernel.name}' must be a dict from Out "
@@ -122,7 +125,7 @@ def _out_shapes(kernel, given, args, operands) -> tuple[tuple[int, ...], ...]:
 def _grid(kernel, given, args, operands, out_shapes) -> tuple[int, ...]:
     rank = kernel.signature.grid_rank
     if given is None:
-        inouts = [o.shape for p, o in zip([p for p in kernel.signature.params
+        inouts = [o.shape for p, o in zip([p for p in kernel.signature.visible_params
                                            if not (p.is_array and p.type.intent == "out")], operands)
                   if p.is_array and p.type.intent == "inout"]
         candidates = list(out_shapes) + inouts

@@ -204,3 +204,18 @@ def test_large_grids_count_and_run_on_xlas_thread_pool():
     big = np.linspace(0.3, 40.0, 3 * cpu_parallel.MIN_CHUNK_THREADS + 5)
     g = jax.jit(jax.grad(loss))
     np.testing.assert_allclose(g(big), jax.grad(loss_ref)(big), rtol=1e-10)
+
+
+def test_a_tape_kernel_wrapped_directly_takes_only_its_visible_params():
+    # The tape and its offsets are hidden params the handler fills: ado.jax_kernel of the
+    # adjoint itself takes (a, d_out) and returns (out, d_a, d_out), like the numpy launcher's.
+    adjoint = ado.vjp(newton, ["a"])
+    g = ado.jax_kernel(adjoint)
+    seed = np.cos(A)
+    out, d_a, _ = jax.jit(g)(A, np.zeros_like(A), seed)
+    a, expected_out, expected = A.copy(), np.zeros_like(A), np.zeros_like(A)
+    adjoint(a, expected_out, expected, seed.copy(), grid=len(a))
+    np.testing.assert_allclose(out, expected_out, rtol=1e-13)
+    np.testing.assert_allclose(d_a, expected, rtol=1e-13)
+    with pytest.raises(JaxIntegrationError, match="takes 3 arguments"):
+        g(A, seed)
