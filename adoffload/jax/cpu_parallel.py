@@ -25,7 +25,7 @@ from __future__ import annotations
 import ctypes
 import re
 
-from .handler import API, CALL_FRAME
+from .handler import API, CALL_FRAME, _destroy_error
 
 ENV_VAR = "ADOFFLOAD_JAX_CPU_POOL"   # "0": CPU handlers run every kernel on XLA's calling thread
 MIN_CHUNK_THREADS = 4096        # kernel threads per chunk, at least: below this, one call is cheaper
@@ -155,12 +155,7 @@ def emit_parallel_call(e, slots: str, total: str, entry: str, tag: str = "pool",
     count = e.fresh("nthreads")
     e.emit(f"{count} = alloca i64, align 8")
     e.emit(f"store i64 0, ptr {count}")
-    args = e.fresh("nargs")
-    e.emit(f"{args} = alloca [4 x i64], align 8")
-    e.store_at(args, 0, "i64", "32")
-    e.store_at(args, 8, "ptr", "null")
-    e.store_at(args, 16, "ptr", ctx)
-    e.store_at(args, 24, "ptr", count)
+    args = e.ffi_args("nargs", [("ptr", ctx), ("ptr", count)])
     num_threads = e.field(api, API['thread_pool_num_threads'])
     err = e.fresh("nerr")
     e.emit(f"{err} = call ptr {num_threads}(ptr {args})")
@@ -213,13 +208,7 @@ def emit_parallel_call(e, slots: str, total: str, entry: str, tag: str = "pool",
                                  (_SLOTS, "ptr", slots), (_ENTRY, "ptr", entry)):
         e.store_at(state, offset, type_, value)
     schedule = e.field(api, API['thread_pool_schedule'])
-    sargs = e.fresh("sargs")
-    e.emit(f"{sargs} = alloca [5 x i64], align 8")
-    e.store_at(sargs, 0, "i64", "40")
-    e.store_at(sargs, 8, "ptr", "null")
-    e.store_at(sargs, 16, "ptr", ctx)
-    e.store_at(sargs, 24, "ptr", "@pool.task")
-    e.store_at(sargs, 32, "ptr", state)
+    sargs = e.ffi_args("sargs", [("ptr", ctx), ("ptr", "@pool.task"), ("ptr", state)])
     e.emit(f"br label %{tag}_schedule")
 
     e.label(f"{tag}_schedule")
@@ -274,14 +263,3 @@ def emit_parallel_call(e, slots: str, total: str, entry: str, tag: str = "pool",
     e.emit(f"br label %{tag}_end")
 
     e.label(f"{tag}_end")
-
-
-def _destroy_error(e, api: str, error: str) -> None:
-    """``XLA_FFI_Error_Destroy({size, null, error})``: an error we handle is ours to free."""
-    args = e.fresh("dargs")
-    e.emit(f"{args} = alloca [3 x i64], align 8")
-    e.store_at(args, 0, "i64", "24")
-    e.store_at(args, 8, "ptr", "null")
-    e.store_at(args, 16, "ptr", error)
-    destroy = e.field(api, API['error_destroy'])
-    e.emit(f"call void {destroy}(ptr {args})")

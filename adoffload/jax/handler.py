@@ -187,6 +187,18 @@ class _Emitter:
         self.emit(f"{at} = getelementptr i8, ptr {base}, i64 {offset}")
         self.emit(f"store {type_} {value}, ptr {at}")
 
+    def ffi_args(self, base: str, fields: list[tuple[str, str]], struct_size: int | None = None) -> str:
+        """An XLA FFI API argument record on the stack: ``{struct_size, extension_start = null,
+        fields...}``, each field in an 8-byte slot. ``struct_size`` defaults to the whole record
+        (records whose last field is an i32 are shorter: pass it)."""
+        args = self.fresh(base)
+        self.emit(f"{args} = alloca [{2 + len(fields)} x i64], align 8")
+        self.store_at(args, 0, "i64", str(struct_size or 8 * (2 + len(fields))))
+        self.store_at(args, 8, "ptr", "null")
+        for k, (type_, value) in enumerate(fields):
+            self.store_at(args, 16 + 8 * k, type_, value)
+        return args
+
     def element(self, base: str, index, type_: str = "ptr") -> str:
         at = self.fresh("p")
         self.emit(f"{at} = getelementptr {type_}, ptr {base}, i64 {index}")
@@ -303,16 +315,16 @@ def _error_return(e: _Emitter, message: str, code: int) -> None:
     """``return api->XLA_FFI_Error_Create({.message, .errc})``."""
     api = e.field("%frame", CALL_FRAME["api"])
     create = e.field(api, API["error_create"])
-    args = e.fresh("eargs")
-    e.emit(f"{args} = alloca [4 x i64], align 8")
-    e.store_at(args, 0, "i64", "28")
-    e.store_at(args, 8, "ptr", "null")
-    e.store_at(args, 16, "ptr", message)
-    e.store_at(args, 24, "i32", str(code))
+    args = e.ffi_args("eargs", [("ptr", message), ("i32", str(code))], struct_size=28)
     err = e.fresh("err")
     e.emit(f"{err} = call ptr {create}(ptr {args})")
     e.emit(f"ret ptr {err}")
 
+
+
+def _destroy_error(e: _Emitter, api: str, error: str) -> None:
+    """``XLA_FFI_Error_Destroy({error})``: an error the handler handles is its to free."""
+    e.emit(f"call void {e.field(api, API['error_destroy'])}(ptr {e.ffi_args('dargs', [('ptr', error)])})")
 
 def _status_check(e: _Emitter, layout: HandlerLayout, status: str, snprintf: int, reset: bool) -> None:
     """Branch on status[0]; on failure format the message and return an XLA error."""
@@ -383,6 +395,17 @@ def cpu_handler_ir(layout: HandlerLayout, host_entry: int, count_entry: int = 0,
         from .tape_handler import cpu_tape_handler_ir
         return cpu_tape_handler_ir(layout, host_entry, count_entry, min_chunk)
     e = _Emitter()
+    slots, status, total = _cpu_frame(e, layout)
+    _run_host_entry(e, slots, total, host_entry, "run", min_chunk)
+    _status_check(e, layout, status, _snprintf_address(), reset=False)
+    e.lines.append("}")
+    memset = ["declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)"]
+    return "\n".join(_globals(layout, memset + _host_functions()) + e.lines) + "\n"
+
+
+def _cpu_frame(e: _Emitter, layout: HandlerLayout) -> tuple[str, str, str]:
+    """A CPU handler's start: metadata answer, slots filled from the call frame, Out arrays
+    zeroed, a cleared status record in the last slot. Returns (slots, status, total threads)."""
     _prologue(e)
     _metadata_block(e, traits=0)
     e.label("execute")
@@ -397,11 +420,7 @@ def cpu_handler_ir(layout: HandlerLayout, host_entry: int, count_entry: int = 0,
     _zero_outputs(e, layout)
     total = _grid(e, layout, slots, n)
     e.store_at(slots, 8 * (n + layout.grid_rank), "ptr", status)
-    _run_host_entry(e, slots, total, host_entry, "run", min_chunk)
-    _status_check(e, layout, status, _snprintf_address(), reset=False)
-    e.lines.append("}")
-    memset = ["declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)"]
-    return "\n".join(_globals(layout, memset + _host_functions()) + e.lines) + "\n"
+    return slots, status, total
 
 
 def _run_host_entry(e: _Emitter, slots: str, total: str, address: int, tag: str, min_chunk: int) -> None:
@@ -539,12 +558,7 @@ def _stream_and_ordinal(e: _Emitter, layout: HandlerLayout, extra: list[str], n_
     ctx = e.field("%frame", CALL_FRAME["ctx"])
     # stream = XLA_FFI_Stream_Get({.ctx}).stream
     stream_get = e.field(api, API["stream_get"])
-    sargs = e.fresh("sargs")
-    e.emit(f"{sargs} = alloca [4 x i64], align 8")
-    e.store_at(sargs, 0, "i64", "32")
-    e.store_at(sargs, 8, "ptr", "null")
-    e.store_at(sargs, 16, "ptr", ctx)
-    e.store_at(sargs, 24, "ptr", "null")
+    sargs = e.ffi_args("sargs", [("ptr", ctx), ("ptr", "null")])
     serr = e.fresh("serr")
     e.emit(f"{serr} = call ptr {stream_get}(ptr {sargs})")
     stream_failed = e.fresh("sfail")
@@ -573,12 +587,7 @@ def _device_ordinal(e: _Emitter, api: str, ctx: str) -> str:
     e.emit(f"br i1 {has}, label %ask_ordinal, label %ordinal_zero")
     e.label("ask_ordinal")
     get = e.field(api, API["device_ordinal_get"])
-    oargs = e.fresh("oargs")
-    e.emit(f"{oargs} = alloca [4 x i64], align 8")
-    e.store_at(oargs, 0, "i64", "28")
-    e.store_at(oargs, 8, "ptr", "null")
-    e.store_at(oargs, 16, "ptr", ctx)
-    e.store_at(oargs, 24, "i32", "0")
+    oargs = e.ffi_args("oargs", [("ptr", ctx), ("i32", "0")], struct_size=28)
     e.emit(f"call ptr {get}(ptr {oargs})")
     asked = e.field(oargs, 24, "i32")
     e.emit("br label %ordinal_known")

@@ -14,10 +14,11 @@ from __future__ import annotations
 import ctypes
 
 from ..errors import JaxIntegrationError
-from .handler import (API, BLOCK_SIZE, CALL_FRAME, ERROR_INTERNAL, ERROR_OUT_OF_RANGE, GpuTables, HandlerLayout,
-                       MESSAGE_BYTES, _Emitter, _c_string, _error_return, _fill_slots, _fn, _globals, _grid, _host_functions,
-                       _metadata_block, _prologue, _run_host_entry, _snprintf_address, _status_check,
-                       _stream_and_ordinal, _table, _zero_outputs)
+from .handler import (API, BLOCK_SIZE, CALL_FRAME, ERROR_INTERNAL, ERROR_OUT_OF_RANGE, GpuTables,
+                      HandlerLayout, MESSAGE_BYTES, _c_string, _cpu_frame, _destroy_error, _Emitter,
+                      _error_return, _fill_slots, _fn, _globals, _grid, _host_functions, _metadata_block,
+                      _prologue, _run_host_entry, _snprintf_address, _status_check, _stream_and_ordinal,
+                      _table, _zero_outputs)
 
 
 ERROR_RESOURCE_EXHAUSTED = 8
@@ -136,20 +137,7 @@ def cpu_tape_handler_ir(layout: HandlerLayout, host_entry: int, count_entry: int
     text, size = _c_string(f"kernel '{layout.kernel_name}': out of host memory while sizing its dynamic tape")
     extra = _tape_globals(layout) + [f"@msg.oom = private unnamed_addr constant [{size} x i8] {text}"]
     e = _Emitter()
-    _prologue(e)
-    _metadata_block(e, traits=0)
-    e.label("execute")
-    n = len(layout.slots)
-    slots = e.fresh("slots")
-    e.emit(f"{slots} = alloca [{n + layout.grid_rank + 1} x i64], align 8")
-    status = e.fresh("status")
-    e.emit(f"{status} = alloca [4 x i64], align 8")
-    for offset in (0, 8, 16, 24):
-        e.store_at(status, offset, "i64", "0")
-    _fill_slots(e, layout, slots)
-    _zero_outputs(e, layout)
-    total = _grid(e, layout, slots, n)
-    e.store_at(slots, 8 * (n + layout.grid_rank), "ptr", status)
+    slots, status, total = _cpu_frame(e, layout)
     # Every buffer the handler allocates is recorded here and freed on every way out.
     owned = len(tape.scratch) + 3
     buffers = e.fresh("owned")
@@ -371,11 +359,7 @@ def gpu_tape_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool)
 
     def allocate(j: int, nbytes: str) -> str:
         size = _at_least(e, nbytes, 8)
-        args = e.fresh("aargs")
-        e.emit(f"{args} = alloca [6 x i64], align 8")
-        for offset, type_, value in ((0, "i64", "48"), (8, "ptr", "null"), (16, "ptr", ctx), (24, "i64", size),
-                                     (32, "i64", str(DEVICE_ALIGNMENT)), (40, "ptr", "null")):
-            e.store_at(args, offset, type_, value)
+        args = e.ffi_args("aargs", [("ptr", ctx), ("i64", size), ("i64", str(DEVICE_ALIGNMENT)), ("ptr", "null")])
         err = e.fresh("aerr")
         e.emit(f"{err} = call ptr {allocate_fn}(ptr {args})")
         data = e.field(args, 40)
@@ -463,23 +447,13 @@ def gpu_tape_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool)
     e.label("alloc_failed")
     release()
     xla_error = e.field(fail_error, 0)
-    margs = e.fresh("margs")             # XLA_FFI_Error_GetMessage({size, null, error, &message})
-    e.emit(f"{margs} = alloca [4 x i64], align 8")
-    e.store_at(margs, 0, "i64", "32")
-    e.store_at(margs, 8, "ptr", "null")
-    e.store_at(margs, 16, "ptr", xla_error)
-    e.store_at(margs, 24, "ptr", "null")
+    margs = e.ffi_args("margs", [("ptr", xla_error), ("ptr", "null")])     # XLA_FFI_Error_GetMessage: -> message
     e.emit(f"call void {e.field(api, API['error_get_message'])}(ptr {margs})")
     message = e.fresh("msg")
     e.emit(f"{message} = alloca [{MESSAGE_BYTES} x i8], align 8")
     e.emit(f"call i32 (ptr, i64, ptr, ...) {_fn(e, snprintf)}(ptr {message}, i64 {MESSAGE_BYTES}, ptr @msg.alloc, "
            f"i64 {e.field(fail_size, 0, 'i64')}, ptr {e.field(margs, 24)})")
-    dargs = e.fresh("dargs")             # the message is copied: now the error can go
-    e.emit(f"{dargs} = alloca [3 x i64], align 8")
-    e.store_at(dargs, 0, "i64", "24")
-    e.store_at(dargs, 8, "ptr", "null")
-    e.store_at(dargs, 16, "ptr", xla_error)
-    e.emit(f"call void {e.field(api, API['error_destroy'])}(ptr {dargs})")
+    _destroy_error(e, api, xla_error)      # the message is copied: now the error can go
     _error_return(e, message, ERROR_RESOURCE_EXHAUSTED)
     e.label("host_oom")
     release()
