@@ -23,8 +23,10 @@ _POINTER_FOLLOWERS = frozenset({"getelementptr", "phi", "select", "addrspacecast
 
 
 def from_llvm(source: str | bytes, *, canonical: bool = True) -> "ForeignModule":
-    """Import LLVM IR text or bitcode; ``canonical`` runs ``ir.canonicalize`` first (SROA, inlining...)."""
-    text = ir.canonicalize(source) if canonical else source
+    """Import LLVM IR text or bitcode; ``canonical`` runs ``ir.canonicalize`` first, on the
+    module prepared for analysis (``ir.prepare_for_analysis``: -O0's ``optnone`` dropped,
+    defined functions inlined, stack slots promoted), as Enzyme differentiates optimized IR."""
+    text = ir.canonicalize(ir.prepare_for_analysis(source)) if canonical else source
     return ForeignModule(ir.import_module(text))
 
 

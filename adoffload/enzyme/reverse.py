@@ -530,16 +530,19 @@ class _Reverser:
         if not preds:
             self.final = b          # the end of the reverse sweep; closed by build()
             return
-        ind = next((i for i in self.inductions.values() if i.loop.header is block), None)
+        header_inductions = [i for i in self.inductions.values() if i.loop.header is block]
+        ind = header_inductions[0] if header_inductions else None
         targets = []
         for k, p in enumerate(preds):
             edge = b if len(preds) == 1 else Builder(self.fn.add_block(f"{block.name}.rev.from.{p.name}"))
             for phi, adj in phi_adjoints:
                 self.add_adjoint(phi.operands[phi.blocks.index(p)], adj, edge)
             self._enter_loops(block, p, edge)
-            if ind is not None and p is ind.loop.latches[0]:
-                slot = self._induction_slot(ind.phi)
-                edge.store(edge.sub(edge.load(ind.phi.type, slot), const(ind.phi.type, ind.step)), slot)
+            for step_back in header_inductions:      # every induction of the loop, not only the tested one
+                if p is step_back.loop.latches[0]:
+                    slot = self._induction_slot(step_back.phi)
+                    edge.store(edge.sub(edge.load(step_back.phi.type, slot), const(step_back.phi.type, step_back.step)),
+                               slot)
             edge.br(self.rev[p])
             targets.append(edge.block)
         if len(preds) > 1 and ind is not None:

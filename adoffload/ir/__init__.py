@@ -4,7 +4,7 @@ from .core import (ArrayType, Argument, Block, Constant, FloatType, Function, Fu
                    TERMINATORS, Type, Value, VectorType, VoidType, const, f16, f32, f64, i1, i8, i16, i32,
                    i64, label, ptr, void)
 from .builder import Builder
-from .canonicalize import canonicalize
+from .canonicalize import canonicalize, prepare_for_analysis
 from .llvm_import import import_module
 from .llvm_export import export_module
 from .verify import verify

@@ -7,8 +7,11 @@ llvmlite 0.50 exposes no early-cse pass; new-GVN after instcombine takes its pla
 """
 from __future__ import annotations
 
+import re
+
 import llvmlite.binding as llvm
 
+from ..errors import IRError
 from .llvm_import import parse_llvm
 
 _FUNCTION_PASSES = ("add_sroa_pass", "add_instruction_combine_pass", "add_new_gvn_pass",
@@ -45,3 +48,47 @@ def canonicalize_module(module: llvm.ModuleRef, *, inline: bool = True) -> llvm.
 def canonicalize(source: str | bytes, *, inline: bool = True) -> str:
     """Canonical LLVM IR text for LLVM IR text or bitcode (see the module docstring)."""
     return str(canonicalize_module(parse_llvm(source), inline=inline))
+
+
+# Attributes that keep LLVM from optimizing or inlining a function: clang -O0 puts
+# ``noinline optnone`` on every function, and users mark helpers ``noinline``.
+_BLOCKING_ATTRIBUTES = re.compile(r"\b(optnone|noinline)\b ?")
+_ATTRIBUTE_GROUP = re.compile(r"^(attributes #\d+ = \{)(.*)\}$", re.M)
+# what may stand between a definition's parameter list and its function attributes
+_AFTER_PARAMETERS = re.compile(r"(?:\s+(?:local_unnamed_addr|unnamed_addr|addrspace\(\d+\)))*")
+_DEFINE = re.compile(r"^define\b[^\n]*?@(?:\"[^\"]*\"|[-\w$.]+)\(", re.M)
+
+
+def prepare_for_analysis(source: str | bytes) -> str:
+    """LLVM IR text in which every defined function can be optimized and inlined.
+
+    Foreign IR is differentiated in its optimized form whatever its attributes, as Enzyme
+    does: ``optnone``/``noinline`` (every function at clang -O0) are dropped and every defined
+    function is marked ``alwaysinline``, so canonicalization promotes stack slots to SSA and
+    inlines callees (a call left afterwards is recursive or external). Semantics are unchanged.
+    """
+    text = str(parse_llvm(source)) if isinstance(source, (bytes, bytearray)) else source
+    text = _ATTRIBUTE_GROUP.sub(lambda m: m.group(1) + _BLOCKING_ATTRIBUTES.sub("", m.group(2)) + "}", text)
+    pieces, last = [], 0
+    for match in _DEFINE.finditer(text):
+        after = _AFTER_PARAMETERS.match(text, _matching_paren(text, match.end() - 1) + 1).end()
+        pieces += [text[last:after], " alwaysinline"]
+        last = after
+    text = "".join(pieces) + text[last:]
+    # a define line may also carry the blocking attributes inline, after its parameter list
+    return re.sub(r"^(define\b[^\n]*)$", lambda m: _BLOCKING_ATTRIBUTES.sub("", m.group(1)), text, flags=re.M)
+
+
+def _matching_paren(text: str, open_at: int) -> int:
+    depth, k = 0, open_at
+    while k < len(text):
+        if text[k] == "(":
+            depth += 1
+        elif text[k] == ")":
+            depth -= 1
+            if depth == 0:
+                return k
+        elif text[k] == '"':                       # a quoted name or string may hold parentheses
+            k = text.index('"', k + 1)
+        k += 1
+    raise IRError("unbalanced parentheses in a function definition")
