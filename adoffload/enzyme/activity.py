@@ -5,7 +5,9 @@ A value is *active* when it depends on an active input (forward reachability, "v
 get tangents or adjoints. Pointers derived from a Dup pointer argument (GEP, casts,
 phi/select of pointers) are *shadowed*: they have a shadow pointer derived the same way from
 the shadow argument. Float loads through a shadowed pointer are varied; a store through one
-is an output. A private ``alloca`` becomes shadowed once an active value is stored into it.
+is an output. Private memory (an ``alloca``, or a heap block from an allocation function,
+memory.py) becomes shadowed once an active value is stored or copied into it, or once a
+pointer into it is merged (phi/select) with a shadowed pointer.
 Integers, comparisons, indices and branch conditions are never active.
 """
 from __future__ import annotations
@@ -75,7 +77,7 @@ class ActivityInfo:
     varied: set[Value] = field(default_factory=set)
     useful: set[Value] = field(default_factory=set)
     shadowed: set[Value] = field(default_factory=set)
-    shadow_allocas: list[Instruction] = field(default_factory=list)
+    shadow_roots: list[Instruction] = field(default_factory=list)   # allocas and heap blocks
 
     def is_active(self, value: Value) -> bool:
         """Carries a derivative: a float value that depends on an active input and reaches an output."""
@@ -87,9 +89,9 @@ class ActivityInfo:
 
     @property
     def shadow_pointer_roots(self) -> list[Value]:
-        """Where shadow pointers come from: Dup pointer arguments, then shadowed allocas."""
+        """Where shadow pointers come from: Dup pointer arguments, then shadowed allocas and heap blocks."""
         args = [a for a, act in zip(self.function.args, self.arg_activity) if act is not CONST and a.type.is_pointer]
-        return args + list(self.shadow_allocas)
+        return args + list(self.shadow_roots)
 
     def writes_shadow(self, inst: Instruction) -> bool:
         """A store/atomic whose target memory has a shadow (its shadow must be written too)."""
@@ -120,47 +122,87 @@ def _check_arg_activity(fn: Function, arg_activity: list[Activity]) -> None:
 
 
 def _forward_pass(fn: Function, info: ActivityInfo) -> None:
-    """Varied values and shadowed pointers, to a fixed point (loops and allocas need several rounds)."""
+    """Varied values and shadowed pointers, to a fixed point (loops and private memory need several rounds)."""
     varied, shadowed = info.varied, info.shadowed
     for arg, act in zip(fn.args, info.arg_activity):
         if act is not CONST:
             (shadowed if arg.type.is_pointer else varied).add(arg)
+
+    def shadow_root_of(pointer: Value) -> bool:
+        grew = False
+        for root in memory_roots(pointer):
+            if root not in shadowed:
+                shadowed.add(root)
+                info.shadow_roots.append(root)
+                grew = True
+        return grew
+
     changed = True
     while changed:
         changed = False
         for inst in fn.instructions():
+            if inst.opcode == "store" and inst.operands[0] in varied:
+                changed |= shadow_root_of(inst.operands[1])
+            elif _is_copy(inst) and inst.operands[1] in shadowed:
+                changed |= shadow_root_of(inst.operands[0])
+            elif inst.type.is_pointer and inst.opcode in ("phi", "select") and any(
+                    o in shadowed for o in _pointer_sources(inst)):
+                for o in _pointer_sources(inst):
+                    changed |= shadow_root_of(o)
             if inst in varied or inst in shadowed:
                 continue
             became = _forward_transfer(inst, varied, shadowed)
-            if became == "shadowed" and inst not in shadowed:
+            if became == "shadowed":
                 shadowed.add(inst)
                 changed = True
-            elif became == "varied" and inst not in varied:
+            elif became == "varied":
                 varied.add(inst)
                 changed = True
-            elif inst.opcode == "store" and inst.operands[0] in varied:
-                root = _alloca_root(inst.operands[1])
-                if root is not None and root not in shadowed:
-                    shadowed.add(root)
-                    info.shadow_allocas.append(root)
-                    changed = True
 
 
-def _alloca_root(pointer: Value) -> Instruction | None:
-    """The alloca a pointer was derived from by GEPs and casts, if any."""
-    while isinstance(pointer, Instruction) and pointer.opcode in _POINTER_DERIVING:
-        pointer = pointer.operands[0]
-    if isinstance(pointer, Instruction) and pointer.opcode == "alloca":
-        return pointer
-    return None
+def _is_copy(inst: Instruction) -> bool:
+    return inst.opcode == "call" and getattr(inst.callee, "name", "").startswith(("llvm.memcpy", "llvm.memmove"))
+
+
+def _pointer_sources(inst: Instruction) -> list[Value]:
+    """The pointer operands a phi/select/GEP/cast result is derived from."""
+    if inst.opcode == "phi":
+        return list(inst.operands)
+    if inst.opcode == "select":
+        return list(inst.operands[1:])
+    if inst.opcode in _POINTER_DERIVING:
+        return inst.operands[:1]
+    return []
+
+
+def memory_roots(pointer: Value) -> list[Instruction]:
+    """The private memory (allocas and heap allocation calls) a pointer may point into, through
+    GEPs, casts, phis and selects; empty when any source is something else (an argument, a
+    loaded pointer): such memory is not private, and gets no shadow of its own."""
+    from .memory import is_allocation
+    roots, seen, work = [], set(), [pointer]
+    while work:
+        p = work.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        if isinstance(p, Instruction) and (p.opcode == "alloca" or is_allocation(p)):
+            roots.append(p)
+        elif isinstance(p, Instruction) and _pointer_sources(p):
+            work.extend(_pointer_sources(p))
+        else:
+            return []
+    return roots
 
 
 def _forward_transfer(inst: Instruction, varied: set, shadowed: set) -> str | None:
     op = inst.opcode
     if inst.type.is_pointer:
-        sources = inst.operands[:1] if op in _POINTER_DERIVING else (
-            inst.operands[1:] if op == "select" else inst.operands if op == "phi" else [])
-        return "shadowed" if any(s in shadowed for s in sources) else None
+        from .memory import heap_function
+        entry = heap_function(inst)
+        if entry is not None and entry.kind == "realloc":       # the block moves with its contents
+            return "shadowed" if inst.operands[entry.pointer] in shadowed else None
+        return "shadowed" if any(s in shadowed for s in _pointer_sources(inst)) else None
     if not is_float_type(inst.type):
         return None
     if op == "load":
@@ -209,4 +251,6 @@ def analyze(fn: Function, arg_activity: list[Activity]) -> ActivityInfo:
     info = ActivityInfo(fn, arg_activity)
     _forward_pass(fn, info)
     _backward_pass(fn, info)
+    from .soundness import check        # deferred: soundness imports this module
+    check(fn, info)
     return info

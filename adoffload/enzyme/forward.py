@@ -24,6 +24,7 @@ from ..ir.core import (Argument, Block, Constant, FloatType, Function, FunctionT
                        Module, Type, Value, VectorType, const, i8, i64, ptr, void)
 from .activity import CONST, Activity, ActivityInfo, analyze, is_float_type
 from .custom import custom_tangent, find_custom
+from .memory import allocation_size, heap_function, shadow_alloc, shadow_free, shadow_realloc
 from .parallel import UNIFORM_ADD_PREFIX
 from .rules import RULES, Rule, RuleContext, constant, forward_tangent, rule_for, rule_key
 
@@ -253,6 +254,9 @@ class ForwardPass:
                 lanes.append(self.builder.gep(i8, shadow, [const(i64, 0)]))
             self.shadows[inst] = lanes
             return
+        heap = heap_function(inst)
+        if heap is not None:
+            return self.visit_allocation(inst, heap)
         if inst.opcode not in _POINTER_OPS and inst.opcode != "select":
             raise DifferentiationError(f"cannot derive a shadow pointer through {inst.opcode} at {inst.location or '?'}")
         lanes = []
@@ -268,10 +272,26 @@ class ForwardPass:
             lanes.append(self.builder.insert(new, f"d_{inst.name}"))
         self.shadows[inst] = lanes
 
+    def visit_allocation(self, inst: Instruction, heap) -> None:
+        """A heap block holding active values: a zeroed shadow block of the same size beside it
+        (``realloc`` resizes the shadow with it; memory.py)."""
+        b = self.builder
+        size = allocation_size(b, self.vmap[inst])
+        if heap.kind == "realloc":
+            old = inst.operands[heap.pointer]
+            self.shadows[inst] = [b.call(shadow_realloc(self.module), [self.shadow(old, lane, inst), size],
+                                         f"d_{inst.name}") for lane in range(self.width)]
+        else:
+            self.shadows[inst] = [b.call(shadow_alloc(self.module), [size], f"d_{inst.name}")
+                                  for lane in range(self.width)]
+
     def visit_shadow_write(self, inst: Instruction) -> None:
         b = self.builder
         pointer, value = (inst.operands[1], inst.operands[0]) if inst.opcode == "store" else inst.operands
         if not is_float_type(value.type):
+            if inst.opcode == "store":           # an integer overwrites the location: its tangent is zero
+                for lane in range(self.width):
+                    b.store(zero_of(value.type), self.shadow(pointer, lane, inst), inst.align)
             return
         if inst.opcode == "store":
             for lane in range(self.width):
@@ -303,6 +323,13 @@ class ForwardPass:
             return
         if name.startswith(UNIFORM_ADD_PREFIX):
             return self.visit_uniform_add(inst)
+        heap = heap_function(inst)
+        if heap is not None and heap.kind == "free":
+            freed = inst.operands[heap.pointer]
+            if self.info.has_shadow(freed):
+                for lane in range(self.width):
+                    self.builder.call(shadow_free(self.module), [self.shadow(freed, lane, inst)])
+            return
         self.check_no_shadowed_pointer_args(inst)
         if not self.info.is_active(inst):
             return

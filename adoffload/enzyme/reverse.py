@@ -29,8 +29,10 @@ from typing import Callable
 from ..errors import DifferentiationError
 from ..ir.builder import Builder
 from ..ir.core import (Argument, Block, Constant, Function, FunctionType, GlobalVariable, Instruction,
-                       Module, StructType, Value, const, i8, i32, i64, ptr, void)
+                       Module, StructType, Value, const, i1, i8, i32, i64, ptr, void)
 from .activity import CONST, Activity, analyze, is_float_type, is_uniform_add
+from .memory import (allocation_size, copy_adjoint, float_element_type, heap_function, shadow_alloc, shadow_free,
+                     shadow_size)
 from .custom import custom_cotangents, extractvalue_reverse, find_custom, insertvalue_reverse
 from .forward import _IGNORED_CALLS
 from .deterministic import ContributionLog, LogSpec, add_counting_function, check_no_read_after_log
@@ -290,6 +292,9 @@ class _Reverser:
             s = b.phi(inst.type, [(v, blk) for v, blk in zip(inst.operands, inst.blocks)])
             phis.append((inst, s))
             return s
+        heap = heap_function(inst)
+        if heap is not None:      # realloc too: the old shadow stays until the reverse sweep (_reverse_heap)
+            return b.call(shadow_alloc(self.module), [allocation_size(b, inst)])
         if op == "alloca":
             s = self.entry.alloca(inst.element_type)
             self.entry.store(zero_of(inst.element_type), s)
@@ -570,11 +575,12 @@ class _Reverser:
                                      self.need(inst.operands[2], block), inst.operands[3]])
             return None
         if op == "call" and getattr(inst.callee, "name", "").startswith(("llvm.memcpy", "llvm.memmove")):
-            if any(o in self.shadow for o in inst.operands):
-                raise DifferentiationError(f"{describe(inst)} on differentiated memory is not supported yet")
-            return None
+            return self._reverse_copy(inst, block, b)
         if op == "call" and getattr(inst.callee, "name", "").startswith(UNIFORM_ADD_PREFIX):
             return self._reverse_uniform_add(inst, block, b)
+        heap = heap_function(inst)
+        if heap is not None:
+            return self._reverse_heap(inst, heap, block, b)
         if (op == "call" and not getattr(inst.callee, "name", "").startswith(_IGNORED_CALLS)
                 and any(o in self.shadow for o in inst.operands)):
             raise DifferentiationError(f"{describe(inst)} receives a pointer to differentiated memory; inline it "
@@ -599,14 +605,48 @@ class _Reverser:
 
     def _reverse_store(self, inst: Instruction, block: Block, b: Builder) -> None:
         value, pointer = inst.operands
-        if pointer not in self.shadow or not is_float_type(value.type):
+        if pointer not in self.shadow:
             return
         shadow = self.need(self.shadow[pointer], block)
+        if not is_float_type(value.type):      # an integer overwrote the location: its adjoint is dropped
+            b.store(zero_of(value.type), shadow, align=inst.align)
+            return
         if self.log is not None:
             self.log.note_readback(self.shadow[pointer], inst)
         if self.has_adjoint(value):
-            self.add_adjoint(value, b.load(value.type, shadow, "d.stored"), b)
-        b.store(zero_of(value.type), shadow)
+            self.add_adjoint(value, b.load(value.type, shadow, "d.stored", align=inst.align), b)
+        b.store(zero_of(value.type), shadow, align=inst.align)
+
+    def _reverse_heap(self, inst: Instruction, heap, block: Block, b: Builder) -> None:
+        """A shadow block lives until the reverse sweep reaches its allocation (memory.py). The
+        reverse of ``q = realloc(p, n)`` also moves the adjoints of the bytes realloc copied back
+        from q's shadow to p's, which the forward sweep kept alive."""
+        if heap.kind == "free" or inst not in self.shadow:
+            return
+        shadow = self.need(self.shadow[inst], block)
+        if heap.kind == "realloc":
+            old = inst.operands[heap.pointer]
+            element = float_element_type(self.primal, [self.original.get(inst, inst), self.original.get(old, old)])
+            if element is not None:
+                old_shadow = self.need(self.shadow[old], block)
+                old_size = b.call(shadow_size(self.module), [old_shadow])
+                new_size = allocation_size(b, inst, lambda v: self.need(v, block))
+                moved = b.select(b.icmp("ult", old_size, new_size), old_size, new_size)
+                b.call(copy_adjoint(self.module, element), [shadow, old_shadow, moved])
+        b.call(shadow_free(self.module), [shadow])
+
+    def _reverse_copy(self, inst: Instruction, block: Block, b: Builder) -> None:
+        """memcpy/memmove: the destination's adjoints flow back to the source's (memory.py's
+        copy_adjoint); copied from memory without a shadow, they are dropped (as for a store)."""
+        dst, src, nbytes = inst.operands[:3]
+        if dst not in self.shadow:
+            return
+        d_dst, size = self.need(self.shadow[dst], block), self.need(nbytes, block)
+        element = float_element_type(self.primal, [self.original.get(dst, dst), self.original.get(src, src)])
+        if src in self.shadow and element is not None:
+            b.call(copy_adjoint(self.module, element), [d_dst, self.need(self.shadow[src], block), size])
+        else:
+            b.call_intrinsic(self.module, "llvm.memset.p0.i64", void, [d_dst, const(i8, 0), size, const(i1, 0)])
 
     def _reverse_atomic(self, inst: Instruction, block: Block, b: Builder) -> None:
         pointer, value = inst.operands
@@ -637,7 +677,8 @@ class _Reverser:
         shadow = self.need(self.shadow[pointer], block)
         kind = AddressClass.PRIVATE if self.classifier is None else self.classifier.classify(pointer, block)
         if kind is AddressClass.PRIVATE:
-            b.store(b.fadd(b.load(delta.type, shadow), delta), shadow)
+            align = origin.align if origin is not None else None     # the primal access's (shadows mirror it)
+            b.store(b.fadd(b.load(delta.type, shadow, align=align), delta), shadow, align=align)
         elif kind is AddressClass.SHARED and self.log is not None:
             self.log.append(b, shadow, delta, block, origin, forward=self.shadow[pointer])
         elif kind is AddressClass.SHARED:

@@ -110,7 +110,8 @@ class Tape:
         rec.size += SLOT_BYTES * slots_for(value)
         where = pop.gep(i8, rec.base, [const(i64, rec.offsets[-1])], "tape.slot", inbounds=False)
         rec.addresses.append(where)
-        rec.reloads.append(pop.load(value.type, where, f"{value.name or 'v'}.taped"))
+        # records are 8-byte aligned: a vector's ABI alignment (32 for <4 x double>) does not hold
+        rec.reloads.append(pop.load(value.type, where, f"{value.name or 'v'}.taped", align=SLOT_BYTES))
         return rec.reloads[-1]
 
     def prune(self, used: set) -> None:
@@ -157,7 +158,7 @@ class Tape:
             rec.minus_size.value = -rec.size
             cursor = b.load(ptr, self.cursor_slot, "tape.top")
             for value, offset in zip(rec.fields, rec.offsets):
-                b.store(value, b.gep(i8, cursor, [const(i64, offset)], "tape.slot", inbounds=False))
+                b.store(value, b.gep(i8, cursor, [const(i64, offset)], "tape.slot", inbounds=False), align=SLOT_BYTES)
             b.store(b.gep(i8, cursor, [const(i64, rec.size)], "tape.push", inbounds=False), self.cursor_slot)
 
     def static_bytes(self, visit_bound) -> int | None:

@@ -195,12 +195,42 @@ entry:
 
 
 @pytest.mark.parametrize("mode", ["Forward", "Reverse"])
-def test_a_call_writing_differentiated_memory_is_refused(mode):
-    """Reverse mode used to skip such a call silently (wrong, zero gradients)."""
+def test_a_noinline_call_writing_differentiated_memory_is_differentiated(mode):
+    """Such a call was once skipped silently (zero gradients), then refused; foreign IR is now
+    differentiated in its inlined form (``ir.prepare_for_analysis``): y' = a*y, so dy'/da = y."""
     fn = ado.from_llvm(_OPAQUE_CALL)["outer"]
-    scalar = ez.Duplicated(3.0, 1.0) if mode == "Forward" else ez.Active(3.0)
-    with pytest.raises(DifferentiationError, match="@scale_in_place.*pointer to (active|differentiated) memory"):
-        ez.autodiff(getattr(ez, mode), fn, ez.Duplicated(np.array([2.0]), np.array([1.0])), scalar)
+    y, dy = np.array([2.0]), np.array([1.0])
+    if mode == "Forward":
+        ez.autodiff(ez.Forward, fn, ez.Duplicated(y, dy), ez.Duplicated(3.0, 1.0))
+        assert dy[0] == pytest.approx(3.0 * 1.0 + 2.0)          # a*dy + y*da
+    else:
+        (_, d_a) = ez.autodiff(ez.Reverse, fn, ez.Duplicated(y, dy), ez.Active(3.0))
+        assert d_a == pytest.approx(2.0) and dy[0] == pytest.approx(3.0)
+
+
+_RECURSIVE_CALL = """
+define void @halve(ptr %y, i32 %n) {
+entry:
+  %done = icmp sle i32 %n, 0
+  br i1 %done, label %out, label %more
+more:
+  %v = load double, ptr %y
+  %w = fmul double %v, 0.5
+  store double %w, ptr %y
+  %m = sub i32 %n, 1
+  call void @halve(ptr %y, i32 %m)
+  br label %out
+out:
+  ret void
+}
+"""
+
+
+@pytest.mark.parametrize("mode", ["Forward", "Reverse"])
+def test_a_recursive_call_on_differentiated_memory_is_refused(mode):
+    fn = ado.from_llvm(_RECURSIVE_CALL)["halve"]
+    with pytest.raises(DifferentiationError, match="@halve.*recursive"):
+        ez.autodiff(getattr(ez, mode), fn, ez.Duplicated(np.array([2.0]), np.array([1.0])), 3)
 
 
 def test_tuple_helper_with_only_a_vjp_has_no_forward_mode():
