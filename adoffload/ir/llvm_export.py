@@ -41,6 +41,8 @@ def to_llvmlite(module: core.Module) -> llir.Module:
         exporter.declare_global(gv)
     for fn in module.functions.values():
         exporter.declare_function(fn)
+    for gv in module.globals.values():
+        exporter.define_global(gv)
     for fn in module.functions.values():
         if not fn.is_declaration:
             exporter.build_body(fn)
@@ -71,8 +73,14 @@ def lltype(t: core.Type) -> llir.Type:
             raise IRError(f"cannot export type {t} to LLVM")
 
 
-def llconstant(c: core.Constant) -> llir.Constant:
+def llconstant(c: core.Constant, reference=None) -> llir.Constant:
+    """The llvmlite constant for ``c``. Constants that name globals or functions (pointer items,
+    constant expressions) are spelled as text; ``reference(value)`` gives a global's ``@name``."""
     t = lltype(c.type)
+    if _names_globals(c):
+        if reference is None:
+            raise IRError(f"constant {c.ref()[:120]} names a global; it needs the module's globals")
+        return _Literal(t, _spell(c, reference))
     match c.kind:
         case "scalar":
             return llir.Constant(t, float(c.value) if c.type.is_float else int(c.value))
@@ -84,6 +92,35 @@ def llconstant(c: core.Constant) -> llir.Constant:
             return llir.Constant(t, [llconstant(item) for item in c.value])
         case _:
             raise IRError(f"cannot export constant of kind {c.kind!r} ({c.type})")
+
+
+def _names_globals(c: core.Value) -> bool:
+    if isinstance(c, (core.GlobalVariable, core.Function, core.ConstantExpr)):
+        return True
+    return c.kind == "aggregate" and any(_names_globals(item) for item in c.value)
+
+
+def _spell(c: core.Value, reference) -> str:
+    """LLVM text of a constant (without its type), globals spelled by ``reference``."""
+    if isinstance(c, (core.GlobalVariable, core.Function)):
+        return reference(c)
+    typed = lambda v: f"{lltype(v.type)} {_spell(v, reference)}"  # noqa: E731
+    if isinstance(c, core.ConstantExpr):
+        flags = "".join(f" {f}" for f in sorted(c.flags))
+        operands = ", ".join(typed(o) for o in c.operands)
+        if c.opcode == "getelementptr":
+            return f"getelementptr{flags} ({lltype(c.element_type)}, {operands})"
+        if c.opcode in core.CAST_OPCODES:
+            return f"{c.opcode} ({operands} to {lltype(c.type)})"
+        return f"{c.opcode}{flags} ({operands})"
+    if c.kind == "aggregate":
+        items = ", ".join(typed(item) for item in c.value)
+        if isinstance(c.type, core.VectorType):
+            return f"<{items}>"
+        if isinstance(c.type, core.StructType):
+            return f"<{{ {items} }}>" if c.type.packed else f"{{ {items} }}"
+        return f"[{items}]"
+    return llconstant(c).get_reference()
 
 
 class _Literal(llir.Constant):
@@ -147,9 +184,15 @@ class _Exporter:
         g.type = llir.PointerType(addrspace=gv.addrspace)  # llvmlite.ir would print a typed pointer
         g.global_constant = gv.constant
         g.linkage = "" if gv.linkage == "external" and gv.initializer is not None else gv.linkage
-        if gv.initializer is not None:
-            g.initializer = llconstant(gv.initializer)
         self.values[id(gv)] = g
+
+    def define_global(self, gv: core.GlobalVariable) -> None:
+        """The initializer, once every global and function is declared (it may name them)."""
+        if gv.initializer is not None:
+            self.values[id(gv)].initializer = llconstant(gv.initializer, self.reference)
+
+    def reference(self, v: core.Value) -> str:
+        return self.values[id(v)].get_reference()
 
     def declare_function(self, fn: core.Function) -> None:
         f = llir.Function(self.out, lltype(fn.function_type), fn.name)
@@ -166,7 +209,7 @@ class _Exporter:
 
     def value(self, v: core.Value, user: core.Instruction):
         if isinstance(v, core.Constant):
-            return llconstant(v)
+            return llconstant(v, self.reference)
         found = self.values.get(id(v))
         if found is None:
             raise IRError(f"operand {v.ref()} of '{user.opcode} %{user.name}' is not defined before use "
@@ -289,9 +332,15 @@ class _Exporter:
 
     def emit_call(self, b, inst, ops, fast):
         callee = inst.callee
-        if not isinstance(callee, core.Function):
-            raise IRError(f"indirect call '%{inst.name}' cannot be exported (callee is not a function)")
         tail = next((f for f in ("tail", "musttail", "notail") if f in inst.flags), False)
+        if not isinstance(callee, core.Function):  # through a pointer: llvmlite.ir spells only direct calls
+            ftype = inst.element_type or core.FunctionType(inst.type, tuple(o.type for o in inst.operands))
+            target = self.value(callee, inst)
+            words = " ".join(w for w in (tail or "", "call", *fast) if w)
+            name = inst.name if inst.type != core.void else ""
+            return _insert(b, _Spelled(b.block, lltype(inst.type), "call", [*ops, target], name, lambda s: (
+                f"{words} {lltype(ftype.return_type) if not ftype.vararg else lltype(ftype)} "
+                f"{s.operands[-1].get_reference()}(" + ", ".join(_typed(o) for o in s.operands[:-1]) + ")")))
         return b.call(self.values[id(callee)], ops, inst.name, cconv=callee.calling_convention or None,
                       tail=tail, fastmath=fast)
 
