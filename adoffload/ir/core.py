@@ -33,6 +33,14 @@ class LabelType(Type):
 
 
 @dataclass(frozen=True)
+class MetadataType(Type):
+    """The type of a metadata operand (``call @llvm.experimental.noalias.scope.decl(metadata !3)``)."""
+
+    def __str__(self) -> str:
+        return "metadata"
+
+
+@dataclass(frozen=True)
 class IntType(Type):
     bits: int
     is_int = True
@@ -191,6 +199,18 @@ def const(type_: Type, value) -> Constant:
 
 
 @dataclass(eq=False)
+class MetadataValue(Value):
+    """A metadata operand of a call, kept as LLVM spelled it (``!3``, ``!"round.dynamic"``);
+    numbered nodes are the source module's and mean nothing outside it."""
+    text: str
+    type: Type = MetadataType()
+    name: str = ""
+
+    def ref(self) -> str:
+        return self.text
+
+
+@dataclass(eq=False)
 class Argument(Value):
     type: Type
     name: str
@@ -234,7 +254,10 @@ class Instruction(Value):
       predicate     icmp/fcmp condition (``slt``, ``olt``, ...)
       blocks        phi: incoming blocks (parallel to operands); br: [dest] or [then, else];
                     switch: [default, case blocks...] with operands [cond, case values...]
-      callee        call: the Function (or pointer Value) called; operands are the arguments
+      callee        call, invoke: the Function (or pointer Value) called; operands are the arguments
+                    (invoke: blocks are [normal, unwind])
+                    landingpad: operands are the clause values, ``op`` their kinds space-separated
+                    (``catch filter``), flag ``cleanup``; resume: the operand is the exception
       element_type  getelementptr source element type; alloca allocated type; load: loaded type == type;
                     call: the FunctionType called (needed for indirect calls, vararg callees)
       op            atomicrmw operation (add, fadd, xchg, max, ...); cast kind is the opcode itself
@@ -267,7 +290,7 @@ class Instruction(Value):
         return f"<{self.opcode} %{self.name or '?'}: {self.type}>"
 
 
-TERMINATORS = frozenset({"br", "switch", "ret", "unreachable"})
+TERMINATORS = frozenset({"br", "switch", "ret", "unreachable", "invoke", "resume"})
 
 
 @dataclass(eq=False)
@@ -314,6 +337,7 @@ class Function(Value):
     linkage: str = "external"
     calling_convention: str = ""        # "" (C), "ptx_kernel", "amdgpu_kernel"
     attributes: set[str] = field(default_factory=set)  # alwaysinline, nounwind, ...
+    personality: Value | None = None   # the exception personality (functions with landingpads)
     parent: "Module | None" = None
 
     @property

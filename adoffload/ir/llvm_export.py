@@ -44,6 +44,10 @@ def to_llvmlite(module: core.Module) -> llir.Module:
     for gv in module.globals.values():
         exporter.define_global(gv)
     for fn in module.functions.values():
+        if fn.personality is not None:
+            exporter.values[id(fn)].personality = (f"{lltype(fn.personality.type)} "
+                                                   f"{_spell(fn.personality, exporter.reference)}")
+    for fn in module.functions.values():
         if not fn.is_declaration:
             exporter.build_body(fn)
     return out
@@ -69,6 +73,8 @@ def lltype(t: core.Type) -> llir.Type:
             return llir.VoidType()
         case core.LabelType():
             return llir.LabelType()
+        case core.MetadataType():
+            return llir.MetaDataType()
         case _:
             raise IRError(f"cannot export type {t} to LLVM")
 
@@ -123,6 +129,17 @@ def _spell(c: core.Value, reference) -> str:
     return llconstant(c).get_reference()
 
 
+class _Function(llir.Function):
+    """llvmlite.ir's Function plus the ``personality`` clause (functions with landing pads)."""
+
+    personality = ""
+
+    def descr_prototype(self, buf):
+        super().descr_prototype(buf)
+        if self.personality and self.blocks:
+            buf[-1] = buf[-1].rstrip("\n") + f" personality {self.personality}\n"
+
+
 class _Literal(llir.Constant):
     """A constant spelled by one keyword (poison, undef, zeroinitializer), for any type.
     (llvmlite.ir.Constant would expand it element-wise for vectors.)"""
@@ -143,6 +160,10 @@ class _Spelled(llir.Instruction):
     def __init__(self, parent, typ, opname, operands, name, spell):
         super().__init__(parent, typ, opname, list(operands), name=name)
         self.spell = spell
+
+    @staticmethod
+    def metadata(value: core.MetadataValue) -> llir.Constant:
+        return _Literal(llir.MetaDataType(), value.text)
 
     def descr(self, buf):
         buf.append(self.spell(self) + self._stringify_metadata(leading_comma=True) + "\n")
@@ -195,7 +216,7 @@ class _Exporter:
         return self.values[id(v)].get_reference()
 
     def declare_function(self, fn: core.Function) -> None:
-        f = llir.Function(self.out, lltype(fn.function_type), fn.name)
+        f = _Function(self.out, lltype(fn.function_type), fn.name)
         f.linkage = "" if fn.linkage == "external" else fn.linkage
         f.calling_convention = fn.calling_convention
         for attribute in sorted(fn.attributes):
@@ -210,6 +231,8 @@ class _Exporter:
     def value(self, v: core.Value, user: core.Instruction):
         if isinstance(v, core.Constant):
             return llconstant(v, self.reference)
+        if isinstance(v, core.MetadataValue):
+            return _Spelled.metadata(v)
         found = self.values.get(id(v))
         if found is None:
             raise IRError(f"operand {v.ref()} of '{user.opcode} %{user.name}' is not defined before use "
@@ -266,8 +289,16 @@ class _Exporter:
                 return b.select(*ops, name=name, flags=fast)
             case "phi":
                 return b.phi(lltype(inst.type), name, flags=fast)
-            case "call":
+            case "call" | "invoke":
                 return self.emit_call(b, inst, ops, fast)
+            case "landingpad":
+                clauses = "".join(f" {kind} {_typed(o)}" for kind, o in zip(inst.op.split(), ops))
+                cleanup = " cleanup" if "cleanup" in inst.flags else ""
+                return _insert(b, _Spelled(b.block, lltype(inst.type), opcode, ops, name, lambda s: (
+                    f"landingpad {lltype(inst.type)}{cleanup}{clauses}")))
+            case "resume":
+                return _insert(b, _Spelled(b.block, llir.VoidType(), opcode, ops, "", lambda s: (
+                    f"resume {_typed(s.operands[0])}")))
             case "getelementptr":
                 gep_flags = " ".join(f for f in ("inbounds", "nusw", "nuw") if f in inst.flags)
                 etype = lltype(inst.element_type)
@@ -333,16 +364,37 @@ class _Exporter:
     def emit_call(self, b, inst, ops, fast):
         callee = inst.callee
         tail = next((f for f in ("tail", "musttail", "notail") if f in inst.flags), False)
-        if not isinstance(callee, core.Function):  # through a pointer: llvmlite.ir spells only direct calls
-            ftype = inst.element_type or core.FunctionType(inst.type, tuple(o.type for o in inst.operands))
-            target = self.value(callee, inst)
-            words = " ".join(w for w in (tail or "", "call", *fast) if w)
-            name = inst.name if inst.type != core.void else ""
-            return _insert(b, _Spelled(b.block, lltype(inst.type), "call", [*ops, target], name, lambda s: (
-                f"{words} {lltype(ftype.return_type) if not ftype.vararg else lltype(ftype)} "
-                f"{s.operands[-1].get_reference()}(" + ", ".join(_typed(o) for o in s.operands[:-1]) + ")")))
+        if isinstance(callee, core.Function) and callee.name == "llvm.experimental.noalias.scope.decl":
+            return None  # an aliasing hint whose scope metadata (like all !noalias metadata) is not kept
+        if (inst.opcode == "invoke" or not isinstance(callee, core.Function)
+                or any(isinstance(o, core.MetadataValue) for o in inst.operands)):
+            return self.emit_spelled_call(b, inst, ops, fast, tail)
         return b.call(self.values[id(callee)], ops, inst.name, cconv=callee.calling_convention or None,
                       tail=tail, fastmath=fast)
+
+    def emit_spelled_call(self, b, inst, ops, fast, tail):
+        """Calls llvmlite.ir cannot build: through a pointer, with metadata arguments, ``invoke``."""
+        ftype = inst.element_type
+        if ftype is None:
+            ftype = (inst.callee.function_type if isinstance(inst.callee, core.Function)
+                     else core.FunctionType(inst.type, tuple(o.type for o in inst.operands)))
+        for o in inst.operands:
+            if isinstance(o, core.MetadataValue) and o.text.startswith("!") and o.text[1:2].isdigit():
+                raise IRError(f"call %{inst.name or '(void)'} to {inst.callee.ref()} takes metadata node "
+                              f"{o.text} of the source module, which export does not carry")
+        target = self.value(inst.callee, inst)
+        cconv = getattr(inst.callee, "calling_convention", "")
+        words = " ".join(w for w in (tail or "", inst.opcode, *fast, cconv) if w)
+        spelled_type = lltype(ftype) if ftype.vararg else lltype(ftype.return_type)
+        name = inst.name if inst.type != core.void else ""
+        args = ops
+        unwind = ""
+        if inst.opcode == "invoke":
+            normal, landing = (self.values[id(block)] for block in inst.blocks)
+            unwind = f" to label {normal.get_reference()} unwind label {landing.get_reference()}"
+        return _insert(b, _Spelled(b.block, lltype(inst.type), inst.opcode, [*args, target], name, lambda s: (
+            f"{words} {spelled_type} {s.operands[-1].get_reference()}("
+            + ", ".join(_typed(o) for o in s.operands[:-1]) + ")" + unwind)))
 
     def emit_load(self, b, inst, ops):
         if not ({"volatile", "atomic"} & inst.flags):

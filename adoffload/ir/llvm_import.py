@@ -13,10 +13,10 @@ import llvmlite.binding as llvm
 
 from . import textparse as tp
 from .core import (Argument, Block, Constant, Function, FunctionType, GlobalVariable, Instruction,
-                   IntType, Module, SourceLocation, Type, Value)
+                   IntType, MetadataValue, Module, SourceLocation, Type, Value)
 from ..errors import IRError
 
-UNSUPPORTED_OPCODES = frozenset({"invoke", "landingpad", "resume", "callbr", "indirectbr", "va_arg",
+UNSUPPORTED_OPCODES = frozenset({"callbr", "indirectbr", "va_arg",
                                  "catchswitch", "catchpad", "catchret", "cleanuppad", "cleanupret"})
 CALLING_CONVENTIONS = ("ptx_kernel", "amdgpu_kernel", "spir_kernel", "fastcc", "coldcc", "ccc")
 _LINKAGE_NAMES = {"linkonce_any": "linkonce", "weak_any": "weak"}
@@ -87,8 +87,10 @@ class _Importer:
         functions = list(self.llmod.functions)
         for f in functions:
             self.module.add_function(self.declare_function(f))
-        for g in globals_:  # initializers may name any global or function
+        for g in globals_:  # initializers and personalities may name any global or function
             self.import_initializer(g, self.module.globals[g.name])
+        for f in functions:
+            self.import_personality(f, self.module.functions[f.name])
         for f in functions:
             if not f.is_declaration:
                 self.import_body(f, self.module.functions[f.name])
@@ -116,6 +118,13 @@ class _Importer:
             gv.initializer = tp.parse_constant(cur, gv.value_type, self.resolve_struct, self.resolve_global)
         except IRError as exc:
             raise IRError(f"in the initializer of global @{gv.name}: {exc}") from None
+
+    def import_personality(self, f: llvm.ValueRef, fn: Function) -> None:
+        header = next((line for line in str(f).splitlines() if line.startswith("define")), "")
+        at = header.rfind(" personality ")
+        if at >= 0:
+            fn.personality = tp.parse_typed_constant(tp.Cursor(header, at + len(" personality ")),
+                                                     self.resolve_struct, self.resolve_global)
 
     def resolve_global(self, name: str) -> Value:
         found = self.module.globals.get(name) or self.module.functions.get(name)
@@ -201,6 +210,8 @@ class _Importer:
             return Constant(type_, ref.get_constant_value(signed_int=type_ != IntType(1)))
         if kind == "constant_fp":
             return Constant(type_, ref.get_constant_value(round_fp=True))
+        if kind == "metadata_as_value":  # spelled by the call that uses it (see _metadata_arguments)
+            return MetadataValue("")
         simple = {"constant_pointer_null": "null", "undef_value": "undef", "poison_value": "poison",
                   "constant_aggregate_zero": "zero"}
         if kind in simple:
@@ -302,6 +313,7 @@ def _switch(imp, inst, ops, cur, text, ref):
 def _call(imp, inst, ops, cur, text, ref):
     inst.callee, inst.operands = ops[-1], ops[:-1]
     inst.element_type = _called_type(imp, inst, cur)
+    _metadata_arguments(inst, text)
     inst.flags = {f for f in inst.flags if f in tp.FAST_MATH}
     m = re.match(r"(?:%\S+\s*=\s*)?(tail|musttail|notail)\s+call\b", text)
     if m:
@@ -329,6 +341,38 @@ def _called_type(imp, inst, cur) -> FunctionType:
     if isinstance(spelled, FunctionType):
         return spelled
     return FunctionType(inst.type, tuple(o.type for o in inst.operands))
+
+
+_METADATA_ARGUMENT = re.compile(r'\bmetadata\s+(!"(?:[^"\\]|\\.)*"|!\{[^}]*\}|![-\w.$]+|[^,)]+)')
+
+
+def _metadata_arguments(inst, text) -> None:
+    """Fill the spelling of metadata arguments from the call's text (printed alone, LLVM would
+    spell a node by its definition with a local number)."""
+    metadata = [o for o in inst.operands if isinstance(o, MetadataValue)]
+    if metadata:
+        spelled = _METADATA_ARGUMENT.findall(text.split("(", 1)[1] if "(" in text else text)
+        if len(spelled) < len(metadata):
+            raise IRError(f"cannot read the metadata arguments of: {text}")
+        for value, spelling in zip(metadata, spelled):
+            value.text = spelling.strip()
+
+
+def _invoke(imp, inst, ops, cur, text, ref):
+    # LLVM operand order: arguments..., normal destination, unwind destination, callee
+    inst.callee, inst.operands, inst.blocks = ops[-1], ops[:-3], [ops[-3], ops[-2]]
+    inst.flags = set()
+    inst.element_type = _called_type(imp, inst, cur)
+
+
+def _landingpad(imp, inst, ops, cur, text, ref):
+    body = re.sub(r",?\s*!\S+\s+!\d+", "", text)
+    if re.search(r"\bcleanup\b", body):
+        inst.flags.add("cleanup")
+    kinds = re.findall(r"^\s*(catch|filter)\b", body, re.M)
+    if len(kinds) != len(ops):
+        raise IRError(f"cannot read the clauses of: {text}")
+    inst.operands, inst.op = ops, " ".join(kinds)
 
 
 def _gep(imp, inst, ops, cur, text, ref):
@@ -410,7 +454,8 @@ def _phi(imp, inst, ops, cur, text, ref):
 
 
 _HANDLERS = {
-    "phi": _phi, "br": _branch, "switch": _switch, "call": _call, "getelementptr": _gep, "alloca": _alloca,
+    "phi": _phi, "br": _branch, "switch": _switch, "call": _call, "invoke": _invoke, "landingpad": _landingpad,
+    "getelementptr": _gep, "alloca": _alloca,
     "load": _memory, "store": _memory, "atomicrmw": _atomicrmw, "cmpxchg": _cmpxchg, "fence": _fence,
     "icmp": _compare, "fcmp": _compare, "extractvalue": _aggregate, "insertvalue": _aggregate,
     "shufflevector": _shufflevector,

@@ -11,7 +11,8 @@ import re
 import struct
 from typing import Callable
 
-from .core import (CAST_OPCODES, ArrayType, Constant, ConstantExpr, FloatType, IntType, LabelType, PointerType,
+from .core import (CAST_OPCODES, ArrayType, Constant, ConstantExpr, FloatType, IntType, LabelType, MetadataType,
+                   PointerType,
                    StructType, Type, Value, VectorType, VoidType, FunctionType, f16, f32, f64)
 from ..errors import IRError
 
@@ -125,6 +126,8 @@ def _parse_base_type(cur: Cursor, resolve_struct: StructResolver | None) -> Type
         return VoidType()
     if word == "label":
         return LabelType()
+    if word == "metadata":
+        return MetadataType()
     if word == "ptr":
         if cur.eat("addrspace("):
             space = int(cur.word())
