@@ -43,8 +43,8 @@ def to_llvmlite(module: core.Module) -> llir.Module:
         exporter.declare_function(fn)
     for gv in module.globals.values():
         exporter.define_global(gv)
-    for fn in module.functions.values():
-        if fn.personality is not None:
+    for fn in module.functions.values():  # a personality matters only to landing pads
+        if fn.personality is not None and any(i.opcode == "landingpad" for i in fn.instructions()):
             exporter.values[id(fn)].personality = (f"{lltype(fn.personality.type)} "
                                                    f"{_spell(fn.personality, exporter.reference)}")
     for fn in module.functions.values():
