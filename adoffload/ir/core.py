@@ -189,6 +189,19 @@ class ConstantExpr(Constant):
         return f"{self.opcode}{flags} ({typed})"
 
 
+@dataclass(eq=False)
+class MetadataValue(Constant):
+    """A metadata argument of a call, kept as LLVM spelled it (``!3``, ``!"round.dynamic"``);
+    numbered nodes are the source module's and mean nothing outside it. A Constant (kind
+    ``metadata``): it carries no derivative and passes through copies unchanged."""
+    type: Type = MetadataType()
+    kind: str = "metadata"
+    text: str = ""
+
+    def ref(self) -> str:
+        return self.text
+
+
 CAST_OPCODES = frozenset({"trunc", "zext", "sext", "fptrunc", "fpext", "fptoui", "fptosi", "uitofp", "sitofp",
                           "ptrtoint", "inttoptr", "bitcast", "addrspacecast"})
 
@@ -198,16 +211,6 @@ def const(type_: Type, value) -> Constant:
     return Constant(type_, float(value) if type_.is_float else int(value))
 
 
-@dataclass(eq=False)
-class MetadataValue(Value):
-    """A metadata operand of a call, kept as LLVM spelled it (``!3``, ``!"round.dynamic"``);
-    numbered nodes are the source module's and mean nothing outside it."""
-    text: str
-    type: Type = MetadataType()
-    name: str = ""
-
-    def ref(self) -> str:
-        return self.text
 
 
 @dataclass(eq=False)

@@ -229,10 +229,10 @@ class _Exporter:
         self.values[id(fn)] = f
 
     def value(self, v: core.Value, user: core.Instruction):
-        if isinstance(v, core.Constant):
-            return llconstant(v, self.reference)
         if isinstance(v, core.MetadataValue):
             return _Spelled.metadata(v)
+        if isinstance(v, core.Constant):
+            return llconstant(v, self.reference)
         found = self.values.get(id(v))
         if found is None:
             raise IRError(f"operand {v.ref()} of '{user.opcode} %{user.name}' is not defined before use "

@@ -211,7 +211,7 @@ class _Importer:
         if kind == "constant_fp":
             return Constant(type_, ref.get_constant_value(round_fp=True))
         if kind == "metadata_as_value":  # spelled by the call that uses it (see _metadata_arguments)
-            return MetadataValue("")
+            return MetadataValue()
         simple = {"constant_pointer_null": "null", "undef_value": "undef", "poison_value": "poison",
                   "constant_aggregate_zero": "zero"}
         if kind in simple:
