@@ -22,8 +22,8 @@ from typing import Callable
 
 from ..errors import DifferentiationError
 from ..ir.builder import Builder
-from ..ir.core import (Constant, FloatType, GlobalVariable, Function, Instruction, Module,
-                       Type, Value, VectorType, const, i1)
+from ..ir.core import (Constant, FloatType, GlobalVariable, Function, Instruction, Module, StructType,
+                       Type, Value, VectorType, const, i1, i32)
 
 PartialsFn = Callable[["RuleContext", Instruction], "list[Value | None]"]
 ForwardFn = Callable[["RuleContext", Instruction, "list[Value | None]"], "Value | None"]
@@ -149,7 +149,7 @@ class RuleContext:
     def strong_mul(self, a: Value, b: Value) -> Value:
         """``a · b`` that is 0 whenever ``b`` is 0, even for a = ±inf or NaN."""
         product = self.mul(a, b)
-        if isinstance(product, Constant):
+        if isinstance(product, Constant) or constant_value(b) not in (None, 0.0):
             return product
         zero = self.const(b.type, 0.0)
         is_zero = self.builder.fcmp("oeq", b, zero)
@@ -220,7 +220,8 @@ def reverse_contributions(ctx: RuleContext, rule: Rule, inst: Instruction, adjoi
 
 # Spellings of one function in libm, libdevice and ocml that differ from our key.
 _ALIASES = {"fmin": "minnum", "fmax": "maxnum", "pown": "powi", "powr": "pow", "fmod": "frem",
-            "fmuladd": "fma", "rint": "round", "nearbyint": "round", "roundeven": "round"}
+            "fmuladd": "fma", "rint": "round", "nearbyint": "round", "roundeven": "round",
+            "scalbn": "ldexp", "scalbln": "ldexp"}
 _INTRINSIC_SUFFIX = re.compile(r"(\.(v\d+)?(f16|bf16|f32|f64|f80|f128|i\d+))+$")
 _OCML_SUFFIX = re.compile(r"_(f16|f32|f64)$")
 
@@ -322,8 +323,8 @@ def _fmul(ctx, inst):
     return [ctx.operand(inst, 1), ctx.operand(inst, 0)]
 
 
-@defpartials("fdiv")
-def _fdiv(ctx, inst):
+@defpartials("fdiv", strong_zero=True)
+def _fdiv(ctx, inst):       # ∂/∂b = -q/b overflows for tiny b (1e-160) while q is finite
     b, q = ctx.operand(inst, 1), ctx.result(inst)
     inv_b = ctx.div(_c(ctx, b, 1.0), b)
     return [inv_b, ctx.neg(ctx.div(q, b))]
@@ -334,8 +335,8 @@ def _fneg(ctx, inst):
     return [ctx.const(inst.type, -1.0)]
 
 
-@defpartials("frem", "call:frem")
-def _frem(ctx, inst):
+@defpartials("frem", "call:frem", strong_zero=True)
+def _frem(ctx, inst):       # trunc(a / b) overflows for tiny b while a rem b is finite
     # a rem b = a - b * trunc(a / b): ∂/∂a = 1, ∂/∂b = -trunc(a / b)
     a, b = ctx.operand(inst, 0), ctx.operand(inst, 1)
     return [_c(ctx, a, 1.0), ctx.neg(ctx.math("trunc", ctx.builder.fdiv(a, b)))]
@@ -441,17 +442,68 @@ def _cbrt(ctx, x, y):        # dy/dx = 1 / (3 y^2)
 
 @defpartials("call:pow", strong_zero=True)
 def _pow(ctx, inst):
+    # ∂/∂x = p·x^(p-1), 0 when p = 0 (x^-1 is inf at x = 0); ∂/∂p = z·log x, 0 when z = 0
+    # (x = 0: log 0 = -inf, but 0^p is flat in p)
     x, p, z = ctx.operand(inst, 0), ctx.operand(inst, 1), ctx.result(inst)
-    dx = ctx.mul(p, ctx.math("pow", x, ctx.sub(p, _c(ctx, p, 1.0))))
-    dp = None if isinstance(inst.operands[1], Constant) else ctx.mul(z, ctx.math("log", x))
+    dx = ctx.strong_mul(ctx.math("pow", x, ctx.sub(p, _c(ctx, p, 1.0))), p)
+    dp = None if isinstance(inst.operands[1], Constant) else ctx.strong_mul(ctx.math("log", x), z)
     return [dx, dp]
 
 
 @defpartials("call:powi", strong_zero=True)
-def _powi(ctx, inst):
+def _powi(ctx, inst):       # n·x^(n-1), 0 when n = 0 (x^-1 is inf at x = 0)
     x, n = ctx.operand(inst, 0), ctx.operand(inst, 1)
     n_minus_1 = ctx.builder.sub(n, const(n.type, 1))
-    return [ctx.mul(ctx.cast("sitofp", n, x.type), ctx.powi(x, n_minus_1)), None]
+    return [ctx.strong_mul(ctx.powi(x, n_minus_1), ctx.cast("sitofp", n, x.type)), None]
+
+
+# ----------------------------------------------------------------------------- exponent scaling
+# ldexp(x, e) = x·2^e is linear in x: its tangent is ldexp(dx, e), exact and free of the
+# overflow a computed 2^e would bring. frexp(x) = {m, e} with m = x·2^-e (e piecewise constant).
+
+def _ldexp(ctx: RuleContext, x: Value, e: Value) -> Value:
+    return ctx.builder.call_intrinsic(ctx.module, f"llvm.ldexp.{type_suffix(x.type)}.{type_suffix(e.type)}",
+                                      x.type, [x, e])
+
+
+def _ldexp_forward(ctx, inst, tangents):
+    return None if tangents[0] is None else _ldexp(ctx, tangents[0], ctx.operand(inst, 1))
+
+
+def _ldexp_reverse(ctx, inst, adjoint):
+    return [_ldexp(ctx, adjoint, ctx.operand(inst, 1)), None]
+
+
+register("call:ldexp", Rule(forward=_ldexp_forward, reverse=_ldexp_reverse))
+
+
+def _frexp_exponent(ctx: RuleContext, inst: Instruction) -> Value:
+    """-e of frexp(x), recomputed from x with llvm.frexp (libm's frexp returns e through memory)."""
+    x = ctx.operand(inst, 0)
+    int_type = VectorType(i32, x.type.count) if isinstance(x.type, VectorType) else i32
+    pair_type = StructType((x.type, int_type))
+    pair = ctx.builder.call_intrinsic(ctx.module, f"llvm.frexp.{type_suffix(x.type)}.{type_suffix(int_type)}",
+                                      pair_type, [x])
+    exponent = ctx.builder.emit("extractvalue", int_type, [pair], indices=(1,))
+    return ctx.builder.sub(Constant(int_type, None, kind="zero"), exponent)
+
+
+def _frexp_forward(ctx, inst, tangents):
+    if tangents[0] is None:
+        return None
+    dm = _ldexp(ctx, tangents[0], _frexp_exponent(ctx, inst))
+    if isinstance(inst.type, StructType):   # llvm.frexp: {mantissa, exponent}
+        return ctx.builder.emit("insertvalue", inst.type, [Constant(inst.type, None, kind="zero"), dm], indices=(0,))
+    return dm                                # libm frexp(x, &e): the mantissa
+
+
+def _frexp_reverse(ctx, inst, adjoint):
+    if isinstance(inst.type, StructType):
+        adjoint = ctx.builder.emit("extractvalue", inst.type.elements[0], [adjoint], indices=(0,))
+    return [_ldexp(ctx, adjoint, _frexp_exponent(ctx, inst))] + [None] * (len(inst.operands) - 1)
+
+
+register("call:frexp", Rule(forward=_frexp_forward, reverse=_frexp_reverse))
 
 
 # ----------------------------------------------------------------------------- trigonometry
@@ -467,7 +519,7 @@ def _cos(ctx, x, y):
 
 
 @defunary("call:tan")
-def _tan(ctx, x, y):
+def _tan(ctx, x, y):         # 1 + y² cannot overflow: |tan| <= 1.6e16 at doubles (2.3e7 at floats)
     return ctx.add(_c(ctx, x, 1.0), ctx.mul(y, y))
 
 

@@ -1,8 +1,8 @@
 """The SSA IR (a typed mirror of LLVM IR), its LLVM import/export, canonicalization and verifier."""
-from .core import (ArrayType, Argument, Block, Constant, FloatType, Function, FunctionType, GlobalVariable,
-                   Instruction, IntType, LabelType, Module, PointerType, SourceLocation, StructType,
-                   TERMINATORS, Type, Value, VectorType, VoidType, const, f16, f32, f64, i1, i8, i16, i32,
-                   i64, label, ptr, void)
+from .core import (ArrayType, Argument, Block, Constant, ConstantExpr, FloatType, Function, FunctionType,
+                   GlobalVariable, Instruction, IntType, LabelType, MetadataType, MetadataValue, Module,
+                   PointerType, SourceLocation, StructType, TERMINATORS, Type, Value, VectorType, VoidType,
+                   const, f16, f32, f64, i1, i8, i16, i32, i64, label, ptr, void)
 from .builder import Builder
 from .canonicalize import canonicalize, prepare_for_analysis
 from .llvm_import import import_module

@@ -33,6 +33,14 @@ class LabelType(Type):
 
 
 @dataclass(frozen=True)
+class MetadataType(Type):
+    """The type of a metadata operand (``call @llvm.experimental.noalias.scope.decl(metadata !3)``)."""
+
+    def __str__(self) -> str:
+        return "metadata"
+
+
+@dataclass(frozen=True)
 class IntType(Type):
     bits: int
     is_int = True
@@ -129,7 +137,9 @@ class Value:
 @dataclass(eq=False)
 class Constant(Value):
     """A constant. ``value`` is an int or float; None with kind null/undef/poison/zero;
-    a tuple of Constants for aggregates and vectors."""
+    a tuple for aggregates and vectors, whose items are Constants or (for pointer items)
+    the GlobalVariable or Function they point to. A vector ``splat`` is an aggregate of
+    equal items; constant expressions are ConstantExpr (kind ``expr``)."""
     type: Type
     value: object = None
     kind: str = "scalar"  # scalar | null | undef | poison | zero | aggregate
@@ -149,12 +159,58 @@ class Constant(Value):
         if self.kind in ("undef", "poison"):
             return self.kind
         items = ", ".join(f"{c.type} {c.ref()}" for c in self.value)
-        return f"<{items}>" if isinstance(self.type, VectorType) else f"[{items}]"
+        if isinstance(self.type, VectorType):
+            return f"<{items}>"
+        if isinstance(self.type, StructType):
+            return f"<{{ {items} }}>" if self.type.packed else f"{{ {items} }}"
+        return f"[{items}]"
+
+
+@dataclass(eq=False)
+class ConstantExpr(Constant):
+    """A constant expression: ``getelementptr (i8, ptr @g, i64 8)``, ``ptrtoint (ptr @g to i64)``,
+    ``sub (i64 ..., i64 ...)``. ``opcode`` is LLVM's (a GEP, a cast or a binary operator),
+    ``operands`` are Constants, GlobalVariables or Functions; ``element_type`` is a GEP's
+    source element type. It is a Constant (kind ``expr``): its value is fixed at link time,
+    though (through a global) it may address memory."""
+    kind: str = "expr"
+    opcode: str = ""
+    operands: tuple[Value, ...] = ()
+    element_type: Type | None = None
+    flags: frozenset[str] = frozenset()
+
+    def ref(self) -> str:
+        typed = ", ".join(f"{o.type} {o.ref()}" for o in self.operands)
+        flags = "".join(f" {f}" for f in sorted(self.flags))
+        if self.opcode == "getelementptr":
+            return f"getelementptr{flags} ({self.element_type}, {typed})"
+        if self.opcode in CAST_OPCODES:
+            return f"{self.opcode} ({typed} to {self.type})"
+        return f"{self.opcode}{flags} ({typed})"
+
+
+@dataclass(eq=False)
+class MetadataValue(Constant):
+    """A metadata argument of a call, kept as LLVM spelled it (``!3``, ``!"round.dynamic"``);
+    numbered nodes are the source module's and mean nothing outside it. A Constant (kind
+    ``metadata``): it carries no derivative and passes through copies unchanged."""
+    type: Type = MetadataType()
+    kind: str = "metadata"
+    text: str = ""
+
+    def ref(self) -> str:
+        return self.text
+
+
+CAST_OPCODES = frozenset({"trunc", "zext", "sext", "fptrunc", "fpext", "fptoui", "fptosi", "uitofp", "sitofp",
+                          "ptrtoint", "inttoptr", "bitcast", "addrspacecast"})
 
 
 def const(type_: Type, value) -> Constant:
     """A scalar constant of ``type_`` (floats for float types, ints otherwise)."""
     return Constant(type_, float(value) if type_.is_float else int(value))
+
+
 
 
 @dataclass(eq=False)
@@ -201,8 +257,12 @@ class Instruction(Value):
       predicate     icmp/fcmp condition (``slt``, ``olt``, ...)
       blocks        phi: incoming blocks (parallel to operands); br: [dest] or [then, else];
                     switch: [default, case blocks...] with operands [cond, case values...]
-      callee        call: the Function (or pointer Value) called; operands are the arguments
-      element_type  getelementptr source element type; alloca allocated type; load: loaded type == type
+      callee        call, invoke: the Function (or pointer Value) called; operands are the arguments
+                    (invoke: blocks are [normal, unwind])
+                    landingpad: operands are the clause values, ``op`` their kinds space-separated
+                    (``catch filter``), flag ``cleanup``; resume: the operand is the exception
+      element_type  getelementptr source element type; alloca allocated type; load: loaded type == type;
+                    call: the FunctionType called (needed for indirect calls, vararg callees)
       op            atomicrmw operation (add, fadd, xchg, max, ...); cast kind is the opcode itself
       ordering      atomic ordering (monotonic, seq_cst, ...)
       flags         fast-math / nuw / nsw / inbounds / exact / volatile, as strings
@@ -233,7 +293,7 @@ class Instruction(Value):
         return f"<{self.opcode} %{self.name or '?'}: {self.type}>"
 
 
-TERMINATORS = frozenset({"br", "switch", "ret", "unreachable"})
+TERMINATORS = frozenset({"br", "switch", "ret", "unreachable", "invoke", "resume"})
 
 
 @dataclass(eq=False)
@@ -280,6 +340,7 @@ class Function(Value):
     linkage: str = "external"
     calling_convention: str = ""        # "" (C), "ptx_kernel", "amdgpu_kernel"
     attributes: set[str] = field(default_factory=set)  # alwaysinline, nounwind, ...
+    personality: Value | None = None   # the exception personality (functions with landingpads)
     parent: "Module | None" = None
 
     @property

@@ -41,6 +41,12 @@ def to_llvmlite(module: core.Module) -> llir.Module:
         exporter.declare_global(gv)
     for fn in module.functions.values():
         exporter.declare_function(fn)
+    for gv in module.globals.values():
+        exporter.define_global(gv)
+    for fn in module.functions.values():  # a personality matters only to landing pads
+        if fn.personality is not None and any(i.opcode == "landingpad" for i in fn.instructions()):
+            exporter.values[id(fn)].personality = (f"{lltype(fn.personality.type)} "
+                                                   f"{_spell(fn.personality, exporter.reference)}")
     for fn in module.functions.values():
         if not fn.is_declaration:
             exporter.build_body(fn)
@@ -67,12 +73,20 @@ def lltype(t: core.Type) -> llir.Type:
             return llir.VoidType()
         case core.LabelType():
             return llir.LabelType()
+        case core.MetadataType():
+            return llir.MetaDataType()
         case _:
             raise IRError(f"cannot export type {t} to LLVM")
 
 
-def llconstant(c: core.Constant) -> llir.Constant:
+def llconstant(c: core.Constant, reference=None) -> llir.Constant:
+    """The llvmlite constant for ``c``. Constants that name globals or functions (pointer items,
+    constant expressions) are spelled as text; ``reference(value)`` gives a global's ``@name``."""
     t = lltype(c.type)
+    if _names_globals(c):
+        if reference is None:
+            raise IRError(f"constant {c.ref()[:120]} names a global; it needs the module's globals")
+        return _Literal(t, _spell(c, reference))
     match c.kind:
         case "scalar":
             return llir.Constant(t, float(c.value) if c.type.is_float else int(c.value))
@@ -84,6 +98,46 @@ def llconstant(c: core.Constant) -> llir.Constant:
             return llir.Constant(t, [llconstant(item) for item in c.value])
         case _:
             raise IRError(f"cannot export constant of kind {c.kind!r} ({c.type})")
+
+
+def _names_globals(c: core.Value) -> bool:
+    if isinstance(c, (core.GlobalVariable, core.Function, core.ConstantExpr)):
+        return True
+    return c.kind == "aggregate" and any(_names_globals(item) for item in c.value)
+
+
+def _spell(c: core.Value, reference) -> str:
+    """LLVM text of a constant (without its type), globals spelled by ``reference``."""
+    if isinstance(c, (core.GlobalVariable, core.Function)):
+        return reference(c)
+    typed = lambda v: f"{lltype(v.type)} {_spell(v, reference)}"  # noqa: E731
+    if isinstance(c, core.ConstantExpr):
+        flags = "".join(f" {f}" for f in sorted(c.flags))
+        operands = ", ".join(typed(o) for o in c.operands)
+        if c.opcode == "getelementptr":
+            return f"getelementptr{flags} ({lltype(c.element_type)}, {operands})"
+        if c.opcode in core.CAST_OPCODES:
+            return f"{c.opcode} ({operands} to {lltype(c.type)})"
+        return f"{c.opcode}{flags} ({operands})"
+    if c.kind == "aggregate":
+        items = ", ".join(typed(item) for item in c.value)
+        if isinstance(c.type, core.VectorType):
+            return f"<{items}>"
+        if isinstance(c.type, core.StructType):
+            return f"<{{ {items} }}>" if c.type.packed else f"{{ {items} }}"
+        return f"[{items}]"
+    return llconstant(c).get_reference()
+
+
+class _Function(llir.Function):
+    """llvmlite.ir's Function plus the ``personality`` clause (functions with landing pads)."""
+
+    personality = ""
+
+    def descr_prototype(self, buf):
+        super().descr_prototype(buf)
+        if self.personality and self.blocks:
+            buf[-1] = buf[-1].rstrip("\n") + f" personality {self.personality}\n"
 
 
 class _Literal(llir.Constant):
@@ -106,6 +160,10 @@ class _Spelled(llir.Instruction):
     def __init__(self, parent, typ, opname, operands, name, spell):
         super().__init__(parent, typ, opname, list(operands), name=name)
         self.spell = spell
+
+    @staticmethod
+    def metadata(value: core.MetadataValue) -> llir.Constant:
+        return _Literal(llir.MetaDataType(), value.text)
 
     def descr(self, buf):
         buf.append(self.spell(self) + self._stringify_metadata(leading_comma=True) + "\n")
@@ -147,12 +205,18 @@ class _Exporter:
         g.type = llir.PointerType(addrspace=gv.addrspace)  # llvmlite.ir would print a typed pointer
         g.global_constant = gv.constant
         g.linkage = "" if gv.linkage == "external" and gv.initializer is not None else gv.linkage
-        if gv.initializer is not None:
-            g.initializer = llconstant(gv.initializer)
         self.values[id(gv)] = g
 
+    def define_global(self, gv: core.GlobalVariable) -> None:
+        """The initializer, once every global and function is declared (it may name them)."""
+        if gv.initializer is not None:
+            self.values[id(gv)].initializer = llconstant(gv.initializer, self.reference)
+
+    def reference(self, v: core.Value) -> str:
+        return self.values[id(v)].get_reference()
+
     def declare_function(self, fn: core.Function) -> None:
-        f = llir.Function(self.out, lltype(fn.function_type), fn.name)
+        f = _Function(self.out, lltype(fn.function_type), fn.name)
         f.linkage = "" if fn.linkage == "external" else fn.linkage
         f.calling_convention = fn.calling_convention
         for attribute in sorted(fn.attributes):
@@ -165,8 +229,10 @@ class _Exporter:
         self.values[id(fn)] = f
 
     def value(self, v: core.Value, user: core.Instruction):
+        if isinstance(v, core.MetadataValue):
+            return _Spelled.metadata(v)
         if isinstance(v, core.Constant):
-            return llconstant(v)
+            return llconstant(v, self.reference)
         found = self.values.get(id(v))
         if found is None:
             raise IRError(f"operand {v.ref()} of '{user.opcode} %{user.name}' is not defined before use "
@@ -223,8 +289,16 @@ class _Exporter:
                 return b.select(*ops, name=name, flags=fast)
             case "phi":
                 return b.phi(lltype(inst.type), name, flags=fast)
-            case "call":
+            case "call" | "invoke":
                 return self.emit_call(b, inst, ops, fast)
+            case "landingpad":
+                clauses = "".join(f" {kind} {_typed(o)}" for kind, o in zip(inst.op.split(), ops))
+                cleanup = " cleanup" if "cleanup" in inst.flags else ""
+                return _insert(b, _Spelled(b.block, lltype(inst.type), opcode, ops, name, lambda s: (
+                    f"landingpad {lltype(inst.type)}{cleanup}{clauses}")))
+            case "resume":
+                return _insert(b, _Spelled(b.block, llir.VoidType(), opcode, ops, "", lambda s: (
+                    f"resume {_typed(s.operands[0])}")))
             case "getelementptr":
                 gep_flags = " ".join(f for f in ("inbounds", "nusw", "nuw") if f in inst.flags)
                 etype = lltype(inst.element_type)
@@ -289,11 +363,38 @@ class _Exporter:
 
     def emit_call(self, b, inst, ops, fast):
         callee = inst.callee
-        if not isinstance(callee, core.Function):
-            raise IRError(f"indirect call '%{inst.name}' cannot be exported (callee is not a function)")
         tail = next((f for f in ("tail", "musttail", "notail") if f in inst.flags), False)
+        if isinstance(callee, core.Function) and callee.name == "llvm.experimental.noalias.scope.decl":
+            return None  # an aliasing hint whose scope metadata (like all !noalias metadata) is not kept
+        if (inst.opcode == "invoke" or not isinstance(callee, core.Function)
+                or any(isinstance(o, core.MetadataValue) for o in inst.operands)):
+            return self.emit_spelled_call(b, inst, ops, fast, tail)
         return b.call(self.values[id(callee)], ops, inst.name, cconv=callee.calling_convention or None,
                       tail=tail, fastmath=fast)
+
+    def emit_spelled_call(self, b, inst, ops, fast, tail):
+        """Calls llvmlite.ir cannot build: through a pointer, with metadata arguments, ``invoke``."""
+        ftype = inst.element_type
+        if ftype is None:
+            ftype = (inst.callee.function_type if isinstance(inst.callee, core.Function)
+                     else core.FunctionType(inst.type, tuple(o.type for o in inst.operands)))
+        for o in inst.operands:
+            if isinstance(o, core.MetadataValue) and o.text.startswith("!") and o.text[1:2].isdigit():
+                raise IRError(f"call %{inst.name or '(void)'} to {inst.callee.ref()} takes metadata node "
+                              f"{o.text} of the source module, which export does not carry")
+        target = self.value(inst.callee, inst)
+        cconv = getattr(inst.callee, "calling_convention", "")
+        words = " ".join(w for w in (tail or "", inst.opcode, *fast, cconv) if w)
+        spelled_type = lltype(ftype) if ftype.vararg else lltype(ftype.return_type)
+        name = inst.name if inst.type != core.void else ""
+        args = ops
+        unwind = ""
+        if inst.opcode == "invoke":
+            normal, landing = (self.values[id(block)] for block in inst.blocks)
+            unwind = f" to label {normal.get_reference()} unwind label {landing.get_reference()}"
+        return _insert(b, _Spelled(b.block, lltype(inst.type), inst.opcode, [*args, target], name, lambda s: (
+            f"{words} {spelled_type} {s.operands[-1].get_reference()}("
+            + ", ".join(_typed(o) for o in s.operands[:-1]) + ")" + unwind)))
 
     def emit_load(self, b, inst, ops):
         if not ({"volatile", "atomic"} & inst.flags):

@@ -13,10 +13,10 @@ import llvmlite.binding as llvm
 
 from . import textparse as tp
 from .core import (Argument, Block, Constant, Function, FunctionType, GlobalVariable, Instruction,
-                   IntType, Module, SourceLocation, Type, Value)
+                   IntType, MetadataValue, Module, SourceLocation, Type, Value)
 from ..errors import IRError
 
-UNSUPPORTED_OPCODES = frozenset({"invoke", "landingpad", "resume", "callbr", "indirectbr", "va_arg",
+UNSUPPORTED_OPCODES = frozenset({"callbr", "indirectbr", "va_arg",
                                  "catchswitch", "catchpad", "catchret", "cleanuppad", "cleanupret"})
 CALLING_CONVENTIONS = ("ptx_kernel", "amdgpu_kernel", "spir_kernel", "fastcc", "coldcc", "ccc")
 _LINKAGE_NAMES = {"linkonce_any": "linkonce", "weak_any": "weak"}
@@ -56,6 +56,7 @@ def linkage_name(ref: llvm.ValueRef) -> str:
 class _Importer:
     def __init__(self, llmod: llvm.ModuleRef):
         self.llmod = llmod
+        _name_unnamed_globals(llmod)
         self.text = str(llmod)
         self.module = Module(name=llmod.name or "module", triple=llmod.triple, data_layout=llmod.data_layout)
         self.locations = {int(n): SourceLocation(f, int(line), int(col))
@@ -80,11 +81,16 @@ class _Importer:
 
     # ---- module
     def run(self) -> Module:
-        for g in self.llmod.global_variables:
+        globals_ = list(self.llmod.global_variables)
+        for g in globals_:
             self.module.globals[g.name] = self.import_global(g)
         functions = list(self.llmod.functions)
         for f in functions:
             self.module.add_function(self.declare_function(f))
+        for g in globals_:  # initializers and personalities may name any global or function
+            self.import_initializer(g, self.module.globals[g.name])
+        for f in functions:
+            self.import_personality(f, self.module.functions[f.name])
         for f in functions:
             if not f.is_declaration:
                 self.import_body(f, self.module.functions[f.name])
@@ -98,12 +104,33 @@ class _Importer:
             raise IRError(f"cannot read global variable: {text[:200]}")
         gv = GlobalVariable(g.name, value_type, constant=m.group(2) == "constant",
                             addrspace=int(m.group(1) or 0), linkage=linkage_name(g))
-        if not g.is_declaration:
-            cur = tp.Cursor(text, m.end())
-            tp.parse_type(cur, self.resolve_struct)
-            gv.initializer = tp.parse_constant(cur, value_type, self.resolve_struct)
         self.values[_address(g)] = gv
         return gv
+
+    def import_initializer(self, g: llvm.ValueRef, gv: GlobalVariable) -> None:
+        if g.is_declaration:
+            return
+        text = str(g)
+        m = re.search(r"(?:addrspace\((\d+)\)\s+)?(?:externally_initialized\s+)?\b(global|constant)\s", text)
+        cur = tp.Cursor(text, m.end())
+        tp.parse_type(cur, self.resolve_struct)
+        try:
+            gv.initializer = tp.parse_constant(cur, gv.value_type, self.resolve_struct, self.resolve_global)
+        except IRError as exc:
+            raise IRError(f"in the initializer of global @{gv.name}: {exc}") from None
+
+    def import_personality(self, f: llvm.ValueRef, fn: Function) -> None:
+        header = next((line for line in str(f).splitlines() if line.startswith("define")), "")
+        at = header.rfind(" personality ")
+        if at >= 0:
+            fn.personality = tp.parse_typed_constant(tp.Cursor(header, at + len(" personality ")),
+                                                     self.resolve_struct, self.resolve_global)
+
+    def resolve_global(self, name: str) -> Value:
+        found = self.module.globals.get(name) or self.module.functions.get(name)
+        if found is None:
+            raise IRError(f"@{name} is not a global variable or function of the module (an alias or ifunc?)")
+        return found
 
     def declare_function(self, f: llvm.ValueRef) -> Function:
         ftype = self.type_of(f.global_value_type)
@@ -183,15 +210,17 @@ class _Importer:
             return Constant(type_, ref.get_constant_value(signed_int=type_ != IntType(1)))
         if kind == "constant_fp":
             return Constant(type_, ref.get_constant_value(round_fp=True))
+        if kind == "metadata_as_value":  # spelled by the call that uses it (see _metadata_arguments)
+            return MetadataValue()
         simple = {"constant_pointer_null": "null", "undef_value": "undef", "poison_value": "poison",
                   "constant_aggregate_zero": "zero"}
         if kind in simple:
             return Constant(type_, None, simple[kind])
         if kind in ("constant_data_vector", "constant_data_array", "constant_vector", "constant_array",
-                    "constant_struct"):
+                    "constant_struct", "constant_expr"):
             cur = tp.Cursor(str(ref))
             tp.parse_type(cur, self.resolve_struct)
-            return tp.parse_constant(cur, type_, self.resolve_struct)
+            return tp.parse_constant(cur, type_, self.resolve_struct, self.resolve_global)
         raise IRError(f"unsupported operand ({kind.replace('_', ' ')}) '{str(ref).strip()[:120]}' "
                       f"in instruction '{str(where).strip()}'")
 
@@ -216,6 +245,15 @@ class _Importer:
         handler(self, inst, ops, cur, text, i)
 
 
+def _name_unnamed_globals(llmod: llvm.ModuleRef) -> None:
+    """Give unnamed globals and functions (``@0``, as UBSan's source records) a name, so
+    that printed references to them can be resolved by name."""
+    taken = {g.name for g in llmod.global_variables} | {f.name for f in llmod.functions}
+    for value in list(llmod.global_variables) + list(llmod.functions):
+        if not value.name:
+            value.name = _fresh("unnamed.", taken)
+
+
 def _attributes(spelled) -> set[str]:
     out: set[str] = set()
     for group in spelled:
@@ -232,6 +270,8 @@ def _instruction_texts(function_text: str) -> list[str]:
     lines = function_text.splitlines()
     start = next((k for k, line in enumerate(lines) if line.startswith("define")), len(lines))
     for line in lines[start + 1:]:
+        if line.lstrip().startswith("#dbg_"):  # a debug record (#dbg_value ...) is no instruction
+            continue
         if line.startswith("  ") and not line.startswith(("   ", "  ]")):
             texts.append(line)
         elif line.startswith(("   ", "  ]")) and texts:
@@ -272,10 +312,67 @@ def _switch(imp, inst, ops, cur, text, ref):
 
 def _call(imp, inst, ops, cur, text, ref):
     inst.callee, inst.operands = ops[-1], ops[:-1]
+    inst.element_type = _called_type(imp, inst, cur)
+    _metadata_arguments(inst, text)
     inst.flags = {f for f in inst.flags if f in tp.FAST_MATH}
     m = re.match(r"(?:%\S+\s*=\s*)?(tail|musttail|notail)\s+call\b", text)
     if m:
         inst.flags.add(m.group(1))
+
+
+def _called_type(imp, inst, cur) -> FunctionType:
+    """The function type of a call: spelled in full for vararg callees (``call i32 (ptr, ...) @f``),
+    else the result type and the argument types."""
+    if isinstance(inst.callee, Function):
+        return inst.callee.function_type
+    cur = tp.Cursor(cur.text, cur.pos)
+    while True:  # calling convention, return attributes
+        word = cur.peek_word()
+        if word in CALLING_CONVENTIONS or word in ("noundef", "nonnull", "signext", "zeroext", "inreg", "noalias",
+                                                   "nofpclass", "range", "align", "dereferenceable"):
+            cur.word()
+            if cur.peek("("):
+                cur.pos = cur.text.index(")", cur.pos) + 1
+            elif word in ("align", "dereferenceable"):
+                cur.word()
+        else:
+            break
+    spelled = tp.parse_type(cur, imp.resolve_struct)
+    if isinstance(spelled, FunctionType):
+        return spelled
+    return FunctionType(inst.type, tuple(o.type for o in inst.operands))
+
+
+_METADATA_ARGUMENT = re.compile(r'\bmetadata\s+(!"(?:[^"\\]|\\.)*"|!\{[^}]*\}|![-\w.$]+|[^,)]+)')
+
+
+def _metadata_arguments(inst, text) -> None:
+    """Fill the spelling of metadata arguments from the call's text (printed alone, LLVM would
+    spell a node by its definition with a local number)."""
+    metadata = [o for o in inst.operands if isinstance(o, MetadataValue)]
+    if metadata:
+        spelled = _METADATA_ARGUMENT.findall(text.split("(", 1)[1] if "(" in text else text)
+        if len(spelled) < len(metadata):
+            raise IRError(f"cannot read the metadata arguments of: {text}")
+        for value, spelling in zip(metadata, spelled):
+            value.text = spelling.strip()
+
+
+def _invoke(imp, inst, ops, cur, text, ref):
+    # LLVM operand order: arguments..., normal destination, unwind destination, callee
+    inst.callee, inst.operands, inst.blocks = ops[-1], ops[:-3], [ops[-3], ops[-2]]
+    inst.flags = set()
+    inst.element_type = _called_type(imp, inst, cur)
+
+
+def _landingpad(imp, inst, ops, cur, text, ref):
+    body = re.sub(r",?\s*!\S+\s+!\d+", "", text)
+    if re.search(r"\bcleanup\b", body):
+        inst.flags.add("cleanup")
+    kinds = re.findall(r"^\s*(catch|filter)\b", body, re.M)
+    if len(kinds) != len(ops):
+        raise IRError(f"cannot read the clauses of: {text}")
+    inst.operands, inst.op = ops, " ".join(kinds)
 
 
 def _gep(imp, inst, ops, cur, text, ref):
@@ -357,7 +454,8 @@ def _phi(imp, inst, ops, cur, text, ref):
 
 
 _HANDLERS = {
-    "phi": _phi, "br": _branch, "switch": _switch, "call": _call, "getelementptr": _gep, "alloca": _alloca,
+    "phi": _phi, "br": _branch, "switch": _switch, "call": _call, "invoke": _invoke, "landingpad": _landingpad,
+    "getelementptr": _gep, "alloca": _alloca,
     "load": _memory, "store": _memory, "atomicrmw": _atomicrmw, "cmpxchg": _cmpxchg, "fence": _fence,
     "icmp": _compare, "fcmp": _compare, "extractvalue": _aggregate, "insertvalue": _aggregate,
     "shufflevector": _shufflevector,

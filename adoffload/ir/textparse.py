@@ -11,8 +11,9 @@ import re
 import struct
 from typing import Callable
 
-from .core import (ArrayType, Constant, FloatType, IntType, LabelType, PointerType, StructType, Type,
-                   VectorType, VoidType, FunctionType, f16, f32, f64)
+from .core import (CAST_OPCODES, ArrayType, Constant, ConstantExpr, FloatType, IntType, LabelType, MetadataType,
+                   PointerType,
+                   StructType, Type, Value, VectorType, VoidType, FunctionType, f16, f32, f64)
 from ..errors import IRError
 
 _FLOAT_NAMES = {"half": f16, "bfloat": FloatType("bfloat"), "float": f32, "double": f64}
@@ -125,6 +126,8 @@ def _parse_base_type(cur: Cursor, resolve_struct: StructResolver | None) -> Type
         return VoidType()
     if word == "label":
         return LabelType()
+    if word == "metadata":
+        return MetadataType()
     if word == "ptr":
         if cur.eat("addrspace("):
             space = int(cur.word())
@@ -163,14 +166,29 @@ def parse_float_literal(token: str, type_: Type) -> float:
     return sign * float(token)
 
 
-def parse_constant(cur: Cursor, type_: Type, resolve_struct: StructResolver | None = None) -> Constant:
-    """Parse the constant of a known ``type_`` at the cursor (the type itself already consumed)."""
+GlobalResolver = Callable[[str], Value]
+_BINARY_EXPR = frozenset({"add", "sub", "mul", "shl", "lshr", "ashr", "and", "or", "xor"})
+_UNSUPPORTED_EXPR = ("blockaddress", "dso_local_equivalent", "no_cfi", "ptrauth")
+
+
+def parse_constant(cur: Cursor, type_: Type, resolve_struct: StructResolver | None = None,
+                   resolve_global: GlobalResolver | None = None) -> Constant | Value:
+    """Parse the constant of a known ``type_`` at the cursor (the type itself already consumed).
+
+    ``@name`` gives the GlobalVariable or Function from ``resolve_global``; constant
+    expressions give a ConstantExpr; ``splat (T v)`` gives an aggregate of equal items."""
     cur.skip_space()
     for word, kind in (("zeroinitializer", "zero"), ("undef", "undef"), ("poison", "poison"),
                        ("null", "null")):
         if cur.peek(word) and not _WORD.match(cur.text, cur.pos + len(word)):
             cur.pos += len(word)
             return Constant(type_, None, kind)
+    if cur.peek("@"):
+        cur.pos += 1
+        name = cur.word().strip('"')
+        if resolve_global is None:
+            raise IRError(f"global @{name} cannot be resolved here: {cur.text.strip()[:200]}")
+        return resolve_global(name)
     if cur.peek('c"'):
         cur.pos += 1
         literal = cur.word()[1:-1]
@@ -181,10 +199,12 @@ def parse_constant(cur: Cursor, type_: Type, resolve_struct: StructResolver | No
         if cur.eat(opener):
             items = []
             while not cur.eat(closer):
-                elem_type = parse_type(cur, resolve_struct)
-                items.append(parse_constant(cur, elem_type, resolve_struct))
+                items.append(parse_typed_constant(cur, resolve_struct, resolve_global))
                 cur.eat(",")
             return Constant(type_, tuple(items), "aggregate")
+    word = cur.peek_word()
+    if word and (word[0].isalpha() and word not in ("true", "false")):
+        return _constant_expression(cur, type_, resolve_struct, resolve_global)
     if not (type_.is_float or isinstance(type_, IntType)):
         raise IRError(f"unsupported constant of type {type_} at column {cur.pos} of: {cur.text.strip()[:200]}")
     token = cur.number()
@@ -193,6 +213,64 @@ def parse_constant(cur: Cursor, type_: Type, resolve_struct: StructResolver | No
     if token in ("true", "false"):
         return Constant(type_, int(token == "true"))
     return Constant(type_, int(token))
+
+
+def parse_typed_constant(cur: Cursor, resolve_struct: StructResolver | None = None,
+                         resolve_global: GlobalResolver | None = None) -> Constant | Value:
+    """A ``type value`` pair (an aggregate item, a constant-expression operand)."""
+    item_type = parse_type(cur, resolve_struct)
+    return parse_constant(cur, item_type, resolve_struct, resolve_global)
+
+
+def _constant_expression(cur: Cursor, type_: Type, resolve_struct, resolve_global) -> Constant:
+    """``splat (...)``, ``getelementptr [flags] (T, ...)``, ``<cast> (T v to T)``, ``<binop> [flags] (...)``."""
+    start = cur.pos
+    opcode = cur.word()
+    where = f"{opcode!r} at column {start} of: {cur.text.strip()[:200]}"
+    if opcode in _UNSUPPORTED_EXPR:
+        raise IRError(f"unsupported constant expression {where}")
+    flags = set()
+    while True:
+        if cur.peek_word() in FLAG_WORDS | {"nusw"}:
+            flags.add(cur.word())
+        elif cur.peek("inrange("):
+            cur.expect("inrange(")
+            flags.add("inrange(" + cur.text[cur.pos:cur.text.index(")", cur.pos)] + ")")
+            cur.pos = cur.text.index(")", cur.pos) + 1
+        else:
+            break
+    if not cur.eat("("):
+        raise IRError(f"unsupported constant {where}")
+    if opcode == "splat":
+        if not isinstance(type_, VectorType):
+            raise IRError(f"splat of non-vector type {type_} {where}")
+        item = parse_typed_constant(cur, resolve_struct, resolve_global)
+        cur.expect(")")
+        return Constant(type_, (item,) * type_.count, "aggregate")
+    if opcode == "getelementptr":
+        element = parse_type(cur, resolve_struct)
+        operands = []
+        while cur.eat(","):
+            operands.append(parse_typed_constant(cur, resolve_struct, resolve_global))
+        cur.expect(")")
+        return ConstantExpr(type_, opcode="getelementptr", operands=tuple(operands), element_type=element,
+                            flags=frozenset(flags))
+    if opcode in CAST_OPCODES:
+        operand = parse_typed_constant(cur, resolve_struct, resolve_global)
+        if cur.word() != "to":
+            raise IRError(f"expected 'to' in the cast {where}")
+        target = parse_type(cur, resolve_struct)
+        cur.expect(")")
+        if target != type_:
+            raise IRError(f"cast to {target} where {type_} was expected: {where}")
+        return ConstantExpr(type_, opcode=opcode, operands=(operand,))
+    if opcode in _BINARY_EXPR:
+        lhs = parse_typed_constant(cur, resolve_struct, resolve_global)
+        cur.expect(",")
+        rhs = parse_typed_constant(cur, resolve_struct, resolve_global)
+        cur.expect(")")
+        return ConstantExpr(type_, opcode=opcode, operands=(lhs, rhs), flags=frozenset(flags))
+    raise IRError(f"unsupported constant expression {where}")
 
 
 def _unescape_c_string(literal: str) -> bytes:

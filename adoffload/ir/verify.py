@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Callable
 
 from .core import (Argument, Block, Constant, Function, FunctionType, GlobalVariable, Instruction,
-                   IntType, Module, PointerType, Type, VectorType, i1, void)
+                   IntType, MetadataValue, Module, PointerType, Type, VectorType, i1, void)
 from .printer import function_lines
 from ..errors import VerificationError
 
@@ -142,17 +142,19 @@ def _check_phi(inst: Instruction) -> str | None:
 
 def _check_call(inst: Instruction) -> str | None:
     callee = inst.callee
-    if not isinstance(callee, Function):
-        return None  # an indirect call: the pointer's function type is not recorded
-    ftype: FunctionType = callee.function_type
+    ftype: FunctionType | None = callee.function_type if isinstance(callee, Function) else inst.element_type
+    if ftype is None:
+        return None  # an indirect call built without its function type
+    if inst.opcode == "invoke" and len(inst.blocks) != 2:
+        return "'invoke' needs a normal and an unwind destination"
     n = len(ftype.params)
     if len(inst.operands) < n or (len(inst.operands) > n and not ftype.vararg):
-        return f"call to @{callee.name} passes {len(inst.operands)} arguments, expected {n}"
+        return f"call to {callee.ref()} passes {len(inst.operands)} arguments, expected {n}"
     for k, (arg, param) in enumerate(zip(inst.operands, ftype.params)):
         if arg.type != param:
-            return f"argument {k} of call to @{callee.name} is {arg.type}, expected {param}"
+            return f"argument {k} of call to {callee.ref()} is {arg.type}, expected {param}"
     if inst.type != ftype.return_type:
-        return f"call to @{callee.name} has type {inst.type}, but the function returns {ftype.return_type}"
+        return f"call to {callee.ref()} has type {inst.type}, but the function returns {ftype.return_type}"
     return None
 
 
@@ -194,7 +196,8 @@ TYPE_RULES: dict[str, Callable[[Instruction], str | None]] = {
     "sitofp": _cast(_is_int, _is_float), "uitofp": _cast(_is_int, _is_float),
     "ptrtoint": _cast(_is_pointer, _is_int), "inttoptr": _cast(_is_int, _is_pointer),
     "load": _check_load, "store": _check_store, "getelementptr": _check_gep,
-    "atomicrmw": _check_atomicrmw, "phi": _check_phi, "call": _check_call, "br": _check_branch,
+    "atomicrmw": _check_atomicrmw, "phi": _check_phi, "call": _check_call, "invoke": _check_call,
+    "br": _check_branch,
     "ret": _check_ret,
 }
 
@@ -256,7 +259,7 @@ class _FunctionVerifier:
         for k, operand in enumerate(inst.operands):
             if operand is None:
                 raise _fail(self.fn, inst, f"operand {k} is missing")
-            if isinstance(operand, (Constant, GlobalVariable, Function)):
+            if isinstance(operand, (Constant, GlobalVariable, Function, MetadataValue)):
                 continue
             if isinstance(operand, Argument):
                 if (operand.index >= len(self.fn.args) or self.fn.args[operand.index] is not operand):

@@ -11,7 +11,7 @@ from adoffload.enzyme.activity import CONST, DUP
 from adoffload.enzyme.forward import forward
 from adoffload.enzyme.rules import RULES, Rule, callee_key, register, rule_for
 from adoffload.errors import DifferentiationError
-from adoffload.ir.core import Instruction, Module, SourceLocation, const, f32, f64, i32, i64
+from adoffload.ir.core import Instruction, Module, SourceLocation, StructType, const, f32, f64, i32, i64
 
 from .jit import compile_host, new_function
 
@@ -32,6 +32,15 @@ def _op(opcode):
 
 def _powi(module, b, args):
     return b.call_intrinsic(module, "llvm.powi.f64.i32", f64, [args[0], const(i32, 3)])
+
+
+def _ldexp(module, b, args):
+    return b.call_intrinsic(module, "llvm.ldexp.f64.i32", f64, [args[0], const(i32, 3)])
+
+
+def _frexp_mantissa(module, b, args):
+    pair = b.call_intrinsic(module, "llvm.frexp.f64.i32", StructType((f64, i32)), [args[0]])
+    return b.emit("extractvalue", f64, [pair], indices=(0,))
 
 
 def _select(module, b, args):
@@ -109,6 +118,8 @@ CASES = {
     "call:hypot": (_call("hypot"), 2, [(1.2, -0.5)]),
     "call:rsqrt": (_call("rsqrt"), 1, [(2.2,)]),
     "call:frem": (_call("fmod"), 2, [(5.3, 1.7)]),
+    "call:ldexp": (_ldexp, 1, [(1.3,), (-0.2,)]),
+    "call:frexp": (_frexp_mantissa, 1, [(5.3,), (-0.3,)]),
 }
 
 
@@ -182,6 +193,8 @@ def test_strong_zero_keeps_nan_out_of_a_zero_tangent():
     ("llvm.fmuladd.v4f32", "call:fma"), ("fminf", "call:minnum"), ("__nv_fmax", "call:maxnum"),
     ("fmodf", "call:frem"), ("llvm.rint.f64", "call:round"), ("__nv_rsqrtf", "call:rsqrt"),
     ("fabsf", "call:fabs"), ("expm1f", "call:expm1"), ("llvm.exp10.f32", "call:exp10"),
+    ("llvm.frexp.f64.i32", "call:frexp"), ("frexpf", "call:frexp"), ("llvm.ldexp.v2f32.v2i32", "call:ldexp"),
+    ("scalbn", "call:ldexp"), ("ldexpf", "call:ldexp"),
 ])
 def test_callee_names_normalize(name, key):
     assert callee_key(name) == key and key in RULES

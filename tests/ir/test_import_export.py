@@ -118,8 +118,19 @@ def test_bitcode_input():
     assert [b.name for b in fn.blocks] == ["entry", "loop", "one", "other", "latch", "exit"]
 
 
+def test_invoke_landingpad_resume_round_trip():
+    first, exported, second = round_trip(snippets.INVOKE)
+    fn = second["thrower"]
+    invoke = fn.entry.terminator
+    assert invoke.opcode == "invoke" and invoke.callee is second["may_throw"]
+    assert [b.name for b in invoke.blocks] == ["ok", "bad"] and fn.entry.successors == invoke.blocks
+    landingpad, resume = fn.blocks[2].instructions
+    assert landingpad.opcode == "landingpad" and "cleanup" in landingpad.flags and resume.opcode == "resume"
+    assert fn.personality is second["__gxx_personality_v0"]
+    assert "personality ptr @\"__gxx_personality_v0\"" in exported or "personality ptr @__gxx" in exported
+
+
 @pytest.mark.parametrize("text, words", [
-    (snippets.INVOKE, ["invoke", "@thrower"]),
     (snippets.INLINE_ASM, ["inline asm", "@asm_user", "mov $0"]),
     ("define void @broken( {", ["could not parse"]),
 ])
