@@ -149,6 +149,8 @@ def _forward_pass(fn: Function, info: ActivityInfo) -> None:
                     o in shadowed for o in _pointer_sources(inst)):
                 for o in _pointer_sources(inst):
                     changed |= shadow_root_of(o)
+            elif inst in shadowed and _resized_block(inst) is not None:      # realloc: its shadow resizes the old one
+                changed |= shadow_root_of(_resized_block(inst))
             if inst in varied or inst in shadowed:
                 continue
             became = _forward_transfer(inst, varied, shadowed)
@@ -158,6 +160,12 @@ def _forward_pass(fn: Function, info: ActivityInfo) -> None:
             elif became == "varied":
                 varied.add(inst)
                 changed = True
+
+
+def _resized_block(inst: Instruction) -> Value | None:
+    from .memory import heap_function
+    entry = heap_function(inst)
+    return inst.operands[entry.pointer] if entry is not None and entry.kind == "realloc" else None
 
 
 def _is_copy(inst: Instruction) -> bool:

@@ -39,12 +39,16 @@ from .deterministic import ContributionLog, LogSpec, add_counting_function, chec
 from .parallel import UNIFORM_ADD_PREFIX, AddressClass, AddressClassifier, ParallelInfo, uniform_add_intrinsic
 from .reverse_cfg import Dominators, LoopInfo, inductions, predecessor_map, reachable_blocks
 from .rules import RuleContext, describe, reverse_contributions, rule_for, rule_key
+from .vectors import extractelement_reverse, insertelement_reverse, shufflevector_reverse
 from .tape import STATIC_TAPE_LIMIT, Tape, TapeSpec, add_count_function
 
 ReverseOverride = Callable[[RuleContext, Instruction, Value], "list[Value | None]"]
 # Reverse-only rules that take precedence over rules.RULES (keyed like it).
 REVERSE_OVERRIDES: dict[str, ReverseOverride] = {"extractvalue": extractvalue_reverse,
-                                                 "insertvalue": insertvalue_reverse}
+                                                 "insertvalue": insertvalue_reverse,
+                                                 "extractelement": extractelement_reverse,
+                                                 "insertelement": insertelement_reverse,
+                                                 "shufflevector": shufflevector_reverse}
 
 # Pure instructions the reverse sweep may re-execute instead of caching (loads: see _readonly).
 _RECOMPUTABLE = frozenset({
