@@ -178,6 +178,7 @@ class _Reverser:
         self.preds = predecessor_map(self.blocks)
         self.inductions = inductions(self.loops.loops, self.dom, self.preds)
         self.induction_slots: dict[Instruction, Instruction] = {}
+        self.loop_heads: dict = {}           # loop -> (reverse head block, selector slot, its switch)
         self.classifier = (AddressClassifier(self.parallel, self.dom, fn.args[:len(self.primal.args)], function=fn)
                            if self.parallel is not None else None)
         self.tape = Tape(fn, self.entry)
@@ -552,7 +553,7 @@ class _Reverser:
                     slot = self._induction_slot(step_back.phi)
                     edge.store(edge.sub(edge.load(step_back.phi.type, slot), const(step_back.phi.type, step_back.step)),
                                slot)
-            edge.br(self.rev[p])
+            self._jump_to_reverse(edge, block, p)
             targets.append(edge.block)
         if len(preds) > 1 and ind is not None:
             first = b.icmp("eq", self.need(ind.phi, block), self.need(ind.start, block), "first.iteration")
@@ -565,6 +566,47 @@ class _Reverser:
             index = self.need(self._came_from(block), block)
             cases = [const(i32, k) for k in range(1, len(preds))]
             b.emit("switch", void, [index, *cases], blocks=[targets[0], *targets[1:]])
+
+    def _jump_to_reverse(self, edge: Builder, block: Block, p: Block) -> None:
+        """Branch from ``block``'s reverse to ``p``'s. The reverse of a loop is entered only
+        through one head block per loop: the reverse edges of the loop's exits (several with a
+        ``break``) and its reverse back edge all set the loop's selector and go to the head,
+        which switches to the right reverse block. Without it a loop with two exits would be
+        entered at two places in reverse: irreducible, and not differentiable again."""
+        chain = [loop for loop in self.loops.containing[p] if block not in loop.blocks and self._needs_head(loop)]
+        chain.sort(key=lambda loop: -len(loop.blocks))                  # outermost first
+        back_edge = next((loop for loop in self.loops.containing[p]
+                          if loop.header is block and p in loop.latches and self._needs_head(loop)), None)
+        if back_edge is not None:
+            chain.insert(0, back_edge)
+        target = self.rev[p]
+        for loop in reversed(chain):
+            target = self._loop_head(loop, edge, target)
+        edge.br(target)
+
+    def _needs_head(self, loop) -> bool:
+        """Whether the loop's reverse would be entered at more than one block: it is left from
+        several blocks (a ``break`` besides the loop test)."""
+        live = set(self.live)
+        leaving = {b for b in loop.blocks if any(s not in loop.blocks and s in live for s in b.successors)}
+        return len(leaving) > 1
+
+    def _loop_head(self, loop, edge: Builder, target: Block) -> Block:
+        """Make ``loop``'s reverse head switch to ``target`` (set on ``edge``); returns the head."""
+        head = self.loop_heads.get(loop)
+        if head is None:
+            slot = self.entry.alloca(i32, f"{loop.header.name}.rev.to")
+            block = self.fn.add_block(f"{loop.header.name}.rev.head")
+            selector = Builder(block).load(i32, slot, "to")
+            switch = Builder(block).emit("switch", void, [selector], blocks=[])
+            head = self.loop_heads[loop] = (block, slot, switch)
+        block, slot, switch = head
+        if target not in switch.blocks:
+            if switch.blocks:
+                switch.operands.append(const(i32, len(switch.blocks)))
+            switch.blocks.append(target)
+        edge.store(const(i32, switch.blocks.index(target)), slot)
+        return block
 
     def _reverse_instruction(self, inst: Instruction, block: Block, b: Builder) -> None:
         op = inst.opcode
