@@ -83,6 +83,9 @@ def shadow_root(v: Value, seen: set | None = None) -> Argument | None:
         v = v.operands[0]
     if isinstance(v, Argument):
         return v
+    if isinstance(v, Instruction) and (v.opcode == "alloca" or v.opcode == "call"
+                                       and getattr(v.callee, "name", "") == "adoffload.shadow.alloc"):
+        return _PRIVATE
     if isinstance(v, Instruction) and v.opcode in ("phi", "select"):
         if v in seen:
             return _CYCLE
@@ -96,6 +99,7 @@ def shadow_root(v: Value, seen: set | None = None) -> Argument | None:
 
 
 _CYCLE = Argument(ptr, "<cycle>", -1)       # a phi reached again through its own cycle: no new root
+_PRIVATE = Argument(ptr, "<private>", -1)   # a thread's own shadow (a local array's): never logged
 
 
 @dataclass(eq=False)
@@ -142,7 +146,8 @@ class ContributionLog:
     def note_readback(self, shadow_pointer: Value, origin: Instruction) -> None:
         """The reverse of ``origin`` (a store or atomic add) reads and clears a shadow."""
         root = shadow_root(shadow_pointer)
-        self.readbacks.append((None if root is _CYCLE else root, origin))
+        if root is not _PRIVATE:            # a thread-private shadow cannot hold logged contributions
+            self.readbacks.append((None if root is _CYCLE else root, origin))
 
     @property
     def used(self) -> bool:

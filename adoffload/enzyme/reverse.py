@@ -39,6 +39,7 @@ from .deterministic import ContributionLog, LogSpec, add_counting_function, chec
 from .parallel import UNIFORM_ADD_PREFIX, AddressClass, AddressClassifier, ParallelInfo, uniform_add_intrinsic
 from .reverse_cfg import Dominators, LoopInfo, inductions, predecessor_map, reachable_blocks
 from .rules import RuleContext, describe, reverse_contributions, rule_for, rule_key
+from .soundness import check_rerun
 from .vectors import extractelement_reverse, insertelement_reverse, shufflevector_reverse
 from .tape import STATIC_TAPE_LIMIT, Tape, TapeSpec, add_count_function
 
@@ -167,6 +168,8 @@ class _Reverser:
         self.module, self.primal, self.activity, self.parallel = module, fn, activity, parallel
         self.deterministic, self.failure_arg = deterministic, failure_arg
         self.info = analyze(fn, activity)
+        if parallel is not None:         # a kernel: its adjoint is a launch of its own
+            check_rerun(fn, fn.args[failure_arg] if failure_arg is not None else None)
 
     # ---- set-up
     def build(self, name: str) -> ReverseResult:

@@ -265,3 +265,21 @@ def _recursive_functions(module) -> set:
                 seen.add(f)
                 work.extend(calls[f])
     return recursive
+
+
+def check_rerun(fn: Function, status: Value | None) -> None:
+    """A kernel's adjoint runs the forward pass again, in a launch of its own: an atomic whose
+    result the thread uses (a slot from a counter, a claimed flag) then returns other values
+    than in the primal launch, and the adjoint would pair the seeds of one launch's outputs with
+    the other's threads. Refuse such kernels (``status``, the bounds-failure record, is exempt)."""
+    users = fn.users()
+    for inst in fn.instructions():
+        if inst.opcode not in ("atomicrmw", "cmpxchg") or not users.get(inst):
+            continue
+        if status is not None and _root(inst.operands[0]) is status:
+            continue
+        raise DifferentiationError(
+            f"cannot differentiate {_where(inst)} in reverse mode: the thread uses the value the atomic returns, "
+            f"and the adjoint kernel runs the forward pass again in its own launch, where the atomic hands out "
+            f"other values than in the primal launch. Compute such slots in a separate kernel (a prefix sum) and "
+            f"pass them in as an input")

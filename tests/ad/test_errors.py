@@ -148,14 +148,19 @@ entry:
 """
 
 
-def test_memcpy_of_differentiated_memory_forward_works_reverse_refuses():
+def test_memcpy_of_differentiated_memory_in_both_modes():
+    """dst = src (16 bytes), then dst[0] *= a: reverse mode moves dst's adjoints back to src."""
     fn = ado.from_llvm(_MEMCPY)["copy_scale"]
     src, dsrc = np.array([2.0, 3.0]), np.array([1.0, 10.0])
     dst, ddst = np.zeros(2), np.zeros(2)
     ez.autodiff(ez.Forward, fn, ez.Duplicated(dst, ddst), ez.Duplicated(src, dsrc), ez.Duplicated(0.5, 1.0))
     np.testing.assert_allclose(ddst, [1.0 * 0.5 + 2.0 * 1.0, 10.0])
-    with pytest.raises(DifferentiationError, match="llvm.memcpy.*not supported"):
-        ez.autodiff(ez.Reverse, fn, ez.Duplicated(dst, np.ones(2)), ez.Duplicated(src, np.zeros(2)), ez.Active(0.5))
+    dsrc, ddst = np.zeros(2), np.array([1.0, 1.0])
+    (_, _, d_a) = ez.autodiff(ez.Reverse, fn, ez.Duplicated(np.zeros(2), ddst), ez.Duplicated(src, dsrc),
+                              ez.Active(0.5))
+    np.testing.assert_allclose(dsrc, [0.5, 1.0])
+    np.testing.assert_allclose(ddst, [0.0, 0.0])
+    assert d_a == pytest.approx(2.0)
 
 
 # ---------------------------------------------------------------- wrt
@@ -258,3 +263,35 @@ def test_docs_list_every_rule():
     text = (Path(__file__).parents[2] / "docs" / "ad.md").read_text()
     missing = [key for key in supported_keys() if f"`{key.removeprefix('call:')}" not in text]
     assert not missing, f"docs/ad.md does not mention {missing}"
+
+
+@ado.kernel
+def _compact(x: In[f64], count: ado.InOut[i64], out: Out[f64]):
+    i = ado.tid()
+    if x[i] > 0.0:
+        slot = ado.atomic_add(count, 0, 1)
+        out[slot] = x[i] * x[i]
+
+
+def test_an_atomic_that_decides_addresses_is_refused_in_reverse_mode():
+    """The adjoint re-runs the forward pass in its own launch, where the counter hands out other
+    slots: its gradient would silently pair other threads with the output seeds."""
+    with pytest.raises(DifferentiationError, match="atomicrmw add.*forward pass again"):
+        ado.vjp(_compact, wrt=["x"]).compile("cpu")
+    x = np.linspace(-1.0, 1.0, 8)
+    tangent = np.zeros(8)
+    ado.jvp(_compact, wrt=["x"])(x, np.zeros(1, np.int64), np.zeros(8), d_x=np.ones(8), d_out=tangent, grid=8)
+    assert sorted(tangent[:4]) == pytest.approx(sorted(2 * x[4:]))     # one launch: slots and tangents agree
+
+
+def test_an_atomic_that_decides_addresses_is_refused_under_jax_grad():
+    jax = pytest.importorskip("jax")
+    previous = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    try:
+        call = ado.jax_kernel(_compact)
+        x = np.linspace(-1.0, 1.0, 8)
+        with pytest.raises(DifferentiationError, match="forward pass again"):
+            jax.grad(lambda x: call(x, np.zeros(1, np.int64))[1].sum())(x)
+    finally:
+        jax.config.update("jax_enable_x64", previous)

@@ -133,3 +133,36 @@ def test_write_before_logged_read_is_refused():
     ado.vjp(store_then_load, ["x", "v"])                   # the default mode differentiates it
     with pytest.raises(DifferentiationError, match="deterministic mode: .store. at .*writes x.s array"):
         ado.vjp(store_then_load, ["x", "v"], deterministic=True)
+
+
+def test_kernels_with_local_arrays_run_deterministically():
+    """A local array (ado.zeros) is the thread's own memory: its stores' reverse reads a private
+    shadow that never holds logged contributions, so it is not a write-before-logged-read."""
+    @ado.kernel
+    def smooth(x: ado.In[ado.f64], nbr: ado.In[ado.i64], y: ado.Out[ado.f64]):
+        i = ado.tid()
+        t = ado.zeros(3, ado.f64)
+        for k in range(3):
+            t[k] = x[nbr[(i + k) % nbr.shape[0]]] * (k + 1.0)
+        s = 0.0
+        for k in range(3):
+            s += t[k] * t[k] * t[k]
+        y[i] = s
+
+    n = 64
+    rng = np.random.default_rng(6)
+    x, nbr = rng.uniform(0.5, 1.5, n), rng.integers(0, n, n).astype(np.int64)
+    seed = rng.standard_normal(n)
+    results = []
+    for det in (False, True, True):
+        d_x = np.zeros(n)
+        ado.vjp(smooth, ["x"], deterministic=det)(x, nbr, np.zeros(n), d_x=d_x, d_y=seed.copy(), grid=n)
+        results.append(d_x)
+    expected = np.zeros(n)
+    for i in range(n):
+        for k in range(3):
+            j = nbr[(i + k) % n]
+            expected[j] += 3 * (x[j] * (k + 1.0)) ** 2 * (k + 1.0) * seed[i]
+    np.testing.assert_allclose(results[0], expected, rtol=1e-12)
+    np.testing.assert_array_equal(results[1], results[2])
+    np.testing.assert_allclose(results[1], expected, rtol=1e-12)
