@@ -13,6 +13,7 @@ freed it, since the reverse sweep reads primal heap values only from the tape.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..errors import DifferentiationError
@@ -42,8 +43,6 @@ ALLOCATORS: dict[str, HeapFunction] = {
     "_ZnamSt11align_val_t": HeapFunction("alloc", size=(0,)),
     "__rust_alloc": HeapFunction("alloc", size=(0,)),
     "__rust_alloc_zeroed": HeapFunction("alloc", size=(0,), zeroed=True),
-    "__rustc::__rust_alloc": HeapFunction("alloc", size=(0,)),
-    "__rustc::__rust_alloc_zeroed": HeapFunction("alloc", size=(0,), zeroed=True),
     "free": HeapFunction("free", pointer=0),
     "_ZdlPv": HeapFunction("free", pointer=0),                 # operator delete(void*)
     "_ZdaPv": HeapFunction("free", pointer=0),
@@ -52,18 +51,24 @@ ALLOCATORS: dict[str, HeapFunction] = {
     "_ZdlPvSt11align_val_t": HeapFunction("free", pointer=0),
     "_ZdlPvmSt11align_val_t": HeapFunction("free", pointer=0),
     "__rust_dealloc": HeapFunction("free", pointer=0),
-    "__rustc::__rust_dealloc": HeapFunction("free", pointer=0),
     "realloc": HeapFunction("realloc", size=(1,), pointer=0),
     "__rust_realloc": HeapFunction("realloc", size=(3,), pointer=0),
-    "__rustc::__rust_realloc": HeapFunction("realloc", size=(3,), pointer=0),
 }
+
+
+# rustc's v0 mangling of its allocator shims: ``_RNvCs<crate hash>_7___rustc12___rust_alloc``
+_RUST_V0 = re.compile(r"^_RNv\w*___rustc(\d+)_(__rust_\w+)$")
 
 
 def heap_function(inst: Instruction) -> HeapFunction | None:
     """The allocation-table entry of a call, or None (also for anything that is not a call)."""
     if inst.opcode != "call" or not isinstance(inst.callee, Function):
         return None
-    return ALLOCATORS.get(inst.callee.name)
+    name = inst.callee.name
+    mangled = _RUST_V0.match(name)
+    if mangled and int(mangled.group(1)) == len(mangled.group(2)):
+        name = mangled.group(2)
+    return ALLOCATORS.get(name)
 
 
 def is_allocation(v: Value) -> bool:

@@ -16,7 +16,8 @@ pattern through which a derivative could be lost or corrupted silently:
   differentiated memory, made from an integer, returned by an unknown call);
 * a call to a defined function that is still a call after inlining (it is recursive).
 
-What is allowed is data: the tables below and the rule table (rules.py).
+What is allowed is data: the tables below and the rule table (rules.py); ``REFUSED`` lists
+what is refused, for docs/ad.md (enzyme/docs.py renders both).
 """
 from __future__ import annotations
 
@@ -40,6 +41,24 @@ INACTIVE_CALLS = ("llvm.lifetime", "llvm.assume", "llvm.dbg", "llvm.experimental
                   "llvm.expect", "__ubsan_handle_", "printf", "fprintf", "puts", "putchar", "abort",
                   "__assert_fail", "__assert_rtn", "exit")
 MEMORY_INTRINSICS = ("llvm.memcpy", "llvm.memmove", "llvm.memset")
+# What the checks refuse (the pattern, why), in the order ``check`` tests them.
+REFUSED = (
+    ("an active value consumed by an instruction with no rule", "no derivative rule for that operation"),
+    ("an active value stored into memory without a shadow (a Const argument the function also reads, "
+     "a global, a pointer of unknown origin)", "its derivative would be lost"),
+    ("a call to an external function with no rule that receives an active value", "no derivative rule"),
+    ("a recursive call (it cannot be inlined)", "calls are differentiated by inlining"),
+    ("a pointer to differentiated memory stored into memory, returned, or passed to a function that "
+     "could not be inlined", "shadows are not followed through memory"),
+    ("free/realloc of differentiated memory the function did not allocate", "its shadow belongs to the caller"),
+    ("memcpy/memmove of differentiated memory into memory without a shadow", "its derivative would be lost"),
+    ("a float load that reaches the result through a pointer of unknown origin (loaded from "
+     "differentiated memory, inttoptr, an unknown call)", "it may alias differentiated memory"),
+    ("float bits carried as an integer into memory, a call, a return, a pointer or back to a float",
+     "a derivative cannot follow them"),
+    ("in a kernel's reverse mode: an atomic whose result the thread uses", "the adjoint's own launch "
+     "re-runs the forward pass and gets other results"),
+)
 # Where integer-carried float bits stop mattering: decisions, indices, numeric conversions.
 _BITS_END = frozenset({"icmp", "br", "switch", "getelementptr", "sitofp", "uitofp"})
 # Where they would become a value again: memory, a float, a pointer, a call, the caller.
