@@ -12,6 +12,7 @@ from ..signature import KernelSignature, Param
 from ..types import ArrayType, ScalarType, _Intent
 from . import typing_rules as rules
 from .arrays import ArrayLowering
+from .blocks import BlockLowering, SharedArray
 from .calls import CallLowering
 from .context import LLVM_TYPES, ModuleContext
 from .expressions import ExpressionLowering
@@ -122,11 +123,15 @@ def tid_variables(source: Source, pyfunc) -> dict[str, int]:
     return axes
 
 
-class KernelLowering(Lowering):
-    """The kernel body: ``void @k(tids..., flattened params..., ptr %status)``."""
+class KernelLowering(BlockLowering, Lowering):
+    """The kernel body: ``void @k(tids..., flattened params..., ptr %status)``; a block kernel has
+    one ``ptr`` per shared array before the status pointer (frontend/blocks.py)."""
 
-    def __init__(self, ctx: ModuleContext, source: Source, pyfunc, signature: KernelSignature):
+    def __init__(self, ctx: ModuleContext, source: Source, pyfunc, signature: KernelSignature,
+                 block: tuple[int, ...] | None = None, shared: tuple[SharedArray, ...] = (),
+                 shared_index: dict | None = None):
         arg_types = [LLVM_TYPES.get(t, ir.PointerType()) for t in signature.body_arg_types()]
+        arg_types[-1:-1] = [ir.PointerType()] * len(shared)
         function = ir.Function(ctx.module, ir.FunctionType(ir.VoidType(), arg_types), signature.name)
         default_float = rules.kernel_default_float(p.dtype for p in signature.params)
         super().__init__(ctx, source, pyfunc, function, default_float)
@@ -138,7 +143,9 @@ class KernelLowering(Lowering):
             tid.name = f"tid{axis}"
         self.status = args[-1]
         self.status.name = "status"
-        self.bind_parameters(args[signature.grid_rank:-1])
+        self.block, self.shared_index = block, shared_index or {}
+        self.bind_shared(list(shared), args[len(args) - 1 - len(shared):-1])
+        self.bind_parameters(args[signature.grid_rank:len(args) - 1 - len(shared)])
 
     def bind_parameters(self, flat_args) -> None:
         flat = self.signature.flat_params()
