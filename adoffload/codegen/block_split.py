@@ -102,7 +102,22 @@ def split_at_barriers(module: Module, body_name: str, block_threads: int) -> int
         if inst.opcode == "ret" and not inst.operands:
             inst.operands = [const(i32, 0)]
             inst.type = void
+    _keep_only_reachable(module, fn)
     return -(-offset // STATE_ALIGN) * STATE_ALIGN
+
+
+def _keep_only_reachable(module: Module, root: Function) -> None:
+    """Drop the functions ``root`` does not call (a derivative's primal body still has barriers)."""
+    reached, work = {root.name}, [root]
+    while work:
+        for inst in work.pop().instructions():
+            callee = inst.callee if inst.opcode == "call" else None
+            for value in [callee] + list(inst.operands):
+                if isinstance(value, Function) and value.name not in reached:
+                    reached.add(value.name)
+                    work.append(value)
+    for name in [n for n in module.functions if n not in reached]:
+        del module.functions[name]
 
 
 # --- exchanges -----------------------------------------------------------------------------------

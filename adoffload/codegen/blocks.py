@@ -99,7 +99,7 @@ def add_block_host_entry(module_text: str, body_name: str, flat_types: Sequence,
     types = abi.flat_type_names(flat_types)
     _check(abi._parse(module_text), body_name, types, grid_rank, block, shared)
     threads = block_threads(block)
-    module = adoir.import_module(module_text)
+    module = _inline_everything(module_text, body_name)
     state_bytes = split_at_barriers(module, body_name, threads)
     body_module = abi._parse(adoir.export_module(module))
     body_module.link_in(abi._parse(host_definitions()))
@@ -164,14 +164,30 @@ def add_block_host_entry(module_text: str, body_name: str, flat_types: Sequence,
     return _link(body_module, m, body_name, resume_name(body_name))
 
 
+def _inline_everything(module_text: str, body_name: str):
+    """The body with every function it calls inlined (a reverse kernel's counting function, helpers
+    with custom derivatives): barriers must all be in the one function the host splits."""
+    module = adoir.import_module(module_text)
+    for fn in module.functions.values():
+        if fn.name != body_name and not fn.is_declaration:
+            fn.attributes.discard("noinline")
+            fn.attributes.discard("optnone")
+            fn.attributes.add("alwaysinline")
+            fn.linkage = "internal"
+    return adoir.import_module(adoir.canonicalize(adoir.export_module(module)))
+
+
 def _link(body_module: llvm.ModuleRef, entry: ir.Module, body_name: str, inner_name: str) -> str:
     try:
         body_module.link_in(llvm.parse_assembly(str(entry)))
     except RuntimeError as exc:
         raise CompilationError(f"linking the block entry for @{body_name} failed: {exc}") from exc
     _internalize_ops(body_module)
+    entry_name = abi.host_entry_name(body_name)
+    for fn in body_module.functions:     # other bodies in the module (a derivative's primal) keep barriers
+        if not fn.is_declaration and fn.name != entry_name:
+            fn.linkage = llvm.Linkage.internal
     inner = body_module.get_function(inner_name)
-    inner.linkage = llvm.Linkage.internal
     inner.add_function_attribute("alwaysinline")
     body_module.verify()
     return str(body_module)
@@ -243,6 +259,11 @@ def add_block_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, 
     b.ret_void()
     _internalize_ops(body_module)
     text = abi._link(body_module, m, body_name)
+    module = abi._parse(text)
+    for function in module.functions:
+        if not function.is_declaration and function.name != abi.kernel_entry_name(body_name):
+            function.linkage = llvm.Linkage.internal
+    text = str(module)
     return _launch_bounds(text, abi.kernel_entry_name(body_name), target, threads)
 
 

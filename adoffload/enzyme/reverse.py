@@ -31,6 +31,7 @@ from ..ir.builder import Builder
 from ..ir.core import (Argument, Block, Constant, Function, FunctionType, GlobalVariable, Instruction,
                        Module, StructType, Value, const, i8, i32, i64, ptr, void)
 from .activity import CONST, Activity, analyze, is_float_type, is_uniform_add
+from .blocks import REPLAYED_CALLS
 from .custom import custom_cotangents, extractvalue_reverse, find_custom, insertvalue_reverse
 from .forward import _IGNORED_CALLS
 from .deterministic import ContributionLog, LogSpec, add_counting_function, check_no_read_after_log
@@ -572,6 +573,9 @@ class _Reverser:
             return None
         if op == "call" and getattr(inst.callee, "name", "").startswith(UNIFORM_ADD_PREFIX):
             return self._reverse_uniform_add(inst, block, b)
+        if op == "call" and getattr(inst.callee, "name", "") in REPLAYED_CALLS:    # block barriers (blocks.py)
+            b.call(inst.callee, list(inst.operands))
+            return None
         if (op == "call" and not getattr(inst.callee, "name", "").startswith(_IGNORED_CALLS)
                 and any(o in self.shadow for o in inst.operands)):
             raise DifferentiationError(f"{describe(inst)} receives a pointer to differentiated memory; inline it "
