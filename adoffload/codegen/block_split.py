@@ -74,6 +74,9 @@ def split_at_barriers(module: Module, body_name: str, block_threads: int) -> int
     dispatch = Block("dispatch", parent=fn)
     fn.blocks.insert(0, dispatch)
     head = Builder(dispatch)
+    for inst in [i for i in fn.instructions() if i.opcode == "call"
+                 and getattr(i.callee, "name", "").startswith("llvm.lifetime.")]:
+        inst.parent.instructions.remove(inst)       # the stack slots below become state memory
     for alloca in [i for i in fn.instructions() if i.opcode == "alloca"]:
         count = alloca.operands[0].value if alloca.operands else 1
         if not isinstance(count, int):

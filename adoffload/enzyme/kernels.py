@@ -127,6 +127,9 @@ def derive_kernel(signature: KernelSignature, module: Module, body_name: str, mo
         raise ArgumentError(f"mode must be 'jvp' or 'vjp', got {mode!r}")
     if mode == "vjp" and width != 1:
         raise ArgumentError("vector width applies to forward mode (jvp) only")
+    if shared and deterministic:
+        raise ArgumentError(f"deterministic=True is not available for block kernels yet ({signature.name!r}): "
+                            f"their shadow shared memory is read back inside the kernel, before a log could be reduced")
     body = module.functions[body_name]
     shadowed = _shadowed_params(signature, list(wrt))
     activity = llvm_activity(signature, shadowed, mode, shared)
@@ -152,14 +155,13 @@ def derive_kernel(signature: KernelSignature, module: Module, body_name: str, mo
     hidden = () if tape is None else (Param(TAPE_PARAM, ArrayType(I64, 1, "inout")),
                                       Param(OFFSETS_PARAM, ArrayType(I64, rank, "in")))
     if log is not None:
-        if shared:
-            raise ArgumentError(f"deterministic=True is not available for block kernels yet ({signature.name!r})")
         _check_log_shadows(log, len(body.args), len(shadowed))
         hidden += (Param(LOG_PARAM, ArrayType(I64, 1, "out")), Param(LOG_OFFSETS_PARAM, ArrayType(I64, rank, "in")))
     derived_sig = KernelSignature(f"{signature.name}_{mode}" + (f"{width}" if width > 1 else ""),
                                   tuple(signature.params) + tuple(shadows) + hidden, rank)
     name = f"{body_name}.{mode}" + (f"{width}" if width > 1 else "")
-    _wrap(module, name, derived_sig, signature, inner, shadowed, mode, width, shared)
+    _wrap(module, name, derived_sig, signature, inner, shadowed, mode, width, shared,
+          _shared_lane_strides(body, signature, shared) if mode == "jvp" and width > 1 else ())
     counters = ([COUNTS_PARAM] if tape is not None else []) + ([LOG_COUNTS_PARAM] if log is not None else [])
     count_function = tape.count_function if tape is not None else log.count_function if log is not None else None
     tape_kernel = None if not counters else _add_count_body(module, signature, count_function, counters, len(shared))
@@ -208,8 +210,24 @@ def _add_count_body(module: Module, primal_sig: KernelSignature, count_function:
     return TapeKernel(sig, name)
 
 
+def _shared_lane_strides(body: Function, signature: KernelSignature, shared: tuple) -> list[int]:
+    """Lane strides of the shadow shared arrays in vector forward mode, in the unit the forward
+    engine steps a lane by: the element type it infers from the pointer's uses, which may be i8
+    when instcombine turned row offsets into byte offsets (forward.pointer_element_type)."""
+    from .forward import pointer_element_type
+    first = signature.grid_rank + len(signature.flat_params())
+    strides = []
+    for k, array in enumerate(shared):
+        if not array.dtype.is_float:
+            continue
+        unit = pointer_element_type(body, body.args[first + k])
+        unit_bytes = max(1, getattr(unit, "bits", 8) // 8)
+        strides.append(array.nbytes // unit_bytes)
+    return strides
+
+
 def _wrap(module: Module, name: str, derived_sig: KernelSignature, primal_sig: KernelSignature, inner: Function,
-          shadowed: list[int], mode: str, width: int, shared: tuple = ()) -> Function:
+          shadowed: list[int], mode: str, width: int, shared: tuple = (), shared_strides=()) -> Function:
     """The derived body with the body ABI, calling ``inner`` with the arguments it expects. A block
     kernel's derived body takes the primal shared arrays, then the shadows of the float ones
     (enzyme/blocks.py ``derived_shared``), before the status pointer."""
@@ -237,13 +255,10 @@ def _wrap(module: Module, name: str, derived_sig: KernelSignature, primal_sig: K
             for s in shapes:
                 stride = s if stride is None else b.mul(stride, s)
             call_args.append(stride)
-    for k in dup:
+    for n, k in enumerate(dup):
         call_args.append(by_name[f"d_shared.{k}"])
         if mode == "jvp" and width > 1:
-            elements = 1
-            for extent in shared[k].shape:
-                elements *= extent
-            call_args.append(Constant(i64, elements))
+            call_args.append(Constant(i64, shared_strides[n]))
     # A dynamic tape and a contribution log (reverse.py) add trailing inner args (``ptr %tape,
     # i64 %tape_offset``, then ``ptr %log, i64 %log_offset``), taken from the hidden parameters:
     # this thread's offset is offsets[tids].

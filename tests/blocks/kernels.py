@@ -80,3 +80,15 @@ def shared_out_of_bounds(x: ado.In[ado.f64], y: ado.Out[ado.f64]):
     S[t + x.shape[0] - x.shape[0] + 1] = x[i]
     ado.sync_threads()
     y[i] = S[t]
+
+
+@ado.kernel(block=8)
+def broadcast_first(x: ado.In[ado.f64], y: ado.Out[ado.f64]):
+    """Every thread reads the value thread 0 of its block wrote: the adjoint of S[0] gathers from all."""
+    i = ado.tid()
+    t = ado.thread_id()
+    S = ado.shared(1, ado.f64)
+    if t == 0:
+        S[0] = ado.sin(x[i])
+    ado.sync_threads()
+    y[i] = S[0] * x[i]
