@@ -121,8 +121,12 @@ def add_block_host_entry(module_text: str, body_name: str, flat_types: Sequence,
     grid = [b.load(slot(len(types) + a), typ=_I64, align=8) for a in range(grid_rank)]
     status = b.load(slot(len(types) + grid_rank), typ=_PTR, align=8)
     blocks_per_axis = [b.udiv(g, _I64(e)) for g, e in zip(grid, block)]
+    total_blocks = blocks_per_axis[0]
+    for n in blocks_per_axis[1:]:
+        total_blocks = b.mul(total_blocks, n)
     first = b.udiv(b.add(start, _I64(threads - 1)), _I64(threads))
     last = b.udiv(b.add(end, _I64(threads - 1)), _I64(threads))
+    last = b.select(b.icmp_unsigned("<", last, total_blocks), last, total_blocks)   # whole blocks only
     offsets, shared_bytes = _offsets(shared)
     state_size = max(state_bytes, 16)
     pending = b.alloca(_I1, name="pending")

@@ -61,3 +61,50 @@ def test_hsaco_links(name):
     hsaco = KERNELS[name].compiled("amdgpu", arch="gfx942").artifact
     assert hsaco[:4] == b"\x7fELF"
     assert amdgpu.kernel_descriptors(hsaco) == [KERNELS[name].body_name + ".kernel.kd"]
+
+
+def _derived(kernel, mode):
+    import adoffload as ado
+    return kernel if mode == "primal" else (ado.jvp(kernel, "x") if mode == "jvp" else ado.vjp(kernel, "x"))
+
+
+@needs_ptxas
+@pytest.mark.parametrize("mode", ["primal", "jvp", "vjp"])
+@pytest.mark.parametrize("name", ["warp_sum", "warp_max", "shuffle", "block_sum", "block_max"])
+def test_warp_and_block_operations_assemble_for_nvidia(name, mode):
+    from .warp_kernels import PAIRS
+    kernel = _derived(PAIRS[name][0], mode)
+    ptx = kernel.compiled("nvptx", arch="sm_90").artifact
+    assert "shfl.sync" in ptx or "bar.sync" in ptx
+    if name.startswith("warp") or name == "shuffle":
+        assert "shfl.sync" in ptx
+    nvptx.ptxas_check(ptx, "sm_90")
+
+
+@needs_lld
+@pytest.mark.parametrize("mode", ["primal", "vjp"])
+@pytest.mark.parametrize("name", ["warp_sum", "warp_max", "shuffle", "block_sum", "block_max"])
+def test_warp_and_block_operations_link_for_amd(name, mode):
+    from .warp_kernels import PAIRS
+    kernel = _derived(PAIRS[name][0], mode)
+    hsaco = kernel.compiled("amdgpu", arch="gfx942").artifact
+    assert hsaco[:4] == b"\x7fELF"
+
+
+def test_amd_wavefronts_are_64_lanes_and_need_whole_wavefronts(tmp_path):
+    from adoffload.errors import CompilationError
+    from . import warp_kernels
+    asm, _ = _gcn(warp_kernels.wsum, "gfx942")
+    assert "ds_bpermute_b32" in asm
+    small = kernels.reverse_in_block        # 8 threads: fine without warp operations
+    _gcn(small, "gfx942")
+    from .test_language import _compile
+    module = _compile("""
+@ado.kernel(block=32)
+def k(x: ado.InOut[ado.f64]):
+    i = ado.tid()
+    x[i] = ado.warp_sum(x[i])
+""", tmp_path)
+    with pytest.raises(CompilationError, match=r"whole warps.*32 threads.*warp size 64"):
+        _gcn(module.k, "gfx942")
+    module.k.compiled("nvptx", arch="sm_90")      # 32 lanes on NVIDIA: fine
