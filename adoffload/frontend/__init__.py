@@ -14,7 +14,7 @@ from ..signature import KernelSignature
 from .context import ModuleContext
 from .coverage import full_writes
 from .blocks import check_block, check_uniform_collectives, shared_arrays
-from .kernel import KernelLowering, infer_grid_rank, kernel_signature
+from .kernel import KernelLowering, infer_grid_rank, kernel_signature, uses_tid
 from .lowering import captured_names
 from .source import parse_function
 
@@ -39,9 +39,11 @@ def compile_kernel(pyfunc, *, bounds_check: bool = True, proven=frozenset(),
         pyfunc = pyfunc.pyfunc
     source = parse_function(pyfunc)
     rank = grid_rank if grid_rank is not None else infer_grid_rank(source, pyfunc)
+    block = check_block(block, source.name)
+    if block is not None and grid_rank is None and not uses_tid(source, pyfunc):
+        rank = len(block)          # a block kernel may index by thread_id()/block_id() only
     signature = kernel_signature(pyfunc, source, rank)
     ctx = ModuleContext(source.name, bounds_check=bounds_check, proven=frozenset(proven))
-    block = check_block(block, source.name)
     shared, shared_index = (), {}
     if block is not None:
         if len(block) != rank:

@@ -80,6 +80,11 @@ def infer_grid_rank(source: Source, pyfunc) -> int:
     return rank
 
 
+def uses_tid(source: Source, pyfunc) -> bool:
+    names = captured_names(pyfunc)
+    return any(is_tid_call(node, names) for node in ast.walk(source.tree))
+
+
 def is_tid_call(node: ast.expr, names: dict) -> bool:
     """Is `node` a call of ado.tid (through any name or attribute that resolves to it)?"""
     if not (isinstance(node, ast.Call) and not node.args):
