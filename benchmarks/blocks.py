@@ -63,7 +63,7 @@ def sgemm(A: ado.In[ado.f32, 2], B: ado.In[ado.f32, 2], C: ado.Out[ado.f32, 2]):
                 b[n] = Bs[k, tj * TM + n]
             for m in range(TM):
                 for n in range(TM):
-                    acc[m, n] += a[m] * b[n]
+                    acc[m, n] = ado.fma(a[m], b[n], acc[m, n])
         ado.sync_threads()
     for m in range(TM):
         for n in range(TM):

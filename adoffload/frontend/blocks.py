@@ -199,20 +199,35 @@ class _Uniformity:
         self.walk(self.source.tree.body, None)
 
     def check_calls(self, node, divergent) -> None:
-        """Refuse cooperative calls in ``node`` (an expression) when control is ``divergent``."""
-        if not self.checking or divergent is None or node is None:
+        """Refuse cooperative calls in ``node`` (an expression) evaluated under ``divergent``
+        control; the arms of ``a if c else b`` and the later operands of ``and``/``or`` run only
+        on some threads when the condition before them varies."""
+        if not self.checking or node is None:
             return
-        for sub in ast.walk(node):
-            name = builtin_name(sub, self.names)
-            if name in COLLECTIVES:
-                line = divergent.lineno + self.source.first_line - 1
-                raise self.source.error(
-                    UnsupportedConstructError,
-                    f"ado.{name}() runs under control flow that is not uniform across the block (the "
-                    f"{_what(divergent)} at line {line} depends on the thread's index or on loaded data): "
-                    f"every thread of a block must reach the same barriers and warp/block operations. "
-                    f"Move it out of that branch or loop, or make the condition depend only on "
-                    f"block_id(), scalar parameters, shapes and block_sum/block_max results", sub)
+        if isinstance(node, ast.IfExp):
+            self.check_calls(node.test, divergent)
+            inner = divergent or (None if self.expr(node.test) else node)
+            self.check_calls(node.body, inner)
+            self.check_calls(node.orelse, inner)
+            return
+        if isinstance(node, ast.BoolOp):
+            inner = divergent
+            for value in node.values:
+                self.check_calls(value, inner)
+                inner = inner or (None if self.expr(value) else node)
+            return
+        name = builtin_name(node, self.names)
+        if name in COLLECTIVES and divergent is not None:
+            line = divergent.lineno + self.source.first_line - 1
+            raise self.source.error(
+                UnsupportedConstructError,
+                f"ado.{name}() runs under control flow that is not uniform across the block (the "
+                f"{_what(divergent)} at line {line} depends on the thread's index or on loaded data): "
+                f"every thread of a block must reach the same barriers and warp/block operations. "
+                f"Move it out of that branch or loop, or make the condition depend only on "
+                f"block_id(), scalar parameters, shapes and block_sum/block_max results", node)
+        for child in ast.iter_child_nodes(node):
+            self.check_calls(child, divergent)
 
     def walk(self, statements, divergent):
         """Returns (changed, exits): whether a name became varying, and the first divergent
@@ -250,8 +265,9 @@ class _Uniformity:
             return changed | c1 | c2, e1 or e2
         if isinstance(node, (ast.For, ast.While)):
             head = node.iter if isinstance(node, ast.For) else node.test
-            self.check_calls(head, divergent)
             inner = divergent or (None if self.expr(head) else node)
+            # a while test runs again on the threads still in the loop: under the loop's own divergence
+            self.check_calls(head, divergent if isinstance(node, ast.For) else inner)
             if isinstance(node, ast.For):
                 changed |= self.mark(node.target, inner is None)
             c, exits = self.walk(node.body, inner)

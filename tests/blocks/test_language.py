@@ -109,6 +109,26 @@ def k(x: ado.InOut[ado.f64]):
         return
     ado.block_sum(x[i])
 """,
+    "conditional expression on the thread index": """
+@ado.kernel(block=4)
+def k(x: ado.InOut[ado.f64]):
+    i = ado.tid()
+    x[i] = ado.block_sum(x[i]) if i > 1 else 0.0
+""",
+    "short-circuit after loaded data": """
+@ado.kernel(block=4)
+def k(x: ado.InOut[ado.f64]):
+    i = ado.tid()
+    if x[i] > 0.0 and ado.block_max(x[i]) > 1.0:
+        x[i] = 1.0
+""",
+    "while test on loaded data": """
+@ado.kernel(block=4)
+def k(x: ado.InOut[ado.f64]):
+    i = ado.tid()
+    while ado.warp_sum(x[i]) > x[i]:
+        x[i] = x[i] * 0.5
+""",
     "loop with a divergent break": """
 @ado.kernel(block=4)
 def k(x: ado.InOut[ado.f64]):
