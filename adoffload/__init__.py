@@ -31,6 +31,11 @@ _LAZY = {
     "exp2": "language", "log2": "language", "log1p": "language", "expm1": "language",
     "sinh": "language", "cosh": "language", "asin": "language", "acos": "language", "atan": "language",
     "ceil": "language", "fma": "language", "copysign": "language",
+    # block-level kernels
+    "thread_id": "language", "block_id": "language", "block_dim": "language", "lane_id": "language",
+    "warp_size": "language", "shared": "language", "sync_threads": "language", "warp_sum": "language",
+    "warp_max": "language", "shuffle": "language", "shuffle_down": "language", "block_sum": "language",
+    "block_max": "language",
     # foreign IR and JAX
     "from_llvm": "foreign", "jax_kernel": "jax",
 }

@@ -11,6 +11,7 @@ from .errors import BoundsError, KernelFaultError
 
 OK, OUT_OF_BOUNDS, TRAP = 0, 1, 2
 WORDS = 4
+SHARED_INDEX_BASE = -1_000_000      # param_index of a block kernel's shared array n: SHARED_INDEX_BASE - n
 
 
 def new_record() -> np.ndarray:
@@ -26,6 +27,8 @@ def raise_for_status(record, signature, values=None) -> None:
         p = signature.params[param_index] if 0 <= param_index < len(signature.params) else None
         if p is not None:
             name = f"array '{p.name}'"
+        elif param_index <= SHARED_INDEX_BASE:
+            name = f"shared array #{SHARED_INDEX_BASE - param_index}"
         elif param_index < 0:
             name = f"local array #{-1 - param_index}"
         else:

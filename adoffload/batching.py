@@ -62,6 +62,11 @@ def _normalize(signature: KernelSignature, batched) -> tuple[bool, ...]:
 def batched_kernel(kernel, batched: tuple[bool, ...], inner_grid0: int | None = None):
     """The batched variant of ``kernel`` (cached per kernel, flags and, for grid rank 3, grid0)."""
     from .kernel import Kernel
+    if getattr(kernel, "block", None) is not None:
+        from .errors import JaxIntegrationError
+        raise JaxIntegrationError(f"kernel '{kernel.name}' is a block kernel (block={kernel.block}); batching "
+                                  f"(jax.vmap) of block kernels is not supported yet: loop over the batch, or "
+                                  f"give the kernel a grid axis for it")
     flags = _normalize(kernel.signature, batched)
     fold = kernel.signature.grid_rank == 3
     if fold and inner_grid0 is None:

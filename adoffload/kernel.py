@@ -45,6 +45,8 @@ class Kernel:
 
     signature: KernelSignature
     tape = None                # a reverse kernel's tape protocol (enzyme.tape), None for most kernels
+    block: tuple[int, ...] | None = None   # a block kernel's block shape (frontend/blocks.py)
+    shared: tuple = ()         # a block kernel's shared arrays (SharedArray), in body-argument order
 
     def __init__(self, signature: KernelSignature, body_name: str):
         self.signature = signature
@@ -91,6 +93,8 @@ class Kernel:
         ``elements_per_thread``, ...)."""
         from . import codegen
         proven = frozenset(proven) & self.candidate_facts
+        if self.block is not None:
+            options.update(block=self.block, shared=tuple((a.nbytes, a.zero) for a in self.shared))
         options = codegen.normalize_options(options, target, self.signature.grid_rank)
         key = (target, arch, scalars_by_reference, proven, tuple(sorted(options.items())))
         with self._lock:
@@ -107,6 +111,9 @@ class Kernel:
             entry = codegen.kernel_symbol(self.body_name, target)
             compiled = Compiled(target, entry, artifact, flat_types, self.signature.grid_rank,
                                 elements_per_thread=options.get("elements_per_thread", 1))
+            if self.block is not None:
+                from .codegen.blocks import block_threads
+                compiled.extra["block_threads"] = block_threads(self.block)
             self._compiled[key] = compiled
             return compiled
 
@@ -127,12 +134,13 @@ class Kernel:
 class SourceKernel(Kernel):
     """A kernel written in the kernel language (``@ado.kernel``)."""
 
-    def __init__(self, pyfunc, *, bounds_check: bool = True):
+    def __init__(self, pyfunc, *, bounds_check: bool = True, block=None):
         from . import frontend
         self.pyfunc = pyfunc
         self.bounds_check = bounds_check
-        source = frontend.compile_kernel(pyfunc, bounds_check=bounds_check)
+        source = frontend.compile_kernel(pyfunc, bounds_check=bounds_check, block=block)
         super().__init__(source.signature, source.signature.name)
+        self.block, self.shared = source.block, source.shared
         self._candidates = frozenset(source.candidate_facts) if bounds_check else frozenset()
         self._full_writes = source.full_writes
         self._texts[frozenset()] = ir.canonicalize(source.llvm_ir)
@@ -149,7 +157,8 @@ class SourceKernel(Kernel):
 
     def _make_text(self, proven: frozenset) -> str:
         from . import frontend
-        source = frontend.compile_kernel(self.pyfunc, bounds_check=self.bounds_check, proven=proven)
+        source = frontend.compile_kernel(self.pyfunc, bounds_check=self.bounds_check, proven=proven,
+                                         block=self.block)
         return ir.canonicalize(source.llvm_ir)
 
 
@@ -172,6 +181,10 @@ class DerivedKernel(Kernel):
                  deterministic: bool = False):
         self.base, self.mode, self.wrt = base, mode, tuple(wrt)
         self.width, self.deterministic = width, deterministic
+        self.block = base.block
+        if base.block is not None:
+            from .enzyme.blocks import derived_shared
+            self.shared = derived_shared(base.shared, mode, width)
         derived = self._derive(frozenset())
         super().__init__(derived.signature, derived.body_name)
         self._texts[frozenset()] = derived.text
@@ -208,7 +221,8 @@ class DerivedKernel(Kernel):
             return _Derived(KernelSignature.from_json(data["signature"]), data["body_name"], data["text"], tape)
         module = ir.import_module(base_text)
         result = derive_kernel(self.base.signature, module, self.base.body_name, self.mode, list(self.wrt),
-                               width=self.width, deterministic=self.deterministic)
+                               width=self.width, deterministic=self.deterministic,
+                               shared=self.base.shared if self.base.block is not None else ())
         text = ir.canonicalize(ir.export_module(result.module))
         tape = result.tape and [result.tape.signature.to_json(), result.tape.body_name]
         cache.put(key, json.dumps({"signature": result.signature.to_json(), "body_name": result.body_name,
@@ -242,6 +256,7 @@ class TapeCountKernel(Kernel):
     def __init__(self, derived: DerivedKernel):
         super().__init__(derived.tape.signature, derived.tape.body_name)
         self.derived = derived
+        self.block, self.shared = derived.base.block, derived.base.shared
 
     @property
     def candidate_facts(self) -> frozenset:
@@ -263,11 +278,18 @@ class _Derived:
     tape: object
 
 
-def kernel(fn=None, *, bounds_check: bool = True):
-    """Decorator: compile a Python function in the kernel language (``@ado.kernel`` or ``@ado.kernel(...)``)."""
+def kernel(fn=None, *, bounds_check: bool = True, block=None):
+    """Decorator: compile a Python function in the kernel language (``@ado.kernel`` or ``@ado.kernel(...)``).
+
+    ``block=(b0, ...)`` makes a block kernel: its threads run in blocks of that shape which share
+    ``ado.shared`` arrays and synchronize with ``ado.sync_threads()`` (frontend/blocks.py); the
+    grid must then be a multiple of the block on every axis."""
+    if block is not None:
+        from .frontend.blocks import check_block
+        block = check_block(block, getattr(fn, "__name__", "kernel"))
     if fn is None:
-        return lambda f: SourceKernel(f, bounds_check=bounds_check)
-    return SourceKernel(fn, bounds_check=bounds_check)
+        return lambda f: SourceKernel(f, bounds_check=bounds_check, block=block)
+    return SourceKernel(fn, bounds_check=bounds_check, block=block)
 
 
 def jvp(k: Kernel, wrt, *, width: int = 1) -> Kernel:

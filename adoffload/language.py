@@ -179,3 +179,36 @@ def func(pyfunc=None, *, jvp=None, vjp=None):
     if pyfunc is None:
         return make
     return make(pyfunc)
+
+
+# --- block-level kernels (``@ado.kernel(block=...)``; see frontend/blocks.py) ----------------
+
+def _block_builtin_outside(name: str):
+    def outside(*_args, **_kwargs):
+        raise Error(f"ado.{name}() only has a meaning inside a block kernel (@ado.kernel(block=...)): "
+                    f"it talks to the other threads of the running block")
+    return outside
+
+
+BLOCK_BUILTINS = {
+    "thread_id": "Index of the running thread inside its block: an i64 (1-D) or a tuple (2-D/3-D).",
+    "block_id": "Index of the running thread's block in the grid of blocks: an i64 or a tuple.",
+    "block_dim": "The block shape given to @ado.kernel(block=...): an int or a tuple of ints.",
+    "lane_id": "Index of the running thread inside its warp (0..warp_size-1; warps are consecutive "
+               "threads of the block in row-major order).",
+    "warp_size": "Threads per warp on the target: 32 on NVIDIA and the host CPU, 64 on AMD (wavefronts).",
+    "shared": "shared(shape, dtype): an array of compile-time shape shared by the threads of a block "
+              "(one copy per block; uninitialized). Only at the kernel's top level, assigned to a name.",
+    "sync_threads": "Barrier: every thread of the block waits here until all have arrived; shared-memory "
+                    "writes before it are visible after it. Only under block-uniform control flow.",
+    "warp_sum": "warp_sum(v): the sum of v over the threads of the warp; every lane receives it.",
+    "warp_max": "warp_max(v): the maximum of v over the threads of the warp; every lane receives it.",
+    "shuffle": "shuffle(v, lane): the value of v held by lane ``lane`` (taken modulo warp_size) of this warp.",
+    "shuffle_down": "shuffle_down(v, delta): the value of v of lane lane_id()+delta, or this lane's own "
+                    "value when that lane is past the warp's end (CUDA's __shfl_down_sync).",
+    "block_sum": "block_sum(v): the sum of v over the threads of the block; every thread receives it.",
+    "block_max": "block_max(v): the maximum of v over the threads of the block; every thread receives it.",
+}
+
+for _name, _doc in BLOCK_BUILTINS.items():
+    globals()[_name] = _builtin(_name, _doc)(_block_builtin_outside(_name))

@@ -199,6 +199,7 @@ def launch(kernel, args: tuple, kwargs: dict, *, grid, device="cpu"):
     signature = kernel.signature
     values = bind_arguments(signature, args, kwargs)
     grid = normalize_grid(signature, grid)
+    check_block_grid(kernel, grid)
     total = 1
     for g in grid:
         total *= g
@@ -227,6 +228,18 @@ def launch(kernel, args: tuple, kwargs: dict, *, grid, device="cpu"):
     if kernel.tape is not None:
         reduce_contribution_log(kernel, values)
     return None
+
+
+def check_block_grid(kernel, grid: tuple[int, ...]) -> None:
+    """A block kernel's grid must be a whole number of blocks on every axis (frontend/blocks.py)."""
+    block = getattr(kernel, "block", None)
+    if block is None:
+        return
+    bad = [a for a, (g, e) in enumerate(zip(grid, block)) if g % e]
+    if bad:
+        raise GridError(f"kernel '{kernel.name}' runs in blocks of {tuple(block)} threads; grid {tuple(grid)} is not "
+                        f"a multiple of it on axis {', '.join(map(str, bad))} (pad the arrays, or round the grid up "
+                        f"and guard the extra threads in the kernel)")
 
 
 def tape_arguments(kernel, values: list, grid: tuple[int, ...], device) -> list:
@@ -339,7 +352,7 @@ def _launch_device(dev, compiled, signature, values, grid, threads, status, zero
         buffers.append((None, status, status_buf))
         dev.copy_to_device(status_buf, status)
         slots = pack_slots(flat_values(signature, values, pointers), compiled.flat_types, grid, status_buf.ptr)
-        dev.launch(_loaded_function(dev, compiled), threads, slots)
+        dev.launch(_loaded_function(dev, compiled), threads, slots, block_size=compiled.extra.get("block_threads"))
         dev.synchronize()
         for param, value, buf in buffers:
             if param is None or param.type.writes:

@@ -46,6 +46,12 @@ def normalize_options(opts: dict, target: str, grid_rank: int) -> dict:
     key: ``elements_per_thread`` is dropped when 1 and on the host (whose entry loops over
     its chunk anyway), and checked otherwise (abi.check_elements_per_thread)."""
     opts = dict(opts)
+    if opts.get("block") is not None:
+        # block kernels: one GPU thread per logical thread, no deferred reductions (codegen/blocks.py)
+        opts.pop("elements_per_thread", None)
+        opts.pop("reductions", None)
+        opts["block"] = tuple(int(e) for e in opts["block"])
+        opts["shared"] = tuple((int(n), bool(z)) for n, z in opts.get("shared", ()))
     if "elements_per_thread" in opts:
         k = abi.check_elements_per_thread(opts["elements_per_thread"], grid_rank)
         if k == 1 or _canonical_target(target) == "host":
@@ -80,10 +86,17 @@ def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_ran
     key = [CODEGEN_REVISION, text, body_name, ",".join(types), grid_rank, target, arch, sorted(opts.items()), by_ref]
     reductions = opts.get("reductions", "block")
     cached = store.get(key) if store is not None else None
+    block = opts.get("block")
     if target == "host":
         from .host import HostProgram
         if cached is not None:
             program = HostProgram(cached.decode(), optimized=True)
+        elif block is not None:
+            from .blocks import add_block_host_entry
+            program = HostProgram(add_block_host_entry(text, body_name, flat_types, grid_rank, block,
+                                                       opts.get("shared", ()), noalias=opts.get("noalias", False)))
+            if store is not None:
+                store.put(key, program.optimized_ir.encode())
         else:
             program = HostProgram(abi.add_host_entry(text, body_name, flat_types, grid_rank,
                                                      noalias=opts.get("noalias", False), reductions=reductions))
@@ -94,10 +107,17 @@ def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_ran
         return program
     if cached is not None:
         return cached.decode() if target == "nvptx" else cached
-    if opts.get("noalias", False):
+    if block is not None:
+        from .blocks import add_block_gpu_entry
+        module = add_block_gpu_entry(text, body_name, flat_types, grid_rank, target, block, opts.get("shared", ()),
+                                     arch=arch, scalars_by_reference=opts.get("scalars_by_reference", False),
+                                     noalias=opts.get("noalias", False))
+    else:
+        module = None
+    if module is None and opts.get("noalias", False):
         from .schedule import hoist_loads
         text = hoist_loads(text, body_name)     # several loads in flight per thread (adjoints)
-    module = abi.add_gpu_entry(text, body_name, flat_types, grid_rank, target,
+    module = module or abi.add_gpu_entry(text, body_name, flat_types, grid_rank, target,
                                scalars_by_reference=opts.get("scalars_by_reference", False),
                                noalias=opts.get("noalias", False), reductions=reductions,
                                elements_per_thread=opts.get("elements_per_thread", 1))

@@ -14,12 +14,13 @@ from dataclasses import dataclass
 
 from ..errors import ArgumentError
 from ..ir.builder import Builder
-from ..ir.core import (Argument, Function, FunctionType, Module, Type, Value, f32, f64, i1, i32, i64, ptr,
+from ..ir.core import (Argument, Constant, Function, FunctionType, Module, Type, Value, f32, f64, i1, i32, i64, ptr,
                        void)
 from ..signature import HIDDEN_PREFIX, KernelSignature, Param
 from ..types import ArrayType
 from ..types import i64 as I64
 from .activity import ACTIVE, CONST, DUP, Activity
+from .blocks import shared_activity
 from .forward import forward
 
 _LLVM_TYPES: dict[str, Type] = {"float": f32, "double": f64, "i32": i32, "i64": i64, "i1": i1, "ptr": ptr}
@@ -105,27 +106,33 @@ def shadow_param(param: Param, mode: str, width: int) -> Param:
     return Param(f"d_{param.name}", shadow)
 
 
-def llvm_activity(signature: KernelSignature, shadowed: list[int], mode: str) -> list[Activity]:
-    """One Activity per body argument: tids, flattened params, status."""
+def llvm_activity(signature: KernelSignature, shadowed: list[int], mode: str, shared: tuple = ()) -> list[Activity]:
+    """One Activity per body argument: tids, flattened params, a block kernel's shared arrays
+    (float ones Dup: enzyme/blocks.py), status."""
     acts = [CONST] * signature.grid_rank
     for flat in signature.flat_params():
         if flat.param_index in shadowed and flat.role in ("array", "scalar"):
             acts.append(DUP if flat.role == "array" or mode == "jvp" else ACTIVE)
         else:
             acts.append(CONST)
+    acts += [DUP if dup else CONST for dup in shared_activity(shared)]
     return acts + [CONST]
 
 
 def derive_kernel(signature: KernelSignature, module: Module, body_name: str, mode: str, wrt: list[str],
-                  width: int = 1, deterministic: bool = False) -> DerivedKernel:
-    """Add the derived body (``mode`` "jvp" or "vjp") of ``body_name`` to ``module``."""
+                  width: int = 1, deterministic: bool = False, shared: tuple = ()) -> DerivedKernel:
+    """Add the derived body (``mode`` "jvp" or "vjp") of ``body_name`` to ``module``. ``shared``: a
+    block kernel's shared arrays (frontend/blocks.py), body arguments between params and status."""
     if mode not in ("jvp", "vjp"):
         raise ArgumentError(f"mode must be 'jvp' or 'vjp', got {mode!r}")
     if mode == "vjp" and width != 1:
         raise ArgumentError("vector width applies to forward mode (jvp) only")
+    if shared and deterministic:
+        raise ArgumentError(f"deterministic=True is not available for block kernels yet ({signature.name!r}): "
+                            f"their shadow shared memory is read back inside the kernel, before a log could be reduced")
     body = module.functions[body_name]
     shadowed = _shadowed_params(signature, list(wrt))
-    activity = llvm_activity(signature, shadowed, mode)
+    activity = llvm_activity(signature, shadowed, mode, shared)
     tape = log = None
     if mode == "jvp":
         inner = forward(module, body, activity, width=width, name=f"{body_name}.adoffload.jvp{width}")
@@ -133,8 +140,10 @@ def derive_kernel(signature: KernelSignature, module: Module, body_name: str, mo
         from .parallel import ParallelInfo
         from .reverse import reverse
         rank = signature.grid_rank
+        first_shared = rank + len(signature.flat_params())
         parallel = ParallelInfo(thread_args=tuple(range(rank)),
-                                uniform_args=frozenset(range(rank, len(body.args))))
+                                uniform_args=frozenset(range(rank, len(body.args))),
+                                block_shared_args=frozenset(range(first_shared, first_shared + len(shared))))
         result = reverse(module, body, activity, name=f"{body_name}.adoffload.vjp", failure_arg=len(body.args) - 1,
                          deterministic=deterministic, parallel=parallel)
         inner, tape = result.function, result.tape
@@ -151,10 +160,11 @@ def derive_kernel(signature: KernelSignature, module: Module, body_name: str, mo
     derived_sig = KernelSignature(f"{signature.name}_{mode}" + (f"{width}" if width > 1 else ""),
                                   tuple(signature.params) + tuple(shadows) + hidden, rank)
     name = f"{body_name}.{mode}" + (f"{width}" if width > 1 else "")
-    _wrap(module, name, derived_sig, signature, inner, shadowed, mode, width)
+    _wrap(module, name, derived_sig, signature, inner, shadowed, mode, width, shared,
+          _shared_lane_strides(body, signature, shared) if mode == "jvp" and width > 1 else ())
     counters = ([COUNTS_PARAM] if tape is not None else []) + ([LOG_COUNTS_PARAM] if log is not None else [])
     count_function = tape.count_function if tape is not None else log.count_function if log is not None else None
-    tape_kernel = None if not counters else _add_count_body(module, signature, count_function, counters)
+    tape_kernel = None if not counters else _add_count_body(module, signature, count_function, counters, len(shared))
     return DerivedKernel(derived_sig, module, name, tape_kernel)
 
 
@@ -175,15 +185,16 @@ def _grid_element(b: Builder, base: Value, shapes: list[Value], tids: list[Value
 
 
 def _add_count_body(module: Module, primal_sig: KernelSignature, count_function: str,
-                    counters: list[str] = (COUNTS_PARAM,)) -> TapeKernel:
-    """A body ``(tids, primal params, counts..., status)`` running the counting function per thread
-    (one grid-shaped counts array per counter: tape bytes and/or log bytes)."""
+                    counters: list[str] = (COUNTS_PARAM,), shared_count: int = 0) -> TapeKernel:
+    """A body ``(tids, primal params, counts..., [shared arrays...], status)`` running the counting
+    function per thread (one grid-shaped counts array per counter: tape bytes and/or log bytes)."""
     rank = primal_sig.grid_rank
     sig = KernelSignature(f"{primal_sig.name}_tape_count",
                           tuple(primal_sig.params) + tuple(Param(c, ArrayType(I64, rank, "out")) for c in counters),
                           rank)
     arg_specs = [(f"tid{d}", i64) for d in range(rank)]
-    arg_specs += [(f.name, _LLVM_TYPES[f.llvm_type]) for f in sig.flat_params()] + [("status", ptr)]
+    arg_specs += [(f.name, _LLVM_TYPES[f.llvm_type]) for f in sig.flat_params()]
+    arg_specs += [(f"shared.{k}", ptr) for k in range(shared_count)] + [("status", ptr)]
     name = f"{count_function}.body"
     fn = Function(name, FunctionType(void, tuple(t for _, t in arg_specs)),
                   [Argument(t, n, i) for i, (n, t) in enumerate(arg_specs)], attributes={"nounwind"})
@@ -192,18 +203,39 @@ def _add_count_body(module: Module, primal_sig: KernelSignature, count_function:
     by_name = {a.name: a for a in fn.args}
     tids = fn.args[:rank]
     counts = [_grid_element(b, by_name[c], [by_name[f"{c}.shape{d}"] for d in range(rank)], tids) for c in counters]
-    primal_args = fn.args[:rank + len(primal_sig.flat_params())] + [by_name["status"]]
+    primal_args = (fn.args[:rank + len(primal_sig.flat_params())] + [by_name[f"shared.{k}"] for k in range(shared_count)]
+                   + [by_name["status"]])
     b.call(module.functions[count_function], primal_args + counts)
     b.ret()
     return TapeKernel(sig, name)
 
 
+def _shared_lane_strides(body: Function, signature: KernelSignature, shared: tuple) -> list[int]:
+    """Lane strides of the shadow shared arrays in vector forward mode, in the unit the forward
+    engine steps a lane by: the element type it infers from the pointer's uses, which may be i8
+    when instcombine turned row offsets into byte offsets (forward.pointer_element_type)."""
+    from .forward import pointer_element_type
+    first = signature.grid_rank + len(signature.flat_params())
+    strides = []
+    for k, array in enumerate(shared):
+        if not array.dtype.is_float:
+            continue
+        unit = pointer_element_type(body, body.args[first + k])
+        unit_bytes = max(1, getattr(unit, "bits", 8) // 8)
+        strides.append(array.nbytes // unit_bytes)
+    return strides
+
+
 def _wrap(module: Module, name: str, derived_sig: KernelSignature, primal_sig: KernelSignature, inner: Function,
-          shadowed: list[int], mode: str, width: int) -> Function:
-    """The derived body with the body ABI, calling ``inner`` with the arguments it expects."""
+          shadowed: list[int], mode: str, width: int, shared: tuple = (), shared_strides=()) -> Function:
+    """The derived body with the body ABI, calling ``inner`` with the arguments it expects. A block
+    kernel's derived body takes the primal shared arrays, then the shadows of the float ones
+    (enzyme/blocks.py ``derived_shared``), before the status pointer."""
     rank = derived_sig.grid_rank
     arg_specs = [(f"tid{d}", i64) for d in range(rank)]
     arg_specs += [(f.name, _LLVM_TYPES[f.llvm_type]) for f in derived_sig.flat_params()]
+    dup = [k for k, d in enumerate(shared_activity(shared)) if d]
+    arg_specs += [(f"shared.{k}", ptr) for k in range(len(shared))] + [(f"d_shared.{k}", ptr) for k in dup]
     arg_specs.append(("status", ptr))
     fn = Function(name, FunctionType(void, tuple(t for _, t in arg_specs)),
                   [Argument(t, n, i) for i, (n, t) in enumerate(arg_specs)], attributes={"nounwind"})
@@ -211,7 +243,8 @@ def _wrap(module: Module, name: str, derived_sig: KernelSignature, primal_sig: K
     b = Builder(fn.add_block("entry"))
     by_name = {a.name: a for a in fn.args}
     primal_count = rank + len(primal_sig.flat_params())
-    call_args: list[Value] = list(fn.args[:primal_count]) + [by_name["status"]]
+    call_args: list[Value] = (list(fn.args[:primal_count]) + [by_name[f"shared.{k}"] for k in range(len(shared))]
+                              + [by_name["status"]])
     shadow_params = derived_sig.params[len(primal_sig.params):]
     for k, shadow_param_ in zip(shadowed, shadow_params):
         param = primal_sig.params[k]
@@ -222,6 +255,10 @@ def _wrap(module: Module, name: str, derived_sig: KernelSignature, primal_sig: K
             for s in shapes:
                 stride = s if stride is None else b.mul(stride, s)
             call_args.append(stride)
+    for n, k in enumerate(dup):
+        call_args.append(by_name[f"d_shared.{k}"])
+        if mode == "jvp" and width > 1:
+            call_args.append(Constant(i64, shared_strides[n]))
     # A dynamic tape and a contribution log (reverse.py) add trailing inner args (``ptr %tape,
     # i64 %tape_offset``, then ``ptr %log, i64 %log_offset``), taken from the hidden parameters:
     # this thread's offset is offsets[tids].

@@ -46,6 +46,9 @@ class ParallelInfo:
     """
     thread_args: tuple[int, ...]
     uniform_args: frozenset[int] = field(default_factory=frozenset)
+    # A block kernel's shared arrays (frontend/blocks.py): their shadows are read back later in the
+    # same run, so an update there is never deferred as UNIFORM (it is SHARED: atomic) unless PRIVATE.
+    block_shared_args: frozenset[int] = field(default_factory=frozenset)
 
 
 class AddressClassifier:
@@ -55,6 +58,7 @@ class AddressClassifier:
         self.info = info
         self.dom = dominators
         self.thread_args = {args[k] for k in info.thread_args}
+        self.block_shared = {args[k] for k in info.block_shared_args}
         self.patterns = _access_patterns(function) if function is not None else {}
 
     # ---- uniformity
@@ -90,7 +94,7 @@ class AddressClassifier:
         if not isinstance(root, Argument) or root in self.thread_args:
             return AddressClass.SHARED
         if all(self.strictly_uniform(i) for i in indices):
-            return AddressClass.UNIFORM
+            return AddressClass.SHARED if root in self.block_shared else AddressClass.UNIFORM
         # Private needs one access pattern per array: x[i] and x[i + 1] are each injective in
         # the thread index, but thread i's x[i + 1] is thread i+1's x[i].
         if (len(indices) == 1 and len(self.patterns.get(root, ())) <= 1

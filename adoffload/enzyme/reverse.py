@@ -31,6 +31,7 @@ from ..ir.builder import Builder
 from ..ir.core import (Argument, Block, Constant, Function, FunctionType, GlobalVariable, Instruction,
                        Module, StructType, Value, const, i1, i8, i32, i64, ptr, void)
 from .activity import CONST, Activity, analyze, is_float_type, is_uniform_add
+from .blocks import REPLAYED_CALLS
 from .memory import (allocation_size, copy_adjoint, float_element_type, heap_function, shadow_alloc, shadow_free,
                      shadow_size)
 from .custom import custom_cotangents, extractvalue_reverse, find_custom, insertvalue_reverse
@@ -630,6 +631,9 @@ class _Reverser:
         heap = heap_function(inst)
         if heap is not None:
             return self._reverse_heap(inst, heap, block, b)
+        if op == "call" and getattr(inst.callee, "name", "") in REPLAYED_CALLS:    # block barriers (blocks.py)
+            b.call(inst.callee, list(inst.operands))
+            return None
         if (op == "call" and not getattr(inst.callee, "name", "").startswith(_IGNORED_CALLS)
                 and any(o in self.shadow for o in inst.operands)):
             raise DifferentiationError(f"{describe(inst)} receives a pointer to differentiated memory; inline it "

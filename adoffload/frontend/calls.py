@@ -85,7 +85,13 @@ class CallLowering:
             return self.atomic(name, node)
         if name == "zeros":
             return self.local_zeros(node)
+        if name in language.BLOCK_BUILTINS:
+            return self.block_builtin(name, node)
         return self.math(name, self.positional(node, name))
+
+    def block_builtin(self, name: str, node: ast.Call):
+        raise UnsupportedConstructError(f"ado.{name}() can only be used in a block kernel itself, not in a "
+                                        f"helper (see frontend/blocks.py)")
 
     def thread_index(self, node):
         raise UnsupportedConstructError("ado.tid() can only be used in the kernel itself, not in "

@@ -12,6 +12,7 @@ from ..signature import KernelSignature, Param
 from ..types import ArrayType, ScalarType, _Intent
 from . import typing_rules as rules
 from .arrays import ArrayLowering
+from .blocks import BlockLowering, SharedArray
 from .calls import CallLowering
 from .context import LLVM_TYPES, ModuleContext
 from .expressions import ExpressionLowering
@@ -79,6 +80,11 @@ def infer_grid_rank(source: Source, pyfunc) -> int:
     return rank
 
 
+def uses_tid(source: Source, pyfunc) -> bool:
+    names = captured_names(pyfunc)
+    return any(is_tid_call(node, names) for node in ast.walk(source.tree))
+
+
 def is_tid_call(node: ast.expr, names: dict) -> bool:
     """Is `node` a call of ado.tid (through any name or attribute that resolves to it)?"""
     if not (isinstance(node, ast.Call) and not node.args):
@@ -122,11 +128,15 @@ def tid_variables(source: Source, pyfunc) -> dict[str, int]:
     return axes
 
 
-class KernelLowering(Lowering):
-    """The kernel body: ``void @k(tids..., flattened params..., ptr %status)``."""
+class KernelLowering(BlockLowering, Lowering):
+    """The kernel body: ``void @k(tids..., flattened params..., ptr %status)``; a block kernel has
+    one ``ptr`` per shared array before the status pointer (frontend/blocks.py)."""
 
-    def __init__(self, ctx: ModuleContext, source: Source, pyfunc, signature: KernelSignature):
+    def __init__(self, ctx: ModuleContext, source: Source, pyfunc, signature: KernelSignature,
+                 block: tuple[int, ...] | None = None, shared: tuple[SharedArray, ...] = (),
+                 shared_index: dict | None = None):
         arg_types = [LLVM_TYPES.get(t, ir.PointerType()) for t in signature.body_arg_types()]
+        arg_types[-1:-1] = [ir.PointerType()] * len(shared)
         function = ir.Function(ctx.module, ir.FunctionType(ir.VoidType(), arg_types), signature.name)
         default_float = rules.kernel_default_float(p.dtype for p in signature.params)
         super().__init__(ctx, source, pyfunc, function, default_float)
@@ -138,7 +148,9 @@ class KernelLowering(Lowering):
             tid.name = f"tid{axis}"
         self.status = args[-1]
         self.status.name = "status"
-        self.bind_parameters(args[signature.grid_rank:-1])
+        self.block, self.shared_index = block, shared_index or {}
+        self.bind_shared(list(shared), args[len(args) - 1 - len(shared):-1])
+        self.bind_parameters(args[signature.grid_rank:len(args) - 1 - len(shared)])
 
     def bind_parameters(self, flat_args) -> None:
         flat = self.signature.flat_params()

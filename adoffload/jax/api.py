@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from ..errors import GridError, JaxIntegrationError
+from ..launch import check_block_grid
 from . import rules  # noqa: F401  (registers the JVP, transpose and batching rules)
 from .primitive import CallSpec, bind
 from .rules import TapeCallSpec
@@ -45,7 +46,9 @@ def jax_kernel(kernel, *, grid=None, out_shapes=None):
                                       f"arguments ({names}), got {len(args)}")
         operands = [_convert(kernel, p, a) for p, a in zip(inputs, args)]
         shapes = _out_shapes(kernel, out_shapes, args, operands)
-        spec = spec_type(kernel, _grid(kernel, grid, args, operands, shapes), shapes)
+        call_grid = _grid(kernel, grid, args, operands, shapes)
+        check_block_grid(kernel, call_grid)        # a block kernel's grid is whole blocks
+        spec = spec_type(kernel, call_grid, shapes)
         results = bind(operands, spec)
         return results[0] if len(results) == 1 else tuple(results)
 

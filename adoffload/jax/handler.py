@@ -458,19 +458,20 @@ class GpuTables:
 
 
 def gpu_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool = False,
-                   elements_per_thread: int = 1) -> str:
+                   elements_per_thread: int = 1, block_size: int = BLOCK_SIZE) -> str:
     """The CUDA/ROCm handler: slots (scalars by reference), stream, per-device function, launch.
 
     Without ``sync`` the handler never waits on the device, so XLA may capture it in a
     command buffer (CUDA graph); device-side failures are read later by ``check_errors``.
     ``elements_per_thread``: the k the kernel was compiled with (codegen/vectorize.py); the
-    launch has ``ceil(total / k)`` threads.
+    launch has ``ceil(total / k)`` threads. ``block_size``: threads per block (a block kernel's
+    block, codegen/blocks.py; the grid is then a whole number of blocks).
     """
     if layout.tape is not None:
         if elements_per_thread != 1:
             raise ValueError("dynamic-tape handlers launch one element per thread")
         from .tape_handler import gpu_tape_handler_ir
-        return gpu_tape_handler_ir(layout, tables, sync=sync)
+        return gpu_tape_handler_ir(layout, tables, sync=sync, block_size=block_size)
     n_devices = len(tables.functions)
     extra = [_table("functions", tables.functions), _table("statuses", tables.statuses),
              _table("host_statuses", tables.host_statuses)]
@@ -507,8 +508,8 @@ def gpu_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool = Fal
         e.emit(f"{grouped} = add i64 {total}, {k - 1}")
         e.emit(f"{threads} = udiv i64 {grouped}, {k}")
     blocks64, rounded = e.fresh("blocks"), e.fresh("rounded")
-    e.emit(f"{rounded} = add i64 {threads}, {BLOCK_SIZE - 1}")
-    e.emit(f"{blocks64} = udiv i64 {rounded}, {BLOCK_SIZE}")
+    e.emit(f"{rounded} = add i64 {threads}, {block_size - 1}")
+    e.emit(f"{blocks64} = udiv i64 {rounded}, {block_size}")
     fits = e.fresh("fits")
     e.emit(f"{fits} = icmp ule i64 {blocks64}, 2147483647")
     e.emit(f"br i1 {fits}, label %do_launch, label %too_big")
@@ -523,7 +524,7 @@ def gpu_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool = Fal
     launch = e.fresh("launchfn")
     e.emit(f"{launch} = inttoptr i64 {tables.launch} to ptr")
     rc = e.fresh("rc")
-    e.emit(f"{rc} = call i32 {launch}(ptr {function}, i32 {blocks}, i32 1, i32 1, i32 {BLOCK_SIZE}, "
+    e.emit(f"{rc} = call i32 {launch}(ptr {function}, i32 {blocks}, i32 1, i32 1, i32 {block_size}, "
            f"i32 1, i32 1, i32 0, ptr {stream}, ptr {params}, ptr null)")
     launched = e.fresh("launched")
     e.emit(f"{launched} = icmp eq i32 {rc}, 0")

@@ -264,7 +264,7 @@ end:
 }}"""
 
 
-def gpu_tape_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool) -> str:
+def gpu_tape_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool, block_size: int = BLOCK_SIZE) -> str:
     """CUDA/ROCm handler of a kernel with a dynamic tape.
 
     On the call's stream: private copies of the arrays the primal writes, the counting kernel,
@@ -318,8 +318,8 @@ def gpu_tape_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool)
     e.emit(f"br i1 {empty}, label %done, label %nonempty")
     e.label("nonempty")
     blocks64, rounded, fits = e.fresh("blocks"), e.fresh("rounded"), e.fresh("fits")
-    e.emit(f"{rounded} = add i64 {total}, {BLOCK_SIZE - 1}")
-    e.emit(f"{blocks64} = udiv i64 {rounded}, {BLOCK_SIZE}")
+    e.emit(f"{rounded} = add i64 {total}, {block_size - 1}")
+    e.emit(f"{blocks64} = udiv i64 {rounded}, {block_size}")
     e.emit(f"{fits} = icmp ule i64 {blocks64}, 2147483647")
     e.emit(f"br i1 {fits}, label %sizing, label %too_big")
     e.label("too_big")
@@ -381,7 +381,7 @@ def gpu_tape_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool)
             e.emit(f"{cell} = getelementptr ptr, ptr {params}, i64 {k}")
             e.emit(f"store ptr {_slot_at(e, slot_values, k)}, ptr {cell}")
         function = e.element(table, ordinal)
-        driver("launch", tables.launch, f"ptr {function}", f"i32 {blocks}", "i32 1", "i32 1", f"i32 {BLOCK_SIZE}",
+        driver("launch", tables.launch, f"ptr {function}", f"i32 {blocks}", "i32 1", "i32 1", f"i32 {block_size}",
                "i32 1", "i32 1", "i32 0", f"ptr {stream}", f"ptr {params}", "ptr null")
 
     # 1. count on private copies of the arrays the primal writes

@@ -209,7 +209,8 @@ def _cuda_target(kernel, name: str, variant: Variant) -> Target:
                                 **_tape_tables(libcuda, "cu", count_functions))
     layout = handlers.layout_for(kernel.signature, scalars_by_reference=True, written=variant.written,
                                  count_signature=_count_signature(kernel))
-    text = handlers.gpu_handler_ir(layout, tables, sync=sync_gpu_errors, elements_per_thread=compiled.elements_per_thread)
+    text = handlers.gpu_handler_ir(layout, tables, sync=sync_gpu_errors, elements_per_thread=compiled.elements_per_thread,
+                                   block_size=compiled.extra.get("block_threads", handlers.BLOCK_SIZE))
     target = Target(name, kernel, "cuda", handlers.CompiledHandler(text, keep_alive=keep))
     target.host_statuses = views
     return target
@@ -231,7 +232,8 @@ def _tape_tables(library, prefix: str, count_functions: list) -> dict:
 # ----------------------------------------------------------------------------- ROCm
 
 def rocm_handler_ir(kernel, tables: handlers.GpuTables | None = None, *, sync: bool = False,
-                    written: frozenset = frozenset(), elements_per_thread: int = 1) -> str:
+                    written: frozenset = frozenset(), elements_per_thread: int = 1,
+                    block_size: int = handlers.BLOCK_SIZE) -> str:
     """The ROCm handler text (hipModuleLaunchKernel has cuLaunchKernel's argument list).
 
     Without ``tables`` the addresses are placeholders: used to compile-check the handler on
@@ -243,7 +245,8 @@ def rocm_handler_ir(kernel, tables: handlers.GpuTables | None = None, *, sync: b
     counts = (0,) if layout.tape is not None else ()
     tables = tables or handlers.GpuTables((0,), (0,), (0,), launch=0, synchronize=0, count_functions=counts,
                                           driver="hip")
-    return handlers.gpu_handler_ir(layout, tables, sync=sync, elements_per_thread=elements_per_thread)
+    return handlers.gpu_handler_ir(layout, tables, sync=sync, elements_per_thread=elements_per_thread,
+                                   block_size=block_size)
 
 
 def _rocm_target(kernel, name: str, variant: Variant) -> Target:
@@ -281,7 +284,8 @@ def _rocm_target(kernel, name: str, variant: Variant) -> Target:
                                 memset=ctypes.cast(libhip.hipMemsetD8Async, ctypes.c_void_p).value,
                                 **_tape_tables(libhip, "hip", count_functions))
     text = rocm_handler_ir(kernel, tables, sync=sync_gpu_errors, written=variant.written,
-                           elements_per_thread=compiled.elements_per_thread)
+                           elements_per_thread=compiled.elements_per_thread,
+                           block_size=compiled.extra.get("block_threads", handlers.BLOCK_SIZE))
     target = Target(name, kernel, "rocm", handlers.CompiledHandler(text, keep_alive=keep))
     target.host_statuses = views
     return target

@@ -134,7 +134,8 @@ def _finite_difference(f, x, h=1e-6):
 
 
 def test_table_covers_every_rule():
-    assert sorted(CASES) == sorted(RULES)
+    # block kernels' cooperative operations act across threads: tests/blocks checks their rules
+    assert sorted(CASES) == sorted(k for k in RULES if not k.startswith("call:adoffload."))
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,94 @@
+"""Block kernels shared by the tests of tests/blocks (kernels must live in a file)."""
+import adoffload as ado
+
+TILE = 4
+
+
+@ado.kernel(block=(TILE, TILE))
+def tiled_matmul(A: ado.In[ado.f64, 2], B: ado.In[ado.f64, 2], C: ado.Out[ado.f64, 2]):
+    i, j = ado.tid()
+    ti, tj = ado.thread_id()
+    As = ado.shared((TILE, TILE), ado.f64)
+    Bs = ado.shared((TILE, TILE), ado.f64)
+    acc = 0.0
+    for t in range(A.shape[1] // TILE):
+        As[ti, tj] = A[i, t * TILE + tj]
+        Bs[ti, tj] = B[t * TILE + ti, j]
+        ado.sync_threads()
+        for k in range(TILE):
+            acc += As[ti, k] * Bs[k, tj]
+        ado.sync_threads()
+    C[i, j] = acc
+
+
+@ado.kernel(block=8)
+def reverse_in_block(x: ado.In[ado.f64], y: ado.Out[ado.f64]):
+    """y[i] = x of the mirror thread of the same block: wrong without a real barrier."""
+    i = ado.tid()
+    t = ado.thread_id()
+    S = ado.shared(8, ado.f64)
+    S[t] = x[i]
+    ado.sync_threads()
+    y[i] = S[7 - t]
+
+
+@ado.kernel(block=16)
+def smooth(x: ado.In[ado.f64], y: ado.Out[ado.f64], steps: ado.i64):
+    """``steps`` rounds of a 3-point average inside each block (zero outside it), in shared memory;
+    a thread-private array keeps this thread's history across the barriers."""
+    i = ado.tid()
+    t = ado.thread_id()
+    S = ado.shared(16, ado.f64)
+    history = ado.zeros(4, ado.f64)
+    S[t] = x[i]
+    ado.sync_threads()
+    for s in range(steps):
+        left = 0.0
+        right = 0.0
+        if t > 0:
+            left = S[t - 1]
+        if t < 15:
+            right = S[t + 1]
+        v = (left + S[t] + right) / 3.0
+        history[s % 4] = v
+        ado.sync_threads()
+        S[t] = v
+        ado.sync_threads()
+    y[i] = S[t] + 0.0 * history[0]
+
+
+@ado.kernel(block=(2, 4))
+def indices(ids: ado.Out[ado.i64, 3]):
+    i, j = ado.tid()
+    ti, tj = ado.thread_id()
+    bi, bj = ado.block_id()
+    di, dj = ado.block_dim()
+    ids[i, j, 0] = ti
+    ids[i, j, 1] = tj
+    ids[i, j, 2] = bi
+    ids[i, j, 3] = bj
+    ids[i, j, 4] = di * 10 + dj
+    ids[i, j, 5] = ado.lane_id()
+    ids[i, j, 6] = ado.warp_size()
+
+
+@ado.kernel(block=4)
+def shared_out_of_bounds(x: ado.In[ado.f64], y: ado.Out[ado.f64]):
+    i = ado.tid()
+    t = ado.thread_id()
+    S = ado.shared(4, ado.f64)
+    S[t + x.shape[0] - x.shape[0] + 1] = x[i]
+    ado.sync_threads()
+    y[i] = S[t]
+
+
+@ado.kernel(block=8)
+def broadcast_first(x: ado.In[ado.f64], y: ado.Out[ado.f64]):
+    """Every thread reads the value thread 0 of its block wrote: the adjoint of S[0] gathers from all."""
+    i = ado.tid()
+    t = ado.thread_id()
+    S = ado.shared(1, ado.f64)
+    if t == 0:
+        S[0] = ado.sin(x[i])
+    ado.sync_threads()
+    y[i] = S[0] * x[i]
