@@ -14,6 +14,7 @@ from . import typing_rules as rules
 from .arrays import ArrayLowering
 from .calls import CallLowering
 from .context import LLVM_TYPES, ModuleContext
+from .derivative_calls import DerivativeCalls
 from .expressions import ExpressionLowering
 from .helpers import HelperCalls
 from .lowering import FunctionLowering, captured_names
@@ -23,7 +24,7 @@ from .values import ArrayRef, Scalar
 
 
 class Lowering(StatementLowering, ExpressionLowering, CallLowering, ArrayLowering, HelperCalls,
-               FunctionLowering):
+               DerivativeCalls, FunctionLowering):
     """Everything a function body needs; kernels and helpers specialise the ends."""
 
 
