@@ -143,7 +143,7 @@ class SourceKernel(Kernel):
         self.block, self.shared = source.block, source.shared
         self._candidates = frozenset(source.candidate_facts) if bounds_check else frozenset()
         self._full_writes = source.full_writes
-        self._texts[frozenset()] = ir.canonicalize(source.llvm_ir)
+        self._texts[frozenset()] = _canonical_body(source.llvm_ir)
         self.__doc__ = pyfunc.__doc__
         self.__wrapped__ = pyfunc
 
@@ -159,7 +159,13 @@ class SourceKernel(Kernel):
         from . import frontend
         source = frontend.compile_kernel(self.pyfunc, bounds_check=self.bounds_check, proven=proven,
                                          block=self.block)
-        return ir.canonicalize(source.llvm_ir)
+        return _canonical_body(source.llvm_ir)
+
+
+def _canonical_body(llvm_ir: str) -> str:
+    """Canonical IR of a front-end module, with ``ado.grad(f)``-style calls defined (enzyme/inner.py)."""
+    from .enzyme.inner import resolve_inner_derivatives
+    return resolve_inner_derivatives(ir.canonicalize(llvm_ir))
 
 
 class IRKernel(Kernel):
@@ -292,9 +298,26 @@ def kernel(fn=None, *, bounds_check: bool = True, block=None):
     return SourceKernel(fn, bounds_check=bounds_check, block=block)
 
 
-def jvp(k: Kernel, wrt, *, width: int = 1) -> Kernel:
-    """The forward-mode (tangent) kernel of ``k`` with respect to the parameters named in ``wrt``."""
+def jvp(k: Kernel, wrt=None, *, width: int = 1) -> Kernel:
+    """The forward-mode (tangent) kernel of ``k`` with respect to the parameters named in ``wrt``.
+
+    ``ado.jvp(f)`` of an ``@ado.func`` helper is its forward derivative, called inside kernels
+    as ``y, dy = ado.jvp(f)(x1..xn, dx1..dxn)`` (``language.FuncDerivative``).
+    """
+    from .language import Func, helper_jvp
+    if isinstance(k, Func):
+        if wrt is not None or width != 1:
+            from .errors import ArgumentError
+            raise ArgumentError(f"ado.jvp({k.__name__}) of a helper takes the helper alone; call "
+                                f"the result inside a kernel with (x1..xn, dx1..dxn)")
+        return helper_jvp(k)
+    if wrt is None:
+        from .errors import ArgumentError
+        raise ArgumentError("ado.jvp(kernel, wrt) needs the names of the parameters to differentiate")
     return _derived(k, "jvp", wrt, width=width)
+
+
+jvp.__ado_compile_time__ = True      # ado.jvp(f) inside a kernel is evaluated while compiling
 
 
 def vjp(k: Kernel, wrt, *, deterministic: bool = False) -> Kernel:

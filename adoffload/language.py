@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from .errors import Error
+from .errors import ArgumentError, Error
 from .types import In, InOut, Out, ScalarType, bool_, f32, f64, i32, i64  # noqa: F401 (re-exported)
 
 _min, _max = builtins.min, builtins.max  # the Python ones; this module defines its own min/max
@@ -212,3 +212,77 @@ BLOCK_BUILTINS = {
 
 for _name, _doc in BLOCK_BUILTINS.items():
     globals()[_name] = _builtin(_name, _doc)(_block_builtin_outside(_name))
+
+
+# --- derivatives of helpers, callable inside kernels ----------------------------------------
+
+class FuncDerivative:
+    """``ado.grad(f)``, ``ado.value_and_grad(f)`` or ``ado.jvp(f)`` of an ``@ado.func``.
+
+    Inside a kernel, a call lowers to the derivative of ``f``'s LLVM function, built by the AD
+    engine when the kernel is compiled (``adoffload.enzyme.inner``). Conventions follow
+    ``jax.grad``: ``argnums`` (default 0) picks the differentiated arguments; an int gives one
+    partial, a tuple a tuple of partials. ``jvp``: ``y, dy = ado.jvp(f)(x1..xn, dx1..dxn)``.
+    """
+
+    KINDS = ("grad", "value_and_grad", "jvp")
+
+    def __init__(self, helper: Func, kind: str, argnums=0):
+        if not isinstance(helper, Func):
+            raise ArgumentError(f"ado.{kind} inside kernels differentiates an @ado.func helper; got "
+                        f"{type(helper).__name__} {helper!r} (for a kernel use ado.vjp / ado.jvp "
+                        f"with the names of its parameters)")
+        self.helper, self.kind = helper, kind
+        self.argnums = _check_argnums(helper, kind, argnums)
+
+    @property
+    def positions(self) -> tuple[int, ...]:
+        """The differentiated argument positions, always as a tuple."""
+        return self.argnums if isinstance(self.argnums, tuple) else (self.argnums,)
+
+    def __call__(self, *args, **kwargs):
+        raise ArgumentError(f"ado.{self.kind}({self.helper.__name__}) runs inside kernels only (its "
+                    f"derivative is built from the compiled helper); outside, use jax.{self.kind} "
+                    f"on a JAX version of the function")
+
+    def __repr__(self) -> str:
+        return f"ado.{self.kind}({self.helper.__name__}, argnums={self.argnums})"
+
+
+def _check_argnums(helper: Func, kind: str, argnums):
+    import inspect
+    n = len(inspect.signature(helper.pyfunc).parameters)
+    if kind == "jvp":
+        return tuple(range(n))
+    many = isinstance(argnums, (tuple, list))
+    values = tuple(argnums) if many else (argnums,)
+    if not values or not all(isinstance(a, int) and not isinstance(a, bool) for a in values):
+        raise ArgumentError(f"ado.{kind}({helper.__name__}): argnums must be an int or a non-empty tuple "
+                    f"of ints, got {argnums!r}")
+    normal = tuple(a + n if a < 0 else a for a in values)
+    if any(not 0 <= a < n for a in normal):
+        raise ArgumentError(f"ado.{kind}({helper.__name__}): argnums {argnums!r} out of range for a "
+                    f"helper of {n} parameter(s)")
+    if len(set(normal)) != len(normal):
+        raise ArgumentError(f"ado.{kind}({helper.__name__}): argnums {argnums!r} repeats an argument")
+    return normal if many else normal[0]
+
+
+def grad(helper, argnums=0) -> FuncDerivative:
+    """``ado.grad(f, argnums=0)``: the partial(s) of a scalar float helper, inside kernels."""
+    return FuncDerivative(helper, "grad", argnums)
+
+
+def value_and_grad(helper, argnums=0) -> FuncDerivative:
+    """``ado.value_and_grad(f, argnums=0)``: ``(f(...), partials)`` inside kernels, in one call."""
+    return FuncDerivative(helper, "value_and_grad", argnums)
+
+
+def helper_jvp(helper) -> FuncDerivative:
+    """``ado.jvp(f)`` of a helper: ``y, dy = ado.jvp(f)(x1..xn, dx1..dxn)`` inside kernels."""
+    return FuncDerivative(helper, "jvp")
+
+
+# Called during kernel compilation with Python values (the front end evaluates them).
+grad.__ado_compile_time__ = True
+value_and_grad.__ado_compile_time__ = True

@@ -1,185 +1,281 @@
-"""Chemistry benchmark: LJ energy + forces, neighbor-list build and an MD step, adoffload vs plain JAX.
+"""Chemistry benchmark: LJ energy + forces, neighbor lists, an MD step and a force-matching gradient;
+adoffload against the same physics in plain JAX, in jax-md and in hand-written CUDA.
 
     python benchmarks/chemistry.py --out benchmarks/results/chemistry [--device cpu|cuda] [--quick]
 
-Both sides compute the same physics (adoffload/chemistry: kernels vs reference.py) on the
-same fcc-lattice LJ liquid (density 0.8, cutoff 2.5, skin 0.3), each inside ``jax.jit``,
-timed with ``block_until_ready`` after warm-up. jax-md is not a baseline: it cannot be
-installed on the (offline) GPU machine. A side that cannot run here is reported as skipped
-with its reason; no number is ever filled in. Also callable from ``benchmarks/run.py`` as
-``run(rows, device=..., quick=...)``.
+Every side computes the truncated-and-shifted LJ (sigma = epsilon = 1, cutoff 2.5, skin 0.3,
+float64) on the same fcc-lattice liquid (density 0.8, positions jittered):
+
+* ``adoffload``: ``ForceField.energy_and_forces`` under ``jax.jit`` (the fused kernel: a gather
+  over the full list, pair force from ``ado.value_and_grad`` of the pair potential, one launch),
+  and for comparison ``jax.value_and_grad`` of the energy (energy kernel, then its adjoint);
+* ``jax``: the same ``ForceField`` with the plain-JAX reference (``chemistry/reference.py``);
+* ``jax-md <format>``: jax-md's pair machinery and neighbor lists (``jaxmd_lj.py``), when installed;
+* ``cuda``: ``cuda/lj.cu``, one thread per atom over our neighbor list (the ceiling; per-atom
+  energies and forces, no total), on the GPU when nvcc is found.
+
+One timer for all (``harness.time_calls``: same warm-up, repetitions and batch, host wall clock
+after the device is done); each size is reported on its own, with median, IQR, min and max; a
+side that fails is an error row; device memory is released between sides. Each side's forces
+are compared with the plain-JAX reference's (``max_force_diff``). Also callable from
+``benchmarks/run.py`` as ``run(rows, device=..., quick=...)``.
 """
 from __future__ import annotations
 
 import argparse
 import csv
-import datetime
-import platform
-import statistics
+import gc
 import sys
-import time
 from pathlib import Path
 
-SIZES = {"cpu": (4_000, 10_976), "cuda": (10_976, 108_000, 1_048_576)}     # 4 n^3 (n = 10, 14, 30, 64)
-QUICK_SIZES = {"cpu": (4_000,), "cuda": (108_000,)}
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+
+from harness import BATCH, REPS, environment, time_calls, time_jax  # noqa: E402
+
+SIZES = {"cpu": (4_000,), "cuda": (10_976, 108_000, 1_048_576)}     # 4 n^3 (n = 10, 14, 30, 64)
+QUICK_SIZES = {"cpu": (256,), "cuda": (108_000,)}
+CUTOFF, SKIN, DENSITY = 2.5, 0.3, 0.8
+
+EF = "LJ energy + forces"
+EF_ADJOINT = "LJ energy + forces (energy kernel, then its adjoint)"
+BUILD = "neighbor-list build"
+STEP = "MD step (Verlet, list kept)"
+FIT = "force-matching loss gradient (LJ parameters)"
+COLUMNS = ["measure", "atoms", "side", "median_ms", "iqr_ms", "min_ms", "max_ms", "reps", "batch",
+           "max_force_diff", "atom_steps_per_s", "error"]
 
 
-def _time(fn, reps, warmup=2):
-    for _ in range(warmup):
-        fn()
-    samples = []
-    for _ in range(reps):
-        began = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - began) * 1e3)
-    return statistics.median(samples), max(samples) - min(samples), len(samples)
+class System:
+    """The benchmark's liquid at one size, with our neighbor list and the reference forces."""
+
+    def __init__(self, n_atoms: int, device, measures=None):
+        import jax
+        import jax.numpy as jnp
+        from adoffload.chemistry import ForceField, LennardJones, as_box
+        from adoffload.chemistry.dynamics import fcc_lattice
+        pos, edge = fcc_lattice(round((n_atoms / 4) ** (1 / 3)), DENSITY)
+        pos = pos + 0.05 * jax.random.normal(jax.random.PRNGKey(0), pos.shape, dtype=jnp.float64)
+        self.edge, self.n = float(edge), len(pos)
+        self.pos = jax.device_put(jnp.asarray(pos), device)
+        self.device, self.measures = device, measures       # measures: None = all
+        self.forcefield = lambda backend: ForceField((LennardJones(cutoff=CUTOFF),), as_box(edge), backend=backend)
+        self.spec = self.forcefield("jax").neighbor_list(self.n, skin=SKIN)
+        self.nl = jax.jit(self.spec.build)(self.pos)
+        self.spec.check_overflow(self.nl)
+        self.reference_forces = jax.jit(self.forcefield("jax").energy_and_forces)(self.pos, self.nl.neighbors)[1]
+
+    def force_diff(self, forces) -> float:
+        import jax.numpy as jnp
+        return float(jnp.max(jnp.abs(jnp.asarray(forces) - self.reference_forces)))
 
 
-def _cells_for(n_atoms):
-    return round((n_atoms / 4) ** (1 / 3))
+def row(measure, system, side, timing=None, batch=BATCH, **extra) -> dict:
+    out = {"measure": measure, "atoms": system.n, "side": side, **extra}
+    if timing is not None:
+        out.update(median_ms=timing.median_ms, iqr_ms=timing.q3_ms - timing.q1_ms, min_ms=timing.min_ms,
+                   max_ms=timing.max_ms, reps=timing.reps, batch=batch)
+    return out
 
 
-def measure(n_atoms, backend, device, reps, only=None):
-    """Rows for one size and backend: LJ energy+forces, neighbor build, one Verlet step, and the
-    gradient of a force-matching loss in the LJ parameters (a second derivative)."""
+def attempt(rows, measure, system, side, fn) -> None:
+    """Run one case; a failure becomes an error row (never a missing or invented one)."""
+    if system.measures is not None and measure not in system.measures:
+        return
+    try:
+        rows.append(fn())
+    except Exception as error:        # noqa: BLE001 - one case failing is reported
+        rows.append(row(measure, system, side, error=f"{type(error).__name__}: {str(error)[:300]}"))
+
+
+def forcefield_side(rows, system, backend, reps) -> None:
+    """adoffload or the plain-JAX reference, through the same ForceField."""
     import jax
     import jax.numpy as jnp
-    from adoffload.chemistry import ForceField, LennardJones, as_box
-    from adoffload.chemistry.dynamics import fcc_lattice, initial_state, maxwell_boltzmann, verlet_step
+    from adoffload.chemistry.dynamics import initial_state, maxwell_boltzmann, verlet_step
+    ff = system.forcefield(backend)
+    spec = ff.neighbor_list(system.n, skin=SKIN)
+    pos, neighbors = system.pos, system.nl.neighbors
+    energy_forces = jax.jit(ff.energy_and_forces)
 
-    pos, edge = fcc_lattice(_cells_for(n_atoms), 0.8)
-    pos = pos + 0.05 * jax.random.normal(jax.random.PRNGKey(0), pos.shape, dtype=jnp.float64)
-    n = len(pos)
-    ff = ForceField((LennardJones(cutoff=2.5),), as_box(edge), backend=backend)
-    spec = ff.neighbor_list(n, skin=0.3)
-    with jax.default_device(device):
-        pos = jnp.asarray(pos)
-        build = jax.jit(spec.build)
-        nl = build(pos)
-        spec.check_overflow(nl)
-        if only is not None:
-            return [_row("neighbor-list build", n, backend, _time(lambda: jax.block_until_ready(build(pos)), reps))]
-        energy_forces = jax.jit(ff.energy_and_forces)
-        key_v, key = jax.random.split(jax.random.PRNGKey(1))
-        state = initial_state(ff, spec, pos, maxwell_boltzmann(key_v, n, 1.0), key)
+    def fused():
+        t = time_jax(energy_forces, pos, neighbors, reps=reps)
+        return row(EF, system, backend, t, max_force_diff=system.force_diff(energy_forces(pos, neighbors)[1]))
+    attempt(rows, EF, system, backend, fused)
+    if backend == "adoffload":
+        by_adjoint = jax.jit(jax.value_and_grad(ff.energy))
+        attempt(rows, EF_ADJOINT, system, backend, lambda: row(
+            EF_ADJOINT, system, backend, time_jax(by_adjoint, pos, neighbors, reps=reps),
+            max_force_diff=system.force_diff(-by_adjoint(pos, neighbors)[1])))
+    build = jax.jit(spec.build)
+    attempt(rows, BUILD, system, backend, lambda: row(BUILD, system, backend, time_jax(build, pos, reps=reps)))
+    key_v, key = jax.random.split(jax.random.PRNGKey(1))
+
+    def md_step():
+        state = initial_state(ff, spec, pos, maxwell_boltzmann(key_v, system.n, 1.0), key)
         step = jax.jit(lambda s: verlet_step(ff, spec, s, 0.004))
-        target = jnp.zeros_like(pos)
+        t = time_jax(step, state, reps=reps)
+        return row(STEP, system, backend, t, atom_steps_per_s=round(system.n / (t.median_ms * 1e-3)))
+    attempt(rows, STEP, system, backend, md_step)
 
-        def force_loss(params):        # force matching: the gradient is reverse over reverse
-            return jnp.mean((ff.forces(pos, nl.neighbors, params) - target) ** 2)
-        force_loss_gradient = jax.jit(jax.grad(force_loss))
-        cases = {
-            "LJ energy + forces": lambda: jax.block_until_ready(energy_forces(pos, nl.neighbors)),
-            "neighbor-list build": lambda: jax.block_until_ready(build(pos)),
-            "MD step (Verlet, list kept)": lambda: jax.block_until_ready(step(state)),
-            "force-matching loss gradient (LJ parameters)":
-                lambda: jax.block_until_ready(force_loss_gradient(ff.parameters)),
-        }
-        rows = []
-        for name, fn in cases.items():
-            if only is not None and name not in only:
-                continue
-            try:
-                rows.append(_row(name, n, backend, _time(fn, reps)))
-            except Exception as error:        # noqa: BLE001 - one case failing is reported, never invented
-                rows.append({"measure": name, "atoms": n, "backend": backend,
-                             "skipped": f"{type(error).__name__}: {str(error)[:300]}"})
-    return rows
+    def force_loss(params):            # force matching: the gradient is reverse over reverse
+        return jnp.mean(ff.forces(pos, neighbors, params) ** 2)
+    gradient = jax.jit(jax.grad(force_loss))
+    attempt(rows, FIT, system, backend, lambda: row(FIT, system, backend, time_jax(gradient, ff.parameters, reps=reps)))
 
 
-def _row(name, n, backend, timing):
-    median, spread, count = timing
-    return {"measure": name, "atoms": n, "backend": backend, "median_ms": round(median, 4),
-            "spread_ms": round(spread, 4), "reps": count,
-            "atom_steps_per_s": round(n / (median * 1e-3)) if "step" in name else ""}
+def jaxmd_side(rows, system, fmt, reps) -> None:
+    import jax
+    from jaxmd_lj import JaxMdLJ
+    side = f"jax-md {fmt}"
+    try:
+        with jax.default_device(system.device):
+            peer = JaxMdLJ(system.pos, system.edge, CUTOFF, SKIN, fmt)
+    except Exception as error:         # noqa: BLE001
+        rows.append(row(EF, system, side, error=f"{type(error).__name__}: {str(error)[:300]}"))
+        return
+    attempt(rows, EF, system, side, lambda: row(
+        EF, system, side, time_jax(peer.energy_and_forces, system.pos, peer.neighbors, reps=reps),
+        max_force_diff=system.force_diff(peer.energy_and_forces(system.pos, peer.neighbors)[1])))
+    attempt(rows, BUILD, system, side, lambda: row(
+        BUILD, system, side, time_jax(peer.rebuild, system.pos, peer.neighbors, reps=reps)))
+    params = {"sigma": 1.0, "epsilon": 1.0}
+    attempt(rows, FIT, system, side, lambda: row(
+        FIT, system, side, time_jax(peer.force_loss_gradient, params, system.pos, peer.neighbors, reps=reps)))
 
 
-def run(rows, device="cpu", quick=False, reps=None):
-    """Append result rows (dicts) for every size and backend; skipped sides get a reason row."""
+def cuda_side(rows, system, reps) -> None:
+    """cuda/lj.cu through adoffload's CUDA runtime, on our neighbor list, timed like the rest."""
+    import subprocess
+    import tempfile
+    import numpy as np
+    from harness import Gpu
+    gpu = Gpu()
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = Path(tmp) / "lj.cubin"
+        subprocess.run(["nvcc", "-O3", "-arch=sm_90", "-cubin", "-o", str(cubin), str(HERE / "cuda" / "lj.cu")],
+                       check=True, capture_output=True)
+        function = gpu.device.load_module(cubin.read_bytes()).function("lj_energy_forces")
+    neighbors = np.ascontiguousarray(np.asarray(system.nl.neighbors, dtype=np.int64))
+    n, capacity = neighbors.shape
+    host = {"pos": np.ascontiguousarray(np.asarray(system.pos)), "box": np.full(3, system.edge),
+            "neighbors": neighbors, "e": np.zeros(n), "forces": np.zeros((n, 3))}
+    dev = gpu.upload(host)
+    try:
+        args = [dev["pos"].ptr, dev["box"].ptr, dev["neighbors"].ptr, 1.0, 1.0, CUTOFF, dev["e"].ptr,
+                dev["forces"].ptr, n, capacity]
+        launch = lambda: gpu.launch_raw(function, ((n + 127) // 128, 1, 1), (128, 1, 1), args)   # noqa: E731
+        launch()
+        forces = gpu.download(dev["forces"], host["forces"])
+        t = gpu.time(launch, reps)
+        rows.append(row(EF + " (per-atom e, no total)", system, "cuda", t, max_force_diff=system.force_diff(forces)))
+    finally:
+        gpu.free(dev)
+
+
+def run(rows, device="cpu", quick=False, reps=None, sides=None, measures=None):
+    """Append result rows for every size and side (see the module docstring); ``sides`` and
+    ``measures`` (e.g. ``[chemistry.EF]``) select a subset."""
+    import shutil
     import jax
     jax.config.update("jax_enable_x64", True)
     from adoffload.chemistry import available
+    from jaxmd_lj import FORMATS, available as jaxmd_available
     platform_name = {"cpu": "cpu", "cuda": "gpu"}[device]
     try:
         jax_device = jax.devices(platform_name)[0]
     except RuntimeError as error:
-        rows.append({"measure": "all", "skipped": f"JAX has no {platform_name} device here: {error}"})
+        rows.append({"measure": "all", "error": f"JAX has no {platform_name} device here: {error}"})
         return rows
-    reps = reps or (5 if quick else 20)
+    reps = reps or (5 if quick else REPS)
+    sides = sides or ["adoffload", "jax", *(f"jax-md {f}" for f in FORMATS), "cuda"]
     for n in (QUICK_SIZES if quick else SIZES)[device]:
-        for backend in ("adoffload", "jax"):
-            ok, why = available(backend)
-            only = None
-            if not ok:
-                rows.append({"measure": "forces and MD step", "atoms": n, "backend": backend, "skipped": why})
-                if not available(backend, adjoint=False)[0]:
-                    continue
-                only = ("neighbor-list build",)          # primal kernels only
-            try:
-                rows.extend(measure(n, backend, jax_device, reps, only))
-            except Exception as error:        # noqa: BLE001 - report, never invent
-                rows.append({"measure": "all", "atoms": n, "backend": backend,
-                             "skipped": f"{type(error).__name__}: {str(error)[:300]}"})
-    rows.append({"measure": "note", "skipped": "jax-md baseline not run: jax-md is not installable on the offline "
-                                               "GPU machine; the plain-JAX side is adoffload/chemistry/reference.py"})
+        with jax.default_device(jax_device):
+            system = System(n, jax_device, measures)
+            for side in sides:
+                try:
+                    if side in ("adoffload", "jax"):
+                        ok, why = available(side, second_order=measures is None or FIT in measures)
+                        if not ok:
+                            rows.append(row("all", system, side, error=f"backend unavailable: {why}"))
+                            continue
+                        forcefield_side(rows, system, side, reps)
+                    elif side.startswith("jax-md"):
+                        ok, why = jaxmd_available()
+                        if not ok:
+                            rows.append(row("all", system, side, error=why))
+                            continue
+                        jaxmd_side(rows, system, side.split()[1], reps)
+                    elif side == "cuda":
+                        if device != "cuda" or shutil.which("nvcc") is None:
+                            rows.append(row(EF, system, side, error="needs a CUDA GPU and nvcc"))
+                            continue
+                        cuda_side(rows, system, reps)
+                finally:
+                    jax.clear_caches()
+                    gc.collect()
+            del system
+            gc.collect()
     return rows
 
 
-def environment(device):
-    import jax
-    import llvmlite
-    import numpy as np
-    env = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-           "python": platform.python_version(), "jax": jax.__version__, "llvmlite": llvmlite.__version__,
-           "numpy": np.__version__, "requested device": device}
-    try:
-        env["jax device"] = str(jax.devices({"cpu": "cpu", "cuda": "gpu"}[device])[0].device_kind)
-    except RuntimeError:
-        env["jax device"] = "none"
-    return env
+# (name, numerator side/measure, denominator side/measure, target) -- issue 12's chemistry targets
+RATIOS = [
+    ("adoffload fused E+F / hand-written CUDA (time)", ("adoffload", EF), ("cuda", EF + " (per-atom e, no total)"), "<= 2"),
+    ("jax-md Dense E+F / adoffload fused E+F (speed-up)", ("jax-md Dense", EF), ("adoffload", EF), ">= 4"),
+    ("jax-md OrderedSparse E+F / adoffload fused E+F (speed-up)", ("jax-md OrderedSparse", EF), ("adoffload", EF), ">= 4"),
+    ("plain JAX E+F / adoffload fused E+F (speed-up)", ("jax", EF), ("adoffload", EF), "(none)"),
+    ("adoffload energy kernel + adjoint / fused (time)", ("adoffload", EF_ADJOINT), ("adoffload", EF), "(none)"),
+    ("jax-md Dense force-matching grad / adoffload (speed-up)", ("jax-md Dense", FIT), ("adoffload", FIT), ">= 3"),
+    ("plain JAX force-matching grad / adoffload (speed-up)", ("jax", FIT), ("adoffload", FIT), "(none)"),
+]
+
+
+def ratios(rows):
+    times = {(r["side"], r["measure"], r["atoms"]): r["median_ms"] for r in rows if "median_ms" in r}
+    sizes = sorted({r["atoms"] for r in rows if "atoms" in r})
+    out = []
+    for n in sizes:
+        for name, (sa, ma), (sb, mb), target in RATIOS:
+            a, b = times.get((sa, ma, n)), times.get((sb, mb, n))
+            out.append({"atoms": n, "ratio": name, "value": a / b if a and b else None, "target": target})
+    return out
 
 
 def write(out: Path, env, rows):
     out.mkdir(parents=True, exist_ok=True)
-    keys = ["measure", "atoms", "backend", "median_ms", "spread_ms", "reps", "atom_steps_per_s", "skipped"]
     with open(out / "chemistry.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=keys)
+        writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
         writer.writeheader()
-        for row in rows:
-            writer.writerow({k: row.get(k, "") for k in keys})
-    lines = ["# Chemistry benchmark: adoffload kernels vs the same physics in plain JAX", ""]
+        for r in rows:
+            writer.writerow({k: r.get(k, "") for k in COLUMNS})
+    fmt = lambda v: f"{v:.4g}" if isinstance(v, float) else ("" if v is None else str(v))   # noqa: E731
+    lines = ["# Chemistry benchmark: adoffload vs plain JAX vs jax-md vs hand-written CUDA", ""]
     lines += [f"- {k}: {v}" for k, v in env.items()]
-    lines += ["- system: fcc-lattice LJ liquid, density 0.8, cutoff 2.5, skin 0.3, float64; "
-              "times are medians, spread = max - min over the repetitions", "",
-              "| measure | atoms | backend | median ms | spread ms | reps | atom-steps/s |", "|---|---|---|---|---|---|---|"]
-    for row in rows:
-        if "skipped" in row:
-            continue
-        lines.append(f"| {row['measure']} | {row['atoms']} | {row['backend']} | {row['median_ms']} | "
-                     f"{row['spread_ms']} | {row['reps']} | {row['atom_steps_per_s']} |")
-    ratios = _ratios(rows)
-    if ratios:
-        lines += ["", "| measure | atoms | adoffload / jax time |", "|---|---|---|"]
-        lines += [f"| {m} | {n} | {r:.3f} |" for (m, n), r in ratios.items()]
-    skipped = [r for r in rows if "skipped" in r]
-    if skipped:
-        lines += ["", "## Not measured", ""]
-        lines += [f"- {r.get('backend', '')} {r.get('atoms', '')}: {r['skipped']}".replace("  ", " ") for r in skipped]
+    lines += [f"- system: fcc-lattice LJ liquid, density {DENSITY}, cutoff {CUTOFF}, skin {SKIN}, float64; one "
+              f"timer for all sides (harness.time_calls: batches of calls, wall clock after the device is done); "
+              "median, IQR and min/max over the repetitions; max_force_diff is against the plain-JAX reference", ""]
+    for n in sorted({r["atoms"] for r in rows if "atoms" in r}):
+        lines += [f"## {n} atoms", "", "| " + " | ".join(COLUMNS[:1] + COLUMNS[2:]) + " |",
+                  "|" + "---|" * (len(COLUMNS) - 1)]
+        lines += ["| " + " | ".join(fmt(r.get(k)) for k in COLUMNS[:1] + COLUMNS[2:]) + " |"
+                  for r in rows if r.get("atoms") == n]
+        lines += ["", "| ratio | value | target |", "|---|---|---|"]
+        lines += [f"| {r['ratio']} | {fmt(r['value'])} | {r['target']} |" for r in ratios(rows) if r["atoms"] == n]
+        lines.append("")
+    other = [r for r in rows if "atoms" not in r]
+    lines += [f"- {r.get('measure')}: {r.get('error')}" for r in other]
     (out / "chemistry.md").write_text("\n".join(lines) + "\n")
-
-
-def _ratios(rows):
-    times = {(r["measure"], r["atoms"], r["backend"]): r["median_ms"] for r in rows if "median_ms" in r}
-    return {(m, n): t / times[(m, n, "jax")] for (m, n, b), t in times.items()
-            if b == "adoffload" and (m, n, "jax") in times}
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "chemistry"))
+    parser.add_argument("--out", default=str(HERE / "results" / "chemistry"))
     parser.add_argument("--device", choices=["cpu", "cuda", "auto"], default="auto")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--reps", type=int)
+    parser.add_argument("--sides", nargs="*", help="adoffload jax 'jax-md Dense' 'jax-md Sparse' "
+                                                    "'jax-md OrderedSparse' cuda (default: all)")
     args = parser.parse_args(argv)
     import jax
     device = args.device
@@ -189,10 +285,10 @@ def main(argv=None):
         except RuntimeError:
             device = "cpu"
             print("no GPU found by JAX: running the CPU comparison at small sizes")
-    rows = run([], device=device, quick=args.quick, reps=args.reps)
-    write(Path(args.out), environment(device), rows)
-    for row in rows:
-        print(row)
+    rows = run([], device=device, quick=args.quick, reps=args.reps, sides=args.sides)
+    write(Path(args.out), {**environment(), "requested device": device}, rows)
+    for r in rows:
+        print({k: v for k, v in r.items() if v not in ("", None)}, flush=True)
     print(f"wrote {args.out}/chemistry.md and chemistry.csv")
     return 0
 

@@ -1,7 +1,8 @@
-"""Timing on the GPU: device-resident arguments, CUDA events, medians, environment records.
+"""Timing: one wall-clock timer for every side, medians with IQR and min/max, environment records.
 
 Our kernels and the hand-written CUDA baselines are launched through the same runtime on
-the same stream, so their ratio is measured in one run (shared/BENCHMARKS.md).
+the same stream, and JAX programs are waited for with ``block_until_ready``; all of them go
+through ``time_calls``, so their ratio is measured in one run, the same way (shared/BENCHMARKS.md).
 """
 from __future__ import annotations
 
@@ -20,10 +21,48 @@ class Timing:
     median_ms: float
     spread_ms: float      # (max - min) of the timed repetitions
     reps: int
+    q1_ms: float = float("nan")
+    q3_ms: float = float("nan")
+    min_ms: float = float("nan")
+    max_ms: float = float("nan")
 
     @classmethod
     def of(cls, samples_ms: list[float]) -> "Timing":
-        return cls(statistics.median(samples_ms), max(samples_ms) - min(samples_ms), len(samples_ms))
+        q1, _, q3 = statistics.quantiles(samples_ms, n=4) if len(samples_ms) > 1 else (samples_ms[0],) * 3
+        return cls(statistics.median(samples_ms), max(samples_ms) - min(samples_ms), len(samples_ms),
+                   q1, q3, min(samples_ms), max(samples_ms))
+
+    def columns(self, prefix: str) -> dict:
+        """``{prefix}_ms`` (median) and its spread: IQR, min and max, for a result row."""
+        return {f"{prefix}_ms": self.median_ms, f"{prefix}_iqr_ms": self.q3_ms - self.q1_ms,
+                f"{prefix}_min_ms": self.min_ms, f"{prefix}_max_ms": self.max_ms}
+
+
+# The one timer of every side (ours, hand-written CUDA, jax.numpy, jax-md): the same warm-up, the
+# same repetitions, each repetition ``batch`` calls back to back then one wait for the device, on
+# the host's wall clock. Per-call time = elapsed / batch, so launch costs overlap with device work
+# as they do in a real program; every side pays its own dispatch cost the same way.
+REPS, BATCH, WARMUP = 20, 10, 3
+
+
+def time_calls(call, wait, reps: int = REPS, batch: int = BATCH, warmup: int = WARMUP) -> Timing:
+    """Time ``call()`` (which enqueues work); ``wait(result)`` blocks until the device is done."""
+    for _ in range(warmup):
+        wait(call())
+    samples = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(batch - 1):
+            call()
+        wait(call())
+        samples.append((time.perf_counter() - t0) * 1e3 / batch)
+    return Timing.of(samples)
+
+
+def time_jax(fn, *args, reps: int = REPS, batch: int = BATCH, warmup: int = WARMUP) -> Timing:
+    """``time_calls`` for a jitted JAX function (waits with ``jax.block_until_ready``)."""
+    import jax
+    return time_calls(lambda: fn(*args), jax.block_until_ready, reps, batch, warmup)
 
 
 def environment() -> dict:
@@ -40,18 +79,6 @@ def environment() -> dict:
     except (OSError, subprocess.SubprocessError):
         env["gpu"] = "none (nvidia-smi not found)"
     return env
-
-
-def time_host(fn, reps: int = 20, warmup: int = 3) -> Timing:
-    """Wall-clock timing of a synchronous host function (fn must block until done)."""
-    for _ in range(warmup):
-        fn()
-    samples = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - t0) * 1e3)
-    return Timing.of(samples)
 
 
 class Gpu:
@@ -76,20 +103,16 @@ class Gpu:
         self.device.copy_to_host(buf, host)
         return host
 
-    def time(self, launch, reps: int = 50, warmup: int = 5) -> Timing:
-        """Median device time of ``launch()`` (each repetition bracketed by events)."""
-        for _ in range(warmup):
-            launch()
-        self.device.synchronize()
-        samples = []
-        for _ in range(reps):
-            start, stop = self.device.event(), self.device.event()
-            start.record(self.stream)
-            launch()
-            stop.record(self.stream)
-            stop.synchronize()
-            samples.append(start.elapsed_ms(stop))
-        return Timing.of(samples)
+    def time(self, launch, reps: int = REPS, batch: int = BATCH, warmup: int = WARMUP) -> Timing:
+        """``time_calls`` for launches on this GPU (waits with a device synchronize)."""
+        return time_calls(launch, lambda _: self.device.synchronize(), reps, batch, warmup)
+
+    def free(self, values: dict) -> None:
+        """Free the device buffers of an ``upload`` result (a case's memory, before the next case)."""
+        for value in values.values():
+            if hasattr(value, "ptr"):
+                self.device.free(value)
+        values.clear()
 
     def copy_bandwidth(self, nbytes: int = 1 << 31, reps: int = 30) -> float:
         """Device-to-device copy bandwidth in bytes/s (read + write counted)."""

@@ -1,5 +1,7 @@
 """RAJAPerf subset on the GPU: ours (checked and unchecked) vs hand-written CUDA vs jax.numpy,
-plus JVP/primal and VJP/primal ratios. Every number comes from this run on this GPU.
+plus JVP/primal and VJP/primal ratios. Every number comes from this run on this GPU, every side
+timed by ``harness.time_calls`` (same warm-up, repetitions and wall clock); each case's device
+memory is freed before the next, and a case that fails is a row with its error.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from adoffload.launch import flat_values, proven_facts
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
-from harness import Gpu, Timing  # noqa: E402
+from harness import REPS, Gpu, Timing, time_jax  # noqa: E402
 from jax_derivatives import jax_derivative_times  # noqa: E402
 from rajaperf_kernels import CASES  # noqa: E402
 
@@ -59,7 +61,21 @@ class OurLaunch:
         self.gpu.device.launch(self.function, self.threads, self.slots, block_size=256, stream=self.gpu.stream)
 
 
-def run(out_rows: list, sizes=(1_000_000, 1 << 26), reps: int = 30) -> None:
+# The tuned CUDA reductions (cuda/rajaperf.cu) are grid-stride loops: enough 256-thread blocks to
+# fill the H200 (132 SMs x 8 resident blocks), each thread summing at least 8 elements.
+REDUCTIONS = {"stream_dot", "basic_pi_reduce", "basic_trap_int", "basic_reduce3_int"}
+REDUCTION_BLOCKS = 132 * 8
+
+
+def cuda_launch_grid(name: str, n: int, host: dict) -> tuple:
+    if name == "basic_nested_init":
+        return ((host["ni"] + 255) // 256, host["nj"], host["nk"])
+    if name in REDUCTIONS:
+        return (max(1, min((n + 2047) // 2048, REDUCTION_BLOCKS)), 1, 1)
+    return ((n + 255) // 256, 1, 1)
+
+
+def run(out_rows: list, sizes=(1_000_000, 1 << 26), reps: int = REPS) -> None:
     import jax
     import jax.numpy as jnp
     gpu = Gpu()
@@ -72,6 +88,7 @@ def run(out_rows: list, sizes=(1_000_000, 1 << 26), reps: int = 30) -> None:
             host = case.make(n, rng)
             grid = case.grid(n)
             row = {"kernel": case.name, "n": n, "reps": reps}
+            dev: dict = {}
             try:
                 dev = gpu.upload(host)
                 ours = OurLaunch(gpu, case.kernel, dev, host, grid)
@@ -88,25 +105,31 @@ def run(out_rows: list, sizes=(1_000_000, 1 << 26), reps: int = 30) -> None:
                 fn = baselines.function(case.name)
                 args = [dev[p.name].ptr if isinstance(host[p.name], np.ndarray) else host[p.name]
                         for p in case.kernel.signature.params]
-                if case.name == "basic_nested_init":
-                    ni, nj, nk = host["ni"], host["nj"], host["nk"]
-                    cuda_grid, cuda_args = ((ni + 255) // 256, nj, nk), args
-                else:
-                    cuda_grid, cuda_args = ((n + 255) // 256, 1, 1), args + [n]
+                cuda_args = args if case.name == "basic_nested_init" else args + [n]
+                cuda_grid = cuda_launch_grid(case.name, n, host)
+                for k, v in host.items():  # the baseline is checked too, from fresh inputs
+                    if isinstance(v, np.ndarray):
+                        gpu.device.copy_to_device(dev[k], v)
+                gpu.launch_raw(fn, cuda_grid, (256, 1, 1), cuda_args)
+                row["cuda_correct"] = all(np.allclose(gpu.download(dev[k], host[k]), v, rtol=1e-9, atol=1e-12)
+                                          for k, v in expected.items())
                 t_cuda = gpu.time(lambda: gpu.launch_raw(fn, cuda_grid, (256, 1, 1), cuda_args), reps)
-                row.update(ours_ms=t_ours.median_ms, ours_spread_ms=t_ours.spread_ms,
-                           unchecked_ms=t_unchecked.median_ms, cuda_ms=t_cuda.median_ms,
-                           cuda_spread_ms=t_cuda.spread_ms, ptx_bytes=ours.ptx_bytes, k=ours.k)
+                row.update(**t_ours.columns("ours"), unchecked_ms=t_unchecked.median_ms, **t_cuda.columns("cuda"),
+                           ptx_bytes=ours.ptx_bytes, k=ours.k)
                 row["gbps_ours"] = case.bytes_moved(n) / (t_ours.median_ms * 1e-3) / 1e9
+                row["gbps_cuda"] = case.bytes_moved(n) / (t_cuda.median_ms * 1e-3) / 1e9
                 if case.jnp is not None:
                     jd = {k: jnp.asarray(v) for k, v in host.items()}
                     f = jax.jit(lambda d: case.jnp(d, jnp))
-                    t_jnp = _time_jax(f, jd, reps)
-                    row.update(jnp_ms=t_jnp.median_ms)
+                    row.update(**time_jax(f, jd, reps=reps).columns("jnp"))
                     row.update(jax_derivative_times(case, host, reps, _time_jax))
+                    del jd
                 row.update(_derivative_times(gpu, case, host, grid, reps, t_ours))
             except Exception as exc:  # a failing kernel is reported, not hidden
                 row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+            finally:
+                gpu.free(dev)
+                jax.clear_caches()
             out_rows.append(row)
             print(_fmt(row), flush=True)
 
@@ -120,8 +143,11 @@ def _derivative_times(gpu, case, host, grid, reps, t_primal: Timing) -> dict:
             k = derive(case.kernel, case.wrt)
             values = _derived_values(k, host, mode)
             dev = gpu.upload(values)
-            t = gpu.time(OurLaunch(gpu, k, dev, values, grid), reps)
-            out[f"{mode}_ms"] = t.median_ms
+            try:
+                t = gpu.time(OurLaunch(gpu, k, dev, values, grid), reps)
+            finally:
+                gpu.free(dev)
+            out.update(t.columns(mode))
             out[f"{mode}_ratio"] = t.median_ms / t_primal.median_ms
         except Exception as exc:
             out[f"{mode}_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
@@ -144,23 +170,10 @@ def _derived_values(kernel, host: dict, mode: str) -> dict:
 
 
 def _time_jax(f, args, reps) -> Timing:
-    import time
-    out = f(args)
-    _block(out)
-    samples = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        _block(f(args))
-        samples.append((time.perf_counter() - t0) * 1e3)
-    return Timing.of(samples)
-
-
-def _block(out):
-    import jax
-    jax.block_until_ready(out)
+    return time_jax(f, args, reps=reps)
 
 
 def _fmt(row: dict) -> str:
-    keys = ("kernel", "n", "k", "correct", "ours_ms", "unchecked_ms", "cuda_ms", "jnp_ms", "jvp_ratio", "vjp_ratio", "error")
+    keys = ("kernel", "n", "k", "correct", "cuda_correct", "ours_ms", "unchecked_ms", "cuda_ms", "jnp_ms", "jvp_ratio", "vjp_ratio", "error")
     return "  ".join(f"{k}={row[k]:.4g}" if isinstance(row.get(k), float) else f"{k}={row.get(k)}"
                      for k in keys if k in row)

@@ -62,7 +62,7 @@ def main(argv=None) -> int:
         suite("bandwidth", bandwidth)
         import rajaperf
         sizes = (1 << 20,) if args.quick else (1_000_000, 1 << 26)
-        suite("rajaperf", lambda rows: rajaperf.run(rows, sizes=sizes, reps=10 if args.quick else 30))
+        suite("rajaperf", lambda rows: rajaperf.run(rows, sizes=sizes, reps=5 if args.quick else rajaperf.REPS))
     import overheads
     suite("overheads", lambda rows: (overheads.compile_times("host", None, rows),
                                      gpu and overheads.compile_times("nvptx", "sm_90", rows),

@@ -23,6 +23,9 @@ _KERNEL_TABLE = {
     "lj_energy":           (("e",), None),
     "morse_energy":        (("e",), None),
     "coulomb_energy":      (("e",), None),
+    "lj_energy_forces":      (("e", "forces"), None),
+    "morse_energy_forces":   (("e", "forces"), None),
+    "coulomb_energy_forces": (("e", "forces"), None),
     "cluster_lj_energy":   (("e",), None),
     "bond_energy":         (("e",), None),
     "angle_energy":        (("e",), None),
@@ -194,6 +197,8 @@ def _grid_and_shapes(name, args, outs):
         n, capacity = args[0].shape[0], int(args[8] if name == "cell_neighbors" else args[3])
         return n, {"neighbors": (n, capacity), "n_neighbors": (n,)}
     n = args[2].shape[0] if name in ("bond_energy", "angle_energy") else args[0].shape[0]
+    if name.endswith("_energy_forces"):
+        return n, {"e": (n,), "forces": (n, 3)}
     return n, {outs[0]: (n,)}
 
 

@@ -1,10 +1,13 @@
 """Force fields as sums of energy terms; forces are minus the gradient of the total energy.
 
 Each term computes its energy with the chosen backend's function (an adoffload kernel
-or the JAX reference). ``ForceField.forces`` is ``-jax.grad`` of the total: with the
-adoffload backend, that runs each energy kernel's adjoint kernel. Parameters are a pytree
-(``{term name: {parameter: value}}``), so gradients with respect to them come from the
-same AD (``fit_potential.py``).
+or the JAX reference). ``ForceField.energy_and_forces`` asks each term for both at once: a
+pair term runs its fused ``*_energy_forces`` kernel (one launch: a gather over the full
+neighbor list whose pair force is AD of the pair potential inside the kernel, no atomics);
+the other terms (bonds, angles) take ``jax.value_and_grad`` of their energy, which with the
+adoffload backend runs the energy kernel's adjoint. Parameters are a pytree
+(``{term name: {parameter: value}}``), so gradients with respect to them, and of forces
+(force matching), come from the same AD (``fit_potential.py``).
 """
 from __future__ import annotations
 
@@ -32,6 +35,10 @@ class LennardJones:
     def energy(self, backend, pos, box, neighbors, p):
         return jnp.sum(backend.lj_energy(pos, box, neighbors, p["sigma"], p["epsilon"], self.cutoff))
 
+    def energy_and_forces(self, backend, pos, box, neighbors, p):
+        e, forces = backend.lj_energy_forces(pos, box, neighbors, p["sigma"], p["epsilon"], self.cutoff)
+        return jnp.sum(e), forces
+
 
 @dataclass(frozen=True)
 class Morse:
@@ -46,6 +53,10 @@ class Morse:
 
     def energy(self, backend, pos, box, neighbors, p):
         return jnp.sum(backend.morse_energy(pos, box, neighbors, p["depth"], p["alpha"], p["r0"], self.cutoff))
+
+    def energy_and_forces(self, backend, pos, box, neighbors, p):
+        e, forces = backend.morse_energy_forces(pos, box, neighbors, p["depth"], p["alpha"], p["r0"], self.cutoff)
+        return jnp.sum(e), forces
 
 
 @dataclass(frozen=True)
@@ -63,6 +74,11 @@ class Coulomb:
     def energy(self, backend, pos, box, neighbors, p):
         return jnp.sum(backend.coulomb_energy(pos, box, neighbors, p["charges"], self.alpha, self.cutoff,
                                               self.coulomb_constant))
+
+    def energy_and_forces(self, backend, pos, box, neighbors, p):
+        e, forces = backend.coulomb_energy_forces(pos, box, neighbors, p["charges"], self.alpha, self.cutoff,
+                                                  self.coulomb_constant)
+        return jnp.sum(e), forces
 
 
 @dataclass(frozen=True)
@@ -137,8 +153,21 @@ class ForceField:
         return sum(t.energy(backend, pos, box, neighbors, params[t.name]) for t in self.terms)
 
     def energy_and_forces(self, pos, neighbors, params=None):
-        energy, gradient = jax.value_and_grad(self.energy)(pos, neighbors, params)
-        return energy, -gradient
+        """Total energy and forces; pair terms compute both in one fused launch each."""
+        params = self.parameters if params is None else params
+        backend = get_backend(self.backend, adjoint=False)
+        box = jnp.asarray(self.box, dtype=pos.dtype)
+        energy, forces = 0.0, jnp.zeros_like(pos)
+        for term in self.terms:
+            fused = getattr(term, "energy_and_forces", None)
+            if fused is not None:
+                e, f = fused(backend, pos, box, neighbors, params[term.name])
+            else:
+                e, gradient = jax.value_and_grad(
+                    lambda x, t=term: t.energy(backend, x, box, neighbors, params[t.name]))(pos)
+                f = -gradient
+            energy, forces = energy + e, forces + f
+        return energy, forces
 
     def forces(self, pos, neighbors, params=None):
         return self.energy_and_forces(pos, neighbors, params)[1]

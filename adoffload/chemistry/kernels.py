@@ -2,9 +2,11 @@
 
 Each kernel is the twin of the function of the same name in ``reference.py`` (same
 arguments in the same order, Out arrays last; see that module for the conventions). Energy
-kernels write per-atom energies; forces and parameter gradients come from their adjoint
-kernels (``ado.vjp``, or ``jax.grad`` through ``ado.jax_kernel``), never from hand-written
-derivatives.
+kernels write per-atom energies; parameter gradients and many-body forces come from their
+adjoint kernels (``ado.vjp``, or ``jax.grad`` through ``ado.jax_kernel``). The pair terms also
+have ``*_energy_forces`` kernels: energy and forces in one launch, a gather over the full
+neighbor list whose pair force is ``ado.value_and_grad`` of the pair potential (AD of the
+helper, never a hand-written derivative) and which writes each atom once, without atomics.
 
 The neighbor list is built without atomics, so it is deterministic: ``cell_index`` bins
 atoms into cells, the atoms are sorted by cell (``jnp.argsort``), ``cell_ranges`` finds
@@ -124,6 +126,115 @@ def cluster_lj_energy(pos: ado.In[ado.f64, 2], sigma: ado.f64, epsilon: ado.f64,
             dz = pos[j, 2] - pos[i, 2]
             acc = acc + 0.5 * lj_pair(dx * dx + dy * dy + dz * dz, sigma, epsilon)
     e[i] = acc
+
+
+# --- pair energies and forces in one launch ---------------------------------------------
+# A gather over a FULL neighbor list (each pair in both atoms' rows): thread i sums its own
+# energy and force, the pair force coming from AD of the pair potential (ado.value_and_grad),
+# and writes them once. No atomics, no scatter. With E = 1/2 sum_i sum_j V(r_ij) and
+# d = x_j - x_i, each of the two entries of a pair gives 1/2 V' dr/dx_i, so F_i = -sum_j V' dr/dx_i.
+
+@ado.kernel
+def lj_energy_forces(pos: ado.In[ado.f64, 2], box: ado.In[ado.f64], neighbors: ado.In[ado.i64, 2],
+                     sigma: ado.f64, epsilon: ado.f64, cutoff: ado.f64,
+                     e: ado.Out[ado.f64], forces: ado.Out[ado.f64, 2]):
+    i = ado.tid()
+    rc2 = cutoff * cutoff
+    shift = lj_pair(rc2, sigma, epsilon)
+    xi = pos[i, 0]
+    yi = pos[i, 1]
+    zi = pos[i, 2]
+    acc = 0.0
+    fx = 0.0
+    fy = 0.0
+    fz = 0.0
+    for k in range(neighbors.shape[1]):
+        j = neighbors[i, k]
+        if j >= 0:
+            dx = min_image(pos[j, 0] - xi, box[0])
+            dy = min_image(pos[j, 1] - yi, box[1])
+            dz = min_image(pos[j, 2] - zi, box[2])
+            r2 = dx * dx + dy * dy + dz * dz
+            if r2 < rc2:
+                v, dv_dr2 = ado.value_and_grad(lj_pair)(r2, sigma, epsilon)
+                acc = acc + 0.5 * (v - shift)
+                fx = fx + 2.0 * dv_dr2 * dx              # dr2/dx_i = -2 dx
+                fy = fy + 2.0 * dv_dr2 * dy
+                fz = fz + 2.0 * dv_dr2 * dz
+    e[i] = acc
+    forces[i, 0] = fx
+    forces[i, 1] = fy
+    forces[i, 2] = fz
+
+
+@ado.kernel
+def morse_energy_forces(pos: ado.In[ado.f64, 2], box: ado.In[ado.f64], neighbors: ado.In[ado.i64, 2],
+                        depth: ado.f64, alpha: ado.f64, r0: ado.f64, cutoff: ado.f64,
+                        e: ado.Out[ado.f64], forces: ado.Out[ado.f64, 2]):
+    i = ado.tid()
+    shift = morse_pair(cutoff, depth, alpha, r0)
+    xi = pos[i, 0]
+    yi = pos[i, 1]
+    zi = pos[i, 2]
+    acc = 0.0
+    fx = 0.0
+    fy = 0.0
+    fz = 0.0
+    for k in range(neighbors.shape[1]):
+        j = neighbors[i, k]
+        if j >= 0:
+            dx = min_image(pos[j, 0] - xi, box[0])
+            dy = min_image(pos[j, 1] - yi, box[1])
+            dz = min_image(pos[j, 2] - zi, box[2])
+            r2 = dx * dx + dy * dy + dz * dz
+            if r2 < cutoff * cutoff:
+                r = ado.sqrt(r2)
+                v, dv_dr = ado.value_and_grad(morse_pair)(r, depth, alpha, r0)
+                acc = acc + 0.5 * (v - shift)
+                scale = dv_dr / r                        # dr/dx_i = -dx / r
+                fx = fx + scale * dx
+                fy = fy + scale * dy
+                fz = fz + scale * dz
+    e[i] = acc
+    forces[i, 0] = fx
+    forces[i, 1] = fy
+    forces[i, 2] = fz
+
+
+@ado.kernel
+def coulomb_energy_forces(pos: ado.In[ado.f64, 2], box: ado.In[ado.f64], neighbors: ado.In[ado.i64, 2],
+                          charges: ado.In[ado.f64], alpha: ado.f64, cutoff: ado.f64, coulomb_constant: ado.f64,
+                          e: ado.Out[ado.f64], forces: ado.Out[ado.f64, 2]):
+    i = ado.tid()
+    qi = charges[i]
+    xi = pos[i, 0]
+    yi = pos[i, 1]
+    zi = pos[i, 2]
+    acc = 0.0
+    fx = 0.0
+    fy = 0.0
+    fz = 0.0
+    for k in range(neighbors.shape[1]):
+        j = neighbors[i, k]
+        if j >= 0:
+            dx = min_image(pos[j, 0] - xi, box[0])
+            dy = min_image(pos[j, 1] - yi, box[1])
+            dz = min_image(pos[j, 2] - zi, box[2])
+            r2 = dx * dx + dy * dy + dz * dz
+            if r2 < cutoff * cutoff:
+                r = ado.sqrt(r2)
+                v, dv_dr = ado.value_and_grad(dsf_pair)(r, alpha, cutoff)
+                qq = qi * charges[j]
+                acc = acc + 0.5 * qq * v
+                scale = coulomb_constant * qq * dv_dr / r
+                fx = fx + scale * dx
+                fy = fy + scale * dy
+                fz = fz + scale * dz
+    self_term = (1.0 - ado.erf(alpha * cutoff)) / (2.0 * cutoff) + alpha / 1.7724538509055159
+    e[i] = coulomb_constant * (acc - self_term * qi * qi)
+    forces[i, 0] = fx
+    forces[i, 1] = fy
+    forces[i, 2] = fz
 
 
 # --- bonded energies -----------------------------------------------------------------------

@@ -26,12 +26,22 @@ def minimum_image(d, box):
     return d - box * jnp.floor(d / box + 0.5)
 
 
+def gather_neighbors(values, neighbors):
+    """``values[neighbors]`` with empty (-1) slots reading 0 and contributing nothing.
+
+    Empty slots point past the end and are read with ``mode="fill"``, so the transpose in
+    ``jax.grad`` drops them: were they clamped to atom 0 (``jnp.where(valid, j, 0)``), a
+    third of a typical list would scatter-add zeros onto that one atom, serialising the
+    gradient on its address.
+    """
+    past_the_end = jnp.where(neighbors >= 0, neighbors, values.shape[0])
+    return values.at[past_the_end].get(mode="fill", fill_value=0)
+
+
 def _neighbor_r2(pos, box, neighbors):
     """Squared distances to each listed neighbor, and the mask of real (non-padding) slots."""
-    valid = neighbors >= 0
-    j = jnp.where(valid, neighbors, 0)
-    d = minimum_image(pos[j] - pos[:, None, :], box)
-    return jnp.sum(d * d, axis=-1), valid
+    d = minimum_image(gather_neighbors(pos, neighbors) - pos[:, None, :], box)
+    return jnp.sum(d * d, axis=-1), neighbors >= 0
 
 
 def _masked(r2, valid, cutoff):
@@ -83,12 +93,26 @@ def coulomb_energy(pos, box, neighbors, charges, alpha, cutoff, coulomb_constant
     """Per-atom damped-shifted-force (Wolf-type) Coulomb energy, self term included."""
     r2, valid = _neighbor_r2(pos, box, neighbors)
     inside, r2 = _masked(r2, valid, cutoff)
-    j = jnp.where(valid, neighbors, 0)
-    qq = charges[:, None] * charges[j]
+    qq = charges[:, None] * gather_neighbors(charges, neighbors)
     pair = qq * dsf_pair(jnp.sqrt(r2), alpha, cutoff)
     erfc_c = 1.0 - jax.scipy.special.erf(alpha * cutoff)
     self_term = -(erfc_c / (2.0 * cutoff) + alpha / jnp.sqrt(jnp.pi)) * charges * charges
     return coulomb_constant * (0.5 * jnp.sum(jnp.where(inside, pair, 0.0), axis=1) + self_term)
+
+
+def _energy_and_forces(energy):
+    """The twin of a fused ``*_energy_forces`` kernel: per-atom energies and ``-grad`` of their sum."""
+    def energy_forces(pos, *args):
+        e, pullback = jax.vjp(lambda x: energy(x, *args), pos)
+        return e, -pullback(jnp.ones_like(e))[0]
+    energy_forces.__name__ = energy.__name__ + "_forces"
+    energy_forces.__doc__ = f"Per-atom energies of ``{energy.__name__}`` and the forces, in one call."
+    return energy_forces
+
+
+lj_energy_forces = _energy_and_forces(lj_energy)
+morse_energy_forces = _energy_and_forces(morse_energy)
+coulomb_energy_forces = _energy_and_forces(coulomb_energy)
 
 
 def cluster_lj_energy(pos, sigma, epsilon):

@@ -44,6 +44,10 @@ class CallLowering:
         target = callee.obj
         if isinstance(target, language.Func):
             return self.call_helper(target, node)
+        if isinstance(target, language.FuncDerivative):
+            return self.call_derivative(target, node)
+        if _hashable(target) and getattr(target, "__ado_compile_time__", False):
+            return self.compile_time_call(target, node)
         if isinstance(target, language.KernelBuiltin):
             return self.call_builtin(target.name, node)
         if isinstance(target, ScalarType):

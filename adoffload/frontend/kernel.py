@@ -15,6 +15,7 @@ from .arrays import ArrayLowering
 from .blocks import BlockLowering, SharedArray
 from .calls import CallLowering
 from .context import LLVM_TYPES, ModuleContext
+from .derivative_calls import DerivativeCalls
 from .expressions import ExpressionLowering
 from .helpers import HelperCalls
 from .lowering import FunctionLowering, captured_names
@@ -24,7 +25,7 @@ from .values import ArrayRef, Scalar
 
 
 class Lowering(StatementLowering, ExpressionLowering, CallLowering, ArrayLowering, HelperCalls,
-               FunctionLowering):
+               DerivativeCalls, FunctionLowering):
     """Everything a function body needs; kernels and helpers specialise the ends."""
 
 
