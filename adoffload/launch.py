@@ -223,9 +223,19 @@ def launch(kernel, args: tuple, kwargs: dict, *, grid, device="cpu"):
         # the thread count follows what was compiled (the requested k, or 1 where the target ignores it)
         _launch_device(dev, compiled, signature, values, grid, threads(total, compiled.elements_per_thread), status,
                        arrays_to_zero(kernel, values, grid))
-    abi_status.raise_for_status(status, signature, values)
+    abi_status.raise_for_status(status, signature, values, source_file=source_file(kernel))
     if kernel.tape is not None:
         reduce_contribution_log(kernel, values)
+    return None
+
+
+def source_file(kernel) -> str | None:
+    """The file a kernel (or the kernel it was derived from) was written in, if any."""
+    while kernel is not None:
+        pyfunc = getattr(kernel, "pyfunc", None)
+        if pyfunc is not None:
+            return pyfunc.__code__.co_filename
+        kernel = getattr(kernel, "base", None) or getattr(kernel, "derived", None)
     return None
 
 

@@ -64,6 +64,7 @@ class FunctionLowering:
         self.bindings: dict[str, object] = {}      # names bound to arrays (not reassignable)
         self.loops: list[tuple[ir.Block, ir.Block]] = []   # (continue target, break target)
         self.status: ir.Value | None = None
+        self.current_line = source.first_line      # the file line of the node being lowered
         self.alloca_block = function.append_basic_block("entry")
         body_block = function.append_basic_block("body")
         self.builder = LocatedBuilder(body_block)
@@ -75,9 +76,10 @@ class FunctionLowering:
         method = getattr(self, "visit_" + type(node).__name__, None)
         if method is None:
             raise self.source.error(UnsupportedConstructError, unsupported_message(node), node)
-        previous = self.builder.location
+        previous, previous_line = self.builder.location, self.current_line
         if hasattr(node, "lineno"):
-            self.builder.location = self.ctx.location(*self.source.location(node))
+            where = self.source.location(node)
+            self.builder.location, self.current_line = self.ctx.location(*where), where[1]
         try:
             return method(node)
         except SourceError as exc:
@@ -90,7 +92,7 @@ class FunctionLowering:
             raise self.source.error(SourceError, f"internal error while compiling this "
                                     f"construct: {type(exc).__name__}: {exc}", node) from exc
         finally:
-            self.builder.location = previous
+            self.builder.location, self.current_line = previous, previous_line
 
     def visit_body(self, statements: list[ast.stmt]) -> None:
         for statement in statements:
