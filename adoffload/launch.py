@@ -316,7 +316,7 @@ def _launch_host(dev, compiled, signature, values, grid, total, status, zeroed):
         values[k].fill(0)
     pointers = [v.ctypes.data if isinstance(v, np.ndarray) else 0 for v in values]
     slots = pack_slots(flat_values(signature, values, pointers), compiled.flat_types, grid, status.ctypes.data)
-    dev.launch(_loaded_function(dev, compiled), total, slots)
+    dev.launch(_loaded_function(dev, compiled), total, slots, status=status)
 
 
 def _launch_device(dev, compiled, signature, values, grid, threads, status, zeroed):
