@@ -321,12 +321,34 @@ def kernel(fn=None, *, bounds_check: bool = True):
 
 
 def jvp(k: Kernel, wrt, *, width: int = 1) -> Kernel:
-    """The forward-mode (tangent) kernel of ``k`` with respect to the parameters named in ``wrt``."""
+    """The forward-mode (tangent) kernel of ``k`` with respect to the parameters named in ``wrt``.
+
+    It takes ``k``'s parameters, then one shadow per differentiated or written float parameter,
+    by keyword ``d_<name>``:
+
+    * ``d_<scalar>`` (a float) and ``d_<in>`` (an array shaped like ``<in>``): tangents, read;
+    * ``d_<out>``: the tangent of ``<out>``, written (it starts at zero like Out arrays);
+    * ``d_<inout>``: the tangent of the input on entry, of the output on return.
+
+    With ``width=K`` each shadow gets a leading axis of K (K tangents at once)."""
     return _derived(k, "jvp", wrt, width=width)
 
 
 def vjp(k: Kernel, wrt, *, deterministic: bool = False) -> Kernel:
-    """The reverse-mode (adjoint) kernel of ``k`` with respect to the parameters named in ``wrt``."""
+    """The reverse-mode (adjoint) kernel of ``k`` with respect to the parameters named in ``wrt``.
+
+    It runs ``k`` and then its adjoint. It takes ``k``'s parameters, then one shadow per
+    differentiated or written float parameter, by keyword ``d_<name>``:
+
+    * ``d_<out>`` (shaped like ``<out>``): the seed, read. The numpy launcher gives the kernel a
+      copy, so the caller's seed is kept and can be reused (a seed already in GPU memory is
+      used in place and ends up zero);
+    * ``d_<in>`` and ``d_<scalar>`` (a 1-element array): the gradients, accumulated (``+=``):
+      zero them before a call that should not add to earlier ones;
+    * ``d_<inout>``: InOut arrays are both: the seed of the output on entry, overwritten with
+      the gradient with respect to the input.
+
+    ``deterministic=True`` makes the gradients bitwise reproducible (docs/determinism.md)."""
     return _derived(k, "vjp", wrt, deterministic=deterministic)
 
 

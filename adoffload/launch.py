@@ -198,6 +198,8 @@ def launch(kernel, args: tuple, kwargs: dict, *, grid, device="cpu"):
     from .runtime import get_device
     signature = kernel.signature
     values = bind_arguments(signature, args, kwargs)
+    check_no_written_overlap(signature, values)
+    values = keep_seeds(kernel, values)
     grid = normalize_grid(signature, grid)
     total = 1
     for g in grid:
@@ -227,6 +229,19 @@ def launch(kernel, args: tuple, kwargs: dict, *, grid, device="cpu"):
     if kernel.tape is not None:
         reduce_contribution_log(kernel, values)
     return None
+
+
+def keep_seeds(kernel, values: list) -> list:
+    """A reverse kernel reads the seed ``d_<out>`` of each Out array and clears it as it goes (the
+    adjoint of a store); the caller's seed is kept by giving the kernel a copy, so one seed can
+    serve several calls. Seeds already in GPU memory (DeviceArray, DLPack) are used in place and
+    end up zero."""
+    base = getattr(kernel, "base", None)
+    if getattr(kernel, "mode", None) != "vjp" or base is None:
+        return values
+    seeds = {f"d_{p.name}" for p in base.signature.params if p.is_array and p.type.intent == "out"}
+    return [v.copy() if p.name in seeds and isinstance(v, np.ndarray) else v
+            for p, v in zip(kernel.signature.params, values)]
 
 
 def source_file(kernel) -> str | None:
@@ -277,6 +292,29 @@ def reduce_contribution_log(kernel, values: list) -> None:
     first_shadow = len(kernel.count_kernel.signature.params) - len(spec.counters)
     first_hidden = min(names.index(b) for b in spec.buffers)
     reduce_log(values[names.index(LOG_PARAM)], values[first_shadow:first_hidden])
+
+
+def check_no_written_overlap(signature: KernelSignature, values: list) -> None:
+    """Refuse two array arguments that share memory when the kernel writes either: threads would
+    read elements other threads already overwrote (a stencil ``out[i] = x[i-1] + x[i+1]`` with
+    ``out is x`` returns garbage), and compiled code may assume they are distinct."""
+    spans = []
+    for param, value in zip(signature.params, values):
+        if isinstance(value, np.ndarray) and value.nbytes:
+            spans.append((value.ctypes.data, value.ctypes.data + value.nbytes, "host", param))
+        elif isinstance(value, Resident) and value.nbytes:
+            spans.append((value.ptr, value.ptr + value.nbytes, value.device, param))
+    spans.sort(key=lambda span: span[:2])
+    for k, (start, end, where, param) in enumerate(spans):
+        for other_start, _, other_where, other in spans[k + 1:]:
+            if other_start >= end:
+                break
+            if where == other_where and (param.type.writes or other.type.writes):
+                written = param.name if param.type.writes else other.name
+                raise ArgumentError(
+                    f"kernel '{signature.name}': arrays '{param.name}' and '{other.name}' share memory and "
+                    f"'{written}' is written; threads could read elements other threads already "
+                    f"overwrote. Pass a copy (e.g. {other.name}=x.copy()) or separate arrays")
 
 
 def _overlapping_residents(values: list) -> bool:

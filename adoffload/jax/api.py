@@ -25,8 +25,9 @@ def jax_kernel(kernel, *, grid=None, out_shapes=None):
 
     ``grid``: an int, a tuple, or a callable taking the function's arguments and returning
     one (default: the shape of the first Out array, cut to the kernel's grid rank).
-    ``out_shapes``: ``{out_name: shape}`` or a callable returning that dict (default: each
-    Out array takes the shape of the first array argument of the same rank).
+    ``out_shapes``: ``{out_name: shape}`` or a callable returning that dict (default: derived
+    from the kernel where it indexes the Out array and some input arrays with the same thread
+    ids, ``out[i] = ... x[i] ...``; otherwise out_shapes is required).
     """
     from ..kernel import Kernel
     if not isinstance(kernel, Kernel):
@@ -102,7 +103,6 @@ def _out_shapes(kernel, given, args, operands) -> tuple[tuple[int, ...], ...]:
     if unknown:
         raise JaxIntegrationError(f"out_shapes for kernel '{kernel.name}' names {sorted(unknown)}, which "
                                   f"are not Out parameters ({[p.name for p in outs]})")
-    arrays = [o for o in operands if o.ndim > 0]
     shapes = []
     for p in outs:
         if p.name in table:
@@ -112,14 +112,36 @@ def _out_shapes(kernel, given, args, operands) -> tuple[tuple[int, ...], ...]:
                 raise JaxIntegrationError(f"out_shapes['{p.name}'] of kernel '{kernel.name}' has rank "
                                           f"{len(shape)}, but the parameter has ndim {p.type.ndim}")
         else:
-            same_rank = [a for a in arrays if a.ndim == p.type.ndim]
-            if not same_rank:
-                raise JaxIntegrationError(
-                    f"kernel '{kernel.name}': cannot infer the shape of Out parameter '{p.name}' "
-                    f"(no array argument of ndim {p.type.ndim}); pass out_shapes={{'{p.name}': shape}}")
-            shape = tuple(same_rank[0].shape)
+            shape = _shape_from_thread_indices(kernel, p, operands)
         shapes.append(shape)
     return tuple(shapes)
+
+
+def _shape_from_thread_indices(kernel, out, operands) -> tuple[int, ...]:
+    """The shape of Out param ``out`` when the kernel proves it: every dim d of ``out`` is indexed
+    by the thread id of some grid axis (``out[i, j]``), and the inputs indexed by that same thread
+    id (``x[i]``) agree on its extent. Anything else is not guessed: out_shapes is required."""
+    signature = kernel.signature
+    visible_inputs = [k for k, p in enumerate(signature.params)
+                      if p in signature.visible_params and not (p.is_array and p.type.intent == "out")]
+    extents = {}                      # grid axis -> the extents that input arrays give it
+    for param, dim, axis in kernel.candidate_facts:
+        if param in visible_inputs:
+            extents.setdefault(axis, set()).add(int(operands[visible_inputs.index(param)].shape[dim]))
+    index = signature.params.index(out)
+    axes = {dim: axis for param, dim, axis in kernel.candidate_facts if param == index}
+    shape = []
+    for dim in range(out.type.ndim):
+        known = extents.get(axes.get(dim), set())
+        if len(known) != 1:
+            why = ("is not indexed by a thread id there" if dim not in axes else
+                   "is indexed by a thread id that indexes no input array" if not known else
+                   f"is indexed by a thread id whose input arrays disagree on its extent ({sorted(known)})")
+            raise JaxIntegrationError(
+                f"kernel '{kernel.name}': the shape of Out parameter '{out.name}' cannot be derived (its "
+                f"axis {dim} {why}); pass out_shapes={{'{out.name}': shape}} to ado.jax_kernel")
+        shape.append(known.pop())
+    return tuple(shape)
 
 
 def _grid(kernel, given, args, operands, out_shapes) -> tuple[int, ...]:
