@@ -20,19 +20,20 @@ def setup_jax(device: str):
     return devices[0]
 
 
-def pick_backend(requested: str, *, second_order: bool = False) -> str:
-    """'auto' -> adoffload if its kernels (and, if asked, gradients of forces) run here, else
-    the JAX reference (said aloud)."""
+def pick_backend(requested: str, device: str, *, second_order: bool = False) -> str:
+    """The backend to use on ``device``. 'auto' is adoffload, or the plain-JAX reference when
+    adoffload cannot use that device here (said on the console). Any other failure of the
+    adoffload kernels is raised, never hidden behind a fallback."""
     from adoffload.chemistry import available
     if requested != "auto":
-        ok, why = available(requested, second_order=second_order)
+        ok, why = available(requested, second_order=second_order, device=device)
         if not ok:
             sys.exit(f"--backend {requested}: {why}")
         return requested
-    ok, why = available("adoffload", second_order=second_order)
+    ok, why = available("adoffload", second_order=second_order, device=device)
     if ok:
         return "adoffload"
-    print(f"note: running the plain-JAX reference backend ({why})")
+    print(f"note: --backend auto runs the plain-JAX reference backend: {why}")
     return "jax"
 
 

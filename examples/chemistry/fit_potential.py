@@ -70,7 +70,7 @@ def main(argv=None):
     from adoffload.chemistry import ForceField, LennardJones, Morse, as_box
     from adoffload.chemistry.dynamics import fcc_lattice
 
-    backend = pick_backend(args.backend, second_order=args.loss == "energy+forces")
+    backend = pick_backend(args.backend, args.device, second_order=args.loss == "energy+forces")
     n_configs, cells, steps = PRESETS[args.device]
     n_configs, cells, steps = args.configs or n_configs, args.cells or cells, args.steps or steps
     term = LennardJones(cutoff=2.5) if args.potential == "lj" else Morse(cutoff=2.5)

@@ -47,7 +47,7 @@ def main(argv=None):
     from adoffload.chemistry import get_backend
     from adoffload.chemistry.optimize import FireOptions, Walker, basin_hopping_step, fire_minimize, random_cluster
 
-    backend_name = pick_backend(args.backend)
+    backend_name = pick_backend(args.backend, args.device)
     backend = get_backend(backend_name)
     clusters, steps, fire_steps = PRESETS.get((args.device, args.atoms), PRESETS[(args.device, 38)])
     clusters, steps = args.clusters or clusters, args.steps or steps

@@ -47,7 +47,7 @@ def main(argv=None):
     from adoffload.chemistry import ForceField, LennardJones, as_box
     from adoffload.chemistry.dynamics import fcc_lattice, initial_state, maxwell_boltzmann, radial_distribution, run
 
-    backend = pick_backend(args.backend)
+    backend = pick_backend(args.backend, args.device)
     cells, nve_steps, langevin_steps = PRESETS[args.device]
     cells = args.cells or cells
     nve_steps = args.nve_steps if args.nve_steps is not None else nve_steps
