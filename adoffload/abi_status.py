@@ -7,6 +7,8 @@ Once the record is set, host launches stop claiming new chunks of threads.
 """
 from __future__ import annotations
 
+import linecache
+
 import numpy as np
 
 from .errors import BoundsError, KernelFaultError
@@ -39,6 +41,9 @@ def raise_for_status(record, signature, values=None, source_file: str | None = N
         raise BoundsError(f"kernel '{signature.name}': index {index} is out of bounds for axis {dim} of "
                           f"{name}{shape}; the access was skipped and no memory outside the array was touched")
     where = f"line {index}" + (f" of {source_file}" if source_file else " of its source")
+    if code in (TRAP, DIVISION_BY_ZERO, INTEGER_OVERFLOW) and source_file:
+        text = linecache.getline(source_file, index).strip()
+        where += f" ({text})" if text else ""
     stopped = ("the failing thread stopped there (threads not yet started were not run) and the device "
                "remains usable")
     if code == TRAP:

@@ -113,8 +113,12 @@ class Kernel:
             return compiled
 
     # ---- launch -----------------------------------------------------------------------
-    def __call__(self, *args, grid, device="cpu", **kwargs):
+    def __call__(self, *args, grid=None, device="cpu", **kwargs):
         """Run the kernel over ``grid`` with numpy arrays (moved to ``device`` and back by intent)."""
+        if grid is None:
+            from .errors import GridError
+            raise GridError(f"kernel '{self.name}' needs grid=: the number of threads to launch, an int "
+                            f"(e.g. grid=x.shape[0]) or a tuple of {self.signature.grid_rank} ints")
         return launch(self, args, kwargs, grid=grid, device=device)
 
     @classmethod

@@ -41,6 +41,12 @@ def python_constant(obj):
     return PyObject(obj)
 
 
+def _ado_dtype_name(dtype) -> str:
+    """The ado name of a numpy dtype (for messages), e.g. float64 -> f64."""
+    return {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64", "bool": "bool_"}.get(
+        np.dtype(dtype).name, np.dtype(dtype).name)
+
+
 def captured_names(pyfunc) -> dict:
     """The globals and closure variables a function can see (closure cells win)."""
     names = dict(pyfunc.__globals__)
@@ -116,7 +122,13 @@ class FunctionLowering:
         if name in self.bindings:
             return self.bindings[name]
         if name in self.globals:
-            return python_constant(self.globals[name])
+            value = self.globals[name]
+            if isinstance(value, np.ndarray) and value.ndim > 0:
+                raise KernelTypeError(
+                    f"'{name}' is a numpy array of the enclosing Python code (shape {value.shape}); kernels "
+                    f"cannot capture arrays: pass it as a parameter, e.g. {name}: "
+                    f"ado.In[ado.{_ado_dtype_name(value.dtype)}, {min(value.ndim, 3)}], and give it in the call")
+            return python_constant(value)
         if name in KERNEL_PYTHON_BUILTINS:
             return PyObject(getattr(builtins, name))
         if hasattr(builtins, name):

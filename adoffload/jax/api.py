@@ -45,8 +45,9 @@ def jax_kernel(kernel, *, grid=None, out_shapes=None):
             raise JaxIntegrationError(f"kernel '{kernel.name}' as a JAX function takes {len(inputs)} "
                                       f"arguments ({names}), got {len(args)}")
         operands = [_convert(kernel, p, a) for p, a in zip(inputs, args)]
-        shapes = _out_shapes(kernel, out_shapes, args, operands)
-        spec = spec_type(kernel, _grid(kernel, grid, args, operands, shapes), shapes)
+        given_grid = None if grid is None else _grid(kernel, grid, args, operands, ())
+        shapes = _out_shapes(kernel, out_shapes, args, operands, given_grid)
+        spec = spec_type(kernel, given_grid or _grid(kernel, grid, args, operands, shapes), shapes)
         results = bind(operands, spec)
         return results[0] if len(results) == 1 else tuple(results)
 
@@ -93,7 +94,7 @@ def _check_x64(kernel, param) -> None:
                                   "(jax.config.update('jax_enable_x64', True))")
 
 
-def _out_shapes(kernel, given, args, operands) -> tuple[tuple[int, ...], ...]:
+def _out_shapes(kernel, given, args, operands, grid) -> tuple[tuple[int, ...], ...]:
     outs = [p for p in kernel.signature.visible_params if p.is_array and p.type.intent == "out"]
     table = given(*args) if callable(given) else (given or {})
     if not isinstance(table, dict):
@@ -112,15 +113,16 @@ def _out_shapes(kernel, given, args, operands) -> tuple[tuple[int, ...], ...]:
                 raise JaxIntegrationError(f"out_shapes['{p.name}'] of kernel '{kernel.name}' has rank "
                                           f"{len(shape)}, but the parameter has ndim {p.type.ndim}")
         else:
-            shape = _shape_from_thread_indices(kernel, p, operands)
+            shape = _shape_from_thread_indices(kernel, p, operands, grid)
         shapes.append(shape)
     return tuple(shapes)
 
 
-def _shape_from_thread_indices(kernel, out, operands) -> tuple[int, ...]:
+def _shape_from_thread_indices(kernel, out, operands, grid) -> tuple[int, ...]:
     """The shape of Out param ``out`` when the kernel proves it: every dim d of ``out`` is indexed
     by the thread id of some grid axis (``out[i, j]``), and the inputs indexed by that same thread
-    id (``x[i]``) agree on its extent. Anything else is not guessed: out_shapes is required."""
+    id (``x[i]``) agree on its extent; where no input is, a ``grid`` given to jax_kernel sets it.
+    Anything else is not guessed: out_shapes is required."""
     signature = kernel.signature
     visible_inputs = [k for k, p in enumerate(signature.params)
                       if p in signature.visible_params and not (p.is_array and p.type.intent == "out")]
@@ -133,9 +135,12 @@ def _shape_from_thread_indices(kernel, out, operands) -> tuple[int, ...]:
     shape = []
     for dim in range(out.type.ndim):
         known = extents.get(axes.get(dim), set())
+        if not known and grid is not None and dim in axes:
+            known = {grid[axes[dim]]}
         if len(known) != 1:
             why = ("is not indexed by a thread id there" if dim not in axes else
-                   "is indexed by a thread id that indexes no input array" if not known else
+                   "is indexed by a thread id that indexes no input array (and no grid= was given)"
+                   if not known else
                    f"is indexed by a thread id whose input arrays disagree on its extent ({sorted(known)})")
             raise JaxIntegrationError(
                 f"kernel '{kernel.name}': the shape of Out parameter '{out.name}' cannot be derived (its "
