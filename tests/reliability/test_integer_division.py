@@ -126,3 +126,26 @@ def test_jax_cpu_raises_naming_kernel_and_line():
         jax.block_until_ready(jax.jit(f)(jnp.array([7, 8], jnp.int32), jnp.array([2, 0], jnp.int32)))
     with pytest.raises(Exception, match="kernel 'divide_in_helper': integer overflow"):
         jax.block_until_ready(f(jnp.array([-2**31, 8], jnp.int32), jnp.array([-1, 1], jnp.int32)))
+
+
+def _has_cuda() -> bool:
+    try:
+        from adoffload.runtime import get_device
+        get_device("cuda")
+        return True
+    except Exception:  # noqa: BLE001 - any failure means no usable GPU
+        return False
+
+
+@pytest.mark.gpu
+def test_cuda_launcher_raises_and_the_device_stays_usable():
+    if not _has_cuda():
+        pytest.skip("no NVIDIA GPU / driver here")
+    x, y = np.full(1000, 5, np.int64), np.full(1000, 0, np.int64)
+    with pytest.raises(ado.KernelFaultError, match="kernel 'divide': integer division or modulo by zero"):
+        divide(x, y, np.empty_like(x), np.empty_like(x), grid=1000, device="cuda")
+    with pytest.raises(ado.KernelFaultError, match="integer overflow"):
+        divide(np.full(4, I64_MIN), np.full(4, -1), np.empty(4, np.int64), np.empty(4, np.int64), grid=4, device="cuda")
+    q, r = np.empty(2, np.int64), np.empty(2, np.int64)
+    divide(np.array([9, -9]), np.array([4, 4]), q, r, grid=2, device="cuda")
+    assert q.tolist() == [2, -3] and r.tolist() == [1, 3]
