@@ -70,6 +70,12 @@ class Kernel:
         which need no zeroing when the grid equals their shape."""
         return frozenset()
 
+    @property
+    def thread_indexed(self) -> frozenset:
+        """(param_index, dim, axis): array dims indexed by exactly the thread id of a grid axis, also
+        without bounds checks (``ado.jax_kernel`` derives Out shapes from them)."""
+        return self.candidate_facts
+
     def _make_text(self, proven: frozenset) -> str:
         raise NotImplementedError(f"{type(self).__name__} must define _make_text")
 
@@ -188,6 +194,7 @@ class SourceKernel(Kernel):
         source = frontend.compile_kernel(pyfunc, bounds_check=bounds_check)
         super().__init__(source.signature, source.signature.name)
         self._candidates = frozenset(source.candidate_facts) if bounds_check else frozenset()
+        self._thread_indexed = frozenset(source.candidate_facts)
         self._full_writes = source.full_writes
         self._texts[frozenset()] = ir.canonicalize(source.llvm_ir)
         self.__doc__ = pyfunc.__doc__
@@ -196,6 +203,10 @@ class SourceKernel(Kernel):
     @property
     def candidate_facts(self) -> frozenset:
         return self._candidates
+
+    @property
+    def thread_indexed(self) -> frozenset:
+        return self._thread_indexed
 
     @property
     def full_writes(self) -> frozenset:
@@ -234,6 +245,19 @@ class DerivedKernel(Kernel):
     @property
     def candidate_facts(self) -> frozenset:
         return self.base.candidate_facts
+
+    @property
+    def thread_indexed(self) -> frozenset:
+        """The base's, and the same for each shadow ``d_<name>`` shaped like its primal."""
+        facts = set(self.base.thread_indexed)
+        if self.mode == "vjp" or self.width == 1:
+            base_params = self.base.signature.params
+            names = [p.name for p in self.signature.params]
+            for param, dim, axis in self.base.thread_indexed:
+                shadow = f"d_{base_params[param].name}"
+                if shadow in names[len(base_params):]:
+                    facts.add((names.index(shadow, len(base_params)), dim, axis))
+        return frozenset(facts)
 
     @property
     def full_writes(self) -> frozenset:

@@ -127,11 +127,11 @@ def _shape_from_thread_indices(kernel, out, operands, grid) -> tuple[int, ...]:
     visible_inputs = [k for k, p in enumerate(signature.params)
                       if p in signature.visible_params and not (p.is_array and p.type.intent == "out")]
     extents = {}                      # grid axis -> the extents that input arrays give it
-    for param, dim, axis in kernel.candidate_facts:
+    for param, dim, axis in kernel.thread_indexed:
         if param in visible_inputs:
             extents.setdefault(axis, set()).add(int(operands[visible_inputs.index(param)].shape[dim]))
     index = signature.params.index(out)
-    axes = {dim: axis for param, dim, axis in kernel.candidate_facts if param == index}
+    axes = {dim: axis for param, dim, axis in kernel.thread_indexed if param == index}
     shape = []
     for dim in range(out.type.ndim):
         known = extents.get(axes.get(dim), set())

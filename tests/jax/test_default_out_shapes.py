@@ -61,3 +61,18 @@ def test_output_not_indexed_by_thread_ids_needs_out_shapes():
 def test_inputs_that_disagree_on_the_extent_need_out_shapes():
     with pytest.raises(ado.JaxIntegrationError, match="disagree on its extent"):
         ado.jax_kernel(pairwise_sum)(jnp.ones(4), jnp.ones(5))
+
+
+def test_derived_without_bounds_checks_too():
+    @ado.kernel(bounds_check=False)
+    def unchecked(x: ado.In[ado.f64], y: ado.Out[ado.f64]):
+        i = ado.tid()
+        y[i] = 2.0 * x[i]
+    np.testing.assert_allclose(ado.jax_kernel(unchecked)(jnp.arange(5.0)), 2.0 * np.arange(5.0))
+
+
+def test_derived_for_the_shadows_of_a_derivative_kernel():
+    forward = ado.jax_kernel(ado.jvp(pairwise_sum, ["x"]))            # (x, y, d_x) -> (out, d_out)
+    out, d_out = forward(jnp.ones(4), jnp.ones(4), jnp.arange(4.0))
+    np.testing.assert_allclose(out, 2.0)
+    np.testing.assert_allclose(d_out, np.arange(4.0))
