@@ -131,7 +131,7 @@ def emit(k, what: str, arch: str | None) -> str:
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="python -m adoffload",
+    top = argparse.ArgumentParser(prog="adoffload",
                                   description="adoffload: differentiable offload kernels.")
     sub = top.add_subparsers(dest="command", required=True)
     sub.add_parser("doctor", help="versions, LLVM targets, devices and optional tools found")
@@ -141,7 +141,7 @@ def parser() -> argparse.ArgumentParser:
     comp.add_argument("--emit", choices=EMITS, default="llvm",
                       help="llvm: canonical LLVM IR of the body; ir: adoffload IR; asm: host assembly; "
                            "ptx: NVIDIA PTX; gcn: AMD GCN assembly (default: llvm)")
-    comp.add_argument("--mode", choices=MODES, default="primal", help="the kernel or its derivative")
+    comp.add_argument("--mode", choices=MODES, default="primal", help="the kernel or its derivative (default: primal)")
     comp.add_argument("--wrt", help="comma-separated parameters to differentiate "
                                     "(default: every float parameter the kernel reads)")
     comp.add_argument("--width", type=int, default=1, help="vector width for --mode jvp (default 1)")

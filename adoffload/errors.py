@@ -121,7 +121,11 @@ class NeighborListOverflowError(Error, RuntimeError):
 
 
 class BackendUnavailableError(Error, RuntimeError):
-    """The requested compute backend cannot run here (e.g. the kernel compiler is missing)."""
+    """The requested compute backend cannot run here (no such device, or its toolchain is missing)."""
+
+
+class BackendCheckError(Error, RuntimeError):
+    """The adoffload chemistry backend's self-check gave a wrong value (a bug in adoffload)."""
 
 
 class OptionalDependencyError(Error, ImportError):

@@ -8,6 +8,7 @@ too, so everything downstream (launch, JAX, further differentiation) treats them
 from __future__ import annotations
 
 import json
+import re
 import threading
 from dataclasses import dataclass, field
 
@@ -71,6 +72,12 @@ class Kernel:
         which need no zeroing when the grid equals their shape."""
         return frozenset()
 
+    @property
+    def thread_indexed(self) -> frozenset:
+        """(param_index, dim, axis): array dims indexed by exactly the thread id of a grid axis, also
+        without bounds checks (``ado.jax_kernel`` derives Out shapes from them)."""
+        return self.candidate_facts
+
     def _make_text(self, proven: frozenset) -> str:
         raise NotImplementedError(f"{type(self).__name__} must define _make_text")
 
@@ -101,6 +108,7 @@ class Kernel:
             hit = self._compiled.get(key)
             if hit is not None:
                 return hit
+            check_local_memory(self.name, self.module_text(proven), target)
             flat = self.signature.flat_params()
             flat_types = [f.llvm_type for f in flat]
             # By reference means the kernel's scalar parameters only; array shapes stay values.
@@ -118,8 +126,12 @@ class Kernel:
             return compiled
 
     # ---- launch -----------------------------------------------------------------------
-    def __call__(self, *args, grid, device="cpu", **kwargs):
+    def __call__(self, *args, grid=None, device="cpu", **kwargs):
         """Run the kernel over ``grid`` with numpy arrays (moved to ``device`` and back by intent)."""
+        if grid is None:
+            from .errors import GridError
+            raise GridError(f"kernel '{self.name}' needs grid=: the number of threads to launch, an int "
+                            f"(e.g. grid=x.shape[0]) or a tuple of {self.signature.grid_rank} ints")
         return launch(self, args, kwargs, grid=grid, device=device)
 
     @classmethod
@@ -129,6 +141,54 @@ class Kernel:
     def __repr__(self) -> str:
         params = ", ".join(f"{p.name}: {p.type!r}" for p in self.signature.params)
         return f"<{type(self).__name__} {self.name}({params}) grid_rank={self.signature.grid_rank}>"
+
+
+# Bytes of local arrays (``ado.zeros``, and what AD adds to them) one thread may use, by target.
+# host: the arrays live on the stack of the launching thread or a pool worker (8 MiB by default
+# on Linux, shared with the call chain); nvptx: CUDA's local memory is at most 512 KiB per
+# thread; amdgpu: a conservative limit for scratch memory, not measured (no AMD GPU here).
+LOCAL_MEMORY_LIMITS = {"host": 1 << 20, "nvptx": 512 << 10, "amdgpu": 128 << 10}
+_SCALAR_BYTES = {"double": 8, "float": 4, "half": 2, "i64": 8, "i32": 4, "i16": 2, "i8": 1, "i1": 1, "ptr": 8}
+
+
+def local_memory_bytes(module_text: str) -> int:
+    """The bytes of every ``alloca`` in a module's text (an upper bound for one thread's locals)."""
+    def size(type_text: str) -> int:
+        array = re.fullmatch(r"\[\s*(\d+)\s+x\s+(.+)\]", type_text.strip())
+        if array:
+            return int(array.group(1)) * size(array.group(2))
+        return _SCALAR_BYTES.get(type_text.strip(), 8)
+
+    total = 0
+    for line in module_text.splitlines():
+        _, found, rest = line.partition("= alloca ")
+        if not found:
+            continue
+        depth, fields, current = 0, [], ""
+        for ch in rest:                    # split on the commas outside brackets
+            depth += 1 if ch in "[{<" else -1 if ch in "]}>" else 0
+            if ch == "," and depth == 0:
+                fields.append(current)
+                current = ""
+            else:
+                current += ch
+        fields.append(current)
+        count = re.fullmatch(r"\s*i(?:32|64)\s+(\d+)\s*", fields[1]) if len(fields) > 1 else None
+        total += size(fields[0]) * (int(count.group(1)) if count else 1)
+    return total
+
+
+def check_local_memory(name: str, module_text: str, target: str) -> None:
+    """Refuse, before compiling, a kernel whose local arrays cannot fit one thread's memory on
+    ``target`` (on the host a too-large array overflowed the stack and killed the process)."""
+    need, limit = local_memory_bytes(module_text), LOCAL_MEMORY_LIMITS.get(target)
+    if limit is not None and need > limit:
+        from .errors import CompilationError
+        limits = ", ".join(f"{t} {v} bytes" for t, v in LOCAL_MEMORY_LIMITS.items())
+        raise CompilationError(
+            f"kernel '{name}': its local arrays (ado.zeros, with any copies AD adds) need {need} bytes per "
+            f"thread, more than the {limit} bytes allowed on target '{target}' (limits: {limits}); use a "
+            f"smaller local array, or pass the storage as an array parameter")
 
 
 class SourceKernel(Kernel):
@@ -142,6 +202,7 @@ class SourceKernel(Kernel):
         super().__init__(source.signature, source.signature.name)
         self.block, self.shared = source.block, source.shared
         self._candidates = frozenset(source.candidate_facts) if bounds_check else frozenset()
+        self._thread_indexed = frozenset(source.candidate_facts)
         self._full_writes = source.full_writes
         self._texts[frozenset()] = _canonical_body(source.llvm_ir)
         self.__doc__ = pyfunc.__doc__
@@ -150,6 +211,10 @@ class SourceKernel(Kernel):
     @property
     def candidate_facts(self) -> frozenset:
         return self._candidates
+
+    @property
+    def thread_indexed(self) -> frozenset:
+        return self._thread_indexed
 
     @property
     def full_writes(self) -> frozenset:
@@ -199,6 +264,19 @@ class DerivedKernel(Kernel):
     @property
     def candidate_facts(self) -> frozenset:
         return self.base.candidate_facts
+
+    @property
+    def thread_indexed(self) -> frozenset:
+        """The base's, and the same for each shadow ``d_<name>`` shaped like its primal."""
+        facts = set(self.base.thread_indexed)
+        if self.mode == "vjp" or self.width == 1:
+            base_params = self.base.signature.params
+            names = [p.name for p in self.signature.params]
+            for param, dim, axis in self.base.thread_indexed:
+                shadow = f"d_{base_params[param].name}"
+                if shadow in names[len(base_params):]:
+                    facts.add((names.index(shadow, len(base_params)), dim, axis))
+        return frozenset(facts)
 
     @property
     def full_writes(self) -> frozenset:
@@ -301,6 +379,15 @@ def kernel(fn=None, *, bounds_check: bool = True, block=None):
 def jvp(k: Kernel, wrt=None, *, width: int = 1) -> Kernel:
     """The forward-mode (tangent) kernel of ``k`` with respect to the parameters named in ``wrt``.
 
+    It takes ``k``'s parameters, then one shadow per differentiated or written float parameter,
+    by keyword ``d_<name>``:
+
+    * ``d_<scalar>`` (a float) and ``d_<in>`` (an array shaped like ``<in>``): tangents, read;
+    * ``d_<out>``: the tangent of ``<out>``, written (it starts at zero like Out arrays);
+    * ``d_<inout>``: the tangent of the input on entry, of the output on return.
+
+    With ``width=K`` each shadow gets a leading axis of K (K tangents at once).
+
     ``ado.jvp(f)`` of an ``@ado.func`` helper is its forward derivative, called inside kernels
     as ``y, dy = ado.jvp(f)(x1..xn, dx1..dxn)`` (``language.FuncDerivative``).
     """
@@ -321,7 +408,20 @@ jvp.__ado_compile_time__ = True      # ado.jvp(f) inside a kernel is evaluated w
 
 
 def vjp(k: Kernel, wrt, *, deterministic: bool = False) -> Kernel:
-    """The reverse-mode (adjoint) kernel of ``k`` with respect to the parameters named in ``wrt``."""
+    """The reverse-mode (adjoint) kernel of ``k`` with respect to the parameters named in ``wrt``.
+
+    It runs ``k`` and then its adjoint. It takes ``k``'s parameters, then one shadow per
+    differentiated or written float parameter, by keyword ``d_<name>``:
+
+    * ``d_<out>`` (shaped like ``<out>``): the seed, read. The numpy launcher gives the kernel a
+      copy, so the caller's seed is kept and can be reused (a seed already in GPU memory is
+      used in place and ends up zero);
+    * ``d_<in>`` and ``d_<scalar>`` (a 1-element array): the gradients, accumulated (``+=``):
+      zero them before a call that should not add to earlier ones;
+    * ``d_<inout>``: InOut arrays are both: the seed of the output on entry, overwritten with
+      the gradient with respect to the input.
+
+    ``deterministic=True`` makes the gradients bitwise reproducible (docs/determinism.md)."""
     return _derived(k, "vjp", wrt, deterministic=deterministic)
 
 

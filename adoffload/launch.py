@@ -198,6 +198,8 @@ def launch(kernel, args: tuple, kwargs: dict, *, grid, device="cpu"):
     from .runtime import get_device
     signature = kernel.signature
     values = bind_arguments(signature, args, kwargs)
+    check_no_written_overlap(signature, values)
+    values = keep_seeds(kernel, values)
     grid = normalize_grid(signature, grid)
     check_block_grid(kernel, grid)
     total = 1
@@ -224,7 +226,7 @@ def launch(kernel, args: tuple, kwargs: dict, *, grid, device="cpu"):
         # the thread count follows what was compiled (the requested k, or 1 where the target ignores it)
         _launch_device(dev, compiled, signature, values, grid, threads(total, compiled.elements_per_thread), status,
                        arrays_to_zero(kernel, values, grid))
-    abi_status.raise_for_status(status, signature, values)
+    abi_status.raise_for_status(status, signature, values, source_file=source_file(kernel))
     if kernel.tape is not None:
         reduce_contribution_log(kernel, values)
     return None
@@ -240,6 +242,29 @@ def check_block_grid(kernel, grid: tuple[int, ...]) -> None:
         raise GridError(f"kernel '{kernel.name}' runs in blocks of {tuple(block)} threads; grid {tuple(grid)} is not "
                         f"a multiple of it on axis {', '.join(map(str, bad))} (pad the arrays, or round the grid up "
                         f"and guard the extra threads in the kernel)")
+
+
+def keep_seeds(kernel, values: list) -> list:
+    """A reverse kernel reads the seed ``d_<out>`` of each Out array and clears it as it goes (the
+    adjoint of a store); the caller's seed is kept by giving the kernel a copy, so one seed can
+    serve several calls. Seeds already in GPU memory (DeviceArray, DLPack) are used in place and
+    end up zero."""
+    base = getattr(kernel, "base", None)
+    if getattr(kernel, "mode", None) != "vjp" or base is None:
+        return values
+    seeds = {f"d_{p.name}" for p in base.signature.params if p.is_array and p.type.intent == "out"}
+    return [v.copy() if p.name in seeds and isinstance(v, np.ndarray) else v
+            for p, v in zip(kernel.signature.params, values)]
+
+
+def source_file(kernel) -> str | None:
+    """The file a kernel (or the kernel it was derived from) was written in, if any."""
+    while kernel is not None:
+        pyfunc = getattr(kernel, "pyfunc", None)
+        if pyfunc is not None:
+            return pyfunc.__code__.co_filename
+        kernel = getattr(kernel, "base", None) or getattr(kernel, "derived", None)
+    return None
 
 
 def tape_arguments(kernel, values: list, grid: tuple[int, ...], device) -> list:
@@ -282,6 +307,29 @@ def reduce_contribution_log(kernel, values: list) -> None:
     reduce_log(values[names.index(LOG_PARAM)], values[first_shadow:first_hidden])
 
 
+def check_no_written_overlap(signature: KernelSignature, values: list) -> None:
+    """Refuse two array arguments that share memory when the kernel writes either: threads would
+    read elements other threads already overwrote (a stencil ``out[i] = x[i-1] + x[i+1]`` with
+    ``out is x`` returns garbage), and compiled code may assume they are distinct."""
+    spans = []
+    for param, value in zip(signature.params, values):
+        if isinstance(value, np.ndarray) and value.nbytes:
+            spans.append((value.ctypes.data, value.ctypes.data + value.nbytes, "host", param))
+        elif isinstance(value, Resident) and value.nbytes:
+            spans.append((value.ptr, value.ptr + value.nbytes, value.device, param))
+    spans.sort(key=lambda span: span[:2])
+    for k, (start, end, where, param) in enumerate(spans):
+        for other_start, _, other_where, other in spans[k + 1:]:
+            if other_start >= end:
+                break
+            if where == other_where and (param.type.writes or other.type.writes):
+                written = param.name if param.type.writes else other.name
+                raise ArgumentError(
+                    f"kernel '{signature.name}': arrays '{param.name}' and '{other.name}' share memory and "
+                    f"'{written}' is written; threads could read elements other threads already "
+                    f"overwrote. Pass a copy (e.g. {other.name}=x.copy()) or separate arrays")
+
+
 def _overlapping_residents(values: list) -> bool:
     """Whether two device-resident arguments share memory."""
     spans = sorted((v.ptr, v.ptr + v.nbytes) for v in values if isinstance(v, Resident) and v.nbytes)
@@ -319,7 +367,7 @@ def _launch_host(dev, compiled, signature, values, grid, total, status, zeroed):
         values[k].fill(0)
     pointers = [v.ctypes.data if isinstance(v, np.ndarray) else 0 for v in values]
     slots = pack_slots(flat_values(signature, values, pointers), compiled.flat_types, grid, status.ctypes.data)
-    dev.launch(_loaded_function(dev, compiled), total, slots)
+    dev.launch(_loaded_function(dev, compiled), total, slots, status=status)
 
 
 def _launch_device(dev, compiled, signature, values, grid, threads, status, zeroed):

@@ -69,11 +69,26 @@ class _Intent:
 
     def __getitem__(self, item) -> ArrayType:
         dtype, ndim = (item if isinstance(item, tuple) else (item, 1))
+        name = {"in": "In", "out": "Out", "inout": "InOut"}[self.intent]
+        spelled = f"ado.{name}[{', '.join(map(repr, item if isinstance(item, tuple) else (item,)))}]"
         if not isinstance(dtype, ScalarType):
-            raise TypeError(f"array element type must be an ado scalar type, got {dtype!r}")
-        if not isinstance(ndim, int) or not 1 <= ndim <= 3:
-            raise TypeError(f"array ndim must be 1, 2 or 3, got {ndim!r}")
+            raise _annotation_error(f"{spelled}: the array element type must be an ado scalar type "
+                                    f"(ado.f32, ado.f64, ado.i32, ado.i64, ado.bool_), got {dtype!r}")
+        if not isinstance(ndim, int) or isinstance(ndim, bool) or not 1 <= ndim <= 3:
+            raise _annotation_error(f"{spelled}: arrays have 1, 2 or 3 dimensions, got ndim {ndim!r}")
         return ArrayType(dtype, ndim, self.intent)
+
+
+def _annotation_error(message: str):
+    """A KernelTypeError located at the annotation being evaluated (the caller's caller)."""
+    import linecache
+    import sys
+
+    from .errors import KernelTypeError
+    frame = sys._getframe(2)
+    filename, line = frame.f_code.co_filename, frame.f_lineno
+    return KernelTypeError(message, filename=filename, line=line,
+                           source_line=linecache.getline(filename, line) or None)
 
 
 In = _Intent("in")

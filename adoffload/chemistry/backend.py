@@ -12,7 +12,7 @@ import functools
 from types import SimpleNamespace
 
 from . import reference
-from ..errors import BackendUnavailableError
+from ..errors import BackendCheckError, BackendUnavailableError
 
 BACKENDS = ("adoffload", "jax")
 
@@ -36,51 +36,71 @@ _KERNEL_TABLE = {
 }
 
 
-def get_backend(name: str = "adoffload", *, adjoint: bool = True, second_order: bool = False) -> SimpleNamespace:
+def get_backend(name: str = "adoffload", *, adjoint: bool = True, second_order: bool = False,
+                device: str | None = None) -> SimpleNamespace:
     """The functions of backend ``name`` (``"adoffload"`` or ``"jax"``) as attributes.
 
-    ``adjoint=True`` also requires the adoffload kernels' adjoints to work through
-    ``jax.grad`` (forces); ``adjoint=False`` asks only for primal kernels (neighbor lists).
-    ``second_order=True`` also requires gradients of forces (fitting to forces).
+    ``adjoint=True`` also checks the adoffload kernels' adjoints through ``jax.grad`` (forces);
+    ``adjoint=False`` only the primal kernels (neighbor lists). ``second_order=True`` also
+    checks gradients of forces (fitting to forces). ``device`` ("cpu", "cuda"; default: JAX's
+    default device) must be one adoffload can run on. Only a missing device or GPU toolchain
+    is ``BackendUnavailableError``; a kernel that fails to compile, or a check that gives a
+    wrong value, raises its own error (never a quiet fallback). The checks run eagerly even
+    when the first use is inside ``jax.jit``.
     """
     if name == "jax":
         return SimpleNamespace(name="jax", **{f: getattr(reference, f) for f in _KERNEL_TABLE})
-    if name == "adoffload":
+    if name != "adoffload":
+        raise BackendUnavailableError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
+    _check_device(device)
+    import jax
+    with jax.ensure_compile_time_eval():
         backend = _kernel_backend()
         if adjoint:
             _adjoint_smoke_test()
         if second_order:
             _second_order_smoke_test()
-        return backend
-    raise BackendUnavailableError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
+    return backend
 
 
-def available(name: str, *, adjoint: bool = True, second_order: bool = False) -> tuple[bool, str]:
-    """Whether backend ``name`` can run here (with adjoints, or primal kernels only), and why not."""
+def available(name: str, *, adjoint: bool = True, second_order: bool = False,
+              device: str | None = None) -> tuple[bool, str]:
+    """Whether backend ``name`` can run on ``device`` here, and why not. Only a missing device or
+    toolchain answers False; any other failure is raised (see ``get_backend``)."""
     try:
-        get_backend(name, adjoint=adjoint, second_order=second_order)
+        get_backend(name, adjoint=adjoint, second_order=second_order, device=device)
     except BackendUnavailableError as error:
         return False, str(error)
     return True, ""
 
 
-def default_backend() -> str:
-    """``"adoffload"`` when its kernels and their adjoints run here, else ``"jax"``."""
-    return "adoffload" if available("adoffload")[0] else "jax"
+def default_backend(device: str | None = None) -> str:
+    """``"adoffload"`` when it can run on ``device``, else ``"jax"``."""
+    return "adoffload" if available("adoffload", device=device)[0] else "jax"
+
+
+def _check_device(device: str | None) -> None:
+    """Raise BackendUnavailableError when adoffload cannot launch on ``device`` here."""
+    import jax
+    from ..errors import DeviceError, ToolNotFoundError
+    platform = device or jax.default_backend()
+    if platform == "cpu":
+        return
+    kind = {"gpu": "cuda", "cuda": "cuda", "rocm": "hip", "hip": "hip"}.get(platform)
+    if kind is None:
+        raise BackendUnavailableError(f"adoffload kernels do not run on JAX platform {platform!r}")
+    try:
+        from ..runtime import get_device
+        get_device(kind)
+    except (DeviceError, ToolNotFoundError, ImportError) as error:
+        raise BackendUnavailableError(f"no {kind} device adoffload can use here "
+                                      f"({type(error).__name__}: {error})") from error
 
 
 @functools.cache
 def _kernel_backend() -> SimpleNamespace:
     import adoffload as ado
-    missing = [n for n in ("kernel", "func", "jax_kernel", "vjp") if not hasattr(ado, n)]
-    if missing:
-        raise BackendUnavailableError(
-            "the adoffload backend needs ado." + ", ado.".join(missing) + " which this build does not provide; "
-            "use backend='jax' (the plain-JAX reference)")
-    try:
-        from . import kernels
-    except Exception as error:          # a front-end error in our kernels must say where it came from
-        raise BackendUnavailableError(f"the chemistry kernels did not compile: {error}") from error
+    from . import kernels           # a kernel that fails to compile raises its own located error
     functions = {name: _wrap(ado, name, getattr(kernels, name), outs, taken)
                  for name, (outs, taken) in _KERNEL_TABLE.items()}
     backend = SimpleNamespace(name="adoffload", **functions)
@@ -92,7 +112,7 @@ _TWO_ATOMS = ([[0.0, 0.0, 0.0], [1.1, 0.2, -0.1]], [[1], [0]])
 
 
 def _smoke_test(backend) -> None:
-    """Compile and run one primal kernel on two atoms; any failure means unavailable."""
+    """Compile and run one primal kernel on two atoms against the reference."""
     import jax.numpy as jnp
     pos = jnp.asarray(_TWO_ATOMS[0], dtype=jnp.float64)
     _compare("LJ cluster energy kernel", lambda: jnp.sum(backend.cluster_lj_energy(pos, 1.0, 1.0)),
@@ -147,11 +167,7 @@ def _second_order_stays_in_bounds() -> None:
     import adoffload as ado
     from . import kernels
     wrt = ["pos", "sigma", "epsilon"]
-    try:
-        kernel = ado.vjp(ado.vjp(kernels.lj_energy, wrt), wrt)
-    except Exception as error:
-        raise BackendUnavailableError(f"the adjoint of the LJ adjoint kernel does not compile here "
-                                      f"({type(error).__name__}: {error})") from error
+    kernel = ado.vjp(ado.vjp(kernels.lj_energy, wrt), wrt)
     values = {"pos": np.asarray(_TWO_ATOMS[0]), "box": np.full(3, 10.0), "neighbors": np.asarray(_PADDED_NEIGHBORS),
               "sigma": 1.0, "epsilon": 1.0, "cutoff": 2.5, "e": np.zeros(2)}
     args, guarded = [], []
@@ -170,22 +186,19 @@ def _second_order_stays_in_bounds() -> None:
     for name, buffer in guarded:
         cells = np.concatenate([buffer[:_GUARD], buffer[-_GUARD:]])
         if buffer.dtype.kind == "f" and not np.all(np.signbit(cells)):
-            raise BackendUnavailableError(
+            raise BackendCheckError(
                 f"the adjoint of the LJ adjoint kernel ('{kernel.name}') writes outside array '{name}' for padded "
                 "(-1) neighbor slots (an AD bug: the reverse of a guarded branch accumulates at index -1); "
-                "fitting to forces uses backend='jax' until it is fixed")
+                "use backend='jax' for fitting to forces until it is fixed")
 
 
 def _compare(what, ours, expected) -> None:
+    """Raise BackendCheckError when the adoffload result differs from the reference."""
     import numpy as np
-    try:
-        value = np.asarray(ours())
-    except Exception as error:
-        raise BackendUnavailableError(
-            f"the adoffload {what} does not run here yet ({type(error).__name__}: {error}); "
-            "use backend='jax' (the plain-JAX reference)") from error
-    if not np.allclose(value, np.asarray(expected()), rtol=1e-9, atol=1e-12):
-        raise BackendUnavailableError(f"the adoffload {what} gave {value!r}, the reference {np.asarray(expected())!r}")
+    value, reference_value = np.asarray(ours()), np.asarray(expected())
+    if not np.allclose(value, reference_value, rtol=1e-9, atol=1e-12):
+        raise BackendCheckError(f"the adoffload {what} gave {value!r}, the plain-JAX reference "
+                                f"{reference_value!r}: a bug in adoffload (please report it)")
 
 
 def _grid_and_shapes(name, args, outs):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import builtins
 
+import numpy as np
 from llvmlite import ir
 
 from .. import language
@@ -56,6 +57,12 @@ class CallLowering:
         if python_builtin is not None:
             return python_builtin(self, node)
         name = getattr(target, "__name__", repr(target))
+        kernel_name = _kernel_math_name(target)
+        if kernel_name is not None:
+            raise UnsupportedConstructError(
+                f"{getattr(target, '__module__', None) or 'numpy'}.{name} cannot run inside a kernel; use "
+                f"ado.{kernel_name}(...) (numpy and math functions are Python code; ado.{kernel_name} compiles "
+                f"to the device's own math)")
         raise UnsupportedConstructError(f"cannot call Python function '{name}' inside a kernel; "
                                         f"decorate it with @ado.func to make it a helper")
 
@@ -233,3 +240,20 @@ PYTHON_BUILTINS = {
     builtins.bool: _python_cast("bool"), builtins.abs: _python_math("abs"),
     builtins.min: _python_math("min"), builtins.max: _python_math("max"),
 }
+
+
+# numpy / math names whose ado spelling differs (np.arcsin is ado.asin); the rest keep their name.
+_NUMPY_SPELLINGS = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arctan2": "atan2",
+                    "power": "pow", "fabs": "abs", "absolute": "abs", "minimum": "min", "maximum": "max",
+                    "fmin": "min", "fmax": "max"}
+
+
+def _kernel_math_name(target) -> str | None:
+    """The ado math function a numpy ufunc or a ``math`` function stands for, if any."""
+    module = getattr(target, "__module__", None)
+    is_numpy = isinstance(target, np.ufunc) or (module or "").startswith("numpy")
+    if not (is_numpy or module == "math"):
+        return None
+    name = getattr(target, "__name__", "")
+    name = _NUMPY_SPELLINGS.get(name, name)
+    return name if name in language.MATH_FUNCTIONS or name in ("min", "max") else None

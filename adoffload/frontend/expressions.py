@@ -9,7 +9,8 @@ from llvmlite import ir
 from ..errors import KernelTypeError, UnsupportedConstructError
 from ..types import ScalarType, bool_
 from . import typing_rules as rules
-from .context import I1, llvm_type
+from ..abi_status import DIVISION_BY_ZERO, INTEGER_OVERFLOW
+from .context import I1, I64, llvm_type
 from .values import ArrayRef, Literal, PyObject, Scalar, describe
 
 # Python operator -> (folding function, integer instruction, float instruction).
@@ -135,11 +136,12 @@ class ExpressionLowering:
         if a.type.is_float:
             quotient = bld.fdiv(a.value, b.value)
             return Scalar(self.call_intrinsic("floor", [quotient], a.type), a.type)
-        q = bld.sdiv(a.value, b.value)
-        r = bld.srem(a.value, b.value)
+        dividend, divisor = self.trap_free_operands(a, b, floor_division=True)
+        q = bld.sdiv(dividend, divisor)
+        r = bld.srem(dividend, divisor)
         zero = ir.Constant(r.type, 0)
         adjust = bld.and_(bld.icmp_signed("!=", r, zero),
-                          bld.icmp_signed("<", bld.xor(r, b.value), zero))
+                          bld.icmp_signed("<", bld.xor(r, divisor), zero))
         return Scalar(bld.sub(q, bld.zext(adjust, q.type)), a.type)
 
     def modulo(self, a: Scalar, b: Scalar) -> Scalar:
@@ -151,11 +153,49 @@ class ExpressionLowering:
             signs_differ = bld.xor(bld.fcmp_ordered("<", r, zero), bld.fcmp_ordered("<", b.value, zero))
             adjust = bld.and_(bld.fcmp_ordered("!=", r, zero), signs_differ)
             return Scalar(bld.select(adjust, bld.fadd(r, b.value), r), a.type)
-        r = bld.srem(a.value, b.value)
+        dividend, divisor = self.trap_free_operands(a, b, floor_division=False)
+        r = bld.srem(dividend, divisor)
         zero = ir.Constant(r.type, 0)
         adjust = bld.and_(bld.icmp_signed("!=", r, zero),
-                          bld.icmp_signed("<", bld.xor(r, b.value), zero))
-        return Scalar(bld.select(adjust, bld.add(r, b.value), r), a.type)
+                          bld.icmp_signed("<", bld.xor(r, divisor), zero))
+        return Scalar(bld.select(adjust, bld.add(r, divisor), r), a.type)
+
+    def trap_free_operands(self, a: Scalar, b: Scalar, *, floor_division: bool) -> tuple[ir.Value, ir.Value]:
+        """Operands for ``sdiv``/``srem`` that cannot trap (x86 raises SIGFPE for a zero divisor
+        and for MIN / -1, which would kill the process). A divisor of 0 records
+        DIVISION_BY_ZERO and stops the thread; ``MIN // -1`` (not representable) records
+        INTEGER_OVERFLOW. Other divisors of -1 divide ``-a`` by 1 instead, which gives the same
+        quotient and remainder. The fast path is one add, one unsigned compare and a branch;
+        a constant divisor other than 0 and -1 needs none."""
+        divisor = b.value
+        if isinstance(divisor, ir.Constant):
+            if divisor.constant == 0:
+                raise KernelTypeError("integer division or modulo by the constant zero")
+            if divisor.constant != -1:
+                return a.value, divisor
+        bld, t = self.builder, divisor.type
+        line = ir.Constant(I64, self.current_line)
+        entry = bld.block
+        risky = bld.icmp_unsigned("<", bld.add(divisor, ir.Constant(t, 1)), ir.Constant(t, 2))  # 0 or -1
+        rare, divide = self.new_block("div.rare"), self.new_block("div")
+        bld.cbranch(risky, rare, divide).set_weights([1, 1 << 20])
+        bld.position_at_end(rare)
+        self.guard(bld.icmp_signed("!=", divisor, ir.Constant(t, 0)),
+                   lambda: self.record_status(DIVISION_BY_ZERO, -1, line, -1))
+        if floor_division:
+            smallest = ir.Constant(t, -(1 << (t.width - 1)))
+            self.guard(bld.icmp_signed("!=", a.value, smallest),
+                       lambda: self.record_status(INTEGER_OVERFLOW, -1, line, -1))
+        negated = bld.sub(ir.Constant(t, 0), a.value)
+        rare_end = bld.block
+        bld.branch(divide)
+        bld.position_at_end(divide)
+        dividend, safe_divisor = bld.phi(t), bld.phi(t)
+        dividend.add_incoming(a.value, entry)
+        dividend.add_incoming(negated, rare_end)
+        safe_divisor.add_incoming(divisor, entry)
+        safe_divisor.add_incoming(ir.Constant(t, 1), rare_end)
+        return dividend, safe_divisor
 
     def power(self, base, exponent):
         """``**``: small constant int exponents become multiplications, others llvm.pow."""

@@ -42,6 +42,10 @@ def kernel_signature(pyfunc, source: Source, grid_rank: int) -> KernelSignature:
     if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs:
         raise source.error(UnsupportedConstructError, "kernels take plain positional parameters "
                            "only (no *args, **kwargs, keyword-only or positional-only)", source.tree)
+    if args.defaults:
+        raise source.error(UnsupportedConstructError, "kernel parameters cannot have default values "
+                           "(every argument is passed at each launch); remove the '= ...' or make the value "
+                           "a global constant", args.defaults[0])
     params = []
     for arg in args.args:
         annotation = annotations.get(arg.arg)

@@ -41,6 +41,12 @@ def python_constant(obj):
     return PyObject(obj)
 
 
+def _ado_dtype_name(dtype) -> str:
+    """The ado name of a numpy dtype (for messages), e.g. float64 -> f64."""
+    return {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64", "bool": "bool_"}.get(
+        np.dtype(dtype).name, np.dtype(dtype).name)
+
+
 def captured_names(pyfunc) -> dict:
     """The globals and closure variables a function can see (closure cells win)."""
     names = dict(pyfunc.__globals__)
@@ -64,6 +70,7 @@ class FunctionLowering:
         self.bindings: dict[str, object] = {}      # names bound to arrays (not reassignable)
         self.loops: list[tuple[ir.Block, ir.Block]] = []   # (continue target, break target)
         self.status: ir.Value | None = None
+        self.current_line = source.first_line      # the file line of the node being lowered
         self.alloca_block = function.append_basic_block("entry")
         body_block = function.append_basic_block("body")
         self.builder = LocatedBuilder(body_block)
@@ -75,9 +82,10 @@ class FunctionLowering:
         method = getattr(self, "visit_" + type(node).__name__, None)
         if method is None:
             raise self.source.error(UnsupportedConstructError, unsupported_message(node), node)
-        previous = self.builder.location
+        previous, previous_line = self.builder.location, self.current_line
         if hasattr(node, "lineno"):
-            self.builder.location = self.ctx.location(*self.source.location(node))
+            where = self.source.location(node)
+            self.builder.location, self.current_line = self.ctx.location(*where), where[1]
         try:
             return method(node)
         except SourceError as exc:
@@ -90,7 +98,7 @@ class FunctionLowering:
             raise self.source.error(SourceError, f"internal error while compiling this "
                                     f"construct: {type(exc).__name__}: {exc}", node) from exc
         finally:
-            self.builder.location = previous
+            self.builder.location, self.current_line = previous, previous_line
 
     def visit_body(self, statements: list[ast.stmt]) -> None:
         for statement in statements:
@@ -114,7 +122,13 @@ class FunctionLowering:
         if name in self.bindings:
             return self.bindings[name]
         if name in self.globals:
-            return python_constant(self.globals[name])
+            value = self.globals[name]
+            if isinstance(value, np.ndarray) and value.ndim > 0:
+                raise KernelTypeError(
+                    f"'{name}' is a numpy array of the enclosing Python code (shape {value.shape}); kernels "
+                    f"cannot capture arrays: pass it as a parameter, e.g. {name}: "
+                    f"ado.In[ado.{_ado_dtype_name(value.dtype)}, {min(value.ndim, 3)}], and give it in the call")
+            return python_constant(value)
         if name in KERNEL_PYTHON_BUILTINS:
             return PyObject(getattr(builtins, name))
         if hasattr(builtins, name):

@@ -26,8 +26,9 @@ def jax_kernel(kernel, *, grid=None, out_shapes=None):
 
     ``grid``: an int, a tuple, or a callable taking the function's arguments and returning
     one (default: the shape of the first Out array, cut to the kernel's grid rank).
-    ``out_shapes``: ``{out_name: shape}`` or a callable returning that dict (default: each
-    Out array takes the shape of the first array argument of the same rank).
+    ``out_shapes``: ``{out_name: shape}`` or a callable returning that dict (default: derived
+    from the kernel where it indexes the Out array and some input arrays with the same thread
+    ids, ``out[i] = ... x[i] ...``; otherwise out_shapes is required).
     """
     from ..kernel import Kernel
     if not isinstance(kernel, Kernel):
@@ -45,8 +46,9 @@ def jax_kernel(kernel, *, grid=None, out_shapes=None):
             raise JaxIntegrationError(f"kernel '{kernel.name}' as a JAX function takes {len(inputs)} "
                                       f"arguments ({names}), got {len(args)}")
         operands = [_convert(kernel, p, a) for p, a in zip(inputs, args)]
-        shapes = _out_shapes(kernel, out_shapes, args, operands)
-        call_grid = _grid(kernel, grid, args, operands, shapes)
+        given_grid = None if grid is None else _grid(kernel, grid, args, operands, ())
+        shapes = _out_shapes(kernel, out_shapes, args, operands, given_grid)
+        call_grid = given_grid or _grid(kernel, grid, args, operands, shapes)
         check_block_grid(kernel, call_grid)        # a block kernel's grid is whole blocks
         spec = spec_type(kernel, call_grid, shapes)
         results = bind(operands, spec)
@@ -95,7 +97,7 @@ def _check_x64(kernel, param) -> None:
                                   "(jax.config.update('jax_enable_x64', True))")
 
 
-def _out_shapes(kernel, given, args, operands) -> tuple[tuple[int, ...], ...]:
+def _out_shapes(kernel, given, args, operands, grid) -> tuple[tuple[int, ...], ...]:
     outs = [p for p in kernel.signature.visible_params if p.is_array and p.type.intent == "out"]
     table = given(*args) if callable(given) else (given or {})
     if not isinstance(table, dict):
@@ -105,7 +107,6 @@ def _out_shapes(kernel, given, args, operands) -> tuple[tuple[int, ...], ...]:
     if unknown:
         raise JaxIntegrationError(f"out_shapes for kernel '{kernel.name}' names {sorted(unknown)}, which "
                                   f"are not Out parameters ({[p.name for p in outs]})")
-    arrays = [o for o in operands if o.ndim > 0]
     shapes = []
     for p in outs:
         if p.name in table:
@@ -115,14 +116,40 @@ def _out_shapes(kernel, given, args, operands) -> tuple[tuple[int, ...], ...]:
                 raise JaxIntegrationError(f"out_shapes['{p.name}'] of kernel '{kernel.name}' has rank "
                                           f"{len(shape)}, but the parameter has ndim {p.type.ndim}")
         else:
-            same_rank = [a for a in arrays if a.ndim == p.type.ndim]
-            if not same_rank:
-                raise JaxIntegrationError(
-                    f"kernel '{kernel.name}': cannot infer the shape of Out parameter '{p.name}' "
-                    f"(no array argument of ndim {p.type.ndim}); pass out_shapes={{'{p.name}': shape}}")
-            shape = tuple(same_rank[0].shape)
+            shape = _shape_from_thread_indices(kernel, p, operands, grid)
         shapes.append(shape)
     return tuple(shapes)
+
+
+def _shape_from_thread_indices(kernel, out, operands, grid) -> tuple[int, ...]:
+    """The shape of Out param ``out`` when the kernel proves it: every dim d of ``out`` is indexed
+    by the thread id of some grid axis (``out[i, j]``), and the inputs indexed by that same thread
+    id (``x[i]``) agree on its extent; where no input is, a ``grid`` given to jax_kernel sets it.
+    Anything else is not guessed: out_shapes is required."""
+    signature = kernel.signature
+    visible_inputs = [k for k, p in enumerate(signature.params)
+                      if p in signature.visible_params and not (p.is_array and p.type.intent == "out")]
+    extents = {}                      # grid axis -> the extents that input arrays give it
+    for param, dim, axis in kernel.thread_indexed:
+        if param in visible_inputs:
+            extents.setdefault(axis, set()).add(int(operands[visible_inputs.index(param)].shape[dim]))
+    index = signature.params.index(out)
+    axes = {dim: axis for param, dim, axis in kernel.thread_indexed if param == index}
+    shape = []
+    for dim in range(out.type.ndim):
+        known = extents.get(axes.get(dim), set())
+        if not known and grid is not None and dim in axes:
+            known = {grid[axes[dim]]}
+        if len(known) != 1:
+            why = ("is not indexed by a thread id there" if dim not in axes else
+                   "is indexed by a thread id that indexes no input array (and no grid= was given)"
+                   if not known else
+                   f"is indexed by a thread id whose input arrays disagree on its extent ({sorted(known)})")
+            raise JaxIntegrationError(
+                f"kernel '{kernel.name}': the shape of Out parameter '{out.name}' cannot be derived (its "
+                f"axis {dim} {why}); pass out_shapes={{'{out.name}': shape}} to ado.jax_kernel")
+        shape.append(known.pop())
+    return tuple(shape)
 
 
 def _grid(kernel, given, args, operands, out_shapes) -> tuple[int, ...]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import ctypes
 from dataclasses import dataclass
 
+from .. import abi_status
 from ..errors import JaxIntegrationError
 from ..signature import HIDDEN_PREFIX, KernelSignature
 
@@ -213,6 +214,14 @@ def _c_string(text: str) -> tuple[str, int]:
     return f'c"{body}"', len(data)
 
 
+_LINE_FORMATS = {
+    "trap": "kernel '{kernel}': an assert failed at line %lld of its source",
+    "division": "kernel '{kernel}': integer division or modulo by zero ('//' or '%%') at line %lld of its source",
+    "overflow": "kernel '{kernel}': integer overflow (the most negative integer // -1) at line %lld of its source",
+    "other": "kernel '{kernel}' stopped with a status record (value %lld, code %lld, parameter %lld)",
+}
+
+
 def _globals(layout: HandlerLayout, extra: list[str]) -> list[str]:
     """Message format strings and the table of array names indexed by parameter index."""
     lines = []
@@ -224,10 +233,12 @@ def _globals(layout: HandlerLayout, extra: list[str]) -> list[str]:
     bounds, n_bounds = _c_string(
         f"kernel '{layout.kernel_name}': index %lld out of bounds for axis %lld of array '%s' "
         "(the access was skipped; no memory outside the array was touched)")
-    other, n_other = _c_string(f"kernel '{layout.kernel_name}' stopped with status code %lld "
-                               "(parameter %lld, value %lld)")
     lines.append(f"@fmt.bounds = private unnamed_addr constant [{n_bounds} x i8] {bounds}")
-    lines.append(f"@fmt.other = private unnamed_addr constant [{n_other} x i8] {other}")
+    # The other records (abi_status codes 2-4 and unknown ones) are printed with the record's
+    # index word first: the source line for codes 2-4.
+    for name, text in _LINE_FORMATS.items():
+        text, n = _c_string(text.format(kernel=layout.kernel_name))
+        lines.append(f"@fmt.{name} = private unnamed_addr constant [{n} x i8] {text}")
     return lines + extra
 
 
@@ -359,8 +370,15 @@ def _status_check(e: _Emitter, layout: HandlerLayout, status: str, snprintf: int
            f"i64 {index}, i64 {dim}, ptr {name})")
     e.emit("br label %raise")
     e.label("fmt_other")
-    e.emit(f"call i32 (ptr, i64, ptr, ...) {fmt_fn}(ptr {message}, i64 {MESSAGE_BYTES}, ptr @fmt.other, "
-           f"i64 {code}, i64 {param}, i64 {index})")
+    fmt = "@fmt.other"
+    for status_code, name in ((abi_status.TRAP, "trap"), (abi_status.DIVISION_BY_ZERO, "division"),
+                              (abi_status.INTEGER_OVERFLOW, "overflow")):
+        is_code, chosen = e.fresh("is_code"), e.fresh("fmt")
+        e.emit(f"{is_code} = icmp eq i64 {code}, {status_code}")
+        e.emit(f"{chosen} = select i1 {is_code}, ptr @fmt.{name}, ptr {fmt}")
+        fmt = chosen
+    e.emit(f"call i32 (ptr, i64, ptr, ...) {fmt_fn}(ptr {message}, i64 {MESSAGE_BYTES}, ptr {fmt}, "
+           f"i64 {index}, i64 {code}, i64 {param})")
     e.emit("br label %raise")
     e.label("raise")
     _error_return(e, message, ERROR_OUT_OF_RANGE)

@@ -5,14 +5,16 @@ the linear threads ``[start, end)``. ``launch`` splits the grid into chunks and 
 on a persistent thread pool; ctypes releases the GIL around each foreign call, so the
 chunks really run in parallel. Launches are synchronous: when ``launch`` returns, every
 thread has finished (streams and events exist so that code written for GPUs runs here).
+A launch stops claiming chunks once the kernel's status record is set, or on Ctrl-C.
 """
 from __future__ import annotations
 
 import ctypes
+import itertools
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import numpy as np
 
@@ -24,6 +26,7 @@ HOST_ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_in
 ALIGNMENT = 64               # bytes; a cache line, and enough for any vector load
 INLINE_THRESHOLD = 32        # grids this small run on the calling thread, no pool round trip
 CHUNKS_PER_WORKER = 4        # more chunks than workers evens out uneven per-thread work
+MAX_CHUNK = 1 << 18          # threads per chunk at most: status and Ctrl-C are checked between chunks
 
 _in_worker = threading.local()
 
@@ -158,40 +161,66 @@ class HostDevice(Device):
                                                 initializer=_mark_worker)
             return self._pool
 
+    def chunk_size(self, total: int, block_size: int | None = None) -> int:
+        """Threads per chunk: ``block_size``, or an even split into up to CHUNKS_PER_WORKER
+        chunks per worker, at most MAX_CHUNK threads (so a launch can stop between chunks)."""
+        if block_size:
+            return int(block_size)
+        if total <= INLINE_THRESHOLD:
+            return max(total, 1)
+        count = min(self.workers * CHUNKS_PER_WORKER, total) if self.workers > 1 else 1
+        return min(-(-total // count), MAX_CHUNK)
+
     def chunks(self, total: int, block_size: int | None = None) -> list[tuple[int, int]]:
-        """How ``[0, total)`` is split: ``block_size`` threads per chunk, or an even split
-        into up to CHUNKS_PER_WORKER chunks per worker."""
+        """How ``[0, total)`` is split (see ``chunk_size``)."""
         if total <= 0:
             return []
-        if block_size:
-            size = int(block_size)
-        elif total <= INLINE_THRESHOLD or self.workers == 1:
-            size = total
-        else:
-            count = min(self.workers * CHUNKS_PER_WORKER, total)
-            size = -(-total // count)
+        size = self.chunk_size(total, block_size)
         return [(start, min(start + size, total)) for start in range(0, total, size)]
 
     def launch(self, function: HostFunction, total_threads: int, slots: np.ndarray,
-               block_size: int | None = None, stream: Stream | None = None) -> None:
+               block_size: int | None = None, stream: Stream | None = None,
+               status: np.ndarray | None = None) -> None:
+        """Run ``[0, total_threads)`` in chunks on the calling thread and the pool.
+
+        Chunks are claimed one at a time; none is started once ``status[0]`` (the kernel's
+        status record, abi_status.py) is set, so a failing launch stops early. A
+        KeyboardInterrupt (Ctrl-C) on the calling thread stops the claiming too: the running
+        chunks finish, then it propagates."""
         if not isinstance(function, HostFunction):
             raise ArgumentError(f"the host device launches HostFunction handles, got {type(function).__name__}")
         slots = check_slots(slots)
         total = check_total_threads(total_threads)
+        if total == 0:
+            return
         address = slots.ctypes.data
-        parts = self.chunks(total, block_size)
+        size = self.chunk_size(total, block_size)
+        count = -(-total // size)
+        claim, stop = itertools.count(), threading.Event()
+
+        def work():
+            while not stop.is_set():
+                k = next(claim)            # atomic under the GIL
+                if k >= count or (status is not None and status[0] != 0):
+                    return
+                start = k * size
+                function.entry(address, start, min(start + size, total))
+
         # Inside a pool worker (a kernel launched from a kernel's callback) run inline: waiting
         # on the pool from the pool could deadlock.
-        if len(parts) <= 1 or getattr(_in_worker, "active", False):
-            for start, end in parts:
-                function.entry(address, start, end)
-            return
-        pool = self._get_pool()
-        futures = [pool.submit(function.entry, address, start, end) for start, end in parts[1:]]
-        start, end = parts[0]
-        function.entry(address, start, end)      # the caller works too instead of idling
-        for future in futures:
-            future.result()
+        helpers = 0 if getattr(_in_worker, "active", False) else min(self.workers, count) - 1
+        futures = []
+        try:
+            if helpers > 0:
+                pool = self._get_pool()
+                futures = [pool.submit(work) for _ in range(helpers)]
+            work()                                   # the caller works too instead of idling
+            for future in futures:
+                future.result()
+        except BaseException:
+            stop.set()
+            wait(futures)
+            raise
 
     # --- ordering ----------------------------------------------------------------------
     def synchronize(self) -> None:

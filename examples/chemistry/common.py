@@ -1,6 +1,7 @@
-"""Small helpers shared by the chemistry examples: device choice, progress bar, plotting."""
+"""Small helpers shared by the chemistry examples: device choice, --help, progress, output, plotting."""
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
@@ -20,51 +21,61 @@ def setup_jax(device: str):
     return devices[0]
 
 
-def pick_backend(requested: str, *, second_order: bool = False) -> str:
-    """'auto' -> adoffload if its kernels (and, if asked, gradients of forces) run here, else
-    the JAX reference (said aloud)."""
+def pick_backend(requested: str, device: str, *, second_order: bool = False) -> str:
+    """The backend to use on ``device``. 'auto' is adoffload, or the plain-JAX reference when
+    adoffload cannot use that device here (said on the console). Any other failure of the
+    adoffload kernels is raised, never hidden behind a fallback."""
     from adoffload.chemistry import available
     if requested != "auto":
-        ok, why = available(requested, second_order=second_order)
+        ok, why = available(requested, second_order=second_order, device=device)
         if not ok:
             sys.exit(f"--backend {requested}: {why}")
         return requested
-    ok, why = available("adoffload", second_order=second_order)
+    ok, why = available("adoffload", second_order=second_order, device=device)
     if ok:
         return "adoffload"
-    print(f"note: running the plain-JAX reference backend ({why})")
+    print(f"note: --backend auto runs the plain-JAX reference backend: {why}")
     return "jax"
 
 
-def progress(label: str):
-    """A callback ``(done, total)``: tqdm when installed, else a one-line text bar."""
-    try:
-        from tqdm import tqdm
-        bar = None
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """``--help`` shows each option's default; an option whose default depends on others (None
+    here) says so in its own help text."""
 
-        def update(done, total):
-            nonlocal bar
+    def _get_help_string(self, action):
+        return action.help if action.default is None else super()._get_help_string(action)
+
+
+def progress(label: str):
+    """A callback ``(done, total)``: a tqdm bar on a terminal, and plain lines (about every tenth
+    of the work) when the output goes to a file or a pipe."""
+    from tqdm import tqdm
+    bar, started, reported = None, time.perf_counter(), -1
+
+    def update(done, total):
+        nonlocal bar, reported
+        if sys.stderr.isatty():
             if bar is None:
                 bar = tqdm(total=total, desc=label)
             bar.update(done - bar.n)
-            if done == total:
+            if done >= total:
                 bar.close()
-        return update
-    except ImportError:
-        started = time.perf_counter()
-
-        def update(done, total):
-            width = 30
-            filled = int(width * done / total)
-            elapsed = time.perf_counter() - started
-            sys.stdout.write(f"\r{label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} {elapsed:6.1f}s")
-            if done == total:
-                sys.stdout.write("\n")
-            sys.stdout.flush()
-        return update
+            return
+        tenth = 10 * done // max(total, 1)
+        if tenth > reported:
+            reported = tenth
+            print(f"{label}: {done}/{total} ({time.perf_counter() - started:.1f} s)", flush=True)
+    return update
 
 
-def save_plot(path, draw):
+def output_folder(path: str) -> str:
+    """Create the output folder named on the command line; returns its absolute path."""
+    path = os.path.abspath(path)
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def save_plot(path, draw, size=(6, 4)):
     """Draw with matplotlib (Agg) into ``path``; returns the path, or None when matplotlib is missing."""
     try:
         import matplotlib
@@ -74,7 +85,7 @@ def save_plot(path, draw):
         print("matplotlib is not installed: no plot written (pip install matplotlib)")
         return None
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fig = plt.figure(figsize=(6, 4))
+    fig = plt.figure(figsize=size)
     draw(fig)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

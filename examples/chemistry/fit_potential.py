@@ -17,7 +17,7 @@ import argparse
 import os
 import time
 
-from common import pick_backend, save_plot, setup_jax
+from common import HelpFormatter, output_folder, pick_backend, save_plot, setup_jax
 
 TRUE = {"lj": {"sigma": 1.0, "epsilon": 1.0}, "morse": {"depth": 1.0, "alpha": 1.7, "r0": 1.15}}
 START = {"lj": {"sigma": 1.12, "epsilon": 0.7}, "morse": {"depth": 0.7, "alpha": 1.4, "r0": 1.25}}
@@ -25,19 +25,22 @@ PRESETS = {"cpu": (6, 4, 200), "cuda": (32, 6, 300)}     # (configurations, fcc 
 
 
 def parse(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    p.add_argument("--backend", choices=["auto", "adoffload", "jax"], default="auto")
-    p.add_argument("--potential", choices=["lj", "morse"], default="lj")
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where JAX and the kernels run")
+    p.add_argument("--backend", choices=["auto", "adoffload", "jax"], default="auto",
+                   help="adoffload kernels, or the plain-JAX reference; auto: adoffload, unless it cannot "
+                        "use the device (said on the console)")
+    p.add_argument("--potential", choices=["lj", "morse"], default="lj", help="the pair potential to fit")
     # energy+forces differentiates the adjoint kernel again (reverse over reverse, a dynamic tape
-    # the JAX handler sizes per call); where that backend check fails it falls back to JAX, saying so.
-    p.add_argument("--loss", choices=["energy", "energy+forces"], default="energy")
-    p.add_argument("--configs", type=int)
-    p.add_argument("--cells", type=int)
-    p.add_argument("--steps", type=int)
-    p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default="results/fit_potential")
+    # the JAX handler sizes per call).
+    p.add_argument("--loss", choices=["energy", "energy+forces"], default="energy",
+                   help="fit energies only, or energies and forces (gradients of forces)")
+    p.add_argument("--configs", type=int, help="reference configurations (default: by device)")
+    p.add_argument("--cells", type=int, help="fcc unit cells per side (default: by device)")
+    p.add_argument("--steps", type=int, help="Adam steps (default: by device)")
+    p.add_argument("--lr", type=float, default=0.05, help="Adam learning rate (on log parameters)")
+    p.add_argument("--seed", type=int, default=0, help="random seed")
+    p.add_argument("--out", default="results/fit_potential", help="folder for the plot (created if missing)")
     return p.parse_args(argv)
 
 
@@ -70,7 +73,7 @@ def main(argv=None):
     from adoffload.chemistry import ForceField, LennardJones, Morse, as_box
     from adoffload.chemistry.dynamics import fcc_lattice
 
-    backend = pick_backend(args.backend, second_order=args.loss == "energy+forces")
+    backend = pick_backend(args.backend, args.device, second_order=args.loss == "energy+forces")
     n_configs, cells, steps = PRESETS[args.device]
     n_configs, cells, steps = args.configs or n_configs, args.cells or cells, args.steps or steps
     term = LennardJones(cutoff=2.5) if args.potential == "lj" else Morse(cutoff=2.5)
@@ -131,9 +134,11 @@ def main(argv=None):
     print(f"true    {TRUE[args.potential]}")
     print(f"fitted  { {k: round(v, 6) for k, v in fitted.items()} }")
     print(f"largest relative error {max(errors.values()):.2e}; {steps} Adam steps in {seconds:.1f} s")
-    path = save_plot(os.path.join(args.out, f"fit_{args.potential}_loss.png"), lambda fig: _draw(fig, history))
+    out = output_folder(args.out)
+    path = save_plot(os.path.join(out, f"fit_{args.potential}_loss.png"), lambda fig: _draw(fig, history))
     if path:
         print(f"plot: {path}")
+    print(f"output folder: {out}")
     return {"fitted": fitted, "true": TRUE[args.potential], "relative_errors": errors, "history": history}
 
 

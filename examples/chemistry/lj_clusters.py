@@ -15,7 +15,7 @@ import argparse
 import os
 import time
 
-from common import pick_backend, progress, save_plot, setup_jax
+from common import HelpFormatter, output_folder, pick_backend, progress, save_plot, setup_jax
 
 PUBLISHED_MINIMA = {13: -44.326801, 38: -173.928427}
 # Size presets: (clusters, basin-hopping steps, FIRE iterations per minimization).
@@ -24,17 +24,19 @@ PRESETS = {("cpu", 13): (256, 25, 300), ("cpu", 38): (64, 200, 600),
 
 
 def parse(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    p.add_argument("--backend", choices=["auto", "adoffload", "jax"], default="auto")
-    p.add_argument("--atoms", type=int, default=13)
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where JAX and the kernels run")
+    p.add_argument("--backend", choices=["auto", "adoffload", "jax"], default="auto",
+                   help="adoffload kernels, or the plain-JAX reference; auto: adoffload, unless it cannot "
+                        "use the device (said on the console)")
+    p.add_argument("--atoms", type=int, default=13, help="atoms per cluster (13 and 38 have published minima)")
     p.add_argument("--clusters", type=int, help="walkers run at once (default: by device and size)")
     p.add_argument("--steps", type=int, help="basin-hopping steps (default: by device and size)")
-    p.add_argument("--fire-steps", type=int, help="FIRE iterations per local minimization")
+    p.add_argument("--fire-steps", type=int, help="FIRE iterations per local minimization (default: by device and size)")
     p.add_argument("--step-size", type=float, default=0.4, help="largest random displacement per coordinate")
     p.add_argument("--kT", type=float, default=0.8, help="Metropolis temperature (reduced units)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default="results/lj_clusters")
+    p.add_argument("--seed", type=int, default=0, help="random seed")
+    p.add_argument("--out", default="results/lj_clusters", help="folder for the plot (created if missing)")
     return p.parse_args(argv)
 
 
@@ -47,7 +49,7 @@ def main(argv=None):
     from adoffload.chemistry import get_backend
     from adoffload.chemistry.optimize import FireOptions, Walker, basin_hopping_step, fire_minimize, random_cluster
 
-    backend_name = pick_backend(args.backend)
+    backend_name = pick_backend(args.backend, args.device)
     backend = get_backend(backend_name)
     clusters, steps, fire_steps = PRESETS.get((args.device, args.atoms), PRESETS[(args.device, 38)])
     clusters, steps = args.clusters or clusters, args.steps or steps
@@ -91,27 +93,40 @@ def main(argv=None):
     published = PUBLISHED_MINIMA.get(n)
     print(f"\nlowest energy reached  {best:.6f}")
     if published is not None:
-        hits = int(np.sum(found < published + 1e-4))
+        hits = int(np.sum(found < published + REACHED))
         print(f"published global min.  {published:.6f}   (Cambridge Cluster Database)")
         print(f"difference             {best - published:+.2e}; walkers at the global minimum: {hits}/{clusters}")
     print(f"time {seconds:.1f} s ({clusters * steps * fire.steps / seconds:.3g} cluster-FIRE-iterations/s)")
 
-    plot = save_plot(os.path.join(args.out, f"lj{n}_best_energy.png"), lambda fig: _draw(fig, best_history, published, n))
+    out = output_folder(args.out)
+    plot = save_plot(os.path.join(out, f"lj{n}_best_energy.png"), lambda fig: _draw(fig, best_history, published, n))
     if plot:
         print(f"plot: {plot}")
+    print(f"output folder: {out}")
     return {"best": best, "published": published, "history": best_history, "seconds": seconds,
             "walkers_at_minimum": int(np.sum(found < (published or -np.inf) + 1e-4))}
 
 
 def _draw(fig, history, published, n):
+    """The best energy per step; with a published minimum, its distance above it on a log scale
+    (drawn on the same axis as the reference line, the trace hid under it)."""
+    import numpy as np
     ax = fig.add_subplot(1, 1, 1)
-    ax.plot(range(len(history)), history, label="best energy over all walkers")
-    if published is not None:
-        ax.axhline(published, color="k", linestyle="--", label=f"published minimum {published}")
+    steps = np.arange(len(history))
+    if published is None:
+        ax.plot(steps, history, marker=".", label="best energy over all walkers")
+        ax.set_ylabel("energy (reduced units)")
+    else:
+        gap = np.maximum(np.asarray(history) - published, MIN_GAP)
+        ax.semilogy(steps, gap, marker=".", label=f"best energy - published minimum ({published})")
+        ax.axhline(REACHED, color="k", linestyle="--", linewidth=0.8, label=f"{REACHED:g}: minimum reached")
+        ax.set_ylabel("energy above the published minimum")
     ax.set_xlabel("basin-hopping step")
-    ax.set_ylabel("energy (reduced units)")
     ax.set_title(f"LJ{n} basin hopping")
     ax.legend()
+
+
+MIN_GAP, REACHED = 1e-7, 1e-4      # plot floor (below the energies' precision); "at the minimum"
 
 
 if __name__ == "__main__":

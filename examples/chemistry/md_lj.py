@@ -14,28 +14,30 @@ import argparse
 import os
 import time
 
-from common import pick_backend, progress, save_plot, setup_jax
+from common import HelpFormatter, output_folder, pick_backend, progress, save_plot, setup_jax
 
 # Size presets by device: (fcc cells per side -> 4 n^3 atoms, NVE steps, Langevin steps).
 PRESETS = {"cpu": (14, 60, 40), "cuda": (30, 2000, 1000)}
 
 
 def parse(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    p.add_argument("--backend", choices=["auto", "adoffload", "jax"], default="auto")
-    p.add_argument("--cells", type=int, help="fcc unit cells per side (atoms = 4 cells^3)")
-    p.add_argument("--nve-steps", type=int)
-    p.add_argument("--langevin-steps", type=int)
-    p.add_argument("--dt", type=float, default=0.004)
-    p.add_argument("--density", type=float, default=0.8)
-    p.add_argument("--kT", type=float, default=1.0)
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where JAX and the kernels run")
+    p.add_argument("--backend", choices=["auto", "adoffload", "jax"], default="auto",
+                   help="adoffload kernels, or the plain-JAX reference; auto: adoffload, unless it cannot "
+                        "use the device (said on the console)")
+    p.add_argument("--cells", type=int, help="fcc unit cells per side, atoms = 4 cells^3 (default: by device)")
+    p.add_argument("--nve-steps", type=int, help="velocity-Verlet steps (default: by device)")
+    p.add_argument("--langevin-steps", type=int, help="Langevin steps before NVE (default: by device)")
+    p.add_argument("--dt", type=float, default=0.004, help="time step (reduced units)")
+    p.add_argument("--density", type=float, default=0.8, help="number density (reduced units)")
+    p.add_argument("--kT", type=float, default=1.0, help="temperature (reduced units)")
     p.add_argument("--gamma", type=float, default=1.0, help="Langevin friction")
-    p.add_argument("--cutoff", type=float, default=2.5)
-    p.add_argument("--skin", type=float, default=0.3)
+    p.add_argument("--cutoff", type=float, default=2.5, help="LJ cutoff (sigma)")
+    p.add_argument("--skin", type=float, default=0.3, help="neighbor-list skin (sigma)")
     p.add_argument("--chunk", type=int, default=10, help="steps per jitted call (energies recorded per chunk)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default="results/md_lj")
+    p.add_argument("--seed", type=int, default=0, help="random seed")
+    p.add_argument("--out", default="results/md_lj", help="folder for the plots (created if missing)")
     return p.parse_args(argv)
 
 
@@ -47,7 +49,7 @@ def main(argv=None):
     from adoffload.chemistry import ForceField, LennardJones, as_box
     from adoffload.chemistry.dynamics import fcc_lattice, initial_state, maxwell_boltzmann, radial_distribution, run
 
-    backend = pick_backend(args.backend)
+    backend = pick_backend(args.backend, args.device)
     cells, nve_steps, langevin_steps = PRESETS[args.device]
     cells = args.cells or cells
     nve_steps = args.nve_steps if args.nve_steps is not None else nve_steps
@@ -93,27 +95,33 @@ def main(argv=None):
     print(f"g(r) first peak at r = {peak:.3f}, height {g.max():.2f}")
     results["rdf"] = (r, g)
 
-    os.makedirs(args.out, exist_ok=True)
+    out = output_folder(args.out)
     if "nve" in results:
         rec = results["nve"]["record"]
-        path = save_plot(os.path.join(args.out, "energy_drift.png"), lambda fig: _draw_energy(fig, rec, n))
+        path = save_plot(os.path.join(out, "energy_drift.png"), lambda fig: _draw_energy(fig, rec, n), size=(6, 6))
         if path:
             print(f"plot: {path}")
-    path = save_plot(os.path.join(args.out, "rdf.png"), lambda fig: _draw_rdf(fig, r, g))
+    path = save_plot(os.path.join(out, "rdf.png"), lambda fig: _draw_rdf(fig, r, g))
     if path:
         print(f"plot: {path}")
+    print(f"output folder: {out}")
     return results
 
 
 def _draw_energy(fig, record, n):
-    ax = fig.add_subplot(1, 1, 1)
-    for name in ("total", "potential", "kinetic"):
+    """Top: the total energy's drift on its own scale (beside the potential/kinetic exchange,
+    a hundred times larger, it was a flat line). Bottom: that exchange."""
+    drift_axis, exchange_axis = fig.subplots(2, 1, sharex=True)
+    total = record["total"] / n
+    drift_axis.plot(record["step"], total - total[0], marker=".", color="C0")
+    drift_axis.set_ylabel("total - initial\n(per atom)")
+    drift_axis.set_title("velocity Verlet: energy conservation")
+    for name, color in (("potential", "C1"), ("kinetic", "C2")):
         values = record[name] / n
-        ax.plot(record["step"], values - values[0], label=f"{name} - initial")
-    ax.set_xlabel("NVE step")
-    ax.set_ylabel("energy per atom (reduced units)")
-    ax.set_title("velocity Verlet: energy conservation")
-    ax.legend()
+        exchange_axis.plot(record["step"], values - values[0], label=f"{name} - initial", color=color)
+    exchange_axis.set_xlabel("NVE step")
+    exchange_axis.set_ylabel("energy per atom")
+    exchange_axis.legend()
 
 
 def _draw_rdf(fig, r, g):

@@ -295,3 +295,40 @@ def test_an_atomic_that_decides_addresses_is_refused_under_jax_grad():
             jax.grad(lambda x: call(x, np.zeros(1, np.int64))[1].sum())(x)
     finally:
         jax.config.update("jax_enable_x64", previous)
+
+
+# ---------------------------------------------------------------- control flow
+
+_TWO_ENTRY_LOOP = """
+define double @two_entry_loop(double %x, i64 %start_in_b, i64 %n) {
+entry:
+  %c = icmp ne i64 %start_in_b, 0
+  br i1 %c, label %b, label %a
+a:
+  %va = phi double [ %x, %entry ], [ %vb2, %b ]
+  %ia = phi i64 [ 0, %entry ], [ %ib2, %b ]
+  %va2 = fmul double %va, %x
+  %ia2 = add i64 %ia, 1
+  %done = icmp sge i64 %ia2, %n
+  br i1 %done, label %exit, label %b
+b:
+  %vb = phi double [ %x, %entry ], [ %va2, %a ]
+  %ib = phi i64 [ 0, %entry ], [ %ia2, %a ]
+  %vb2 = fadd double %vb, %x
+  %ib2 = add i64 %ib, 1
+  br label %a
+exit:
+  ret double %va2
+}
+"""
+
+
+def test_irreducible_control_flow_forward_works_reverse_refuses():
+    """A cycle entered at two blocks (docs/ad.md: irreducible control flow, F ✓ R ✗)."""
+    fn = ado.from_llvm(_TWO_ENTRY_LOOP)["two_entry_loop"]
+    # starting in b with n = 3 the function computes 2x^3 + x^2
+    x = 1.5
+    assert ez.autodiff(ez.Forward, fn, ez.Duplicated(x, 1.0), ez.Const(1), ez.Const(3)) == \
+        pytest.approx(6 * x * x + 2 * x, rel=1e-12)
+    with pytest.raises(DifferentiationError, match=r"irreducible control flow in @two_entry_loop.*several entries"):
+        ez.autodiff(ez.Reverse, fn, ez.Active(x), ez.Const(1), ez.Const(3))

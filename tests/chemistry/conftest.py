@@ -1,7 +1,8 @@
 """Shared fixtures: float64 JAX for every chemistry test, and the backends to check.
 
-The JAX reference always runs; the adoffload backend runs when its kernels compile and
-pass a smoke test here, and is skipped with the reason otherwise.
+The JAX reference always runs; the adoffload backend runs on JAX's default device, and is
+skipped (with the reason) only where adoffload cannot use that device. A kernel that fails
+to compile, or a failed self-check, is an error, not a skip.
 """
 from __future__ import annotations
 

@@ -258,7 +258,7 @@ def test_large_cpu_calls_share_the_grid_with_xlas_thread_pool(pool, monkeypatch)
     expected = sum(np.sin(np.asarray(x) * k) for k in range(20))
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
     with pytest.raises(Exception, match=f"index {n} out of bounds"):
-        jax.block_until_ready(jax.jit(ado.jax_kernel(reads_past))(x))
+        jax.block_until_ready(jax.jit(ado.jax_kernel(reads_past, out_shapes={"y": x.shape}))(x))
     for _ in range(3):          # the pool's late tasks never touch a finished call's memory
         np.testing.assert_allclose(np.asarray(jax.jit(ado.jax_kernel(wave))(x)), expected, rtol=1e-12, atol=1e-12)
     from adoffload.jax.targets import _TARGETS

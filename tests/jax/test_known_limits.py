@@ -1,0 +1,39 @@
+"""The README's known limits on derivatives of gradients under JAX are what happens (issue 14,
+item 9: they implied that jax.grad of jax.grad works where it is refused)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import adoffload as ado
+
+README = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+
+
+@ado.kernel
+def walk(x: ado.In[ado.f64], n: ado.In[ado.i64], out: ado.Out[ado.f64]):
+    i = ado.tid()
+    acc = x[i]
+    k = 0
+    while k < n[i]:
+        acc = ado.sin(acc) * x[i]
+        k += 1
+    out[i] = acc
+
+
+def test_second_derivatives_of_a_kernel_whose_first_adjoint_needs_a_tape_are_refused():
+    assert "`jax.grad(jax.grad(f))`, `jax.hessian(f)` and `jax.jacfwd(jax.grad(f))` are all refused" in README
+    assert ado.vjp(walk, ["x"]).tape is not None
+    f = ado.jax_kernel(walk)
+    n, x = jnp.asarray([2, 3, 4]), jnp.asarray([0.3, 0.5, 0.7])
+    loss = lambda v: f(v, n).sum()
+    assert np.all(np.isfinite(jax.grad(loss)(x)))                       # first derivatives work
+    for second in (jax.grad(lambda v: jax.grad(loss)(v).sum()), jax.hessian(loss), jax.jacfwd(jax.grad(loss))):
+        with pytest.raises(ado.JaxIntegrationError, match=re.escape("kernel 'walk_vjp' is a reverse kernel with a "
+                                                                    "dynamic tape")):
+            second(x)
