@@ -221,7 +221,9 @@ class Decomposition:
                             np.zeros(D, np.int64))
         sharding = jax.sharding.NamedSharding(self.mesh, DOMAINS)
         placed = jax.tree.map(lambda x: jax.make_array_from_callback(x.shape, sharding, lambda i, x=x: x[i]), blank)
-        return self._compile("prepare", self._prepare_blocks)(placed, self.ff.parameters)
+        state = self._compile("prepare", self._prepare_blocks)(placed, self.ff.parameters)
+        self.check_overflow(state)
+        return state
 
     def gather(self, state: DomainState, values=None):
         """Per-atom arrays in id order on the host: positions (wrapped into the box) and
@@ -341,7 +343,7 @@ class Decomposition:
         vel = block.vel + 0.5 * dt * block.force
         pos = block.pos + dt * vel
         block = block._replace(pos=pos, vel=vel)
-        moved = jnp.where(block.ids >= 0, jnp.sum((pos - block.reference) ** 2, axis=-1), 0.0)
+        moved = jnp.where(block.ids >= 0, jnp.sum(jax.lax.stop_gradient(pos - block.reference) ** 2, axis=-1), 0.0)
         stale = jax.lax.pmax(jnp.max(moved), AXES) > (0.5 * self.skin) ** 2
         block = jax.lax.cond(stale, self._rebuild, lambda b: b, block)
         potential, force = self._energy_and_forces(block, params)
@@ -375,7 +377,7 @@ class Decomposition:
             received = self._exchange_stage(a, jnp.concatenate([local, valid[:, None].astype(local.dtype)], 1),
                                             low, high, counts=(n_low, n_high))
             local, valid = received[:, :3], received[:, 3] > 0.5
-        send = jnp.stack(send) if send else jnp.zeros((0, self.ghost_capacity), jnp.int64)
+        send = jnp.stack(send) if send else block.send          # one domain along every axis: no ghosts
         neighbors, most = self._build_neighbors(local, valid, ids >= 0)
         peaks = jnp.stack([owned_peak, ghosts, migrants, most, jumps]).astype(jnp.int64)
         return block._replace(pos=pos, vel=vel, ids=ids, reference=pos, send=send, ghost_valid=valid[self.capacity:],

@@ -72,7 +72,9 @@ def over_walkers(fn, mesh: Mesh):
     ``fn`` must treat the systems of its batch independently (a ``jax.vmap``-ed function);
     each device then runs it on its own share, with no communication.
     """
-    sharded = jax.shard_map(fn, mesh=mesh, in_specs=P(WALKERS), out_specs=P(WALKERS))
+    # No collectives happen, so the per-device types need no checking (check_vma=False): the
+    # batched function need not mark its loop carries as device-varying.
+    sharded = jax.shard_map(fn, mesh=mesh, in_specs=P(WALKERS), out_specs=P(WALKERS), check_vma=False)
 
     def call(*args):
         for leaf in jax.tree.leaves(args):
