@@ -110,7 +110,7 @@ class Decomposition:
     ghost_capacity: int
     neighbor_capacity: int
     max_per_cell: int = 64
-    _compiled: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
+    _compiled: dict = field(default_factory=dict, init=False, compare=False, hash=False, repr=False)
 
     @classmethod
     def create(cls, ff: ForceField, mesh: Mesh, n_atoms: int, skin: float = 0.3, margin: float = 1.25):

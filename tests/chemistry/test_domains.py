@@ -125,8 +125,8 @@ def test_too_small_buffers_raise_instead_of_dropping_atoms(system):
     dec, pos = system["dec"], np.asarray(system["single"].pos)
     vel = np.asarray(system["single"].vel)
     with pytest.raises(DomainOverflowError, match="capacity >= "):
-        dataclasses.replace(dec, capacity=system["n"] // (2 * dec.n_domains), _compiled={}).distribute(pos, vel)
-    small = dataclasses.replace(dec, neighbor_capacity=8, _compiled={})
+        dataclasses.replace(dec, capacity=system["n"] // (2 * dec.n_domains)).distribute(pos, vel)
+    small = dataclasses.replace(dec, neighbor_capacity=8)
     with pytest.raises(DomainOverflowError, match="neighbor_capacity >= "):
         small.distribute(pos, vel)
 
