@@ -138,3 +138,13 @@ class Float64RequiredError(Error, RuntimeError):
 
 class BoxError(Error, ValueError):
     """A simulation box the code cannot handle (non-orthorhombic, too small for the cutoff)."""
+
+
+class DomainOverflowError(Error, RuntimeError):
+    """A fixed-capacity buffer of a domain decomposition (owned atoms, ghosts, migrants,
+    neighbors) was too small; the results of that run are wrong and must not be used."""
+
+
+class ShardingError(Error, ValueError):
+    """A device or mesh request that cannot be met (more devices than visible, a batch that
+    does not split evenly, a term that domain decomposition cannot move between devices)."""

@@ -13,7 +13,7 @@ def setup_jax(device: str):
     jax.config.update("jax_enable_x64", True)
     platform = {"cpu": "cpu", "cuda": "gpu"}[device]
     try:
-        devices = jax.devices(platform)
+        devices = jax.local_devices(backend=platform)      # this process's own (under jax.distributed too)
     except RuntimeError:
         devices = []
     if not devices:

@@ -2,7 +2,9 @@
 
 Every cluster is an independent basin-hopping walker; one step perturbs all atoms,
 minimizes with FIRE (forces = -grad of the LJ energy kernel, i.e. its adjoint kernel on
-the adoffload backend) and accepts by Metropolis. ``jax.vmap`` runs all walkers together.
+the adoffload backend) and accepts by Metropolis. ``jax.vmap`` runs all walkers together,
+split over every visible device of the platform (``--devices N`` to use fewer; under
+``jax.distributed``, over the devices of every host: docs/scaling.md).
 Prints the lowest energy reached beside the published putative global minimum
 (Cambridge Cluster Database: LJ13 -44.326801, LJ38 -173.928427, reduced units).
 
@@ -29,6 +31,7 @@ def parse(argv=None):
     p.add_argument("--backend", choices=["auto", "adoffload", "jax"], default="auto",
                    help="adoffload kernels, or the plain-JAX reference; auto: adoffload, unless it cannot "
                         "use the device (said on the console)")
+    p.add_argument("--devices", type=int, help="how many devices of the platform share the walkers (default: all)")
     p.add_argument("--atoms", type=int, default=13, help="atoms per cluster (13 and 38 have published minima)")
     p.add_argument("--clusters", type=int, help="walkers run at once (default: by device and size)")
     p.add_argument("--steps", type=int, help="basin-hopping steps (default: by device and size)")
@@ -42,17 +45,25 @@ def parse(argv=None):
 
 def main(argv=None):
     args = parse(argv)
+    from adoffload.chemistry.sharding import start_distributed
+    start_distributed()                  # a no-op unless JAX_COORDINATOR_ADDRESS is set (docs/scaling.md)
     device = setup_jax(args.device)
     import jax
     import jax.numpy as jnp
     import numpy as np
     from adoffload.chemistry import get_backend
     from adoffload.chemistry.optimize import FireOptions, Walker, basin_hopping_step, fire_minimize, random_cluster
+    from adoffload.chemistry.sharding import describe, over_walkers, padded_size, select_devices, split_keys, to_host, walker_mesh
 
     backend_name = pick_backend(args.backend, args.device)
     backend = get_backend(backend_name)
     clusters, steps, fire_steps = PRESETS.get((args.device, args.atoms), PRESETS[(args.device, 38)])
     clusters, steps = args.clusters or clusters, args.steps or steps
+    devices = select_devices(args.device, args.devices)
+    mesh = walker_mesh(devices)
+    if padded_size(clusters, mesh) != clusters:
+        print(f"note: {clusters} clusters rounded up to {padded_size(clusters, mesh)}, a multiple of {len(devices)} devices")
+        clusters = padded_size(clusters, mesh)
     fire = FireOptions(steps=args.fire_steps or fire_steps)
     n = args.atoms
     container = 0.6 + (3.0 * n / (4.0 * np.pi)) ** (1.0 / 3.0)
@@ -60,36 +71,35 @@ def main(argv=None):
     def energy(x):
         return jnp.sum(backend.cluster_lj_energy(x, 1.0, 1.0))
 
-    @jax.jit
     def start(keys):
         x = jax.vmap(lambda k: random_cluster(k, n))(keys)
         x, e, _ = jax.vmap(lambda xi: fire_minimize(energy, xi, fire))(x)
         e = jnp.where(jnp.isfinite(e), e, jnp.inf)
         return Walker(x, e, x, e)
 
-    @jax.jit
     def hop(walkers, keys):
         return jax.vmap(lambda w, k: basin_hopping_step(energy, w, k, step_size=args.step_size, kT=args.kT,
                                                         container=container, fire=fire))(walkers, keys)
 
     print(f"LJ{n}: {clusters} clusters x {steps} basin-hopping steps, FIRE {fire.steps} iterations, "
-          f"backend {backend_name}, device {device}")
+          f"backend {backend_name}, on {describe(devices)}")
+    start, hop = over_walkers(start, mesh), over_walkers(hop, mesh)
     began = time.perf_counter()
     key = jax.random.PRNGKey(args.seed)
     with jax.default_device(device):
         key, sub = jax.random.split(key)
-        walkers = start(jax.random.split(sub, clusters))
+        walkers = start(split_keys(sub, clusters, mesh))
         best_history = [float(jnp.min(walkers.best_energy))]
         bar = progress("basin hopping")
         for s in range(steps):
             key, sub = jax.random.split(key)
-            walkers = hop(walkers, jax.random.split(sub, clusters))
+            walkers = hop(walkers, split_keys(sub, clusters, mesh))
             best_history.append(float(jnp.min(walkers.best_energy)))
             bar(s + 1, steps)
     seconds = time.perf_counter() - began
 
     best = best_history[-1]
-    found = np.asarray(walkers.best_energy)
+    found = to_host(walkers.best_energy)
     published = PUBLISHED_MINIMA.get(n)
     print(f"\nlowest energy reached  {best:.6f}")
     if published is not None:
