@@ -1,0 +1,596 @@
+"""Differential testing of AD on foreign IR: random C functions through clang, ``from_llvm`` and AD.
+
+For each generated program (``cprograms.py``) and optimization level, the function is compiled
+with the clang of the ``ziglang`` wheel, loaded with ``ado.from_llvm``, differentiated in forward
+and reverse mode, and checked at a random point with two oracles:
+
+* **central differences** of the primal (run on the host) along a random direction ``v``, at two
+  step sizes ``h`` and ``2h``; when the two disagree the point is near a branch or a kink and
+  another random point is drawn. The forward tangent ``J v`` must match them, and so must the
+  reverse projection ``<v, Jᵀ w>`` against ``<FD, w>``;
+* the **inner-product identity** ``<J v, w> = <v, Jᵀ w>`` between forward and reverse (tight).
+
+The derivative functions also compute the primal outputs; those must equal the primal run.
+
+Each (program, level) is classified: **pass**; **refused** (an ``adoffload.Error`` while loading
+or differentiating: allowed, its message is kept); **mismatch** (a silent wrong value: the bug
+this tool hunts); **crash** (any other exception, invalid derivative IR, a signal or a timeout).
+
+Speed: one C file and one clang run per batch and level, one ``from_llvm`` per batch, all
+derivatives built into that module and JIT-compiled once. A batch whose module does not load is
+split (each function alone, taken from the clang output by ``split_module``), so one refused
+function does not hide the others. Batches run in worker processes, which also contain crashes
+of the generated code: a dead worker's current program is a CRASH and the rest of its batch is
+run again.
+
+Command line::
+
+    python -m adoffload.testing.differential --count 1000 --seed 0 --opt 0 1 2 3 --out difftest-out
+
+prints a table per level and writes the C source of every mismatch and crash to ``--out``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .cprograms import INOUT, INT, REAL, CProgram, generate, module_source
+
+PASS, REFUSED, MISMATCH, CRASH = "pass", "refused", "mismatch", "crash"
+STATUSES = (PASS, REFUSED, MISMATCH, CRASH)
+
+# The wheel's zig maps -O1/-O2/-O3 all to clang -O2 (its ReleaseFast); -Xclang -O<k> restores the
+# level asked for, and clang -O1 does not vectorize.
+OPT_FLAGS = {0: ["-O0"], 1: ["-O1", "-fno-vectorize", "-fno-slp-vectorize", "-Xclang", "-O1"],
+             2: ["-O2"], 3: ["-O3", "-Xclang", "-O3"]}
+
+# Oracle settings per real type: FD step, FD tolerance (relative to the output scale), identity tolerance.
+TOLERANCES = {"double": dict(step=1e-5, fd=2e-5, identity=1e-9, primal=1e-9),
+              "float": dict(step=4e-3, fd=2e-2, identity=2e-4, primal=1e-4)}
+FD_ATTEMPTS = 4
+
+
+@dataclass
+class Outcome:
+    seed: int
+    opt: int
+    status: str
+    detail: str = ""                 # refusal message, mismatch description or crash traceback
+    modes: list[str] = field(default_factory=list)   # which checks failed: forward, reverse, identity, ...
+    fd_checked: bool = True          # False when no random point gave consistent central differences
+
+
+# ---------------------------------------------------------------------------- clang
+
+def clang_available() -> bool:
+    try:
+        import ziglang  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def compile_c(source: str, opt: int) -> str:
+    """LLVM IR text of ``source`` at ``-O<opt>`` from the wheel's clang (optnone kept at -O0)."""
+    with tempfile.TemporaryDirectory(prefix="adoffload-difftest-") as tmp:
+        c_file, ll_file = Path(tmp) / "programs.c", Path(tmp) / "programs.ll"
+        c_file.write_text(source)
+        cmd = [sys.executable, "-m", "ziglang", "cc", "-S", "-emit-llvm", "-fno-sanitize=all", "-w",
+               *OPT_FLAGS[opt], str(c_file), "-o", str(ll_file)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"clang failed on generated C ({' '.join(cmd)}):\n{proc.stderr}")
+        return ll_file.read_text()
+
+
+_DEFINE = re.compile(r'^define\b[^@]*@("[^"]+"|[\w.$-]+)\(')
+_REFERENCE = re.compile(r'@("[^"]+"|[\w.$-]+)')
+
+
+def split_module(text: str) -> tuple[list[str], dict[str, tuple[int, str]]]:
+    """(other top-level lines, {function name: (position, definition text)}) of an IR module."""
+    rest, functions = [], {}
+    lines = iter(text.splitlines())
+    for line in lines:
+        match = _DEFINE.match(line)
+        if not match:
+            rest.append(line)
+            continue
+        body = [line]
+        if not line.rstrip().endswith("}"):
+            for inner in lines:
+                body.append(inner)
+                if inner == "}":
+                    break
+        functions[match.group(1)] = (len(rest), "\n".join(body))
+        rest.append("")
+    return rest, functions
+
+
+def module_subset(text: str, roots: list[str]) -> str:
+    """The IR module keeping only the definitions of ``roots`` and what they reference."""
+    rest, functions = split_module(text)
+    keep, todo = set(), [r for r in roots if r in functions]
+    while todo:
+        name = todo.pop()
+        if name in keep:
+            continue
+        keep.add(name)
+        todo += [m for m in _REFERENCE.findall(functions[name][1]) if m in functions and m not in keep]
+    lines = list(rest)
+    for name in keep:
+        position, body = functions[name]
+        lines[position] = body
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------- one program
+
+class _Point:
+    """Arguments of one program at one random point, and the direction/weights of the checks."""
+
+    def __init__(self, program: CProgram, rng: np.random.Generator):
+        self.program = program
+        self.dtype = np.float32 if program.real == "float" else np.float64
+        n = int(rng.integers(1, 8))
+        self.values: dict[str, object] = {}
+        for p in program.params:
+            if p.kind == INT:
+                self.values[p.name] = n if p.name == "n" else int(rng.integers(0, n + 1))
+            elif p.kind == REAL:
+                self.values[p.name] = float(self.dtype(rng.uniform(-1, 1)))
+            else:
+                size = n * n if p.kind == "matrix" else n
+                self.values[p.name] = rng.uniform(-1, 1, size).astype(self.dtype)
+        self.active = [p for p in program.params if p.kind != INT]       # differentiable inputs
+        self.outputs = [p for p in program.params if p.kind == INOUT]
+        self.v = {p.name: self._random(rng, p.name) for p in self.active}
+        self.w_ret = float(rng.standard_normal()) if program.returns_real else 0.0
+        self.w = {p.name: rng.standard_normal(len(self.values[p.name])).astype(self.dtype) for p in self.outputs}
+
+    def _random(self, rng, name):
+        value = self.values[name]
+        if isinstance(value, np.ndarray):
+            return rng.standard_normal(value.shape).astype(self.dtype)
+        return float(self.dtype(rng.standard_normal()))
+
+    def args(self, shift: float = 0.0) -> list:
+        """Fresh primal arguments, moved by ``shift * v`` (computed in float64, then rounded)."""
+        out = []
+        for p in self.program.params:
+            value = self.values[p.name]
+            if isinstance(value, np.ndarray):
+                out.append((value.astype(np.float64) + shift * self.v[p.name]).astype(self.dtype))
+            elif p.kind == REAL:
+                out.append(float(self.dtype(value + shift * self.v[p.name])))
+            else:
+                out.append(value)
+        return out
+
+    def output_vector(self, ret, args) -> np.ndarray:
+        parts = [np.array([ret], np.float64)] if self.program.returns_real else []
+        index = {p.name: k for k, p in enumerate(self.program.params)}
+        parts += [np.asarray(args[index[p.name]], np.float64) for p in self.outputs]
+        return np.concatenate(parts) if parts else np.zeros(0)
+
+    def weights(self) -> np.ndarray:
+        parts = [np.array([self.w_ret])] if self.program.returns_real else []
+        return np.concatenate(parts + [self.w[p.name].astype(np.float64) for p in self.outputs])
+
+
+@dataclass
+class _Derivatives:
+    forward: object
+    reverse: object
+    count: object | None
+
+
+def _dot(a, b) -> float:
+    return float(np.sum(np.asarray(a, np.float64) * np.asarray(b, np.float64)))
+
+
+def _abs_dot(a, b) -> float:
+    return float(np.sum(np.abs(np.asarray(a, np.float64) * np.asarray(b, np.float64))))
+
+
+def check_program(program: CProgram, opt: int, primal, d: _Derivatives) -> Outcome:
+    """Run the oracles on one program whose primal and derivatives are compiled."""
+    tol = TOLERANCES[program.real]
+    rng = np.random.default_rng([program.seed, 7])
+    failures, notes = [], []
+    fd_checked = False
+    for attempt in range(FD_ATTEMPTS):
+        point = _Point(program, rng)
+        base = _run(primal, point, point.args())
+        if not np.all(np.isfinite(base)):
+            notes.append(f"non-finite primal at attempt {attempt}")
+            continue
+        h = tol["step"]
+        fd1 = _central(primal, point, h)
+        fd2 = _central(primal, point, 2 * h)
+        scale = max(1.0, float(np.max(np.abs(fd1), initial=0.0)))
+        if np.all(np.isfinite(fd1)) and np.max(np.abs(fd1 - fd2), initial=0.0) <= tol["fd"] * scale / 2:
+            fd_checked = True
+            break
+    else:
+        fd1 = None
+    if fd1 is None and not np.all(np.isfinite(base)):
+        return Outcome(program.seed, opt, CRASH, "generator: the primal is not finite at any point tried: "
+                       + "; ".join(notes), ["generator"])
+
+    # forward: J v (and the primal outputs it computes)
+    fargs = point.args()
+    shadows = [point.v[p.name].copy() if isinstance(point.v[p.name], np.ndarray) else point.v[p.name]
+               for p in point.active]
+    tangent_ret = d.forward(*fargs, *shadows)
+    index = {p.name: k for k, p in enumerate(point.active)}
+    jv = point.output_vector(tangent_ret, [shadows[index[p.name]] if p.kind != INT else None
+                                           for p in program.params])
+    primal_ret_placeholder = base[0] if program.returns_real else None
+    fwd_primal = point.output_vector(primal_ret_placeholder, fargs)
+    _close(fwd_primal, base, tol["primal"], "primal-forward", "primal outputs of the forward derivative", failures)
+
+    # reverse: Jᵀ w
+    rargs = point.args()
+    adjoints = {}
+    rshadows = []
+    for p in point.active:
+        if p.kind == REAL:
+            adjoints[p.name] = np.zeros(1, point.dtype)
+        elif p.kind == INOUT:
+            adjoints[p.name] = point.w[p.name].copy()
+        else:
+            adjoints[p.name] = np.zeros_like(point.values[p.name])
+        rshadows.append(adjoints[p.name])
+    seed = [point.w_ret] if program.returns_real else []
+    tape = _tape(d.count, point) if d.count is not None else []
+    d.reverse(*rargs, *rshadows, *seed, *tape)
+    rev_primal = point.output_vector(primal_ret_placeholder, rargs)
+    _close(rev_primal, base, tol["primal"], "primal-reverse", "primal outputs of the reverse derivative", failures)
+
+    w = point.weights()
+    lhs = _dot(jv, w)
+    rhs = sum(_dot(point.v[p.name], adjoints[p.name]) for p in point.active)
+    scale = _abs_dot(jv, w) + sum(_abs_dot(point.v[p.name], adjoints[p.name]) for p in point.active)
+    if not np.isfinite(lhs) or not np.isfinite(rhs) or abs(lhs - rhs) > tol["identity"] * max(scale, 1e-300):
+        failures.append(("identity", f"<Jv,w> = {lhs:.10g} but <v,J^T w> = {rhs:.10g}"))
+    if fd1 is not None:
+        fd_scale = max(1.0, float(np.max(np.abs(fd1), initial=0.0)))
+        err = np.abs(jv - fd1)
+        if not np.all(np.isfinite(jv)) or np.max(err, initial=0.0) > tol["fd"] * fd_scale:
+            k = int(np.nanargmax(np.where(np.isfinite(err), err, np.inf)))
+            failures.append(("forward", f"J v = {_short(jv)} but central differences give {_short(fd1)} "
+                                        f"(output {k}: {jv[k]:.8g} vs {fd1[k]:.8g})"))
+        fd_w = _dot(fd1, w)
+        ref_scale = max(1.0, _abs_dot(fd1, w))
+        if not np.isfinite(rhs) or abs(rhs - fd_w) > tol["fd"] * ref_scale:
+            failures.append(("reverse", f"<v, J^T w> = {rhs:.10g} but <FD, w> = {fd_w:.10g}; adjoints "
+                                        + ", ".join(f"{k}={_short(v)}" for k, v in adjoints.items())))
+    if failures:
+        values = ", ".join(f"{k}={_short(v)}" for k, v in point.values.items())
+        detail = "; ".join(f"[{mode}] {text}" for mode, text in failures) + f" | at {values}"
+        return Outcome(program.seed, opt, MISMATCH, detail, [m for m, _ in failures], fd_checked)
+    return Outcome(program.seed, opt, PASS, "", [], fd_checked)
+
+
+def _short(v) -> str:
+    arr = np.atleast_1d(np.asarray(v, np.float64))
+    return "[" + ", ".join(f"{x:.6g}" for x in arr[:8]) + (", ..." if arr.size > 8 else "") + "]"
+
+
+def _close(got, want, rtol, mode, what, failures) -> None:
+    if got.shape != want.shape or not np.allclose(got, want, rtol=rtol, atol=rtol):
+        failures.append((mode, f"{what} {_short(got)} differ from the primal run {_short(want)}"))
+
+
+def _run(primal, point: _Point, args) -> np.ndarray:
+    ret = primal(*args)
+    return point.output_vector(ret, args)
+
+
+def _central(primal, point: _Point, h: float) -> np.ndarray:
+    up = _run(primal, point, point.args(h))
+    down = _run(primal, point, point.args(-h))
+    return (up - down) / (2 * h)
+
+
+def _tape(count, point: _Point) -> list:
+    nbytes = np.zeros(1, np.int64)
+    count(*point.args(), nbytes)
+    return [np.zeros(max(int(nbytes[0]) // 8, 1), np.int64), 0]
+
+
+# ---------------------------------------------------------------------------- one batch
+
+def _classify_error(exc: BaseException) -> tuple[str, str]:
+    from ..errors import Error
+    if isinstance(exc, Error):
+        return REFUSED, f"{type(exc).__name__}: {exc}"
+    return CRASH, "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-3000:]
+
+
+def _derive(module, program: CProgram) -> tuple[_Derivatives | None, list[str]]:
+    from ..enzyme.activity import ACTIVE, CONST, DUP
+    from ..enzyme.forward import forward
+    from ..enzyme.reverse import reverse
+    fn = module.functions[program.name]
+    fwd_act = [CONST if p.kind == INT else DUP for p in program.params]
+    rev_act = [CONST if p.kind == INT else ACTIVE if p.kind == REAL else DUP for p in program.params]
+    fwd = forward(module, fn, fwd_act, name=f"{program.name}.difftest.fwd")
+    rev = reverse(module, fn, rev_act, name=f"{program.name}.difftest.rev")
+    names = [fwd.name, rev.function.name] + ([rev.tape.count_function] if rev.tape is not None else [])
+    return _Derivatives(fwd.name, rev.function.name, rev.tape.count_function if rev.tape else None), names
+
+
+def _compile(module, programs, derived, names, opt, emit, jit_opt):
+    """JIT the module; a derivative LLVM rejects is a CRASH of its program, the others go on.
+    Returns the callables, or None when the error names no derived function (several left)."""
+    from ..enzyme.host import compile_host
+    by_name = {}
+    for p in programs:
+        if p.seed in derived:
+            d = derived[p.seed]
+            for name in (d.forward, d.reverse, d.count):
+                if name:
+                    by_name[name] = p
+    while True:
+        try:
+            return compile_host(module, names, opt_level=jit_opt)
+        except Exception as exc:       # noqa: BLE001 - invalid derivative IR is a bug, not a refusal
+            detail = _classify_error(exc)[1]
+            culprits = {by_name[m].seed: by_name[m] for m in _REFERENCE.findall(str(exc)) if m in by_name}
+            if not culprits and len(derived) == 1:
+                culprits = {s: p for p in programs for s in derived if p.seed == s}
+            if not culprits:
+                return None
+            for seed, p in culprits.items():
+                emit(("result", Outcome(seed, opt, CRASH, "derivative does not compile: " + detail, ["jit"])))
+                d = derived.pop(seed)
+                for name in (d.forward, d.reverse, d.count):
+                    if name:
+                        module.functions.pop(name, None)
+                        names.remove(name)
+                names.remove(p.name)
+            if not derived:
+                return {}
+
+
+def check_batch(seeds: list[int], opt: int, emit, text: str | None = None, jit_opt: int = 0) -> None:
+    """Check the programs of ``seeds`` at ``-O<opt>``; ``emit(event)`` gets ("begin", seeds, stage)
+    before each stage that runs generated code, and ("result", Outcome) per program."""
+    from .. import foreign
+    programs = [generate(s) for s in seeds]
+    if text is None:
+        text = compile_c(module_source(programs), opt)
+    emit(("begin", seeds, "load"))
+    try:
+        module = foreign.from_llvm(module_subset(text, [p.name for p in programs])).ir
+    except Exception as exc:           # noqa: BLE001 - every failure is classified
+        if len(programs) == 1:
+            status, detail = _classify_error(exc)
+            emit(("result", Outcome(seeds[0], opt, status, "load: " + detail, ["load"])))
+            return
+        loadable = []
+        for p in programs:             # find the functions that do not load, then run the others together
+            try:
+                emit(("begin", [p.seed], "load"))
+                foreign.from_llvm(module_subset(text, [p.name]))
+                loadable.append(p.seed)
+            except Exception as single:   # noqa: BLE001
+                status, detail = _classify_error(single)
+                emit(("result", Outcome(p.seed, opt, status, "load: " + detail, ["load"])))
+        if loadable and len(loadable) < len(programs):
+            check_batch(loadable, opt, emit, text, jit_opt)
+        elif loadable:                 # the group fails but every single loads: run them one by one
+            for s in loadable:
+                check_batch([s], opt, emit, text, jit_opt)
+        return
+    emit(("begin", seeds, "derive"))
+    derived, names = {}, []
+    for p in programs:
+        try:
+            derived[p.seed], more = _derive(module, p)
+            names += [p.name] + more
+        except Exception as exc:       # noqa: BLE001
+            status, detail = _classify_error(exc)
+            emit(("result", Outcome(p.seed, opt, status, detail, ["derive"])))
+    if not derived:
+        return
+    emit(("begin", list(derived), "jit"))
+    funcs = _compile(module, programs, derived, names, opt, emit, jit_opt)
+    if funcs is None:                  # the JIT failed and named no culprit: split the batch
+        ok = list(derived)
+        if len(ok) == 1:
+            return
+        check_batch(ok[:len(ok) // 2], opt, emit, text, jit_opt)
+        check_batch(ok[len(ok) // 2:], opt, emit, text, jit_opt)
+        return
+    for p in programs:
+        if p.seed not in derived:
+            continue
+        d = derived[p.seed]
+        emit(("begin", [p.seed], "run"))
+        try:
+            calls = _Derivatives(funcs[d.forward], funcs[d.reverse], funcs[d.count] if d.count else None)
+            outcome = check_program(p, opt, funcs[p.name], calls)
+        except Exception as exc:       # noqa: BLE001
+            outcome = Outcome(p.seed, opt, CRASH, "run: " + _classify_error(exc)[1], ["run"])
+        emit(("result", outcome))
+
+
+# ---------------------------------------------------------------------------- workers
+
+def _worker(seeds: list[int], opt: int, jit_opt: int, conn) -> None:
+    try:
+        check_batch(seeds, opt, conn.send, jit_opt=jit_opt)
+    except Exception as exc:           # noqa: BLE001 - e.g. clang failing on generated C
+        conn.send(("fatal", "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))))
+    conn.close()
+
+
+def _context():
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+
+
+def run(seeds: list[int], opts: list[int], jobs: int = 2, batch: int = 40, timeout: float = 300.0,
+        jit_opt: int = 0, progress=None) -> list[Outcome]:
+    """Check every seed at every level in ``jobs`` worker processes; returns one Outcome per pair.
+
+    ``jit_opt``: the LLVM level the primal and derivatives are JIT-compiled at (0 is 3x faster
+    to compile than 2 and runs the derivative code as the engine wrote it)."""
+    ctx = _context()
+    from .. import foreign, enzyme  # noqa: F401 - imported once here, inherited by forked workers
+    from ..enzyme import host, reverse  # noqa: F401
+    pending = [(seeds[k:k + batch], opt) for opt in opts for k in range(0, len(seeds), batch)]
+    results: dict[tuple[int, int], Outcome] = {}
+    running = []                       # (process, connection, seeds, opt, start, last begin event)
+    while pending or running:
+        while pending and len(running) < jobs:
+            task_seeds, opt = pending.pop(0)
+            parent, child = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=_worker, args=(task_seeds, opt, jit_opt, child), daemon=True)
+            proc.start()
+            child.close()
+            running.append([proc, parent, task_seeds, opt, time.monotonic(), None])
+        for entry in list(running):
+            proc, conn, task_seeds, opt, start, _ = entry
+            dead = False
+            try:
+                while conn.poll(0.01):
+                    event = conn.recv()
+                    if event[0] == "begin":
+                        entry[5] = event
+                    elif event[0] == "result":
+                        results[(event[1].seed, opt)] = event[1]
+                        if progress:
+                            progress(event[1])
+                    else:
+                        raise RuntimeError(f"a worker failed outside any program (a harness bug):\n{event[1]}")
+            except EOFError:
+                dead = True
+            timed_out = time.monotonic() - start > timeout
+            if not dead and not timed_out:
+                continue
+            if timed_out:
+                proc.kill()
+            proc.join()
+            running.remove(entry)
+            left = [s for s in task_seeds if (s, opt) not in results]
+            if not left:
+                continue
+            last = entry[5]
+            why = "timed out" if timed_out else f"worker died (exit code {proc.exitcode})"
+            suspects = [s for s in (last[1] if last else left) if s in left]
+            if len(suspects) == 1:
+                stage = last[2] if last else "start"
+                outcome = Outcome(suspects[0], opt, CRASH, f"{why} during {stage}", [stage])
+                results[(suspects[0], opt)] = outcome
+                if progress:
+                    progress(outcome)
+                left.remove(suspects[0])
+                if left:
+                    pending.insert(0, (left, opt))
+            else:                      # died in a stage shared by several programs: split them
+                half = len(left) // 2
+                pending[:0] = [(left[:half], opt), (left[half:], opt)] if half else [(left, opt)]
+        time.sleep(0.005)
+    return [results[(s, opt)] for opt in opts for s in seeds]
+
+
+# ---------------------------------------------------------------------------- reporting
+
+def _reason(outcome: Outcome) -> str:
+    """A refusal message without the parts that vary between programs (names, numbers)."""
+    lines = [line for line in outcome.detail.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    text = lines[-1] if outcome.status == CRASH and len(lines) > 1 else lines[0]
+    text = re.sub(r"@(f|h|dot|axpy|step|upd)\d+[\w.$-]*", "@F", text)    # generated names only
+    text = re.sub(r"%[\w.$-]+", "%v", text)
+    text = re.sub(r"\b\d+(\.\d+)?(e[-+]?\d+)?\b", "N", text)
+    text = re.sub(r"(at|line|column|in) [^ ]+\.c:\S+", r"\1 <loc>", text)
+    return text[:160]
+
+
+def summarize(outcomes: list[Outcome]) -> str:
+    by_opt = defaultdict(Counter)
+    for o in outcomes:
+        by_opt[o.opt][o.status] += 1
+    lines = [f"{'level':>6} " + " ".join(f"{s:>9}" for s in STATUSES) + f" {'no FD':>7}"]
+    for opt in sorted(by_opt):
+        no_fd = sum(1 for o in outcomes if o.opt == opt and o.status == PASS and not o.fd_checked)
+        lines.append(f"{'-O' + str(opt):>6} " + " ".join(f"{by_opt[opt][s]:>9}" for s in STATUSES) + f" {no_fd:>7}")
+    for status in (REFUSED, MISMATCH, CRASH):
+        groups = Counter()
+        for o in outcomes:
+            if o.status == status:
+                groups[(o.opt, _reason(o) if status != MISMATCH else ",".join(o.modes))] += 1
+        if groups:
+            lines.append(f"\n{status} (level, reason, count):")
+            lines += [f"  -O{opt}  {count:5d}  {reason}" for (opt, reason), count in
+                      sorted(groups.items(), key=lambda kv: (kv[0][0], -kv[1]))]
+    return "\n".join(lines)
+
+
+def write_failures(outcomes: list[Outcome], folder: Path) -> None:
+    """One C file per mismatch/crash (with the failure in a comment) and summary.json."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for o in outcomes:
+        if o.status not in (MISMATCH, CRASH):
+            continue
+        program = generate(o.seed)
+        comment = "\n".join(" * " + line for line in o.detail.splitlines())
+        header = (f"/* {o.status.upper()} at -O{o.opt}, seed {o.seed} ({', '.join(o.modes)})\n{comment}\n"
+                  f" * features: {', '.join(program.features)}\n"
+                  f" * again: python -m adoffload.testing.differential --seeds {o.seed} --opt {o.opt}\n */\n")
+        (folder / f"{o.status}-O{o.opt}-seed{o.seed}.c").write_text(header + program.standalone())
+    (folder / "summary.json").write_text(json.dumps([asdict(o) for o in outcomes], indent=1))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m adoffload.testing.differential", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--count", type=int, default=200, help="number of programs")
+    parser.add_argument("--seed", type=int, default=0, help="first seed (programs are seed, seed+1, ...)")
+    parser.add_argument("--seeds", type=int, nargs="*", help="exact seeds to run (overrides --count/--seed)")
+    parser.add_argument("--opt", type=int, nargs="+", default=[0, 1, 2, 3], choices=sorted(OPT_FLAGS))
+    parser.add_argument("--out", type=Path, help="folder for the C sources of failures and summary.json")
+    parser.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1))
+    parser.add_argument("--batch", type=int, default=40, help="programs per C file / module")
+    parser.add_argument("--jit-opt", type=int, default=0, choices=(0, 1, 2, 3),
+                        help="LLVM level for JIT-compiling primal and derivatives (default 0: fastest)")
+    parser.add_argument("--show", action="store_true", help="print the details of every failure")
+    args = parser.parse_args(argv)
+    if not clang_available():
+        print("the ziglang wheel (its clang) is not installed: pip install ziglang", file=sys.stderr)
+        return 2
+    seeds = args.seeds if args.seeds else list(range(args.seed, args.seed + args.count))
+    start = time.monotonic()
+    outcomes = run(seeds, args.opt, jobs=args.jobs, batch=args.batch, jit_opt=args.jit_opt)
+    print(f"{len(seeds)} programs x {len(args.opt)} levels in {time.monotonic() - start:.1f} s")
+    print(summarize(outcomes))
+    if args.show:
+        for o in outcomes:
+            if o.status in (MISMATCH, CRASH):
+                print(f"\n--- {o.status} -O{o.opt} seed {o.seed}: {o.detail}")
+    if args.out:
+        write_failures(outcomes, args.out)
+        print(f"failures written to {args.out}/")
+    return 1 if any(o.status in (MISMATCH, CRASH) for o in outcomes) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
