@@ -96,6 +96,39 @@ def compile_c(source: str, opt: int) -> str:
         return ll_file.read_text()
 
 
+class NativeFunction:
+    """A generated function compiled to native code by clang (``-shared``): the primal oracle that
+    does not go through adoffload's IR reader and JIT. Called like an ``enzyme.host.HostFunction``."""
+
+    def __init__(self, library, program: CProgram):
+        import ctypes
+        real = ctypes.c_float if program.real == "float" else ctypes.c_double
+        kinds = {INT: ctypes.c_int, REAL: real}
+        self._fn = getattr(library, program.name)
+        self._fn.restype = real if program.returns_real else None
+        self._fn.argtypes = [kinds.get(p.kind, ctypes.c_void_p) for p in program.params]
+
+    def __call__(self, *args):
+        return self._fn(*(a.ctypes.data if isinstance(a, np.ndarray) else a for a in args))
+
+
+def compile_native(source: str, opt: int, folder: Path):
+    """``source`` as a shared library (ctypes.CDLL) at ``-O<opt>``; libc/libm come from the process."""
+    import ctypes
+    import ctypes.util
+    libm = ctypes.util.find_library("m")
+    if libm:
+        ctypes.CDLL(libm, mode=ctypes.RTLD_GLOBAL)
+    c_file, so_file = folder / "native.c", folder / "native.so"
+    c_file.write_text(source)
+    cmd = [sys.executable, "-m", "ziglang", "cc", "-shared", "-fPIC", "-nostdlib", "-fno-sanitize=all", "-w",
+           *OPT_FLAGS[opt], str(c_file), "-o", str(so_file)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"clang failed on generated C ({' '.join(cmd)}):\n{proc.stderr}")
+    return ctypes.CDLL(str(so_file))
+
+
 _DEFINE = re.compile(r'^define\b[^@]*@("[^"]+"|[\w.$-]+)\(')
 _REFERENCE = re.compile(r'@("[^"]+"|[\w.$-]+)')
 
@@ -206,8 +239,9 @@ def _abs_dot(a, b) -> float:
     return float(np.sum(np.abs(np.asarray(a, np.float64) * np.asarray(b, np.float64))))
 
 
-def check_program(program: CProgram, opt: int, primal, d: _Derivatives) -> Outcome:
-    """Run the oracles on one program whose primal and derivatives are compiled."""
+def check_program(program: CProgram, opt: int, primal, d: _Derivatives, native=None) -> Outcome:
+    """Run the oracles on one program whose primal and derivatives are compiled; ``native``
+    (a NativeFunction) checks the JIT-compiled primal itself."""
     tol = TOLERANCES[program.real]
     rng = np.random.default_rng([program.seed, 7])
     failures, notes = [], []
@@ -230,6 +264,15 @@ def check_program(program: CProgram, opt: int, primal, d: _Derivatives) -> Outco
     if fd1 is None and not np.all(np.isfinite(base)):
         return Outcome(program.seed, opt, CRASH, "generator: the primal is not finite at any point tried: "
                        + "; ".join(notes), ["generator"])
+
+    if native is not None:             # the primal adoffload runs vs clang's own build of the C
+        theirs = _run(native, point, point.args())
+        if not np.allclose(base, theirs, rtol=tol["primal"], atol=tol["primal"]):
+            moved = point.args(tol["step"])  # a branch flipped by rounding would not differ here too
+            if not np.allclose(_run(primal, point, moved), _run(native, point, moved), rtol=tol["primal"],
+                               atol=tol["primal"]):
+                failures.append(("primal-native", f"the loaded function computes {_short(base)}, clang's "
+                                                  f"native build {_short(theirs)}"))
 
     # forward: J v (and the primal outputs it computes)
     fargs = point.args()
@@ -343,7 +386,7 @@ def _compile(module, programs, derived, names, opt, emit, jit_opt):
     for p in programs:
         if p.seed in derived:
             d = derived[p.seed]
-            for name in (d.forward, d.reverse, d.count):
+            for name in (p.name, d.forward, d.reverse, d.count):
                 if name:
                     by_name[name] = p
     while True:
@@ -351,13 +394,14 @@ def _compile(module, programs, derived, names, opt, emit, jit_opt):
             return compile_host(module, names, opt_level=jit_opt)
         except Exception as exc:       # noqa: BLE001 - invalid derivative IR is a bug, not a refusal
             detail = _classify_error(exc)[1]
-            culprits = {by_name[m].seed: by_name[m] for m in _REFERENCE.findall(str(exc)) if m in by_name}
+            culprits = {by_name[m].seed: by_name[m] for m in _names_in_error(module, str(exc)) if m in by_name}
             if not culprits and len(derived) == 1:
                 culprits = {s: p for p in programs for s in derived if p.seed == s}
             if not culprits:
                 return None
             for seed, p in culprits.items():
-                emit(("result", Outcome(seed, opt, CRASH, "derivative does not compile: " + detail, ["jit"])))
+                emit(("result", Outcome(seed, opt, CRASH, "the module (primal and derivatives) does not "
+                                        "compile: " + detail, ["jit"])))
                 d = derived.pop(seed)
                 for name in (d.forward, d.reverse, d.count):
                     if name:
@@ -368,13 +412,35 @@ def _compile(module, programs, derived, names, opt, emit, jit_opt):
                 return {}
 
 
-def check_batch(seeds: list[int], opt: int, emit, text: str | None = None, jit_opt: int = 0) -> None:
+def _names_in_error(module, message: str) -> list[str]:
+    """Functions an LLVM error names: ``@name`` in the text, or the definition holding ``<string>:LINE``."""
+    names = [name.strip('"') for name in _REFERENCE.findall(message)]
+    lines = [int(m) for m in re.findall(r"<string>:(\d+):", message)]
+    if lines:
+        from ..ir.llvm_export import export_module
+        text = export_module(module).splitlines()
+        for line in lines:
+            for k in range(min(line, len(text)) - 1, -1, -1):
+                match = _DEFINE.match(text[k])
+                if match:
+                    names.append(match.group(1).strip('"'))
+                    break
+    return names
+
+
+def check_batch(seeds: list[int], opt: int, emit, text: str | None = None, jit_opt: int = 0,
+                native: bool = True, library=None) -> None:
     """Check the programs of ``seeds`` at ``-O<opt>``; ``emit(event)`` gets ("begin", seeds, stage)
-    before each stage that runs generated code, and ("result", Outcome) per program."""
+    before each stage that runs generated code, and ("result", Outcome) per program. ``native``:
+    also compare the loaded primal with clang's native build (``text``/``library``: already built)."""
     from .. import foreign
     programs = [generate(s) for s in seeds]
     if text is None:
         text = compile_c(module_source(programs), opt)
+    if native and library is None:
+        with tempfile.TemporaryDirectory(prefix="adoffload-difftest-") as tmp:
+            library = compile_native(module_source(programs), opt, Path(tmp))
+    again = dict(text=text, jit_opt=jit_opt, native=native, library=library)
     emit(("begin", seeds, "load"))
     try:
         module = foreign.from_llvm(module_subset(text, [p.name for p in programs])).ir
@@ -393,10 +459,10 @@ def check_batch(seeds: list[int], opt: int, emit, text: str | None = None, jit_o
                 status, detail = _classify_error(single)
                 emit(("result", Outcome(p.seed, opt, status, "load: " + detail, ["load"])))
         if loadable and len(loadable) < len(programs):
-            check_batch(loadable, opt, emit, text, jit_opt)
+            check_batch(loadable, opt, emit, **again)
         elif loadable:                 # the group fails but every single loads: run them one by one
             for s in loadable:
-                check_batch([s], opt, emit, text, jit_opt)
+                check_batch([s], opt, emit, **again)
         return
     emit(("begin", seeds, "derive"))
     derived, names = {}, []
@@ -415,8 +481,8 @@ def check_batch(seeds: list[int], opt: int, emit, text: str | None = None, jit_o
         ok = list(derived)
         if len(ok) == 1:
             return
-        check_batch(ok[:len(ok) // 2], opt, emit, text, jit_opt)
-        check_batch(ok[len(ok) // 2:], opt, emit, text, jit_opt)
+        check_batch(ok[:len(ok) // 2], opt, emit, **again)
+        check_batch(ok[len(ok) // 2:], opt, emit, **again)
         return
     for p in programs:
         if p.seed not in derived:
@@ -425,7 +491,8 @@ def check_batch(seeds: list[int], opt: int, emit, text: str | None = None, jit_o
         emit(("begin", [p.seed], "run"))
         try:
             calls = _Derivatives(funcs[d.forward], funcs[d.reverse], funcs[d.count] if d.count else None)
-            outcome = check_program(p, opt, funcs[p.name], calls)
+            outcome = check_program(p, opt, funcs[p.name], calls,
+                                    NativeFunction(library, p) if library is not None else None)
         except Exception as exc:       # noqa: BLE001
             outcome = Outcome(p.seed, opt, CRASH, "run: " + _classify_error(exc)[1], ["run"])
         emit(("result", outcome))
@@ -433,9 +500,9 @@ def check_batch(seeds: list[int], opt: int, emit, text: str | None = None, jit_o
 
 # ---------------------------------------------------------------------------- workers
 
-def _worker(seeds: list[int], opt: int, jit_opt: int, conn) -> None:
+def _worker(seeds: list[int], opt: int, jit_opt: int, native: bool, conn) -> None:
     try:
-        check_batch(seeds, opt, conn.send, jit_opt=jit_opt)
+        check_batch(seeds, opt, conn.send, jit_opt=jit_opt, native=native)
     except Exception as exc:           # noqa: BLE001 - e.g. clang failing on generated C
         conn.send(("fatal", "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))))
     conn.close()
@@ -447,7 +514,7 @@ def _context():
 
 
 def run(seeds: list[int], opts: list[int], jobs: int = 2, batch: int = 40, timeout: float = 300.0,
-        jit_opt: int = 0, progress=None) -> list[Outcome]:
+        jit_opt: int = 0, native: bool = True, progress=None) -> list[Outcome]:
     """Check every seed at every level in ``jobs`` worker processes; returns one Outcome per pair.
 
     ``jit_opt``: the LLVM level the primal and derivatives are JIT-compiled at (0 is 3x faster
@@ -462,7 +529,7 @@ def run(seeds: list[int], opts: list[int], jobs: int = 2, batch: int = 40, timeo
         while pending and len(running) < jobs:
             task_seeds, opt = pending.pop(0)
             parent, child = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_worker, args=(task_seeds, opt, jit_opt, child), daemon=True)
+            proc = ctx.Process(target=_worker, args=(task_seeds, opt, jit_opt, native, child), daemon=True)
             proc.start()
             child.close()
             running.append([proc, parent, task_seeds, opt, time.monotonic(), None])
@@ -572,6 +639,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=40, help="programs per C file / module")
     parser.add_argument("--jit-opt", type=int, default=0, choices=(0, 1, 2, 3),
                         help="LLVM level for JIT-compiling primal and derivatives (default 0: fastest)")
+    parser.add_argument("--no-native", action="store_true",
+                        help="skip comparing the loaded primal with clang's native build of the C")
     parser.add_argument("--show", action="store_true", help="print the details of every failure")
     args = parser.parse_args(argv)
     if not clang_available():
@@ -579,7 +648,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     seeds = args.seeds if args.seeds else list(range(args.seed, args.seed + args.count))
     start = time.monotonic()
-    outcomes = run(seeds, args.opt, jobs=args.jobs, batch=args.batch, jit_opt=args.jit_opt)
+    outcomes = run(seeds, args.opt, jobs=args.jobs, batch=args.batch, jit_opt=args.jit_opt,
+                   native=not args.no_native)
     print(f"{len(seeds)} programs x {len(args.opt)} levels in {time.monotonic() - start:.1f} s")
     print(summarize(outcomes))
     if args.show:
