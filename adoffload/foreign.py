@@ -13,6 +13,7 @@ from typing import Iterator
 import numpy as np
 
 from . import ir
+from .ir.devirtualize import devirtualize
 from .errors import ArgumentError, IRError
 
 _CTYPES = {ir.f32: ctypes.c_float, ir.f64: ctypes.c_double, ir.i1: ctypes.c_bool, ir.i8: ctypes.c_int8,
@@ -25,9 +26,14 @@ _POINTER_FOLLOWERS = frozenset({"getelementptr", "phi", "select", "addrspacecast
 def from_llvm(source: str | bytes, *, canonical: bool = True) -> "ForeignModule":
     """Import LLVM IR text or bitcode; ``canonical`` runs ``ir.canonicalize`` first, on the
     module prepared for analysis (``ir.prepare_for_analysis``: -O0's ``optnone`` dropped,
-    defined functions inlined, stack slots promoted), as Enzyme differentiates optimized IR."""
-    text = ir.canonicalize(ir.prepare_for_analysis(source)) if canonical else source
-    return ForeignModule(ir.import_module(text))
+    defined functions inlined, stack slots promoted), as Enzyme differentiates optimized IR;
+    calls through read-only function tables become direct calls (``ir.devirtualize``)."""
+    if not canonical:
+        return ForeignModule(ir.import_module(source))
+    module = ir.import_module(ir.canonicalize(ir.prepare_for_analysis(source)))
+    if devirtualize(module):          # direct calls now: canonicalize again to inline them
+        module = ir.import_module(ir.canonicalize(ir.prepare_for_analysis(ir.export_module(module))))
+    return ForeignModule(module)
 
 
 class ForeignModule:
