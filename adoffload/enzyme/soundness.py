@@ -102,6 +102,12 @@ def _check_active_operands(fn: Function, inst: Instruction, info: ActivityInfo, 
         pointer = inst.operands[1] if op == "store" else inst.operands[0]
         if pointer in info.shadowed or _write_only_const_argument(fn, _root(pointer)):
             return
+        if any(isinstance(r, Argument) and r.name.endswith("tape") for r in _all_roots(pointer)):
+            raise DifferentiationError(
+                f"cannot differentiate {_where(inst)}: this derivative kernel keeps the active value {what} on its "
+                f"dynamic tape (a data-dependent loop's iterates), and differentiating it again would need a "
+                f"shadow of the tape, which the engine does not build yet. Second derivatives of kernels whose "
+                f"loops need no tape work; so does forward over reverse where the tape is static")
         raise DifferentiationError(
             f"cannot differentiate {_where(inst)}: it stores the active value {what} into memory that has no shadow "
             f"({_origin(pointer)}); pass that memory as a differentiated (Duplicated) argument")
@@ -186,6 +192,21 @@ def _write_only_const_argument(fn: Function, root: Value) -> bool:
     if not isinstance(root, Argument):
         return False
     return not any(i.opcode == "load" and _root(i.operands[0]) is root for i in fn.instructions())
+
+
+def _all_roots(pointer: Value) -> list[Value]:
+    """Every source a pointer may come from, through GEPs, casts, phis and selects."""
+    roots, seen, work = [], set(), [pointer]
+    while work:
+        p = work.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        if isinstance(p, Instruction) and p.opcode in _POINTER_DERIVING:
+            work.extend(p.operands[1:] if p.opcode == "select" else p.operands if p.opcode == "phi" else p.operands[:1])
+        else:
+            roots.append(p)
+    return roots
 
 
 def _root(pointer: Value) -> Value:

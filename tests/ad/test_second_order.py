@@ -4,6 +4,9 @@ The adjoint of such a loop must stay a reducible CFG so that it can be different
 threads that record a bounds failure therefore return without a reverse sweep.
 """
 import numpy as np
+import pytest
+
+from adoffload.errors import DifferentiationError
 
 import adoffload as ado
 from adoffload.chemistry import kernels
@@ -108,3 +111,41 @@ def test_reverse_over_reverse_of_a_loop_left_by_break_matches_finite_differences
     expected = (gradient(pos + h * v) - gradient(pos - h * v)) / (2 * h)
     assert np.abs(expected).max() > 1.0
     np.testing.assert_allclose(hv, expected, rtol=1e-6, atol=1e-7)
+
+
+@ado.kernel
+def _bounce(x: ado.In[ado.f64], count: ado.In[ado.i64], y: ado.Out[ado.f64]):
+    i = ado.tid()
+    z = x[i]
+    k = 0
+    while k < count[i]:             # a data-dependent loop: its iterates go on a dynamic tape
+        if z > 1.0:
+            z = z * 0.5
+        else:
+            z = z * 3.0
+        k += 1
+    y[i] = z * z * x[i]
+
+
+def test_reverse_over_a_dynamic_tape_holding_active_values_is_refused_not_guessed():
+    """The first adjoint keeps z's iterates on its dynamic tape; a second derivative must follow
+    them through the tape, which needs a shadow tape (not built): refused, with the reason."""
+    first = ado.vjp(_bounce, ["x"])
+    assert first.tape is not None
+    with pytest.raises(DifferentiationError, match="dynamic tape.*shadow of the tape"):
+        ado.vjp(first, ["x"])
+
+
+def test_jax_grad_of_grad_through_a_dynamic_tape_gives_the_same_reason():
+    jax = pytest.importorskip("jax")
+    previous = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    try:
+        f = ado.jax_kernel(_bounce)
+        x, c = np.array([0.3, 0.7, 1.1]), np.array([3, 5, 2])
+        loss = lambda x: (f(x, c) ** 2).sum()
+        jax.grad(loss)(x)                                  # first order runs
+        with pytest.raises(DifferentiationError, match="shadow of the tape"):
+            jax.grad(lambda x: jax.grad(loss)(x).sum())(x)
+    finally:
+        jax.config.update("jax_enable_x64", previous)
