@@ -65,9 +65,11 @@ class CProgram:
         return module_source([self])
 
 
-def _c_param(p: Param, real: str) -> str:
-    return {INT: f"int {p.name}", REAL: f"{real} {p.name}", IN: f"const {real}* {p.name}",
-            MATRIX: f"const {real}* {p.name}", INOUT: f"{real}* {p.name}"}[p.kind]
+def _c_param(p: Param, real: str, restrict: bool = False) -> str:
+    """``restrict`` is true to the harness: every array argument is its own buffer."""
+    star = "* __restrict__" if restrict else "*"
+    return {INT: f"int {p.name}", REAL: f"{real} {p.name}", IN: f"const {real}{star} {p.name}",
+            MATRIX: f"const {real}{star} {p.name}", INOUT: f"{real}{star} {p.name}"}[p.kind]
 
 
 def module_source(programs: list[CProgram]) -> str:
@@ -208,7 +210,10 @@ class _Writer:
             body.append(f"return {self.final};")
         text = "\n".join(self.helpers)
         ret = self.real if returns else "void"
-        signature = f"{ret} {self.name}({', '.join(_c_param(p, self.real) for p in params)})"
+        restrict = self.chance(0.4)
+        if restrict:
+            self.features.append("restrict")
+        signature = f"{ret} {self.name}({', '.join(_c_param(p, self.real, restrict) for p in params)})"
         text += signature + " {\n" + "".join("    " + line + "\n" for line in body) + "}\n"
         return params, returns, text
 

@@ -34,8 +34,10 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import multiprocessing.connection
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -71,6 +73,7 @@ class Outcome:
     detail: str = ""                 # refusal message, mismatch description or crash traceback
     modes: list[str] = field(default_factory=list)   # which checks failed: forward, reverse, identity, ...
     fd_checked: bool = True          # False when no random point gave consistent central differences
+    same_as: int | None = None       # the lower level whose identical code was checked instead
 
 
 # ---------------------------------------------------------------------------- clang
@@ -153,9 +156,7 @@ def split_module(text: str) -> tuple[list[str], dict[str, tuple[int, str]]]:
     return rest, functions
 
 
-def module_subset(text: str, roots: list[str]) -> str:
-    """The IR module keeping only the definitions of ``roots`` and what they reference."""
-    rest, functions = split_module(text)
+def _reachable(functions: dict[str, tuple[int, str]], roots: list[str]) -> set[str]:
     keep, todo = set(), [r for r in roots if r in functions]
     while todo:
         name = todo.pop()
@@ -163,11 +164,27 @@ def module_subset(text: str, roots: list[str]) -> str:
             continue
         keep.add(name)
         todo += [m for m in _REFERENCE.findall(functions[name][1]) if m in functions and m not in keep]
+    return keep
+
+
+def module_subset(text: str, roots: list[str]) -> str:
+    """The IR module keeping only the definitions of ``roots`` and what they reference."""
+    rest, functions = split_module(text)
     lines = list(rest)
-    for name in keep:
+    for name in _reachable(functions, roots):
         position, body = functions[name]
         lines[position] = body
     return "\n".join(lines) + "\n"
+
+
+_METADATA = re.compile(r"^\s*#dbg_\w+\(.*$|,? ![\w.]+ !\d+| #\d+\b", re.M)
+
+
+def code_of(text: str, root: str) -> str:
+    """The definitions ``root`` needs, without debug records, metadata and attribute-group numbers:
+    equal for two levels when clang made the same code (then one check covers both)."""
+    functions = split_module(text)[1]
+    return "\n".join(_METADATA.sub("", functions[name][1]) for name in sorted(_reachable(functions, [root])))
 
 
 # ---------------------------------------------------------------------------- one program
@@ -500,9 +517,18 @@ def check_batch(seeds: list[int], opt: int, emit, text: str | None = None, jit_o
 
 # ---------------------------------------------------------------------------- workers
 
-def _worker(seeds: list[int], opt: int, jit_opt: int, native: bool, conn) -> None:
+def _worker(seeds: list[int], opt: int, jit_opt: int, native: bool, same_as: int | None, conn) -> None:
     try:
-        check_batch(seeds, opt, conn.send, jit_opt=jit_opt, native=native)
+        text = None
+        if same_as is not None:        # programs clang compiles the same at a lower level are not run twice
+            source = module_source([generate(s) for s in seeds])
+            text, lower = compile_c(source, opt), compile_c(source, same_as)
+            same = [s for s in seeds if code_of(text, f"f{s}") == code_of(lower, f"f{s}")]
+            for s in same:
+                conn.send(("same", s, same_as))
+            seeds = [s for s in seeds if s not in same]
+        if seeds:
+            check_batch(seeds, opt, conn.send, text=text, jit_opt=jit_opt, native=native)
     except Exception as exc:           # noqa: BLE001 - e.g. clang failing on generated C
         conn.send(("fatal", "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))))
     conn.close()
@@ -514,33 +540,40 @@ def _context():
 
 
 def run(seeds: list[int], opts: list[int], jobs: int = 2, batch: int = 40, timeout: float = 300.0,
-        jit_opt: int = 0, native: bool = True, progress=None) -> list[Outcome]:
+        jit_opt: int = 0, native: bool = True, dedupe: bool = True, progress=None) -> list[Outcome]:
     """Check every seed at every level in ``jobs`` worker processes; returns one Outcome per pair.
 
     ``jit_opt``: the LLVM level the primal and derivatives are JIT-compiled at (0 is 3x faster
-    to compile than 2 and runs the derivative code as the engine wrote it)."""
+    to compile than 2 and runs the derivative code as the engine wrote it). ``dedupe``: a program
+    whose -O3 code equals its -O2 code (most do) takes the -O2 outcome (``Outcome.same_as``)."""
     ctx = _context()
     from .. import foreign, enzyme  # noqa: F401 - imported once here, inherited by forked workers
     from ..enzyme import host, reverse  # noqa: F401
     pending = [(seeds[k:k + batch], opt) for opt in opts for k in range(0, len(seeds), batch)]
     results: dict[tuple[int, int], Outcome] = {}
+    aliases: dict[tuple[int, int], tuple[int, int]] = {}     # (seed, level) -> (seed, lower level), same code
     running = []                       # (process, connection, seeds, opt, start, last begin event)
     while pending or running:
         while pending and len(running) < jobs:
             task_seeds, opt = pending.pop(0)
             parent, child = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_worker, args=(task_seeds, opt, jit_opt, native, child), daemon=True)
+            lower = [o for o in opts if o < opt and o >= 2]     # -O3 vs -O2: mostly the same code
+            same_as = max(lower) if lower and dedupe else None
+            proc = ctx.Process(target=_worker, args=(task_seeds, opt, jit_opt, native, same_as, child), daemon=True)
             proc.start()
             child.close()
             running.append([proc, parent, task_seeds, opt, time.monotonic(), None])
+        multiprocessing.connection.wait([entry[1] for entry in running], timeout=1.0)
         for entry in list(running):
             proc, conn, task_seeds, opt, start, _ = entry
             dead = False
             try:
-                while conn.poll(0.01):
+                while conn.poll():
                     event = conn.recv()
                     if event[0] == "begin":
                         entry[5] = event
+                    elif event[0] == "same":
+                        aliases[(event[1], opt)] = (event[1], event[2])
                     elif event[0] == "result":
                         results[(event[1].seed, opt)] = event[1]
                         if progress:
@@ -556,11 +589,13 @@ def run(seeds: list[int], opts: list[int], jobs: int = 2, batch: int = 40, timeo
                 proc.kill()
             proc.join()
             running.remove(entry)
-            left = [s for s in task_seeds if (s, opt) not in results]
+            left = [s for s in task_seeds if (s, opt) not in results and (s, opt) not in aliases]
             if not left:
                 continue
             last = entry[5]
-            why = "timed out" if timed_out else f"worker died (exit code {proc.exitcode})"
+            code = proc.exitcode or 0
+            why = ("timed out" if timed_out else f"the process died of {signal.Signals(-code).name}" if code < 0
+                   else f"the process exited with code {code}")
             suspects = [s for s in (last[1] if last else left) if s in left]
             if len(suspects) == 1:
                 stage = last[2] if last else "start"
@@ -574,7 +609,11 @@ def run(seeds: list[int], opts: list[int], jobs: int = 2, batch: int = 40, timeo
             else:                      # died in a stage shared by several programs: split them
                 half = len(left) // 2
                 pending[:0] = [(left[:half], opt), (left[half:], opt)] if half else [(left, opt)]
-        time.sleep(0.005)
+    for key, lower in aliases.items():
+        same = results[lower]
+        results[key] = Outcome(key[0], key[1], same.status, same.detail, same.modes, same.fd_checked, same_as=lower[1])
+        if progress:
+            progress(results[key])
     return [results[(s, opt)] for opt in opts for s in seeds]
 
 
@@ -588,7 +627,7 @@ def _reason(outcome: Outcome) -> str:
     text = lines[-1] if outcome.status == CRASH and len(lines) > 1 else lines[0]
     text = re.sub(r"@(f|h|dot|axpy|step|upd)\d+[\w.$-]*", "@F", text)    # generated names only
     text = re.sub(r"%[\w.$-]+", "%v", text)
-    text = re.sub(r"\b\d+(\.\d+)?(e[-+]?\d+)?\b", "N", text)
+    text = re.sub(r"\b0x[0-9A-Fa-f]+\b|\b\d+(\.\d+)?(e[-+]?\d+)?\b", "N", text)
     text = re.sub(r"(at|line|column|in) [^ ]+\.c:\S+", r"\1 <loc>", text)
     return text[:160]
 
@@ -597,10 +636,14 @@ def summarize(outcomes: list[Outcome]) -> str:
     by_opt = defaultdict(Counter)
     for o in outcomes:
         by_opt[o.opt][o.status] += 1
-    lines = [f"{'level':>6} " + " ".join(f"{s:>9}" for s in STATUSES) + f" {'no FD':>7}"]
+    lines = [f"{'level':>6} " + " ".join(f"{s:>9}" for s in STATUSES) + f" {'no FD':>7} {'same code':>10}"]
     for opt in sorted(by_opt):
         no_fd = sum(1 for o in outcomes if o.opt == opt and o.status == PASS and not o.fd_checked)
-        lines.append(f"{'-O' + str(opt):>6} " + " ".join(f"{by_opt[opt][s]:>9}" for s in STATUSES) + f" {no_fd:>7}")
+        same = sum(1 for o in outcomes if o.opt == opt and o.same_as is not None)
+        lines.append(f"{'-O' + str(opt):>6} " + " ".join(f"{by_opt[opt][s]:>9}" for s in STATUSES)
+                     + f" {no_fd:>7} {same:>10}")
+    lines.append("(no FD: passes checked by the identity only, no point gave consistent differences; "
+                 "same code: outcome taken from the lower level whose code is identical)")
     for status in (REFUSED, MISMATCH, CRASH):
         groups = Counter()
         for o in outcomes:
@@ -617,7 +660,7 @@ def write_failures(outcomes: list[Outcome], folder: Path) -> None:
     """One C file per mismatch/crash (with the failure in a comment) and summary.json."""
     folder.mkdir(parents=True, exist_ok=True)
     for o in outcomes:
-        if o.status not in (MISMATCH, CRASH):
+        if o.status not in (MISMATCH, CRASH) or o.same_as is not None:
             continue
         program = generate(o.seed)
         comment = "\n".join(" * " + line for line in o.detail.splitlines())
@@ -641,6 +684,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="LLVM level for JIT-compiling primal and derivatives (default 0: fastest)")
     parser.add_argument("--no-native", action="store_true",
                         help="skip comparing the loaded primal with clang's native build of the C")
+    parser.add_argument("--no-dedupe", action="store_true",
+                        help="check -O3 even where its code equals the -O2 code")
     parser.add_argument("--show", action="store_true", help="print the details of every failure")
     args = parser.parse_args(argv)
     if not clang_available():
@@ -648,8 +693,17 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     seeds = args.seeds if args.seeds else list(range(args.seed, args.seed + args.count))
     start = time.monotonic()
+    done = Counter()
+
+    def progress(outcome: Outcome) -> None:
+        done[outcome.status] += 1
+        total = sum(done.values())
+        if total % 100 == 0 or total == len(seeds) * len(args.opt):
+            print(f"  {total}/{len(seeds) * len(args.opt)} checked ({time.monotonic() - start:.0f} s): "
+                  + ", ".join(f"{k} {v}" for k, v in sorted(done.items())), file=sys.stderr, flush=True)
+
     outcomes = run(seeds, args.opt, jobs=args.jobs, batch=args.batch, jit_opt=args.jit_opt,
-                   native=not args.no_native)
+                   native=not args.no_native, dedupe=not args.no_dedupe, progress=progress)
     print(f"{len(seeds)} programs x {len(args.opt)} levels in {time.monotonic() - start:.1f} s")
     print(summarize(outcomes))
     if args.show:

@@ -390,3 +390,105 @@ def test_frexp(opt, x):
     assert slope == pytest.approx(fd_scalar(fn, [x], 0), rel=1e-6)
     assert ez.autodiff(ez.Reverse, fn, ez.Active(x)) == pytest.approx((slope,))
     assert ez.autodiff(ez.Forward, fn, ez.Duplicated(x, 1.0)) == pytest.approx(slope)
+
+
+# ---------------------------------------------------------------- found by adoffload.testing.differential
+
+RETURNS_ARGUMENT = "double keep(double a, double* y) { y[0] = a * a; return a; }"
+BACKWARD_RECURRENCE = """
+void backward(int n, double* y) {
+    for (int i = 0; i < n; i++) y[i] = y[i] * y[i];
+    for (int i = n - 2; i >= 0; i--) y[i] += 0.5 * y[i + 1];
+}
+"""
+REVERSED_SCRATCH = """
+void reversed(int n, double* y) {
+    double* t = (double*)malloc((size_t)n * sizeof(double));
+    for (int i = 0; i < n; i++) t[i] = y[i] * y[i];
+    for (int j = 0; j < n; j++) y[j] += t[n - 1 - j] * t[j];
+    free(t);
+}
+"""
+COPY_LOOP = """
+void prefix(int n, double* y) {
+    double* t = (double*)malloc((size_t)n * sizeof(double));
+    for (int i = 0; i < n; i++) t[i] = y[i];            /* clang makes this loop a memcpy */
+    for (int j = 1; j < n; j++) t[j] += 0.5 * t[j - 1];
+    for (int j = 0; j < n; j++) y[j] += t[j];
+    free(t);
+}
+"""
+
+
+@pytest.mark.parametrize("opt", LEVELS)
+@isolated
+def test_function_returning_its_argument(opt):
+    """clang marks %a ``returned``; the attribute must not reach the void derivative functions."""
+    fn = load(RETURNS_ARGUMENT, opt)["keep"]
+    a, w = 0.7, 2.0
+    dy = np.array([w])
+    assert ez.autodiff(ez.Reverse, fn, ez.Active(a), ez.Duplicated(np.zeros(1), dy)) == pytest.approx((1 + 2 * a * w, None))
+    tangent = np.zeros(1)
+    assert ez.autodiff(ez.Forward, fn, ez.Duplicated(a, 1.0), ez.Duplicated(np.zeros(1), tangent)) == pytest.approx(1.0)
+    assert tangent[0] == pytest.approx(2 * a)
+
+
+def _backward_jacobian(y: np.ndarray) -> np.ndarray:
+    """d out / d y of BACKWARD_RECURRENCE: out_i = y_i^2 + 0.5 out_{i+1}."""
+    n = y.size
+    J = np.zeros((n, n))
+    for i in range(n):
+        for k in range(i, n):
+            J[i, k] = 0.5 ** (k - i) * 2 * y[k]
+    return J
+
+
+@pytest.mark.parametrize("opt", LEVELS)
+@isolated
+def test_backward_recurrence_in_place(opt):
+    fn = load(BACKWARD_RECURRENCE, opt)["backward"]
+    for n in (3, 5, 7):                 # the vectorized loops' remainders differ with n
+        y = np.array([0.3, -0.8, 1.1, 0.45, -0.2, 0.9, 0.1])[:n]
+        J, w, v = _backward_jacobian(y), np.arange(1.0, n + 1), np.linspace(-1, 1, n)
+        dy = w.copy()
+        ez.autodiff(ez.Reverse, fn, n, ez.Duplicated(y.copy(), dy))
+        np.testing.assert_allclose(dy, J.T @ w, rtol=1e-12, err_msg=f"reverse, n={n}")
+        tangent = v.copy()
+        ez.autodiff(ez.Forward, fn, n, ez.Duplicated(y.copy(), tangent))
+        np.testing.assert_allclose(tangent, J @ v, rtol=1e-12, err_msg=f"forward, n={n}")
+
+
+@pytest.mark.parametrize("opt", LEVELS)
+@isolated
+def test_heap_scratch_read_in_reverse_order(opt):
+    fn = load(REVERSED_SCRATCH, opt)["reversed"]
+    y = np.array([0.3, -0.8, 1.1, 0.45, -0.2])
+    n = y.size
+    J = np.eye(n)                       # out_j = y_j + y_{n-1-j}^2 y_j^2
+    for j in range(n):
+        r = n - 1 - j
+        J[j, j] += 2 * y[j] * y[r] ** 2
+        J[j, r] += 2 * y[r] * y[j] ** 2
+    w = np.arange(1.0, n + 1)
+    dy = w.copy()
+    ez.autodiff(ez.Reverse, fn, n, ez.Duplicated(y.copy(), dy))
+    np.testing.assert_allclose(dy, J.T @ w, rtol=1e-12)
+    tangent = np.ones(n)
+    ez.autodiff(ez.Forward, fn, n, ez.Duplicated(y.copy(), tangent))
+    np.testing.assert_allclose(tangent, J @ np.ones(n), rtol=1e-12)
+
+
+@pytest.mark.parametrize("opt", LEVELS)
+@isolated
+def test_forward_mode_through_a_copy_loop(opt):
+    """Forward mode first: at -O1 and above the copy is a memcpy, which reverse mode refuses and
+    forward mode must not skip."""
+    fn = load(COPY_LOOP, opt)["prefix"]
+    n = 5
+    J = np.eye(n) + np.tril(0.5 ** np.subtract.outer(np.arange(n), np.arange(n)))   # out = y + L y
+    tangent = np.ones(n)
+    ez.autodiff(ez.Forward, fn, n, ez.Duplicated(np.linspace(-1, 1, n), tangent))
+    np.testing.assert_allclose(tangent, J @ np.ones(n), rtol=1e-12)
+    dy = np.ones(n)
+    ez.autodiff(ez.Reverse, fn, n, ez.Duplicated(np.linspace(-1, 1, n), dy))
+    np.testing.assert_allclose(dy, J.T @ np.ones(n), rtol=1e-12)
