@@ -16,7 +16,9 @@ from .core import (CAST_OPCODES, ArrayType, Constant, ConstantExpr, FloatType, I
                    StructType, Type, Value, VectorType, VoidType, FunctionType, f16, f32, f64)
 from ..errors import IRError
 
-_FLOAT_NAMES = {"half": f16, "bfloat": FloatType("bfloat"), "float": f32, "double": f64}
+_FLOAT_NAMES = {"half": f16, "bfloat": FloatType("bfloat"), "float": f32, "double": f64,
+                "x86_fp80": FloatType("x86_fp80"), "fp128": FloatType("fp128"), "ppc_fp128": FloatType("ppc_fp128")}
+WIDE_FLOATS = frozenset({"x86_fp80", "fp128", "ppc_fp128"})   # constants kept as LLVM's hex literal
 _NUMBER = re.compile(r"-?(?:0x[HRKLMhrklm]?[0-9A-Fa-f]+|\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)|true|false")
 _WORD = re.compile(r"[A-Za-z_$.][\w$.\-]*|\d+|\"(?:[^\"\\]|\\.)*\"")
 
@@ -208,6 +210,8 @@ def parse_constant(cur: Cursor, type_: Type, resolve_struct: StructResolver | No
     if not (type_.is_float or isinstance(type_, IntType)):
         raise IRError(f"unsupported constant of type {type_} at column {cur.pos} of: {cur.text.strip()[:200]}")
     token = cur.number()
+    if type_.is_float and type_.kind in WIDE_FLOATS:
+        return Constant(type_, token)
     if type_.is_float:
         return Constant(type_, parse_float_literal(token, type_))
     if token in ("true", "false"):
