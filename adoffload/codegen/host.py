@@ -4,6 +4,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import re
 
 import llvmlite.binding as llvm
 
@@ -17,6 +18,9 @@ _LIBM_SYMBOLS = ("sin", "cos", "tan", "exp", "exp2", "log", "log2", "log10", "po
                  "erf", "erfc", "sinh", "cosh", "asin", "acos", "atan", "expm1", "log1p", "cbrt",
                  "fmod", "hypot", "lgamma", "tgamma")
 
+
+# a thread_local global, or one placed in a TLS section
+_THREAD_LOCAL = re.compile(r'^@\S+\s*=[^"]*?\bthread_local\b|section "\.t(data|bss)\b')
 
 # compiler-rt builtins the backend itself calls (they appear in no declaration): llvm.powi with a
 # variable exponent, C complex products/quotients, i128 arithmetic and conversions, half-precision
@@ -91,7 +95,7 @@ class HostProgram:
             raise CompilationError(f"host module does not parse or verify: {exc}") from exc
         if not optimized:
             optimize_module(module, opt_level, tm)
-        thread_locals = [g.name for g in module.global_variables if " thread_local" in str(g).split("=", 1)[-1][:80]]
+        thread_locals = [g.name for g in module.global_variables if _THREAD_LOCAL.search(str(g).split("\n")[0])]
         if thread_locals:   # MCJIT aborts the process on them ("allocation of TLS not implemented")
             raise CompilationError(f"the host JIT cannot run code with thread-local globals "
                                    f"({', '.join('@' + n for n in thread_locals)})")

@@ -405,7 +405,8 @@ class _Exporter:
                 raise IRError(f"call %{inst.name or '(void)'} to {inst.callee.ref()} takes metadata node "
                               f"{o.text} of the source module, which export does not carry")
         target = self.value(inst.callee, inst)
-        cconv = getattr(inst.callee, "calling_convention", "")
+        cconv = getattr(inst.callee, "calling_convention", "") or next(
+            (f[3:] for f in inst.flags if f.startswith("cc=")), "")
         words = " ".join(w for w in (tail or "", inst.opcode, *fast, cconv) if w)
         spelled_type = lltype(ftype) if ftype.vararg else lltype(ftype.return_type)
         name = inst.name if inst.type != core.void else ""

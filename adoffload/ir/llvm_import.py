@@ -334,6 +334,15 @@ def _call(imp, inst, ops, cur, text, ref):
     m = re.match(r"(?:%\S+\s*=\s*)?(tail|musttail|notail)\s+call\b", text)
     if m:
         inst.flags.add(m.group(1))
+    _call_site_convention(inst, cur)
+
+
+def _call_site_convention(inst, cur) -> None:
+    """An indirect call's calling convention (``call fastcc void %f()``), kept as flag ``cc=...``
+    (a direct call's is its callee's)."""
+    word = cur.peek_word()
+    if not isinstance(inst.callee, Function) and (word in CALLING_CONVENTIONS or re.fullmatch(r"cc\d+", word)):
+        inst.flags.add(f"cc={word}")
 
 
 def _called_type(imp, inst, cur) -> FunctionType:
@@ -342,17 +351,11 @@ def _called_type(imp, inst, cur) -> FunctionType:
     if isinstance(inst.callee, Function):
         return inst.callee.function_type
     cur = tp.Cursor(cur.text, cur.pos)
-    while True:  # calling convention, return attributes
-        word = cur.peek_word()
-        if word in CALLING_CONVENTIONS or word in ("noundef", "nonnull", "signext", "zeroext", "inreg", "noalias",
-                                                   "nofpclass", "range", "align", "dereferenceable"):
-            cur.word()
-            if cur.peek("("):
-                cur.pos = cur.text.index(")", cur.pos) + 1
-            elif word in ("align", "dereferenceable"):
-                cur.word()
-        else:
-            break
+    while not tp.starts_type(cur):  # calling convention, return attributes (``range(i32 0, 4)``)
+        if not cur.word():
+            raise IRError(f"cannot read the called type of: {cur.text.strip()[:200]}")
+        if cur.peek("("):
+            cur.pos = _matching_paren(cur.text, cur.pos)
     spelled = tp.parse_type(cur, imp.resolve_struct)
     if isinstance(spelled, FunctionType):
         return spelled
@@ -379,6 +382,7 @@ def _invoke(imp, inst, ops, cur, text, ref):
     inst.callee, inst.operands, inst.blocks = ops[-1], ops[:-3], [ops[-3], ops[-2]]
     inst.flags = set()
     inst.element_type = _called_type(imp, inst, cur)
+    _call_site_convention(inst, cur)
 
 
 def _landingpad(imp, inst, ops, cur, text, ref):
@@ -389,6 +393,16 @@ def _landingpad(imp, inst, ops, cur, text, ref):
     if len(kinds) != len(ops):
         raise IRError(f"cannot read the clauses of: {text}")
     inst.operands, inst.op = ops, " ".join(kinds)
+
+
+def _matching_paren(text: str, start: int) -> int:
+    """The position just after the parenthesis that closes the one at ``text[start]``."""
+    depth = 0
+    for k in range(start, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[k], 0)
+        if depth == 0:
+            return k + 1
+    raise IRError(f"unbalanced parentheses in: {text.strip()[:200]}")
 
 
 def _gep(imp, inst, ops, cur, text, ref):

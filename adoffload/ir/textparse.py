@@ -141,6 +141,14 @@ def _parse_base_type(cur: Cursor, resolve_struct: StructResolver | None) -> Type
     raise IRError(f"unsupported LLVM type {word!r} in: {cur.text.strip()}")
 
 
+def starts_type(cur: Cursor) -> bool:
+    """Whether a type starts at the cursor (as opposed to an attribute or keyword)."""
+    if cur.peek("{") or cur.peek("<") or cur.peek("[") or cur.peek("%"):
+        return True
+    word = cur.peek_word()
+    return word in _FLOAT_NAMES or word in ("void", "ptr", "label", "metadata") or bool(re.fullmatch(r"i\d+", word))
+
+
 def _type_list(cur: Cursor, closer: str, resolve_struct) -> tuple[Type, ...]:
     items: list[Type] = []
     while not cur.eat(closer):
