@@ -4,6 +4,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import re
 
 import llvmlite.binding as llvm
 
@@ -16,6 +17,34 @@ from .targets import host_target_machine, initialize
 _LIBM_SYMBOLS = ("sin", "cos", "tan", "exp", "exp2", "log", "log2", "log10", "pow", "tanh", "atan2",
                  "erf", "erfc", "sinh", "cosh", "asin", "acos", "atan", "expm1", "log1p", "cbrt",
                  "fmod", "hypot", "lgamma", "tgamma")
+
+
+# a thread_local global, or one placed in a TLS section
+_THREAD_LOCAL = re.compile(r'^@\S+\s*=[^"]*?\bthread_local\b|section "\.t(data|bss)\b')
+
+# compiler-rt builtins the backend itself calls (they appear in no declaration): llvm.powi with a
+# variable exponent, C complex products/quotients, i128 arithmetic and conversions, half-precision
+# conversions. Without them MCJIT jumps to address 0. libgcc_s provides them on Linux.
+_BUILTINS = ("__powidf2", "__powisf2", "__muldc3", "__mulsc3", "__divdc3", "__divsc3",
+             "__multi3", "__divti3", "__modti3", "__udivti3", "__umodti3", "__floattidf", "__floattisf",
+             "__floatuntidf", "__floatuntisf", "__fixdfti", "__fixsfti", "__fixunsdfti", "__fixunssfti",
+             "__extendhfsf2", "__truncsfhf2", "__truncdfhf2")
+
+
+@functools.cache
+def _register_builtins() -> None:
+    for path in (ctypes.util.find_library("gcc_s"), "libgcc_s.so.1"):
+        try:
+            lib = ctypes.CDLL(path) if path else None
+        except OSError:
+            continue
+        if lib is None:
+            continue
+        for name in _BUILTINS:
+            fn = getattr(lib, name, None)
+            if fn is not None and not llvm.address_of_symbol(name):
+                llvm.add_symbol(name, ctypes.cast(fn, ctypes.c_void_p).value)
+        return
 
 
 @functools.cache
@@ -53,6 +82,7 @@ class HostProgram:
     def __init__(self, text: str, opt_level: int = 3, optimized: bool = False):
         initialize()
         _register_libm()
+        _register_builtins()
         self.entry_name: str | None = None       # set by compile_for_target
         self.entry_address: int | None = None
         tm = host_target_machine(fresh=True)   # owned by the engine below
@@ -65,6 +95,10 @@ class HostProgram:
             raise CompilationError(f"host module does not parse or verify: {exc}") from exc
         if not optimized:
             optimize_module(module, opt_level, tm)
+        thread_locals = [g.name for g in module.global_variables if _THREAD_LOCAL.search(str(g).split("\n")[0])]
+        if thread_locals:   # MCJIT aborts the process on them ("allocation of TLS not implemented")
+            raise CompilationError(f"the host JIT cannot run code with thread-local globals "
+                                   f"({', '.join('@' + n for n in thread_locals)})")
         missing = unresolved_functions(module)
         if missing:
             raise CompilationError(f"the host code calls {', '.join('@' + n for n in missing)}, which no "

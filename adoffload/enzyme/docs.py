@@ -24,7 +24,9 @@ def _reverse_overrides() -> list[str]:
 def render() -> str:
     """The generated Markdown block (markers included)."""
     instructions = sorted(k for k in RULES if not k.startswith("call:"))
-    functions = sorted(k[len("call:"):] for k in RULES if k.startswith("call:"))
+    functions = sorted(k[len("call:"):] for k in RULES if k.startswith("call:") and ".block" not in k
+                       and not k.startswith("call:adoffload."))
+    cooperative = sorted(k[len("call:"):] for k in RULES if k.startswith("call:adoffload."))
     strong = sorted({k.removeprefix("call:") for k, rule in RULES.items() if rule.strong_zero})
     kinds: dict[str, list[str]] = {}
     for name, entry in ALLOCATORS.items():
@@ -38,6 +40,7 @@ def render() -> str:
         "|---|---|",
         f"| instructions | {', '.join(f'`{k}`' for k in instructions)} |",
         f"| functions (LLVM intrinsic, libm, libdevice and ocml spellings) | {', '.join(f'`{k}`' for k in functions)} |",
+        f"| block kernels' cooperative operations (`enzyme/blocks.py`) | {', '.join(f'`{k}`' for k in cooperative)} |",
         f"| strong zero (a zero tangent/adjoint gives 0 where the partial is inf/NaN) | "
         f"{', '.join(f'`{k}`' for k in strong)} |",
         f"| reverse-mode rules of their own (`enzyme/reverse.py`, `vectors.py`) | "

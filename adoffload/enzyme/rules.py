@@ -62,7 +62,8 @@ def type_suffix(t: Type) -> str:
     if isinstance(t, VectorType):
         return f"v{t.count}{type_suffix(t.element)}"
     if isinstance(t, FloatType):
-        return {"half": "f16", "bfloat": "bf16", "float": "f32", "double": "f64"}[t.kind]
+        return {"half": "f16", "bfloat": "bf16", "float": "f32", "double": "f64", "x86_fp80": "f80",
+                "fp128": "f128", "ppc_fp128": "ppcf128"}[t.kind]
     return str(t)
 
 

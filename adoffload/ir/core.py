@@ -51,12 +51,13 @@ class IntType(Type):
 
 @dataclass(frozen=True)
 class FloatType(Type):
-    kind: str  # "half", "float", "double"
+    kind: str  # "half", "bfloat", "float", "double", "x86_fp80", "fp128", "ppc_fp128"
     is_float = True
 
     @property
     def bits(self) -> int:
-        return {"half": 16, "bfloat": 16, "float": 32, "double": 64}[self.kind]
+        return {"half": 16, "bfloat": 16, "float": 32, "double": 64, "x86_fp80": 80, "fp128": 128,
+                "ppc_fp128": 128}[self.kind]
 
     def __str__(self) -> str:
         return self.kind
@@ -136,7 +137,9 @@ class Value:
 
 @dataclass(eq=False)
 class Constant(Value):
-    """A constant. ``value`` is an int or float; None with kind null/undef/poison/zero;
+    """A constant. ``value`` is an int or float (for x86_fp80, fp128 and ppc_fp128, which a Python
+    float cannot hold, the hex literal as LLVM prints it: ``0xK4000C000000000000000``); None
+    with kind null/undef/poison/zero;
     a tuple for aggregates and vectors, whose items are Constants or (for pointer items)
     the GlobalVariable or Function they point to. A vector ``splat`` is an aggregate of
     equal items; constant expressions are ConstantExpr (kind ``expr``)."""
@@ -147,6 +150,8 @@ class Constant(Value):
 
     def ref(self) -> str:
         if self.kind == "scalar":
+            if isinstance(self.value, str):
+                return self.value
             if self.type.is_float:
                 return repr(float(self.value))
             if self.type == i1:
@@ -229,6 +234,9 @@ class GlobalVariable(Value):
     constant: bool = False
     addrspace: int = 0
     linkage: str = "internal"
+    align: int | None = None     # vectorized code may rely on it
+    section: str = ""
+    thread_local: str = ""       # "", "thread_local", "thread_local(initialexec)", ...
 
     @property
     def type(self) -> Type:  # type: ignore[override]

@@ -59,6 +59,8 @@ def lltype(t: core.Type) -> llir.Type:
             return llir.IntType(bits)
         case core.FloatType(kind=kind) if kind in _FLOATS:
             return _FLOATS[kind]()
+        case core.FloatType(kind=kind):
+            return _NamedType(kind)
         case core.PointerType(addrspace=space):
             return llir.PointerType(addrspace=space)
         case core.VectorType(element=e, count=n):
@@ -88,6 +90,8 @@ def llconstant(c: core.Constant, reference=None) -> llir.Constant:
             raise IRError(f"constant {c.ref()[:120]} names a global; it needs the module's globals")
         return _Literal(t, _spell(c, reference))
     match c.kind:
+        case "scalar" if isinstance(c.value, str) or isinstance(t, _NamedType):
+            return _Literal(t, c.ref())
         case "scalar":
             return llir.Constant(t, float(c.value) if c.type.is_float else int(c.value))
         case "null":
@@ -127,6 +131,22 @@ def _spell(c: core.Value, reference) -> str:
             return f"<{{ {items} }}>" if c.type.packed else f"{{ {items} }}"
         return f"[{items}]"
     return llconstant(c).get_reference()
+
+
+class _NamedType(llir.Type):
+    """A type llvmlite.ir has no class for (bfloat, x86_fp80, fp128, ppc_fp128), printed by name."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def _to_string(self):
+        return self.name
+
+    def __eq__(self, other):
+        return isinstance(other, _NamedType) and other.name == self.name
+
+    def __hash__(self):
+        return hash(self.name)
 
 
 class _Function(llir.Function):
@@ -205,6 +225,8 @@ class _Exporter:
         g.type = llir.PointerType(addrspace=gv.addrspace)  # llvmlite.ir would print a typed pointer
         g.global_constant = gv.constant
         g.linkage = "" if gv.linkage == "external" and gv.initializer is not None else gv.linkage
+        g.align, g.section = gv.align, gv.section or None
+        g.storage_class = gv.thread_local   # printed where LLVM expects thread_local
         self.values[id(gv)] = g
 
     def define_global(self, gv: core.GlobalVariable) -> None:
@@ -383,7 +405,8 @@ class _Exporter:
                 raise IRError(f"call %{inst.name or '(void)'} to {inst.callee.ref()} takes metadata node "
                               f"{o.text} of the source module, which export does not carry")
         target = self.value(inst.callee, inst)
-        cconv = getattr(inst.callee, "calling_convention", "")
+        cconv = getattr(inst.callee, "calling_convention", "") or next(
+            (f[3:] for f in inst.flags if f.startswith("cc=")), "")
         words = " ".join(w for w in (tail or "", inst.opcode, *fast, cconv) if w)
         spelled_type = lltype(ftype) if ftype.vararg else lltype(ftype.return_type)
         name = inst.name if inst.type != core.void else ""

@@ -22,6 +22,7 @@ CALLING_CONVENTIONS = ("ptx_kernel", "amdgpu_kernel", "spir_kernel", "fastcc", "
 _LINKAGE_NAMES = {"linkonce_any": "linkonce", "weak_any": "weak"}
 _LOC_NODE = re.compile(r'^!(\d+)\s*=\s*(?:distinct\s+)?!\{!"((?:[^"\\]|\\.)*)",\s*i32\s+(-?\d+),\s*i32\s+(-?\d+)\}',
                        re.M)
+_NAMED_TYPE = re.compile(r'%("[^"]*"|[-\w$.]+)')
 _STRUCT_DEF = re.compile(r'^%("[^"]*"|[-\w$.]+)\s*=\s*type\s+(.*)$', re.M)
 
 
@@ -104,6 +105,13 @@ class _Importer:
             raise IRError(f"cannot read global variable: {text[:200]}")
         gv = GlobalVariable(g.name, value_type, constant=m.group(2) == "constant",
                             addrspace=int(m.group(1) or 0), linkage=linkage_name(g))
+        header = text[:m.start()]
+        tls = re.search(r"\bthread_local(\(\w+\))?", header)
+        gv.thread_local = tls.group(0) if tls else ""
+        section = re.search(r',\s*section\s+"([^"]*)"', text)
+        gv.section = section.group(1) if section else ""
+        align = re.search(r",\s*align\s+(\d+)(?=\s*(?:,|$))", text)
+        gv.align = int(align.group(1)) if align else None
         self.values[_address(g)] = gv
         return gv
 
@@ -139,15 +147,21 @@ class _Importer:
         words = header.split("@", 1)[0].split()
         fn = Function(f.name, ftype, linkage=linkage_name(f),
                       calling_convention=next((w for w in words if w in CALLING_CONVENTIONS and w != "ccc"), ""),
-                      attributes=self.function_attributes(header))
+                      attributes=self.literal_types(self.function_attributes(header)))
         taken = {a.name for a in f.arguments if a.name}
         for index, a in enumerate(f.arguments):
             name = a.name or _fresh("arg", taken, index)
-            arg = Argument(ftype.params[index], name, index, _attributes(a.attributes))
+            arg = Argument(ftype.params[index], name, index, self.literal_types(_attributes(a.attributes)))
             fn.args.append(arg)
             self.values[_address(a)] = arg
         self.values[_address(f)] = fn
         return fn
+
+    def literal_types(self, attributes: set[str]) -> set[str]:
+        """Attributes with named struct types (``sret(%struct.pair)``) spelled as literal ones:
+        the IR has no named structs, so an exported module would not define the name."""
+        spell = lambda m: str(self.resolve_struct(m.group(1)))  # noqa: E731
+        return {_NAMED_TYPE.sub(spell, a) if "%" in a else a for a in attributes}
 
     def function_attributes(self, header: str) -> set[str]:
         """Function attributes from a printed header: inline ones plus the ``#N`` groups it names.
@@ -208,6 +222,8 @@ class _Importer:
         type_ = self.type_of(ref.type)
         if kind == "constant_int":
             return Constant(type_, ref.get_constant_value(signed_int=type_ != IntType(1)))
+        if kind == "constant_fp" and type_.kind in tp.WIDE_FLOATS:
+            return Constant(type_, str(ref).split()[-1])
         if kind == "constant_fp":
             return Constant(type_, ref.get_constant_value(round_fp=True))
         if kind == "metadata_as_value":  # spelled by the call that uses it (see _metadata_arguments)
@@ -318,6 +334,15 @@ def _call(imp, inst, ops, cur, text, ref):
     m = re.match(r"(?:%\S+\s*=\s*)?(tail|musttail|notail)\s+call\b", text)
     if m:
         inst.flags.add(m.group(1))
+    _call_site_convention(inst, cur)
+
+
+def _call_site_convention(inst, cur) -> None:
+    """An indirect call's calling convention (``call fastcc void %f()``), kept as flag ``cc=...``
+    (a direct call's is its callee's)."""
+    word = cur.peek_word()
+    if not isinstance(inst.callee, Function) and (word in CALLING_CONVENTIONS or re.fullmatch(r"cc\d+", word)):
+        inst.flags.add(f"cc={word}")
 
 
 def _called_type(imp, inst, cur) -> FunctionType:
@@ -326,17 +351,11 @@ def _called_type(imp, inst, cur) -> FunctionType:
     if isinstance(inst.callee, Function):
         return inst.callee.function_type
     cur = tp.Cursor(cur.text, cur.pos)
-    while True:  # calling convention, return attributes
-        word = cur.peek_word()
-        if word in CALLING_CONVENTIONS or word in ("noundef", "nonnull", "signext", "zeroext", "inreg", "noalias",
-                                                   "nofpclass", "range", "align", "dereferenceable"):
-            cur.word()
-            if cur.peek("("):
-                cur.pos = cur.text.index(")", cur.pos) + 1
-            elif word in ("align", "dereferenceable"):
-                cur.word()
-        else:
-            break
+    while not tp.starts_type(cur):  # calling convention, return attributes (``range(i32 0, 4)``)
+        if not cur.word():
+            raise IRError(f"cannot read the called type of: {cur.text.strip()[:200]}")
+        if cur.peek("("):
+            cur.pos = _matching_paren(cur.text, cur.pos)
     spelled = tp.parse_type(cur, imp.resolve_struct)
     if isinstance(spelled, FunctionType):
         return spelled
@@ -363,6 +382,7 @@ def _invoke(imp, inst, ops, cur, text, ref):
     inst.callee, inst.operands, inst.blocks = ops[-1], ops[:-3], [ops[-3], ops[-2]]
     inst.flags = set()
     inst.element_type = _called_type(imp, inst, cur)
+    _call_site_convention(inst, cur)
 
 
 def _landingpad(imp, inst, ops, cur, text, ref):
@@ -373,6 +393,16 @@ def _landingpad(imp, inst, ops, cur, text, ref):
     if len(kinds) != len(ops):
         raise IRError(f"cannot read the clauses of: {text}")
     inst.operands, inst.op = ops, " ".join(kinds)
+
+
+def _matching_paren(text: str, start: int) -> int:
+    """The position just after the parenthesis that closes the one at ``text[start]``."""
+    depth = 0
+    for k in range(start, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[k], 0)
+        if depth == 0:
+            return k + 1
+    raise IRError(f"unbalanced parentheses in: {text.strip()[:200]}")
 
 
 def _gep(imp, inst, ops, cur, text, ref):

@@ -16,7 +16,9 @@ from .core import (CAST_OPCODES, ArrayType, Constant, ConstantExpr, FloatType, I
                    StructType, Type, Value, VectorType, VoidType, FunctionType, f16, f32, f64)
 from ..errors import IRError
 
-_FLOAT_NAMES = {"half": f16, "bfloat": FloatType("bfloat"), "float": f32, "double": f64}
+_FLOAT_NAMES = {"half": f16, "bfloat": FloatType("bfloat"), "float": f32, "double": f64,
+                "x86_fp80": FloatType("x86_fp80"), "fp128": FloatType("fp128"), "ppc_fp128": FloatType("ppc_fp128")}
+WIDE_FLOATS = frozenset({"x86_fp80", "fp128", "ppc_fp128"})   # constants kept as LLVM's hex literal
 _NUMBER = re.compile(r"-?(?:0x[HRKLMhrklm]?[0-9A-Fa-f]+|\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)|true|false")
 _WORD = re.compile(r"[A-Za-z_$.][\w$.\-]*|\d+|\"(?:[^\"\\]|\\.)*\"")
 
@@ -139,6 +141,14 @@ def _parse_base_type(cur: Cursor, resolve_struct: StructResolver | None) -> Type
     raise IRError(f"unsupported LLVM type {word!r} in: {cur.text.strip()}")
 
 
+def starts_type(cur: Cursor) -> bool:
+    """Whether a type starts at the cursor (as opposed to an attribute or keyword)."""
+    if cur.peek("{") or cur.peek("<") or cur.peek("[") or cur.peek("%"):
+        return True
+    word = cur.peek_word()
+    return word in _FLOAT_NAMES or word in ("void", "ptr", "label", "metadata") or bool(re.fullmatch(r"i\d+", word))
+
+
 def _type_list(cur: Cursor, closer: str, resolve_struct) -> tuple[Type, ...]:
     items: list[Type] = []
     while not cur.eat(closer):
@@ -208,6 +218,8 @@ def parse_constant(cur: Cursor, type_: Type, resolve_struct: StructResolver | No
     if not (type_.is_float or isinstance(type_, IntType)):
         raise IRError(f"unsupported constant of type {type_} at column {cur.pos} of: {cur.text.strip()[:200]}")
     token = cur.number()
+    if type_.is_float and type_.kind in WIDE_FLOATS:
+        return Constant(type_, token)
     if type_.is_float:
         return Constant(type_, parse_float_literal(token, type_))
     if token in ("true", "false"):

@@ -37,7 +37,7 @@ def provide_runtime(module: Module) -> dict[str, str]:
     counter = GlobalVariable(UBSAN_COUNTER, i64, Constant(i64, 0), linkage="internal")
     module.globals[counter.name] = counter
     reader = Builder(module.get_or_declare("ubsan_calls", ir.FunctionType(i64, ())).add_block("entry"))
-    reader.ret(reader.load(i64, counter))
+    reader.ret(reader.load(i64, counter, align=8))
     opaque = set()
     for name in missing:
         fn = module.functions[name]
@@ -46,7 +46,7 @@ def provide_runtime(module: Module) -> dict[str, str]:
             _allocator(module, fn, allocator)
         elif name.startswith("__ubsan_handle_"):
             _, b = _define(fn)
-            b.atomicrmw("add", counter, const(i64, 1))
+            b.atomicrmw("add", counter, const(i64, 1)).align = 8
             b.ret(None if fn.return_type == ir.void else Constant(fn.return_type, None, "undef"))
         elif name == "__muldc3":
             _complex_product(fn)

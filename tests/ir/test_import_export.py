@@ -168,3 +168,99 @@ def test_vector_fields():
     assert by_name["c"].type == ir.VectorType(ir.i1, 4)
     assert [c.value for c in by_name["c"].operands[1].value] == [1.0, 2.0, 3.0, 4.0]
     assert by_name["r"].operands[2].kind == "zero" and by_name["q"].operands[1].kind == "undef"
+
+
+FOREIGN_CONSTRUCTS = r'''
+%struct.pair = type { double, double }
+@0 = private unnamed_addr constant [4 x i8] c"x.c\00", align 1
+@src = private unnamed_addr global { { ptr, i32, i32 } } { { ptr, i32, i32 } { ptr @0, i32 25, i32 38 } }
+@ops = internal constant [2 x ptr] [ptr @twice, ptr @half], align 16
+@table = internal constant [4 x double] [double 1.0, double 2.0, double 3.0, double 4.0], align 32
+@tls = thread_local(initialexec) global i32 0, section ".data.ado", align 4
+@wide = internal global x86_fp80 0xK4000C000000000000000
+
+declare void @llvm.experimental.noalias.scope.decl(metadata)
+
+define internal double @twice(double %x) { %y = fmul double %x, 2.0
+  ret double %y }
+define internal double @half(double %x) { %y = fmul double %x, 0.5
+  ret double %y }
+
+define <2 x double> @splat(<2 x double> %v) {
+  %w = fadd <2 x double> %v, splat (double 1.0)
+  ret <2 x double> %w
+}
+
+define double @pick(i64 %k, double %x) {
+  call void @llvm.experimental.noalias.scope.decl(metadata !0)
+  %slot = getelementptr inbounds [2 x ptr], ptr @ops, i64 0, i64 %k
+  %f = load ptr, ptr %slot, align 8
+  %y = call fastcc double %f(double %x)
+  %t = load double, ptr getelementptr inbounds nuw (i8, ptr @table, i64 16), align 16
+  %z = fadd double %y, %t
+  ret double %z
+}
+
+define void @make(ptr sret(%struct.pair) %out, double %x) {
+  store double %x, ptr %out, align 8
+  ret void
+}
+
+!0 = !{!1}
+!1 = distinct !{!1, !2, !"pick: scope"}
+!2 = distinct !{!2, !"pick"}
+'''
+
+
+def test_foreign_constructs_round_trip():
+    """Constants naming globals and functions, constant expressions, splats, an unnamed global,
+    an indirect fastcc call, a metadata argument, x86_fp80, TLS/section/align, sret(%named)."""
+    first, exported, second = round_trip(FOREIGN_CONSTRUCTS)
+    assert ir.export_module(second) == exported
+    ops = second.globals["ops"]
+    assert [item.name for item in ops.initializer.value] == ["twice", "half"] and ops.align == 16
+    src = second.globals["src"].initializer.value[0].value[0]
+    assert isinstance(src, ir.GlobalVariable) and src.name.startswith("unnamed")   # @0
+    tls = second.globals["tls"]
+    assert (tls.thread_local, tls.section, tls.align) == ("thread_local(initialexec)", ".data.ado", 4)
+    assert second.globals["wide"].initializer.value == "0xK4000C000000000000000"
+    splat = second["splat"].entry.instructions[0].operands[1]
+    assert splat.kind == "aggregate" and [c.value for c in splat.value] == [1.0, 1.0]
+    pick = {i.opcode + str(k): i for k, i in enumerate(second["pick"].instructions())}
+    call = next(i for i in second["pick"].instructions() if i.opcode == "call")
+    assert "cc=fastcc" in call.flags and call.element_type == ir.FunctionType(ir.f64, (ir.f64,))
+    load = [i for i in second["pick"].instructions() if i.opcode == "load"][1]
+    gep = load.operands[0]
+    assert isinstance(gep, ir.ConstantExpr) and gep.opcode == "getelementptr" and gep.operands[0] is second.globals["table"]
+    assert not any(getattr(i.callee, "name", "") == "llvm.experimental.noalias.scope.decl" for i in pick.values())
+    first_pick = [i for i in first["pick"].instructions() if i.opcode == "call"][0]
+    assert isinstance(first_pick.operands[0], ir.MetadataValue) and first_pick.operands[0].text == "!0"
+    assert "sret({ double, double })" in second["make"].args[0].attributes
+
+
+def test_foreign_constructs_run_on_the_host():
+    mod = ForeignModule(ir.import_module(FOREIGN_CONSTRUCTS.replace("thread_local(initialexec) ", "")))
+    assert mod["pick"](0, 1.5) == 3.0 + 3.0 and mod["pick"](1, 1.5) == 0.75 + 3.0
+
+
+def test_thread_local_globals_are_refused_by_the_host_jit():
+    """MCJIT aborts the process on TLS; the host program refuses it first."""
+    from adoffload.errors import CompilationError
+    mod = ForeignModule(ir.import_module(FOREIGN_CONSTRUCTS))
+    with pytest.raises(CompilationError, match="thread-local"):
+        mod["pick"](0, 1.5)
+
+
+def test_computed_goto_is_refused_naming_it():
+    text = r'''
+@targets = internal constant [1 x ptr] [ptr blockaddress(@jump, %a)]
+define i32 @jump(i64 %k) {
+entry:
+  %p = getelementptr [1 x ptr], ptr @targets, i64 0, i64 %k
+  %t = load ptr, ptr %p
+  indirectbr ptr %t, [label %a]
+a:
+  ret i32 1
+}'''
+    with pytest.raises(IRError, match="blockaddress"):
+        ir.import_module(text)
