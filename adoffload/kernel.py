@@ -8,7 +8,6 @@ too, so everything downstream (launch, JAX, further differentiation) treats them
 from __future__ import annotations
 
 import json
-import re
 import threading
 from dataclasses import dataclass, field
 
@@ -108,6 +107,7 @@ class Kernel:
             hit = self._compiled.get(key)
             if hit is not None:
                 return hit
+            from .local_memory import check_local_memory
             check_local_memory(self.name, self.module_text(proven), target)
             flat = self.signature.flat_params()
             flat_types = [f.llvm_type for f in flat]
@@ -141,54 +141,6 @@ class Kernel:
     def __repr__(self) -> str:
         params = ", ".join(f"{p.name}: {p.type!r}" for p in self.signature.params)
         return f"<{type(self).__name__} {self.name}({params}) grid_rank={self.signature.grid_rank}>"
-
-
-# Bytes of local arrays (``ado.zeros``, and what AD adds to them) one thread may use, by target.
-# host: the arrays live on the stack of the launching thread or a pool worker (8 MiB by default
-# on Linux, shared with the call chain); nvptx: CUDA's local memory is at most 512 KiB per
-# thread; amdgpu: a conservative limit for scratch memory, not measured (no AMD GPU here).
-LOCAL_MEMORY_LIMITS = {"host": 1 << 20, "nvptx": 512 << 10, "amdgpu": 128 << 10}
-_SCALAR_BYTES = {"double": 8, "float": 4, "half": 2, "i64": 8, "i32": 4, "i16": 2, "i8": 1, "i1": 1, "ptr": 8}
-
-
-def local_memory_bytes(module_text: str) -> int:
-    """The bytes of every ``alloca`` in a module's text (an upper bound for one thread's locals)."""
-    def size(type_text: str) -> int:
-        array = re.fullmatch(r"\[\s*(\d+)\s+x\s+(.+)\]", type_text.strip())
-        if array:
-            return int(array.group(1)) * size(array.group(2))
-        return _SCALAR_BYTES.get(type_text.strip(), 8)
-
-    total = 0
-    for line in module_text.splitlines():
-        _, found, rest = line.partition("= alloca ")
-        if not found:
-            continue
-        depth, fields, current = 0, [], ""
-        for ch in rest:                    # split on the commas outside brackets
-            depth += 1 if ch in "[{<" else -1 if ch in "]}>" else 0
-            if ch == "," and depth == 0:
-                fields.append(current)
-                current = ""
-            else:
-                current += ch
-        fields.append(current)
-        count = re.fullmatch(r"\s*i(?:32|64)\s+(\d+)\s*", fields[1]) if len(fields) > 1 else None
-        total += size(fields[0]) * (int(count.group(1)) if count else 1)
-    return total
-
-
-def check_local_memory(name: str, module_text: str, target: str) -> None:
-    """Refuse, before compiling, a kernel whose local arrays cannot fit one thread's memory on
-    ``target`` (on the host a too-large array overflowed the stack and killed the process)."""
-    need, limit = local_memory_bytes(module_text), LOCAL_MEMORY_LIMITS.get(target)
-    if limit is not None and need > limit:
-        from .errors import CompilationError
-        limits = ", ".join(f"{t} {v} bytes" for t, v in LOCAL_MEMORY_LIMITS.items())
-        raise CompilationError(
-            f"kernel '{name}': its local arrays (ado.zeros, with any copies AD adds) need {need} bytes per "
-            f"thread, more than the {limit} bytes allowed on target '{target}' (limits: {limits}); use a "
-            f"smaller local array, or pass the storage as an array parameter")
 
 
 class SourceKernel(Kernel):

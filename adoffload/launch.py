@@ -213,7 +213,7 @@ def launch(kernel, args: tuple, kwargs: dict, *, grid, device="cpu"):
     proven = proven_facts(kernel, values, grid)
     target = {"cpu": "host", "cuda": "nvptx", "hip": "amdgpu"}[dev.kind]
     # On a GPU the launcher gives every numpy array its own device buffer; arrays already on the
-    # device may overlap (the same array passed twice), and then nothing is promised to LLVM.
+    # device may overlap (the same array passed twice, only read), and then nothing is promised to LLVM.
     options = {"noalias": True} if dev.kind != "cpu" and not _overlapping_residents(values) else {}
     # On a GPU, k logical threads per GPU thread where that gives 128-bit accesses (codegen/vectorize.py)
     from .codegen.vectorize import choose_compiled, elements_per_thread, threads

@@ -109,7 +109,8 @@ def main(argv=None):
     print(f"time {seconds:.1f} s ({clusters * steps * fire.steps / seconds:.3g} cluster-FIRE-iterations/s)")
 
     out = output_folder(args.out)
-    plot = save_plot(os.path.join(out, f"lj{n}_best_energy.png"), lambda fig: _draw(fig, best_history, published, n))
+    plot = save_plot(os.path.join(out, f"lj{n}_best_energy.png"),
+                     lambda fig: _draw(fig, best_history, published, n, found), size=(6, 6))
     if plot:
         print(f"plot: {plot}")
     print(f"output folder: {out}")
@@ -117,23 +118,34 @@ def main(argv=None):
             "walkers_at_minimum": int(np.sum(found < (published or -np.inf) + 1e-4))}
 
 
-def _draw(fig, history, published, n):
-    """The best energy per step; with a published minimum, its distance above it on a log scale
-    (drawn on the same axis as the reference line, the trace hid under it)."""
+def _draw(fig, history, published, n, found):
+    """Top: the best energy per step; with a published minimum, its distance above it on a log
+    scale (drawn beside the reference line, the trace hid under it). Bottom: where every
+    walker's best energy ended."""
     import numpy as np
-    ax = fig.add_subplot(1, 1, 1)
+    trace_axis, walkers_axis = fig.subplots(2, 1)
     steps = np.arange(len(history))
+    found = np.asarray(found)
+    found = found[np.isfinite(found)]
     if published is None:
-        ax.plot(steps, history, marker=".", label="best energy over all walkers")
-        ax.set_ylabel("energy (reduced units)")
+        trace_axis.plot(steps, history, marker=".", label="best energy over all walkers")
+        trace_axis.set_ylabel("energy (reduced units)")
+        walkers_axis.hist(found, bins=30)
+        walkers_axis.set_xlabel("each walker's best energy")
     else:
         gap = np.maximum(np.asarray(history) - published, MIN_GAP)
-        ax.semilogy(steps, gap, marker=".", label=f"best energy - published minimum ({published})")
-        ax.axhline(REACHED, color="k", linestyle="--", linewidth=0.8, label=f"{REACHED:g}: minimum reached")
-        ax.set_ylabel("energy above the published minimum")
-    ax.set_xlabel("basin-hopping step")
-    ax.set_title(f"LJ{n} basin hopping")
-    ax.legend()
+        trace_axis.semilogy(steps, gap, marker=".", label=f"best over all walkers - published ({published})")
+        trace_axis.axhline(REACHED, color="k", linestyle="--", linewidth=0.8, label=f"{REACHED:g}: minimum reached")
+        trace_axis.set_ylabel("energy above the\npublished minimum")
+        walker_gaps = np.maximum(found - published, MIN_GAP)
+        walkers_axis.hist(walker_gaps, bins=np.logspace(np.log10(MIN_GAP), np.log10(walker_gaps.max() * 1.01 + MIN_GAP), 30))
+        walkers_axis.set_xscale("log")
+        walkers_axis.axvline(REACHED, color="k", linestyle="--", linewidth=0.8)
+        walkers_axis.set_xlabel(f"each walker's best energy above the minimum (floor {MIN_GAP:g})")
+    walkers_axis.set_ylabel("walkers")
+    trace_axis.set_xlabel("basin-hopping step")
+    trace_axis.set_title(f"LJ{n} basin hopping, {len(found)} walkers")
+    trace_axis.legend()
 
 
 MIN_GAP, REACHED = 1e-7, 1e-4      # plot floor (below the energies' precision); "at the minimum"

@@ -76,12 +76,15 @@ def test_lj_plot_shows_the_distance_to_the_published_minimum(examples_path):
     import lj_clusters
     history = [-40.0, -44.0, -44.3268, -44.326801]
     fig = plt.figure()
-    lj_clusters._draw(fig, history, -44.326801, 13)
+    found = np.array([-44.326801, -44.3, -43.9, -44.326801])
+    lj_clusters._draw(fig, history, -44.326801, 13, found)
     ax = fig.axes[0]
     assert ax.get_yscale() == "log"
     trace = ax.get_lines()[0].get_ydata()
     np.testing.assert_allclose(trace[:3], np.asarray(history[:3]) + 44.326801, rtol=1e-9)
     assert trace[-1] > 0                                   # reached: drawn at the floor, still visible
+    counts = [patch.get_height() for patch in fig.axes[1].patches]
+    assert sum(counts) == len(found)                       # every walker's end point is in the histogram
     plt.close(fig)
 
 

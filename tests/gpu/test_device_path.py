@@ -136,22 +136,26 @@ def test_the_same_device_array_twice_is_not_promised_noalias(fake_gpu, monkeypat
     from adoffload.runtime.dlpack import DeviceArray
 
     @ado.kernel
-    def shift(x: ado.In[ado.f64], y: ado.Out[ado.f64]):
+    def add(x: ado.In[ado.f64], z: ado.In[ado.f64], y: ado.Out[ado.f64]):
         i = ado.tid()
-        y[i] = x[i] + 1.0
+        y[i] = x[i] + z[i]
 
     a = DeviceArray.from_numpy(np.arange(4.0), device=fake_gpu)
     b = DeviceArray.from_numpy(np.arange(4.0), device=fake_gpu)
+    c = DeviceArray.from_numpy(np.zeros(4), device=fake_gpu)
     seen = []
-    original = type(shift).compiled
+    original = type(add).compiled
 
     def spy(self, target="host", **options):
         seen.append(options.get("noalias", False))
         return original(self, target, **options)
-    monkeypatch.setattr(type(shift), "compiled", spy)
-    shift(a, b, grid=4, device=fake_gpu)
-    shift(a, a, grid=4, device=fake_gpu)
+    monkeypatch.setattr(type(add), "compiled", spy)
+    add(a, b, c, grid=4, device=fake_gpu)
+    add(a, a, c, grid=4, device=fake_gpu)          # shared, but only read
     assert seen == [True, False]
-    np.testing.assert_array_equal(a.to_numpy(), np.arange(4.0) + 1.0)
-    for array in (a, b):
+    np.testing.assert_array_equal(c.to_numpy(), 2 * np.arange(4.0))
+    # shared and written is refused before anything runs (tests/test_argument_overlap.py)
+    with pytest.raises(ado.ArgumentError, match="share memory"):
+        add(a, b, a, grid=4, device=fake_gpu)
+    for array in (a, b, c):
         fake_gpu.free(array.buffer)

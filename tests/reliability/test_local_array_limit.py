@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import adoffload as ado
-from adoffload.kernel import LOCAL_MEMORY_LIMITS, local_memory_bytes
+from adoffload.local_memory import LOCAL_MEMORY_LIMITS, local_memory_bytes
 
 
 @ado.kernel
