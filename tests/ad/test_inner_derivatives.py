@@ -116,6 +116,23 @@ def test_second_order_vjp_of_a_kernel_that_calls_grad():
     np.testing.assert_allclose(d_r2, (first(r2 + h) - first(r2 - h)) / (2 * h), rtol=1e-6)
 
 
+def test_forward_mode_over_a_kernel_that_calls_value_and_grad():
+    @ado.kernel
+    def pair(r2: ado.In[ado.f64], sigma: ado.f64, out: ado.Out[ado.f64]):
+        i = ado.tid()
+        v, g = ado.value_and_grad(lj_pair)(r2[i], sigma, 1.0)
+        out[i] = v * g
+
+    r2 = np.linspace(1.0, 2.0, 4)
+    tangent = ado.jvp(pair, ["sigma"])
+    assert [p.name for p in tangent.signature.visible_params] == ["r2", "sigma", "out", "d_sigma", "d_out"]
+    d_out = np.zeros(4)
+    tangent(r2, 1.1, np.zeros(4), 1.0, d_out, grid=4)
+    h = 1e-6
+    product = lambda s: np.prod(lj_by_hand(r2, s, 1.0)[:2], axis=0)   # noqa: E731
+    np.testing.assert_allclose(d_out, (product(1.1 + h) - product(1.1 - h)) / (2 * h), rtol=1e-6)
+
+
 def test_argnums_out_of_range_is_refused_with_the_source_line():
     with pytest.raises(ado.KernelTypeError, match="argnums 3 out of range") as info:
         @ado.kernel
