@@ -133,6 +133,25 @@ def test_forward_mode_over_a_kernel_that_calls_value_and_grad():
     np.testing.assert_allclose(d_out, (product(1.1 + h) - product(1.1 - h)) / (2 * h), rtol=1e-6)
 
 
+def test_mixed_precision_partials_have_their_arguments_types():
+    @ado.func
+    def scaled(x: ado.f32, y: ado.f64):
+        return ado.f64(x) * y * y
+
+    @ado.kernel
+    def k(x: ado.In[ado.f32], y: ado.In[ado.f64], dx: ado.Out[ado.f32], dy: ado.Out[ado.f64]):
+        i = ado.tid()
+        v, (gx, gy) = ado.value_and_grad(scaled, argnums=(0, 1))(x[i], y[i])
+        dx[i] = gx
+        dy[i] = gy
+
+    x, y = np.array([1.5, 2.0], np.float32), np.array([0.5, 3.0])
+    dx, dy = np.zeros(2, np.float32), np.zeros(2)
+    k(x, y, dx, dy, grid=2)
+    np.testing.assert_allclose(dx, y * y, rtol=1e-6)
+    np.testing.assert_allclose(dy, 2 * x * y, rtol=1e-12)
+
+
 def test_argnums_out_of_range_is_refused_with_the_source_line():
     with pytest.raises(ado.KernelTypeError, match="argnums 3 out of range") as info:
         @ado.kernel
