@@ -206,3 +206,32 @@ def test_outside_a_kernel_the_derivative_says_where_it_runs():
         ado.grad(lj_pair)(1.0, 1.0, 1.0)
     with pytest.raises(ado.ArgumentError, match="@ado.func"):
         ado.grad(lambda x: x)
+
+
+def test_nested_derivatives_are_refused_with_the_call_site():
+    @ado.func
+    def slope(r2):
+        return ado.grad(lj_pair)(r2, 1.0, 1.0)
+
+    with pytest.raises(ado.DifferentiationError, match="nested derivatives") as info:
+        @ado.kernel
+        def bad(r2: ado.In[ado.f64], out: ado.Out[ado.f64]):
+            i = ado.tid()
+            out[i] = ado.grad(slope)(r2[i])
+    assert "test_inner_derivatives.py:" in str(info.value)
+
+
+def test_a_helper_may_call_grad_of_another_helper():
+    @ado.func
+    def force_scale(r2):
+        return -2.0 * ado.grad(lj_pair)(r2, 1.0, 1.0)
+
+    @ado.kernel
+    def k(r2: ado.In[ado.f64], out: ado.Out[ado.f64]):
+        i = ado.tid()
+        out[i] = force_scale(r2[i])
+
+    r2 = np.array([1.1, 1.7])
+    out = np.zeros(2)
+    k(r2, out, grid=2)
+    np.testing.assert_allclose(out, -2.0 * lj_by_hand(r2, 1.0, 1.0)[1], rtol=1e-12)
