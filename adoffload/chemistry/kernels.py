@@ -129,7 +129,8 @@ def cluster_lj_energy(pos: ado.In[ado.f64, 2], sigma: ado.f64, epsilon: ado.f64,
 
 
 # --- pair energies and forces in one launch ---------------------------------------------
-# A gather over a FULL neighbor list (each pair in both atoms' rows): thread i sums its own
+# A gather over a FULL neighbor list (each pair in both atoms' rows, each row compacted: the
+# loop stops at the first -1, as the list builders write them): thread i sums its own
 # energy and force, the pair force coming from AD of the pair potential (ado.value_and_grad),
 # and writes them once. No atomics, no scatter. With E = 1/2 sum_i sum_j V(r_ij) and
 # d = x_j - x_i, each of the two entries of a pair gives 1/2 V' dr/dx_i, so F_i = -sum_j V' dr/dx_i.
@@ -150,17 +151,18 @@ def lj_energy_forces(pos: ado.In[ado.f64, 2], box: ado.In[ado.f64], neighbors: a
     fz = 0.0
     for k in range(neighbors.shape[1]):
         j = neighbors[i, k]
-        if j >= 0:
-            dx = min_image(pos[j, 0] - xi, box[0])
-            dy = min_image(pos[j, 1] - yi, box[1])
-            dz = min_image(pos[j, 2] - zi, box[2])
-            r2 = dx * dx + dy * dy + dz * dz
-            if r2 < rc2:
-                v, dv_dr2 = ado.value_and_grad(lj_pair)(r2, sigma, epsilon)
-                acc = acc + 0.5 * (v - shift)
-                fx = fx + 2.0 * dv_dr2 * dx              # dr2/dx_i = -2 dx
-                fy = fy + 2.0 * dv_dr2 * dy
-                fz = fz + 2.0 * dv_dr2 * dz
+        if j < 0:
+            break                                        # rows are compacted: the rest is padding
+        dx = min_image(pos[j, 0] - xi, box[0])
+        dy = min_image(pos[j, 1] - yi, box[1])
+        dz = min_image(pos[j, 2] - zi, box[2])
+        r2 = dx * dx + dy * dy + dz * dz
+        if r2 < rc2:
+            v, dv_dr2 = ado.value_and_grad(lj_pair)(r2, sigma, epsilon)
+            acc = acc + 0.5 * (v - shift)
+            fx = fx + 2.0 * dv_dr2 * dx                  # dr2/dx_i = -2 dx
+            fy = fy + 2.0 * dv_dr2 * dy
+            fz = fz + 2.0 * dv_dr2 * dz
     e[i] = acc
     forces[i, 0] = fx
     forces[i, 1] = fy
@@ -182,19 +184,20 @@ def morse_energy_forces(pos: ado.In[ado.f64, 2], box: ado.In[ado.f64], neighbors
     fz = 0.0
     for k in range(neighbors.shape[1]):
         j = neighbors[i, k]
-        if j >= 0:
-            dx = min_image(pos[j, 0] - xi, box[0])
-            dy = min_image(pos[j, 1] - yi, box[1])
-            dz = min_image(pos[j, 2] - zi, box[2])
-            r2 = dx * dx + dy * dy + dz * dz
-            if r2 < cutoff * cutoff:
-                r = ado.sqrt(r2)
-                v, dv_dr = ado.value_and_grad(morse_pair)(r, depth, alpha, r0)
-                acc = acc + 0.5 * (v - shift)
-                scale = dv_dr / r                        # dr/dx_i = -dx / r
-                fx = fx + scale * dx
-                fy = fy + scale * dy
-                fz = fz + scale * dz
+        if j < 0:
+            break                                        # rows are compacted: the rest is padding
+        dx = min_image(pos[j, 0] - xi, box[0])
+        dy = min_image(pos[j, 1] - yi, box[1])
+        dz = min_image(pos[j, 2] - zi, box[2])
+        r2 = dx * dx + dy * dy + dz * dz
+        if r2 < cutoff * cutoff:
+            r = ado.sqrt(r2)
+            v, dv_dr = ado.value_and_grad(morse_pair)(r, depth, alpha, r0)
+            acc = acc + 0.5 * (v - shift)
+            scale = dv_dr / r                        # dr/dx_i = -dx / r
+            fx = fx + scale * dx
+            fy = fy + scale * dy
+            fz = fz + scale * dz
     e[i] = acc
     forces[i, 0] = fx
     forces[i, 1] = fy
@@ -216,20 +219,21 @@ def coulomb_energy_forces(pos: ado.In[ado.f64, 2], box: ado.In[ado.f64], neighbo
     fz = 0.0
     for k in range(neighbors.shape[1]):
         j = neighbors[i, k]
-        if j >= 0:
-            dx = min_image(pos[j, 0] - xi, box[0])
-            dy = min_image(pos[j, 1] - yi, box[1])
-            dz = min_image(pos[j, 2] - zi, box[2])
-            r2 = dx * dx + dy * dy + dz * dz
-            if r2 < cutoff * cutoff:
-                r = ado.sqrt(r2)
-                v, dv_dr = ado.value_and_grad(dsf_pair)(r, alpha, cutoff)
-                qq = qi * charges[j]
-                acc = acc + 0.5 * qq * v
-                scale = coulomb_constant * qq * dv_dr / r
-                fx = fx + scale * dx
-                fy = fy + scale * dy
-                fz = fz + scale * dz
+        if j < 0:
+            break                                        # rows are compacted: the rest is padding
+        dx = min_image(pos[j, 0] - xi, box[0])
+        dy = min_image(pos[j, 1] - yi, box[1])
+        dz = min_image(pos[j, 2] - zi, box[2])
+        r2 = dx * dx + dy * dy + dz * dz
+        if r2 < cutoff * cutoff:
+            r = ado.sqrt(r2)
+            v, dv_dr = ado.value_and_grad(dsf_pair)(r, alpha, cutoff)
+            qq = qi * charges[j]
+            acc = acc + 0.5 * qq * v
+            scale = coulomb_constant * qq * dv_dr / r
+            fx = fx + scale * dx
+            fy = fy + scale * dy
+            fz = fz + scale * dz
     self_term = (1.0 - ado.erf(alpha * cutoff)) / (2.0 * cutoff) + alpha / 1.7724538509055159
     e[i] = coulomb_constant * (acc - self_term * qi * qi)
     forces[i, 0] = fx

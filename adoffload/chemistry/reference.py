@@ -9,7 +9,9 @@ Conventions (shared with the kernels):
 * ``pos``: (N, 3) float64; ``box``: (3,) float64 edge lengths of an orthorhombic box,
   minimum-image convention (a very large box means free space).
 * ``neighbors``: (N, capacity) int64, a *full* list (j in i's row and i in j's row),
-  padded with -1. Pair energies are split half-and-half between the two atoms.
+  padded with -1 at the end of each row (the fused ``*_energy_forces`` kernels stop at the
+  first -1; the energy kernels skip every -1). Pair energies are split half-and-half
+  between the two atoms.
 * Energies are returned per atom (pair terms) or per bond / per angle (bonded terms);
   the total is their sum. Forces are never written by hand: they are ``-grad`` of the total.
 """

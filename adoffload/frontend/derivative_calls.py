@@ -101,21 +101,21 @@ class DerivativeCalls:
         return compiled.function, compiled.results
 
     def emit_placeholder_call(self, derivative, function, result: ScalarType, args, tangents):
-        t = llvm_type(result)
         kind, positions = derivative.kind, derivative.positions
         single = kind == "grad" and not isinstance(derivative.argnums, tuple)
-        count = {"grad": len(positions), "value_and_grad": 1 + len(positions), "jvp": 2}[kind]
-        ret = t if single else ir.LiteralStructType([t] * count)
+        partials = [args[k].type for k in positions]          # a partial has its argument's type
+        fields = {"grad": partials, "value_and_grad": [result] + partials, "jvp": [result, result]}[kind]
+        ret = llvm_type(fields[0]) if single else ir.LiteralStructType([llvm_type(t) for t in fields])
         arg_types = [llvm_type(a.type) for a in args] + [llvm_type(a.type) for a in args][:len(tangents)]
         name = placeholder_name(kind, positions, function.name)
         declaration = self.ctx.declare(name, ret, arg_types)
         call = self.builder.call(declaration, [a.value for a in args] + tangents)
         if single:
-            return Scalar(call, result)
-        fields = [Scalar(self.builder.extract_value(call, k), result) for k in range(count)]
+            return Scalar(call, fields[0])
+        values = [Scalar(self.builder.extract_value(call, k), t) for k, t in enumerate(fields)]
         if kind == "grad":
-            return tuple(fields)
+            return tuple(values)
         if kind == "value_and_grad":
-            partials = tuple(fields[1:]) if isinstance(derivative.argnums, tuple) else fields[1]
-            return fields[0], partials
-        return fields[0], fields[1]
+            rest = tuple(values[1:]) if isinstance(derivative.argnums, tuple) else values[1]
+            return values[0], rest
+        return values[0], values[1]

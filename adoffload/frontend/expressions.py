@@ -396,7 +396,8 @@ class ExpressionLowering:
                                       f"{len(base)}") from None
         if isinstance(base, ArrayRef):
             address = self.element_address(base, node.slice)
-            return Scalar(self.builder.load(address, typ=llvm_type(base.type.dtype)), base.type.dtype)
+            dtype = base.type.dtype           # arrays are element-aligned (the launcher checks)
+            return Scalar(self.builder.load(address, typ=llvm_type(dtype), align=dtype.dtype.itemsize), dtype)
         raise KernelTypeError(f"{describe(base)} cannot be indexed")
 
     def call_intrinsic(self, name: str, args: list[ir.Value], t: ScalarType) -> ir.Value:

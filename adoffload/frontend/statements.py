@@ -76,7 +76,7 @@ class StatementLowering:
         array = self.array_target(target)
         what = f"an element of '{array.name}'"
         stored = self.coerce(value, array.type.dtype, what)
-        self.builder.store(stored, self.element_address(array, target.slice))
+        self.builder.store(stored, self.element_address(array, target.slice), align=array.type.dtype.dtype.itemsize)
 
     def visit_AugAssign(self, node: ast.AugAssign):
         """``x op= v`` and ``a[i] op= v`` (the element address and index are computed once)."""
@@ -88,9 +88,10 @@ class StatementLowering:
             array = self.array_target(node.target)
             address = self.element_address(array, node.target.slice)
             dtype = array.type.dtype
-            current = Scalar(self.builder.load(address, typ=llvm_type(dtype)), dtype)
+            current = Scalar(self.builder.load(address, typ=llvm_type(dtype), align=dtype.dtype.itemsize), dtype)
             result = self.binary(op, current, self.visit(node.value))
-            self.builder.store(self.coerce(result, dtype, f"an element of '{array.name}'"), address)
+            self.builder.store(self.coerce(result, dtype, f"an element of '{array.name}'"), address,
+                               align=dtype.dtype.itemsize)
         else:
             raise UnsupportedConstructError(f"cannot assign to {type(node.target).__name__}")
 

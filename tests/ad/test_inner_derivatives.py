@@ -116,6 +116,42 @@ def test_second_order_vjp_of_a_kernel_that_calls_grad():
     np.testing.assert_allclose(d_r2, (first(r2 + h) - first(r2 - h)) / (2 * h), rtol=1e-6)
 
 
+def test_forward_mode_over_a_kernel_that_calls_value_and_grad():
+    @ado.kernel
+    def pair(r2: ado.In[ado.f64], sigma: ado.f64, out: ado.Out[ado.f64]):
+        i = ado.tid()
+        v, g = ado.value_and_grad(lj_pair)(r2[i], sigma, 1.0)
+        out[i] = v * g
+
+    r2 = np.linspace(1.0, 2.0, 4)
+    tangent = ado.jvp(pair, ["sigma"])
+    assert [p.name for p in tangent.signature.visible_params] == ["r2", "sigma", "out", "d_sigma", "d_out"]
+    d_out = np.zeros(4)
+    tangent(r2, 1.1, np.zeros(4), 1.0, d_out, grid=4)
+    h = 1e-6
+    product = lambda s: np.prod(lj_by_hand(r2, s, 1.0)[:2], axis=0)   # noqa: E731
+    np.testing.assert_allclose(d_out, (product(1.1 + h) - product(1.1 - h)) / (2 * h), rtol=1e-6)
+
+
+def test_mixed_precision_partials_have_their_arguments_types():
+    @ado.func
+    def scaled(x: ado.f32, y: ado.f64):
+        return ado.f64(x) * y * y
+
+    @ado.kernel
+    def k(x: ado.In[ado.f32], y: ado.In[ado.f64], dx: ado.Out[ado.f32], dy: ado.Out[ado.f64]):
+        i = ado.tid()
+        v, (gx, gy) = ado.value_and_grad(scaled, argnums=(0, 1))(x[i], y[i])
+        dx[i] = gx
+        dy[i] = gy
+
+    x, y = np.array([1.5, 2.0], np.float32), np.array([0.5, 3.0])
+    dx, dy = np.zeros(2, np.float32), np.zeros(2)
+    k(x, y, dx, dy, grid=2)
+    np.testing.assert_allclose(dx, y * y, rtol=1e-6)
+    np.testing.assert_allclose(dy, 2 * x * y, rtol=1e-12)
+
+
 def test_argnums_out_of_range_is_refused_with_the_source_line():
     with pytest.raises(ado.KernelTypeError, match="argnums 3 out of range") as info:
         @ado.kernel
@@ -170,3 +206,32 @@ def test_outside_a_kernel_the_derivative_says_where_it_runs():
         ado.grad(lj_pair)(1.0, 1.0, 1.0)
     with pytest.raises(ado.ArgumentError, match="@ado.func"):
         ado.grad(lambda x: x)
+
+
+def test_nested_derivatives_are_refused_with_the_call_site():
+    @ado.func
+    def slope(r2):
+        return ado.grad(lj_pair)(r2, 1.0, 1.0)
+
+    with pytest.raises(ado.DifferentiationError, match="nested derivatives") as info:
+        @ado.kernel
+        def bad(r2: ado.In[ado.f64], out: ado.Out[ado.f64]):
+            i = ado.tid()
+            out[i] = ado.grad(slope)(r2[i])
+    assert "test_inner_derivatives.py:" in str(info.value)
+
+
+def test_a_helper_may_call_grad_of_another_helper():
+    @ado.func
+    def force_scale(r2):
+        return -2.0 * ado.grad(lj_pair)(r2, 1.0, 1.0)
+
+    @ado.kernel
+    def k(r2: ado.In[ado.f64], out: ado.Out[ado.f64]):
+        i = ado.tid()
+        out[i] = force_scale(r2[i])
+
+    r2 = np.array([1.1, 1.7])
+    out = np.zeros(2)
+    k(r2, out, grid=2)
+    np.testing.assert_allclose(out, -2.0 * lj_by_hand(r2, 1.0, 1.0)[1], rtol=1e-12)
