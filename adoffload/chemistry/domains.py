@@ -249,7 +249,8 @@ class Decomposition:
                   "neighbors": self.neighbor_capacity, "jumps": 0}
         what = {"owned": "capacity (owned atoms per domain)", "ghosts": "ghost_capacity (ghosts per face)",
                 "migrants": "ghost_capacity (atoms migrating through one face)",
-                "neighbors": "neighbor_capacity (neighbors per atom)"}
+                "neighbors": "neighbor_capacity (neighbors per atom; the JAX reference backend also reports a cell "
+                             "holding more than max_per_cell atoms this way)"}
         for name, peak in zip(PEAKS, peaks):
             if peak > limits[name]:
                 if name == "jumps":
