@@ -29,7 +29,6 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from itertools import product
 from typing import NamedTuple
 
 import jax
@@ -173,10 +172,6 @@ class Decomposition:
         """The cut axes, in exchange order."""
         return tuple(a for a in range(3) if self.shape[a] > 1)
 
-    @property
-    def ghost_rows(self) -> int:
-        return 2 * len(self.stages) * self.ghost_capacity
-
     def _width(self, a):
         return self.box[a] / self.shape[a]
 
@@ -214,10 +209,12 @@ class Decomposition:
         ids[slots] = order
         host = {"pos": np.zeros((D * C, 3)), "vel": np.zeros((D * C, 3))}
         host["pos"][slots], host["vel"][slots] = pos[order], vel[order]
-        S, G, K = self.ghost_capacity, self.ghost_rows, self.neighbor_capacity
+        # The plan, the ghosts and the neighbor list come from the first build below: their
+        # placeholders here are one row per domain (a full-size neighbor list would cost
+        # gigabytes of host memory at millions of atoms).
         blank = DomainState(host["pos"], host["vel"], np.zeros((D * C, 3)), ids, host["pos"],
-                            np.zeros((D * 2 * len(self.stages), S), np.int64), np.zeros(D * G, bool),
-                            np.full((D * (C + G), K), -1, np.int64), np.zeros(D), np.zeros((D, len(PEAKS)), np.int64),
+                            np.zeros((D * 2 * len(self.stages), self.ghost_capacity), np.int64), np.zeros(D, bool),
+                            np.full((D, 1), -1, np.int64), np.zeros(D), np.zeros((D, len(PEAKS)), np.int64),
                             np.zeros(D, np.int64))
         sharding = jax.sharding.NamedSharding(self.mesh, DOMAINS)
         placed = jax.tree.map(lambda x: jax.make_array_from_callback(x.shape, sharding, lambda i, x=x: x[i]), blank)
@@ -252,7 +249,8 @@ class Decomposition:
                   "neighbors": self.neighbor_capacity, "jumps": 0}
         what = {"owned": "capacity (owned atoms per domain)", "ghosts": "ghost_capacity (ghosts per face)",
                 "migrants": "ghost_capacity (atoms migrating through one face)",
-                "neighbors": "neighbor_capacity (neighbors per atom)"}
+                "neighbors": "neighbor_capacity (neighbors per atom; the JAX reference backend also reports a cell "
+                             "holding more than max_per_cell atoms this way)"}
         for name, peak in zip(PEAKS, peaks):
             if peak > limits[name]:
                 if name == "jumps":

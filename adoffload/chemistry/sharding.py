@@ -90,20 +90,25 @@ def _key_splitter(batch: int, mesh: Mesh):
     return jax.jit(lambda k: jax.random.split(k, batch), out_shardings=NamedSharding(mesh, P(WALKERS)))
 
 
-def over_walkers(fn, mesh: Mesh):
-    """``jit(shard_map(fn))`` with every argument and result split along its leading axis.
+def over_walkers(fn, mesh: Mesh, shared=()):
+    """``jit(shard_map(fn))`` with every argument and result split along its leading axis,
+    except the arguments at positions ``shared`` (parameters), which every device gets whole.
 
     ``fn`` must treat the systems of its batch independently (a ``jax.vmap``-ed function);
-    each device then runs it on its own share, with no communication.
+    each device then runs it on its own share, with no communication. ``jax.grad`` through
+    it sums a shared argument's cotangent over the devices.
     """
-    # No collectives happen, so the per-device types need no checking (check_vma=False): the
-    # batched function need not mark its loop carries as device-varying.
-    sharded = jax.shard_map(fn, mesh=mesh, in_specs=P(WALKERS), out_specs=P(WALKERS), check_vma=False)
+    def specs(args):
+        return tuple(P() if i in shared else P(WALKERS) for i in range(len(args)))
 
     def call(*args):
-        for leaf in jax.tree.leaves(args):
-            _check_divides(leaf.shape[0], mesh)
-        return sharded(*args)
+        for i, arg in enumerate(args):
+            if i not in shared:
+                for leaf in jax.tree.leaves(arg):
+                    _check_divides(leaf.shape[0], mesh)
+        # No collectives happen, so the per-device types need no checking (check_vma=False): the
+        # batched function need not mark its loop carries as device-varying.
+        return jax.shard_map(fn, mesh=mesh, in_specs=specs(args), out_specs=P(WALKERS), check_vma=False)(*args)
     return jax.jit(call)
 
 

@@ -6,7 +6,8 @@ perturbed start, Adam (written out below; optax is not a dependency) minimizes t
 squared error of energies per atom and of forces. The gradient with respect to the
 parameters is ``jax.grad`` of that loss: on the adoffload backend it runs the energy
 kernel's adjoint for the energy term, and differentiates through the adjoint for the force
-term (forces are themselves ``-grad`` of the energy).
+term (forces are themselves ``-grad`` of the energy). The configurations are split over
+every visible device of the platform (``--devices N`` to use fewer).
 
     python examples/chemistry/fit_potential.py                     # LJ, CPU, seconds
     python examples/chemistry/fit_potential.py --potential morse
@@ -30,6 +31,7 @@ def parse(argv=None):
     p.add_argument("--backend", choices=["auto", "adoffload", "jax"], default="auto",
                    help="adoffload kernels, or the plain-JAX reference; auto: adoffload, unless it cannot "
                         "use the device (said on the console)")
+    p.add_argument("--devices", type=int, help="how many devices of the platform share the configurations (default: all)")
     p.add_argument("--potential", choices=["lj", "morse"], default="lj", help="the pair potential to fit")
     # energy+forces differentiates the adjoint kernel again (reverse over reverse, a dynamic tape
     # the JAX handler sizes per call).
@@ -70,8 +72,9 @@ def main(argv=None):
     import jax
     import jax.numpy as jnp
     import numpy as np
-    from adoffload.chemistry import ForceField, LennardJones, Morse, as_box
+    from adoffload.chemistry import ForceField, LennardJones, Morse, as_box, get_backend
     from adoffload.chemistry.dynamics import fcc_lattice
+    from adoffload.chemistry.sharding import describe, over_walkers, padded_size, select_devices, walker_mesh
 
     backend = pick_backend(args.backend, args.device, second_order=args.loss == "energy+forces")
     n_configs, cells, steps = PRESETS[args.device]
@@ -97,15 +100,23 @@ def main(argv=None):
         force_scale = float(np.mean([np.mean(np.asarray(s[4]) ** 2) for s in systems]))
         use_forces = args.loss == "energy+forces"
 
+        functions = get_backend(backend, adjoint=False)          # jax.grad of the energy runs the adjoints
+
+        def config_loss(params, pos, box, neighbors, ref_energy, ref_forces):
+            energy, gradient = jax.value_and_grad(lambda x: term.energy(functions, x, box, neighbors, params[term.name]))(pos)
+            value = ((energy - ref_energy) / n_atoms) ** 2 / energy_scale
+            return value + jnp.mean((gradient + ref_forces) ** 2) / force_scale if use_forces else value
+
+        # The configurations, stacked (boxes become data) and padded to a multiple of the devices
+        # with zero-weight copies, are split over the devices; each evaluates its share.
+        devices = select_devices(args.device, args.devices)
+        mesh = walker_mesh(devices)
+        batch, weights = _stack(systems, padded_size(len(systems), mesh))
+        per_config = over_walkers(jax.vmap(config_loss, in_axes=(None, 0, 0, 0, 0, 0)), mesh, shared=(0,))
+
         def loss(log_params):
             params = {term.name: jax.tree.map(jnp.exp, log_params)}
-            value = 0.0
-            for ff, pos, neighbors, ref_energy, ref_forces in systems:
-                energy, forces = ff.energy_and_forces(pos, neighbors, params)
-                value = value + ((energy - ref_energy) / n_atoms) ** 2 / energy_scale
-                if use_forces:
-                    value = value + jnp.mean((forces - ref_forces) ** 2) / force_scale
-            return value / len(systems)
+            return jnp.sum(weights * per_config(params, *batch)) / len(systems)
 
         init, update = adam(args.lr)
         log_params = jax.tree.map(lambda v: jnp.log(jnp.asarray(v, jnp.float64)), START[args.potential])
@@ -118,7 +129,7 @@ def main(argv=None):
             return log_params, opt, value
 
         print(f"fit {args.potential} ({args.loss}) to {n_configs} configurations of {n_atoms} atoms, backend {backend}, "
-              f"device {device}; start {START[args.potential]}")
+              f"on {describe(devices)}; start {START[args.potential]}")
         began = time.perf_counter()
         history = []
         for s in range(steps):
@@ -140,6 +151,18 @@ def main(argv=None):
         print(f"plot: {path}")
     print(f"output folder: {out}")
     return {"fitted": fitted, "true": TRUE[args.potential], "relative_errors": errors, "history": history}
+
+
+def _stack(systems, size):
+    """(positions, boxes, neighbor lists padded with -1, energies, forces) stacked over the
+    configurations, repeated up to ``size``, and the weights (1 real, 0 padding)."""
+    import numpy as np
+    padded = [systems[i % len(systems)] for i in range(size)]
+    capacity = max(s[2].shape[1] for s in systems)
+    neighbors = [np.pad(np.asarray(s[2]), ((0, 0), (0, capacity - s[2].shape[1])), constant_values=-1) for s in padded]
+    batch = (np.stack([np.asarray(s[1]) for s in padded]), np.stack([np.asarray(s[0].box) for s in padded]),
+             np.stack(neighbors), np.stack([np.asarray(s[3]) for s in padded]), np.stack([np.asarray(s[4]) for s in padded]))
+    return batch, (np.arange(size) < len(systems)).astype(np.float64)
 
 
 def _draw(fig, history):

@@ -75,3 +75,14 @@ def test_device_selection():
     assert select_devices("cpu", 1) == jax.devices("cpu")[:1]
     with pytest.raises(ShardingError, match="asked for"):
         select_devices("cpu", len(jax.devices("cpu")) + 1)
+
+
+def test_gradient_of_a_shared_parameter_sums_over_devices(float64):
+    """fit_potential's pattern: per-configuration losses split over the devices, parameters shared."""
+    mesh = walker_mesh(jax.devices())
+    per_config = over_walkers(jax.vmap(lambda p, x: jnp.sum(jnp.sin(p["a"] * x) ** 2), in_axes=(None, 0)), mesh,
+                              shared=(0,))
+    x = jnp.linspace(0.0, 2.0, WALKERS * 5).reshape(WALKERS, 5)
+    loss = lambda p: jnp.sum(per_config(p, x))
+    expected = lambda p: jnp.sum(jnp.sin(p["a"] * x) ** 2)
+    assert float(jax.grad(loss)({"a": 0.7})["a"]) == pytest.approx(float(jax.grad(expected)({"a": 0.7})["a"]), rel=1e-13)
