@@ -9,7 +9,7 @@ import numpy as np
 
 from .errors import BoundsError, KernelFaultError
 
-OK, OUT_OF_BOUNDS, TRAP = 0, 1, 2
+OK, OUT_OF_BOUNDS, TRAP, DIVERGED = 0, 1, 2, 3      # DIVERGED: a block's threads at different barriers (host)
 WORDS = 4
 SHARED_INDEX_BASE = -1_000_000      # param_index of a block kernel's shared array n: SHARED_INDEX_BASE - n
 
@@ -42,4 +42,7 @@ def raise_for_status(record, signature, values=None) -> None:
         raise KernelFaultError(f"kernel '{signature.name}': an assert failed at line {index} of its source; "
                                f"the failing thread stopped there (other threads ran to completion) and "
                                f"the device remains usable")
+    if code == DIVERGED:
+        raise KernelFaultError(f"kernel '{signature.name}': the threads of block {index} reached different barriers "
+                               f"(control flow that is not uniform across the block); the block was stopped")
     raise KernelFaultError(f"kernel '{signature.name}' stopped with status code {code}")
