@@ -43,3 +43,16 @@ def test_foreign_ir_block_runs(monkeypatch):
     ez, mod = namespace["ez"], namespace["mod"]
     d_r2, d_sigma, none = ez.autodiff(ez.Reverse, mod["lj"], ez.Active(1.2), ez.Active(1.0), ez.Const(1.0))
     assert none is None and np.isfinite(d_r2) and np.isfinite(d_sigma)
+
+
+def test_block_kernel_block_runs_and_its_adjoint_is_right(tmp_path):
+    block = _python_blocks()[3]
+    assert "ado.sync_threads()" in block
+    path = tmp_path / "readme_block_kernel.py"
+    path.write_text(block)
+    namespace = {"__name__": "readme_block_kernel"}
+    exec(compile(block, str(path), "exec"), namespace)
+    A, B, C = namespace["A"], namespace["B"], namespace["C"]
+    np.testing.assert_allclose(C, A @ B, rtol=1e-5)
+    np.testing.assert_allclose(namespace["dA"], np.ones_like(C) @ B.T, rtol=1e-5)
+    np.testing.assert_allclose(namespace["dB"], A.T @ np.ones_like(C), rtol=1e-5)
