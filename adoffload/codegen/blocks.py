@@ -288,9 +288,9 @@ def add_block_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, 
         pointers = [b.addrspacecast(storage, _PTR) for storage, _, _ in shared_ptrs]
         b.call(body, tids + params + pointers + [status], attrs=("alwaysinline",))
     b.ret_void()
-    _internalize_ops(body_module)
-    text = abi._link(body_module, m, body_name)
+    text = abi._link(body_module, m, body_name)      # the entry's barrier resolves to the definition
     module = abi._parse(text)
+    _internalize_ops(module)
     for function in module.functions:
         if not function.is_declaration and function.name != abi.kernel_entry_name(body_name):
             function.linkage = llvm.Linkage.internal
