@@ -13,7 +13,7 @@ import numpy as np
 
 from .errors import BoundsError, KernelFaultError
 
-OK, OUT_OF_BOUNDS, TRAP, DIVISION_BY_ZERO, INTEGER_OVERFLOW = 0, 1, 2, 3, 4
+OK, OUT_OF_BOUNDS, TRAP, DIVISION_BY_ZERO, INTEGER_OVERFLOW, DIVERGED = 0, 1, 2, 3, 4, 5  # DIVERGED: a block's threads at different barriers (host)
 WORDS = 4
 SHARED_INDEX_BASE = -1_000_000      # param_index of a block kernel's shared array n: SHARED_INDEX_BASE - n
 
@@ -57,4 +57,7 @@ def raise_for_status(record, signature, values=None, source_file: str | None = N
     if code == INTEGER_OVERFLOW:
         raise KernelFaultError(f"kernel '{signature.name}': integer overflow at {where} (the most "
                                    f"negative integer // -1 does not fit in its type); {stopped}")
+    if code == DIVERGED:
+        raise KernelFaultError(f"kernel '{signature.name}': the threads of block {index} reached different barriers "
+                               f"(control flow that is not uniform across the block); the block was stopped")
     raise KernelFaultError(f"kernel '{signature.name}' stopped with status code {code}")

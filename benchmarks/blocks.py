@@ -168,7 +168,7 @@ def _guard(row: dict, key: str, thunk):
     return row[key]
 
 
-def bench_matmul(sizes, reps, rows):
+def bench_matmul(sizes, reps, rows, vjp_sizes=()):
     import jax
     import jax.numpy as jnp
     for name, kernel, per_thread in (("sgemm_regtile", sgemm, TM), ("matmul16", matmul16, 1)):
@@ -188,6 +188,12 @@ def bench_matmul(sizes, reps, rows):
                 if t and base:
                     row["ratio"] = t["median_ms"] / base["median_ms"]
                     row["tflops_ours"] = 2 * n ** 3 / (t["median_ms"] * 1e-3) / 1e12
+            if n not in vjp_sizes:
+                row["vjp_skipped"] = ("the reverse kernel tapes every shared-memory load per k step (about "
+                                      "n^3/32 bytes of tape for sgemm): only --matmul-vjp-sizes run")
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+                continue
             vjp = jax.jit(lambda A, B, G: jax.vjp(ours, A, B)[1](G))
             vjp_ref = jax.jit(lambda A, B, G: jax.vjp(lambda A, B: jnp.dot(A, B, precision="highest"), A, B)[1](G))
 
@@ -306,13 +312,17 @@ def main(argv=None) -> int:
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--only", choices=["matmul", "dot", "stencil"], action="append")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes on any JAX backend (checks the script)")
+    parser.add_argument("--matmul-sizes", type=int, nargs="+", default=[1024, 2048, 4096])
+    parser.add_argument("--matmul-vjp-sizes", type=int, nargs="+", default=[512, 1024],
+                        help="sizes whose VJP runs (its tape grows like n^3; 1024 needs about 20 GB for sgemm)")
     args = parser.parse_args(argv)
     import jax
     if args.smoke:
         sizes = {"matmul": [128], "dot": [1 << 14], "stencil": [64]}
-        args.reps = 2
+        args.reps, args.matmul_vjp_sizes = 2, [128]
     else:
-        sizes = {"matmul": [1024, 2048, 4096], "dot": [1 << 20, 1 << 26], "stencil": [1024, 4096, 8192]}
+        sizes = {"matmul": sorted(set(args.matmul_sizes) | set(args.matmul_vjp_sizes)), "dot": [1 << 20, 1 << 26],
+                 "stencil": [1024, 4096, 8192]}
     jax.config.update("jax_enable_x64", True)       # the DOT is f64 (like RAJAPerf's); matmul and stencil f32
     try:
         from harness import environment
@@ -323,7 +333,7 @@ def main(argv=None) -> int:
     rows: list = []
     chosen = args.only or ["matmul", "dot", "stencil"]
     if "matmul" in chosen:
-        bench_matmul(sizes["matmul"], args.reps, rows)
+        bench_matmul(sizes["matmul"], args.reps, rows, set(args.matmul_vjp_sizes))
     if "dot" in chosen:
         bench_dot(sizes["dot"], args.reps, rows)
     if "stencil" in chosen:

@@ -38,8 +38,9 @@ def _run(block: str, path: Path, namespace: dict) -> dict:
 
 def test_every_python_block_is_checked_here():
     blocks = _blocks("python")
-    assert len(blocks) == 3, "a README python block was added or removed: check it in this file"
+    assert len(blocks) == 4, "a README python block was added or removed: check it in this file"
     assert "@ado.kernel" in blocks[0] and "jax_kernel" in blocks[1] and "ez.autodiff" in blocks[2]
+    assert "ado.sync_threads()" in blocks[3]
 
 
 @pytest.fixture(scope="module")
@@ -120,3 +121,16 @@ def test_example_and_benchmark_commands_name_real_scripts_and_options():
             module.parse(words[1:])
         finally:
             sys.path.remove(str(script.parent))
+
+
+def test_block_kernel_block_runs_and_its_adjoint_is_right(tmp_path):
+    block = _blocks("python")[3]
+    assert "ado.sync_threads()" in block
+    path = tmp_path / "readme_block_kernel.py"
+    path.write_text(block)
+    namespace = {"__name__": "readme_block_kernel"}
+    exec(compile(block, str(path), "exec"), namespace)
+    A, B, C = namespace["A"], namespace["B"], namespace["C"]
+    np.testing.assert_allclose(C, A @ B, rtol=1e-5)
+    np.testing.assert_allclose(namespace["dA"], np.ones_like(C) @ B.T, rtol=1e-5)
+    np.testing.assert_allclose(namespace["dB"], A.T @ np.ones_like(C), rtol=1e-5)

@@ -129,11 +129,13 @@ def add_block_host_entry(module_text: str, body_name: str, flat_types: Sequence,
     last = b.select(b.icmp_unsigned("<", last, total_blocks), last, total_blocks)   # whole blocks only
     offsets, shared_bytes = _offsets(shared)
     state_size = max(state_bytes, 16)
-    pending = b.alloca(_I1, name="pending")
+    point_slot = b.alloca(_I32, name="point")       # the barrier the block's threads wait at (0: start)
+    next_slot = b.alloca(_I32, name="next")
+    diverged = b.alloca(_I1, name="diverged")
     has_blocks = b.icmp_unsigned("<", first, last)
     with b.if_then(has_blocks):
         state = b.call(malloc, [_I64(state_size * threads)])
-        resumes = b.call(malloc, [_I64(4 * threads)])
+        finished_flags = b.call(malloc, [_I64(threads)])
         scratch = b.call(malloc, [_I64(SCRATCH_SLOT * threads)])
         memory = b.call(malloc, [_I64(shared_bytes)])
         shared_ptrs = [b.gep(memory, [_I64(o)], source_etype=_I8, inbounds=True) for o in offsets]
@@ -142,30 +144,55 @@ def add_block_host_entry(module_text: str, body_name: str, flat_types: Sequence,
             for pointer, (nbytes, zero) in zip(shared_ptrs, shared):
                 if zero:
                     b.call(memset, [pointer, _I8(0), _I64(int(nbytes)), _I1(0)])
-            b.call(memset, [resumes, _I8(0), _I64(4 * threads), _I1(0)])
+            b.call(memset, [finished_flags, _I8(0), _I64(threads), _I1(0)])
+            b.store(_I32(0), point_slot)
             phase = fn.append_basic_block("phase")
             b.branch(phase)
             b.position_at_end(phase)
-            b.store(_I1(0), pending)
+            b.store(_I32(0), next_slot)
+            b.store(_I1(0), diverged)
+            # one resume point for the whole block (its control flow is uniform), so LLVM can
+            # unswitch the resume function's dispatch out of the thread loop: one loop per phase
+            point = b.load(point_slot)
             with _counted_loop(b, fn, _I32(0), _I32(threads), "thread") as t:
-                resume_ptr = b.gep(resumes, [t], source_etype=_I32, inbounds=True)
-                point = b.load(resume_ptr, typ=_I32, align=4)
-                with b.if_then(b.icmp_signed(">=", point, _I32(0))):
+                flag = b.gep(finished_flags, [t], source_etype=_I8, inbounds=True)
+                with b.if_then(b.icmp_unsigned("==", b.load(flag, typ=_I8), _I8(0))):
                     t64 = b.zext(t, _I64)
                     tids = _tids(b, block_coords, _coords(b, t64, [_I64(e) for e in block]), block)
                     thread_state = b.gep(state, [b.mul(t64, _I64(state_size))], source_etype=_I8, inbounds=True)
                     reached = b.call(resume, [thread_state, point, t, scratch] + tids + params + shared_ptrs
                                      + [status])
-                    finished = b.icmp_unsigned("==", reached, _I32(0))
-                    b.store(b.select(finished, _I32(-1), reached), resume_ptr, align=4)
-                    b.store(b.or_(b.load(pending), b.not_(finished)), pending)
+                    with b.if_else(b.icmp_unsigned("==", reached, _I32(0))) as (ended, waiting):
+                        with ended:
+                            b.store(_I8(1), flag)
+                        with waiting:
+                            earlier = b.load(next_slot)
+                            other = b.and_(b.icmp_unsigned("!=", earlier, _I32(0)),
+                                           b.icmp_unsigned("!=", earlier, reached))
+                            with b.if_then(other, likely=False):       # cannot happen in uniform control flow
+                                _record_divergence(b, status, block_index)
+                                b.store(_I1(1), diverged)
+                            b.store(reached, next_slot)
+            following = b.load(next_slot)
             done = fn.append_basic_block("phases.done")
-            b.cbranch(b.load(pending), phase, done)
+            b.store(following, point_slot)
+            again = b.and_(b.icmp_unsigned("!=", following, _I32(0)), b.not_(b.load(diverged)))
+            b.cbranch(again, phase, done)          # a diverged block stops: its threads' states disagree
             b.position_at_end(done)
-        for pointer in (state, resumes, scratch, memory):
+        for pointer in (state, finished_flags, scratch, memory):
             b.call(free, [pointer])
     b.ret_void()
     return _link(body_module, m, body_name, resume_name(body_name))
+
+
+def _record_divergence(b: ir.IRBuilder, status, block_index) -> None:
+    """Threads of one block stopped at different barriers: status code DIVERGED (abi_status.py),
+    the block's index as the index word; the launch raises instead of returning wrong values."""
+    from ..abi_status import DIVERGED
+    old = b.atomic_rmw("xchg", status, _I64(DIVERGED), "monotonic")
+    with b.if_then(b.icmp_unsigned("==", old, _I64(0))):
+        for word, value in ((1, _I64(-1)), (2, block_index), (3, _I64(0))):
+            b.store(value, b.gep(status, [_I64(word)], source_etype=_I64, inbounds=True))
 
 
 def _inline_everything(module_text: str, body_name: str):
@@ -261,9 +288,9 @@ def add_block_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, 
         pointers = [b.addrspacecast(storage, _PTR) for storage, _, _ in shared_ptrs]
         b.call(body, tids + params + pointers + [status], attrs=("alwaysinline",))
     b.ret_void()
-    _internalize_ops(body_module)
-    text = abi._link(body_module, m, body_name)
+    text = abi._link(body_module, m, body_name)      # the entry's barrier resolves to the definition
     module = abi._parse(text)
+    _internalize_ops(module)
     for function in module.functions:
         if not function.is_declaration and function.name != abi.kernel_entry_name(body_name):
             function.linkage = llvm.Linkage.internal

@@ -108,3 +108,28 @@ def k(x: ado.InOut[ado.f64]):
     with pytest.raises(CompilationError, match=r"whole warps.*32 threads.*warp size 64"):
         _gcn(module.k, "gfx942")
     module.k.compiled("nvptx", arch="sm_90")      # 32 lanes on NVIDIA: fine
+
+
+@needs_ptxas
+@pytest.mark.parametrize("mode", ["jvp", "vjp"])
+@pytest.mark.parametrize("name", ["matmul", "reverse"])
+def test_derivatives_with_shadow_shared_arrays_assemble(name, mode):
+    """Shadow shared arrays are zero-filled by the entry, behind a barrier of its own."""
+    import adoffload as ado
+    base = KERNELS[name]
+    wrt = ("A", "B") if name == "matmul" else "x"
+    kernel = ado.jvp(base, wrt) if mode == "jvp" else ado.vjp(base, wrt)
+    ptx = kernel.compiled("nvptx", arch="sm_90", noalias=True).artifact
+    assert ".shared" in ptx and "bar.sync" in ptx
+    nvptx.ptxas_check(ptx, "sm_90")
+    if kernel.tape is not None:
+        nvptx.ptxas_check(kernel.count_kernel.compiled("nvptx", arch="sm_90").artifact, "sm_90")
+
+
+@needs_lld
+@pytest.mark.parametrize("name", AMD_KERNELS)
+def test_reverse_kernels_link_for_amd(name):
+    import adoffload as ado
+    wrt = ("A", "B") if name == "matmul" else "x"
+    hsaco = ado.vjp(KERNELS[name], wrt).compiled("amdgpu", arch="gfx942").artifact
+    assert hsaco[:4] == b"\x7fELF"
