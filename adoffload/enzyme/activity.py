@@ -103,6 +103,12 @@ class ActivityInfo:
         return self.varied & self.useful
 
 
+def derived_attributes(arg) -> set[str]:
+    """A primal argument's attributes for the same argument of a derived function: all but those
+    that speak of the primal's return value (``returned``: derived functions return void or a tangent)."""
+    return {a for a in arg.attributes if a.split("(")[0] != "returned"}
+
+
 def _check_arg_activity(fn: Function, arg_activity: list[Activity]) -> None:
     if len(arg_activity) != len(fn.args):
         raise DifferentiationError(

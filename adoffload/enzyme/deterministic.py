@@ -59,6 +59,7 @@ import numpy as np
 
 from ..errors import DifferentiationError
 from ..ir.builder import Builder
+from .activity import derived_attributes
 from .rules import describe
 from ..ir.core import Argument, Block, Function, FunctionType, Instruction, Value, const, f32, f64, i8, i64, ptr, void
 
@@ -205,7 +206,7 @@ def add_counting_function(module, primal: Function, name: str, counters: list[tu
 
     params = tuple(a.type for a in primal.args) + (ptr,) * len(counters)
     fn = Function(name, FunctionType(void, params),
-                  [Argument(a.type, a.name, k, set(a.attributes)) for k, a in enumerate(primal.args)])
+                  [Argument(a.type, a.name, k, derived_attributes(a)) for k, a in enumerate(primal.args)])
     fn.args += [Argument(ptr, counter, len(primal.args) + k) for k, (counter, _) in enumerate(counters)]
     module.add_function(fn)
     block_map, returns = clone_function_body(primal, fn, dict(zip(primal.args, fn.args)))

@@ -22,7 +22,7 @@ from ..errors import DifferentiationError
 from ..ir.builder import Builder
 from ..ir.core import (Argument, Block, Constant, FloatType, Function, FunctionType, GlobalVariable, Instruction,
                        Module, Type, Value, VectorType, const, i8, i64, ptr, void)
-from .activity import CONST, Activity, ActivityInfo, analyze, is_float_type
+from .activity import CONST, Activity, ActivityInfo, analyze, derived_attributes, is_float_type
 from .custom import custom_tangent, find_custom
 from .memory import allocation_size, heap_function, shadow_alloc, shadow_free, shadow_realloc
 from .parallel import UNIFORM_ADD_PREFIX
@@ -477,7 +477,7 @@ def forward(module: Module, fn: Function, activity: list[Activity], width: int =
     derived = Function(name, ftype, [Argument(t, n, i) for i, (n, t) in enumerate(params)],
                        attributes={a for a in fn.attributes if a in ("nounwind", "willreturn", "mustprogress")})
     for new, old in zip(derived.args, fn.args):
-        new.attributes = set(old.attributes)
+        new.attributes = derived_attributes(old)
     module.add_function(derived)
     try:
         return ForwardPass(module, fn, info, width, derived).run()

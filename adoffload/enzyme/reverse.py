@@ -30,7 +30,7 @@ from ..errors import DifferentiationError
 from ..ir.builder import Builder
 from ..ir.core import (Argument, Block, Constant, Function, FunctionType, GlobalVariable, Instruction,
                        Module, StructType, Value, const, i1, i8, i32, i64, ptr, void)
-from .activity import CONST, Activity, analyze, is_float_type, is_uniform_add
+from .activity import CONST, Activity, analyze, derived_attributes, is_float_type, is_uniform_add
 from .blocks import REPLAYED_CALLS
 from .memory import (allocation_size, copy_adjoint, float_element_type, heap_function, shadow_alloc, shadow_free,
                      shadow_size)
@@ -212,7 +212,7 @@ class _Reverser:
         fn = Function(name, FunctionType(void, tuple(params)),
                       [Argument(t, n, k) for k, (t, n) in enumerate(zip(params, names))])
         for arg, new in zip(primal.args, fn.args):
-            new.attributes = set(arg.attributes)
+            new.attributes = derived_attributes(arg)
         self.module.add_function(fn)
         self.fn = fn
         return fn
