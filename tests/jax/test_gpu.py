@@ -36,7 +36,7 @@ def test_gpu_values_grad_vmap_and_bounds():
     np.testing.assert_allclose(jax.jit(ado.jax_kernel(cube3))(c), cube3_ref(c), rtol=1e-13)
     e = ado.jax_kernel(energy, out_shapes={"e": (1,)}, grid=lambda x: x.shape)
     np.testing.assert_allclose(jax.jit(e)(x), energy_ref(x), rtol=1e-10)
-    bad = jax.jit(ado.jax_kernel(shifted))(x)
+    bad = jax.jit(ado.jax_kernel(shifted, out_shapes={"out": x.shape}))(x)
     jax.block_until_ready(bad)
     with pytest.raises(BoundsError, match="array 'x'"):
         check_errors()

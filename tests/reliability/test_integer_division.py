@@ -121,11 +121,12 @@ def test_jax_cpu_raises_naming_kernel_and_line():
     jax = pytest.importorskip("jax")
     import jax.numpy as jnp
     f = ado.jax_kernel(divide_in_helper)
-    np.testing.assert_array_equal(f(jnp.array([7, 8], jnp.int32), jnp.array([2, -3], jnp.int32)), [3, -3])
-    with pytest.raises(Exception, match="kernel 'divide_in_helper': integer division or modulo by zero"):
-        jax.block_until_ready(jax.jit(f)(jnp.array([7, 8], jnp.int32), jnp.array([2, 0], jnp.int32)))
-    with pytest.raises(Exception, match="kernel 'divide_in_helper': integer overflow"):
-        jax.block_until_ready(f(jnp.array([-2**31, 8], jnp.int32), jnp.array([-1, 1], jnp.int32)))
+    with jax.default_device(jax.devices("cpu")[0]):          # the CPU handler, also on a machine with a GPU
+        np.testing.assert_array_equal(f(jnp.array([7, 8], jnp.int32), jnp.array([2, -3], jnp.int32)), [3, -3])
+        with pytest.raises(Exception, match="kernel 'divide_in_helper': integer division or modulo by zero"):
+            jax.block_until_ready(jax.jit(f)(jnp.array([7, 8], jnp.int32), jnp.array([2, 0], jnp.int32)))
+        with pytest.raises(Exception, match="kernel 'divide_in_helper': integer overflow"):
+            jax.block_until_ready(f(jnp.array([-2**31, 8], jnp.int32), jnp.array([-1, 1], jnp.int32)))
 
 
 def _has_cuda() -> bool:
