@@ -254,8 +254,9 @@ def rule_key(inst: Instruction) -> str:
 def describe(inst: Instruction) -> str:
     """``call @llvm.foo.f64 (at kernel.py:12)``: an instruction as error messages name it."""
     what = inst.opcode
-    if inst.opcode == "call":
-        what = f"call @{getattr(inst.callee, 'name', '?')}"
+    if inst.opcode == "call":   # an indirect call or inline asm names its callee as it is spelled
+        callee = inst.callee
+        what = f"call @{callee.name}" if isinstance(callee, Function) else f"call {callee.ref()[:80]}"
     elif inst.opcode == "atomicrmw":
         what = f"atomicrmw {inst.op}"
     where = f" at {inst.location}" if inst.location is not None else ""

@@ -12,7 +12,7 @@ import re
 import llvmlite.binding as llvm
 
 from . import textparse as tp
-from .core import (Argument, Block, Constant, Function, FunctionType, GlobalVariable, Instruction,
+from .core import (Argument, Block, Constant, Function, FunctionType, GlobalVariable, InlineAsm, Instruction,
                    IntType, MetadataValue, Module, SourceLocation, Type, Value)
 from ..errors import IRError
 
@@ -226,6 +226,8 @@ class _Importer:
             return Constant(type_, str(ref).split()[-1])
         if kind == "constant_fp":
             return Constant(type_, ref.get_constant_value(round_fp=True))
+        if kind == "inline_asm":
+            return InlineAsm(text=str(ref).strip().removeprefix("ptr").strip())
         if kind == "metadata_as_value":  # spelled by the call that uses it (see _metadata_arguments)
             return MetadataValue()
         simple = {"constant_pointer_null": "null", "undef_value": "undef", "poison_value": "poison",

@@ -14,6 +14,7 @@ import pytest
 
 import adoffload as ado
 from adoffload.enzyme.api import Active, Duplicated, Forward, Reverse, autodiff
+from adoffload.errors import DifferentiationError
 
 
 def _module(body: str, declarations: str = "", params: str = "double %x, double %y") -> ado.foreign.ForeignModule:
@@ -204,3 +205,20 @@ def test_complex_float_product_returns_a_vector():
     a, b, c, d = 0.5, -1.0, 2.0, 0.25
     # Re + Im of (a + ib)(c + id) = ac - bd + ad + bc: partials (c + d, c - d, a + b, a - b)
     assert [_forward(fn, (a, b, c, d), np.eye(4)[k]) for k in range(4)] == [c + d, c - d, a + b, a - b]
+
+
+def test_inline_asm_is_refused_on_an_active_path_and_fine_off_it():
+    text = (r'define double @f(double %x, i32 %k) {' '\n'
+            r'  %y = call double asm "", "=x,0"(double %x)' '\n'
+            r'  %j = call i32 asm "", "=r,0"(i32 %k)' '\n'
+            r'  call void asm sideeffect "", "~{memory}"()' '\n'
+            r'  %c = sitofp i32 %j to double' '\n  %z = fmul double %c, %x\n'
+            r'  %w = fmul double %y, %c' '\n  %r = select i1 false, double %w, double %z\n  ret double %r\n}')
+    fn = ado.from_llvm(text, canonical=False)["f"]
+    assert fn(3.0, 2) == 6.0
+    with pytest.raises(DifferentiationError, match=r"call asm"):
+        autodiff(Forward, fn, Duplicated(3.0, 1.0), 2)
+    inactive = ado.from_llvm(text.replace("%r = select i1 false, double %w, double %z", "%r = fadd double %z, 0.0"),
+                             canonical=False)["f"]
+    assert autodiff(Forward, inactive, Duplicated(3.0, 1.0), 2) == 2.0
+    assert autodiff(Reverse, inactive, Active(3.0), 2)[0] == 2.0
