@@ -20,6 +20,7 @@ def initialize() -> None:
     llvm.initialize_all_asmprinters()
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
+    llvm.initialize_native_asmparser()   # inline asm in foreign IR: without it LLVM aborts the process
 
 
 @functools.cache

@@ -103,6 +103,21 @@ class ActivityInfo:
         return self.varied & self.useful
 
 
+def is_placeholder_pointer(v) -> bool:
+    """A constant pointer that points at no memory: null, undef, or an address made from an
+    integer constant (Rust's dangling ``inttoptr (i64 8 to ptr)`` for empty slices). It may meet a
+    shadowed pointer in a phi; it is its own shadow, since nothing is ever accessed through it."""
+    from ..ir.core import Constant, Instruction
+    if isinstance(v, Instruction) and v.opcode == "inttoptr":
+        return isinstance(v.operands[0], Constant) and v.operands[0].kind == "scalar"
+    if not isinstance(v, Constant):
+        return False
+    if v.kind in ("null", "undef", "poison", "zero"):
+        return True
+    return v.kind == "expr" and getattr(v, "opcode", "") == "inttoptr" and all(
+        isinstance(o, Constant) and o.kind == "scalar" for o in getattr(v, "operands", ()))
+
+
 def derived_attributes(arg) -> set[str]:
     """A primal argument's attributes for the same argument of a derived function: all but those
     that speak of the primal's return value (``returned``: derived functions return void or a tangent)."""

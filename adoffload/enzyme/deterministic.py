@@ -208,6 +208,7 @@ def add_counting_function(module, primal: Function, name: str, counters: list[tu
     fn = Function(name, FunctionType(void, params),
                   [Argument(a.type, a.name, k, derived_attributes(a)) for k, a in enumerate(primal.args)])
     fn.args += [Argument(ptr, counter, len(primal.args) + k) for k, (counter, _) in enumerate(counters)]
+    fn.personality = primal.personality
     module.add_function(fn)
     block_map, returns = clone_function_body(primal, fn, dict(zip(primal.args, fn.args)))
     entry = Builder()

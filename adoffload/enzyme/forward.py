@@ -22,7 +22,8 @@ from ..errors import DifferentiationError
 from ..ir.builder import Builder
 from ..ir.core import (Argument, Block, Constant, FloatType, Function, FunctionType, GlobalVariable, Instruction,
                        Module, Type, Value, VectorType, const, i8, i64, ptr, void)
-from .activity import CONST, Activity, ActivityInfo, analyze, derived_attributes, is_float_type
+from .activity import (CONST, Activity, ActivityInfo, analyze, derived_attributes, is_float_type,
+                       is_placeholder_pointer)
 from .custom import custom_tangent, find_custom
 from .memory import allocation_size, heap_function, shadow_alloc, shadow_free, shadow_realloc
 from .parallel import UNIFORM_ADD_PREFIX
@@ -130,7 +131,7 @@ class ForwardPass:
     def shadow(self, pointer: Value, lane: int, user: Instruction) -> Value:
         if pointer in self.shadows:
             return self.shadows[pointer][lane]
-        if isinstance(pointer, Constant) and pointer.kind in ("null", "undef", "poison", "zero"):
+        if is_placeholder_pointer(pointer):
             return pointer
         raise DifferentiationError(
             f"pointer %{getattr(pointer, 'name', '?')} used by {user.opcode} at {user.location or '?'} mixes "
@@ -476,6 +477,7 @@ def forward(module: Module, fn: Function, activity: list[Activity], width: int =
     ftype = FunctionType(fn.return_type if returns_tangent else void, tuple(t for _, t in params))
     derived = Function(name, ftype, [Argument(t, n, i) for i, (n, t) in enumerate(params)],
                        attributes={a for a in fn.attributes if a in ("nounwind", "willreturn", "mustprogress")})
+    derived.personality = fn.personality          # landing pads (invoke) need the primal's
     for new, old in zip(derived.args, fn.args):
         new.attributes = derived_attributes(old)
     module.add_function(derived)

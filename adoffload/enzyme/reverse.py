@@ -30,7 +30,8 @@ from ..errors import DifferentiationError
 from ..ir.builder import Builder
 from ..ir.core import (Argument, Block, Constant, Function, FunctionType, GlobalVariable, Instruction,
                        Module, StructType, Value, const, i1, i8, i32, i64, ptr, void)
-from .activity import CONST, Activity, analyze, derived_attributes, is_float_type, is_uniform_add
+from .activity import (CONST, Activity, analyze, derived_attributes, is_float_type, is_placeholder_pointer,
+                       is_uniform_add)
 from .blocks import REPLAYED_CALLS
 from .memory import (allocation_size, copy_adjoint, float_element_type, heap_function, shadow_alloc, shadow_free,
                      shadow_size)
@@ -211,6 +212,7 @@ class _Reverser:
             names.append("dret")
         fn = Function(name, FunctionType(void, tuple(params)),
                       [Argument(t, n, k) for k, (t, n) in enumerate(zip(params, names))])
+        fn.personality = primal.personality       # landing pads (invoke) need the primal's
         for arg, new in zip(primal.args, fn.args):
             new.attributes = derived_attributes(arg)
         self.module.add_function(fn)
@@ -315,7 +317,7 @@ class _Reverser:
     def _shadow_operand(self, v: Value, user: Instruction) -> Value:
         if v in self.shadow:
             return self.shadow[v]
-        if isinstance(v, Constant) and v.kind in ("null", "undef", "poison"):
+        if is_placeholder_pointer(v):
             return v
         raise DifferentiationError(f"pointer {v.ref()} used by {describe(user)} has no shadow "
                                    f"(it mixes a Const pointer with a Dup one)")

@@ -254,8 +254,9 @@ def rule_key(inst: Instruction) -> str:
 def describe(inst: Instruction) -> str:
     """``call @llvm.foo.f64 (at kernel.py:12)``: an instruction as error messages name it."""
     what = inst.opcode
-    if inst.opcode == "call":
-        what = f"call @{getattr(inst.callee, 'name', '?')}"
+    if inst.opcode == "call":   # an indirect call or inline asm names its callee as it is spelled
+        callee = inst.callee
+        what = f"call @{callee.name}" if isinstance(callee, Function) else f"call {callee.ref()[:80]}"
     elif inst.opcode == "atomicrmw":
         what = f"atomicrmw {inst.op}"
     where = f" at {inst.location}" if inst.location is not None else ""
@@ -505,6 +506,74 @@ def _frexp_reverse(ctx, inst, adjoint):
 
 
 register("call:frexp", Rule(forward=_frexp_forward, reverse=_frexp_reverse))
+
+
+# ----------------------------------------------------------------------------- complex arithmetic
+# clang lowers C ``_Complex`` products and quotients to compiler-rt's __muldc3/__divdc3
+# (``{re, im}`` results; float: __mulsc3/__divsc3, ``<2 x float>``). Both are holomorphic in
+# z = a + ib and w = c + id, so one complex partial per input, P = ∂q/∂z, gives the tangent
+# dq = P·dz and, for a real adjoint (u, v) of (Re q, Im q), the adjoint of (re, im) of z:
+# (u·Re P + v·Im P, v·Re P - u·Im P). The partials are those of the finite-case formulas.
+
+def _complex_parts(ctx, value: Value, k: int) -> Value:
+    op = "extractelement" if isinstance(value.type, VectorType) else "extractvalue"
+    element = value.type.element if isinstance(value.type, VectorType) else value.type.elements[k]
+    if op == "extractelement":
+        return ctx.builder.emit(op, element, [value, const(i32, k)])
+    return ctx.builder.emit(op, element, [value], indices=(k,))
+
+
+def _complex_pack(ctx, t: Type, re_: Value, im: Value) -> Value:
+    zero = Constant(t, None, kind="zero")
+    if isinstance(t, VectorType):
+        first = ctx.builder.emit("insertelement", t, [zero, re_, const(i32, 0)])
+        return ctx.builder.emit("insertelement", t, [first, im, const(i32, 1)])
+    first = ctx.builder.emit("insertvalue", t, [zero, re_], indices=(0,))
+    return ctx.builder.emit("insertvalue", t, [first, im], indices=(1,))
+
+
+def _cmul(ctx, a, b, c, d):
+    return ctx.sub(ctx.mul(a, c), ctx.mul(b, d)), ctx.add(ctx.mul(a, d), ctx.mul(b, c))
+
+
+def _complex_partials(ctx, inst, divide: bool):
+    """(∂q/∂z, ∂q/∂w) as (re, im) pairs: w and z for a product; 1/w and -q/w for a quotient."""
+    a, b, c, d = (ctx.operand(inst, k) for k in range(4))
+    if not divide:
+        return (c, d), (a, b)
+    den = ctx.add(ctx.mul(c, c), ctx.mul(d, d))
+    inv = (ctx.div(c, den), ctx.neg(ctx.div(d, den)))
+    q = ctx.result(inst)
+    qr, qi = _complex_parts(ctx, q, 0), _complex_parts(ctx, q, 1)
+    minus_q_over_w = _cmul(ctx, ctx.neg(qr), ctx.neg(qi), *inv)
+    return inv, minus_q_over_w
+
+
+def _complex_forward(divide: bool):
+    def forward(ctx, inst, tangents):
+        if all(t is None for t in tangents):
+            return None
+        zero = ctx.const(inst.operands[0].type, 0.0)
+        da, db, dc, dd = (t if t is not None else zero for t in tangents)
+        (pr, pi), (sr, si) = _complex_partials(ctx, inst, divide)
+        re1, im1 = _cmul(ctx, pr, pi, da, db)
+        re2, im2 = _cmul(ctx, sr, si, dc, dd)
+        return _complex_pack(ctx, inst.type, ctx.add(re1, re2), ctx.add(im1, im2))
+    return forward
+
+
+def _complex_reverse(divide: bool):
+    def reverse(ctx, inst, adjoint):
+        u, v = _complex_parts(ctx, adjoint, 0), _complex_parts(ctx, adjoint, 1)
+        out = []
+        for pr, pi in _complex_partials(ctx, inst, divide):
+            out += [ctx.add(ctx.mul(u, pr), ctx.mul(v, pi)), ctx.sub(ctx.mul(v, pr), ctx.mul(u, pi))]
+        return out
+    return reverse
+
+
+for _name, _divide in (("__muldc3", False), ("__mulsc3", False), ("__divdc3", True), ("__divsc3", True)):
+    register(f"call:{_name}", Rule(forward=_complex_forward(_divide), reverse=_complex_reverse(_divide)))
 
 
 # ----------------------------------------------------------------------------- trigonometry

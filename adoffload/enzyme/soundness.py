@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from ..errors import DifferentiationError
 from ..ir.core import Argument, Constant, Function, GlobalVariable, Instruction, Value
-from .activity import ActivityInfo, is_float_type, memory_roots
+from .activity import ActivityInfo, is_float_type, is_placeholder_pointer, memory_roots
 from .custom import find_custom
 from .memory import heap_function
 from .rules import RULES, describe, rule_key
@@ -233,7 +233,7 @@ def _unknown_origin(pointer: Value, info: ActivityInfo) -> Instruction | None:
         elif p.opcode == "load":
             if p.operands[0] in info.shadowed:
                 return p
-        elif p.opcode == "inttoptr" or (p.opcode == "call" and heap_function(p) is None):
+        elif (p.opcode == "inttoptr" and not is_placeholder_pointer(p)) or (p.opcode == "call" and heap_function(p) is None):
             return p
     return None
 

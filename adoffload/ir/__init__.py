@@ -1,6 +1,6 @@
 """The SSA IR (a typed mirror of LLVM IR), its LLVM import/export, canonicalization and verifier."""
 from .core import (ArrayType, Argument, Block, Constant, ConstantExpr, FloatType, Function, FunctionType,
-                   GlobalVariable, Instruction, IntType, LabelType, MetadataType, MetadataValue, Module,
+                   GlobalVariable, InlineAsm, Instruction, IntType, LabelType, MetadataType, MetadataValue, Module,
                    PointerType, SourceLocation, StructType, TERMINATORS, Type, Value, VectorType, VoidType,
                    const, f16, f32, f64, i1, i8, i16, i32, i64, label, ptr, void)
 from .builder import Builder

@@ -68,7 +68,8 @@ def prepare_for_analysis(source: str | bytes) -> str:
     inlines callees (a call left afterwards is recursive or external). Semantics are unchanged.
     """
     text = str(parse_llvm(source)) if isinstance(source, (bytes, bytearray)) else source
-    text = _ATTRIBUTE_GROUP.sub(lambda m: m.group(1) + _BLOCKING_ATTRIBUTES.sub("", m.group(2)) + "}", text)
+    text = _ATTRIBUTE_GROUP.sub(lambda m: m.group(1) + (_BLOCKING_ATTRIBUTES.sub("", m.group(2)).strip()
+                                                       or "alwaysinline") + " }", text)   # a group may not be empty
     pieces, last = [], 0
     for match in _DEFINE.finditer(text):
         after = _AFTER_PARAMETERS.match(text, _matching_paren(text, match.end() - 1) + 1).end()

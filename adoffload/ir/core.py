@@ -207,6 +207,18 @@ class MetadataValue(Constant):
         return self.text
 
 
+@dataclass(eq=False)
+class InlineAsm(Constant):
+    """An inline-assembly callee, kept as LLVM spelled it (``asm sideeffect "", "~{memory}"``).
+    A Constant (kind ``asm``) so copies of the call keep it; no derivative rule matches it."""
+    type: Type = PointerType(0)
+    kind: str = "asm"
+    text: str = ""
+
+    def ref(self) -> str:
+        return self.text
+
+
 CAST_OPCODES = frozenset({"trunc", "zext", "sext", "fptrunc", "fpext", "fptoui", "fptosi", "uitofp", "sitofp",
                           "ptrtoint", "inttoptr", "bitcast", "addrspacecast"})
 

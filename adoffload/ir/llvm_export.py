@@ -253,6 +253,8 @@ class _Exporter:
     def value(self, v: core.Value, user: core.Instruction):
         if isinstance(v, core.MetadataValue):
             return _Spelled.metadata(v)
+        if isinstance(v, core.InlineAsm):
+            return _Literal(llir.PointerType(), v.text)
         if isinstance(v, core.Constant):
             return llconstant(v, self.reference)
         found = self.values.get(id(v))

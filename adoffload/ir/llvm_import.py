@@ -12,7 +12,7 @@ import re
 import llvmlite.binding as llvm
 
 from . import textparse as tp
-from .core import (Argument, Block, Constant, Function, FunctionType, GlobalVariable, Instruction,
+from .core import (Argument, Block, Constant, Function, FunctionType, GlobalVariable, InlineAsm, Instruction,
                    IntType, MetadataValue, Module, SourceLocation, Type, Value)
 from ..errors import IRError
 
@@ -22,6 +22,7 @@ CALLING_CONVENTIONS = ("ptx_kernel", "amdgpu_kernel", "spir_kernel", "fastcc", "
 _LINKAGE_NAMES = {"linkonce_any": "linkonce", "weak_any": "weak"}
 _LOC_NODE = re.compile(r'^!(\d+)\s*=\s*(?:distinct\s+)?!\{!"((?:[^"\\]|\\.)*)",\s*i32\s+(-?\d+),\s*i32\s+(-?\d+)\}',
                        re.M)
+_GLOBAL_KIND = re.compile(r"(?:addrspace\((\d+)\)\s+)?(?:externally_initialized\s+)?\b(global|constant)\s")
 _NAMED_TYPE = re.compile(r'%("[^"]*"|[-\w$.]+)')
 _STRUCT_DEF = re.compile(r'^%("[^"]*"|[-\w$.]+)\s*=\s*type\s+(.*)$', re.M)
 
@@ -100,17 +101,17 @@ class _Importer:
     def import_global(self, g: llvm.ValueRef) -> GlobalVariable:
         text = str(g)
         value_type = self.type_of(g.global_value_type)
-        m = re.search(r"(?:addrspace\((\d+)\)\s+)?(?:externally_initialized\s+)?\b(global|constant)\s", text)
+        m = _GLOBAL_KIND.search(text, text.find("=") + 1)   # not in the name (@constant)
         if m is None:
             raise IRError(f"cannot read global variable: {text[:200]}")
         gv = GlobalVariable(g.name, value_type, constant=m.group(2) == "constant",
                             addrspace=int(m.group(1) or 0), linkage=linkage_name(g))
-        header = text[:m.start()]
-        tls = re.search(r"\bthread_local(\(\w+\))?", header)
+        tls = re.search(r"\bthread_local(\(\w+\))?", text[:m.start()])
         gv.thread_local = tls.group(0) if tls else ""
-        section = re.search(r',\s*section\s+"([^"]*)"', text)
+        trailer = re.sub(r'c"[^"]*"', 'c""', text[m.end():])   # string data cannot fake the attributes
+        section = re.search(r',\s*section\s+"([^"]*)"', trailer)
         gv.section = section.group(1) if section else ""
-        align = re.search(r",\s*align\s+(\d+)(?=\s*(?:,|$))", text)
+        align = re.search(r",\s*align\s+(\d+)\b", trailer)
         gv.align = int(align.group(1)) if align else None
         self.values[_address(g)] = gv
         return gv
@@ -119,8 +120,7 @@ class _Importer:
         if g.is_declaration:
             return
         text = str(g)
-        m = re.search(r"(?:addrspace\((\d+)\)\s+)?(?:externally_initialized\s+)?\b(global|constant)\s", text)
-        cur = tp.Cursor(text, m.end())
+        cur = tp.Cursor(text, _GLOBAL_KIND.search(text, text.find("=") + 1).end())
         tp.parse_type(cur, self.resolve_struct)
         try:
             gv.initializer = tp.parse_constant(cur, gv.value_type, self.resolve_struct, self.resolve_global)
@@ -226,6 +226,8 @@ class _Importer:
             return Constant(type_, str(ref).split()[-1])
         if kind == "constant_fp":
             return Constant(type_, ref.get_constant_value(round_fp=True))
+        if kind == "inline_asm":
+            return InlineAsm(text=str(ref).strip().removeprefix("ptr").strip())
         if kind == "metadata_as_value":  # spelled by the call that uses it (see _metadata_arguments)
             return MetadataValue()
         simple = {"constant_pointer_null": "null", "undef_value": "undef", "poison_value": "poison",

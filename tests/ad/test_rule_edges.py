@@ -14,6 +14,7 @@ import pytest
 
 import adoffload as ado
 from adoffload.enzyme.api import Active, Duplicated, Forward, Reverse, autodiff
+from adoffload.errors import DifferentiationError
 
 
 def _module(body: str, declarations: str = "", params: str = "double %x, double %y") -> ado.foreign.ForeignModule:
@@ -175,3 +176,49 @@ def test_noalias_scope_declaration_is_ignored_by_both_modes():
     fn(x, up, a + 1e-6)
     fn(x, down, a - 1e-6)
     assert (up[0] - down[0]) / 2e-6 == pytest.approx(1.5 ** 2, rel=1e-8)
+
+
+@pytest.mark.parametrize("name, op", [("__muldc3", lambda z, w: z * w), ("__divdc3", lambda z, w: z / w)])
+def test_complex_product_and_quotient_of_compiler_rt(name, op):
+    """C _Complex arithmetic calls compiler-rt; f = Re q + 0.5 Im q of q = z (op) w."""
+    fn = _module(f"  %q = call {{ double, double }} @{name}(double %a, double %b, double %c, double %d)\n"
+                 "  %re = extractvalue { double, double } %q, 0\n  %im = extractvalue { double, double } %q, 1\n"
+                 "  %h = fmul double %im, 0.5\n  %r = fadd double %re, %h\n  ret double %r",
+                 f"declare {{ double, double }} @{name}(double, double, double, double)",
+                 "double %a, double %b, double %c, double %d")["f"]
+    point = (0.3, -1.2, 2.0, 0.5)
+    columns = check_both_oracles(fn, point)
+    z, w = complex(*point[:2]), complex(*point[2:])
+    dz = (op(z + 1e-7, w) - op(z - 1e-7, w)) / 2e-7          # ∂q/∂a; ∂q/∂b = i·∂q/∂a (holomorphic)
+    assert columns[0] == pytest.approx(dz.real + 0.5 * dz.imag, rel=1e-6)
+    assert columns[1] == pytest.approx(-dz.imag + 0.5 * dz.real, rel=1e-6)
+
+
+def test_complex_float_product_returns_a_vector():
+    """__mulsc3 returns <2 x float> on x86-64. Forward mode only: reverse mode needs the adjoint
+    of extractelement, which the reverse engine does not have yet."""
+    fn = _module("  %q = call <2 x float> @__mulsc3(float %a, float %b, float %c, float %d)\n"
+                 "  %re = extractelement <2 x float> %q, i32 0\n  %im = extractelement <2 x float> %q, i32 1\n"
+                 "  %s = fadd float %re, %im\n  %r = fpext float %s to double\n  ret double %r",
+                 "declare <2 x float> @__mulsc3(float, float, float, float)",
+                 "float %a, float %b, float %c, float %d")["f"]
+    a, b, c, d = 0.5, -1.0, 2.0, 0.25
+    # Re + Im of (a + ib)(c + id) = ac - bd + ad + bc: partials (c + d, c - d, a + b, a - b)
+    assert [_forward(fn, (a, b, c, d), np.eye(4)[k]) for k in range(4)] == [c + d, c - d, a + b, a - b]
+
+
+def test_inline_asm_is_refused_on_an_active_path_and_fine_off_it():
+    text = (r'define double @f(double %x, i32 %k) {' '\n'
+            r'  %y = call double asm "", "=x,0"(double %x)' '\n'
+            r'  %j = call i32 asm "", "=r,0"(i32 %k)' '\n'
+            r'  call void asm sideeffect "", "~{memory}"()' '\n'
+            r'  %c = sitofp i32 %j to double' '\n  %z = fmul double %c, %x\n'
+            r'  %w = fmul double %y, %c' '\n  %r = select i1 false, double %w, double %z\n  ret double %r\n}')
+    fn = ado.from_llvm(text, canonical=False)["f"]
+    assert fn(3.0, 2) == 6.0
+    with pytest.raises(DifferentiationError, match=r"call asm"):
+        autodiff(Forward, fn, Duplicated(3.0, 1.0), 2)
+    inactive = ado.from_llvm(text.replace("%r = select i1 false, double %w, double %z", "%r = fadd double %z, 0.0"),
+                             canonical=False)["f"]
+    assert autodiff(Forward, inactive, Duplicated(3.0, 1.0), 2) == 2.0
+    assert autodiff(Reverse, inactive, Active(3.0), 2)[0] == 2.0

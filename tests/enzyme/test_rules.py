@@ -11,7 +11,8 @@ from adoffload.enzyme.activity import CONST, DUP
 from adoffload.enzyme.forward import forward
 from adoffload.enzyme.rules import RULES, Rule, callee_key, register, rule_for
 from adoffload.errors import DifferentiationError
-from adoffload.ir.core import Instruction, Module, SourceLocation, StructType, const, f32, f64, i32, i64
+from adoffload.ir.core import (Instruction, Module, SourceLocation, StructType, VectorType, const, f32, f64,
+                                i32, i64)
 
 from .jit import compile_host, new_function
 
@@ -41,6 +42,22 @@ def _ldexp(module, b, args):
 def _frexp_mantissa(module, b, args):
     pair = b.call_intrinsic(module, "llvm.frexp.f64.i32", StructType((f64, i32)), [args[0]])
     return b.emit("extractvalue", f64, [pair], indices=(0,))
+
+
+def _complex(name, divide=False, single=False):
+    """Re q + 0.5·Im q of q = (a + ib) (op) (c + id), through compiler-rt's __mul?c3/__div?c3."""
+    def emit(module, b, args):
+        t = f32 if single else f64
+        operands = [b.cast("fptrunc", x, f32) for x in args] if single else list(args)
+        result_type = VectorType(f32, 2) if single else StructType((f64, f64))
+        q = b.call_intrinsic(module, name, result_type, operands)
+        if single:
+            re_, im = (b.emit("extractelement", t, [q, const(i32, k)]) for k in (0, 1))
+        else:
+            re_, im = (b.emit("extractvalue", t, [q], indices=(k,)) for k in (0, 1))
+        total = b.fadd(re_, b.fmul(im, const(t, 0.5)))
+        return b.cast("fpext", total, f64) if single else total
+    return emit
 
 
 def _select(module, b, args):
@@ -120,6 +137,10 @@ CASES = {
     "call:frem": (_call("fmod"), 2, [(5.3, 1.7)]),
     "call:ldexp": (_ldexp, 1, [(1.3,), (-0.2,)]),
     "call:frexp": (_frexp_mantissa, 1, [(5.3,), (-0.3,)]),
+    "call:__muldc3": (_complex("__muldc3"), 4, [(0.3, -1.2, 2.0, 0.5)]),
+    "call:__divdc3": (_complex("__divdc3", divide=True), 4, [(0.3, -1.2, 2.0, 0.5)]),
+    "call:__mulsc3": (_complex("__mulsc3", single=True), 4, [(0.3, -1.2, 2.0, 0.5)], 1e-3),
+    "call:__divsc3": (_complex("__divsc3", divide=True, single=True), 4, [(0.3, -1.2, 2.0, 0.5)], 1e-3),
 }
 
 

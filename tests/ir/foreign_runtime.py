@@ -20,7 +20,7 @@ import llvmlite.binding as llvm
 from adoffload import ir
 from adoffload.codegen.host import unresolved_functions
 from adoffload.ir.builder import Builder
-from adoffload.ir.core import Constant, Function, GlobalVariable, Module, const, f64, i64, ptr
+from adoffload.ir.core import Constant, Function, GlobalVariable, Module, const, i64, ptr
 
 # Failure paths: calls that only happen when the function panics, traps or unwinds.
 _FAILURE = re.compile(r"panic|unwrap_failed|expect_failed|index_fail|len_fail|order_fail|handle_error|"

@@ -3,7 +3,6 @@ with UBSan), Rust from rustc at opt-level 0..3. Every file imports, verifies and
 through export, and every function runs on the host and matches a numpy reference."""
 from __future__ import annotations
 
-import cmath
 import math
 from pathlib import Path
 
