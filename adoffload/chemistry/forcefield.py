@@ -157,7 +157,7 @@ class ForceField:
         params = self.parameters if params is None else params
         backend = get_backend(self.backend, adjoint=False)
         box = jnp.asarray(self.box, dtype=pos.dtype)
-        energy, forces = 0.0, jnp.zeros_like(pos)
+        energy = forces = None
         for term in self.terms:
             fused = getattr(term, "energy_and_forces", None)
             if fused is not None:
@@ -166,7 +166,9 @@ class ForceField:
                 e, gradient = jax.value_and_grad(
                     lambda x, t=term: t.energy(backend, x, box, neighbors, params[t.name]))(pos)
                 f = -gradient
-            energy, forces = energy + e, forces + f
+            energy, forces = (e, f) if energy is None else (energy + e, forces + f)   # no pass over zeros
+        if energy is None:                  # no terms
+            return jnp.zeros((), pos.dtype), jnp.zeros_like(pos)
         return energy, forces
 
     def forces(self, pos, neighbors, params=None):

@@ -145,6 +145,9 @@ def lj_energy_forces(pos: ado.In[ado.f64, 2], box: ado.In[ado.f64], neighbors: a
     xi = pos[i, 0]
     yi = pos[i, 1]
     zi = pos[i, 2]
+    bx = box[0]
+    by = box[1]
+    bz = box[2]
     acc = 0.0
     fx = 0.0
     fy = 0.0
@@ -153,9 +156,9 @@ def lj_energy_forces(pos: ado.In[ado.f64, 2], box: ado.In[ado.f64], neighbors: a
         j = neighbors[i, k]
         if j < 0:
             break                                        # rows are compacted: the rest is padding
-        dx = min_image(pos[j, 0] - xi, box[0])
-        dy = min_image(pos[j, 1] - yi, box[1])
-        dz = min_image(pos[j, 2] - zi, box[2])
+        dx = min_image(pos[j, 0] - xi, bx)
+        dy = min_image(pos[j, 1] - yi, by)
+        dz = min_image(pos[j, 2] - zi, bz)
         r2 = dx * dx + dy * dy + dz * dz
         if r2 < rc2:
             v, dv_dr2 = ado.value_and_grad(lj_pair)(r2, sigma, epsilon)
@@ -178,6 +181,9 @@ def morse_energy_forces(pos: ado.In[ado.f64, 2], box: ado.In[ado.f64], neighbors
     xi = pos[i, 0]
     yi = pos[i, 1]
     zi = pos[i, 2]
+    bx = box[0]
+    by = box[1]
+    bz = box[2]
     acc = 0.0
     fx = 0.0
     fy = 0.0
@@ -186,9 +192,9 @@ def morse_energy_forces(pos: ado.In[ado.f64, 2], box: ado.In[ado.f64], neighbors
         j = neighbors[i, k]
         if j < 0:
             break                                        # rows are compacted: the rest is padding
-        dx = min_image(pos[j, 0] - xi, box[0])
-        dy = min_image(pos[j, 1] - yi, box[1])
-        dz = min_image(pos[j, 2] - zi, box[2])
+        dx = min_image(pos[j, 0] - xi, bx)
+        dy = min_image(pos[j, 1] - yi, by)
+        dz = min_image(pos[j, 2] - zi, bz)
         r2 = dx * dx + dy * dy + dz * dz
         if r2 < cutoff * cutoff:
             r = ado.sqrt(r2)
@@ -213,6 +219,9 @@ def coulomb_energy_forces(pos: ado.In[ado.f64, 2], box: ado.In[ado.f64], neighbo
     xi = pos[i, 0]
     yi = pos[i, 1]
     zi = pos[i, 2]
+    bx = box[0]
+    by = box[1]
+    bz = box[2]
     acc = 0.0
     fx = 0.0
     fy = 0.0
@@ -221,9 +230,9 @@ def coulomb_energy_forces(pos: ado.In[ado.f64, 2], box: ado.In[ado.f64], neighbo
         j = neighbors[i, k]
         if j < 0:
             break                                        # rows are compacted: the rest is padding
-        dx = min_image(pos[j, 0] - xi, box[0])
-        dy = min_image(pos[j, 1] - yi, box[1])
-        dz = min_image(pos[j, 2] - zi, box[2])
+        dx = min_image(pos[j, 0] - xi, bx)
+        dy = min_image(pos[j, 1] - yi, by)
+        dz = min_image(pos[j, 2] - zi, bz)
         r2 = dx * dx + dy * dy + dz * dz
         if r2 < cutoff * cutoff:
             r = ado.sqrt(r2)
