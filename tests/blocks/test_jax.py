@@ -56,3 +56,14 @@ def test_vmap_of_a_block_kernel_is_refused():
     f = ado.jax_kernel(kernels.reverse_in_block)
     with pytest.raises(JaxIntegrationError, match=r"block kernel"):
         jax.vmap(f)(np.zeros((2, 8)))
+
+
+def test_gpu_handlers_launch_blocks_of_the_kernels_block_size():
+    from adoffload.jax import targets
+    block = PAIRS["warp_sum"][0]
+    assert block.compiled("nvptx", arch="sm_90").extra["block_threads"] == 64
+    text = targets.rocm_handler_ir(block, block_size=64)
+    assert "i32 1, i32 1, i32 64, i32 1, i32 1, i32 0" in text
+    reverse = ado.vjp(kernels.tiled_matmul, ("A", "B"))          # dynamic tape: counting kernel too
+    text = targets.rocm_handler_ir(reverse, block_size=16)
+    assert text.count("i32 1, i32 1, i32 16, i32 1, i32 1, i32 0") == 2
