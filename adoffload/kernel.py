@@ -77,6 +77,10 @@ class Kernel:
         without bounds checks (``ado.jax_kernel`` derives Out shapes from them)."""
         return self.candidate_facts
 
+    seed_params: frozenset = frozenset()
+    """Names of params the kernel reads as a seed and clears (a reverse kernel's ``d_<out>``):
+    the numpy launcher passes them copies, so the caller's seed is kept."""
+
     def _make_text(self, proven: frozenset) -> str:
         raise NotImplementedError(f"{type(self).__name__} must define _make_text")
 
@@ -216,6 +220,12 @@ class DerivedKernel(Kernel):
     @property
     def candidate_facts(self) -> frozenset:
         return self.base.candidate_facts
+
+    @property
+    def seed_params(self) -> frozenset:
+        if self.mode != "vjp":
+            return frozenset()
+        return frozenset(f"d_{p.name}" for p in self.base.signature.params if p.is_array and p.type.intent == "out")
 
     @property
     def thread_indexed(self) -> frozenset:

@@ -249,10 +249,9 @@ def keep_seeds(kernel, values: list) -> list:
     adjoint of a store); the caller's seed is kept by giving the kernel a copy, so one seed can
     serve several calls. Seeds already in GPU memory (DeviceArray, DLPack) are used in place and
     end up zero."""
-    base = getattr(kernel, "base", None)
-    if getattr(kernel, "mode", None) != "vjp" or base is None:
+    seeds = kernel.seed_params
+    if not seeds:
         return values
-    seeds = {f"d_{p.name}" for p in base.signature.params if p.is_array and p.type.intent == "out"}
     return [v.copy() if p.name in seeds and isinstance(v, np.ndarray) else v
             for p, v in zip(kernel.signature.params, values)]
 

@@ -22,7 +22,9 @@ def _memory_ops(text, body):
 
 def _hoisted(kernel):
     text = kernel.module_text(kernel.candidate_facts)
-    return Kernel.from_ir(kernel.signature, hoist_loads(text, kernel.body_name), kernel.body_name)
+    hoisted = Kernel.from_ir(kernel.signature, hoist_loads(text, kernel.body_name), kernel.body_name)
+    hoisted.seed_params = kernel.seed_params        # launched alike: the seeds d_<out> are kept
+    return hoisted
 
 
 def test_adjoint_loads_are_issued_before_the_stores():
