@@ -539,9 +539,12 @@ def _context():
     return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
 
 
-def run(seeds: list[int], opts: list[int], jobs: int = 2, batch: int = 40, timeout: float = 300.0,
+def run(seeds: list[int], opts: list[int], jobs: int = 2, batch: int = 40, timeout: float = 10.0,
         jit_opt: int = 0, native: bool = True, dedupe: bool = True, progress=None) -> list[Outcome]:
     """Check every seed at every level in ``jobs`` worker processes; returns one Outcome per pair.
+
+    ``timeout``: seconds per program of a batch (plus one minute) before its worker is killed and
+    the program it was running counts as a CRASH (an endless loop in generated code).
 
     ``jit_opt``: the LLVM level the primal and derivatives are JIT-compiled at (0 is 3x faster
     to compile than 2 and runs the derivative code as the engine wrote it). ``dedupe``: a program
@@ -582,7 +585,7 @@ def run(seeds: list[int], opts: list[int], jobs: int = 2, batch: int = 40, timeo
                         raise RuntimeError(f"a worker failed outside any program (a harness bug):\n{event[1]}")
             except EOFError:
                 dead = True
-            timed_out = time.monotonic() - start > timeout
+            timed_out = time.monotonic() - start > 60 + timeout * len(task_seeds)
             if not dead and not timed_out:
                 continue
             if timed_out:
@@ -672,7 +675,8 @@ def write_failures(outcomes: list[Outcome], folder: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m adoffload.testing.differential", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m adoffload.testing.differential",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=200, help="number of programs")
     parser.add_argument("--seed", type=int, default=0, help="first seed (programs are seed, seed+1, ...)")
     parser.add_argument("--seeds", type=int, nargs="*", help="exact seeds to run (overrides --count/--seed)")
