@@ -32,6 +32,7 @@ prints a table per level and writes the C source of every mismatch and crash to 
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import multiprocessing
 import multiprocessing.connection
@@ -518,6 +519,7 @@ def check_batch(seeds: list[int], opt: int, emit, text: str | None = None, jit_o
 # ---------------------------------------------------------------------------- workers
 
 def _worker(seeds: list[int], opt: int, jit_opt: int, native: bool, same_as: int | None, conn) -> None:
+    faulthandler.disable()             # a crash is reported by the parent, as a CRASH outcome
     try:
         text = None
         if same_as is not None:        # programs clang compiles the same at a lower level are not run twice
