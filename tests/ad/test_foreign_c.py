@@ -516,8 +516,9 @@ def _run_pairs(x: np.ndarray) -> float:
 @pytest.mark.parametrize("opt", LEVELS)
 @isolated
 def test_struct_returned_by_a_noinline_helper(opt):
-    """The host call first (when this was written, at -O1..-O3 the exported IR lost the index of
-    ``extractvalue %s, 1`` and LLVM did not parse it), then the gradient."""
+    """The host call first (when this was written, at -O1..-O3 the IR reader read clang's
+    ``extractvalue {double, double} %s, 1`` with no index, so the exported module did not parse),
+    then the gradient."""
     fn = load(PAIRS, opt)["run_pairs"]
     x = np.array([0.3, -0.8, 1.1])
     assert float(fn(3, x.copy())) == pytest.approx(_run_pairs(x), rel=1e-14)
