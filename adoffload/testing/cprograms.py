@@ -286,7 +286,8 @@ class _Writer:
             lines.append(f"    if ({i} > 1) for ({it} {j} = 0; {j} < {i} - 1; {j}++) "
                          f"{t} -= {a}[{i} * n + {j}] * {o}[{j}];")
         else:
-            lines.append(f"    for ({it} {j} = 0; {j} < {i}; {j}++) {t} -= {self.lit(0.5)} * {a}[{i} * n + {j}] * {o}[{j}];")
+            lines.append(f"    for ({it} {j} = 0; {j} < {i}; {j}++) "
+                         f"{t} -= {self.lit(0.5)} * {a}[{i} * n + {j}] * {o}[{j}];")
         if self.chance(0.5):
             lines.append(f"    {o}[{i}] = {t} / ({self.lit(2.0)} + {a}[{i} * n + {i}] * {a}[{i} * n + {i}]);")
         else:
@@ -432,7 +433,8 @@ class _Writer:
         """A helper reading arrays through pointers, with its own loop (and maybe an early exit)."""
         h = self.fresh(f"dot{self.seed}_")
         exit_ = f" if (s > {self.lit(3.0)}) break;" if self.chance(0.3) else ""
-        self.helpers.append(f"static {self.attribute()}{self.real} {h}(int m, const {self.real}* u, const {self.real}* v) {{\n"
+        r = self.real
+        self.helpers.append(f"static {self.attribute()}{r} {h}(int m, const {r}* u, const {r}* v) {{\n"
                             f"    {self.real} s = {self.lit(0.0)};\n"
                             f"    for (int i = 0; i < m; i++) {{ s += {self.expr(['u[i]', 'v[i]'], 1)};{exit_} }}\n"
                             f"    return s;\n}}\n")
@@ -445,7 +447,8 @@ class _Writer:
         if self.out is None:
             return self.t_helper_pointer()
         h = self.fresh(f"axpy{self.seed}_")
-        self.helpers.append(f"static {self.attribute()}void {h}(int m, {self.real} c, const {self.real}* u, {self.real}* w) {{\n"
+        r = self.real
+        self.helpers.append(f"static {self.attribute()}void {h}(int m, {r} c, const {r}* u, {r}* w) {{\n"
                             f"    for (int i = 0; i < m; i++) w[i] += c * {self.expr(['u[i]', 'w[i]'], 1)};\n}}\n")
         src = "p" if "p" in self.inputs else "x"
         if src == self.out:

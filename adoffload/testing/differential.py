@@ -32,6 +32,7 @@ prints a table per level and writes the C source of every mismatch and crash to 
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import multiprocessing
 import multiprocessing.connection
@@ -395,37 +396,38 @@ def _derive(module, program: CProgram) -> tuple[_Derivatives | None, list[str]]:
     return _Derivatives(fwd.name, rev.function.name, rev.tape.count_function if rev.tape else None), names
 
 
-def _compile(module, programs, derived, names, opt, emit, jit_opt):
-    """JIT the module; a derivative LLVM rejects is a CRASH of its program, the others go on.
-    Returns the callables, or None when the error names no derived function (several left)."""
+_GENERATED = re.compile(r"^(?:f|h|dot|axpy|step|upd)(\d+)(?:_\d+)?(?:\..*)?$")
+
+
+def _seed_of(name: str) -> int | None:
+    """The program a function belongs to: its primal, helpers (``h12_3``) and derivatives (``f12.difftest.fwd``)."""
+    match = _GENERATED.match(name)
+    return int(match.group(1)) if match else None
+
+
+def _compile(module, seeds: set[int], names: list[str], opt, emit, jit_opt):
+    """JIT the module. A program whose code (primal, helper or derivative) LLVM rejects is a CRASH;
+    its functions leave the module and the others go on. Returns the callables, or None when the
+    error names no program and several are left (the caller splits the batch)."""
     from ..enzyme.host import compile_host
-    by_name = {}
-    for p in programs:
-        if p.seed in derived:
-            d = derived[p.seed]
-            for name in (p.name, d.forward, d.reverse, d.count):
-                if name:
-                    by_name[name] = p
     while True:
         try:
             return compile_host(module, names, opt_level=jit_opt)
-        except Exception as exc:       # noqa: BLE001 - invalid derivative IR is a bug, not a refusal
+        except Exception as exc:       # noqa: BLE001 - IR that LLVM rejects is a bug, not a refusal
             detail = _classify_error(exc)[1]
-            culprits = {by_name[m].seed: by_name[m] for m in _names_in_error(module, str(exc)) if m in by_name}
-            if not culprits and len(derived) == 1:
-                culprits = {s: p for p in programs for s in derived if p.seed == s}
+            culprits = {_seed_of(m) for m in _names_in_error(module, str(exc))} & seeds
+            if not culprits and len(seeds) == 1:
+                culprits = set(seeds)
             if not culprits:
                 return None
-            for seed, p in culprits.items():
+            for seed in culprits:
                 emit(("result", Outcome(seed, opt, CRASH, "the module (primal and derivatives) does not "
                                         "compile: " + detail, ["jit"])))
-                d = derived.pop(seed)
-                for name in (d.forward, d.reverse, d.count):
-                    if name:
-                        module.functions.pop(name, None)
-                        names.remove(name)
-                names.remove(p.name)
-            if not derived:
+                for name in [n for n in module.functions if _seed_of(n) == seed]:
+                    del module.functions[name]
+                names[:] = [n for n in names if _seed_of(n) != seed]
+                seeds.discard(seed)
+            if not seeds:
                 return {}
 
 
@@ -482,42 +484,59 @@ def check_batch(seeds: list[int], opt: int, emit, text: str | None = None, jit_o
                 check_batch([s], opt, emit, **again)
         return
     emit(("begin", seeds, "derive"))
-    derived, names = {}, []
+    derived, refused, names = {}, {}, []
     for p in programs:
+        names.append(p.name)
         try:
             derived[p.seed], more = _derive(module, p)
-            names += [p.name] + more
+            names += more
         except Exception as exc:       # noqa: BLE001
             status, detail = _classify_error(exc)
-            emit(("result", Outcome(p.seed, opt, status, detail, ["derive"])))
-    if not derived:
-        return
-    emit(("begin", list(derived), "jit"))
-    funcs = _compile(module, programs, derived, names, opt, emit, jit_opt)
-    if funcs is None:                  # the JIT failed and named no culprit: split the batch
-        ok = list(derived)
-        if len(ok) == 1:
-            return
-        check_batch(ok[:len(ok) // 2], opt, emit, **again)
-        check_batch(ok[len(ok) // 2:], opt, emit, **again)
+            refused[p.seed] = Outcome(p.seed, opt, status, detail, ["derive"])
+    emit(("begin", seeds, "jit"))
+    alive = set(seeds)
+    funcs = _compile(module, alive, names, opt, emit, jit_opt)
+    if funcs is None:                  # the JIT failed and named no program: split the batch
+        half = len(seeds) // 2
+        check_batch(seeds[:half], opt, emit, **again)
+        check_batch(seeds[half:], opt, emit, **again)
         return
     for p in programs:
-        if p.seed not in derived:
+        if p.seed not in alive:
             continue
-        d = derived[p.seed]
         emit(("begin", [p.seed], "run"))
+        native_fn = NativeFunction(library, p) if library is not None else None
         try:
-            calls = _Derivatives(funcs[d.forward], funcs[d.reverse], funcs[d.count] if d.count else None)
-            outcome = check_program(p, opt, funcs[p.name], calls,
-                                    NativeFunction(library, p) if library is not None else None)
+            if p.seed in refused:      # no derivative, but the primal must still be right
+                outcome = check_refused_primal(p, refused[p.seed], funcs[p.name], native_fn)
+            else:
+                d = derived[p.seed]
+                calls = _Derivatives(funcs[d.forward], funcs[d.reverse], funcs[d.count] if d.count else None)
+                outcome = check_program(p, opt, funcs[p.name], calls, native_fn)
         except Exception as exc:       # noqa: BLE001
             outcome = Outcome(p.seed, opt, CRASH, "run: " + _classify_error(exc)[1], ["run"])
         emit(("result", outcome))
 
 
+def check_refused_primal(program: CProgram, refusal: Outcome, primal, native) -> Outcome:
+    """A program AD refused: its loaded primal must still compute what clang's build computes."""
+    if native is None:
+        return refusal
+    tol = TOLERANCES[program.real]
+    point = _Point(program, np.random.default_rng([program.seed, 7]))
+    for shift in (0.0, tol["step"]):   # both must differ (a branch flipped by rounding would not)
+        ours, theirs = _run(primal, point, point.args(shift)), _run(native, point, point.args(shift))
+        if np.allclose(ours, theirs, rtol=tol["primal"], atol=tol["primal"]):
+            return refusal
+    detail = (f"[primal-native] the loaded function computes {_short(ours)}, clang's native build "
+              f"{_short(theirs)} (AD was refused: {refusal.detail})")
+    return Outcome(program.seed, refusal.opt, MISMATCH, detail, ["primal-native"])
+
+
 # ---------------------------------------------------------------------------- workers
 
 def _worker(seeds: list[int], opt: int, jit_opt: int, native: bool, same_as: int | None, conn) -> None:
+    faulthandler.disable()             # a crash is reported by the parent, as a CRASH outcome
     try:
         text = None
         if same_as is not None:        # programs clang compiles the same at a lower level are not run twice
@@ -539,9 +558,12 @@ def _context():
     return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
 
 
-def run(seeds: list[int], opts: list[int], jobs: int = 2, batch: int = 40, timeout: float = 300.0,
+def run(seeds: list[int], opts: list[int], jobs: int = 2, batch: int = 40, timeout: float = 10.0,
         jit_opt: int = 0, native: bool = True, dedupe: bool = True, progress=None) -> list[Outcome]:
     """Check every seed at every level in ``jobs`` worker processes; returns one Outcome per pair.
+
+    ``timeout``: seconds per program of a batch (plus one minute) before its worker is killed and
+    the program it was running counts as a CRASH (an endless loop in generated code).
 
     ``jit_opt``: the LLVM level the primal and derivatives are JIT-compiled at (0 is 3x faster
     to compile than 2 and runs the derivative code as the engine wrote it). ``dedupe``: a program
@@ -582,7 +604,7 @@ def run(seeds: list[int], opts: list[int], jobs: int = 2, batch: int = 40, timeo
                         raise RuntimeError(f"a worker failed outside any program (a harness bug):\n{event[1]}")
             except EOFError:
                 dead = True
-            timed_out = time.monotonic() - start > timeout
+            timed_out = time.monotonic() - start > 60 + timeout * len(task_seeds)
             if not dead and not timed_out:
                 continue
             if timed_out:
@@ -624,7 +646,8 @@ def _reason(outcome: Outcome) -> str:
     lines = [line for line in outcome.detail.splitlines() if line.strip()]
     if not lines:
         return ""
-    text = lines[-1] if outcome.status == CRASH and len(lines) > 1 else lines[0]
+    traceback_ = "Traceback (most recent call last)" in outcome.detail
+    text = lines[-1] if outcome.status == CRASH and traceback_ else lines[0]
     text = re.sub(r"@(f|h|dot|axpy|step|upd)\d+[\w.$-]*", "@F", text)    # generated names only
     text = re.sub(r"%[\w.$-]+", "%v", text)
     text = re.sub(r"\b0x[0-9A-Fa-f]+\b|\b\d+(\.\d+)?(e[-+]?\d+)?\b", "N", text)
@@ -672,7 +695,8 @@ def write_failures(outcomes: list[Outcome], folder: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m adoffload.testing.differential", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m adoffload.testing.differential",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=200, help="number of programs")
     parser.add_argument("--seed", type=int, default=0, help="first seed (programs are seed, seed+1, ...)")
     parser.add_argument("--seeds", type=int, nargs="*", help="exact seeds to run (overrides --count/--seed)")
