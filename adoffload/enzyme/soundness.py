@@ -319,7 +319,7 @@ def check_rerun(fn: Function, status: Value | None) -> None:
         if status is not None and _root(inst.operands[0]) is status:
             continue
         raise DifferentiationError(
-            f"cannot differentiate {_where(inst)} in reverse mode: the thread uses the value the atomic returns, "
+            f"cannot differentiate {_where(inst)} in reverse mode: the thread uses the old value the atomic returns, "
             f"and the adjoint kernel runs the forward pass again in its own launch, where the atomic hands out "
             f"other values than in the primal launch. Compute such slots in a separate kernel (a prefix sum) and "
             f"pass them in as an input")

@@ -289,7 +289,7 @@ def test_an_atomic_that_decides_addresses_is_refused_under_jax_grad():
     previous = jax.config.jax_enable_x64
     jax.config.update("jax_enable_x64", True)
     try:
-        call = ado.jax_kernel(_compact)
+        call = ado.jax_kernel(_compact, out_shapes={"out": (8,)})
         x = np.linspace(-1.0, 1.0, 8)
         with pytest.raises(DifferentiationError, match="forward pass again"):
             jax.grad(lambda x: call(x, np.zeros(1, np.int64))[1].sum())(x)
