@@ -167,8 +167,8 @@ def _forward_pass(fn: Function, info: ActivityInfo) -> None:
             elif _is_copy(inst) and inst.operands[1] in shadowed:
                 changed |= shadow_root_of(inst.operands[0])
             elif inst.type.is_pointer and inst.opcode in ("phi", "select") and any(
-                    o in shadowed for o in _pointer_sources(inst)):
-                for o in _pointer_sources(inst):
+                    o in shadowed for o in pointer_sources(inst)):
+                for o in pointer_sources(inst):
                     changed |= shadow_root_of(o)
             elif inst in shadowed and _resized_block(inst) is not None:      # realloc: its shadow resizes the old one
                 changed |= shadow_root_of(_resized_block(inst))
@@ -193,7 +193,7 @@ def _is_copy(inst: Instruction) -> bool:
     return inst.opcode == "call" and getattr(inst.callee, "name", "").startswith(("llvm.memcpy", "llvm.memmove"))
 
 
-def _pointer_sources(inst: Instruction) -> list[Value]:
+def pointer_sources(inst: Instruction) -> list[Value]:
     """The pointer operands a phi/select/GEP/cast result is derived from."""
     if inst.opcode == "phi":
         return list(inst.operands)
@@ -217,8 +217,8 @@ def memory_roots(pointer: Value) -> list[Instruction]:
         seen.add(p)
         if isinstance(p, Instruction) and (p.opcode == "alloca" or is_allocation(p)):
             roots.append(p)
-        elif isinstance(p, Instruction) and _pointer_sources(p):
-            work.extend(_pointer_sources(p))
+        elif isinstance(p, Instruction) and pointer_sources(p):
+            work.extend(pointer_sources(p))
         else:
             return []
     return roots
@@ -231,7 +231,7 @@ def _forward_transfer(inst: Instruction, varied: set, shadowed: set) -> str | No
         entry = heap_function(inst)
         if entry is not None and entry.kind == "realloc":       # the block moves with its contents
             return "shadowed" if inst.operands[entry.pointer] in shadowed else None
-        return "shadowed" if any(s in shadowed for s in _pointer_sources(inst)) else None
+        return "shadowed" if any(s in shadowed for s in pointer_sources(inst)) else None
     if not is_float_type(inst.type):
         return None
     if op == "load":

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from ..errors import DifferentiationError
 from ..ir.core import Argument, Constant, Function, GlobalVariable, Instruction, Value
-from .activity import ActivityInfo, is_float_type, is_placeholder_pointer, memory_roots
+from .activity import ActivityInfo, is_float_type, is_placeholder_pointer, memory_roots, pointer_sources
 from .custom import find_custom
 from .memory import heap_function
 from .rules import RULES, describe, rule_key
@@ -202,8 +202,9 @@ def _all_roots(pointer: Value) -> list[Value]:
         if p in seen:
             continue
         seen.add(p)
-        if isinstance(p, Instruction) and p.opcode in _POINTER_DERIVING:
-            work.extend(p.operands[1:] if p.opcode == "select" else p.operands if p.opcode == "phi" else p.operands[:1])
+        sources = pointer_sources(p) if isinstance(p, Instruction) else []
+        if sources:
+            work.extend(sources)
         else:
             roots.append(p)
     return roots
@@ -228,8 +229,7 @@ def _unknown_origin(pointer: Value, info: ActivityInfo) -> Instruction | None:
         if not isinstance(p, Instruction):
             continue                                  # arguments (Const), globals, constants
         if p.opcode in _POINTER_DERIVING:
-            work.extend(p.operands[1:] if p.opcode == "select" else
-                        p.operands if p.opcode == "phi" else p.operands[:1])
+            work.extend(pointer_sources(p))
         elif p.opcode == "load":
             if p.operands[0] in info.shadowed:
                 return p
