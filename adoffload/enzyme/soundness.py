@@ -113,6 +113,8 @@ def _check_active_operands(fn: Function, inst: Instruction, info: ActivityInfo, 
             f"({_origin(pointer)}); pass that memory as a differentiated (Duplicated) argument")
     if op == "call":
         name = _callee_name(inst)
+        if inst not in info.useful and _writes_no_memory(inst):
+            return          # its result reaches no output, and it cannot hide the value in memory
         if (rule_key(inst) in RULES or find_custom(fn.parent, inst.callee) is not None or _is_inactive_call(inst)
                 or name.startswith("adoffload.")):
             return
@@ -135,6 +137,15 @@ def _check_active_operands(fn: Function, inst: Instruction, info: ActivityInfo, 
     raise DifferentiationError(
         f"cannot differentiate {_where(inst)}: it consumes the active value {what} and the engine has no "
         f"derivative rule for '{op}'")
+
+
+def _writes_no_memory(call: Instruction) -> bool:
+    """Inline assembly without side effects, or a function declared ``memory(none)``/``readnone``."""
+    callee = call.callee
+    if getattr(callee, "kind", "") == "asm":
+        return "sideeffect" not in callee.text and "~{memory}" not in callee.text
+    attributes = getattr(callee, "attributes", set())
+    return "readnone" in attributes or "memory(none)" in attributes
 
 
 def _check_shadowed_pointers(inst: Instruction, info: ActivityInfo) -> None:

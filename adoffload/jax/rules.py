@@ -136,8 +136,9 @@ class TransposeOnlyTangent(Kernel):
     def _make_text(self, proven: frozenset) -> str:
         raise JaxIntegrationError(
             f"kernel '{self.base.name}' is a reverse kernel with a dynamic tape: forward mode through it "
-            f"(jax.jvp, jax.jacfwd, jax.hessian, or a jvp of its gradient) is not supported. Reverse over "
-            f"reverse is: take second derivatives with jax.grad / jax.jacrev of the gradient")
+            f"(jax.jvp, jax.jacfwd, jax.hessian, or a jvp of its gradient) is not supported; jax.grad / "
+            f"jax.jacrev of the gradient differentiate it in reverse mode instead, where its tape allows "
+            f"(docs/ad.md)")
 
 
 # ----------------------------------------------------------------------------- JVP
