@@ -29,12 +29,12 @@ from typing import Callable
 from ..errors import DifferentiationError
 from ..ir.builder import Builder
 from ..ir.core import (Argument, Block, Constant, Function, FunctionType, GlobalVariable, Instruction,
-                       Module, StructType, Value, const, i1, i8, i32, i64, ptr, void)
+                       Module, StructType, Value, const, i8, i32, i64, ptr, void)
 from .activity import (CONST, Activity, analyze, derived_attributes, is_float_type, is_placeholder_pointer,
                        is_uniform_add)
 from .blocks import REPLAYED_CALLS
-from .memory import (allocation_size, copy_adjoint, float_element_type, heap_function, shadow_alloc, shadow_free,
-                     shadow_size)
+from .memory import allocation_size, heap_function, shadow_alloc
+from .reverse_memory import reverse_copy, reverse_heap
 from .custom import custom_cotangents, extractvalue_reverse, find_custom, insertvalue_reverse
 from .forward import _IGNORED_CALLS
 from .deterministic import ContributionLog, LogSpec, add_counting_function, check_no_read_after_log
@@ -627,12 +627,12 @@ class _Reverser:
                                      self.need(inst.operands[2], block), inst.operands[3]])
             return None
         if op == "call" and getattr(inst.callee, "name", "").startswith(("llvm.memcpy", "llvm.memmove")):
-            return self._reverse_copy(inst, block, b)
+            return reverse_copy(self, inst, block, b)
         if op == "call" and getattr(inst.callee, "name", "").startswith(UNIFORM_ADD_PREFIX):
             return self._reverse_uniform_add(inst, block, b)
         heap = heap_function(inst)
         if heap is not None:
-            return self._reverse_heap(inst, heap, block, b)
+            return reverse_heap(self, inst, heap, block, b)
         if op == "call" and getattr(inst.callee, "name", "") in REPLAYED_CALLS:    # block barriers (blocks.py)
             b.call(inst.callee, list(inst.operands))
             return None
@@ -671,37 +671,6 @@ class _Reverser:
         if self.has_adjoint(value):
             self.add_adjoint(value, b.load(value.type, shadow, "d.stored", align=inst.align), b)
         b.store(zero_of(value.type), shadow, align=inst.align)
-
-    def _reverse_heap(self, inst: Instruction, heap, block: Block, b: Builder) -> None:
-        """A shadow block lives until the reverse sweep reaches its allocation (memory.py). The
-        reverse of ``q = realloc(p, n)`` also moves the adjoints of the bytes realloc copied back
-        from q's shadow to p's, which the forward sweep kept alive."""
-        if heap.kind == "free" or inst not in self.shadow:
-            return
-        shadow = self.need(self.shadow[inst], block)
-        if heap.kind == "realloc":
-            old = inst.operands[heap.pointer]
-            element = float_element_type(self.primal, [self.original.get(inst, inst), self.original.get(old, old)])
-            if element is not None:
-                old_shadow = self.need(self.shadow[old], block)
-                old_size = b.call(shadow_size(self.module), [old_shadow])
-                new_size = allocation_size(b, inst, lambda v: self.need(v, block))
-                moved = b.select(b.icmp("ult", old_size, new_size), old_size, new_size)
-                b.call(copy_adjoint(self.module, element), [shadow, old_shadow, moved])
-        b.call(shadow_free(self.module), [shadow])
-
-    def _reverse_copy(self, inst: Instruction, block: Block, b: Builder) -> None:
-        """memcpy/memmove: the destination's adjoints flow back to the source's (memory.py's
-        copy_adjoint); copied from memory without a shadow, they are dropped (as for a store)."""
-        dst, src, nbytes = inst.operands[:3]
-        if dst not in self.shadow:
-            return
-        d_dst, size = self.need(self.shadow[dst], block), self.need(nbytes, block)
-        element = float_element_type(self.primal, [self.original.get(dst, dst), self.original.get(src, src)])
-        if src in self.shadow and element is not None:
-            b.call(copy_adjoint(self.module, element), [d_dst, self.need(self.shadow[src], block), size])
-        else:
-            b.call_intrinsic(self.module, "llvm.memset.p0.i64", void, [d_dst, const(i8, 0), size, const(i1, 0)])
 
     def _reverse_atomic(self, inst: Instruction, block: Block, b: Builder) -> None:
         pointer, value = inst.operands
