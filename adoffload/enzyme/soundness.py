@@ -123,8 +123,8 @@ def _check_active_operands(fn: Function, inst: Instruction, info: ActivityInfo, 
             raise DifferentiationError(
                 f"cannot differentiate {_where(inst)}: @{name} is recursive, so it could not be inlined, and "
                 f"recursive calls are not differentiated")
-        if isinstance(callee, Function) and not callee.is_declaration:
-            return          # non-recursive defined callees: the engines derive them (forward) or refuse them
+        if isinstance(callee, Function) and not callee.is_declaration and is_float_type(inst.type):
+            return          # a float result: the engines derive the callee (forward) or refuse it (reverse)
         raise DifferentiationError(
             f"cannot differentiate {_where(inst)}: no derivative rule for @{name}, and it receives the active value "
             f"{what} (mark the inputs it depends on Const, or give the function a custom derivative)")
