@@ -30,19 +30,18 @@ class HeapFunction:
     kind: str                      # "alloc" | "free" | "realloc"
     size: tuple[int, ...] = ()     # operands whose product is the size in bytes (alloc, realloc)
     pointer: int | None = None     # the block freed or reallocated
-    zeroed: bool = False           # the new memory reads as zero (calloc)
 
 
 ALLOCATORS: dict[str, HeapFunction] = {
     "malloc": HeapFunction("alloc", size=(0,)),
-    "calloc": HeapFunction("alloc", size=(0, 1), zeroed=True),
+    "calloc": HeapFunction("alloc", size=(0, 1)),
     "aligned_alloc": HeapFunction("alloc", size=(1,)),
     "_Znwm": HeapFunction("alloc", size=(0,)),                 # operator new(size_t)
     "_Znam": HeapFunction("alloc", size=(0,)),                 # operator new[](size_t)
     "_ZnwmSt11align_val_t": HeapFunction("alloc", size=(0,)),
     "_ZnamSt11align_val_t": HeapFunction("alloc", size=(0,)),
     "__rust_alloc": HeapFunction("alloc", size=(0,)),
-    "__rust_alloc_zeroed": HeapFunction("alloc", size=(0,), zeroed=True),
+    "__rust_alloc_zeroed": HeapFunction("alloc", size=(0,)),
     "free": HeapFunction("free", pointer=0),
     "_ZdlPv": HeapFunction("free", pointer=0),                 # operator delete(void*)
     "_ZdaPv": HeapFunction("free", pointer=0),
@@ -72,7 +71,9 @@ def heap_function(inst: Instruction) -> HeapFunction | None:
 
 
 def is_allocation(v: Value) -> bool:
-    return isinstance(v, Instruction) and (heap_function(v) or HeapFunction("")).kind in ("alloc", "realloc")
+    """Whether ``v`` is a call that returns a new heap block (an allocation or a realloc)."""
+    entry = heap_function(v) if isinstance(v, Instruction) else None
+    return entry is not None and entry.kind in ("alloc", "realloc")
 
 
 def allocation_size(b: Builder, call: Instruction, value=lambda v: v) -> Value:
