@@ -193,8 +193,10 @@ def flat_values(signature: KernelSignature, values: list, pointers: list[int]) -
     return flat
 
 
-def launch(kernel, args: tuple, kwargs: dict, *, grid, device="cpu"):
-    """Check the arguments, compile (or reuse) the right variant and run it on ``device``."""
+def launch(kernel, args: tuple, kwargs: dict, *, grid, device="cpu", hidden: dict | None = None):
+    """Check the arguments, compile (or reuse) the right variant and run it on ``device``.
+    ``hidden``: launcher-filled params already filled (a counting kernel of a second-order tape)."""
+    from .enzyme.kernels import LOG_PARAM
     from .runtime import get_device
     signature = kernel.signature
     values = bind_arguments(signature, args, kwargs)
@@ -208,8 +210,7 @@ def launch(kernel, args: tuple, kwargs: dict, *, grid, device="cpu"):
     dev = get_device(device)
     if total == 0:
         return None
-    if kernel.tape is not None:
-        values += tape_arguments(kernel, values, grid, dev)
+    values = with_hidden_arguments(kernel, values, grid, dev, hidden or {})
     proven = proven_facts(kernel, values, grid)
     target = {"cpu": "host", "cuda": "nvptx", "hip": "amdgpu"}[dev.kind]
     # On a GPU the launcher gives every numpy array its own device buffer; arrays already on the
@@ -227,7 +228,7 @@ def launch(kernel, args: tuple, kwargs: dict, *, grid, device="cpu"):
         _launch_device(dev, compiled, signature, values, grid, threads(total, compiled.elements_per_thread), status,
                        arrays_to_zero(kernel, values, grid))
     abi_status.raise_for_status(status, signature, values, source_file=source_file(kernel))
-    if kernel.tape is not None:
+    if kernel.tape is not None and LOG_PARAM in kernel.tape.buffers:
         reduce_contribution_log(kernel, values)
     return None
 
@@ -253,7 +254,7 @@ def keep_seeds(kernel, values: list) -> list:
     if not seeds:
         return values
     return [v.copy() if p.name in seeds and isinstance(v, np.ndarray) else v
-            for p, v in zip(kernel.signature.params, values)]
+            for p, v in zip(kernel.signature.visible_params, values)]
 
 
 def source_file(kernel) -> str | None:
@@ -266,29 +267,70 @@ def source_file(kernel) -> str | None:
     return None
 
 
-def tape_arguments(kernel, values: list, grid: tuple[int, ...], device) -> list:
-    """A reverse kernel's per-thread buffers: the dynamic tape (enzyme/tape.py) and/or the
-    deterministic mode's contribution log (enzyme/deterministic.py). Count each thread's bytes
-    with the counting kernel (on scratch copies of the arrays the primal writes), prefix-sum them
-    over the linear thread index into per-thread offsets, and allocate each buffer zeroed.
-    Returns the hidden arguments, [buffer, offsets] per counter (tape first)."""
-    spec = kernel.tape
-    counter = kernel.count_kernel
-    primal = counter.signature.params[:-len(spec.counters)]
-    if any(isinstance(v, Resident) for v in values):
+def with_hidden_arguments(kernel, visible: list, grid: tuple[int, ...], device, given: dict) -> list:
+    """All values in parameter order: the visible ones, and the hidden per-thread buffers a
+    reverse kernel needs (enzyme/tape.py), filled level by level (``tape_levels``)."""
+    params = kernel.signature.params
+    if all(p.name in kernel.signature.visible_names for p in params):
+        return visible
+    filled = dict(given)
+    for counter, buffers, shadows in tape_levels(kernel):
+        if all(b in filled for b, _ in buffers):
+            continue
+        filled.update(sized_buffers(kernel, counter, buffers, shadows, visible, filled, grid, device))
+    missing = [p.name for p in params if p.name not in kernel.signature.visible_names and p.name not in filled]
+    if missing:
+        raise ArgumentError(f"kernel '{kernel.name}' takes launcher-filled buffers it has no way to size: "
+                            f"{', '.join(missing)} (launch the kernel it belongs to instead)")
+    values, rest = [], iter(visible)
+    for p in params:
+        values.append(next(rest) if p.name in kernel.signature.visible_names else filled[p.name])
+    return values
+
+
+def tape_levels(kernel) -> list:
+    """``(counting kernel, [(buffer, offsets)...], [shadow buffers...])`` per level, in the order
+    they must be sized: the base's tape first when ``kernel`` differentiates a reverse kernel with a
+    dynamic tape (its shadow tape is laid out like it), then the kernel's own tape and/or log."""
+    from .enzyme.kernels import OFFSETS_PARAM, TAPE_PARAM, TAPE_SHADOW_PARAM
+    names = {p.name for p in kernel.signature.params}
+    levels = []
+    own = kernel.tape.buffers if kernel.tape is not None else ()
+    if TAPE_PARAM in names and TAPE_PARAM not in own:
+        base = getattr(kernel, "base", None)
+        if base is not None and getattr(base, "tape", None) is not None:
+            levels.append((base.count_kernel, [(TAPE_PARAM, OFFSETS_PARAM)],
+                           [TAPE_SHADOW_PARAM] if TAPE_SHADOW_PARAM in names else []))
+    if kernel.tape is not None:
+        levels.append((kernel.count_kernel, list(zip(kernel.tape.buffers, kernel.tape.offsets)), []))
+    return levels
+
+
+def sized_buffers(kernel, counter, buffers: list, shadows: list, visible: list, filled: dict,
+                  grid: tuple[int, ...], device) -> dict:
+    """One level of per-thread buffers: count each thread's bytes with ``counter`` (on scratch
+    copies of the arrays its primal writes), prefix-sum them over the linear thread index into
+    per-thread offsets, allocate each buffer zeroed (and each shadow like the first buffer)."""
+    if any(isinstance(v, Resident) for v in visible):
         raise ArgumentError(f"kernel '{kernel.name}' sizes a dynamic tape or a contribution log on the host: "
                             "pass numpy arrays (the launcher moves them), not arrays already on the device")
+    primal = counter.signature.visible_params[:-len(buffers)]
     scratch = [v.copy() if isinstance(v, np.ndarray) and p.is_array and p.type.writes else v
-               for p, v in zip(primal, values)]
-    counts = [np.zeros(grid, np.int64) for _ in spec.counters]
-    counter(*scratch, *counts, grid=grid, device=device)
-    hidden = []
-    for count in counts:
+               for p, v in zip(primal, visible)]
+    counts = [np.zeros(grid, np.int64) for _ in buffers]
+    counter_hidden = {p.name: filled[p.name] for p in counter.signature.params
+                      if p.name not in counter.signature.visible_names}
+    launch(counter, (*scratch, *counts), {}, grid=grid, device=device, hidden=counter_hidden)
+    result = {}
+    for count, (buffer, offsets_name) in zip(counts, buffers):
         flat = count.reshape(-1)
         offsets = np.zeros_like(count)
         np.cumsum(flat[:-1], out=offsets.reshape(-1)[1:])
-        hidden += [np.zeros(max(1, int(flat.sum()) // 8), np.int64), offsets]
-    return hidden
+        result[buffer] = np.zeros(max(1, int(flat.sum()) // 8), np.int64)
+        result[offsets_name] = offsets
+    for shadow in shadows:
+        result[shadow] = np.zeros_like(result[buffers[0][0]])
+    return result
 
 
 def reduce_contribution_log(kernel, values: list) -> None:
@@ -296,10 +338,7 @@ def reduce_contribution_log(kernel, values: list) -> None:
     arrays in (thread, program) order (enzyme/deterministic.py). The log's shadow id k is the
     k-th shadow param: the params after the primal ones, before the hidden ones."""
     from .enzyme.deterministic import reduce_log
-    from .enzyme.kernels import LOG_PARAM
     spec = kernel.tape
-    if LOG_PARAM not in spec.buffers:
-        return
     names = [p.name for p in kernel.signature.params]
     first_shadow = len(kernel.count_kernel.signature.params) - len(spec.counters)
     first_hidden = min(names.index(b) for b in spec.buffers)
@@ -311,7 +350,7 @@ def check_no_written_overlap(signature: KernelSignature, values: list) -> None:
     read elements other threads already overwrote (a stencil ``out[i] = x[i-1] + x[i+1]`` with
     ``out is x`` returns garbage), and compiled code may assume they are distinct."""
     spans = []
-    for param, value in zip(signature.params, values):
+    for param, value in zip(signature.visible_params, values):
         if isinstance(value, np.ndarray) and value.nbytes:
             spans.append((value.ctypes.data, value.ctypes.data + value.nbytes, "host", param))
         elif isinstance(value, Resident) and value.nbytes:

@@ -60,8 +60,13 @@ class KernelSignature:
 
     @property
     def visible_params(self) -> tuple[Param, ...]:
-        """The parameters a caller passes (hidden launcher-filled ones excluded; they come last)."""
+        """The parameters a caller passes, in order: hidden launcher-filled ones excluded (a
+        reverse kernel's tape comes last; a second derivative's base tape sits among the params)."""
         return tuple(p for p in self.params if not p.name.startswith(HIDDEN_PREFIX))
+
+    @property
+    def visible_names(self) -> frozenset[str]:
+        return frozenset(p.name for p in self.visible_params)
 
     def to_json(self) -> dict:
         """A plain-data form (for the on-disk cache; never pickled)."""

@@ -46,6 +46,13 @@ LOG_PARAM, LOG_OFFSETS_PARAM, LOG_COUNTS_PARAM = (f"{HIDDEN_PREFIX}log", f"{HIDD
                                                   "log_counts")
 # hidden buffer param -> (its offsets param, the counting kernel's counts param)
 BUFFER_PARAMS = {TAPE_PARAM: (OFFSETS_PARAM, COUNTS_PARAM), LOG_PARAM: (LOG_OFFSETS_PARAM, LOG_COUNTS_PARAM)}
+# A derivative of a reverse kernel with a dynamic tape (second order) keeps that kernel's tape
+# params where they are and differentiates through the tape: it gets a hidden *shadow tape*, laid
+# out like the tape (same size, same per-thread offsets, zeroed). Its own dynamic tape, if it needs
+# one, is a second level with its own names, sized after the first (its counting runs the first
+# adjoint, which reads the first tape). Third order through two levels of tapes is refused.
+TAPE_SHADOW_PARAM = f"{HIDDEN_PREFIX}d_tape"
+TAPE2_PARAM, OFFSETS2_PARAM = f"{HIDDEN_PREFIX}tape2", f"{HIDDEN_PREFIX}tape2_offsets"
 
 
 @dataclass(frozen=True)
@@ -62,9 +69,16 @@ class TapeKernel:
 
     @property
     def buffers(self) -> tuple[str, ...]:
-        """The derived kernel's hidden buffer params these counters size, in the same order."""
+        """The derived kernel's hidden buffer params these counters size, in the same order (the
+        second-level tape's names when the primal itself takes a tape)."""
         by_counts = {counts: buffer for buffer, (_, counts) in BUFFER_PARAMS.items()}
-        return tuple(by_counts[c] for c in self.counters)
+        second = TAPE_PARAM in {p.name for p in self.signature.params}
+        return tuple(TAPE2_PARAM if second and c == COUNTS_PARAM else by_counts[c] for c in self.counters)
+
+    @property
+    def offsets(self) -> tuple[str, ...]:
+        """The offsets params of ``buffers``, in the same order."""
+        return tuple(OFFSETS2_PARAM if b == TAPE2_PARAM else BUFFER_PARAMS[b][0] for b in self.buffers)
 
 
 def _shadowed_params(signature: KernelSignature, wrt: list[str]) -> list[int]:
@@ -138,7 +152,8 @@ def derive_kernel(signature: KernelSignature, module: Module, body_name: str, mo
         raise ArgumentError(f"deterministic=True is not available for block kernels yet ({signature.name!r}): "
                             f"their shadow shared memory is read back inside the kernel, before a log could be reduced")
     body = module.functions[body_name]
-    shadowed = _shadowed_params(signature, list(wrt))
+    base_tape = _base_tape(signature, width, deterministic)
+    shadowed = sorted(_shadowed_params(signature, list(wrt)) + ([] if base_tape is None else [base_tape]))
     activity = llvm_activity(signature, shadowed, mode, shared)
     tape = log = None
     if mode == "jvp":
@@ -157,22 +172,48 @@ def derive_kernel(signature: KernelSignature, module: Module, body_name: str, mo
         log = result.log
     inner.linkage = "internal"
     inner.attributes.add("alwaysinline")
-    shadows = _unique_names(signature, [shadow_param(signature.params[k], mode, width) for k in shadowed])
+    shadows = _unique_names(signature, [shadow_param(signature.params[k], mode, width) for k in shadowed
+                                        if k != base_tape])
+    if base_tape is not None:        # the shadow tape comes last among the shadows (the tape is the base's last array)
+        shadows.append(Param(TAPE_SHADOW_PARAM, ArrayType(I64, 1, "inout")))
     rank = signature.grid_rank
-    hidden = () if tape is None else (Param(TAPE_PARAM, ArrayType(I64, 1, "inout")),
-                                      Param(OFFSETS_PARAM, ArrayType(I64, rank, "in")))
+    buffers = []                     # (buffer, offsets) of this kernel's own hidden params, in order
+    hidden = ()
+    if tape is not None:
+        buffers.append((TAPE_PARAM, OFFSETS_PARAM) if base_tape is None else (TAPE2_PARAM, OFFSETS2_PARAM))
+        hidden += (Param(buffers[-1][0], ArrayType(I64, 1, "inout")), Param(buffers[-1][1], ArrayType(I64, rank, "in")))
     if log is not None:
         _check_log_shadows(log, len(body.args), len(shadowed))
+        buffers.append((LOG_PARAM, LOG_OFFSETS_PARAM))
         hidden += (Param(LOG_PARAM, ArrayType(I64, 1, "out")), Param(LOG_OFFSETS_PARAM, ArrayType(I64, rank, "in")))
     derived_sig = KernelSignature(f"{signature.name}_{mode}" + (f"{width}" if width > 1 else ""),
                                   tuple(signature.params) + tuple(shadows) + hidden, rank)
     name = f"{body_name}.{mode}" + (f"{width}" if width > 1 else "")
     _wrap(module, name, derived_sig, signature, inner, shadowed, mode, width, shared,
-          _shared_lane_strides(body, signature, shared) if mode == "jvp" and width > 1 else ())
+          _shared_lane_strides(body, signature, shared) if mode == "jvp" and width > 1 else (), buffers)
     counters = ([COUNTS_PARAM] if tape is not None else []) + ([LOG_COUNTS_PARAM] if log is not None else [])
     count_function = tape.count_function if tape is not None else log.count_function if log is not None else None
     tape_kernel = None if not counters else _add_count_body(module, signature, count_function, counters, len(shared))
     return DerivedKernel(derived_sig, module, name, tape_kernel)
+
+
+def _base_tape(signature: KernelSignature, width: int, deterministic: bool) -> int | None:
+    """The index of the base's dynamic tape param when the base is a reverse kernel with one
+    (this derivative then differentiates through its tape: second order), else None."""
+    hidden = [p.name for p in signature.params if p.name.startswith(HIDDEN_PREFIX)]
+    if not hidden:
+        return None
+    if hidden != [TAPE_PARAM, OFFSETS_PARAM]:
+        raise ArgumentError(
+            f"cannot differentiate kernel {signature.name!r} again: it takes the launcher-filled buffers "
+            f"{', '.join(hidden)}. A reverse kernel with a dynamic tape can be differentiated once more (second "
+            f"order, through a shadow tape); third derivatives through two levels of dynamic tapes, and "
+            f"derivatives of a deterministic kernel's contribution log, are not supported")
+    if width != 1 or deterministic:
+        raise ArgumentError(f"cannot differentiate kernel {signature.name!r} (a reverse kernel with a dynamic tape) "
+                            f"{'in vector forward mode' if width != 1 else 'with deterministic=True'}: its tape's "
+                            f"shadow supports width 1, non-deterministic derivatives only")
+    return [p.name for p in signature.params].index(TAPE_PARAM)
 
 
 def _check_log_shadows(log, body_args: int, shadow_count: int) -> None:
@@ -234,7 +275,8 @@ def _shared_lane_strides(body: Function, signature: KernelSignature, shared: tup
 
 
 def _wrap(module: Module, name: str, derived_sig: KernelSignature, primal_sig: KernelSignature, inner: Function,
-          shadowed: list[int], mode: str, width: int, shared: tuple = (), shared_strides=()) -> Function:
+          shadowed: list[int], mode: str, width: int, shared: tuple = (), shared_strides=(),
+          buffers: list = ()) -> Function:
     """The derived body with the body ABI, calling ``inner`` with the arguments it expects. A block
     kernel's derived body takes the primal shared arrays, then the shadows of the float ones
     (enzyme/blocks.py ``derived_shared``), before the status pointer."""
@@ -269,7 +311,7 @@ def _wrap(module: Module, name: str, derived_sig: KernelSignature, primal_sig: K
     # A dynamic tape and a contribution log (reverse.py) add trailing inner args (``ptr %tape,
     # i64 %tape_offset``, then ``ptr %log, i64 %log_offset``), taken from the hidden parameters:
     # this thread's offset is offsets[tids].
-    for buffer, (offsets, _) in BUFFER_PARAMS.items():
+    for buffer, offsets in buffers:
         if buffer in by_name:
             shapes = [by_name[f"{offsets}.shape{d}"] for d in range(rank)]
             offset = b.load(i64, _grid_element(b, by_name[offsets], shapes, list(fn.args[:rank])))
