@@ -8,8 +8,9 @@ canonicalization inlines. Grid rank 3 has no spare axis: the batch is folded int
 (``b = tid0 / grid0``, ``tid0 = tid0 % grid0``), so ``grid0`` is baked into the body.
 
 Out and InOut arrays are always batched (every batch element writes its own copy), except a
-reverse kernel's dynamic tape: one tape serves the whole batched grid, its per-thread offsets
-are batched, and so is the counting kernel that sizes it.
+reverse kernel's dynamic tape (and a second derivative's base tape and shadow tape): one tape
+serves the whole batched grid, its per-thread offsets are batched, and so are the counting
+kernels that size it.
 Bounds checks stay those of the original body, against per-batch shapes, and report the
 same parameter index (batching keeps the parameter order).
 """
@@ -50,11 +51,11 @@ def batched_grid(grid: tuple[int, ...], size: int) -> tuple[int, ...]:
 def _normalize(signature: KernelSignature, batched) -> tuple[bool, ...]:
     """Written arrays are always batched, except a dynamic tape: one buffer for the whole
     batched grid, whose per-thread offsets (grid-shaped) carry the batch axis instead."""
-    from .enzyme.kernels import OFFSETS_PARAM, TAPE_PARAM
+    from .enzyme.kernels import OFFSETS2_PARAM, OFFSETS_PARAM, TAPE2_PARAM, TAPE_PARAM, TAPE_SHADOW_PARAM
     if len(batched) != len(signature.params):
         raise ValueError(f"batched flags {batched} do not match the {len(signature.params)} params of "
                          f"kernel '{signature.name}'")
-    shared, per_thread = {TAPE_PARAM}, {OFFSETS_PARAM}
+    shared, per_thread = {TAPE_PARAM, TAPE2_PARAM, TAPE_SHADOW_PARAM}, {OFFSETS_PARAM, OFFSETS2_PARAM}
     return tuple(p.name not in shared and (bool(b) or p.name in per_thread or (p.is_array and p.type.writes))
                  for p, b in zip(signature.params, batched))
 
@@ -87,6 +88,10 @@ def batched_kernel(kernel, batched: tuple[bool, ...], inner_grid0: int | None = 
         counting = kernel.count_kernel
         primal = len(counting.signature.params) - 1
         result.count_kernel = batched_kernel(counting, flags[:primal] + (True,), inner_grid0)
+    base_counting = getattr(kernel, "base_count_kernel", None)
+    if base_counting is not None:      # a second derivative's base tape (launch.tape_levels), batched alike
+        primal = len(base_counting.signature.params) - 1
+        result.base_count_kernel = batched_kernel(base_counting, flags[:primal] + (True,), inner_grid0)
     with _LOCK:
         _CACHE[key] = (kernel, result)
     return result

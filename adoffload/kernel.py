@@ -296,6 +296,13 @@ class DerivedKernel(Kernel):
             return self._count_kernel
 
 
+    @property
+    def base_count_kernel(self) -> "Kernel":
+        """The kernel that sizes the base's dynamic tape when this differentiates a reverse kernel
+        with one (second order: this kernel takes that tape and its shadow), else None."""
+        return self.base.count_kernel if getattr(self.base, "tape", None) is not None else None
+
+
 class TapeCountKernel(Kernel):
     """Runs the primal of a reverse kernel per thread and records its tape size (enzyme/tape.py)."""
 

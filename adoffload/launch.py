@@ -296,11 +296,10 @@ def tape_levels(kernel) -> list:
     names = {p.name for p in kernel.signature.params}
     levels = []
     own = kernel.tape.buffers if kernel.tape is not None else ()
-    if TAPE_PARAM in names and TAPE_PARAM not in own:
-        base = getattr(kernel, "base", None)
-        if base is not None and getattr(base, "tape", None) is not None:
-            levels.append((base.count_kernel, [(TAPE_PARAM, OFFSETS_PARAM)],
-                           [TAPE_SHADOW_PARAM] if TAPE_SHADOW_PARAM in names else []))
+    base_counter = getattr(kernel, "base_count_kernel", None)
+    if TAPE_PARAM in names and TAPE_PARAM not in own and base_counter is not None:
+        levels.append((base_counter, [(TAPE_PARAM, OFFSETS_PARAM)],
+                       [TAPE_SHADOW_PARAM] if TAPE_SHADOW_PARAM in names else []))
     if kernel.tape is not None:
         levels.append((kernel.count_kernel, list(zip(kernel.tape.buffers, kernel.tape.offsets)), []))
     return levels

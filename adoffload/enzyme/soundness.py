@@ -104,10 +104,10 @@ def _check_active_operands(fn: Function, inst: Instruction, info: ActivityInfo, 
             return
         if any(isinstance(r, Argument) and r.name.endswith("tape") for r in _all_roots(pointer)):
             raise DifferentiationError(
-                f"cannot differentiate {_where(inst)}: this derivative kernel keeps the active value {what} on its "
-                f"dynamic tape (a data-dependent loop's iterates), and differentiating it again would need a "
-                f"shadow of the tape, which the engine does not build yet. Second derivatives of kernels whose "
-                f"loops need no tape work; so does forward over reverse where the tape is static")
+                f"cannot differentiate {_where(inst)}: this derivative keeps the active value {what} on its "
+                f"dynamic tape (a data-dependent loop's iterates), and the tape has no shadow here. Kernels "
+                f"derived with ado.vjp/ado.jvp get a shadow tape (enzyme/kernels.py); mark the tape argument "
+                f"Duplicated when differentiating a derived function directly")
         raise DifferentiationError(
             f"cannot differentiate {_where(inst)}: it stores the active value {what} into memory that has no shadow "
             f"({_origin(pointer)}); pass that memory as a differentiated (Duplicated) argument")

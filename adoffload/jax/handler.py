@@ -68,7 +68,12 @@ class HandlerLayout:
     slots: tuple[Slot, ...]
     grid_rank: int
     zeroed: tuple[tuple[int, int, int], ...] = ()    # Out results: (ret index, ndim, element bytes)
-    tape: "TapeLayout | None" = None                 # a reverse kernel with a dynamic tape
+    tapes: "tuple[TapeLayout, ...]" = ()             # dynamic tapes, sized in this order (tape_handler.py)
+
+    @property
+    def tape(self) -> "TapeLayout | None":
+        """The kernel's own dynamic tape (the last level), None without one."""
+        return self.tapes[-1] if self.tapes else None
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,7 @@ class TapeLayout:
     scratch: tuple[tuple[int, int, int, bool], ...]      # (data slot, ndim, element bytes, copy the contents?)
     tape_slot: int                                       # the kernel's adoffload_tape data slot (its length follows)
     offsets_slot: int                                    # adoffload_tape_offsets' data slot (grid_rank dims follow)
+    shadow_slots: tuple[int, ...] = ()                   # shadow tapes laid out like this one (zeroed, same size)
 
     def count_slots(self, grid_rank: int) -> int:
         return self.shared + 1 + 2 * grid_rank + 1
@@ -95,7 +101,8 @@ def _is_hidden(param) -> bool:
 
 
 def layout_for(signature: KernelSignature, *, scalars_by_reference: bool,
-               written: frozenset = frozenset(), count_signature: KernelSignature | None = None) -> HandlerLayout:
+               written: frozenset = frozenset(), count_signature: KernelSignature | None = None,
+               levels: tuple = ()) -> HandlerLayout:
     """Map the flattened params onto call-frame buffers.
 
     Operands are the In, InOut and scalar params in order; results are the Out and InOut
@@ -103,8 +110,13 @@ def layout_for(signature: KernelSignature, *, scalars_by_reference: bool,
     Out arrays are zeroed before the launch, except the params in ``written`` (written in
     full by the kernel at this grid: no memset needed). Hidden params (a reverse kernel's
     dynamic tape, ``adoffload_*``) are neither operands nor results: the handler sizes them
-    by running ``count_signature``'s kernel first (see ``TapeLayout``).
+    by running ``count_signature``'s kernel first (see ``TapeLayout``). A second derivative
+    through a dynamic tape has two levels: ``levels`` gives ``(count signature, tape param,
+    offsets param, shadow params)`` per level, in sizing order (launch.tape_levels).
     """
+    from ..enzyme.kernels import OFFSETS_PARAM, TAPE_PARAM
+    if not levels and count_signature is not None:
+        levels = ((count_signature, TAPE_PARAM, OFFSETS_PARAM, ()),)
     operand_of, result_of = {}, {}
     for k, p in enumerate(signature.params):
         if _is_hidden(p):
@@ -129,19 +141,22 @@ def layout_for(signature: KernelSignature, *, scalars_by_reference: bool,
     zeroed = tuple((result_of[k], p.type.ndim, p.dtype.dtype.itemsize)
                    for k, p in enumerate(signature.params)
                    if p.is_array and p.type.intent == "out" and k not in written and not _is_hidden(p))
-    tape = _tape_layout(signature, count_signature) if any(_is_hidden(p) for p in signature.params) else None
+    tapes = ()
+    if any(_is_hidden(p) for p in signature.params):
+        tapes = tuple(_tape_layout(signature, *level) for level in levels)
+        covered = {name for _, tape, offsets, shadows in levels for name in (tape, offsets, *shadows)}
+        hidden = [p.name for p in signature.params if _is_hidden(p)]
+        if not levels or set(hidden) != covered:
+            raise JaxIntegrationError(
+                f"kernel '{signature.name}' has launcher-filled params {hidden}; JAX handlers size dynamic tapes "
+                f"(with their counting kernels) and their shadows, and nothing else (a deterministic kernel's "
+                "contribution log runs through the numpy launcher only)")
     return HandlerLayout(signature.name, tuple(p.name for p in signature.params), tuple(slots),
-                         signature.grid_rank, zeroed, tape)
+                         signature.grid_rank, zeroed, tapes)
 
 
-def _tape_layout(signature: KernelSignature, count_signature: KernelSignature | None) -> TapeLayout:
-    from ..enzyme.kernels import OFFSETS_PARAM, TAPE_PARAM
-    hidden = [p.name for p in signature.params if _is_hidden(p)]
-    if hidden != [TAPE_PARAM, OFFSETS_PARAM] or count_signature is None:
-        raise JaxIntegrationError(
-            f"kernel '{signature.name}' has launcher-filled params {hidden}; JAX handlers size a dynamic "
-            f"tape ({TAPE_PARAM}, {OFFSETS_PARAM}, with its counting kernel) and nothing else (a deterministic "
-            "kernel's contribution log runs through the numpy launcher only)")
+def _tape_layout(signature: KernelSignature, count_signature: KernelSignature, tape_param: str,
+                 offsets_param: str, shadow_params: tuple = ()) -> TapeLayout:
     primal = count_signature.params[:-1]
     if tuple(signature.params[:len(primal)]) != tuple(primal):
         raise JaxIntegrationError(f"kernel '{signature.name}': its counting kernel '{count_signature.name}' does "
@@ -152,10 +167,10 @@ def _tape_layout(signature: KernelSignature, count_signature: KernelSignature | 
         start.setdefault(f.param_index, slot)
     shared = sum(1 for f in flat if f.param_index < len(primal))
     scratch = tuple((start[k], p.type.ndim, p.dtype.dtype.itemsize, p.type.intent == "inout")
-                    for k, p in enumerate(primal) if p.is_array and p.type.writes)
+                    for k, p in enumerate(primal) if p.is_array and p.type.writes and not _is_hidden(p))
     names = [p.name for p in signature.params]
-    return TapeLayout(count_signature.name, shared, scratch, start[names.index(TAPE_PARAM)],
-                      start[names.index(OFFSETS_PARAM)])
+    return TapeLayout(count_signature.name, shared, scratch, start[names.index(tape_param)],
+                      start[names.index(offsets_param)], tuple(start[names.index(s)] for s in shadow_params))
 
 
 class _Emitter:
@@ -403,10 +418,11 @@ def _fn(e: _Emitter, address: int) -> str:
     return fn
 
 
-def cpu_handler_ir(layout: HandlerLayout, host_entry: int, count_entry: int = 0, min_chunk: int = 4096) -> str:
+def cpu_handler_ir(layout: HandlerLayout, host_entry: int, count_entry=0, min_chunk: int = 4096) -> str:
     """The CPU handler: fill slots, run the host entry over the whole grid, check the status.
 
     With a dynamic tape (``layout.tape``), ``count_entry`` is the counting kernel's host entry
+    (a tuple of them, one per level, when ``layout.tapes`` has two)
     and the handler sizes the tape first (``tape_handler.py``).
     """
     if layout.tape is not None:
@@ -468,7 +484,7 @@ class GpuTables:
     synchronize: int                    # address of cuStreamSynchronize / hipStreamSynchronize
     memset: int = 0                     # address of cuMemsetD8Async / hipMemsetD8Async
     # Kernels with a dynamic tape only:
-    count_functions: tuple[int, ...] = ()   # the counting kernel, per device
+    count_functions: tuple[int, ...] = ()   # the counting kernels, per device (level after level)
     copy_dtod: int = 0                  # cuMemcpyDtoDAsync / hipMemcpyDtoDAsync
     copy_dtoh: int = 0                  # cuMemcpyDtoHAsync / hipMemcpyDtoHAsync
     copy_htod: int = 0                  # cuMemcpyHtoDAsync / hipMemcpyHtoDAsync

@@ -25,7 +25,6 @@ from jax.interpreters import ad, batching
 
 from .. import batching as kernel_batching
 from ..errors import JaxIntegrationError
-from ..kernel import Kernel
 from ..signature import HIDDEN_PREFIX
 from .primitive import _varying_axes, CallSpec, bind, kernel_call_p
 
@@ -119,28 +118,6 @@ class TapeCallSpec(CallSpec):
         return tuple(k for k, p in enumerate(self.params) if p.is_array and p.type.writes and not _hidden(p))
 
 
-class TransposeOnlyTangent(Kernel):
-    """The tangent call of a reverse kernel with a dynamic tape, as a signature without a body.
-
-    ``jax.grad``/``jax.jacrev`` of a gradient stage this call and transpose it: its transpose is
-    ``ado.vjp`` of the reverse kernel (reverse over reverse, with its own tape), and it never
-    runs. Running it (``jax.jvp``, ``jacfwd``, ``hessian`` over such a gradient) would need
-    forward mode through the tape, which is not built: that raises when the call is compiled.
-    """
-
-    def __init__(self, base, wrt):
-        from ..enzyme.kernels import tangent_signature
-        super().__init__(tangent_signature(base.signature, list(wrt)), f"{base.body_name}.jvp.unbuilt")
-        self.base, self.mode, self.wrt, self.block = base, "jvp", tuple(wrt), base.block
-
-    def _make_text(self, proven: frozenset) -> str:
-        raise JaxIntegrationError(
-            f"kernel '{self.base.name}' is a reverse kernel with a dynamic tape: forward mode through it "
-            f"(jax.jvp, jax.jacfwd, jax.hessian, or a jvp of its gradient) is not supported; jax.grad / "
-            f"jax.jacrev of the gradient differentiate it in reverse mode instead, where its tape allows "
-            f"(docs/ad.md)")
-
-
 # ----------------------------------------------------------------------------- JVP
 
 def _jvp(primals, tangents, *, spec: CallSpec):
@@ -150,7 +127,7 @@ def _jvp(primals, tangents, *, spec: CallSpec):
                 if spec.params[k].dtype.is_float and not _is_zero(t))
     if not wrt:
         return primal_out, [_zero_like(o) for o in primal_out]
-    forward = TransposeOnlyTangent(kernel, wrt) if has_hidden_params(kernel) else _derivative("jvp", kernel, wrt)
+    forward = _derivative("jvp", kernel, wrt)      # through a dynamic tape, with its shadow tape
     shapes = _derived_shapes(forward, kernel, _param_shapes(spec, [np.shape(p) for p in primals]))
     fspec = _derived_spec(forward, spec, shapes, tangent_of=(kernel, wrt))
     shadow_of = {s: k for k, s in shadows(forward, kernel).items()}

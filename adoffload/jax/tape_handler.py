@@ -15,7 +15,7 @@ import ctypes
 
 from ..errors import JaxIntegrationError
 from .handler import (API, BLOCK_SIZE, CALL_FRAME, ERROR_INTERNAL, ERROR_OUT_OF_RANGE, GpuTables,
-                      HandlerLayout, MESSAGE_BYTES, _c_string, _cpu_frame, _destroy_error, _Emitter,
+                      HandlerLayout, MESSAGE_BYTES, TapeLayout, _c_string, _cpu_frame, _destroy_error, _Emitter,
                       _error_return, _fill_slots, _fn, _globals, _grid, _host_functions, _metadata_block,
                       _prologue, _run_host_entry, _snprintf_address, _status_check, _stream_and_ordinal,
                       _table, _zero_outputs)
@@ -64,10 +64,9 @@ def _at_least(e: _Emitter, value: str, floor: int) -> str:
     return out
 
 
-def _count_slots(e: _Emitter, layout: HandlerLayout, slots: str) -> str:
+def _count_slots(e: _Emitter, layout: HandlerLayout, slots: str, tape: TapeLayout) -> str:
     """The counting kernel's slots, its first ``shared`` copied from the kernel's (scratch and
     counts pointers, grid and status are stored by the caller)."""
-    tape = layout.tape
     cslots = e.fresh("cslots")
     e.emit(f"{cslots} = alloca [{tape.count_slots(layout.grid_rank)} x i64], align 8")
     for k in range(tape.shared):
@@ -75,9 +74,10 @@ def _count_slots(e: _Emitter, layout: HandlerLayout, slots: str) -> str:
     return cslots
 
 
-def _count_grid_and_status(e: _Emitter, layout: HandlerLayout, slots: str, cslots: str, status: str) -> None:
+def _count_grid_and_status(e: _Emitter, layout: HandlerLayout, slots: str, cslots: str, status: str,
+                           tape: TapeLayout) -> None:
     """The counts array is shaped like the grid: its dims and the grid slots are the grid."""
-    n, rank, shared = len(layout.slots), layout.grid_rank, layout.tape.shared
+    n, rank, shared = len(layout.slots), layout.grid_rank, tape.shared
     for d in range(rank):
         g = _load_slot(e, slots, n + d)
         _store_slot(e, cslots, shared + 1 + d, g)
@@ -85,13 +85,14 @@ def _count_grid_and_status(e: _Emitter, layout: HandlerLayout, slots: str, cslot
     _store_slot(e, cslots, shared + 1 + 2 * rank, status, "ptr")
 
 
-def _hidden_slots(e: _Emitter, layout: HandlerLayout, slots: str, tape: str, tape_bytes: str, offsets: str) -> None:
-    """adoffload_tape (an i64 array of tape_bytes / 8) and adoffload_tape_offsets (shaped like the grid)."""
-    t = layout.tape
+def _hidden_slots(e: _Emitter, layout: HandlerLayout, slots: str, t: TapeLayout, tape: str, tape_bytes: str,
+                  offsets: str, shadows: list[str] = ()) -> None:
+    """The tape (an i64 array of tape_bytes / 8), its shadows (alike) and its offsets (shaped like the grid)."""
     words = e.fresh("words")
     e.emit(f"{words} = udiv i64 {tape_bytes}, 8")
-    _store_slot(e, slots, t.tape_slot, tape, "ptr")
-    _store_slot(e, slots, t.tape_slot + 1, words)
+    for slot, buffer in zip((t.tape_slot, *t.shadow_slots), (tape, *shadows)):
+        _store_slot(e, slots, slot, buffer, "ptr")
+        _store_slot(e, slots, slot + 1, words)
     _store_slot(e, slots, t.offsets_slot, offsets, "ptr")
     n = len(layout.slots)
     for d in range(layout.grid_rank):
@@ -130,16 +131,22 @@ def _tape_globals(layout: HandlerLayout) -> list[str]:
             "declare i64 @llvm.umax.i64(i64, i64)"]
 
 
-def cpu_tape_handler_ir(layout: HandlerLayout, host_entry: int, count_entry: int, min_chunk: int) -> str:
-    """CPU handler of a kernel with a dynamic tape: count, scan, allocate, run, free (every path)."""
-    tape = layout.tape
+def _owned_count(layout: HandlerLayout) -> int:
+    """Buffers a handler allocates: per level, scratch copies, counts, offsets, tape and shadows."""
+    return sum(len(t.scratch) + 3 + len(t.shadow_slots) for t in layout.tapes)
+
+
+def cpu_tape_handler_ir(layout: HandlerLayout, host_entry: int, count_entries, min_chunk: int) -> str:
+    """CPU handler of a kernel with dynamic tapes: per level (enzyme/kernels.py: a second
+    derivative's base tape first, then its own), count, scan, allocate; then run; free on every path."""
+    count_entries = (count_entries,) if isinstance(count_entries, int) else tuple(count_entries)
     malloc, calloc, free = (_libc_address(n) for n in ("malloc", "calloc", "free"))
     text, size = _c_string(f"kernel '{layout.kernel_name}': out of host memory while sizing its dynamic tape")
     extra = _tape_globals(layout) + [f"@msg.oom = private unnamed_addr constant [{size} x i8] {text}"]
     e = _Emitter()
     slots, status, total = _cpu_frame(e, layout)
     # Every buffer the handler allocates is recorded here and freed on every way out.
-    owned = len(tape.scratch) + 3
+    owned = _owned_count(layout)
     buffers = e.fresh("owned")
     e.emit(f"{buffers} = alloca [{owned} x ptr], align 8")
     for j in range(owned):
@@ -164,32 +171,37 @@ def cpu_tape_handler_ir(layout: HandlerLayout, host_entry: int, count_entry: int
         e.label(ok)
         return p
 
-    cslots = _count_slots(e, layout, slots)
-    for j, (data_slot, ndim, itemsize, copy) in enumerate(tape.scratch):
-        nbytes = _array_bytes(e, slots, data_slot, ndim, itemsize)
-        p = allocate(j, _at_least(e, nbytes, 1), zeroed=not copy)
-        if copy:
-            source = _load_slot(e, slots, data_slot, "ptr")
-            e.emit(f"call void @llvm.memcpy.p0.p0.i64(ptr {p}, ptr {source}, i64 {nbytes}, i1 false)")
-        _store_slot(e, cslots, data_slot, p, "ptr")
-    count_bytes = e.fresh("bytes")
-    e.emit(f"{count_bytes} = mul i64 {_at_least(e, total, 1)}, 8")
-    counts = allocate(owned - 3, count_bytes, zeroed=True)
-    _store_slot(e, cslots, tape.shared, counts, "ptr")
-    _count_grid_and_status(e, layout, slots, cslots, status)
-    _run_host_entry(e, cslots, total, count_entry, "count", min_chunk)
-    code = e.field(status, 0, "i64")
-    counted = e.fresh("counted")
-    e.emit(f"{counted} = icmp eq i64 {code}, 0")
-    e.emit("br i1 %s, label %%counted, label %%count_failed" % counted)
-    e.label("count_failed")
-    release()
-    e.emit("br label %check_status")
-    e.label("counted")
-    offsets = allocate(owned - 2, count_bytes, zeroed=False)
-    tape_bytes = _at_least(e, _exclusive_scan(e, counts, offsets, total), 8)
-    tape_buffer = allocate(owned - 1, tape_bytes, zeroed=True)
-    _hidden_slots(e, layout, slots, tape_buffer, tape_bytes, offsets)
+    next_owned = 0
+    for level, (tape, count_entry) in enumerate(zip(layout.tapes, count_entries)):
+        cslots = _count_slots(e, layout, slots, tape)
+        for data_slot, ndim, itemsize, copy in tape.scratch:
+            nbytes = _array_bytes(e, slots, data_slot, ndim, itemsize)
+            p = allocate(next_owned, _at_least(e, nbytes, 1), zeroed=not copy)
+            next_owned += 1
+            if copy:
+                source = _load_slot(e, slots, data_slot, "ptr")
+                e.emit(f"call void @llvm.memcpy.p0.p0.i64(ptr {p}, ptr {source}, i64 {nbytes}, i1 false)")
+            _store_slot(e, cslots, data_slot, p, "ptr")
+        count_bytes = e.fresh("bytes")
+        e.emit(f"{count_bytes} = mul i64 {_at_least(e, total, 1)}, 8")
+        counts = allocate(next_owned, count_bytes, zeroed=True)
+        _store_slot(e, cslots, tape.shared, counts, "ptr")
+        _count_grid_and_status(e, layout, slots, cslots, status, tape)
+        _run_host_entry(e, cslots, total, count_entry, f"count{level}", min_chunk)
+        code = e.field(status, 0, "i64")
+        counted = e.fresh("counted")
+        e.emit(f"{counted} = icmp eq i64 {code}, 0")
+        e.emit(f"br i1 {counted}, label %counted{level}, label %count_failed{level}")
+        e.label(f"count_failed{level}")
+        release()
+        e.emit("br label %check_status")
+        e.label(f"counted{level}")
+        offsets = allocate(next_owned + 1, count_bytes, zeroed=False)
+        tape_bytes = _at_least(e, _exclusive_scan(e, counts, offsets, total), 8)
+        tape_buffer = allocate(next_owned + 2, tape_bytes, zeroed=True)
+        shadows = [allocate(next_owned + 3 + k, tape_bytes, zeroed=True) for k in range(len(tape.shadow_slots))]
+        next_owned += 3 + len(shadows)
+        _hidden_slots(e, layout, slots, tape, tape_buffer, tape_bytes, offsets, shadows)
     _run_host_entry(e, slots, total, host_entry, "run", min_chunk)
     release()
     e.emit("br label %check_status")
@@ -275,15 +287,16 @@ def gpu_tape_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool,
     synchronizes, this handler is never captured in a command buffer (traits 0). A failure in
     counting (say an index out of bounds) is reported by this call itself.
     """
-    tape = layout.tape
     names = _DRIVER_CALLS[tables.driver]
-    n_devices = len(tables.functions)
-    if len(tables.count_functions) != n_devices:
-        raise JaxIntegrationError(f"kernel '{layout.kernel_name}': a counting kernel per device is needed to "
-                                  "size its dynamic tape (internal error)")
+    n_devices, levels = len(tables.functions), len(layout.tapes)
+    if len(tables.count_functions) != n_devices * levels:
+        raise JaxIntegrationError(f"kernel '{layout.kernel_name}': a counting kernel per device and tape level is "
+                                  "needed to size its dynamic tape (internal error)")
     extra = _tape_globals(layout) + [
-        _table("functions", tables.functions), _table("count_functions", tables.count_functions),
-        _table("statuses", tables.statuses), _table("host_statuses", tables.host_statuses), _release_function()]
+        _table("functions", tables.functions), _table("statuses", tables.statuses),
+        _table("host_statuses", tables.host_statuses), _release_function()]
+    extra += [_table(f"count_functions{level}", tables.count_functions[level * n_devices:(level + 1) * n_devices])
+              for level in range(levels)]
     for key, call in names.items():
         text, size = _c_string(call)
         extra.append(f"@call.{key} = private unnamed_addr constant [{size} x i8] {text}")
@@ -327,7 +340,7 @@ def gpu_tape_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool,
     e.label("sizing")
     blocks = e.fresh("blocks")
     e.emit(f"{blocks} = trunc i64 {blocks64} to i32")
-    owned = len(tape.scratch) + 3
+    owned = _owned_count(layout)
     buffers, sizes, host = e.fresh("owned"), e.fresh("sizes"), e.fresh("host")
     fail_call, fail_code, fail_size, fail_error = e.fresh("fcall"), e.fresh("fcode"), e.fresh("fsize"), e.fresh("ferr")
     e.emit(f"{buffers} = alloca [{owned} x ptr], align 8")
@@ -384,50 +397,59 @@ def gpu_tape_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool,
         driver("launch", tables.launch, f"ptr {function}", f"i32 {blocks}", "i32 1", "i32 1", f"i32 {block_size}",
                "i32 1", "i32 1", "i32 0", f"ptr {stream}", f"ptr {params}", "ptr null")
 
-    # 1. count on private copies of the arrays the primal writes
-    cslots = _count_slots(e, layout, slots)
-    for j, (data_slot, ndim, itemsize, copy) in enumerate(tape.scratch):
-        nbytes = _array_bytes(e, slots, data_slot, ndim, itemsize)
-        p = allocate(j, nbytes)
-        if copy:
-            source = _load_slot(e, slots, data_slot, "ptr")
-            driver("dtod", tables.copy_dtod, f"ptr {p}", f"ptr {source}", f"i64 {nbytes}", f"ptr {stream}")
-        else:
-            driver("memset", tables.memset, f"ptr {p}", "i8 0", f"i64 {nbytes}", f"ptr {stream}")
-        _store_slot(e, cslots, data_slot, p, "ptr")
-    count_bytes = e.fresh("bytes")
-    e.emit(f"{count_bytes} = mul i64 {total}, 8")
-    counts = allocate(owned - 3, count_bytes)
-    driver("memset", tables.memset, f"ptr {counts}", "i8 0", f"i64 {count_bytes}", f"ptr {stream}")
-    _store_slot(e, cslots, tape.shared, counts, "ptr")
-    _count_grid_and_status(e, layout, slots, cslots, e.element("@statuses", ordinal))
-    launch("@count_functions", cslots, tape.count_slots(rank))
-    # 2. counts to the host, wait, prefix sum (in place), offsets back
-    host_counts = e.fresh("hcounts")
-    e.emit(f"{host_counts} = call ptr {_fn(e, malloc)}(i64 {count_bytes})")
-    e.emit(f"store ptr {host_counts}, ptr {host}")
-    no_host = e.fresh("nohost")
-    e.emit(f"{no_host} = icmp eq ptr {host_counts}, null")
-    e.emit(f"br i1 {no_host}, label %host_oom, label %have_host")
-    e.label("have_host")
-    driver("dtoh", tables.copy_dtoh, f"ptr {host_counts}", f"ptr {counts}", f"i64 {count_bytes}", f"ptr {stream}")
-    driver("sync", tables.synchronize, f"ptr {stream}")
-    code = e.field(host_status, 0, "i64")
-    counted = e.fresh("counted")
-    e.emit(f"{counted} = icmp eq i64 {code}, 0")
-    e.emit(f"br i1 {counted}, label %counted, label %count_failed")
-    e.label("count_failed")
-    release()
-    e.emit("br label %check_status")
-    e.label("counted")
-    tape_sum = _exclusive_scan(e, host_counts, host_counts, total)
-    offsets = allocate(owned - 2, count_bytes)
-    driver("htod", tables.copy_htod, f"ptr {offsets}", f"ptr {host_counts}", f"i64 {count_bytes}", f"ptr {stream}")
-    # 3. the tape, the kernel
-    tape_bytes = _at_least(e, tape_sum, 8)
-    tape_buffer = allocate(owned - 1, tape_bytes)
-    driver("memset", tables.memset, f"ptr {tape_buffer}", "i8 0", f"i64 {tape_bytes}", f"ptr {stream}")
-    _hidden_slots(e, layout, slots, tape_buffer, tape_bytes, offsets)
+    next_owned = 0
+    for level, tape in enumerate(layout.tapes):
+        # 1. count on private copies of the arrays the primal writes
+        cslots = _count_slots(e, layout, slots, tape)
+        for data_slot, ndim, itemsize, copy in tape.scratch:
+            nbytes = _array_bytes(e, slots, data_slot, ndim, itemsize)
+            p = allocate(next_owned, nbytes)
+            next_owned += 1
+            if copy:
+                source = _load_slot(e, slots, data_slot, "ptr")
+                driver("dtod", tables.copy_dtod, f"ptr {p}", f"ptr {source}", f"i64 {nbytes}", f"ptr {stream}")
+            else:
+                driver("memset", tables.memset, f"ptr {p}", "i8 0", f"i64 {nbytes}", f"ptr {stream}")
+            _store_slot(e, cslots, data_slot, p, "ptr")
+        count_bytes = e.fresh("bytes")
+        e.emit(f"{count_bytes} = mul i64 {total}, 8")
+        counts = allocate(next_owned, count_bytes)
+        driver("memset", tables.memset, f"ptr {counts}", "i8 0", f"i64 {count_bytes}", f"ptr {stream}")
+        _store_slot(e, cslots, tape.shared, counts, "ptr")
+        _count_grid_and_status(e, layout, slots, cslots, e.element("@statuses", ordinal), tape)
+        launch(f"@count_functions{level}", cslots, tape.count_slots(rank))
+        # 2. counts to the host, wait, prefix sum (in place), offsets back
+        host_counts = e.fresh("hcounts")
+        if level:          # the previous level's host counts are done with
+            e.emit(f"call void {_fn(e, free)}(ptr {e.field(host, 0)})")
+            e.emit(f"store ptr null, ptr {host}")
+        e.emit(f"{host_counts} = call ptr {_fn(e, malloc)}(i64 {count_bytes})")
+        e.emit(f"store ptr {host_counts}, ptr {host}")
+        no_host = e.fresh("nohost")
+        e.emit(f"{no_host} = icmp eq ptr {host_counts}, null")
+        e.emit(f"br i1 {no_host}, label %host_oom, label %have_host{level}")
+        e.label(f"have_host{level}")
+        driver("dtoh", tables.copy_dtoh, f"ptr {host_counts}", f"ptr {counts}", f"i64 {count_bytes}", f"ptr {stream}")
+        driver("sync", tables.synchronize, f"ptr {stream}")
+        code = e.field(host_status, 0, "i64")
+        counted = e.fresh("counted")
+        e.emit(f"{counted} = icmp eq i64 {code}, 0")
+        e.emit(f"br i1 {counted}, label %counted{level}, label %count_failed{level}")
+        e.label(f"count_failed{level}")
+        release()
+        e.emit("br label %check_status")
+        e.label(f"counted{level}")
+        tape_sum = _exclusive_scan(e, host_counts, host_counts, total)
+        offsets = allocate(next_owned + 1, count_bytes)
+        driver("htod", tables.copy_htod, f"ptr {offsets}", f"ptr {host_counts}", f"i64 {count_bytes}", f"ptr {stream}")
+        # 3. the tape and its shadows, zeroed
+        tape_bytes = _at_least(e, tape_sum, 8)
+        zeroed = []
+        for k in range(1 + len(tape.shadow_slots)):
+            zeroed.append(allocate(next_owned + 2 + k, tape_bytes))
+            driver("memset", tables.memset, f"ptr {zeroed[-1]}", "i8 0", f"i64 {tape_bytes}", f"ptr {stream}")
+        next_owned += 2 + len(zeroed)
+        _hidden_slots(e, layout, slots, tape, zeroed[0], tape_bytes, offsets, zeroed[1:])
     launch("@functions", slots, n + rank + 1)
     release()
     if sync:

@@ -74,7 +74,7 @@ def _gpu_compiled(kernel, target: str, arch: str, variant: Variant):
 
 def ensure_target(kernel, platform: str, variant: Variant = Variant()) -> Target:
     _check_hidden(kernel)
-    if platform == "cpu" or getattr(kernel, "tape", None) is not None:
+    if platform == "cpu" or _levels(kernel):
         variant = Variant(variant.written, variant.proven)        # one element per thread
     key = (id(kernel), platform, sync_gpu_errors if platform != "cpu" else False, variant)
     with _LOCK:
@@ -100,15 +100,23 @@ def _check_hidden(kernel) -> None:
         raise JaxIntegrationError(f"kernel '{kernel.name}' is a deterministic reverse kernel (it logs its "
                                   "shared contributions and reduces the log on the host after the launch); "
                                   "JAX calls do not run it: use ado.vjp(k, wrt) without deterministic=True")
-    hidden = [n for n in names if n.startswith(HIDDEN_PREFIX)]
-    if hidden and getattr(kernel, "count_kernel", None) is None:
-        raise JaxIntegrationError(f"kernel '{kernel.name}' has launcher-filled params {hidden} but no "
-                                  "counting kernel to size them")
+    hidden = {n for n in names if n.startswith(HIDDEN_PREFIX)}
+    sized = {name for _, buffers, shadows in _levels(kernel) for pair in buffers for name in (*pair, *shadows)}
+    if hidden - sized:
+        raise JaxIntegrationError(f"kernel '{kernel.name}' has launcher-filled params {sorted(hidden - sized)} but "
+                                  "no counting kernel to size them")
 
 
-def _count_signature(kernel):
-    """The counting kernel's signature when ``kernel`` has a dynamic tape, else None."""
-    return kernel.count_kernel.signature if getattr(kernel, "tape", None) is not None else None
+def _levels(kernel) -> list:
+    """The kernel's dynamic tapes in sizing order: (counting kernel, [(tape, offsets)], shadows)."""
+    from ..launch import tape_levels
+    return tape_levels(kernel) if hasattr(kernel, "tape") else []
+
+
+def _layout_levels(kernel) -> tuple:
+    """``handlers.layout_for``'s ``levels``: one dynamic tape per level."""
+    return tuple((counter.signature, buffers[0][0], buffers[0][1], tuple(shadows))
+                 for counter, buffers, shadows in _levels(kernel))
 
 
 def _unresolved_symbols(program) -> list[str]:
@@ -126,17 +134,18 @@ def _cpu_target(kernel, name: str, variant: Variant) -> Target:
         raise CompilationError(f"kernel '{kernel.name}': the host code calls {missing}, which no library "
                                "defines (a code generation gap); refusing to run it")
     entry = compiled.program.address(compiled.entry_name)
-    keep, count_entry = [compiled], 0
-    if getattr(kernel, "tape", None) is not None:
-        counting = kernel.count_kernel.compiled("host", proven=variant.proven)
+    keep, count_entries = [compiled], []
+    for counter, _, _ in _levels(kernel):
+        counting = counter.compiled("host", proven=variant.proven)
         missing = _unresolved_symbols(counting.program)
         if missing:
-            raise CompilationError(f"kernel '{kernel.count_kernel.name}' (sizes the tape of '{kernel.name}'): the "
+            raise CompilationError(f"kernel '{counter.name}' (sizes the tape of '{kernel.name}'): the "
                                    f"host code calls {missing}, which no library defines; refusing to run it")
-        count_entry = counting.program.address(counting.entry_name)
+        count_entries.append(counting.program.address(counting.entry_name))
         keep.append(counting)
+    count_entry = tuple(count_entries) if len(count_entries) > 1 else (count_entries or [0])[0]
     layout = handlers.layout_for(kernel.signature, scalars_by_reference=False, written=variant.written,
-                                 count_signature=_count_signature(kernel))
+                                 levels=_layout_levels(kernel))
     from .cpu_parallel import min_chunk_threads
     chunk = min_chunk_threads(kernel.module_text(variant.proven), kernel.body_name)
     handler = handlers.CompiledHandler(handlers.cpu_handler_ir(layout, entry, count_entry, chunk), keep_alive=keep)
@@ -170,8 +179,8 @@ def _cuda_target(kernel, name: str, variant: Variant) -> Target:
     devices = _gpu_devices("cuda")
     n = max(d.local_hardware_id for d in devices) + 1
     functions, statuses, host_statuses, views, keep = [0] * n, [0] * n, [0] * n, [], []
-    counting = kernel.count_kernel if getattr(kernel, "tape", None) is not None else None
-    count_functions = [0] * n if counting else []
+    counters = [counter for counter, _, _ in _levels(kernel)]
+    count_functions = [0] * (n * len(counters))
     for d in devices:
         ordinal = d.local_hardware_id
         dev = _check("cuDeviceGet", driver.cuDeviceGet(ordinal))
@@ -185,11 +194,11 @@ def _cuda_target(kernel, name: str, variant: Variant) -> Target:
         try:
             module = _check("cuModuleLoadData", driver.cuModuleLoadData(compiled.ptx.encode() + b"\0"))
             function = _check("cuModuleGetFunction", driver.cuModuleGetFunction(module, compiled.entry_name.encode()))
-            if counting:
+            for level, counting in enumerate(counters):
                 counted = counting.compiled("nvptx", arch=f"sm_{major}{minor}", scalars_by_reference=True,
                                             proven=variant.proven)
                 count_module = _check("cuModuleLoadData", driver.cuModuleLoadData(counted.ptx.encode() + b"\0"))
-                count_functions[ordinal] = int(_check("cuModuleGetFunction", driver.cuModuleGetFunction(
+                count_functions[level * n + ordinal] = int(_check("cuModuleGetFunction", driver.cuModuleGetFunction(
                     count_module, counted.entry_name.encode())))
                 keep += [count_module, counted]
             flags = driver.CU_MEMHOSTALLOC_DEVICEMAP | driver.CU_MEMHOSTALLOC_PORTABLE
@@ -208,7 +217,7 @@ def _cuda_target(kernel, name: str, variant: Variant) -> Target:
                                 memset=ctypes.cast(libcuda.cuMemsetD8Async, ctypes.c_void_p).value,
                                 **_tape_tables(libcuda, "cu", count_functions))
     layout = handlers.layout_for(kernel.signature, scalars_by_reference=True, written=variant.written,
-                                 count_signature=_count_signature(kernel))
+                                 levels=_layout_levels(kernel))
     text = handlers.gpu_handler_ir(layout, tables, sync=sync_gpu_errors, elements_per_thread=compiled.elements_per_thread,
                                    block_size=compiled.extra.get("block_threads", handlers.BLOCK_SIZE))
     target = Target(name, kernel, "cuda", handlers.CompiledHandler(text, keep_alive=keep))
@@ -241,8 +250,8 @@ def rocm_handler_ir(kernel, tables: handlers.GpuTables | None = None, *, sync: b
     """
     _check_hidden(kernel)
     layout = handlers.layout_for(kernel.signature, scalars_by_reference=True, written=written,
-                                 count_signature=_count_signature(kernel))
-    counts = (0,) if layout.tape is not None else ()
+                                 levels=_layout_levels(kernel))
+    counts = (0,) * len(layout.tapes)
     tables = tables or handlers.GpuTables((0,), (0,), (0,), launch=0, synchronize=0, count_functions=counts,
                                           driver="hip")
     return handlers.gpu_handler_ir(layout, tables, sync=sync, elements_per_thread=elements_per_thread,
@@ -256,8 +265,8 @@ def _rocm_target(kernel, name: str, variant: Variant) -> Target:
     devices = _gpu_devices("rocm")
     n = max(d.local_hardware_id for d in devices) + 1
     functions, statuses, host_statuses, views, keep = [0] * n, [0] * n, [0] * n, [], []
-    counting = kernel.count_kernel if getattr(kernel, "tape", None) is not None else None
-    count_functions = [0] * n if counting else []
+    counters = [counter for counter, _, _ in _levels(kernel)]
+    count_functions = [0] * (n * len(counters))
     for d in devices:
         ordinal = d.local_hardware_id
         check(hip.hipSetDevice(ordinal))
@@ -266,10 +275,11 @@ def _rocm_target(kernel, name: str, variant: Variant) -> Target:
         compiled = _gpu_compiled(kernel, "amdgpu", arch, variant)
         module = check(hip.hipModuleLoadData(compiled.hsaco))
         function = check(hip.hipModuleGetFunction(module, compiled.entry_name.encode()))
-        if counting:
+        for level, counting in enumerate(counters):
             counted = counting.compiled("amdgpu", arch=arch, scalars_by_reference=True, proven=variant.proven)
             count_module = check(hip.hipModuleLoadData(counted.hsaco))
-            count_functions[ordinal] = int(check(hip.hipModuleGetFunction(count_module, counted.entry_name.encode())))
+            count_functions[level * n + ordinal] = int(check(hip.hipModuleGetFunction(
+                count_module, counted.entry_name.encode())))
             keep += [count_module, counted]
         host = int(check(hip.hipHostMalloc(STATUS_BYTES, hip.hipHostMallocMapped | hip.hipHostMallocPortable)))
         device_ptr = int(check(hip.hipHostGetDevicePointer(host, 0)))
