@@ -337,6 +337,7 @@ def reduce_contribution_log(kernel, values: list) -> None:
     arrays in (thread, program) order (enzyme/deterministic.py). The log's shadow id k is the
     k-th shadow param: the params after the primal ones, before the hidden ones."""
     from .enzyme.deterministic import reduce_log
+    from .enzyme.kernels import LOG_PARAM
     spec = kernel.tape
     names = [p.name for p in kernel.signature.params]
     first_shadow = len(kernel.count_kernel.signature.params) - len(spec.counters)
