@@ -194,6 +194,13 @@ def test_reverse_over_reverse_on_cuda():
         g = jax.jit(jax.grad(loss))(A)
         np.testing.assert_allclose(g, jax.grad(loss_ref)(A), rtol=1e-10)
         assert jax.jit(jax.grad(loss))(jnp.zeros((0,))).shape == (0,)
+        # second order through the dynamic tape: two tape levels (reverse over reverse) and a
+        # shadow tape (forward over reverse), sized by the GPU handler level by level
+        a = jnp.asarray(A[:7])
+        expected = jax.hessian(loss_ref)(a)
+        for second in (jax.jit(jax.jacrev(jax.grad(loss))), jax.jit(jax.hessian(loss))):
+            np.testing.assert_allclose(second(a), expected, rtol=1e-7, atol=1e-9)
+        check_errors()
         with pytest.raises(Exception, match="index 11 out of bounds"):
             x = jnp.linspace(0.1, 1.0, 8)
             bad = jnp.arange(8, dtype=jnp.int64).at[5].set(11)
