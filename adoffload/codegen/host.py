@@ -101,6 +101,9 @@ class HostProgram:
                                    f"({', '.join('@' + n for n in thread_locals)})")
         missing = unresolved_functions(module)
         if missing:
+            from .rust_runtime import define_allocator_shims
+            missing = define_allocator_shims(module, missing)
+        if missing:
             raise CompilationError(f"the host code calls {', '.join('@' + n for n in missing)}, which no "
                                    f"loaded library defines; refusing to run it (the call would jump to "
                                    f"address 0). Define it in the module or load a library providing it.")
