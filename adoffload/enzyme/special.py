@@ -1,0 +1,161 @@
+"""Derivative rules of libm's special functions: inverse hyperbolics, the gamma family, Bessel
+functions of integer order, and the piecewise-constant or integer-valued ones.
+
+lgamma' and tgamma' need the digamma function, which libm lacks: ``digamma`` defines it in the
+module (recurrence up to x >= 10, then the asymptotic series; reflection for x < 0), in double
+precision for both float widths, so it runs on every target.
+"""
+from __future__ import annotations
+
+import math
+
+from ..ir.builder import Builder
+from ..ir.core import Argument, Constant, Function, FunctionType, Value, f64
+from .rules import Rule, RuleContext, defpartials, defunary, defzero, register
+
+
+def _c(ctx: RuleContext, like: Value, x: float) -> Constant:
+    return ctx.const(like.type, x)
+
+
+@defunary("call:asinh")
+def _asinh(ctx, x, y):
+    return ctx.div(_c(ctx, x, 1.0), ctx.math("sqrt", ctx.add(ctx.mul(x, x), _c(ctx, x, 1.0))))
+
+
+@defunary("call:acosh", strong_zero=True)
+def _acosh(ctx, x, y):
+    return ctx.div(_c(ctx, x, 1.0), ctx.math("sqrt", ctx.sub(ctx.mul(x, x), _c(ctx, x, 1.0))))
+
+
+@defunary("call:atanh", strong_zero=True)
+def _atanh(ctx, x, y):
+    return ctx.div(_c(ctx, x, 1.0), ctx.sub(_c(ctx, x, 1.0), ctx.mul(x, x)))
+
+
+@defpartials("call:fdim")
+def _fdim(ctx, inst):        # max(a - b, 0)
+    a, b = ctx.operand(inst, 0), ctx.operand(inst, 1)
+    above = ctx.fcmp("ogt", a, b)
+    return [ctx.select(above, _c(ctx, a, 1.0), _c(ctx, a, 0.0)), ctx.select(above, _c(ctx, a, -1.0), _c(ctx, a, 0.0))]
+
+
+@defpartials("call:nextafter", "call:nexttoward")
+def _nextafter(ctx, inst):   # one ulp from x: the derivative of x, none through the direction
+    return [_c(ctx, inst.operands[0], 1.0), None]
+
+
+@defpartials("call:remainder")
+def _remainder(ctx, inst):   # a - n b with n the integer nearest a / b, constant almost everywhere
+    a, b, r = ctx.operand(inst, 0), ctx.operand(inst, 1), ctx.result(inst)
+    n = ctx.math("rint", ctx.div(ctx.sub(a, r), b))
+    return [_c(ctx, a, 1.0), ctx.neg(n)]
+
+
+# integer-valued or piecewise constant: no derivative (results that are integers carry none anyway)
+defzero("call:logb", "call:ilogb", "call:lrint", "call:llrint", "call:lround", "call:llround")
+
+
+# ----------------------------------------------------------------------------- gamma family
+
+def digamma(ctx: RuleContext, x: Value) -> Value:
+    """ψ(x), through the module's ``adoffload.digamma`` (defined on first use)."""
+    fn = ctx.module.functions.get("adoffload.digamma")
+    if fn is None:
+        fn = _define_digamma(ctx.module)
+    wide = x if x.type == f64 else ctx.cast("fpext", x, f64)
+    psi = ctx.builder.call(fn, [wide])
+    return psi if x.type == f64 else ctx.cast("fptrunc", psi, x.type)
+
+
+def _define_digamma(module) -> Function:
+    fn = Function("adoffload.digamma", FunctionType(f64, (f64,)), [Argument(f64, "x", 0)],
+                  linkage="internal", attributes={"nounwind"})
+    module.add_function(fn)
+    x = fn.args[0]
+    entry, reflect, loop, series = (fn.add_block(n) for n in ("entry", "reflect", "loop", "series"))
+    call = lambda b, name, *args: b.call_intrinsic(module, name, f64, list(args))
+    c = lambda v: Constant(f64, v)
+    b = Builder(entry)
+    negative = b.fcmp("olt", x, c(0.0))
+    b.cbranch(negative, reflect, loop)
+    # ψ(x) = ψ(1 - x) - π / tan(π x) for x < 0 (a pole, inf or NaN, at the non-positive integers)
+    b = Builder(reflect)
+    tangent = call(b, "llvm.tan.f64", b.fmul(c(math.pi), x))
+    shift = b.fneg(b.fdiv(c(math.pi), tangent))
+    mirrored = b.fsub(c(1.0), x)
+    b.br(loop)
+    # ψ(x) = ψ(x + 1) - 1/x until x >= 10
+    b = Builder(loop)
+    z = b.phi(f64, [(x, entry), (mirrored, reflect)])
+    acc = b.phi(f64, [(c(0.0), entry), (shift, reflect)])
+    small = b.fcmp("olt", z, c(10.0))
+    z_next = b.fadd(z, c(1.0))
+    acc_next = b.fsub(acc, b.fdiv(c(1.0), z))
+    z.operands.append(z_next)
+    z.blocks.append(loop)
+    acc.operands.append(acc_next)
+    acc.blocks.append(loop)
+    b.cbranch(small, loop, series)
+    # log z - 1/(2z) - Σ B_2k / (2k z^2k), seven terms (the next is below 1e-17 for z >= 10)
+    b = Builder(series)
+    zf = b.phi(f64, [(z, loop)])
+    accf = b.phi(f64, [(acc, loop)])
+    inv2 = b.fdiv(c(1.0), b.fmul(zf, zf))
+    poly = c(1.0 / 12.0)
+    for coefficient in (691.0 / 32760.0, 1.0 / 132.0, 1.0 / 240.0, 1.0 / 252.0, 1.0 / 120.0, 1.0 / 12.0):
+        poly = b.fsub(c(coefficient), b.fmul(inv2, poly))
+    value = b.fsub(b.fsub(call(b, "llvm.log.f64", zf), b.fdiv(c(0.5), zf)), b.fmul(inv2, poly))
+    b.ret(b.fadd(accf, value))
+    return fn
+
+
+@defunary("call:lgamma")
+def _lgamma(ctx, x, y):
+    return digamma(ctx, x)
+
+
+@defunary("call:tgamma")
+def _tgamma(ctx, x, y):
+    return ctx.mul(y, digamma(ctx, x))
+
+
+# ----------------------------------------------------------------------------- Bessel functions
+
+def _libm(ctx: RuleContext, name: str, *args: Value) -> Value:
+    suffix = "f" if args[-1].type != f64 else ""
+    return ctx.builder.call_intrinsic(ctx.module, name + suffix, args[-1].type, list(args))
+
+
+@defunary("call:j0")
+def _j0(ctx, x, y):
+    return ctx.neg(_libm(ctx, "j1", x))
+
+
+@defunary("call:y0")
+def _y0(ctx, x, y):
+    return ctx.neg(_libm(ctx, "y1", x))
+
+
+@defunary("call:j1")
+def _j1(ctx, x, y):          # J1' = J0 - J1 / x
+    return ctx.sub(_libm(ctx, "j0", x), ctx.div(y, x))
+
+
+@defunary("call:y1")
+def _y1(ctx, x, y):
+    return ctx.sub(_libm(ctx, "y0", x), ctx.div(y, x))
+
+
+def _bessel_n(name: str):
+    def partials(ctx, inst):         # Z_n' = (Z_{n-1} - Z_{n+1}) / 2, for n of either sign
+        n, x = ctx.operand(inst, 0), ctx.operand(inst, 1)
+        one = Constant(n.type, 1)
+        below = _libm(ctx, name, ctx.builder.sub(n, one), x)
+        above = _libm(ctx, name, ctx.builder.add(n, one), x)
+        return [None, ctx.mul(ctx.sub(below, above), _c(ctx, x, 0.5))]
+    return partials
+
+
+register("call:jn", Rule(partials=_bessel_n("jn")))
+register("call:yn", Rule(partials=_bessel_n("yn")))
