@@ -41,7 +41,7 @@ class ForeignModule:
 
     def __init__(self, module: ir.Module):
         self.ir = module
-        self._program = None
+        self._programs: dict = {}
         self._program_key: tuple[str, ...] = ()
 
     def __getitem__(self, name: str) -> "ForeignFunction":
@@ -59,15 +59,18 @@ class ForeignModule:
     def names(self) -> list[str]:
         return [n for n, fn in self.ir.functions.items() if not fn.is_declaration]
 
-    def program(self):
-        """The host JIT of this module, rebuilt only when the set of functions changed
-        (e.g. after the AD engine added a derivative function to ``self.ir``)."""
+    def program(self, name: str | None = None):
+        """The host JIT of ``name`` and what it reaches (``ir.subset``; the whole module without a
+        name), rebuilt only when the module's set of functions changed (e.g. after the AD engine
+        added a derivative function to ``self.ir``)."""
         key = tuple(self.ir.functions)
-        if self._program is None or key != self._program_key:
+        if key != self._program_key:
+            self._programs, self._program_key = {}, key
+        if name not in self._programs:
             from .codegen.host import HostProgram  # deferred: JIT machinery loads on first call
-            self._program = HostProgram(ir.export_module(self.ir))
-            self._program_key = key
-        return self._program
+            from .ir.subset import reachable
+            self._programs[name] = HostProgram(ir.export_module(self.ir if name is None else reachable(self.ir, [name])))
+        return self._programs[name]
 
     def __repr__(self) -> str:
         return f"<ForeignModule {self.ir.name!r}: {', '.join(self.names())}>"
@@ -91,7 +94,7 @@ class ForeignFunction:
         restype = self._ctype(self.ir.return_type, "the return value")
         argtypes = [ctypes.c_void_p if a.type.is_pointer else self._ctype(a.type, f"argument '{a.name}'")
                     for a in params]
-        fn = self.module.program().function(self.name, restype, *argtypes)
+        fn = self.module.program(self.name).function(self.name, restype, *argtypes)
         result = fn(*converted)
         return _DTYPES[self.ir.return_type].type(result) if self.ir.return_type in _DTYPES else result
 

@@ -62,10 +62,25 @@ def _register_libm() -> None:
                 llvm.add_symbol(name, ctypes.cast(fn, ctypes.c_void_p).value)
 
 
+@functools.cache
+def _load_cxx_runtime() -> bool:
+    """C++ code calls operator new/delete and the Itanium ABI's ``__cxa_*`` (exceptions), which
+    this Python process may not have loaded: take them from the system's C++ runtime."""
+    path = ctypes.util.find_library("stdc++")
+    if path is None:
+        return False
+    try:
+        llvm.load_library_permanently(path)
+    except RuntimeError:
+        return False
+    return True
+
+
 def unresolved_functions(module: llvm.ModuleRef) -> list[str]:
     """Functions the module declares that neither LLVM's symbol table nor the process defines."""
     process = ctypes.CDLL(None)
     missing = []
+    # (llvm.address_of_symbol also sees libraries loaded by load_library_permanently)
     for fn in module.functions:
         if not fn.is_declaration or fn.name.startswith("llvm.") or llvm.address_of_symbol(fn.name):
             continue
@@ -103,6 +118,8 @@ class HostProgram:
         if missing:
             from .rust_runtime import define_allocator_shims
             missing = define_allocator_shims(module, missing)
+        if any(name.startswith(("_Z", "__cxa_", "__gxx_")) for name in missing) and _load_cxx_runtime():
+            missing = unresolved_functions(module)
         if missing:
             raise CompilationError(f"the host code calls {', '.join('@' + n for n in missing)}, which no "
                                    f"loaded library defines; refusing to run it (the call would jump to "

@@ -14,6 +14,7 @@ from ..errors import ArgumentError
 from ..ir.builder import Builder
 from ..ir.core import FloatType, Function, IntType, Module, PointerType, Type, VoidType
 from ..ir.llvm_export import export_module
+from ..ir.subset import reachable
 
 _FLOAT_CTYPES = {"float": ctypes.c_float, "double": ctypes.c_double}
 _INT_CTYPES = {1: ctypes.c_bool, 8: ctypes.c_int8, 16: ctypes.c_int16, 32: ctypes.c_int32, 64: ctypes.c_int64}
@@ -77,6 +78,8 @@ def define_uniform_adds(module: Module) -> None:
 def compile_host(module: Module, names: list[str] | None = None, opt_level: int = 2) -> dict[str, HostFunction]:
     """JIT-compile ``module`` for this CPU; callables for ``names`` (default: every defined function)."""
     define_uniform_adds(module)
-    program = HostProgram(export_module(module), opt_level=opt_level)
+    # only what ``names`` reach is compiled: big foreign modules stay cheap, unrelated gaps harmless
+    program = HostProgram(export_module(reachable(module, names) if names is not None else module),
+                          opt_level=opt_level)
     names = names if names is not None else [f.name for f in module.functions.values() if not f.is_declaration]
     return {name: HostFunction(program, module.functions[name]) for name in names}

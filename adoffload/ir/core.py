@@ -186,7 +186,8 @@ class ConstantExpr(Constant):
 
     def ref(self) -> str:
         typed = ", ".join(f"{o.type} {o.ref()}" for o in self.operands)
-        flags = "".join(f" {f}" for f in sorted(self.flags))
+        # LLVM's order: the wrap flags, then ``inrange(a, b)`` (sorting would put it before ``nuw``)
+        flags = "".join(f" {f}" for f in sorted(self.flags, key=lambda f: (f.startswith("inrange"), f)))
         if self.opcode == "getelementptr":
             return f"getelementptr{flags} ({self.element_type}, {typed})"
         if self.opcode in CAST_OPCODES:

@@ -116,7 +116,8 @@ def _spell(c: core.Value, reference) -> str:
         return reference(c)
     typed = lambda v: f"{lltype(v.type)} {_spell(v, reference)}"  # noqa: E731
     if isinstance(c, core.ConstantExpr):
-        flags = "".join(f" {f}" for f in sorted(c.flags))
+        # LLVM's order: the wrap flags, then ``inrange(a, b)`` (sorting would put it before ``nuw``)
+        flags = "".join(f" {f}" for f in sorted(c.flags, key=lambda f: (f.startswith("inrange"), f)))
         operands = ", ".join(typed(o) for o in c.operands)
         if c.opcode == "getelementptr":
             return f"getelementptr{flags} ({lltype(c.element_type)}, {operands})"

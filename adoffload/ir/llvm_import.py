@@ -331,12 +331,30 @@ def _switch(imp, inst, ops, cur, text, ref):
 def _call(imp, inst, ops, cur, text, ref):
     inst.callee, inst.operands = ops[-1], ops[:-1]
     inst.element_type = _called_type(imp, inst, cur)
+    _drop_operand_bundles(inst, text)
     _metadata_arguments(inst, text)
     inst.flags = {f for f in inst.flags if f in tp.FAST_MATH}
     m = re.match(r"(?:%\S+\s*=\s*)?(tail|musttail|notail)\s+call\b", text)
     if m:
         inst.flags.add(m.group(1))
     _call_site_convention(inst, cur)
+
+
+_BUNDLES = re.compile(r'\)\s*\[\s*"([^"]+)"')
+
+
+def _drop_operand_bundles(inst, text) -> None:
+    """llvmlite lists a call's operand bundles (``[ "align"(ptr %p, i64 8) ]``) among its operands.
+    An ``llvm.assume``'s bundles are hints, dropped (an assumption less is still right); any other
+    bundle changes what the call means, so it is refused."""
+    bundles = _BUNDLES.findall(text)
+    if not bundles:
+        return
+    name = getattr(inst.callee, "name", "")
+    if name != "llvm.assume":
+        raise IRError(f"unsupported operand bundle(s) {', '.join(sorted(set(bundles)))} on a call of "
+                      f"@{name or '<indirect>'}: {text.strip()[:200]}")
+    inst.operands = inst.operands[:len(inst.element_type.params)]
 
 
 def _call_site_convention(inst, cur) -> None:

@@ -243,12 +243,12 @@ def _constant_expression(cur: Cursor, type_: Type, resolve_struct, resolve_globa
         raise IRError(f"unsupported constant expression {where}")
     flags = set()
     while True:
-        if cur.peek_word() in FLAG_WORDS | {"nusw"}:
-            flags.add(cur.word())
-        elif cur.peek("inrange("):
+        if cur.peek("inrange("):           # before the flag words: "inrange" is one of them (GEP operands)
             cur.expect("inrange(")
             flags.add("inrange(" + cur.text[cur.pos:cur.text.index(")", cur.pos)] + ")")
             cur.pos = cur.text.index(")", cur.pos) + 1
+        elif cur.peek_word() in FLAG_WORDS | {"nusw"}:
+            flags.add(cur.word())
         else:
             break
     if not cur.eat("("):

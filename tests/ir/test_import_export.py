@@ -2,6 +2,7 @@
 from pathlib import Path
 
 import llvmlite.binding as llvm
+import numpy as np
 import pytest
 
 import adoffload.ir as ir
@@ -254,11 +255,14 @@ def test_foreign_constructs_run_on_the_host():
 
 
 def test_thread_local_globals_are_refused_by_the_host_jit():
-    """MCJIT aborts the process on TLS; the host program refuses it first."""
+    """MCJIT aborts the process on TLS; the host program refuses it first, for a function that
+    reaches the thread-local global (one that does not is compiled without it, and runs)."""
     from adoffload.errors import CompilationError
-    mod = ForeignModule(ir.import_module(FOREIGN_CONSTRUCTS))
+    source = FOREIGN_CONSTRUCTS + "\ndefine i32 @bump() {\n  %v = load i32, ptr @tls\n  ret i32 %v\n}\n"
+    mod = ForeignModule(ir.import_module(source))
     with pytest.raises(CompilationError, match="thread-local"):
-        mod["pick"](0, 1.5)
+        mod["bump"]()
+    assert mod["pick"](0, 1.5) == 3.0 + 3.0
 
 
 def test_computed_goto_is_refused_naming_it():
@@ -274,3 +278,21 @@ a:
 }'''
     with pytest.raises(IRError, match="blockaddress"):
         ir.import_module(text)
+
+
+def test_operand_bundles_assume_hints_dropped_others_refused():
+    hint = """define double @f(ptr %p) {
+  call void @llvm.assume(i1 true) [ "align"(ptr %p, i64 8), "nonnull"(ptr %p) ]
+  %v = load double, ptr %p
+  ret double %v
+}
+declare void @llvm.assume(i1)
+"""
+    module = ir.import_module(hint)
+    assume = next(i for i in module.functions["f"].instructions() if i.opcode == "call")
+    assert len(assume.operands) == 1
+    assert ForeignModule(module)["f"](np.array([2.5])) == 2.5
+    other = hint.replace('"align"(ptr %p, i64 8), "nonnull"(ptr %p)', '"deopt"(i32 1)').replace(
+        "@llvm.assume(i1 true)", "@g()").replace("declare void @llvm.assume(i1)", "declare void @g()")
+    with pytest.raises(IRError, match="operand bundle.*deopt"):
+        ir.import_module(other)
