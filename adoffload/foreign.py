@@ -31,9 +31,26 @@ def from_llvm(source: str | bytes, *, canonical: bool = True) -> "ForeignModule"
     if not canonical:
         return ForeignModule(ir.import_module(source))
     module = ir.import_module(ir.canonicalize(ir.prepare_for_analysis(source)))
-    if devirtualize(module):          # direct calls now: canonicalize again to inline them
+    for _ in range(MAX_INLINE_ROUNDS):
+        # calls that became direct after inlining (a callback passed down, a devirtualized table)
+        # are inlined by one more round
+        if not (devirtualize(module) or _inlinable_calls(module)):
+            break
         module = ir.import_module(ir.canonicalize(ir.prepare_for_analysis(ir.export_module(module))))
     return ForeignModule(module)
+
+
+MAX_INLINE_ROUNDS = 4
+
+
+def _inlinable_calls(module: ir.Module) -> bool:
+    """Whether a call of a defined, non-recursive function is left (the inliner runs before the
+    passes that turn a function pointer argument into a direct call)."""
+    from .ir.subset import recursive_functions
+    recursive = recursive_functions(module)
+    return any(isinstance(inst.callee, ir.Function) and not inst.callee.is_declaration
+               and inst.callee not in recursive
+               for fn in module.functions.values() for inst in fn.instructions() if inst.opcode == "call")
 
 
 class ForeignModule:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from ..errors import DifferentiationError
 from ..ir.core import Argument, Constant, Function, GlobalVariable, Instruction, Value
+from ..ir.subset import recursive_functions
 from .activity import ActivityInfo, is_float_type, is_placeholder_pointer, memory_roots, pointer_sources
 from .custom import find_custom
 from .memory import heap_function
@@ -69,7 +70,7 @@ _POINTER_DERIVING = frozenset({"getelementptr", "bitcast", "addrspacecast", "phi
 def check(fn: Function, info: ActivityInfo) -> None:
     """Raise DifferentiationError for the first construct the engines cannot differentiate soundly."""
     users = fn.users()
-    recursive = _recursive_functions(fn.parent) if fn.parent is not None else set()
+    recursive = recursive_functions(fn.parent) if fn.parent is not None else set()
     for inst in fn.instructions():
         _check_active_operands(fn, inst, info, recursive)
         _check_shadowed_pointers(inst, info)
@@ -180,10 +181,18 @@ def _check_shadowed_pointers(inst: Instruction, info: ActivityInfo) -> None:
             return
         raise DifferentiationError(
             f"cannot differentiate {_where(inst)}: @{name} receives a pointer to differentiated memory and could not "
-            f"be inlined ({'it is recursive' if isinstance(inst.callee, Function) and not inst.callee.is_declaration else 'its body is not in the module'})")
+            f"be inlined ({_why_not_inlined(inst.callee)})")
     raise DifferentiationError(
         f"cannot differentiate {_where(inst)}: a pointer to differentiated memory escapes through '{op}', "
         f"where its shadow cannot follow it")
+
+
+def _why_not_inlined(callee) -> str:
+    if not isinstance(callee, Function) or callee.is_declaration:
+        return "its body is not in the module"
+    if callee.parent is not None and callee in recursive_functions(callee.parent):
+        return "it is recursive"
+    return "the call was left after inlining; canonicalize the module again (ado.from_llvm does)"
 
 
 def _origin(pointer: Value) -> str:
@@ -297,25 +306,6 @@ def _is_integer_intrinsic(inst: Instruction) -> bool:
 
 def _bits(t) -> int:
     return getattr(t, "bits", 0) or getattr(getattr(t, "element", None), "bits", 0)
-
-
-def _recursive_functions(module) -> set:
-    """Defined functions that can reach themselves through calls."""
-    calls = {fn: {i.callee for i in fn.instructions() if i.opcode == "call" and isinstance(i.callee, Function)
-                  and not i.callee.is_declaration}
-             for fn in module.functions.values() if not fn.is_declaration}
-    recursive = set()
-    for start in calls:
-        seen, work = set(), list(calls[start])
-        while work:
-            f = work.pop()
-            if f is start:
-                recursive.add(start)
-                break
-            if f not in seen and f in calls:
-                seen.add(f)
-                work.extend(calls[f])
-    return recursive
 
 
 def check_rerun(fn: Function, status: Value | None) -> None:

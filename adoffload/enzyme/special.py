@@ -1,5 +1,6 @@
 """Derivative rules of libm's special functions: inverse hyperbolics, the gamma family, Bessel
-functions of integer order, and the piecewise-constant or integer-valued ones.
+functions of integer order, the piecewise-constant or integer-valued ones, and C99's complex
+functions (cexp, clog, csqrt, csin, ccos, csinh, ccosh, cabs, carg).
 
 lgamma' and tgamma' need the digamma function, which libm lacks: ``digamma`` defines it in the
 module (recurrence up to x >= 10, then the asymptotic series; reflection for x < 0), in double
@@ -11,7 +12,7 @@ import math
 
 from ..ir.builder import Builder
 from ..ir.core import Argument, Constant, Function, FunctionType, Value, f64
-from .rules import Rule, RuleContext, defpartials, defunary, defzero, register
+from .rules import Rule, RuleContext, _complex_pack, _complex_parts, defpartials, defunary, defzero, register
 
 
 def _c(ctx: RuleContext, like: Value, x: float) -> Constant:
@@ -159,3 +160,100 @@ def _bessel_n(name: str):
 
 register("call:jn", Rule(partials=_bessel_n("jn")))
 register("call:yn", Rule(partials=_bessel_n("yn")))
+
+
+# ----------------------------------------------------------------------------- C99 complex functions
+# ``double complex cexp(double complex)`` is ``{double, double} @cexp(double, double)`` in the
+# x86-64 ABI and ``<2 x float> @cexpf(<2 x float>)`` for float. The holomorphic ones have one
+# complex partial P = f'(z): tangent P·dz; for a real adjoint (u, v) of (Re q, Im q), z's adjoint
+# is (u·Re P + v·Im P, v·Re P - u·Im P). cabs and carg are real functions of (Re z, Im z).
+
+def _z(ctx: RuleContext, inst) -> tuple[Value, Value]:
+    if len(inst.operands) == 2:
+        return ctx.operand(inst, 0), ctx.operand(inst, 1)
+    z = ctx.operand(inst, 0)
+    return _complex_parts(ctx, z, 0), _complex_parts(ctx, z, 1)
+
+
+def _dz(ctx: RuleContext, inst, tangents) -> tuple[Value, Value] | None:
+    if all(t is None for t in tangents):
+        return None
+    if len(inst.operands) == 2:
+        zero = ctx.const(inst.operands[0].type, 0.0)
+        return tuple(t if t is not None else zero for t in tangents)
+    return _complex_parts(ctx, tangents[0], 0), _complex_parts(ctx, tangents[0], 1)
+
+
+def _z_adjoint(ctx: RuleContext, inst, re_: Value, im: Value) -> list[Value]:
+    if len(inst.operands) == 2:
+        return [re_, im]
+    return [_complex_pack(ctx, inst.operands[0].type, re_, im)]
+
+
+def _holomorphic(derivative):
+    """A Rule from ``derivative(ctx, a, b, q_re, q_im) -> (Re P, Im P)``."""
+    def partial(ctx, inst):
+        a, b = _z(ctx, inst)
+        q = ctx.result(inst)
+        return derivative(ctx, a, b, _complex_parts(ctx, q, 0), _complex_parts(ctx, q, 1))
+
+    def forward(ctx, inst, tangents):
+        dz = _dz(ctx, inst, tangents)
+        if dz is None:
+            return None
+        pr, pi = partial(ctx, inst)
+        return _complex_pack(ctx, inst.type, ctx.sub(ctx.mul(pr, dz[0]), ctx.mul(pi, dz[1])),
+                             ctx.add(ctx.mul(pr, dz[1]), ctx.mul(pi, dz[0])))
+
+    def reverse(ctx, inst, adjoint):
+        u, v = _complex_parts(ctx, adjoint, 0), _complex_parts(ctx, adjoint, 1)
+        pr, pi = partial(ctx, inst)
+        return _z_adjoint(ctx, inst, ctx.add(ctx.mul(u, pr), ctx.mul(v, pi)), ctx.sub(ctx.mul(v, pr), ctx.mul(u, pi)))
+    return Rule(forward=forward, reverse=reverse)
+
+
+def _inverse(ctx, a, b):
+    """1/z as (re, im)."""
+    norm = ctx.add(ctx.mul(a, a), ctx.mul(b, b))
+    return ctx.div(a, norm), ctx.neg(ctx.div(b, norm))
+
+
+_COMPLEX = {
+    "cexp": lambda ctx, a, b, qr, qi: (qr, qi),
+    "clog": lambda ctx, a, b, qr, qi: _inverse(ctx, a, b),
+    "csqrt": lambda ctx, a, b, qr, qi: tuple(ctx.mul(p, _c(ctx, a, 0.5)) for p in _inverse(ctx, qr, qi)),
+    "csin": lambda ctx, a, b, qr, qi: (ctx.mul(ctx.math("cos", a), ctx.math("cosh", b)),
+                                       ctx.neg(ctx.mul(ctx.math("sin", a), ctx.math("sinh", b)))),
+    "ccos": lambda ctx, a, b, qr, qi: (ctx.neg(ctx.mul(ctx.math("sin", a), ctx.math("cosh", b))),
+                                       ctx.neg(ctx.mul(ctx.math("cos", a), ctx.math("sinh", b)))),
+    "csinh": lambda ctx, a, b, qr, qi: (ctx.mul(ctx.math("cosh", a), ctx.math("cos", b)),
+                                        ctx.mul(ctx.math("sinh", a), ctx.math("sin", b))),
+    "ccosh": lambda ctx, a, b, qr, qi: (ctx.mul(ctx.math("sinh", a), ctx.math("cos", b)),
+                                        ctx.mul(ctx.math("cosh", a), ctx.math("sin", b))),
+}
+for _name, _derivative in _COMPLEX.items():
+    register(f"call:{_name}", _holomorphic(_derivative))
+
+
+def _real_of_complex(partials):
+    """A Rule for a real function of z from ``partials(ctx, a, b, result) -> (∂/∂Re z, ∂/∂Im z)``."""
+    def forward(ctx, inst, tangents):
+        dz = _dz(ctx, inst, tangents)
+        if dz is None:
+            return None
+        pa, pb = partials(ctx, *_z(ctx, inst), ctx.result(inst))
+        return ctx.add(ctx.strong_mul(pa, dz[0]), ctx.strong_mul(pb, dz[1]))
+
+    def reverse(ctx, inst, adjoint):
+        pa, pb = partials(ctx, *_z(ctx, inst), ctx.result(inst))
+        return _z_adjoint(ctx, inst, ctx.strong_mul(pa, adjoint), ctx.strong_mul(pb, adjoint))
+    return Rule(forward=forward, reverse=reverse)
+
+
+register("call:cabs", _real_of_complex(lambda ctx, a, b, r: (ctx.div(a, r), ctx.div(b, r))))
+def _carg(ctx, a, b, angle):      # atan2(b, a)
+    norm = ctx.add(ctx.mul(a, a), ctx.mul(b, b))
+    return ctx.neg(ctx.div(b, norm)), ctx.div(a, norm)
+
+
+register("call:carg", _real_of_complex(_carg))

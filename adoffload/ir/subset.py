@@ -40,3 +40,22 @@ def reachable(module: Module, roots: list[str]) -> Module:
                   functions={n: f for n, f in module.functions.items() if n in seen_functions},
                   globals={n: g for n, g in module.globals.items() if n in seen_globals},
                   triple=module.triple, data_layout=module.data_layout)
+
+
+def recursive_functions(module: Module) -> set[Function]:
+    """Defined functions that can reach themselves through calls (they cannot be inlined)."""
+    calls = {fn: {i.callee for i in fn.instructions() if i.opcode == "call" and isinstance(i.callee, Function)
+                  and not i.callee.is_declaration}
+             for fn in module.functions.values() if not fn.is_declaration}
+    recursive = set()
+    for start in calls:
+        seen, work = set(), list(calls[start])
+        while work:
+            f = work.pop()
+            if f is start:
+                recursive.add(start)
+                break
+            if f not in seen and f in calls:
+                seen.add(f)
+                work.extend(calls[f])
+    return recursive

@@ -525,3 +525,25 @@ def test_struct_returned_by_a_noinline_helper(opt):
     h = 1e-6
     expected = np.array([(_run_pairs(x + h * e) - _run_pairs(x - h * e)) / (2 * h) for e in np.eye(3)])
     check_array_gradient(fn, 3, x, expected)
+
+
+# ---------------------------------------------------------------- a callback passed down (direct only after inlining)
+
+CALLBACK = ("typedef double (*rhs_t)(double, double, const double*);\n"
+            "static double rhs(double t, double y, const double* p) { return -p[0] * y + sin(p[1] * t); }\n"
+            "static double euler(rhs_t f, double y, int n, const double* p) {\n"
+            "    double t = 0; for (int i = 0; i < n; i++) { y += 0.05 * f(t, y, p); t += 0.05; } return y; }\n"
+            "double integrate(const double* p) { return euler(rhs, 1.0, 20, p); }")
+
+
+@pytest.mark.parametrize("opt", LEVELS)
+@isolated
+def test_a_callback_passed_to_a_helper_is_inlined_and_differentiated(opt):
+    """At -O0 the call through the function-pointer argument becomes a direct call only after the
+    helper is inlined; ado.from_llvm inlines again until no such call is left."""
+    fn = load(CALLBACK, opt)["integrate"]
+    p = np.array([0.7, 2.0])
+    expected = fd_array(fn, [p], 0)
+    dp = np.zeros(2)
+    ez.autodiff(ez.Reverse, fn, ez.Duplicated(p.copy(), dp))
+    np.testing.assert_allclose(dp, expected, rtol=1e-6, atol=1e-8)
