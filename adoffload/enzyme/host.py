@@ -76,10 +76,12 @@ def define_uniform_adds(module: Module) -> None:
 
 
 def compile_host(module: Module, names: list[str] | None = None, opt_level: int = 2) -> dict[str, HostFunction]:
-    """JIT-compile ``module`` for this CPU; callables for ``names`` (default: every defined function)."""
+    """JIT-compile ``module`` for this CPU; callables for ``names`` (default: every defined function
+    the module exports; internal helpers such as the engine's digamma may be inlined away)."""
     define_uniform_adds(module)
     # only what ``names`` reach is compiled: big foreign modules stay cheap, unrelated gaps harmless
     program = HostProgram(export_module(reachable(module, names) if names is not None else module),
                           opt_level=opt_level)
-    names = names if names is not None else [f.name for f in module.functions.values() if not f.is_declaration]
+    names = names if names is not None else [f.name for f in module.functions.values()
+                                             if not f.is_declaration and f.linkage not in ("internal", "private")]
     return {name: HostFunction(program, module.functions[name]) for name in names}
