@@ -106,6 +106,11 @@ class KernelFaultError(DeviceError):
     """A kernel trapped or faulted on the device."""
 
 
+class ForeignPanicError(Error, RuntimeError):
+    """Foreign host code reached a failure path it cannot return from (a Rust panic: an index out
+    of bounds, an unwrap of None) that no loaded library defines; the call was abandoned."""
+
+
 class CacheError(Error, OSError):
     """The on-disk compile cache could not be used (it is then bypassed, never trusted blindly)."""
 

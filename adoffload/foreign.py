@@ -8,6 +8,7 @@ host code generator) and calls through ctypes. numpy arrays stand for ``ptr`` pa
 from __future__ import annotations
 
 import ctypes
+import threading
 from typing import Iterator
 
 import numpy as np
@@ -60,6 +61,7 @@ class ForeignModule:
         self.ir = module
         self._programs: dict = {}
         self._program_key: tuple[str, ...] = ()
+        self._lock = threading.Lock()
 
     def __getitem__(self, name: str) -> "ForeignFunction":
         fn = self.ir.functions.get(name)
@@ -80,14 +82,16 @@ class ForeignModule:
         """The host JIT of ``name`` and what it reaches (``ir.subset``; the whole module without a
         name), rebuilt only when the module's set of functions changed (e.g. after the AD engine
         added a derivative function to ``self.ir``)."""
-        key = tuple(self.ir.functions)
-        if key != self._program_key:
-            self._programs, self._program_key = {}, key
-        if name not in self._programs:
-            from .codegen.host import HostProgram  # deferred: JIT machinery loads on first call
-            from .ir.subset import reachable
-            self._programs[name] = HostProgram(ir.export_module(self.ir if name is None else reachable(self.ir, [name])))
-        return self._programs[name]
+        with self._lock:                  # first calls from several threads compile once
+            key = tuple(self.ir.functions)
+            if key != self._program_key:
+                self._programs, self._program_key = {}, key
+            if name not in self._programs:
+                from .codegen.host import HostProgram  # deferred: JIT machinery loads on first call
+                from .ir.subset import reachable
+                text = ir.export_module(self.ir if name is None else reachable(self.ir, [name]))
+                self._programs[name] = HostProgram(text, guarded=() if name is None else (name,))
+            return self._programs[name]
 
     def __repr__(self) -> str:
         return f"<ForeignModule {self.ir.name!r}: {', '.join(self.names())}>"

@@ -94,7 +94,9 @@ def unresolved_functions(module: llvm.ModuleRef) -> list[str]:
 class HostProgram:
     """A module JIT-compiled for this CPU. Keeps its execution engine (and code) alive."""
 
-    def __init__(self, text: str, opt_level: int = 3, optimized: bool = False):
+    def __init__(self, text: str, opt_level: int = 3, optimized: bool = False, guarded: tuple = ()):
+        """``guarded``: functions to call through failure guards (host_guard.py) when the module
+        has failure paths nothing defines (a Rust crate's panics)."""
         initialize()
         _register_libm()
         _register_builtins()
@@ -120,6 +122,12 @@ class HostProgram:
             missing = define_allocator_shims(module, missing)
         if any(name.startswith(("_Z", "__cxa_", "__gxx_")) for name in missing) and _load_cxx_runtime():
             missing = unresolved_functions(module)
+        from .host_guard import guard, provide_failure_stubs
+        missing, has_failures = provide_failure_stubs(module, missing)
+        defined = {f.name for f in module.functions if not f.is_declaration}
+        self.guarded = frozenset(n for n in guarded if has_failures and n in defined)
+        if self.guarded:
+            guard(module, sorted(self.guarded))
         if missing:
             raise CompilationError(f"the host code calls {', '.join('@' + n for n in missing)}, which no "
                                    f"loaded library defines; refusing to run it (the call would jump to "
@@ -136,7 +144,11 @@ class HostProgram:
         return addr
 
     def function(self, name: str, restype, *argtypes):
-        """A ctypes callable for ``name`` (a CFUNCTYPE, so calls release the GIL)."""
+        """A ctypes callable for ``name`` (a CFUNCTYPE, so calls release the GIL); through its
+        failure guard when it has one (a failure path raises ForeignPanicError)."""
+        if name in getattr(self, "guarded", ()):
+            from .host_guard import guarded_callable
+            return guarded_callable(self.address(name + ".guarded"), name, restype, argtypes)
         return ctypes.CFUNCTYPE(restype, *argtypes)(self.address(name))
 
     def entry(self, name: str):

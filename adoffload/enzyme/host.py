@@ -80,8 +80,9 @@ def compile_host(module: Module, names: list[str] | None = None, opt_level: int 
     the module exports; internal helpers such as the engine's digamma may be inlined away)."""
     define_uniform_adds(module)
     # only what ``names`` reach is compiled: big foreign modules stay cheap, unrelated gaps harmless
+    exported = [f.name for f in module.functions.values()
+                if not f.is_declaration and f.linkage not in ("internal", "private")]
     program = HostProgram(export_module(reachable(module, names) if names is not None else module),
-                          opt_level=opt_level)
-    names = names if names is not None else [f.name for f in module.functions.values()
-                                             if not f.is_declaration and f.linkage not in ("internal", "private")]
+                          opt_level=opt_level, guarded=tuple(names if names is not None else exported))
+    names = names if names is not None else exported
     return {name: HostFunction(program, module.functions[name]) for name in names}

@@ -1,4 +1,5 @@
-"""Rust code whose heap blocks come from Rust's allocator runs on the host without stand-ins:
+"""Rust code runs on the host without stand-ins: panics become ForeignPanicError (host_guard.py);
+heap blocks from Rust's allocator work too:
 the host JIT defines the allocator shims (codegen/rust_runtime.py), and the AD engine gives the
 blocks shadows (enzyme/memory.py). (At opt-level 0 and 1 the same crate calls into Rust's std
 library, which the .ll does not contain: the host JIT refuses it, naming the symbols.)"""
@@ -75,3 +76,43 @@ def test_a_symbol_nothing_defines_is_still_a_clear_error():
         fn = ado.from_llvm((FIXTURES / "closures_O2.ll").read_text().replace(
             "ret double", "call void @missing_symbol()\n  ret double", 1) + "\ndeclare void @missing_symbol()\n")
         fn["rs_closures"](0.5, 1.5)
+
+
+CORPUS = Path(__file__).parents[1] / "fixtures" / "foreign" / "corpus"
+
+
+@pytest.mark.parametrize("opt", [0, 1, 2, 3])
+def test_bounds_checked_rust_runs_and_a_panic_is_an_exception(opt):
+    """rs_gather_sum indexes a slice with an index array: every access is bounds-checked and
+    reaches core::panicking::panic_bounds_check when out of range. The host defines no panics;
+    the guard (codegen/host_guard.py) turns one into ForeignPanicError, and the process lives on."""
+    fn = ado.from_llvm((CORPUS / f"rs_O{opt}.ll").read_text())["rs_gather_sum"]
+    x = np.array([0.5, 1.0, 1.5, 2.0, 2.5, 3.0])
+    idx = np.array([5, 0, 3, 3], np.int64)
+    assert fn(x, 6, idx, 4) == pytest.approx(3.0 + 2 * 0.5 + 3 * 2.0 + 4 * 2.0)
+    dx = np.zeros(6)
+    ez.autodiff(ez.Reverse, fn, ez.Duplicated(x.copy(), dx), 6, idx, 4)
+    np.testing.assert_allclose(dx, [2.0, 0.0, 0.0, 7.0, 0.0, 1.0])
+    bad = np.array([5, 0, 9, 3], np.int64)
+    with pytest.raises(ado.ForeignPanicError, match="panic_bounds_check"):
+        fn(x, 6, bad, 4)
+    with pytest.raises(ado.ForeignPanicError, match="panic_bounds_check"):     # the derivative too
+        ez.autodiff(ez.Reverse, fn, ez.Duplicated(x.copy(), np.zeros(6)), 6, bad, 4)
+    assert fn(x, 6, idx, 4) == pytest.approx(18.0)                              # and then it runs again
+
+
+def test_panics_in_threads_reach_their_own_callers():
+    from concurrent.futures import ThreadPoolExecutor
+    fn = ado.from_llvm((CORPUS / "rs_O2.ll").read_text())["rs_gather_sum"]
+    x = np.linspace(0.5, 3.0, 6)
+
+    def call(k):
+        idx = np.array([5, 0, 3, 3 if k % 2 else 40], np.int64)
+        try:
+            return fn(x, 6, idx, 4)
+        except ado.ForeignPanicError:
+            return "panic"
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(call, range(200)))
+    assert results[0::2] == ["panic"] * 100
+    assert results[1::2] == [pytest.approx(x[5] + 2 * x[0] + 7 * x[3])] * 100
