@@ -216,7 +216,7 @@ def launch(kernel, args: tuple, kwargs: dict, *, grid, device="cpu"):
     # device may overlap (the same array passed twice, only read), and then nothing is promised to LLVM.
     options = {"noalias": True} if dev.kind != "cpu" and not _overlapping_residents(values) else {}
     # On a GPU, k logical threads per GPU thread where that gives 128-bit accesses (codegen/vectorize.py)
-    from .codegen.vectorize import choose_compiled, elements_per_thread, threads
+    from .codegen.vectorize import choose_compiled, elements_per_thread, launch_threads
     k = elements_per_thread(signature, total) if dev.kind != "cpu" else 1
     compiled = choose_compiled(kernel, target, k, arch=getattr(dev, "arch", None), proven=proven, **options)
     status = abi_status.new_record()
@@ -224,12 +224,20 @@ def launch(kernel, args: tuple, kwargs: dict, *, grid, device="cpu"):
         _launch_host(dev, compiled, signature, values, grid, total, status, arrays_to_zero(kernel, values, grid))
     else:
         # the thread count follows what was compiled (the requested k, or 1 where the target ignores it)
-        _launch_device(dev, compiled, signature, values, grid, threads(total, compiled.elements_per_thread), status,
-                       arrays_to_zero(kernel, values, grid))
+        count = launch_threads(compiled, total, _multiprocessors(dev) if compiled.grid_stride else None)
+        _launch_device(dev, compiled, signature, values, grid, count, status, arrays_to_zero(kernel, values, grid))
     abi_status.raise_for_status(status, signature, values, source_file=source_file(kernel))
     if kernel.tape is not None:
         reduce_contribution_log(kernel, values)
     return None
+
+
+def _multiprocessors(dev) -> int | None:
+    """The GPU's multiprocessor count (None where the device does not say)."""
+    try:
+        return int(dev.properties()["multiprocessors"])
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return None
 
 
 def check_block_grid(kernel, grid: tuple[int, ...]) -> None:

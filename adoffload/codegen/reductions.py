@@ -24,6 +24,7 @@ Combining reorders floating-point additions, exactly as concurrent atomics alrea
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..ir import core
@@ -36,6 +37,7 @@ _UNIFORM_OPS = frozenset({"getelementptr", "add", "sub", "mul", "shl", "and", "o
                           "trunc", "lshr", "ashr", "select", "icmp", "bitcast", "addrspacecast"})
 _SELECT_PREDICATE = {"smin": "slt", "smax": "sgt", "umin": "ult", "umax": "ugt"}
 UNIFORM_FADD_PREFIX = "adoffload.uniform_fadd."
+_MAYBE_SITE = re.compile(r"atomicrmw (?:volatile )?(?:fadd|add|min|max|umin|umax) |" + re.escape(UNIFORM_FADD_PREFIX))
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,24 @@ def defer_uniform_atomics(text: str, body_name: str, grid_rank: int) -> Deferred
     return Deferred(export_module(module), sites)
 
 
+def might_defer(text: str) -> bool:
+    """A cheap textual test: False means the module has no site for certain (no combinable
+    atomicrmw, no uniform-add call)."""
+    return _MAYBE_SITE.search(text) is not None
+
+
+def has_sites(text: str, body_name: str, grid_rank: int) -> bool:
+    """Whether ``defer_uniform_atomics`` would find a site (the analysis only, no rewrite)."""
+    if not might_defer(text):
+        return False
+    from ..ir import import_module
+    module = import_module(text)
+    body = module.functions[body_name]
+    if any(i.opcode == "call" and i.callee is body for f in module.functions.values() for i in f.instructions()):
+        return False
+    return bool(_candidates(body, set(body.args[:grid_rank])))
+
+
 # ---- analysis -------------------------------------------------------------------------------
 
 def _candidates(body: core.Function, thread_args: set) -> list[tuple]:
@@ -106,7 +126,7 @@ def _candidates(body: core.Function, thread_args: set) -> list[tuple]:
             continue
         if str(inst.operands[1].type) not in ("float", "double", "i32", "i64"):
             continue
-        slice_ = _uniform_slice(inst.operands[0], thread_args)
+        slice_ = uniform_slice(inst.operands[0], thread_args)
         if slice_ is not None:
             found.append((inst, op, slice_))
     if not found:
@@ -136,7 +156,7 @@ def _site_op(inst: core.Instruction) -> str | None:
     return None
 
 
-def _uniform_slice(pointer: core.Value, thread_args: set) -> list[core.Instruction] | None:
+def uniform_slice(pointer: core.Value, thread_args: set) -> list[core.Instruction] | None:
     """Instructions computing ``pointer`` from non-thread arguments and constants, in
     definition order; None when it depends on anything else."""
     order: list[core.Instruction] = []

@@ -24,8 +24,9 @@ no array parameter                             1
 otherwise                                      1
 =============================================  ==========================================
 
-Launchers then call ``choose_compiled`` and launch ``threads(total, compiled.elements_per_thread)``
-threads; the slots still carry the logical grid.
+Launchers then call ``choose_compiled`` and launch ``launch_threads(compiled, total, multiprocessors)``
+threads (``ceil(total / k)``, or one resident wave for grid-stride reduction entries); the slots
+still carry the logical grid.
 """
 from __future__ import annotations
 
@@ -98,3 +99,18 @@ def vectorized(ptx_k: str, ptx_one: str) -> bool:
 def threads(total: int, k: int) -> int:
     """GPU threads to launch for ``total`` logical threads at k per thread."""
     return -(-int(total) // int(k))
+
+
+# Resident threads per multiprocessor on sm_70 .. sm_90 (2048): a grid-stride entry launched with
+# multiprocessors x this many threads (8 blocks of 256 per SM on an H200) fills the GPU in one wave.
+RESIDENT_THREADS_PER_SM = 2048
+
+
+def launch_threads(compiled, total: int, multiprocessors: int | None = None) -> int:
+    """GPU threads to launch for ``compiled``: ``threads(total, k)``, capped at one resident wave
+    when the entry loops over the grid (``compiled.grid_stride``, codegen/grid_stride.py) and the
+    multiprocessor count is known."""
+    count = threads(total, compiled.elements_per_thread)
+    if getattr(compiled, "grid_stride", False) and multiprocessors:
+        count = min(count, int(multiprocessors) * RESIDENT_THREADS_PER_SM)
+    return count
