@@ -216,8 +216,8 @@ def launch(kernel, args: tuple, kwargs: dict, *, grid, device="cpu"):
     # device may overlap (the same array passed twice, only read), and then nothing is promised to LLVM.
     options = {"noalias": True} if dev.kind != "cpu" and not _overlapping_residents(values) else {}
     # On a GPU, k logical threads per GPU thread where that gives 128-bit accesses (codegen/vectorize.py)
-    from .codegen.vectorize import choose_compiled, elements_per_thread, launch_threads
-    k = elements_per_thread(signature, total) if dev.kind != "cpu" else 1
+    from .codegen.vectorize import choose_compiled, elements_per_thread, launch_threads, streamed_params
+    k = elements_per_thread(signature, total, streamed_params(kernel)) if dev.kind != "cpu" else 1
     compiled = choose_compiled(kernel, target, k, arch=getattr(dev, "arch", None), proven=proven, **options)
     status = abi_status.new_record()
     if dev.kind == "cpu":
