@@ -104,12 +104,20 @@ def write_report(out: Path, env: dict, results: dict) -> None:
     columns = {
         "rajaperf": ["kernel", "n", "correct", "cuda_correct", "ours_ms", "ours_iqr_ms", "unchecked_ms", "cuda_ms",
                      "cuda_iqr_ms", "jnp_ms", "jnp_iqr_ms", "gbps_ours", "gbps_cuda", "jvp_ratio", "vjp_ratio",
-                     "jvp_ms", "jax_jvp_ms", "vjp_ms", "jax_vjp_ms", "k", "reps", "error", "jvp_error", "vjp_error",
-                     "jax_jvp_error", "jax_vjp_error"],
+                     "jvp_ms", "jax_jvp_ms", "vjp_ms", "jax_vjp_ms", "k", "grid_stride", "jvp_k", "vjp_k", "reps",
+                     "checked", "wall_s", "error", "jvp_error", "vjp_error", "jax_jvp_error", "jax_vjp_error"],
     }
     for name, rows in results.items():
         cols = columns.get(name) or sorted({k for r in rows for k in r})
-        parts += [f"## {name}", "", table(rows, cols), ""]
+        sizes = sorted({r["n"] for r in rows if "n" in r}) if name == "rajaperf" else []
+        if sizes:       # one table per size: launch-bound and bandwidth-bound rows never share one
+            parts += [f"## {name}", ""]
+            for n in sizes:
+                parts += [f"### n={n}", "", table([r for r in rows if r.get("n") == n], cols), ""]
+            rest = [r for r in rows if "n" not in r]
+            parts += [table(rest, sorted({k for r in rest for k in r})), ""] if rest else []
+        else:
+            parts += [f"## {name}", "", table(rows, cols), ""]
     (out / "report.md").write_text("\n".join(parts))
     _plot(out, results.get("rajaperf", []))
 
