@@ -33,6 +33,9 @@ def build_cuda_baselines(out_dir: Path) -> Path:
     return cubin
 
 
+BLOCK = 256           # threads per block of our launches and the CUDA baselines
+
+
 class OurLaunch:
     """One of our kernels, compiled for sm_90, bound to device buffers, ready to time."""
 
@@ -58,11 +61,11 @@ class OurLaunch:
         scalars = [v if not hasattr(v, "ptr") else h for v, h in zip(ordered, host_ordered)]
         flat = flat_values(sig, scalars, pointers)
         self.slots = pack_slots(flat, compiled.flat_types, grid, self.status.ptr)
-        self.threads = launch_threads(compiled, self.total, gpu.multiprocessors)
+        self.threads = launch_threads(compiled, self.total, self.function.resident_threads(BLOCK))
         self.gpu = gpu
 
     def __call__(self):
-        self.gpu.device.launch(self.function, self.threads, self.slots, block_size=256, stream=self.gpu.stream)
+        self.gpu.device.launch(self.function, self.threads, self.slots, block_size=BLOCK, stream=self.gpu.stream)
 
     def status_code(self) -> int:
         record = np.zeros(4, np.int64)
@@ -106,7 +109,6 @@ def run(out_rows: list, sizes=(1_000_000, 1 << 26), reps: int = REPS, big_reps: 
     jax.config.update("jax_enable_x64", True)      # the jnp baselines compute in f64, as ours and CUDA do
     start = time.perf_counter()
     gpu = Gpu()
-    gpu.multiprocessors = gpu.device.properties()["multiprocessors"]
     cubin = build_cuda_baselines(Path("/tmp"))
     baselines = gpu.device.load_module(cubin.read_bytes())
     rng = np.random.default_rng(0)

@@ -25,7 +25,7 @@ no array parameter                             1
 otherwise                                      1
 =============================================  ==========================================
 
-Launchers then call ``choose_compiled`` and launch ``launch_threads(compiled, total, multiprocessors)``
+Launchers then call ``choose_compiled`` and launch ``launch_threads(compiled, total, resident)``
 threads (``ceil(total / k)``, or one resident wave for grid-stride reduction entries); the slots
 still carry the logical grid.
 """
@@ -113,16 +113,12 @@ def threads(total: int, k: int) -> int:
     return -(-int(total) // int(k))
 
 
-# Resident threads per multiprocessor on sm_70 .. sm_90 (2048): a grid-stride entry launched with
-# multiprocessors x this many threads (8 blocks of 256 per SM on an H200) fills the GPU in one wave.
-RESIDENT_THREADS_PER_SM = 2048
-
-
-def launch_threads(compiled, total: int, multiprocessors: int | None = None) -> int:
-    """GPU threads to launch for ``compiled``: ``threads(total, k)``, capped at one resident wave
-    when the entry loops over the grid (``compiled.grid_stride``, codegen/grid_stride.py) and the
-    multiprocessor count is known."""
+def launch_threads(compiled, total: int, resident: int | None = None) -> int:
+    """GPU threads to launch for ``compiled``: ``threads(total, k)``, capped at ``resident`` (the
+    threads the GPU holds at once: ``GpuFunction.resident_threads``) when the entry loops over
+    the grid (``compiled.grid_stride``, codegen/grid_stride.py) -- one full wave, each thread
+    looping over several groups, one atomic per block."""
     count = threads(total, compiled.elements_per_thread)
-    if getattr(compiled, "grid_stride", False) and multiprocessors:
-        count = min(count, int(multiprocessors) * RESIDENT_THREADS_PER_SM)
+    if getattr(compiled, "grid_stride", False) and resident:
+        count = min(count, int(resident))
     return count

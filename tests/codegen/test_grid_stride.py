@@ -210,11 +210,11 @@ def test_compiled_says_which_entries_loop_and_launch_is_capped_only_for_them():
     assert dot.grid_stride and not add.grid_stride
     assert not kernel_dot.compiled("host").grid_stride
     assert not kernel_dot.compiled("nvptx", arch="sm_90", reductions="thread").grid_stride
-    n = 1 << 26
-    assert vectorize.launch_threads(dot, n, 132) == 132 * vectorize.RESIDENT_THREADS_PER_SM
-    assert vectorize.launch_threads(dot, 1000, 132) == 500          # fewer groups than a wave: one each
+    n, wave = 1 << 26, 132 * 1536
+    assert vectorize.launch_threads(dot, n, wave) == wave
+    assert vectorize.launch_threads(dot, 1000, wave) == 500          # fewer groups than a wave: one each
     assert vectorize.launch_threads(dot, n, None) == n // 2          # unknown GPU: one group per thread
-    assert vectorize.launch_threads(add, n, 132) == n // 2
+    assert vectorize.launch_threads(add, n, wave) == n // 2
     text = kernel_dot.module_text()
     assert entry_loops(text, kernel_dot.body_name, 1, "cuda", {}) and not entry_loops(text, kernel_dot.body_name, 1, "hip", {})
 
@@ -231,3 +231,13 @@ def test_vjp_of_a_scalar_parameter_loops_too():
     ptx = compile_for_target(grad.module_text(), grad.body_name, compiled.flat_types, 1, "nvptx", "sm_90",
                              cache=False, noalias=True)
     assert len(re.findall(r"atom\.global\.add\.f64", ptx)) == 1
+
+
+def test_jax_gpu_handler_caps_the_launch_of_looping_entries():
+    from adoffload.jax import handler as handlers
+    layout = handlers.layout_for(kernel_dot.signature, scalars_by_reference=True)
+    tables = handlers.GpuTables((0,), (0,), (0,), launch=0, synchronize=0, memset=0)
+    capped = handlers.gpu_handler_ir(layout, tables, elements_per_thread=2, max_threads=270_336)
+    plain = handlers.gpu_handler_ir(layout, tables, elements_per_thread=2)
+    assert re.search(r"call i64 @llvm\.umin\.i64\(i64 %\S+, i64 270336\)", capped) and "umin" not in plain
+    assert handlers.CompiledHandler(capped).address      # verifies and JIT-compiles
