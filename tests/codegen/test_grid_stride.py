@@ -241,3 +241,12 @@ def test_jax_gpu_handler_caps_the_launch_of_looping_entries():
     plain = handlers.gpu_handler_ir(layout, tables, elements_per_thread=2)
     assert re.search(r"call i64 @llvm\.umin\.i64\(i64 %\S+, i64 270336\)", capped) and "umin" not in plain
     assert handlers.CompiledHandler(capped).address      # verifies and JIT-compiles
+
+
+def test_checks_with_a_shift_that_may_be_poison_stay_in_the_body():
+    shifted = DOT.replace("%empty = icmp eq i64 %t.s, 0",
+                          "%wide = shl i64 1, %a.s\n  %empty = icmp ult i64 %t.s, %wide")
+    assert uniform_checks(import_module(shifted).functions["dot"], 1) == []
+    by_constant = DOT.replace("%empty = icmp eq i64 %t.s, 0",
+                              "%wide = shl i64 %a.s, 3\n  %empty = icmp ult i64 %t.s, %wide")
+    assert len(uniform_checks(import_module(by_constant).functions["dot"], 1)) == 1
