@@ -70,12 +70,18 @@ def summary(results: dict) -> list[dict]:
         add(f"n={n}: bounds-checked / unchecked, geomean",
             geomean(r["ours_ms"] / r["unchecked_ms"] for r in raja if r.get("unchecked_ms")), "<= 1.05",
             lambda v: v <= 1.05)
+        wrong = [r["kernel"] for r in raja if r.get("correct") is False or r.get("cuda_correct") is False]
+        out.append({"measure": f"n={n}: kernels whose result (ours or CUDA's) differs from numpy",
+                    "measured": ", ".join(wrong) or "none", "target": "none", "met": "NO" if wrong else "yes"})
         for r in raja:
             if r["kernel"] in REDUCTIONS and r.get("cuda_ms"):
-                add(f"n={n}: {r['kernel']}: tuned CUDA time / ours", r["cuda_ms"] / r["ours_ms"], ">= 0.95",
-                    lambda v: v >= 0.95)
+                right = r.get("correct") is not False     # a wrong result never meets a speed target
+                note = "" if right else " [ours WRONG]"
+                add(f"n={n}: {r['kernel']}: tuned CUDA time / ours{note}", r["cuda_ms"] / r["ours_ms"], ">= 0.95",
+                    lambda v, ok=right: ok and v >= 0.95)
                 if r.get("jnp_ms"):
-                    add(f"n={n}: {r['kernel']}: XLA time / ours", r["jnp_ms"] / r["ours_ms"], "> 1", lambda v: v > 1.0)
+                    add(f"n={n}: {r['kernel']}: XLA time / ours{note}", r["jnp_ms"] / r["ours_ms"], "> 1",
+                        lambda v, ok=right: ok and v > 1.0)
     for r in results.get("overheads", []):
         m = r.get("measure", "")
         if not m.startswith("compile") or "nvptx" not in m:   # the targets are for compiling to PTX

@@ -74,3 +74,15 @@ def test_small_arrays_are_checked_in_full():
 def test_reductions_run_first():
     names = [c.name for c in rajaperf.ordered_cases()]
     assert set(names[:4]) == rajaperf.REDUCTIONS and len(names) == len(CASES)
+
+
+def test_a_wrong_reduction_never_meets_its_target():
+    import report
+    rows = [{"kernel": "stream_dot", "n": 10, "ours_ms": 1.0, "cuda_ms": 2.0, "jnp_ms": 3.0, "correct": False,
+             "cuda_correct": True},
+            {"kernel": "basic_pi_reduce", "n": 10, "ours_ms": 1.0, "cuda_ms": 2.0, "correct": True, "cuda_correct": True}]
+    lines = {r["measure"]: r for r in report.summary({"rajaperf": rows})}
+    assert lines["n=10: stream_dot: tuned CUDA time / ours [ours WRONG]"]["met"] == "NO"
+    assert lines["n=10: stream_dot: XLA time / ours [ours WRONG]"]["met"] == "NO"
+    assert lines["n=10: basic_pi_reduce: tuned CUDA time / ours"]["met"] == "yes"
+    assert lines["n=10: kernels whose result (ours or CUDA's) differs from numpy"]["measured"] == "stream_dot"
