@@ -24,7 +24,13 @@ Entries:
   ones. Otherwise (a misaligned view, the grid's last partial group) a guarded loop runs
   the same body element by element. Deferred-atomic accumulators span all k calls and are
   flushed once. Pointer params the body never writes are marked ``readonly`` (LLVM's own
-  inference on the body), since the alignment test's ``ptrtoint`` hides that from it.
+  inference on the body), since the alignment test's ``ptrtoint`` hides that from it. The
+  fast path also requires the body's thread-independent checks to pass
+  (codegen/uniform_checks.py), so their inlined copies fold away.
+* GPU with ``grid_stride=True`` (NVPTX entries with deferred uniform-address atomics, as
+  ``codegen.entry_loops`` decides): each thread loops over groups of k ids with the launch's
+  thread count as stride (codegen/grid_stride.py), so any thread count is correct and
+  launchers launch one resident wave.
 """
 from __future__ import annotations
 
