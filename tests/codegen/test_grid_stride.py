@@ -182,6 +182,19 @@ def test_dot_ptx_loops_with_128_bit_loads_and_no_status_traffic():
     assert "%nctaid.y" in ptx                                     # the stride: threads launched
     assert len(re.findall(r"atom\.global\.add\.f64", ptx)) == 1   # one atomic per block
     assert "bar.sync" in ptx
+    if _have_ptxas():
+        registers = int(re.search(r"Used (\d+) registers", nvptx.ptxas_check(ptx, "sm_90")).group(1))
+        assert registers <= 64          # 1024+ resident threads per SM: one wave holds 4+ blocks of 256
+
+
+def _have_ptxas() -> bool:
+    from adoffload.codegen import tools
+    from adoffload.errors import ToolNotFoundError
+    try:
+        tools.find_ptxas()
+        return True
+    except ToolNotFoundError:
+        return False
 
 
 def test_hoisted_check_lets_a_k_per_thread_body_vectorize():
