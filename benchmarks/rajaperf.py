@@ -77,8 +77,9 @@ class OurLaunch:
         self.gpu.device.free(self.status)
 
 
-# The tuned CUDA reductions (cuda/rajaperf.cu) are grid-stride loops: enough 256-thread blocks to
-# fill the H200 (132 SMs x 8 resident blocks), each thread summing at least 8 elements.
+# The tuned CUDA reductions (cuda/rajaperf.cu) are grid-stride loops: one resident wave of 256-thread
+# blocks (the occupancy calculator's count, as for ours; 132 SMs x 8 where it is unknown), each
+# thread summing at least 8 elements.
 REDUCTIONS = {"stream_dot", "basic_pi_reduce", "basic_trap_int", "basic_reduce3_int"}
 REDUCTION_BLOCKS = 132 * 8
 # Arrays above this many elements are checked at sampled positions (plus their ends), not in full:
@@ -87,11 +88,12 @@ FULL_CHECK_LIMIT = 1 << 22
 SAMPLES = 1 << 20
 
 
-def cuda_launch_grid(name: str, n: int, host: dict) -> tuple:
+def cuda_launch_grid(name: str, n: int, host: dict, resident_threads: int | None = None) -> tuple:
     if name == "basic_nested_init":
         return ((host["ni"] + 255) // 256, host["nj"], host["nk"])
     if name in REDUCTIONS:
-        return (max(1, min((n + 2047) // 2048, REDUCTION_BLOCKS)), 1, 1)
+        wave = resident_threads // BLOCK if resident_threads else REDUCTION_BLOCKS
+        return (max(1, min((n + 2047) // 2048, wave)), 1, 1)
     return ((n + 255) // 256, 1, 1)
 
 
@@ -155,13 +157,14 @@ def _measure_case(row: dict, gpu: Gpu, case, unchecked, n: int, rng, baselines, 
         args = [dev[p.name].ptr if isinstance(host[p.name], np.ndarray) else host[p.name]
                 for p in case.kernel.signature.params]
         cuda_args = args if case.name == "basic_nested_init" else args + [n]
-        cuda_grid = cuda_launch_grid(case.name, n, host)
+        cuda_grid = cuda_launch_grid(case.name, n, host, fn.resident_threads(BLOCK))
+        row["cuda_blocks"] = cuda_grid[0]
         _restore(gpu, dev, host)                     # the baseline is checked too, from fresh inputs
         gpu.launch_raw(fn, cuda_grid, (256, 1, 1), cuda_args)
         row["cuda_correct"] = check(gpu, dev, host)
         t_cuda = gpu.time(lambda: gpu.launch_raw(fn, cuda_grid, (256, 1, 1), cuda_args), reps)
         row.update(**t_ours.columns("ours"), unchecked_ms=t_unchecked.median_ms, **t_cuda.columns("cuda"),
-                   ptx_bytes=ours.ptx_bytes, k=ours.k, grid_stride=ours.grid_stride)
+                   ptx_bytes=ours.ptx_bytes, k=ours.k, grid_stride=ours.grid_stride, threads=ours.threads)
         row["gbps_ours"] = case.bytes_moved(n) / (t_ours.median_ms * 1e-3) / 1e9
         row["gbps_cuda"] = case.bytes_moved(n) / (t_cuda.median_ms * 1e-3) / 1e9
         if case.jnp is not None:

@@ -110,7 +110,7 @@ def write_report(out: Path, env: dict, results: dict) -> None:
     columns = {
         "rajaperf": ["kernel", "n", "correct", "cuda_correct", "ours_ms", "ours_iqr_ms", "unchecked_ms", "cuda_ms",
                      "cuda_iqr_ms", "jnp_ms", "jnp_iqr_ms", "gbps_ours", "gbps_cuda", "jvp_ratio", "vjp_ratio",
-                     "jvp_ms", "jax_jvp_ms", "vjp_ms", "jax_vjp_ms", "k", "grid_stride", "jvp_k", "vjp_k", "reps",
+                     "jvp_ms", "jax_jvp_ms", "vjp_ms", "jax_vjp_ms", "k", "grid_stride", "threads", "cuda_blocks", "jvp_k", "vjp_k", "reps",
                      "checked", "wall_s", "error", "jvp_error", "vjp_error", "jax_jvp_error", "jax_vjp_error"],
     }
     for name, rows in results.items():
