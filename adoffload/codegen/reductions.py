@@ -70,13 +70,10 @@ class Deferred:
 
 def defer_uniform_atomics(text: str, body_name: str, grid_rank: int) -> Deferred:
     """Rewrite the body in ``text`` (see the module docstring). No sites: text unchanged."""
-    from ..ir import export_module, import_module
-    module = import_module(text)
-    body = module.functions[body_name]
-    if any(i.opcode == "call" and i.callee is body for f in module.functions.values() for i in f.instructions()):
-        return Deferred(text, [])          # the body is also called from elsewhere: leave it alone
-    thread_args = set(body.args[:grid_rank])
-    candidates = _candidates(body, thread_args)
+    from ..ir import export_module
+    if not might_defer(text):
+        return Deferred(text, [])
+    module, body, candidates = _analyze(text, body_name, grid_rank)
     if not candidates:
         return Deferred(text, [])
     sites = []
@@ -105,17 +102,21 @@ def might_defer(text: str) -> bool:
 
 def has_sites(text: str, body_name: str, grid_rank: int) -> bool:
     """Whether ``defer_uniform_atomics`` would find a site (the analysis only, no rewrite)."""
-    if not might_defer(text):
-        return False
+    return might_defer(text) and bool(_analyze(text, body_name, grid_rank)[2])
+
+
+# ---- analysis -------------------------------------------------------------------------------
+
+def _analyze(text: str, body_name: str, grid_rank: int):
+    """(module, body, candidate sites); no candidates when the body is also called from
+    elsewhere in the module (its parameters would then not be the launch's)."""
     from ..ir import import_module
     module = import_module(text)
     body = module.functions[body_name]
     if any(i.opcode == "call" and i.callee is body for f in module.functions.values() for i in f.instructions()):
-        return False
-    return bool(_candidates(body, set(body.args[:grid_rank])))
+        return module, body, []
+    return module, body, _candidates(body, set(body.args[:grid_rank]))
 
-
-# ---- analysis -------------------------------------------------------------------------------
 
 def _candidates(body: core.Function, thread_args: set) -> list[tuple]:
     uses = body.users()
