@@ -124,8 +124,7 @@ class Kernel:
             entry = codegen.kernel_symbol(self.body_name, target)
             compiled = Compiled(target, entry, artifact, flat_types, self.signature.grid_rank,
                                 elements_per_thread=options.get("elements_per_thread", 1),
-                                grid_stride=codegen.entry_loops(self.module_text(proven), self.body_name,
-                                                                self.signature.grid_rank, target, options))
+                                grid_stride=codegen.loops_over_grid(artifact))
             if self.block is not None:
                 from .codegen.blocks import block_threads
                 compiled.extra["block_threads"] = block_threads(self.block)

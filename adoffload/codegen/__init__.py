@@ -61,16 +61,14 @@ def normalize_options(opts: dict, target: str, grid_rank: int) -> dict:
     return opts
 
 
-def entry_loops(text: str, body_name: str, grid_rank: int, target: str, opts: dict) -> bool:
-    """Whether the GPU entry ``compile_for_target`` builds from these inputs runs a grid-stride
-    loop (deferred uniform-address atomics on NVPTX: codegen/grid_stride.py). Such an entry is
-    correct for any thread count; launchers launch about one resident wave of threads
-    (vectorize.launch_threads) so each block's one atomic covers many elements."""
-    target = _canonical_target(target)
-    if target == "host" or opts.get("block") is not None or not abi.loops_over_grid(target, opts.get("reductions", "block")):
-        return False
-    from .reductions import has_sites
-    return has_sites(text, body_name, grid_rank)
+PTX_GRID_STRIDE_LINE = "// adoffload: grid-stride entry (any thread count is correct; launch one resident wave)\n"
+
+
+def loops_over_grid(artifact) -> bool:
+    """Whether a compiled GPU artifact's entry loops over the grid (codegen/grid_stride.py): the
+    PTX says so in its first line. Such an entry is correct for any thread count; launchers launch
+    one resident wave (vectorize.launch_threads), so each block's one atomic covers many elements."""
+    return isinstance(artifact, str) and artifact.startswith(PTX_GRID_STRIDE_LINE)
 
 
 def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_rank: int, target: str,
@@ -90,7 +88,6 @@ def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_ran
     from ..enzyme.parallel import lower_uniform_adds_text
     target = _canonical_target(target)
     opts = normalize_options(opts, target, grid_rank)
-    loops = entry_loops(text, body_name, grid_rank, target, opts)   # decided on the caller's text, as Kernel.compiled does
     text = lower_uniform_adds_text(text, target)   # adjoint reductions: warp pre-reduction on GPUs
     arch = arch or DEFAULT_ARCH.get(target) or _host_cpu_key()
     store = CompileCache() if cache is True else (cache or None)
@@ -133,10 +130,12 @@ def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_ran
     module = module or abi.add_gpu_entry(text, body_name, flat_types, grid_rank, target,
                                scalars_by_reference=opts.get("scalars_by_reference", False),
                                noalias=opts.get("noalias", False), reductions=reductions,
-                               elements_per_thread=opts.get("elements_per_thread", 1), grid_stride=loops)
+                               elements_per_thread=opts.get("elements_per_thread", 1))
     if target == "nvptx":
         from .nvptx import compile_ptx
         artifact = compile_ptx(module, arch)
+        if f"!{abi.GRID_STRIDE_MARK} =" in module:       # the entry loops: the artifact says so (loops_over_grid)
+            artifact = PTX_GRID_STRIDE_LINE + artifact
         data = artifact.encode()
     else:
         from .amdgpu import compile_hsaco

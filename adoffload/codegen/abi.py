@@ -27,10 +27,10 @@ Entries:
   inference on the body), since the alignment test's ``ptrtoint`` hides that from it. The
   fast path also requires the body's thread-independent checks to pass
   (codegen/uniform_checks.py), so their inlined copies fold away.
-* GPU with ``grid_stride=True`` (NVPTX entries with deferred uniform-address atomics, as
-  ``codegen.entry_loops`` decides): each thread loops over groups of k ids with the launch's
-  thread count as stride (codegen/grid_stride.py), so any thread count is correct and
-  launchers launch one resident wave.
+* GPU with ``grid_stride`` (by default NVPTX entries with deferred uniform-address atomics):
+  each thread loops over groups of k ids with the launch's thread count as stride
+  (codegen/grid_stride.py), so any thread count is correct and launchers launch one resident
+  wave; the artifact says so (``GRID_STRIDE_MARK``, read by ``codegen.loops_over_grid``).
 """
 from __future__ import annotations
 
@@ -296,7 +296,7 @@ _LINEAR_ID = {"nvptx": _linear_id_nvptx, "amdgpu": _linear_id_amdgpu}
 
 def add_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, grid_rank: int,
                   target: str = "nvptx", scalars_by_reference=False, noalias: bool = False,
-                  reductions: str = "block", elements_per_thread: int = 1, grid_stride: bool = False) -> str:
+                  reductions: str = "block", elements_per_thread: int = 1, grid_stride="auto") -> str:
     """Add ``<cc> void @<body>.kernel(<params>, i64 grid.., ptr status)`` for ``target``.
 
     ``scalars_by_reference``: see ``_by_reference_mask``; those params arrive as ``ptr`` and
@@ -307,8 +307,11 @@ def add_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, grid_r
     treats "block"/"warp" as "thread" (the backend's atomic optimizer combines a wavefront).
     ``elements_per_thread`` (k, rank-1 grids only): each thread runs the linear ids
     ``linear*k .. linear*k+k-1``; launch ``ceil(total / k)`` threads (see the module docstring).
-    ``grid_stride`` (NVPTX; codegen.entry_loops decides it for reductions): the entry loops over
-    the grid (codegen/grid_stride.py), so any thread count is correct.
+    ``grid_stride``: whether the entry loops over the grid (codegen/grid_stride.py; any thread
+    count is then correct): True, False, or "auto" (the default: NVPTX entries whose uniform-address
+    atomics are deferred and combined per block or warp). An entry that loops carries the named
+    metadata ``!adoffload.grid_stride`` (``GRID_STRIDE_MARK``), which codegen turns into a PTX
+    comment that ``Compiled.grid_stride`` reads: the artifact itself says how to launch it.
     """
     from .reductions import EntryAccumulators
     per_thread = check_elements_per_thread(elements_per_thread, grid_rank)
@@ -316,10 +319,19 @@ def add_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, grid_r
         raise CompilationError(f"unknown GPU target {target!r}; expected one of {sorted(GPU_CALLING_CONVENTION)}")
     types = flat_type_names(flat_types)
     by_ref = _by_reference_mask(flat_types, scalars_by_reference)
+    from .grid_stride import UNROLL, has_loop
+    from .reductions import might_defer
+    auto = grid_stride == "auto"
+    if auto:
+        grid_stride = target in _LAUNCHED_THREADS and reductions in ("block", "warp") and might_defer(module_text)
     if grid_stride and target not in _LAUNCHED_THREADS:
         raise CompilationError(f"grid_stride entries are built for {sorted(_LAUNCHED_THREADS)} only, not {target!r}")
+    # a body with a loop of its own gets a plain grid-stride loop: one copy, no hoisted checks
+    light = bool(grid_stride) and not has_loop(_parse(module_text), body_name)
     body_module, sites, checks_name = _prepare_body(module_text, body_name, types, grid_rank, reductions,
-                                                    checks=per_thread > 1 or grid_stride)
+                                                    checks=per_thread > 1 or light)
+    if auto:
+        grid_stride = grid_stride and bool(sites)
     m, body = _entry_module(body_module, body_name, types, grid_rank, len(sites))
     entry_types = [_PTR if r else (_I8 if t == "i1" else _llvm_type(t)) for t, r in zip(types, by_ref)]
     fn = ir.Function(m, ir.FunctionType(ir.VoidType(), entry_types + [_I64] * grid_rank + [_PTR]),
@@ -364,7 +376,9 @@ def add_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, grid_r
 
     if grid_stride:
         from .grid_stride import emit_grid_stride
-        in_range = emit_grid_stride(b, linear, total, _LAUNCHED_THREADS[target](m, b), per_thread, fast, enter_fast, run)
+        m.add_named_metadata(GRID_STRIDE_MARK, [])
+        in_range = emit_grid_stride(b, linear, total, _LAUNCHED_THREADS[target](m, b), per_thread, fast, enter_fast, run,
+                                    unroll=UNROLL if light else 1)
     elif per_thread == 1:
         in_range = b.icmp_unsigned("<", linear, total)
         with b.if_then(in_range, likely=True):
@@ -381,10 +395,7 @@ def add_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, grid_r
     return _link(body_module, m, body_name)
 
 
-def loops_over_grid(target: str, reductions: str) -> bool:
-    """Whether a GPU entry with deferred uniform-address atomics runs a grid-stride loop
-    (codegen/grid_stride.py): NVPTX, combined per block or warp."""
-    return target == "nvptx" and reductions in ("block", "warp")
+GRID_STRIDE_MARK = "adoffload.grid_stride"     # named metadata of entries that loop over the grid
 
 
 def _launched_threads_nvptx(m: ir.Module, b: ir.IRBuilder) -> ir.Value:

@@ -100,11 +100,6 @@ def might_defer(text: str) -> bool:
     return _MAYBE_SITE.search(text) is not None
 
 
-def has_sites(text: str, body_name: str, grid_rank: int) -> bool:
-    """Whether ``defer_uniform_atomics`` would find a site (the analysis only, no rewrite)."""
-    return might_defer(text) and bool(_analyze(text, body_name, grid_rank)[2])
-
-
 # ---- analysis -------------------------------------------------------------------------------
 
 def _analyze(text: str, body_name: str, grid_rank: int):

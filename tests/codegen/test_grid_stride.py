@@ -17,7 +17,7 @@ import pytest
 from llvmlite import ir
 
 import adoffload as ado
-from adoffload.codegen import abi, compile_for_target, entry_loops, nvptx, vectorize
+from adoffload.codegen import PTX_GRID_STRIDE_LINE, abi, compile_for_target, loops_over_grid, nvptx, vectorize
 from adoffload.codegen.host import HostProgram
 from adoffload.codegen.uniform_checks import add_checks_function, uniform_checks
 from adoffload.errors import CompilationError
@@ -228,8 +228,12 @@ def test_compiled_says_which_entries_loop_and_launch_is_capped_only_for_them():
     assert vectorize.launch_threads(dot, 1000, wave) == 500          # fewer groups than a wave: one each
     assert vectorize.launch_threads(dot, n, None) == n // 2          # unknown GPU: one group per thread
     assert vectorize.launch_threads(add, n, wave) == n // 2
+    assert dot.ptx.startswith(PTX_GRID_STRIDE_LINE) and loops_over_grid(dot.ptx) and not loops_over_grid(add.ptx)
+    flat = [f.llvm_type for f in kernel_dot.signature.flat_params()]
     text = kernel_dot.module_text()
-    assert entry_loops(text, kernel_dot.body_name, 1, "cuda", {}) and not entry_loops(text, kernel_dot.body_name, 1, "hip", {})
+    assert abi.GRID_STRIDE_MARK in abi.add_gpu_entry(text, kernel_dot.body_name, flat, 1, "nvptx")
+    assert abi.GRID_STRIDE_MARK not in abi.add_gpu_entry(text, kernel_dot.body_name, flat, 1, "amdgpu")   # never loops
+    assert abi.GRID_STRIDE_MARK not in abi.add_gpu_entry(text, kernel_dot.body_name, flat, 1, "nvptx", reductions="thread")
 
 
 def test_vjp_of_a_scalar_parameter_loops_too():
