@@ -229,6 +229,8 @@ def test_compiled_says_which_entries_loop_and_launch_is_capped_only_for_them():
     assert vectorize.launch_threads(dot, n, None) == n // 2          # unknown GPU: one group per thread
     assert vectorize.launch_threads(add, n, wave) == n // 2
     assert dot.ptx.startswith(PTX_GRID_STRIDE_LINE) and loops_over_grid(dot.ptx) and not loops_over_grid(add.ptx)
+    if _have_ptxas():
+        nvptx.ptxas_check(dot.ptx, "sm_90")          # the marker line is a PTX comment
     flat = [f.llvm_type for f in kernel_dot.signature.flat_params()]
     text = kernel_dot.module_text()
     assert abi.GRID_STRIDE_MARK in abi.add_gpu_entry(text, kernel_dot.body_name, flat, 1, "nvptx")
