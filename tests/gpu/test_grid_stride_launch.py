@@ -120,3 +120,27 @@ def test_adjoint_of_a_scalar_parameter(cuda, per_thread):
     values = {"x": x, "y": np.zeros(n), "alpha": 0.5, "d_y": d_y, "d_alpha": np.zeros(1)}
     grad(*[values[p.name] for p in grad.signature.visible_params], grid=n, device="cuda")
     assert values["d_alpha"][0] == x @ d_y
+
+
+def test_jax_calls_of_looping_entries(cuda):
+    """Under jax.jit the CUDA handler launches one resident wave too (max_threads): the sum over
+    3M elements and the gradient of a scalar parameter (an adjoint's uniform accumulation)."""
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+    if not jax.devices("cuda"):
+        pytest.skip("JAX sees no CUDA device")
+    previous = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    try:
+        rng = np.random.default_rng(8)
+        n = 3 * (1 << 20) + 5
+        a, b = _small_floats(rng, n), _small_floats(rng, n)
+        total = ado.jax_kernel(dot, grid=lambda a, b, out: a.shape)
+        assert float(jax.jit(total)(jnp.asarray(a), jnp.asarray(b), jnp.full(1, 0.5))[0]) == 0.5 + a @ b
+
+        def loss(alpha, x):
+            return jnp.sum(ado.jax_kernel(scale, out_shapes={"y": x.shape})(x, alpha))
+        grad = jax.jit(jax.grad(loss))(0.5, jnp.asarray(a))
+        assert float(grad) == a.sum()
+    finally:
+        jax.config.update("jax_enable_x64", previous)
