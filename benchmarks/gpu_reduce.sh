@@ -16,7 +16,8 @@ log="$out/log.txt"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$log" 2>&1
 echo "=== gpu tests $(date -u +%T)" >> "$log"
 timeout "${TESTS_TIMEOUT:-55}" python3 -m pytest -q -p no:cacheprovider tests/gpu/test_grid_stride_launch.py \
-  tests/codegen/test_reductions_cuda.py >> "$log" 2>&1
+  tests/codegen/test_reductions_cuda.py "tests/gpu/test_vectorized_launch.py::test_branchy_body_and_uniform_atomic_reduction" \
+  "tests/gpu/test_vectorized_launch.py::test_adjoint_reductions" >> "$log" 2>&1
 echo "=== gpu tests exit $? $(date -u +%T)" >> "$log"
 timeout "${BENCH_TIMEOUT:-190}" python3 benchmarks/run.py --only bandwidth rajaperf \
   --rajaperf-budget "${RAJAPERF_BUDGET:-140}" --big-reps "${BIG_REPS:-10}" --out "$out/bench" >> "$log" 2>&1
