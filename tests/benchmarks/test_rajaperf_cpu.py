@@ -49,8 +49,9 @@ class _FakeGpu:
 
 @pytest.mark.parametrize("where", ["first", "end of the head", "sampled middle", "last"])
 def test_large_arrays_are_checked_at_samples_and_ends(monkeypatch, where):
-    monkeypatch.setattr(rajaperf, "FULL_CHECK_LIMIT", 1 << 20)
-    n = (1 << 22) + 100
+    monkeypatch.setattr(rajaperf, "FULL_CHECK_LIMIT", 1 << 14)
+    monkeypatch.setattr(rajaperf, "SAMPLES", 1 << 10)
+    n = (1 << 16) + 100
     want = np.arange(n, dtype=np.float64)
     check = rajaperf._Checker({"x": want}, n)
     assert check.how.startswith("sampled") and len(check.positions["x"]) < n
