@@ -26,6 +26,7 @@ class Compiled:
     grid_rank: int
     extra: dict = field(default_factory=dict)
     elements_per_thread: int = 1      # GPU entries: launch ceil(total / this) threads (codegen/vectorize.py)
+    grid_stride: bool = False         # GPU entry loops over the grid: any thread count is correct (codegen/grid_stride.py)
 
     @property
     def program(self):
@@ -122,7 +123,8 @@ class Kernel:
                 target, arch=arch, scalars_by_reference=by_reference, **options)
             entry = codegen.kernel_symbol(self.body_name, target)
             compiled = Compiled(target, entry, artifact, flat_types, self.signature.grid_rank,
-                                elements_per_thread=options.get("elements_per_thread", 1))
+                                elements_per_thread=options.get("elements_per_thread", 1),
+                                grid_stride=codegen.loops_over_grid(artifact))
             if self.block is not None:
                 from .codegen.blocks import block_threads
                 compiled.extra["block_threads"] = block_threads(self.block)

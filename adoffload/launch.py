@@ -217,8 +217,8 @@ def launch(kernel, args: tuple, kwargs: dict, *, grid, device="cpu", hidden: dic
     # device may overlap (the same array passed twice, only read), and then nothing is promised to LLVM.
     options = {"noalias": True} if dev.kind != "cpu" and not _overlapping_residents(values) else {}
     # On a GPU, k logical threads per GPU thread where that gives 128-bit accesses (codegen/vectorize.py)
-    from .codegen.vectorize import choose_compiled, elements_per_thread, threads
-    k = elements_per_thread(signature, total) if dev.kind != "cpu" else 1
+    from .codegen.vectorize import choose_compiled, elements_per_thread, streamed_params, threads
+    k = elements_per_thread(signature, total, streamed_params(kernel)) if dev.kind != "cpu" else 1
     compiled = choose_compiled(kernel, target, k, arch=getattr(dev, "arch", None), proven=proven, **options)
     status = abi_status.new_record()
     if dev.kind == "cpu":
@@ -438,7 +438,12 @@ def _launch_device(dev, compiled, signature, values, grid, threads, status, zero
         buffers.append((None, status, status_buf))
         dev.copy_to_device(status_buf, status)
         slots = pack_slots(flat_values(signature, values, pointers), compiled.flat_types, grid, status_buf.ptr)
-        dev.launch(_loaded_function(dev, compiled), threads, slots, block_size=compiled.extra.get("block_threads"))
+        function = _loaded_function(dev, compiled)
+        block = compiled.extra.get("block_threads") or function.auto_block_size()
+        if compiled.grid_stride:      # the entry loops over the grid: one resident wave (codegen/grid_stride.py)
+            from .codegen.vectorize import launch_threads
+            threads = launch_threads(compiled, int(np.prod(grid, dtype=np.int64)), function.resident_threads(block))
+        dev.launch(function, threads, slots, block_size=block)
         dev.synchronize()
         for param, value, buf in buffers:
             if param is None or param.type.writes:

@@ -23,7 +23,8 @@ echo "=== chemistry $(date -u +%T)" >> "$log"
 timeout "${CHEM_TIMEOUT:-270}" python3 benchmarks/chemistry.py --device cuda --reps "${CHEM_REPS:-10}" \
   --sides adoffload jax "jax-md Dense" "jax-md OrderedSparse" cuda --out "$OUT/chem" >> "$log" 2>&1
 echo "=== chemistry exit $? $(date -u +%T)" >> "$log"
-timeout "${BENCH_TIMEOUT:-230}" python3 benchmarks/run.py --only bandwidth rajaperf overheads --out "$OUT/bench" >> "$log" 2>&1
+timeout "${BENCH_TIMEOUT:-230}" python3 benchmarks/run.py --only bandwidth rajaperf overheads --rajaperf-budget "${RAJAPERF_BUDGET:-150}" \
+  --big-reps 10 --out "$OUT/bench" >> "$log" 2>&1
 echo "=== run.py exit $? $(date -u +%T)" >> "$log"
 grep -E "^\| (ratio|adoffload|jax|plain|n=)" "$OUT/chem/chemistry.md" 2>/dev/null | head -30
 grep -E "n=|GB/s" "$OUT/bench/report.md" 2>/dev/null | head -40

@@ -8,9 +8,10 @@ cotangents, as ``rajaperf._derived_values`` seeds our kernels.
 from __future__ import annotations
 
 
-def jax_derivative_times(case, host: dict, reps: int, time_jax) -> dict:
+def jax_derivative_times(case, host: dict, reps: int, time_jax, static: dict | None = None) -> dict:
     """``jax_jvp_ms`` / ``jax_vjp_ms`` for ``case`` (nothing when it has no jnp version or no
-    float inputs to differentiate); ``time_jax(f, args, reps)`` is the primal's timer."""
+    float inputs to differentiate); ``time_jax(f, args, reps)`` is the primal's timer; ``static``:
+    Python values the jnp version reads as constants (the grid size ``n``)."""
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -22,7 +23,7 @@ def jax_derivative_times(case, host: dict, reps: int, time_jax) -> dict:
            for k in case.wrt}
 
     def outputs(inputs):
-        return case.jnp({**fixed, **inputs}, jnp)
+        return case.jnp({**fixed, **inputs, **(static or {})}, jnp)
 
     ones = jax.tree.map(jnp.ones_like, wrt)
     cotangents = jax.tree.map(jnp.ones_like, jax.eval_shape(outputs, wrt))

@@ -172,7 +172,7 @@ class Case:
     make: Callable[[int, np.random.Generator], dict]   # parameter name -> numpy array / scalar
     grid: Callable[[int], tuple]
     numpy: Callable[[dict], dict]                      # reference: parameter name -> expected array
-    jnp: Callable | None = None                        # (inputs dict) -> outputs, written in jax.numpy
+    jnp: Callable | None = None                        # (inputs dict + static "n") -> outputs, in jax.numpy
     bytes_moved: Callable[[int], int] = lambda n: 0
     wrt: list = field(default_factory=list)            # float inputs to differentiate
     cuda_block: tuple | None = None                    # CUDA launch shape override (nested_init)
@@ -220,15 +220,15 @@ def _cases() -> list[Case]:
              lambda d: dict(arr=_nested_reference(d)), None, lambda n: 8 * int(np.prod(_nested_dims(n))), []),
         Case(basic_pi_reduce, lambda n, r: dict(dx=1.0 / n, pi=np.zeros(1)), lambda n: (n,),
              lambda d: dict(pi=np.array([np.sum(d["dx"] / (1 + ((np.arange(len_(d)) + 0.5) * d["dx"]) ** 2))])),
-             None, lambda n: 0, ["dx"]),
+             _pi_jnp, lambda n: 0, ["dx"]),
         Case(basic_trap_int, lambda n, r: dict(x0=0.0, xp=0.5, y=0.3, yp=0.1, h=1.0 / n, sumx=np.zeros(1)),
-             lambda n: (n,), _trap_reference, None, lambda n: 0, ["x0", "xp", "y", "yp", "h"]),
+             lambda n: (n,), _trap_reference, _trap_jnp, lambda n: 0, ["x0", "xp", "y", "yp", "h"]),
         Case(basic_reduce3_int, lambda n, r: dict(vec=r.integers(-1000, 1000, n).astype(np.int32),
                                                   vsum=np.zeros(1, np.int64),
                                                   vmin=np.full(1, np.iinfo(np.int32).max, np.int32),
                                                   vmax=np.full(1, np.iinfo(np.int32).min, np.int32)),
              lambda n: (n,), lambda d: dict(vsum=np.array([d["vec"].sum()]), vmin=np.array([d["vec"].min()]),
-                                            vmax=np.array([d["vec"].max()])), None, lambda n: 4 * n, []),
+                                            vmax=np.array([d["vec"].max()])), _reduce3_jnp, lambda n: 4 * n, []),
         Case(lcals_hydro_1d, lambda n, r: dict(x=np.zeros(n), y=_vec(r, n), z=_vec(r, n + 12), q=0.5, r=0.25, t=0.125),
              lambda n: (n,), lambda d: dict(x=d["q"] + d["y"] * (d["r"] * d["z"][10:-2] + d["t"] * d["z"][11:-1])),
              lambda d, jnp: d["q"] + d["y"] * (d["r"] * d["z"][10:-2] + d["t"] * d["z"][11:-1]),
@@ -253,6 +253,22 @@ def _cases() -> list[Case]:
 
 def len_(d):
     return int(round(1.0 / d["dx"]))
+
+
+# jax.numpy versions of the reductions. ``d["n"]`` is the grid size, given to them as a static
+# Python int (rajaperf.py adds it): the sums over an index range need it as a shape.
+def _pi_jnp(d, jnp):
+    x = (jnp.arange(d["n"], dtype=jnp.float64) + 0.5) * d["dx"]
+    return jnp.sum(d["dx"] / (1.0 + x * x))
+
+
+def _trap_jnp(d, jnp):
+    x = d["x0"] + jnp.arange(d["n"], dtype=jnp.float64) * d["h"]
+    return jnp.sum(1.0 / jnp.sqrt((x - d["xp"]) * (x - d["xp"]) + (d["y"] - d["yp"]) * (d["y"] - d["yp"])))
+
+
+def _reduce3_jnp(d, jnp):
+    return [jnp.sum(d["vec"].astype(jnp.int64)), jnp.min(d["vec"]), jnp.max(d["vec"])]
 
 
 def _if_quad_reference(d):

@@ -70,12 +70,18 @@ def summary(results: dict) -> list[dict]:
         add(f"n={n}: bounds-checked / unchecked, geomean",
             geomean(r["ours_ms"] / r["unchecked_ms"] for r in raja if r.get("unchecked_ms")), "<= 1.05",
             lambda v: v <= 1.05)
+        wrong = [r["kernel"] for r in raja if r.get("correct") is False or r.get("cuda_correct") is False]
+        out.append({"measure": f"n={n}: kernels whose result (ours or CUDA's) differs from numpy",
+                    "measured": ", ".join(wrong) or "none", "target": "none", "met": "NO" if wrong else "yes"})
         for r in raja:
             if r["kernel"] in REDUCTIONS and r.get("cuda_ms"):
-                add(f"n={n}: {r['kernel']}: tuned CUDA time / ours", r["cuda_ms"] / r["ours_ms"], ">= 0.95",
-                    lambda v: v >= 0.95)
+                right = r.get("correct") is not False     # a wrong result never meets a speed target
+                note = "" if right else " [ours WRONG]"
+                add(f"n={n}: {r['kernel']}: tuned CUDA time / ours{note}", r["cuda_ms"] / r["ours_ms"], ">= 0.95",
+                    lambda v, ok=right: ok and v >= 0.95)
                 if r.get("jnp_ms"):
-                    add(f"n={n}: {r['kernel']}: XLA time / ours", r["jnp_ms"] / r["ours_ms"], "> 1", lambda v: v > 1.0)
+                    add(f"n={n}: {r['kernel']}: XLA time / ours{note}", r["jnp_ms"] / r["ours_ms"], "> 1",
+                        lambda v, ok=right: ok and v > 1.0)
     for r in results.get("overheads", []):
         m = r.get("measure", "")
         if not m.startswith("compile") or "nvptx" not in m:   # the targets are for compiling to PTX
@@ -104,12 +110,20 @@ def write_report(out: Path, env: dict, results: dict) -> None:
     columns = {
         "rajaperf": ["kernel", "n", "correct", "cuda_correct", "ours_ms", "ours_iqr_ms", "unchecked_ms", "cuda_ms",
                      "cuda_iqr_ms", "jnp_ms", "jnp_iqr_ms", "gbps_ours", "gbps_cuda", "jvp_ratio", "vjp_ratio",
-                     "jvp_ms", "jax_jvp_ms", "vjp_ms", "jax_vjp_ms", "k", "reps", "error", "jvp_error", "vjp_error",
-                     "jax_jvp_error", "jax_vjp_error"],
+                     "jvp_ms", "jax_jvp_ms", "vjp_ms", "jax_vjp_ms", "k", "grid_stride", "threads", "cuda_blocks", "jvp_k", "vjp_k", "reps",
+                     "checked", "wall_s", "error", "jvp_error", "vjp_error", "jax_jvp_error", "jax_vjp_error"],
     }
     for name, rows in results.items():
         cols = columns.get(name) or sorted({k for r in rows for k in r})
-        parts += [f"## {name}", "", table(rows, cols), ""]
+        sizes = sorted({r["n"] for r in rows if "n" in r}) if name == "rajaperf" else []
+        if sizes:       # one table per size: launch-bound and bandwidth-bound rows never share one
+            parts += [f"## {name}", ""]
+            for n in sizes:
+                parts += [f"### n={n}", "", table([r for r in rows if r.get("n") == n], cols), ""]
+            rest = [r for r in rows if "n" not in r]
+            parts += [table(rest, sorted({k for r in rest for k in r})), ""] if rest else []
+        else:
+            parts += [f"## {name}", "", table(rows, cols), ""]
     (out / "report.md").write_text("\n".join(parts))
     _plot(out, results.get("rajaperf", []))
 

@@ -33,6 +33,9 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=str(HERE / "results" / "latest"))
     parser.add_argument("--quick", action="store_true", help="small sizes, few repetitions")
     parser.add_argument("--only", nargs="*", help="suites: rajaperf overheads chemistry bandwidth")
+    parser.add_argument("--rajaperf-budget", type=float, default=None,
+                        help="seconds for the RAJAPerf suite; cases left when it is spent become 'not run' rows")
+    parser.add_argument("--big-reps", type=int, default=None, help="RAJAPerf repetitions above 2^22 elements")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -45,6 +48,7 @@ def main(argv=None) -> int:
         if name not in suites:
             return
         rows: list = []
+        results[name] = rows          # rows saved as they come (save_progress), not only at the end
         try:
             fn(rows)
         except Exception:  # noqa: BLE001 - report and go on with the other suites
@@ -62,7 +66,9 @@ def main(argv=None) -> int:
         suite("bandwidth", bandwidth)
         import rajaperf
         sizes = (1 << 20,) if args.quick else (1_000_000, 1 << 26)
-        suite("rajaperf", lambda rows: rajaperf.run(rows, sizes=sizes, reps=5 if args.quick else rajaperf.REPS))
+        suite("rajaperf", lambda rows: rajaperf.run(rows, sizes=sizes, reps=5 if args.quick else rajaperf.REPS,
+                                                    big_reps=args.big_reps, deadline_s=args.rajaperf_budget,
+                                                    on_row=lambda _row: save_rows(out, env, results)))
     import overheads
     suite("overheads", lambda rows: (overheads.compile_times("host", None, rows),
                                      gpu and overheads.compile_times("nvptx", "sm_90", rows),
@@ -78,9 +84,15 @@ def main(argv=None) -> int:
 
 def save(out: Path, env: dict, results: dict) -> None:
     from report import write_report
+    save_rows(out, env, results)
+    write_report(out, env, results)
+
+
+def save_rows(out: Path, env: dict, results: dict) -> None:
+    """results.json and results.csv only (cheap enough after every row; the report and plot are
+    written after each suite)."""
     (out / "results.json").write_text(json.dumps({"environment": env, "results": results}, indent=1, default=str))
     write_csv(out / "results.csv", results)
-    write_report(out, env, results)
 
 
 def write_csv(path: Path, results: dict) -> None:

@@ -12,7 +12,7 @@ from . import abi
 TARGETS = {"host": "host", "cpu": "host", "nvptx": "nvptx", "cuda": "nvptx", "amdgpu": "amdgpu", "hip": "amdgpu"}
 DEFAULT_ARCH = {"nvptx": "sm_90", "amdgpu": "gfx942"}
 # Bumped whenever the generated code changes for the same inputs (part of the cache key).
-CODEGEN_REVISION = 2
+CODEGEN_REVISION = 3
 
 
 def _canonical_target(target: str) -> str:
@@ -59,6 +59,16 @@ def normalize_options(opts: dict, target: str, grid_rank: int) -> dict:
         else:
             opts["elements_per_thread"] = k
     return opts
+
+
+PTX_GRID_STRIDE_LINE = "// adoffload: grid-stride entry (any thread count is correct; launch one resident wave)\n"
+
+
+def loops_over_grid(artifact) -> bool:
+    """Whether a compiled GPU artifact's entry loops over the grid (codegen/grid_stride.py): the
+    PTX says so in its first line. Such an entry is correct for any thread count; launchers launch
+    one resident wave (vectorize.launch_threads), so each block's one atomic covers many elements."""
+    return isinstance(artifact, str) and artifact.startswith(PTX_GRID_STRIDE_LINE)
 
 
 def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_rank: int, target: str,
@@ -124,6 +134,8 @@ def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_ran
     if target == "nvptx":
         from .nvptx import compile_ptx
         artifact = compile_ptx(module, arch)
+        if f"!{abi.GRID_STRIDE_MARK} =" in module:       # the entry loops: the artifact says so (loops_over_grid)
+            artifact = PTX_GRID_STRIDE_LINE + artifact
         data = artifact.encode()
     else:
         from .amdgpu import compile_hsaco

@@ -24,7 +24,13 @@ Entries:
   ones. Otherwise (a misaligned view, the grid's last partial group) a guarded loop runs
   the same body element by element. Deferred-atomic accumulators span all k calls and are
   flushed once. Pointer params the body never writes are marked ``readonly`` (LLVM's own
-  inference on the body), since the alignment test's ``ptrtoint`` hides that from it.
+  inference on the body), since the alignment test's ``ptrtoint`` hides that from it. The
+  fast path also requires the body's thread-independent checks to pass
+  (codegen/uniform_checks.py), so their inlined copies fold away.
+* GPU with ``grid_stride`` (by default NVPTX entries with deferred uniform-address atomics):
+  each thread loops over groups of k ids with the launch's thread count as stride
+  (codegen/grid_stride.py), so any thread count is correct and launchers launch one resident
+  wave; the artifact says so (``GRID_STRIDE_MARK``, read by ``codegen.loops_over_grid``).
 """
 from __future__ import annotations
 
@@ -36,6 +42,7 @@ from llvmlite import ir
 import llvmlite.binding as llvm
 
 from ..errors import CompilationError, IRError
+from .uniform_checks import checks_function_name
 
 HOST_SUFFIX = ".host"
 KERNEL_SUFFIX = ".kernel"
@@ -126,20 +133,26 @@ def _entry_module(body_module: llvm.ModuleRef, body_name: str, types: list[str],
     return m, ir.Function(m, body_ty, name=body_name)
 
 
-def _prepare_body(module_text: str, body_name: str, types: list[str], grid_rank: int, reductions: str):
-    """Parse and check the body; with ``reductions`` other than "off", defer its uniform-address
-    atomics (codegen/reductions.py). Returns (parsed module, sites)."""
+def _prepare_body(module_text: str, body_name: str, types: list[str], grid_rank: int, reductions: str,
+                  checks: bool = False):
+    """Parse and check the body; with ``checks``, add ``@<body>.checks_ok`` where it has
+    thread-independent checks (codegen/uniform_checks.py); with ``reductions`` other than "off",
+    defer its uniform-address atomics (codegen/reductions.py). Returns (parsed module, sites,
+    name of the checks function or None)."""
     from . import reductions as red
+    from .uniform_checks import add_checks_function
     if reductions not in red.MODES:
         raise CompilationError(f"reductions={reductions!r}; expected one of {list(red.MODES)}")
     body_module = _parse(module_text)
     _check_body(body_module, body_name, types, grid_rank)
-    if reductions == "off":
-        return body_module, []
-    deferred = red.defer_uniform_atomics(module_text, body_name, grid_rank)
-    if not deferred.sites:
-        return body_module, []
-    return _parse(deferred.text), deferred.sites
+    checks_name = None
+    if checks:
+        module_text, checks_name = add_checks_function(module_text, body_name, grid_rank)
+    if reductions != "off":
+        deferred = red.defer_uniform_atomics(module_text, body_name, grid_rank)
+        if deferred.sites:
+            return _parse(deferred.text), deferred.sites, checks_name
+    return (_parse(module_text) if checks_name else body_module), [], checks_name
 
 
 def _link(body_module: llvm.ModuleRef, entry: ir.Module, body_name: str) -> str:
@@ -154,8 +167,10 @@ def _link(body_module: llvm.ModuleRef, entry: ir.Module, body_name: str) -> str:
                                "canonicalize it before code generation")
     body.linkage = llvm.Linkage.internal
     body.add_function_attribute("alwaysinline")
-    for fn in body_module.functions:    # pointer functions of deferred atomics (reductions.py)
-        if fn.name.startswith(body_name + ".uptr") and not fn.is_declaration:
+    # pointer functions of deferred atomics (reductions.py), the checks function (uniform_checks.py)
+    for fn in body_module.functions:
+        if (fn.name.startswith(body_name + ".uptr") or fn.name == checks_function_name(body_name)) \
+                and not fn.is_declaration:
             fn.linkage = llvm.Linkage.internal
     body_module.verify()
     return str(body_module)
@@ -191,7 +206,7 @@ def add_host_entry(module_text: str, body_name: str, flat_types: Sequence, grid_
     """
     from .reductions import EntryAccumulators
     types = flat_type_names(flat_types)
-    body_module, sites = _prepare_body(module_text, body_name, types, grid_rank, reductions)
+    body_module, sites, _ = _prepare_body(module_text, body_name, types, grid_rank, reductions)
     m, body = _entry_module(body_module, body_name, types, grid_rank, len(sites))
     fn = ir.Function(m, ir.FunctionType(ir.VoidType(), [_PTR, _I64, _I64]), name=host_entry_name(body_name))
     slots, start, end = fn.args
@@ -281,7 +296,7 @@ _LINEAR_ID = {"nvptx": _linear_id_nvptx, "amdgpu": _linear_id_amdgpu}
 
 def add_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, grid_rank: int,
                   target: str = "nvptx", scalars_by_reference=False, noalias: bool = False,
-                  reductions: str = "block", elements_per_thread: int = 1) -> str:
+                  reductions: str = "block", elements_per_thread: int = 1, grid_stride="auto") -> str:
     """Add ``<cc> void @<body>.kernel(<params>, i64 grid.., ptr status)`` for ``target``.
 
     ``scalars_by_reference``: see ``_by_reference_mask``; those params arrive as ``ptr`` and
@@ -292,6 +307,11 @@ def add_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, grid_r
     treats "block"/"warp" as "thread" (the backend's atomic optimizer combines a wavefront).
     ``elements_per_thread`` (k, rank-1 grids only): each thread runs the linear ids
     ``linear*k .. linear*k+k-1``; launch ``ceil(total / k)`` threads (see the module docstring).
+    ``grid_stride``: whether the entry loops over the grid (codegen/grid_stride.py; any thread
+    count is then correct): True, False, or "auto" (the default: NVPTX entries whose uniform-address
+    atomics are deferred and combined per block or warp). An entry that loops carries the named
+    metadata ``!adoffload.grid_stride`` (``GRID_STRIDE_MARK``), which codegen turns into a PTX
+    comment that ``Compiled.grid_stride`` reads: the artifact itself says how to launch it.
     """
     from .reductions import EntryAccumulators
     per_thread = check_elements_per_thread(elements_per_thread, grid_rank)
@@ -299,7 +319,19 @@ def add_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, grid_r
         raise CompilationError(f"unknown GPU target {target!r}; expected one of {sorted(GPU_CALLING_CONVENTION)}")
     types = flat_type_names(flat_types)
     by_ref = _by_reference_mask(flat_types, scalars_by_reference)
-    body_module, sites = _prepare_body(module_text, body_name, types, grid_rank, reductions)
+    from .grid_stride import UNROLL, has_loop
+    from .reductions import might_defer
+    auto = grid_stride == "auto"
+    if auto:
+        grid_stride = target in _LAUNCHED_THREADS and reductions in ("block", "warp") and might_defer(module_text)
+    if grid_stride and target not in _LAUNCHED_THREADS:
+        raise CompilationError(f"grid_stride entries are built for {sorted(_LAUNCHED_THREADS)} only, not {target!r}")
+    # a body with a loop of its own gets a plain grid-stride loop: one copy, no hoisted checks
+    light = bool(grid_stride) and not has_loop(_parse(module_text), body_name)
+    body_module, sites, checks_name = _prepare_body(module_text, body_name, types, grid_rank, reductions,
+                                                    checks=per_thread > 1 or light)
+    if auto:
+        grid_stride = grid_stride and bool(sites)
     m, body = _entry_module(body_module, body_name, types, grid_rank, len(sites))
     entry_types = [_PTR if r else (_I8 if t == "i1" else _llvm_type(t)) for t, r in zip(types, by_ref)]
     fn = ir.Function(m, ir.FunctionType(ir.VoidType(), entry_types + [_I64] * grid_rank + [_PTR]),
@@ -319,27 +351,41 @@ def add_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, grid_r
             params.append(arg)
     grid = list(fn.args[len(types):len(types) + grid_rank])
     status = fn.args[-1]
-    accumulators = EntryAccumulators(m, b, sites, list(body.function_type.args[:grid_rank + len(types) + 1]),
-                                     alloca_addrspace=5 if target == "amdgpu" else 0)
+    body_param_types = list(body.function_type.args[:grid_rank + len(types) + 1])
+    body_args = [_I64(0)] * grid_rank + params + [status]      # for the pointer and checks functions
+    accumulators = EntryAccumulators(m, b, sites, body_param_types, alloca_addrspace=5 if target == "amdgpu" else 0)
     linear = _LINEAR_ID[target](m, b)
     total = grid[0]
     for g in grid[1:]:
         total = b.mul(total, g, flags=("nuw",))
-    if per_thread == 1:
-        in_range = b.icmp_unsigned("<", linear, total)
-        with b.if_then(in_range, likely=True):
-            tids = _gpu_tids(b, linear, grid, total)
-            b.call(body, tids + params + [status] + accumulators.pointers, attrs=("alwaysinline",))
-    else:
-        data_pointers = [i for i, (t, r) in enumerate(zip(types, by_ref)) if t == "ptr" and not r]
+    data_pointers = [i for i, (t, r) in enumerate(zip(types, by_ref)) if t == "ptr" and not r] if per_thread > 1 else []
+    if data_pointers:
         # The alignment test's ptrtoint hides from LLVM that the entry only reads these
         # arrays (no readonly inferred, so no ld.global.nc): state what the body proves.
         for i in _read_only_params(body_module, body_name, grid_rank) & set(data_pointers):
             set.add(fn.args[i].attributes, "readonly")    # llvmlite.ir's list of argument attributes lacks it
-        in_range = _several_elements(m, b, body, linear, total, per_thread, params, data_pointers,
-                                     [status] + accumulators.pointers)
+    checks_ok = None
+    if checks_name is not None:
+        checks_fn = ir.Function(m, ir.FunctionType(_I1, body_param_types), name=checks_name)
+        checks_ok = b.call(checks_fn, body_args)
+    fast, enter_fast = _fast_path(m, b, params, data_pointers, checks_ok)
+
+    def run(b, linear_id):
+        tids = [linear_id] if grid_rank == 1 else _gpu_tids(b, linear_id, grid, total)
+        b.call(body, tids + params + [status] + accumulators.pointers, attrs=("alwaysinline",))
+
+    if grid_stride:
+        from .grid_stride import emit_grid_stride
+        m.add_named_metadata(GRID_STRIDE_MARK, [])
+        in_range = emit_grid_stride(b, linear, total, _LAUNCHED_THREADS[target](m, b), per_thread, fast, enter_fast, run,
+                                    unroll=UNROLL if light else 1)
+    elif per_thread == 1:
+        in_range = b.icmp_unsigned("<", linear, total)
+        with b.if_then(in_range, likely=True):
+            run(b, linear)
+    else:
+        in_range = _several_elements(b, linear, total, per_thread, fast, enter_fast, run)
     if sites:
-        body_args = [_I64(0)] * grid_rank + params + [status]
         if target == "nvptx" and reductions in ("block", "warp"):
             accumulators.flush_nvptx(b, in_range, body_args, reductions)
         else:
@@ -347,6 +393,47 @@ def add_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, grid_r
                 accumulators.atomics(b, accumulators.values(b), body_args)
     b.ret_void()
     return _link(body_module, m, body_name)
+
+
+GRID_STRIDE_MARK = "adoffload.grid_stride"     # named metadata of entries that loop over the grid
+
+
+def _launched_threads_nvptx(m: ir.Module, b: ir.IRBuilder) -> ir.Value:
+    """GPU threads of the launch: nctaid.x * nctaid.y * ntid.x (see _linear_id_nvptx)."""
+    from .reductions import _sreg
+    blocks = b.mul(b.zext(_sreg(m, b, "nctaid.x"), _I64), b.zext(_sreg(m, b, "nctaid.y"), _I64), flags=("nuw",))
+    return b.mul(blocks, b.zext(_sreg(m, b, "ntid.x"), _I64), flags=("nuw",))
+
+
+_LAUNCHED_THREADS = {"nvptx": _launched_threads_nvptx}
+
+
+def _fast_path(m: ir.Module, b: ir.IRBuilder, params: list, data_pointers: list[int], checks_ok):
+    """(test, enter) of the unguarded fast path: every data pointer 16-byte aligned (a test on
+    kernel parameters only, so uniform across the launch) and every thread-independent check
+    passing (codegen/uniform_checks.py). ``enter(b)`` states both to LLVM inside the branch that
+    tested them (``llvm.assume``; an align bundle per pointer -- ``llvm.ptrmask`` would say the
+    same but crashes the NVPTX backend of LLVM 22). test is None when there is nothing to test."""
+    test = checks_ok
+    for index in data_pointers:
+        low = b.and_(b.ptrtoint(params[index], _I64), _I64(VECTOR_ALIGNMENT - 1))
+        aligned = b.icmp_unsigned("==", low, _I64(0))
+        test = aligned if test is None else b.and_(test, aligned)
+    if test is None:
+        return None, None
+
+    def enter(b):
+        assume = _declare_assume(m)
+        for index in data_pointers:
+            b._insert(_AlignAssume(b.block, assume, params[index], VECTOR_ALIGNMENT))
+        if checks_ok is not None:
+            b.call(assume, [checks_ok])
+    return test, enter
+
+
+def _declare_assume(m: ir.Module) -> ir.Function:
+    existing = m.globals.get("llvm.assume")
+    return existing if existing is not None else ir.Function(m, ir.FunctionType(ir.VoidType(), [_I1]), name="llvm.assume")
 
 
 MAX_ELEMENTS_PER_THREAD = 16
@@ -363,36 +450,27 @@ def check_elements_per_thread(k, grid_rank: int) -> int:
     return int(k)
 
 
-def _several_elements(m: ir.Module, b: ir.IRBuilder, body: ir.Function, linear: ir.Value, total: ir.Value,
-                      k: int, params: list, data_pointers: list[int], tail_args: list) -> ir.Value:
+def _several_elements(b: ir.IRBuilder, linear: ir.Value, total: ir.Value, k: int, fast, enter_fast,
+                      run) -> ir.Value:
     """Rank 1, k elements per thread: linear ids ``base = linear*k .. base+k-1``.
 
-    Fast path (every thread but the last, when every data pointer is 16-byte aligned -- a
-    test on kernel parameters only, so uniform across the launch): k unguarded body calls in
-    straight-line code after ``llvm.assume`` align bundles on the data pointers (stated only
-    inside the branch that tested them; ``llvm.ptrmask`` would say the same but crashes the
-    NVPTX backend of LLVM 22), so the LoadStoreVectorizer can merge the k adjacent accesses
-    into 128-bit ones. Otherwise (a
-    misaligned pointer, or the grid's last partial group) a guarded loop over
-    ``base .. min(base+k, total)``. Returns ``base < total`` (whether the thread ran anything).
+    Fast path (every thread but the last, where ``fast`` holds: see ``_fast_path``): k
+    unguarded body calls in straight-line code after ``enter_fast``'s assumes, so the
+    LoadStoreVectorizer can merge the k adjacent accesses into 128-bit ones. Otherwise (a
+    misaligned pointer, a failing thread-independent check, or the grid's last partial group)
+    a guarded loop over ``base .. min(base+k, total)``. Returns ``base < total`` (whether the
+    thread ran anything).
     """
     base = b.mul(linear, _I64(k), flags=("nuw",))
     in_range = b.icmp_unsigned("<", base, total)
     with b.if_then(in_range, likely=True):
         full = b.icmp_unsigned(">=", b.sub(total, base, flags=("nuw",)), _I64(k))
-        aligned = ir.Constant(_I1, 1)
-        for index in data_pointers:
-            low = b.and_(b.ptrtoint(params[index], _I64), _I64(VECTOR_ALIGNMENT - 1))
-            aligned = b.and_(aligned, b.icmp_unsigned("==", low, _I64(0)))
-        with b.if_else(b.and_(full, aligned), likely=True) as (fast, scalar):
-            with fast:
-                if data_pointers:
-                    assume = ir.Function(m, ir.FunctionType(ir.VoidType(), [_I1]), name="llvm.assume")
-                    for index in data_pointers:
-                        b._insert(_AlignAssume(b.block, assume, params[index], VECTOR_ALIGNMENT))
+        with b.if_else(full if fast is None else b.and_(full, fast), likely=True) as (fast_path, scalar):
+            with fast_path:
+                if enter_fast is not None:
+                    enter_fast(b)
                 for j in range(k):
-                    tid = b.add(base, _I64(j), flags=("nuw", "nsw")) if j else base
-                    b.call(body, [tid] + params + tail_args, attrs=("alwaysinline",))
+                    run(b, b.add(base, _I64(j), flags=("nuw", "nsw")) if j else base)
             with scalar:
                 end = b.select(full, b.add(base, _I64(k), flags=("nuw", "nsw")), total)
                 before = b.block
@@ -401,7 +479,7 @@ def _several_elements(m: ir.Module, b: ir.IRBuilder, body: ir.Function, linear: 
                 b.branch(loop)
                 b.position_at_end(loop)
                 tid = b.phi(_I64, "tid")
-                b.call(body, [tid] + params + tail_args, attrs=("alwaysinline",))
+                run(b, tid)
                 following = b.add(tid, _I64(1), flags=("nuw", "nsw"))
                 tid.add_incoming(base, before)
                 tid.add_incoming(following, b.block)

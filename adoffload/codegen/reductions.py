@@ -24,6 +24,7 @@ Combining reorders floating-point additions, exactly as concurrent atomics alrea
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..ir import core
@@ -36,6 +37,7 @@ _UNIFORM_OPS = frozenset({"getelementptr", "add", "sub", "mul", "shl", "and", "o
                           "trunc", "lshr", "ashr", "select", "icmp", "bitcast", "addrspacecast"})
 _SELECT_PREDICATE = {"smin": "slt", "smax": "sgt", "umin": "ult", "umax": "ugt"}
 UNIFORM_FADD_PREFIX = "adoffload.uniform_fadd."
+_MAYBE_SITE = re.compile(r"atomicrmw (?:volatile )?(?:fadd|add|min|max|umin|umax) |" + re.escape(UNIFORM_FADD_PREFIX))
 
 
 @dataclass(frozen=True)
@@ -68,13 +70,10 @@ class Deferred:
 
 def defer_uniform_atomics(text: str, body_name: str, grid_rank: int) -> Deferred:
     """Rewrite the body in ``text`` (see the module docstring). No sites: text unchanged."""
-    from ..ir import export_module, import_module
-    module = import_module(text)
-    body = module.functions[body_name]
-    if any(i.opcode == "call" and i.callee is body for f in module.functions.values() for i in f.instructions()):
-        return Deferred(text, [])          # the body is also called from elsewhere: leave it alone
-    thread_args = set(body.args[:grid_rank])
-    candidates = _candidates(body, thread_args)
+    from ..ir import export_module
+    if not might_defer(text):
+        return Deferred(text, [])
+    module, body, candidates = _analyze(text, body_name, grid_rank)
     if not candidates:
         return Deferred(text, [])
     sites = []
@@ -95,7 +94,24 @@ def defer_uniform_atomics(text: str, body_name: str, grid_rank: int) -> Deferred
     return Deferred(export_module(module), sites)
 
 
+def might_defer(text: str) -> bool:
+    """A cheap textual test: False means the module has no site for certain (no combinable
+    atomicrmw, no uniform-add call)."""
+    return _MAYBE_SITE.search(text) is not None
+
+
 # ---- analysis -------------------------------------------------------------------------------
+
+def _analyze(text: str, body_name: str, grid_rank: int):
+    """(module, body, candidate sites); no candidates when the body is also called from
+    elsewhere in the module (its parameters would then not be the launch's)."""
+    from ..ir import import_module
+    module = import_module(text)
+    body = module.functions[body_name]
+    if any(i.opcode == "call" and i.callee is body for f in module.functions.values() for i in f.instructions()):
+        return module, body, []
+    return module, body, _candidates(body, set(body.args[:grid_rank]))
+
 
 def _candidates(body: core.Function, thread_args: set) -> list[tuple]:
     uses = body.users()
@@ -106,7 +122,7 @@ def _candidates(body: core.Function, thread_args: set) -> list[tuple]:
             continue
         if str(inst.operands[1].type) not in ("float", "double", "i32", "i64"):
             continue
-        slice_ = _uniform_slice(inst.operands[0], thread_args)
+        slice_ = uniform_slice(inst.operands[0], thread_args)
         if slice_ is not None:
             found.append((inst, op, slice_))
     if not found:
@@ -136,7 +152,7 @@ def _site_op(inst: core.Instruction) -> str | None:
     return None
 
 
-def _uniform_slice(pointer: core.Value, thread_args: set) -> list[core.Instruction] | None:
+def uniform_slice(pointer: core.Value, thread_args: set) -> list[core.Instruction] | None:
     """Instructions computing ``pointer`` from non-thread arguments and constants, in
     definition order; None when it depends on anything else."""
     order: list[core.Instruction] = []

@@ -20,12 +20,14 @@ grid rank 2 or 3                               1 (the entry refuses k > 1)
 ``ADOFFLOAD_ELEMENTS_PER_THREAD=N`` is set     N for every rank-1 launch (1 disables; A/B),
                                                used even when it does not vectorize
 no array parameter                             1
-``total >= k * MIN_THREADS``                   k = 16 // widest array element
+``total >= k * MIN_THREADS``                   k = 16 // widest array element (of the arrays
+                                               indexed by the thread id, where known)
 otherwise                                      1
 =============================================  ==========================================
 
-Launchers then call ``choose_compiled`` and launch ``threads(total, compiled.elements_per_thread)``
-threads; the slots still carry the logical grid.
+Launchers then call ``choose_compiled`` and launch ``launch_threads(compiled, total, resident)``
+threads (``ceil(total / k)``, or one resident wave for grid-stride reduction entries); the slots
+still carry the logical grid.
 """
 from __future__ import annotations
 
@@ -59,21 +61,32 @@ def forced_elements_per_thread() -> int | None:
     return k
 
 
-def vector_elements(signature) -> int:
-    """k that makes one thread's elements of the widest array exactly one 128-bit access."""
-    sizes = [p.dtype.dtype.itemsize for p in signature.params if p.is_array]
+def vector_elements(signature, streamed=None) -> int:
+    """k that makes one thread's elements of the widest array exactly one 128-bit access.
+
+    ``streamed``: indices of the params indexed by the thread id (``Kernel.thread_indexed``);
+    when any of them is an array, only those count, so a reduction's one-element total
+    (``vsum: i64`` beside ``vec: i32``) does not halve the vector of the array it streams."""
+    arrays = [(k, p) for k, p in enumerate(signature.params) if p.is_array]
+    chosen = [p for k, p in arrays if streamed and k in streamed] or [p for _, p in arrays]
+    sizes = [p.dtype.dtype.itemsize for p in chosen]
     return max(1, VECTOR_BYTES // max(sizes)) if sizes else 1
 
 
-def elements_per_thread(signature, total: int) -> int:
+def elements_per_thread(signature, total: int, streamed=None) -> int:
     """The k to try for a GPU launch of ``total`` logical threads (see the rules above)."""
     if signature.grid_rank != 1:
         return 1
     forced = forced_elements_per_thread()
     if forced is not None:
         return forced
-    k = vector_elements(signature)
+    k = vector_elements(signature, streamed)
     return k if k > 1 and total >= k * MIN_THREADS else 1
+
+
+def streamed_params(kernel) -> set[int]:
+    """Param indices a kernel indexes by its thread id (for ``elements_per_thread``)."""
+    return {param for param, _dim, _axis in kernel.thread_indexed}
 
 
 def choose_compiled(kernel, target: str, k: int, **options):
@@ -98,3 +111,14 @@ def vectorized(ptx_k: str, ptx_one: str) -> bool:
 def threads(total: int, k: int) -> int:
     """GPU threads to launch for ``total`` logical threads at k per thread."""
     return -(-int(total) // int(k))
+
+
+def launch_threads(compiled, total: int, resident: int | None = None) -> int:
+    """GPU threads to launch for ``compiled``: ``threads(total, k)``, capped at ``resident`` (the
+    threads the GPU holds at once: ``GpuFunction.resident_threads``) when the entry loops over
+    the grid (``compiled.grid_stride``, codegen/grid_stride.py) -- one full wave, each thread
+    looping over several groups, one atomic per block."""
+    count = threads(total, compiled.elements_per_thread)
+    if getattr(compiled, "grid_stride", False) and resident:
+        count = min(count, int(resident))
+    return count

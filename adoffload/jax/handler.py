@@ -492,14 +492,16 @@ class GpuTables:
 
 
 def gpu_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool = False,
-                   elements_per_thread: int = 1, block_size: int = BLOCK_SIZE) -> str:
+                   elements_per_thread: int = 1, block_size: int = BLOCK_SIZE, max_threads: int = 0) -> str:
     """The CUDA/ROCm handler: slots (scalars by reference), stream, per-device function, launch.
 
     Without ``sync`` the handler never waits on the device, so XLA may capture it in a
     command buffer (CUDA graph); device-side failures are read later by ``check_errors``.
     ``elements_per_thread``: the k the kernel was compiled with (codegen/vectorize.py); the
     launch has ``ceil(total / k)`` threads. ``block_size``: threads per block (a block kernel's
-    block, codegen/blocks.py; the grid is then a whole number of blocks).
+    block, codegen/blocks.py; the grid is then a whole number of blocks). ``max_threads`` (> 0
+    only for entries that loop over the grid, codegen/grid_stride.py): launch at most this many
+    threads, one resident wave.
     """
     if layout.tape is not None:
         if elements_per_thread != 1:
@@ -541,6 +543,11 @@ def gpu_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool = Fal
         grouped, threads = e.fresh("grouped"), e.fresh("threads")
         e.emit(f"{grouped} = add i64 {total}, {k - 1}")
         e.emit(f"{threads} = udiv i64 {grouped}, {k}")
+    if max_threads > 0:
+        capped = e.fresh("capped")
+        e.emit(f"{capped} = call i64 @llvm.umin.i64(i64 {threads}, i64 {int(max_threads)})")
+        extra.append("declare i64 @llvm.umin.i64(i64, i64)")
+        threads = capped
     blocks64, rounded = e.fresh("blocks"), e.fresh("rounded")
     e.emit(f"{rounded} = add i64 {threads}, {block_size - 1}")
     e.emit(f"{blocks64} = udiv i64 {rounded}, {block_size}")

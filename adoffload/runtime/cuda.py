@@ -140,6 +140,16 @@ class CudaDevice(GpuDevice):
         _, block = self.call(self.lib.cuOccupancyMaxPotentialBlockSize, function_handle, None, 0, 0)
         return int(block)
 
+    def _occupancy_blocks(self, function_handle, block: int) -> int:
+        """Blocks of ``block`` threads of the function resident on one multiprocessor."""
+        return int(self.call(self.lib.cuOccupancyMaxActiveBlocksPerMultiprocessor, function_handle, block, 0))
+
+    @property
+    def multiprocessors(self) -> int:
+        if not hasattr(self, "_multiprocessors"):
+            self._multiprocessors = self._attribute("MULTIPROCESSOR_COUNT")
+        return self._multiprocessors
+
     def _load_image(self, image):
         cu, data = self.lib, image_bytes(image)
         log = bytearray(LOG_BYTES)

@@ -101,6 +101,17 @@ class GpuFunction:
                 self._auto_block = DEFAULT_BLOCK
         return self._auto_block
 
+    def resident_threads(self, block: int) -> int | None:
+        """Threads of this kernel the whole GPU holds at once in blocks of ``block`` (the occupancy
+        calculator times the multiprocessors): the launch size of a grid-stride entry
+        (codegen/grid_stride.py). None where the driver does not say."""
+        device = self.module.device
+        try:
+            per_multiprocessor = int(device._occupancy_blocks(self.handle, int(block)))
+            return per_multiprocessor * int(block) * int(device.multiprocessors) or None
+        except (Error, TypeError, AttributeError, ValueError):
+            return None
+
     def __repr__(self) -> str:
         return f"<{self.module.device.kind} function {self.name}>"
 
