@@ -92,3 +92,96 @@ def broadcast_first(x: ado.In[ado.f64], y: ado.Out[ado.f64]):
         S[0] = ado.sin(x[i])
     ado.sync_threads()
     y[i] = S[0] * x[i]
+
+
+RB, RK, RT = 4, 2, 2        # register-tiled matmul: RBxRB outputs per block, K step RK, RTxRT per thread
+
+
+@ado.kernel(block=(2, 2))
+def register_tiled_matmul(A: ado.In[ado.f64, 2], B: ado.In[ado.f64, 2], C: ado.Out[ado.f64, 2]):
+    """benchmarks/blocks.py's SGEMM in miniature: shared tiles filled by all threads, private
+    register tiles ``a``, ``b`` refilled every k step; grid (M / RT, N / RT)."""
+    ti, tj = ado.thread_id()
+    bi, bj = ado.block_id()
+    As = ado.shared((RK, RB), ado.f64)
+    Bs = ado.shared((RK, RB), ado.f64)
+    acc = ado.zeros((RT, RT), ado.f64)
+    a = ado.zeros(RT, ado.f64)
+    b = ado.zeros(RT, ado.f64)
+    r = ti * 2 + tj
+    for t in range(A.shape[1] // RK):
+        for q in range(2):
+            e = r + q * 4
+            As[e % RK, e // RK] = A[bi * RB + e // RK, t * RK + e % RK]
+            Bs[e // RB, e % RB] = B[t * RK + e // RB, bj * RB + e % RB]
+        ado.sync_threads()
+        for k in range(RK):
+            for m in range(RT):
+                a[m] = As[k, ti * RT + m]
+            for n in range(RT):
+                b[n] = Bs[k, tj * RT + n]
+            for m in range(RT):
+                for n in range(RT):
+                    acc[m, n] = ado.fma(a[m], b[n], acc[m, n])
+        ado.sync_threads()
+    for m in range(RT):
+        for n in range(RT):
+            C[bi * RB + ti * RT + m, bj * RB + tj * RT + n] = ado.sin(acc[m, n])
+
+
+@ado.kernel(block=(TILE, TILE))
+def tiled_matmul_rotated(A: ado.In[ado.f64, 2], B: ado.In[ado.f64, 2], C: ado.Out[ado.f64, 2]):
+    """The A tile's columns rotate with the step t: the fill's addresses change per step, so
+    the reverse sweep may not refill it (it keeps its loads on the tape)."""
+    i, j = ado.tid()
+    ti, tj = ado.thread_id()
+    As = ado.shared((TILE, TILE), ado.f64)
+    Bs = ado.shared((TILE, TILE), ado.f64)
+    acc = 0.0
+    for t in range(A.shape[1] // TILE):
+        As[ti, (tj + t) % TILE] = A[i, t * TILE + tj]
+        Bs[ti, tj] = B[t * TILE + ti, j]
+        ado.sync_threads()
+        for k in range(TILE):
+            acc += ado.sin(As[ti, (k + t) % TILE]) * Bs[k, tj]
+        ado.sync_threads()
+    C[i, j] = acc
+
+
+@ado.kernel(block=(TILE, TILE))
+def tiled_matmul_reads_its_output(A: ado.In[ado.f64, 2], B: ado.In[ado.f64, 2], C: ado.InOut[ado.f64, 2]):
+    """The fill reads C, which the kernel overwrites at the end: a refill would read the new C."""
+    i, j = ado.tid()
+    ti, tj = ado.thread_id()
+    As = ado.shared((TILE, TILE), ado.f64)
+    Bs = ado.shared((TILE, TILE), ado.f64)
+    acc = 0.0
+    for t in range(A.shape[1] // TILE):
+        As[ti, tj] = A[i, t * TILE + tj] * C[i, j]
+        Bs[ti, tj] = B[t * TILE + ti, j]
+        ado.sync_threads()
+        for k in range(TILE):
+            acc += As[ti, k] * As[ti, k] * Bs[k, tj]
+        ado.sync_threads()
+    C[i, j] = acc
+
+
+@ado.kernel(block=(TILE, TILE))
+def tiled_matmul_clears_tile(A: ado.In[ado.f64, 2], B: ado.In[ado.f64, 2], C: ado.Out[ado.f64, 2]):
+    """The A tile is cleared after its use in each step: a refill of the step would end with the
+    cleared tile, so its loads stay on the tape."""
+    i, j = ado.tid()
+    ti, tj = ado.thread_id()
+    As = ado.shared((TILE, TILE), ado.f64)
+    Bs = ado.shared((TILE, TILE), ado.f64)
+    acc = 0.0
+    for t in range(A.shape[1] // TILE):
+        As[ti, tj] = A[i, t * TILE + tj]
+        Bs[ti, tj] = B[t * TILE + ti, j]
+        ado.sync_threads()
+        for k in range(TILE):
+            acc += As[ti, k] * As[ti, k] * Bs[k, tj]
+        ado.sync_threads()
+        As[ti, tj] = 0.0
+        ado.sync_threads()
+    C[i, j] = acc
