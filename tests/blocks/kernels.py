@@ -185,3 +185,27 @@ def tiled_matmul_clears_tile(A: ado.In[ado.f64, 2], B: ado.In[ado.f64, 2], C: ad
         As[ti, tj] = 0.0
         ado.sync_threads()
     C[i, j] = acc
+
+
+def make_tiled_matmul(tile: int, dtype):
+    """The textbook tiled matmul with whole warps per block (``tile`` x ``tile`` threads): its
+    adjoint adds every row's (column's) reads of a tile element into one shadow address."""
+    @ado.kernel(block=(tile, tile))
+    def tiled_matmul_wide(A: ado.In[dtype, 2], B: ado.In[dtype, 2], C: ado.Out[dtype, 2]):
+        i, j = ado.tid()
+        ti, tj = ado.thread_id()
+        As = ado.shared((tile, tile), dtype)
+        Bs = ado.shared((tile, tile), dtype)
+        acc = dtype(0.0)
+        for t in range(A.shape[1] // tile):
+            As[ti, tj] = A[i, t * tile + tj]
+            Bs[ti, tj] = B[t * tile + ti, j]
+            ado.sync_threads()
+            for k in range(tile):
+                acc += As[ti, k] * Bs[k, tj]
+            ado.sync_threads()
+        C[i, j] = acc
+    return tiled_matmul_wide
+
+
+TILED_MATMUL_8 = {"f32": make_tiled_matmul(8, ado.f32), "f64": make_tiled_matmul(8, ado.f64)}
