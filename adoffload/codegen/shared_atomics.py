@@ -10,7 +10,8 @@ choice is uniform), and then one lane per group of equal addresses does the atom
 not whole and converged (``activemask`` not all 32 lanes) adds plainly, as before.
 
 Only adds whose old value is unused and whose address is rooted in one of the body's shared-array
-parameters are rewritten (host entries are untouched: their blocks run one thread at a time).
+parameters are rewritten (so the low 32 bits of the address tell them apart: the block's shared
+window is far smaller than 4 GiB) (host entries are untouched: their blocks run one thread at a time).
 """
 from __future__ import annotations
 
@@ -59,10 +60,7 @@ def nvptx_definitions() -> str:
         steps, value, groups = [], "%v", "0"
         for off in _OFFSETS:
             steps.append(f"  %alo.{off} = call i32 @adoffload.exchange.xor(i32 %lo, i32 {off})\n"
-                         f"  %ahi.{off} = call i32 @adoffload.exchange.xor(i32 %hi, i32 {off})\n"
-                         f"  %eqlo.{off} = icmp eq i32 %alo.{off}, %lo\n"
-                         f"  %eqhi.{off} = icmp eq i32 %ahi.{off}, %hi\n"
-                         f"  %eq.{off} = and i1 %eqlo.{off}, %eqhi.{off}\n"
+                         f"  %eq.{off} = icmp eq i32 %alo.{off}, %lo\n"
                          f"  %all.{off} = call i1 @llvm.nvvm.vote.all.sync(i32 -1, i1 %eq.{off})\n"
                          + _exchange(t, "xor", value, str(off), f"%p.{off}")
                          + f"  %sum.{off} = fadd {t} {value}, %p.{off}\n"
@@ -81,8 +79,6 @@ plain:
 combine:
   %addr = ptrtoint ptr %a to i64
   %lo = trunc i64 %addr to i32
-  %addr.hi = lshr i64 %addr, 32
-  %hi = trunc i64 %addr.hi to i32
 {"".join(steps)}  %lane = call i32 @adoffload.lane_id()
   %mine = and i32 %lane, {groups}
   %leader = icmp eq i32 %mine, 0
