@@ -5,8 +5,9 @@ into a compare-and-swap loop (``ATOMS.CAST.SPIN``) that retries once per lane hi
 address. Reverse-mode AD makes many such adds: the adjoint of a tile element that a whole row of
 threads reads (``a[m] = As[k, ti * 8 + m]`` in a register-tiled matmul) is 16 lanes adding to one
 address. Here a lane first sums its value with its butterfly partners (lane xor 1, 2, 4, 8, 16)
-whenever *every* lane's partner at that distance adds to the same address (a warp vote, so the
-choice is uniform), and then one lane per group of equal addresses does the atomic. A warp that is
+whenever *every* lane's partner at that distance adds to the same address (``match.any`` and a
+warp vote, so the choice is uniform), and then one lane per group of equal addresses does the
+atomic; a warp whose lanes all add to distinct addresses skips that. A warp that is
 not whole and converged (``activemask`` not all 32 lanes) adds plainly, as before.
 
 Only adds whose old value is unused and whose address is rooted in one of the body's shared-array
@@ -54,13 +55,19 @@ def aggregate_shared_adds(module_text: str, body_name: str, shared_args: range) 
 
 
 def nvptx_definitions() -> str:
-    """``@adoffload.shared_fadd.f32`` / ``.f64`` for NVPTX (needs block_ops' exchange helpers)."""
-    out = ["declare i32 @llvm.nvvm.activemask()\ndeclare i1 @llvm.nvvm.vote.all.sync(i32, i1)\n"]
+    """``@adoffload.shared_fadd.f32`` / ``.f64`` for NVPTX (needs block_ops' exchange helpers).
+
+    ``match.any`` gives each lane the set of lanes adding to its address: when every lane is
+    alone (a stencil's adjoint) the add is plain at once; otherwise a lane sums with its partner
+    at xor distance d whenever every lane's partner at d is in its set (a warp vote)."""
+    out = ["declare i32 @llvm.nvvm.activemask()\ndeclare i1 @llvm.nvvm.vote.all.sync(i32, i1)\n"
+           "declare i32 @llvm.nvvm.match.any.sync.i32(i32, i32)\n"]
     for t, suffix in _TYPES.items():
         steps, value, groups = [], "%v", "0"
         for off in _OFFSETS:
-            steps.append(f"  %alo.{off} = call i32 @adoffload.exchange.xor(i32 %lo, i32 {off})\n"
-                         f"  %eq.{off} = icmp eq i32 %alo.{off}, %lo\n"
+            steps.append(f"  %partner.{off} = xor i32 %lane, {off}\n"
+                         f"  %shifted.{off} = lshr i32 %same, %partner.{off}\n"
+                         f"  %eq.{off} = trunc i32 %shifted.{off} to i1\n"
                          f"  %all.{off} = call i1 @llvm.nvvm.vote.all.sync(i32 -1, i1 %eq.{off})\n"
                          + _exchange(t, "xor", value, str(off), f"%p.{off}")
                          + f"  %sum.{off} = fadd {t} {value}, %p.{off}\n"
@@ -72,15 +79,21 @@ def nvptx_definitions() -> str:
 entry:
   %mask = call i32 @llvm.nvvm.activemask()
   %whole = icmp eq i32 %mask, -1
-  br i1 %whole, label %combine, label %plain
+  br i1 %whole, label %match, label %plain
+match:
+  %addr = ptrtoint ptr %a to i64
+  %lo = trunc i64 %addr to i32
+  %same = call i32 @llvm.nvvm.match.any.sync.i32(i32 -1, i32 %lo)
+  %lane = call i32 @adoffload.lane_id()
+  %me = shl i32 1, %lane
+  %alone = icmp eq i32 %same, %me
+  %all.alone = call i1 @llvm.nvvm.vote.all.sync(i32 -1, i1 %alone)
+  br i1 %all.alone, label %plain, label %combine
 plain:
   %old = atomicrmw fadd ptr %a, {t} %v monotonic
   ret void
 combine:
-  %addr = ptrtoint ptr %a to i64
-  %lo = trunc i64 %addr to i32
-{"".join(steps)}  %lane = call i32 @adoffload.lane_id()
-  %mine = and i32 %lane, {groups}
+{"".join(steps)}  %mine = and i32 %lane, {groups}
   %leader = icmp eq i32 %mine, 0
   br i1 %leader, label %add, label %done
 add:

@@ -142,7 +142,8 @@ def test_shadow_shared_adds_are_warp_aggregated_on_nvidia(dtype):
     adds into shadow tiles first combine lanes with equal addresses (codegen/shared_atomics.py)."""
     import adoffload as ado
     ptx = ado.vjp(kernels.TILED_MATMUL_8[dtype], ("A", "B")).compiled("nvptx", arch="sm_90").artifact
-    assert "activemask.b32" in ptx and "vote.sync.all.pred" in ptx and "shfl.sync.bfly.b32" in ptx
+    assert "activemask.b32" in ptx and "match.any.sync.b32" in ptx and "vote.sync.all.pred" in ptx
+    assert "shfl.sync.bfly.b32" in ptx
     assert "atom.shared.add.f" in ptx
     nvptx.ptxas_check(ptx, "sm_90")
     plain = kernels.TILED_MATMUL_8[dtype].compiled("nvptx", arch="sm_90").artifact
