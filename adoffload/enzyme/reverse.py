@@ -773,11 +773,17 @@ class _Reverser:
         """Delete unused recomputations and reloads in the reverse blocks' headers (to a fixed
         point); returns the set of values still used."""
         heads = set(self.rev.values())
+        forward = set(self.blocks)
+        sweep = [b for b in self.fn.blocks if b not in forward and b not in heads]
         while True:
             used = {o for inst in self.fn.instructions() for o in inst.operands}
             dead = [inst for block in heads for inst in block.instructions
                     if inst not in used and inst.opcode not in ("store", "br", "switch", "call")
                     and not inst.name.startswith("tape.")]       # tape slots: Tape.prune
+            # partials of inactive operands (x * 0.5's for 0.5): unused, but their reloads would stay taped
+            dead += [inst for block in sweep for inst in block.instructions
+                     if inst not in used and inst.opcode in _RECOMPUTABLE and inst.opcode != "load"
+                     and not inst.name.startswith("tape.")]
             if not dead:
                 return used
             for inst in dead:

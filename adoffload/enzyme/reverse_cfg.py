@@ -151,7 +151,7 @@ def header_visit_bound(loop: Loop, dom: Dominators) -> int | None:
 
 
 def _simulate(loop, dom, latch, phi, step_inst, start, step) -> int | None:
-    for block in loop.blocks:
+    for block in sorted(loop.blocks, key=dom.order.__getitem__):    # a stable choice among exits
         term = block.terminator
         if term is None or term.opcode != "br" or len(term.blocks) != 2 or not dom.dominates(block, latch):
             continue
@@ -181,11 +181,10 @@ def _simulate(loop, dom, latch, phi, step_inst, start, step) -> int | None:
             visits += 1
             a, b = evaluate(cond.operands[0], i), evaluate(cond.operands[1], i)
             if a is None or b is None:
-                return None
+                break                               # not a test of the counter (a bounds check): the next exit
             if _COMPARE[cond.predicate](a, b) != stays[0]:
                 return visits + 1                   # the header may run once more than the test
             i += step
-        return None
     return None
 
 
