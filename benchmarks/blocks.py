@@ -8,7 +8,8 @@ shared-memory 2-D stencil and its adjoint, each against its baseline in the same
 * dot: a block-reduction DOT (grid-stride loop, ``ado.block_sum``, one atomic per block) against
   RAJAPerf's hand-written CUDA ``stream_dot`` (benchmarks/cuda/rajaperf.cu, nvcc -O3) and
   ``jnp.vdot``, as a fraction of the measured copy bandwidth. Target: >= 0.95 of the CUDA DOT.
-* stencil: a 5-point stencil reading a shared-memory tile with halo against the one-thread-per-point
+* stencil: a 5-point stencil reading a shared-memory tile with halo (``shared``: 32-wide rows, 4
+  points per thread; ``shared16``: the first 16x16 version) against the one-thread-per-point
   kernel, primal and VJP. Target: the shared-memory kernel faster.
 
 Every number comes from this run; a case that fails is reported with its error, never hidden.
@@ -315,24 +316,33 @@ def _dot_events(kernel, a, b, per_thread, reps) -> dict:
 def bench_stencil(sizes, reps, rows):
     import jax
     import jax.numpy as jnp
+    variants = {"shared": (stencil_shared, lambda x: (x.shape[0] // SR, x.shape[1])),
+                "shared16": (stencil_shared16, None), "plain": (stencil_plain, None)}
+    calls = {name: ado.jax_kernel(k, grid=grid, out_shapes=lambda x: {"y": x.shape})
+             for name, (k, grid) in variants.items()}
     for n in sizes:
         row = {"case": "stencil", "n": n}
         x = jnp.asarray(np.random.default_rng(2).standard_normal((n, n), np.float32))
         g = jnp.asarray(np.random.default_rng(3).standard_normal((n, n), np.float32))
-        shared, plain = (jax.jit(ado.jax_kernel(k)) for k in (stencil_shared, stencil_plain))
-        vjp_shared, vjp_plain = (jax.jit(lambda x, g, f=ado.jax_kernel(k): jax.vjp(f, x)[1](g)[0])
-                                 for k in (stencil_shared, stencil_plain))
-        ok = _guard(row, "correct", lambda: bool(np.allclose(shared(x), plain(x), rtol=1e-5, atol=1e-5))
-                    and bool(np.allclose(vjp_shared(x, g), vjp_plain(x, g), rtol=1e-5, atol=1e-5)))
-        if ok:
-            ts = _guard(row, "shared", lambda: time_jax(shared, (x,), reps))
-            tp = _guard(row, "plain", lambda: time_jax(plain, (x,), reps))
-            vs = _guard(row, "vjp_shared", lambda: time_jax(vjp_shared, (x, g), reps))
-            vp = _guard(row, "vjp_plain", lambda: time_jax(vjp_plain, (x, g), reps))
-            if ts and tp:
-                row["speedup"] = tp["median_ms"] / ts["median_ms"]
-            if vs and vp:
-                row["vjp_speedup"] = vp["median_ms"] / vs["median_ms"]
+        primal = {name: jax.jit(f) for name, f in calls.items()}
+        vjp = {name: jax.jit(lambda x, g, f=f: jax.vjp(f, x)[1](g)[0]) for name, f in calls.items()}
+
+        def check():
+            want, want_vjp = primal["plain"](x), vjp["plain"](x, g)
+            return all(bool(np.allclose(primal[k](x), want, rtol=1e-5, atol=1e-5))
+                       and bool(np.allclose(vjp[k](x, g), want_vjp, rtol=1e-5, atol=1e-5)) for k in ("shared", "shared16"))
+        if _guard(row, "correct", check):
+            for name in variants:
+                _guard(row, name, lambda: time_jax(primal[name], (x,), reps))
+                _guard(row, f"vjp_{name}", lambda: time_jax(vjp[name], (x, g), reps))
+            for name in ("shared", "shared16"):
+                if row.get(name) and row.get("plain"):
+                    row[f"speedup_{name}"] = row["plain"]["median_ms"] / row[name]["median_ms"]
+                if row.get(f"vjp_{name}") and row.get("vjp_plain"):
+                    row[f"vjp_speedup_{name}"] = row["vjp_plain"]["median_ms"] / row[f"vjp_{name}"]["median_ms"]
+        if n == sizes[0]:
+            _guard(row, "ptx", lambda: {name: {"primal": ptx_profile(k), "vjp": ptx_profile(ado.vjp(k, ("x",)))}
+                                         for name, (k, _) in variants.items()})
         rows.append(row)
         print(json.dumps(row), flush=True)
 
@@ -365,7 +375,14 @@ def main(argv=None) -> int:
     parser.add_argument("--matmul-sizes", type=int, nargs="+", default=[1024, 2048, 4096])
     parser.add_argument("--matmul-vjp-sizes", type=int, nargs="+", default=[1024, 2048, 4096],
                         help="sizes whose VJP runs (the reverse kernels refill their tiles: no tape)")
+    parser.add_argument("--unroll-threshold", type=int, default=None,
+                        help="an experiment, not a default: LLVM's -unroll-threshold for this process (the "
+                             "sgemm reverse's 8x8 adjoint loop nest stays rolled at the default, so its "
+                             "register tiles live in local memory)")
     args = parser.parse_args(argv)
+    if args.unroll_threshold is not None:
+        import llvmlite.binding as llvm
+        llvm.set_option("", f"-unroll-threshold={args.unroll_threshold}")
     import jax
     if args.smoke:
         sizes = {"matmul": [128], "dot": [1 << 14], "stencil": [64]}
@@ -380,12 +397,15 @@ def main(argv=None) -> int:
     except Exception as exc:
         env = {"error": str(exc)}
     env["jax_backend"] = jax.default_backend()
+    env["unroll_threshold"] = args.unroll_threshold
     rows: list = []
     chosen = args.only or ["matmul", "dot", "stencil"]
     if "matmul" in chosen:
         bench_matmul(sizes["matmul"], args.reps, rows, set(args.matmul_vjp_sizes))
+        write(rows, args.out, env)              # after each section: a later time-out keeps these
     if "dot" in chosen:
         bench_dot(sizes["dot"], args.reps, rows)
+        write(rows, args.out, env)
     if "stencil" in chosen:
         bench_stencil(sizes["stencil"], args.reps, rows)
     write(rows, args.out, env)
