@@ -165,6 +165,9 @@ class Refills:
             raise _Refused
         if shared and not all(self._bracketed(plan, i.parent) for i in live if i.opcode == "load"):
             raise _Refused
+        header_targets = {t for t in loop.header.successors if t in self.live}
+        if len({t for t in header_targets if t in loop.blocks}) != 1:
+            raise _Refused            # the refill enters the body where the header's test continues
         for block in loop.blocks:     # the refill runs one iteration: L may be left only at its header
             if block in self.live and block is not loop.header and any(
                     s in self.live and s not in loop.blocks for s in block.successors):
