@@ -88,7 +88,6 @@ class Refills:
         self.live = set(reverser.live)
         self.shared_roots = shared_roots
         self.plans: dict[Value, Plan] = {}
-        self._iteration_reach: dict = {}
         candidates = list(shared_roots) + [i for i in reverser.fn.entry.instructions if i.opcode == "alloca"]
         accesses = self._accesses()
         self.written = {root for root, insts in accesses.items()
