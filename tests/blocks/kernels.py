@@ -209,3 +209,38 @@ def make_tiled_matmul(tile: int, dtype):
 
 
 TILED_MATMUL_8 = {"f32": make_tiled_matmul(8, ado.f32), "f64": make_tiled_matmul(8, ado.f64)}
+
+
+SY, SX, SR = 2, 4, 20            # a small benchmarks/blocks.py stencil: (SY, SX) threads, SR rows each
+TR = SY * SR
+
+
+@ado.kernel(block=(SY, SX))
+def stencil_rows(x: ado.In[ado.f64, 2], y: ado.Out[ado.f64, 2]):
+    """y = 0.5 x + 0.125 (4 neighbours), zero outside; grid (n / SR, m). Each thread walks SR rows
+    of its column keeping the values above and at the point in registers (loop-carried)."""
+    ti, tj = ado.thread_id()
+    bi, bj = ado.block_id()
+    T = ado.shared((TR + 2, SX + 2), ado.f64)
+    n, m = x.shape[0], x.shape[1]
+    r0 = bi * TR + ti * SR
+    c = bj * SX + tj
+    for q in range(SR):
+        T[1 + ti * SR + q, 1 + tj] = x[r0 + q, c]
+    h = ti * SX + tj
+    top = bi * TR
+    if h < SX:
+        T[0, 1 + h] = x[top - 1, bj * SX + h] if top > 0 else 0.0
+        T[TR + 1, 1 + h] = x[top + TR, bj * SX + h] if top + TR < n else 0.0
+    for r in range(TR):
+        if h == r % (SY * SX):
+            T[1 + r, 0] = x[top + r, bj * SX - 1] if bj > 0 else 0.0
+            T[1 + r, SX + 1] = x[top + r, bj * SX + SX] if bj * SX + SX < m else 0.0
+    ado.sync_threads()
+    up = T[ti * SR, 1 + tj]
+    mid = T[ti * SR + 1, 1 + tj]
+    for q in range(SR):
+        down = T[ti * SR + q + 2, 1 + tj]
+        y[r0 + q, c] = 0.5 * mid + 0.125 * (up + down + T[ti * SR + q + 1, tj] + T[ti * SR + q + 1, tj + 2])
+        up = mid
+        mid = down

@@ -146,3 +146,25 @@ def test_a_fill_that_reads_memory_the_kernel_writes_is_not_refilled():
     c0 = np.random.default_rng(8).standard_normal((8, 8))
     reverse, _, _ = _fd_check(kernels.tiled_matmul_reads_its_output, [(8, 12), (12, 8), (8, 8)], (8, 8), inout_c=c0)
     assert reverse.tape is not None
+
+
+def _stencil(x):
+    p = np.pad(x, 1)
+    return 0.5 * x + 0.125 * (p[:-2, 1:-1] + p[2:, 1:-1] + p[1:-1, :-2] + p[1:-1, 2:])
+
+
+def test_linear_stencil_adjoint_needs_no_tape():
+    """A linear stencil's adjoint needs no primal value: the partials of inactive operands
+    (``0.5 * mid``'s for 0.5) must not leave the loads they would have used on the tape (20 rows
+    per thread: too many pushes for a static tape, so a tape would show as a dynamic one)."""
+    n, m = 2 * kernels.TR, 8
+    rng = np.random.default_rng(9)
+    x, w = rng.standard_normal((n, m)), rng.standard_normal((n, m))
+    y = np.zeros((n, m))
+    kernels.stencil_rows(x, y, grid=(n // kernels.SR, m))
+    np.testing.assert_allclose(y, _stencil(x), rtol=1e-14, atol=1e-14)
+    reverse = ado.vjp(kernels.stencil_rows, "x")
+    assert reverse.tape is None
+    gx = np.zeros((n, m))
+    reverse(x, np.zeros((n, m)), gx, w.copy(), grid=(n // kernels.SR, m))
+    np.testing.assert_allclose(gx, _stencil(w), rtol=1e-14, atol=1e-14)     # the stencil is symmetric
