@@ -11,8 +11,8 @@ atomic; a warp whose lanes all add to distinct addresses skips that. A warp that
 not whole and converged (``activemask`` not all 32 lanes) adds plainly, as before.
 
 Only adds whose old value is unused and whose address is rooted in one of the body's shared-array
-parameters are rewritten (so the low 32 bits of the address tell them apart: the block's shared
-window is far smaller than 4 GiB) (host entries are untouched: their blocks run one thread at a time).
+parameters are rewritten, so the low 32 bits of an address tell it apart (a block's shared window
+is far smaller than 4 GiB). Host entries are untouched: their blocks run one thread at a time.
 """
 from __future__ import annotations
 
@@ -35,6 +35,8 @@ def aggregate_shared_adds(module_text: str, body_name: str, shared_args: range) 
     """``module_text`` with the body's unused-result float ``atomicrmw fadd`` on shared arrays
     (parameters ``shared_args`` of the body) made calls of ``@adoffload.shared_fadd.<t>``;
     and whether any was."""
+    if "atomicrmw fadd" not in module_text:
+        return module_text, False
     module = adoir.import_module(module_text)
     fn = module.functions[body_name]
     shared = {fn.args[k] for k in shared_args}
