@@ -14,12 +14,12 @@ mkdir -p "$o"
 log="$o/log.txt"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$log" 2>&1
 echo "=== blocks $(date -u +%T)" >> "$log"
-timeout 125 python3 benchmarks/blocks.py --out "$o" --reps 10 >> "$log" 2>&1
+timeout 120 python3 benchmarks/blocks.py --out "$o" --reps 10 >> "$log" 2>&1
 echo "=== blocks exit $? $(date -u +%T)" >> "$log"
-ADOFFLOAD_CACHE_DIR=/tmp/adoffload-unroll2000 timeout 40 python3 benchmarks/blocks.py --out "$o/unroll2000" --reps 10 \
+ADOFFLOAD_CACHE_DIR=/tmp/adoffload-unroll2000 timeout 35 python3 benchmarks/blocks.py --out "$o/unroll2000" --reps 10 \
   --only matmul --matmul-sizes 4096 --matmul-vjp-sizes 4096 --unroll-threshold 2000 >> "$log" 2>&1
 echo "=== unroll2000 exit $? $(date -u +%T)" >> "$log"
-timeout 65 python3 -m pytest -q -p no:cacheprovider tests/blocks > "$o/tests_blocks.txt" 2>&1
+timeout 80 python3 -m pytest -q -p no:cacheprovider tests/blocks > "$o/tests_blocks.txt" 2>&1
 echo "=== tests/blocks exit $? $(date -u +%T)" >> "$log"
 tail -3 "$o/tests_blocks.txt"
 grep -E "===|Error|error" "$log" | tail -20
