@@ -19,7 +19,8 @@ the reverse sweep (``reloadable``) instead of reading the tape. Sound only becau
 * shared M: L holds barriers (so the whole block runs it in step) and every load of M and every
   reload point lies between barriers of the iteration: no thread refills while another still reads
   the previous iteration's tile, and the refill is complete before anyone reloads; M is not read
-  outside L.
+  outside L; no barrier separates two stores of the fill (threads may overwrite each other's
+  elements in that order, which the refill, run without the barrier, would not keep).
 
 A branch one of whose successors cannot reach the function's normal exit (a failed bounds check)
 is followed to the other successor: a thread that reaches the reverse sweep went that way.
@@ -178,8 +179,18 @@ class Refills:
                        and any(s.parent is b or self._reaches_in_iteration(loop, b, s.parent) for s in stores)]
         if loop.header not in plan.region:
             raise _Refused
+        if shared and any(self._store_follows(plan, i) for b in plan.region for i in b.instructions
+                          if _is_barrier(i)):
+            raise _Refused            # fills on both sides of a barrier may overwrite each other's
+            # elements in order; the refill, without that barrier, would race
         plan.slice = self._slice(plan)
         return plan
+
+    def _store_follows(self, plan: Plan, inst: Instruction) -> bool:
+        """Whether a store of the fill can run after ``inst`` in the same iteration."""
+        block = inst.parent
+        return any(s.parent is block and block.instructions.index(s) > block.instructions.index(inst)
+                   or self._reaches_in_iteration(plan.loop, block, s.parent) for s in plan.stores)
 
     def _reachable_from_exits(self, loop: Loop) -> set[Block]:
         work = [s for b in loop.blocks for s in b.successors if s not in loop.blocks]
@@ -289,8 +300,7 @@ class Refills:
         block = load.parent
         if block not in plan.loop.blocks or block not in self.live:
             return False
-        if any(s.parent is block and block.instructions.index(s) > block.instructions.index(load)
-               or self._reaches_in_iteration(plan.loop, block, s.parent) for s in plan.stores):
+        if self._store_follows(plan, load):
             return False
         return not plan.shared or self._bracketed(plan, block)
 

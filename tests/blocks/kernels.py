@@ -244,3 +244,25 @@ def stencil_rows(x: ado.In[ado.f64, 2], y: ado.Out[ado.f64, 2]):
         y[r0 + q, c] = 0.5 * mid + 0.125 * (up + down + T[ti * SR + q + 1, tj] + T[ti * SR + q + 1, tj + 2])
         up = mid
         mid = down
+
+
+@ado.kernel(block=(TILE, TILE))
+def tiled_matmul_two_phase_fill(A: ado.In[ado.f64, 2], B: ado.In[ado.f64, 2], C: ado.Out[ado.f64, 2]):
+    """The A tile is cleared, then (after a barrier) filled: each element is written by two
+    different threads in that order. Refilling both without the barrier between them would race,
+    so the A tile's loads stay on the tape."""
+    i, j = ado.tid()
+    ti, tj = ado.thread_id()
+    As = ado.shared((TILE, TILE), ado.f64)
+    Bs = ado.shared((TILE, TILE), ado.f64)
+    acc = 0.0
+    for t in range(A.shape[1] // TILE):
+        As[tj, ti] = 0.0
+        Bs[ti, tj] = B[t * TILE + ti, j]
+        ado.sync_threads()
+        As[ti, tj] = A[i, t * TILE + tj]
+        ado.sync_threads()
+        for k in range(TILE):
+            acc += As[ti, k] * As[ti, k] * Bs[k, tj]
+        ado.sync_threads()
+    C[i, j] = acc

@@ -136,7 +136,7 @@ def test_register_tiled_matmul_vjp_refills_shared_and_private_tiles():
     np.testing.assert_allclose(gB, A.T @ seed, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("name", ["tiled_matmul_rotated", "tiled_matmul_clears_tile"])
+@pytest.mark.parametrize("name", ["tiled_matmul_rotated", "tiled_matmul_clears_tile", "tiled_matmul_two_phase_fill"])
 def test_tiles_that_cannot_be_refilled_stay_on_the_tape(name):
     reverse, _, _ = _fd_check(getattr(kernels, name), [(8, 12), (12, 8), (8, 8)], (8, 8))
     assert reverse.tape is not None
