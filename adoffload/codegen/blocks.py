@@ -25,6 +25,7 @@ from .. import ir as adoir
 from ..errors import CompilationError
 from . import abi
 from .block_ops import gpu_definitions, host_definitions
+from .shared_atomics import aggregate_shared_adds, nvptx_definitions
 from .block_split import SCRATCH_SLOT, resume_name, split_at_barriers
 
 _I1, _I8, _I32, _I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
@@ -231,12 +232,16 @@ def add_block_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, 
                         noalias: bool = False) -> str:
     types = abi.flat_type_names(flat_types)
     by_ref = abi._by_reference_mask(flat_types, scalars_by_reference)
+    aggregated = False
+    if target == "nvptx":          # no native float add on shared memory there (shared_atomics.py)
+        first = grid_rank + len(types)
+        module_text, aggregated = aggregate_shared_adds(module_text, body_name, range(first, first + len(shared)))
     body_module = abi._parse(module_text)
     _check(body_module, body_name, types, grid_rank, block, shared)
     threads = block_threads(block)
     warp = 32 if target == "nvptx" else 64
     _check_warp_ops(body_module, threads, warp, target, arch)
-    body_module.link_in(abi._parse(gpu_definitions(target, threads)))
+    body_module.link_in(abi._parse(gpu_definitions(target, threads) + (nvptx_definitions() if aggregated else "")))
     m = ir.Module()
     m.triple, m.data_layout = body_module.triple, body_module.data_layout
     body = ir.Function(m, ir.FunctionType(ir.VoidType(), [_I64] * grid_rank + [abi._llvm_type(t) for t in types]

@@ -34,12 +34,13 @@ from .activity import (CONST, Activity, analyze, derived_attributes, is_float_ty
                        is_uniform_add)
 from .blocks import REPLAYED_CALLS
 from .memory import allocation_size, heap_function, shadow_alloc
+from .refill import Refills
 from .reverse_memory import reverse_copy, reverse_heap
 from .custom import custom_cotangents, extractvalue_reverse, find_custom, insertvalue_reverse
 from .forward import _IGNORED_CALLS
 from .deterministic import ContributionLog, LogSpec, add_counting_function, check_no_read_after_log
 from .parallel import UNIFORM_ADD_PREFIX, AddressClass, AddressClassifier, ParallelInfo, uniform_add_intrinsic
-from .reverse_cfg import Dominators, LoopInfo, inductions, predecessor_map, reachable_blocks
+from .reverse_cfg import Dominators, LoopInfo, exit_value, inductions, predecessor_map, reachable_blocks
 from .rules import RuleContext, describe, reverse_contributions, rule_for, rule_key
 from .soundness import check_rerun
 from .vectors import extractelement_reverse, insertelement_reverse, shufflevector_reverse
@@ -190,6 +191,8 @@ class _Reverser:
         self.log = (ContributionLog(fn, self.entry, [fn.args[j] for j in sorted(self.shadow_args.values())])
                     if self.deterministic else None)
         self._reverse_blocks()
+        self.refills = (Refills(self, {fn.args[k] for k in self.parallel.block_shared_args})
+                        if self.parallel is not None and self.parallel.block_shared_args else None)
         for block in self.live:
             self._reverse_block(block)
         self._flush_scalars(self.final)
@@ -369,7 +372,8 @@ class _Reverser:
             result = self.needed[key] = pop.load(v.type, self._induction_slot(v), f"{v.name}.rev")
             return result
         recomputable = v.opcode in _RECOMPUTABLE or _is_pure_math_call(v)
-        if depth < _MAX_RECOMPUTE_DEPTH and recomputable and (v.opcode != "load" or self._readonly(v)):
+        if depth < _MAX_RECOMPUTE_DEPTH and recomputable and (v.opcode != "load" or self._readonly(v) or (
+                self.refills is not None and self.refills.reloadable(v, block))):
             operands = [self.need(o, block, depth + 1) for o in v.operands]
             clone = copy.copy(v)
             clone.name, clone.parent, clone.flags = "", None, set(v.flags)
@@ -391,7 +395,8 @@ class _Reverser:
         """On the reverse of edge pred -> exit_block: restore the IVs of the loops it leaves."""
         for ind in self.inductions.values():
             if pred in ind.loop.blocks and exit_block not in ind.loop.blocks:
-                edge.store(self.need(ind.phi, exit_block), self._induction_slot(ind.phi))
+                last = exit_value(ind, pred, exit_block)
+                edge.store(self.need(ind.phi, exit_block) if last is None else last, self._induction_slot(ind.phi))
 
     def _readonly(self, load: Instruction) -> bool:
         if not hasattr(self, "_written_roots"):
@@ -535,6 +540,8 @@ class _Reverser:
 
     def _reverse_block(self, block: Block) -> None:
         b = Builder(self.rev_body[block])
+        if self.refills is not None:         # block kernels' tiles: refill.py
+            b = self.refills.emit(block, b)
         if block is self.exit and self.returns_float:
             self.add_adjoint(self.ret_phi, self.fn.args[len(self.fn.args) - 1], b)
         for inst in reversed(list(block.instructions)):      # the entry block grows allocas
@@ -766,11 +773,17 @@ class _Reverser:
         """Delete unused recomputations and reloads in the reverse blocks' headers (to a fixed
         point); returns the set of values still used."""
         heads = set(self.rev.values())
+        forward = set(self.blocks)
+        sweep = [b for b in self.fn.blocks if b not in forward and b not in heads]
         while True:
             used = {o for inst in self.fn.instructions() for o in inst.operands}
             dead = [inst for block in heads for inst in block.instructions
                     if inst not in used and inst.opcode not in ("store", "br", "switch", "call")
                     and not inst.name.startswith("tape.")]       # tape slots: Tape.prune
+            # partials of inactive operands (x * 0.5's for 0.5): unused, but their reloads would stay taped
+            dead += [inst for block in sweep for inst in block.instructions
+                     if inst not in used and inst.opcode in _RECOMPUTABLE and inst.opcode != "load"
+                     and not inst.name.startswith("tape.")]
             if not dead:
                 return used
             for inst in dead:

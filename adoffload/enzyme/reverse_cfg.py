@@ -151,7 +151,7 @@ def header_visit_bound(loop: Loop, dom: Dominators) -> int | None:
 
 
 def _simulate(loop, dom, latch, phi, step_inst, start, step) -> int | None:
-    for block in loop.blocks:
+    for block in sorted(loop.blocks, key=dom.order.__getitem__):    # a stable choice among exits
         term = block.terminator
         if term is None or term.opcode != "br" or len(term.blocks) != 2 or not dom.dominates(block, latch):
             continue
@@ -181,11 +181,10 @@ def _simulate(loop, dom, latch, phi, step_inst, start, step) -> int | None:
             visits += 1
             a, b = evaluate(cond.operands[0], i), evaluate(cond.operands[1], i)
             if a is None or b is None:
-                return None
+                break                               # not a test of the counter (a bounds check): the next exit
             if _COMPARE[cond.predicate](a, b) != stays[0]:
                 return visits + 1                   # the header may run once more than the test
             i += step
-        return None
     return None
 
 
@@ -250,3 +249,38 @@ def inductions(loops: list[Loop], dom: Dominators, preds: dict[Block, list[Block
             if step and not wraps_freely:
                 found[phi] = Induction(phi, loop, phi.operands[1 - k], step, outside[0])
     return found
+
+
+def exit_value(ind: Induction, exiting: Block, target: Block) -> Constant | None:
+    """The counter's value when ``ind``'s loop is left along ``exiting -> target``, when that edge
+    is the header's test of the counter against constants and the counter starts at a constant:
+    the first of start, start + step, ... that fails the test. None otherwise (the reverse sweep
+    then caches it). Saves a tape slot per visit of a constant-trip inner loop."""
+    term = exiting.terminator
+    start = _int_value(ind.start)
+    if (exiting is not ind.loop.header or start is None or term is None or term.opcode != "br"
+            or len(term.blocks) != 2 or term.blocks.count(target) != 1 or target in ind.loop.blocks):
+        return None
+    cond = term.operands[0]
+    if not isinstance(cond, Instruction) or cond.opcode != "icmp" or cond.predicate not in _COMPARE:
+        return None
+    bits, signed = ind.phi.type.bits, cond.predicate.startswith("s")
+
+    def evaluate(v, i):
+        x = i if v is ind.phi else _int_value(v)
+        if x is None:
+            return None
+        x &= (1 << bits) - 1
+        return x - (1 << bits) if signed and x >> (bits - 1) else x
+
+    leaves_when = term.blocks.index(target) == 0      # the branch leaves when the test is true
+    i = start
+    for _ in range(MAX_SIMULATED_TRIPS):
+        a, b = evaluate(cond.operands[0], i), evaluate(cond.operands[1], i)
+        if a is None or b is None:
+            return None
+        if _COMPARE[cond.predicate](a, b) == leaves_when:
+            x = i & ((1 << bits) - 1)
+            return Constant(ind.phi.type, x - (1 << bits) if x >> (bits - 1) else x)
+        i += ind.step
+    return None

@@ -89,3 +89,82 @@ def test_second_order_forward_over_reverse():
 def test_deterministic_reverse_is_refused_for_now():
     with pytest.raises(ado.Error, match=r"deterministic=True is not available for block kernels"):
         ado.vjp(kernels.broadcast_first, "x", deterministic=True)
+
+
+# ----------------------------------------------------------------------------- refilled tiles (enzyme/refill.py)
+
+def _fd_check(kernel, shapes, grid, out_name="C", inout_c=None, seed=7):
+    """<w, d out> of finite differences along (dA, dB) against <(gA, gB), (dA, dB)> from the VJP."""
+    rng = np.random.default_rng(seed)
+    A, B = rng.standard_normal(shapes[0]), rng.standard_normal(shapes[1])
+    dA, dB = rng.standard_normal(A.shape), rng.standard_normal(B.shape)
+    out_shape = shapes[2]
+    w = rng.standard_normal(out_shape)
+    c0 = inout_c if inout_c is not None else np.zeros(out_shape)
+
+    def run(A, B):
+        C = c0.copy()
+        kernel(A, B, C, grid=grid)
+        return C
+    h = 1e-6
+    fd = np.sum(w * (run(A + h * dA, B + h * dB) - run(A - h * dA, B - h * dB))) / (2 * h)
+    gA, gB = np.zeros_like(A), np.zeros_like(B)
+    reverse = ado.vjp(kernel, ("A", "B"))
+    reverse(A, B, c0.copy(), gA, gB, w.copy(), grid=grid)
+    assert abs(fd - (np.sum(gA * dA) + np.sum(gB * dB))) < 1e-6 * max(1.0, abs(fd))
+    return reverse, gA, gB
+
+
+def test_tile_refill_takes_the_tiled_matmul_off_the_tape():
+    """The shared tiles are re-filled in the reverse of each step (no tape at all)."""
+    assert ado.vjp(kernels.tiled_matmul, ("A", "B")).tape is None
+
+
+def test_register_tiled_matmul_vjp_refills_shared_and_private_tiles():
+    M, K, N = 8, 6, 12
+    rng = np.random.default_rng(6)
+    A, B, w = rng.standard_normal((M, K)), rng.standard_normal((K, N)), rng.standard_normal((M, N))
+    C = np.zeros((M, N))
+    kernels.register_tiled_matmul(A, B, C, grid=(M // 2, N // 2))
+    np.testing.assert_allclose(C, np.sin(A @ B), rtol=1e-12)
+    reverse, gA, gB = _fd_check(kernels.register_tiled_matmul, [(M, K), (K, N), (M, N)], (M // 2, N // 2))
+    assert reverse.tape is None
+    gA, gB = np.zeros_like(A), np.zeros_like(B)
+    reverse(A, B, np.zeros((M, N)), gA, gB, w.copy(), grid=(M // 2, N // 2))
+    seed = w * np.cos(A @ B)
+    np.testing.assert_allclose(gA, seed @ B.T, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gB, A.T @ seed, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["tiled_matmul_rotated", "tiled_matmul_clears_tile", "tiled_matmul_two_phase_fill"])
+def test_tiles_that_cannot_be_refilled_stay_on_the_tape(name):
+    reverse, _, _ = _fd_check(getattr(kernels, name), [(8, 12), (12, 8), (8, 8)], (8, 8))
+    assert reverse.tape is not None
+
+
+def test_a_fill_that_reads_memory_the_kernel_writes_is_not_refilled():
+    c0 = np.random.default_rng(8).standard_normal((8, 8))
+    reverse, _, _ = _fd_check(kernels.tiled_matmul_reads_its_output, [(8, 12), (12, 8), (8, 8)], (8, 8), inout_c=c0)
+    assert reverse.tape is not None
+
+
+def _stencil(x):
+    p = np.pad(x, 1)
+    return 0.5 * x + 0.125 * (p[:-2, 1:-1] + p[2:, 1:-1] + p[1:-1, :-2] + p[1:-1, 2:])
+
+
+def test_linear_stencil_adjoint_needs_no_tape():
+    """A linear stencil's adjoint needs no primal value: the partials of inactive operands
+    (``0.5 * mid``'s for 0.5) must not leave the loads they would have used on the tape (20 rows
+    per thread: too many pushes for a static tape, so a tape would show as a dynamic one)."""
+    n, m = 2 * kernels.TR, 8
+    rng = np.random.default_rng(9)
+    x, w = rng.standard_normal((n, m)), rng.standard_normal((n, m))
+    y = np.zeros((n, m))
+    kernels.stencil_rows(x, y, grid=(n // kernels.SR, m))
+    np.testing.assert_allclose(y, _stencil(x), rtol=1e-14, atol=1e-14)
+    reverse = ado.vjp(kernels.stencil_rows, "x")
+    assert reverse.tape is None
+    gx = np.zeros((n, m))
+    reverse(x, np.zeros((n, m)), gx, w.copy(), grid=(n // kernels.SR, m))
+    np.testing.assert_allclose(gx, _stencil(w), rtol=1e-14, atol=1e-14)     # the stencil is symmetric

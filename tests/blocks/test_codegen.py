@@ -133,3 +133,18 @@ def test_reverse_kernels_link_for_amd(name):
     wrt = ("A", "B") if name == "matmul" else "x"
     hsaco = ado.vjp(KERNELS[name], wrt).compiled("amdgpu", arch="gfx942").artifact
     assert hsaco[:4] == b"\x7fELF"
+
+
+@needs_ptxas
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_shadow_shared_adds_are_warp_aggregated_on_nvidia(dtype):
+    """sm_90 has no native float add on shared memory (a CAS loop per lane): the reverse kernel's
+    adds into shadow tiles first combine lanes with equal addresses (codegen/shared_atomics.py)."""
+    import adoffload as ado
+    ptx = ado.vjp(kernels.TILED_MATMUL_8[dtype], ("A", "B")).compiled("nvptx", arch="sm_90").artifact
+    assert "activemask.b32" in ptx and "match.any.sync.b32" in ptx and "vote.sync.all.pred" in ptx
+    assert "shfl.sync.bfly.b32" in ptx
+    assert "atom.shared.add.f" in ptx
+    nvptx.ptxas_check(ptx, "sm_90")
+    plain = kernels.TILED_MATMUL_8[dtype].compiled("nvptx", arch="sm_90").artifact
+    assert "activemask" not in plain           # the primal adds nothing into shared memory

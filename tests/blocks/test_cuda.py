@@ -35,6 +35,26 @@ def test_tiled_matmul_and_its_derivatives(cuda):
     np.testing.assert_allclose(gB, A.T @ w, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_warp_aggregated_shadow_tile_adds_match_the_host(cuda, dtype):
+    """8x8 blocks (whole warps): each adjoint add into a shadow tile element comes from 8 lanes of
+    a row (xor 1, 2, 4) or of a column (xor 8, 16); codegen/shared_atomics.py combines them."""
+    kernel = kernels.TILED_MATMUL_8[dtype]
+    real = np.float32 if dtype == "f32" else np.float64
+    rng = np.random.default_rng(4)
+    A, B, w = (rng.standard_normal(s).astype(real) for s in ((32, 24), (24, 16), (32, 16)))
+    reverse = ado.vjp(kernel, ("A", "B"))
+    results = []
+    for device in ("cuda", "cpu"):
+        gA, gB = np.zeros_like(A), np.zeros_like(B)
+        reverse(A, B, np.zeros((32, 16), real), gA, gB, w.copy(), grid=(32, 16), device=device)
+        results.append((gA, gB))
+    tol = 1e-4 if dtype == "f32" else 1e-12
+    for got in results:
+        np.testing.assert_allclose(got[0], w.astype(np.float64) @ B.T, rtol=tol, atol=tol)
+        np.testing.assert_allclose(got[1], A.T.astype(np.float64) @ w, rtol=tol, atol=tol)
+
+
 @pytest.mark.parametrize("steps", [0, 3])
 def test_barriers_in_loops_match_the_host(cuda, steps):
     x = np.random.default_rng(1).standard_normal(64)

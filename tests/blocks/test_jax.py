@@ -64,6 +64,7 @@ def test_gpu_handlers_launch_blocks_of_the_kernels_block_size():
     assert block.compiled("nvptx", arch="sm_90").extra["block_threads"] == 64
     text = targets.rocm_handler_ir(block, block_size=64)
     assert "i32 1, i32 1, i32 64, i32 1, i32 1, i32 0" in text
-    reverse = ado.vjp(kernels.tiled_matmul, ("A", "B"))          # dynamic tape: counting kernel too
+    reverse = ado.vjp(kernels.tiled_matmul_rotated, ("A", "B"))  # dynamic tape: counting kernel too
+    assert reverse.tape is not None
     text = targets.rocm_handler_ir(reverse, block_size=16)
     assert text.count("i32 1, i32 1, i32 16, i32 1, i32 1, i32 0") == 2
