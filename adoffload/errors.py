@@ -84,6 +84,10 @@ class CompilationError(Error, RuntimeError):
     """LLVM or a target tool (ptxas, ld.lld) failed on code adoffload produced."""
 
 
+class ForeignCompileError(CompilationError):
+    """clang refused a CUDA/HIP source given to ``ado.from_cuda``/``ado.from_hip``; the message is clang's."""
+
+
 class ToolNotFoundError(Error, RuntimeError):
     """An optional tool (ptxas, libdevice, ld.lld) is not installed; the message says which extra brings it."""
 

@@ -1,0 +1,301 @@
+"""A CUDA kernel's IR (clang, nvptx64) turned into a block-kernel body (docs/ARCHITECTURE.md §1, §6).
+
+The ``ptx_kernel`` function becomes ``void @body(i64 tid.., <flattened params>, ptr shared.., ptr
+status)`` for one launch shape ``threads`` (CUDA order x, y, z; it is compiled in, so
+``blockDim`` is a constant). CUDA axis x is the body's last grid axis, so the row-major thread
+numbering of block kernels is CUDA's linear thread index (and lanes are the same threads):
+
+* ``threadIdx.c`` = ``tid_a % B_a``, ``blockIdx.c`` = ``tid_a / B_a``, ``blockDim.c`` = ``B_a``
+  (``a = R-1-c``; 0, 0, 1 on axes the launch does not have); ``gridDim.c`` is the hidden i32
+  parameter ``gridDim_<c>`` that the launcher fills;
+* barriers (``llvm.nvvm.barrier*``) are ``@adoffload.sync_threads``; ``%laneid`` is
+  ``@adoffload.lane_id``;
+* each ``addrspace(3)`` global (``__shared__``) is one shared-array argument; every address
+  space becomes the generic one (the host has one, and the GPU entries add their own).
+
+Raw pointers have no shape: a pointer parameter is a 1-D array whose length the launcher takes
+from the array passed, and every access through it is bounds-checked (bounds.py).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .. import ir
+from ..errors import IRError
+from ..frontend.blocks import SharedArray
+from ..ir.core import (Argument, ArrayType, Constant, ConstantExpr, Function, FunctionType, GlobalVariable,
+                       Instruction, PointerType, i32, i64, ptr, void)
+from ..signature import KernelSignature
+from ..types import f32, f64
+from ..types import i32 as ado_i32
+from ..types import i64 as ado_i64
+from . import bounds
+
+SREG = "llvm.nvvm.read.ptx.sreg."
+_BARRIERS = ("llvm.nvvm.barrier0", "llvm.nvvm.barrier.sync", "llvm.nvvm.barrier.cta.sync",
+             "llvm.nvvm.bar.sync")
+_AXES = "xyz"
+GRID_PARAMS = tuple(f"gridDim_{c}" for c in _AXES)
+_SHARED_TYPES = {"float": f32, "double": f64, "i32": ado_i32, "i64": ado_i64}
+_TARGET_ATTRIBUTE = re.compile(r'\s*"(target-cpu|target-features|tune-cpu|uniform-work-group-size|'
+                               r'amdgpu-[a-z-]+)"="[^"]*"')
+
+
+class CudaTranslationError(IRError):
+    """A construct of the CUDA kernel's IR that the translation to a body does not support."""
+
+
+@dataclass(frozen=True)
+class Body:
+    text: str                        # canonical LLVM IR of the body module
+    shared: tuple[SharedArray, ...]   # one per __shared__ variable, in body-argument order
+
+
+def host_neutral(text: str) -> str:
+    """The device module with no target: triple, data layout and per-function CPU attributes dropped."""
+    text = re.sub(r'^target (triple|datalayout) = "[^"]*"\n', "", text, flags=re.M)
+    return _TARGET_ATTRIBUTE.sub("", text)
+
+
+def kernel_names(module: ir.Module) -> dict[str, str]:
+    """Source name (``saxpy``, ``ns::saxpy``, or the symbol of an ``extern "C"`` kernel) -> symbol."""
+    return {source_name(f.name): f.name for f in module.functions.values()
+            if f.calling_convention == "ptx_kernel" and not f.is_declaration}
+
+
+def source_name(symbol: str) -> str:
+    """The function name of an Itanium-mangled symbol (``_Z5saxpyfPKfPfi`` -> ``saxpy``,
+    ``_ZN2ns5saxpyEv`` -> ``ns::saxpy``); other symbols as they are."""
+    nested = symbol.startswith("_ZN")
+    if not (nested or re.match(r"_Z\d", symbol)):
+        return symbol
+    rest, parts = symbol[3 if nested else 2:], []
+    while True:
+        length = re.match(r"\d+", rest)
+        if length is None:
+            break
+        n = int(length.group())
+        parts.append(rest[length.end():length.end() + n])
+        rest = rest[length.end() + n:]
+        if not nested:
+            break
+    return "::".join(parts) or symbol
+
+
+def translate(text: str, symbol: str, signature: KernelSignature, threads: tuple[int, ...],
+              body_name: str, *, bounds_check: bool = True) -> Body:
+    """The body of kernel ``symbol`` (in ``text``, already host-neutral and canonical) for blocks of
+    ``threads`` (x, y, z order); ``signature`` names its parameters (grid params last)."""
+    module = ir.import_module(text)
+    module.triple = module.data_layout = ""
+    fn = module.functions[symbol]
+    for name in [n for n, f in module.functions.items() if f is not fn and not f.is_declaration]:
+        del module.functions[name]           # other kernels; device functions are inlined already
+    block = tuple(reversed(threads))
+    rank = len(block)
+    old_args = list(fn.args)
+    user_params = [p for p in signature.params if p.name not in GRID_PARAMS]
+    if len(user_params) != len(old_args):
+        raise CudaTranslationError(
+            f"kernel '{source_name(symbol)}' has {len(old_args)} parameters ({_types(old_args)}); "
+            f"{len(user_params)} were declared ({', '.join(p.name for p in user_params)})")
+    used_shared = _shared_globals(fn)
+    shared = tuple(_shared_array(g) for g in used_shared)
+    tids = [Argument(i64, f"tid{a}", a) for a in range(rank)]
+    flat = [Argument(_llvm_type(f.llvm_type), f.name, 0) for f in signature.flat_params()]
+    shared_args = [Argument(ptr, f"shared.{k}", 0) for k in range(len(shared))]
+    status = Argument(ptr, "status", 0, {"noalias"})
+    new_args = tids + flat + shared_args + [status]
+    for k, a in enumerate(new_args):
+        a.index = k
+    by_name = {a.name: a for a in flat}
+    mapping: dict = {}
+    for old, param in zip(old_args, user_params):
+        new = by_name[param.name]
+        if param.is_array != old.type.is_pointer or (not param.is_array and new.type != old.type):
+            raise CudaTranslationError(
+                f"kernel '{source_name(symbol)}': parameter '{param.name}' was declared {param.type!r} but the "
+                f"kernel's parameter {old.index} is {old.type} (parameters: {_types(old_args)})")
+        mapping[old] = new
+    mapping.update(zip(used_shared, shared_args))
+    fn.args = new_args
+    fn.function_type = FunctionType(void, tuple(a.type for a in new_args))
+    fn.calling_convention = ""
+    fn.attributes = {a for a in fn.attributes if a not in ("noinline", "optnone", "alwaysinline")}
+    fn.__dict__.pop("_names", None)
+    del module.functions[symbol]
+    fn.name = body_name
+    module.functions[body_name] = fn
+    _replace_values(fn, mapping)
+    _generic_address_space(module, fn)
+    grid = {c: by_name[name] for c, name in zip(_AXES, GRID_PARAMS) if name in by_name}
+    _lower_intrinsics(module, fn, tids, block, grid, source_name(symbol))
+    if bounds_check:
+        arrays = {by_name[p.name]: (signature.index_of(p.name), by_name[f"{p.name}.shape0"], p.dtype.bits // 8)
+                  for p in user_params if p.is_array}
+        shared_roots = {a: (bounds.shared_param_index(n), Constant(i64, s.nbytes // (s.dtype.bits // 8)),
+                            s.dtype.bits // 8) for n, (a, s) in enumerate(zip(shared_args, shared))}
+        bounds.insert_checks(fn, {**arrays, **shared_roots}, status, source_name(symbol))
+    for name in [n for n, g in module.globals.items() if g.addrspace == 3]:
+        del module.globals[name]
+    ir.verify(module)
+    return Body(ir.canonicalize(ir.export_module(module)), shared)
+
+
+def _types(args) -> str:
+    return ", ".join(str(a.type) for a in args) or "none"
+
+
+def _llvm_type(name: str):
+    return {"float": ir.f32, "double": ir.f64, "i32": i32, "i64": i64, "i1": ir.i1, "ptr": ptr}[name]
+
+
+def _constant_globals(value) -> list[GlobalVariable]:
+    if isinstance(value, GlobalVariable):
+        return [value]
+    if isinstance(value, ConstantExpr):
+        return [g for o in value.operands for g in _constant_globals(o)]
+    return []
+
+
+def _shared_globals(fn: Function) -> list[GlobalVariable]:
+    """The ``addrspace(3)`` globals the kernel uses, in order of first use."""
+    found: list[GlobalVariable] = []
+    for inst in fn.instructions():
+        for operand in inst.operands:
+            for g in _constant_globals(operand):
+                if g.addrspace == 3 and g not in found:
+                    found.append(g)
+    return found
+
+
+def _shared_array(g: GlobalVariable) -> SharedArray:
+    shape, t = [], g.value_type
+    while isinstance(t, ArrayType):
+        shape.append(t.count)
+        t = t.element
+    dtype = _SHARED_TYPES.get(str(t))
+    if dtype is None or len(shape) > 3:
+        raise CudaTranslationError(f"__shared__ variable @{g.name} has type {g.value_type}; shared memory of "
+                                   f"float, double, int or long long (arrays of up to 3 dimensions) is supported")
+    if g.initializer is not None and g.initializer.kind not in ("undef", "poison"):
+        raise CudaTranslationError(f"__shared__ variable @{g.name} has an initializer; CUDA shared memory has none")
+    return SharedArray(g.name, dtype, tuple(shape) or (1,))
+
+
+def _replace_values(fn: Function, mapping: dict) -> None:
+    """Replace uses of ``mapping``'s keys (arguments, shared globals, also inside constant
+    expressions: those become instructions before their user)."""
+    for block in fn.blocks:
+        for inst in list(block.instructions):
+            for k, operand in enumerate(inst.operands):
+                if operand in mapping:
+                    inst.operands[k] = mapping[operand]
+                elif isinstance(operand, ConstantExpr) and any(g in mapping for g in _constant_globals(operand)):
+                    where = inst.blocks[k].terminator if inst.opcode == "phi" else inst
+                    inst.operands[k] = _materialize(operand, mapping, where)
+
+
+def _materialize(c: ConstantExpr, mapping: dict, before: Instruction):
+    """Instructions computing constant expression ``c`` with ``mapping`` applied, before ``before``."""
+    operands = [mapping.get(o, o) if not isinstance(o, ConstantExpr) else _materialize(o, mapping, before)
+                for o in c.operands]
+    if c.opcode == "addrspacecast" and operands[0].type.is_pointer:
+        return operands[0]
+    inst = Instruction(c.opcode, c.type, operands, element_type=c.element_type, flags=set(c.flags))
+    b = ir.Builder()
+    b.position_before(before)
+    return b.insert(inst, "shared.addr")
+
+
+def _generic_address_space(module: ir.Module, fn: Function) -> None:
+    """Every pointer in the generic address space (0): instruction results, globals, casts, the
+    address-space suffixes of intrinsic names (``llvm.memset.p3.i64``)."""
+    for g in module.globals.values():
+        if g.addrspace not in (0, 3):
+            g.addrspace = 0
+    for inst in list(fn.instructions()):
+        if isinstance(inst.type, PointerType) and inst.type.addrspace:
+            inst.type = ptr
+        for k, operand in enumerate(inst.operands):
+            if isinstance(operand, ConstantExpr):
+                inst.operands[k] = _generic_constant(operand)
+    casts = [i for i in fn.instructions() if i.opcode == "addrspacecast"]
+    for cast in casts:
+        _replace_all_uses(fn, cast, cast.operands[0])
+        cast.parent.instructions.remove(cast)
+    for inst in fn.instructions():
+        callee = inst.callee if inst.opcode == "call" else None
+        if isinstance(callee, Function) and callee.name.startswith("llvm.") and re.search(r"\.p[1-9]\d*", callee.name):
+            name = re.sub(r"\.p[1-9]\d*", ".p0", callee.name)
+            params = tuple(ptr if t.is_pointer else t for t in callee.function_type.params)
+            inst.callee = module.get_or_declare(name, FunctionType(callee.function_type.return_type, params))
+            inst.element_type = inst.callee.function_type
+
+
+def _generic_constant(c: ConstantExpr):
+    operands = tuple(_generic_constant(o) if isinstance(o, ConstantExpr) else o for o in c.operands)
+    if c.opcode == "addrspacecast" and operands[0].type == ptr:
+        return operands[0]
+    t = ptr if c.type.is_pointer else c.type
+    return ConstantExpr(t, opcode=c.opcode, operands=operands, element_type=c.element_type, flags=c.flags)
+
+
+def _replace_all_uses(fn: Function, old, new) -> None:
+    for inst in fn.instructions():
+        inst.operands = [new if o is old else o for o in inst.operands]
+
+
+def _lower_intrinsics(module: ir.Module, fn: Function, tids, block, grid: dict, kernel: str) -> None:
+    """Thread indices, barriers and lane ids as block-kernel values and operations."""
+    sync = module.get_or_declare("adoffload.sync_threads", FunctionType(void, ()))
+    lane = module.get_or_declare("adoffload.lane_id", FunctionType(i32, ()))
+    for declared in (sync, lane):
+        declared.attributes |= {"convergent", "nounwind"}
+    for inst in list(fn.instructions()):
+        name = getattr(inst.callee, "name", "") if inst.opcode == "call" else ""
+        if not name.startswith("llvm.nvvm."):
+            continue
+        b = ir.Builder()
+        b.position_before(inst)
+        if name.startswith(_BARRIERS):
+            if inst.operands and not (isinstance(inst.operands[0], Constant) and inst.operands[0].value == 0
+                                      and len(inst.operands) == 1):
+                raise CudaTranslationError(f"kernel '{kernel}' calls {name} with a barrier id or thread count; "
+                                           f"only __syncthreads() (barrier 0, all threads) is supported")
+            inst.callee, inst.operands, inst.element_type = sync, [], sync.function_type
+            continue
+        if name.startswith(SREG):
+            what, _, axis = name[len(SREG):].partition(".")
+            value = _special_register(b, what, axis, tids, block, grid, lane)
+            if value is None:
+                raise CudaTranslationError(f"kernel '{kernel}' reads the special register %{what}"
+                                           f"{'.' + axis if axis else ''}, which adoffload does not provide")
+            _replace_all_uses(fn, inst, value)
+            inst.parent.instructions.remove(inst)
+            continue
+        raise CudaTranslationError(f"kernel '{kernel}' calls the NVVM intrinsic @{name}, which adoffload does not "
+                                   f"translate (supported: thread/block indices, __syncthreads, the header's "
+                                   f"atomics, shuffles and math)")
+
+
+def _special_register(b: ir.Builder, what: str, axis: str, tids, block, grid: dict, lane):
+    rank = len(block)
+    if what == "laneid":
+        return b.call(lane, [], "laneid")
+    if what == "warpsize":
+        return Constant(i32, 32)
+    if axis not in _AXES or what not in ("tid", "ctaid", "ntid", "nctaid"):
+        return None
+    c = _AXES.index(axis)
+    if what == "nctaid":
+        return grid.get(axis, Constant(i32, 1))
+    if c >= rank:
+        return Constant(i32, 1 if what == "ntid" else 0)
+    a = rank - 1 - c
+    if what == "ntid":
+        return Constant(i32, block[a])
+    op = "urem" if what == "tid" else "udiv"
+    return b.cast("trunc", b.binary(op, tids[a], Constant(i64, block[a])), i32, f"{what}.{axis}")
+
