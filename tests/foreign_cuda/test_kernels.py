@@ -1,0 +1,134 @@
+"""CUDA C kernels compiled by clang, run on the host CPU (barriers through the host block split):
+primal results against numpy, derivatives against central differences and <Jv,w> = <v,J^T w>."""
+import numpy as np
+import pytest
+
+import adoffload as ado
+
+from .checks import check_derivatives
+from .sources import KERNELS
+
+
+@pytest.fixture(scope="module")
+def mod():
+    return ado.from_cuda(KERNELS)
+
+
+def lj_reference(pos, eps, sigma):
+    d = pos[:, None] - pos[None]
+    r2 = (d ** 2).sum(-1)
+    np.fill_diagonal(r2, np.inf)
+    s6 = (sigma * sigma / r2) ** 3
+    return ((24 * eps * (2 * s6 * s6 - s6) / r2)[..., None] * d).sum(1), (2 * eps * (s6 * s6 - s6)).sum()
+
+
+def test_the_module_lists_its_kernels(mod):
+    assert {"saxpy", "block_sum", "stencil", "newton_sqrt", "lj", "warp_sum"} <= set(mod.names())
+
+
+def test_saxpy(mod):
+    k = mod.kernel("saxpy", a=ado.f32, x=ado.In[ado.f32], y=ado.InOut[ado.f32], n=ado.i32)
+    rng = np.random.default_rng(0)
+    x, y = rng.random(1000, dtype=np.float32), rng.random(1000, dtype=np.float32)
+    expected = np.float32(2.5) * x + y
+    k(np.float32(2.5), x, y, 1000, blocks=8, threads=128)       # 1024 threads, 24 guarded off
+    np.testing.assert_allclose(y, expected, rtol=2e-7)     # clang CUDA contracts a*x+y into an fma
+
+
+def test_grid_stride_loop_reads_grid_dim(mod):
+    k = mod.kernel("daxpy", a=ado.f64, x=ado.In[ado.f64], y=ado.InOut[ado.f64], n=ado.i32)
+    x, y = np.arange(1000.0), np.ones(1000)
+    k(3.0, x, y, 1000, blocks=2, threads=64)                   # 128 threads, each takes ~8 elements
+    np.testing.assert_allclose(y, 3.0 * x + 1.0, rtol=1e-15)
+
+
+def test_shared_memory_block_reduction(mod):
+    k = mod.kernel("block_sum", x=ado.In[ado.f32], out=ado.Out[ado.f32], n=ado.i32)
+    x = np.random.default_rng(1).random(1000, dtype=np.float32)
+    out = np.zeros(8, np.float32)
+    k(x, out, 1000, blocks=8, threads=128)
+    partial = np.add.reduceat(np.pad(x.astype(np.float64) ** 2, (0, 24)), np.arange(0, 1024, 128))
+    np.testing.assert_allclose(out, partial, rtol=1e-5)
+
+
+def test_warp_shuffle_reduction(mod):
+    k = mod.kernel("warp_sum", x=ado.In[ado.f64], out=ado.Out[ado.f64])
+    x = np.random.default_rng(2).standard_normal(256)
+    out = np.zeros(4)
+    k(x, out, blocks=4, threads=64)
+    np.testing.assert_allclose(out, x.reshape(4, 64).sum(1), rtol=1e-13)
+
+
+def test_two_dimensional_stencil(mod):
+    k = mod.kernel("stencil", u=ado.In[ado.f64], v=ado.Out[ado.f64], nx=ado.i32, ny=ado.i32)
+    ny, nx = 20, 37
+    u = np.random.default_rng(3).random((ny, nx))
+    v = np.zeros_like(u)
+    k(u, v, nx, ny, blocks=(3, 3), threads=(16, 8))            # 2-D arrays are passed flattened
+    c = u[1:-1, 1:-1]
+    expected = np.zeros_like(u)
+    expected[1:-1, 1:-1] = 0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:]) - np.sin(c) * c
+    np.testing.assert_allclose(v, expected, rtol=1e-14, atol=1e-15)
+
+
+def test_data_dependent_loop(mod):
+    k = mod.kernel("newton_sqrt", a=ado.In[ado.f64], r=ado.Out[ado.f64], n=ado.i32)
+    a = np.random.default_rng(4).random(300) * 100 + 0.01
+    r = np.zeros_like(a)
+    k(a, r, 300, blocks=3, threads=128)
+    np.testing.assert_allclose(r, np.sqrt(a), rtol=1e-12)
+
+
+def test_lennard_jones_with_atomics(mod):
+    k = mod.kernel("lj", pos=ado.In[ado.f64], force=ado.Out[ado.f64], energy=ado.Out[ado.f64], n=ado.i32,
+                   eps=ado.f64, sigma=ado.f64)
+    pos = np.random.default_rng(5).random((20, 3)) * 4
+    force, energy = np.zeros((20, 3)), np.zeros(1)
+    k(pos, force, energy, 20, 1.0, 0.9, blocks=1, threads=32)
+    f_ref, e_ref = lj_reference(pos, 1.0, 0.9)
+    np.testing.assert_allclose(force, f_ref, rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(energy[0], e_ref, rtol=1e-12)
+
+
+# --- derivatives ------------------------------------------------------------------------------
+
+def test_saxpy_derivatives(mod):
+    k = mod.kernel("daxpy", a=ado.f64, x=ado.In[ado.f64], y=ado.InOut[ado.f64], n=ado.i32)
+    rng = np.random.default_rng(6)
+    values = dict(a=np.float64(1.5), x=rng.standard_normal(300), y=rng.standard_normal(300), n=300)
+    _, grads = check_derivatives(k, ["a", "x"], values, dict(blocks=2, threads=64))
+    assert grads["a"].shape == (1,)
+
+
+def test_block_reduction_derivatives(mod):
+    k = mod.kernel("block_sum_d", x=ado.In[ado.f64], out=ado.Out[ado.f64], n=ado.i32)
+    values = dict(x=np.random.default_rng(7).standard_normal(300), out=np.zeros(3), n=300)
+    _, grads = check_derivatives(k, ["x"], values, dict(blocks=3, threads=128))
+    assert np.all(grads["x"] != 0)
+
+
+def test_warp_shuffle_derivatives(mod):
+    k = mod.kernel("warp_sum", x=ado.In[ado.f64], out=ado.Out[ado.f64])
+    values = dict(x=np.random.default_rng(8).standard_normal(128), out=np.zeros(2))
+    _, grads = check_derivatives(k, ["x"], values, dict(blocks=2, threads=64), seed=1)
+
+
+def test_stencil_derivatives(mod):
+    k = mod.kernel("stencil", u=ado.In[ado.f64], v=ado.Out[ado.f64], nx=ado.i32, ny=ado.i32)
+    values = dict(u=np.random.default_rng(9).random((12, 21)), v=np.zeros((12, 21)), nx=21, ny=12)
+    check_derivatives(k, ["u"], values, dict(blocks=(2, 2), threads=(16, 8)))
+
+
+def test_data_dependent_loop_derivatives(mod):
+    k = mod.kernel("newton_sqrt", a=ado.In[ado.f64], r=ado.Out[ado.f64], n=ado.i32)
+    a = np.random.default_rng(10).random(100) * 10 + 0.5
+    _, grads = check_derivatives(k, ["a"], dict(a=a, r=np.zeros(100), n=100), dict(blocks=1, threads=128))
+
+
+def test_lennard_jones_derivatives(mod):
+    k = mod.kernel("lj", pos=ado.In[ado.f64], force=ado.Out[ado.f64], energy=ado.Out[ado.f64], n=ado.i32,
+                   eps=ado.f64, sigma=ado.f64)
+    pos = np.random.default_rng(11).random((12, 3)) * 3
+    values = dict(pos=pos, force=np.zeros((12, 3)), energy=np.zeros(1), n=12, eps=np.float64(1.0),
+                  sigma=np.float64(0.8))
+    check_derivatives(k, ["pos", "sigma"], values, dict(blocks=1, threads=32))
