@@ -26,7 +26,7 @@ from ..kernel import IRKernel, Kernel
 from ..signature import KernelSignature, Param
 from ..types import ArrayType, ScalarType
 from ..types import i32 as ado_i32
-from .translate import GRID_PARAMS, host_neutral, kernel_names, translate
+from .translate import GRID_PARAMS, MAX_THREADS_PER_AXIS, host_neutral, kernel_names, translate
 
 
 class CudaModule:
@@ -148,8 +148,9 @@ def launch_shape(name: str, blocks, threads) -> tuple[tuple[int, ...], tuple[int
     if total > MAX_BLOCK_THREADS:
         raise GridError(f"kernel '{name}': threads={threads} is {total} threads per block, more than "
                         f"{MAX_BLOCK_THREADS}")
-    if any(b >= 2**31 for b in blocks):
-        raise GridError(f"kernel '{name}': blocks={blocks} does not fit gridDim (at most 2**31 - 1 per axis)")
+    if any(b * t >= MAX_THREADS_PER_AXIS for b, t in zip(blocks, threads)):
+        raise GridError(f"kernel '{name}': blocks={blocks} of threads={threads} launch 2**31 threads or more on "
+                        f"one axis; blockIdx.x * blockDim.x + threadIdx.x must fit a 32-bit int")
     return blocks, threads
 
 

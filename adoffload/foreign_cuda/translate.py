@@ -36,6 +36,7 @@ SREG = "llvm.nvvm.read.ptx.sreg."
 _BARRIERS = ("llvm.nvvm.barrier0", "llvm.nvvm.barrier.sync", "llvm.nvvm.barrier.cta.sync",
              "llvm.nvvm.bar.sync")
 _AXES = "xyz"
+MAX_THREADS_PER_AXIS = 2**31       # blocks * threads on one axis: CUDA's int thread index fits
 GRID_PARAMS = tuple(f"gridDim_{c}" for c in _AXES)
 _SHARED_TYPES = {"float": f32, "double": f64, "i32": ado_i32, "i64": ado_i64}
 _TARGET_ATTRIBUTE = re.compile(r'\s*"(target-cpu|target-features|tune-cpu|uniform-work-group-size|'
@@ -130,6 +131,7 @@ def translate(text: str, symbol: str, signature: KernelSignature, threads: tuple
     _replace_values(fn, mapping)
     _generic_address_space(module, fn)
     grid = {c: by_name[name] for c, name in zip(_AXES, GRID_PARAMS) if name in by_name}
+    _assume_thread_range(module, fn, tids)
     _lower_intrinsics(module, fn, tids, block, grid, source_name(symbol))
     if bounds_check:
         arrays = {by_name[p.name]: (signature.index_of(p.name), by_name[f"{p.name}.shape0"], p.dtype.bits // 8)
@@ -278,6 +280,16 @@ def _lower_intrinsics(module: ir.Module, fn: Function, tids, block, grid: dict, 
         raise CudaTranslationError(f"kernel '{kernel}' calls the NVVM intrinsic @{name}, which adoffload does not "
                                    f"translate (supported: thread/block indices, __syncthreads, the header's "
                                    f"atomics, shuffles and math)")
+
+
+def _assume_thread_range(module: ir.Module, fn: Function, tids) -> None:
+    """``tid < 2**31`` on every axis (the launcher ensures it, kernel.launch_shape): CUDA computes
+    ``blockIdx.x * blockDim.x + threadIdx.x`` in 32 bits, and with this fact LLVM folds its sign
+    extension back into the thread index, whose injectivity the AD race analysis then sees."""
+    assume = module.get_or_declare("llvm.assume", FunctionType(void, (ir.i1,)))
+    b = ir.Builder(fn.entry, 0)
+    for tid in tids:
+        b.call(assume, [b.icmp("ult", tid, Constant(i64, MAX_THREADS_PER_AXIS))])
 
 
 def _special_register(b: ir.Builder, what: str, axis: str, tids, block, grid: dict, lane):
