@@ -26,7 +26,7 @@ from ..kernel import IRKernel, Kernel
 from ..signature import KernelSignature, Param
 from ..types import ArrayType, ScalarType
 from ..types import i32 as ado_i32
-from .translate import GRID_PARAMS, MAX_THREADS_PER_AXIS, host_neutral, kernel_names, translate
+from .translate import GRID_PARAMS, MAX_THREADS_PER_AXIS, check_parameters, host_neutral, kernel_names, translate
 
 
 class CudaModule:
@@ -36,7 +36,8 @@ class CudaModule:
     def __init__(self, llvm_text: str, language: str, arch: str):
         self.llvm, self.language, self.arch = llvm_text, language, arch
         self.text = ir.canonicalize(ir.prepare_for_analysis(host_neutral(llvm_text)))
-        self.symbols = kernel_names(ir.import_module(self.text))
+        self.ir = ir.import_module(self.text)
+        self.symbols = kernel_names(self.ir)
 
     def names(self) -> list[str]:
         return sorted(self.symbols)
@@ -57,6 +58,7 @@ class CudaModule:
             if pname in GRID_PARAMS:
                 raise ArgumentError(f"kernel '{name}': the parameter name '{pname}' is reserved (gridDim)")
             typed.append(Param(pname, ptype))
+        check_parameters(self.ir.functions[symbol], typed, name)
         return CudaKernel(self, symbol, name, tuple(typed), bounds_check)
 
     def __repr__(self) -> str:

@@ -31,6 +31,7 @@ from ..types import f32, f64
 from ..types import i32 as ado_i32
 from ..types import i64 as ado_i64
 from . import bounds
+from .uniformity import check_uniform_barriers
 
 SREG = "llvm.nvvm.read.ptx.sreg."
 _BARRIERS = ("llvm.nvvm.barrier0", "llvm.nvvm.barrier.sync", "llvm.nvvm.barrier.cta.sync",
@@ -97,10 +98,7 @@ def translate(text: str, symbol: str, signature: KernelSignature, threads: tuple
     rank = len(block)
     old_args = list(fn.args)
     user_params = [p for p in signature.params if p.name not in GRID_PARAMS]
-    if len(user_params) != len(old_args):
-        raise CudaTranslationError(
-            f"kernel '{source_name(symbol)}' has {len(old_args)} parameters ({_types(old_args)}); "
-            f"{len(user_params)} were declared ({', '.join(p.name for p in user_params)})")
+    check_parameters(fn, user_params, source_name(symbol))
     used_shared = _shared_globals(fn)
     shared = tuple(_shared_array(g) for g in used_shared)
     tids = [Argument(i64, f"tid{a}", a) for a in range(rank)]
@@ -111,14 +109,7 @@ def translate(text: str, symbol: str, signature: KernelSignature, threads: tuple
     for k, a in enumerate(new_args):
         a.index = k
     by_name = {a.name: a for a in flat}
-    mapping: dict = {}
-    for old, param in zip(old_args, user_params):
-        new = by_name[param.name]
-        if param.is_array != old.type.is_pointer or (not param.is_array and new.type != old.type):
-            raise CudaTranslationError(
-                f"kernel '{source_name(symbol)}': parameter '{param.name}' was declared {param.type!r} but the "
-                f"kernel's parameter {old.index} is {old.type} (parameters: {_types(old_args)})")
-        mapping[old] = new
+    mapping: dict = {old: by_name[param.name] for old, param in zip(old_args, user_params)}
     mapping.update(zip(used_shared, shared_args))
     fn.args = new_args
     fn.function_type = FunctionType(void, tuple(a.type for a in new_args))
@@ -133,6 +124,7 @@ def translate(text: str, symbol: str, signature: KernelSignature, threads: tuple
     grid = {c: by_name[name] for c, name in zip(_AXES, GRID_PARAMS) if name in by_name}
     _assume_thread_range(module, fn, tids)
     _lower_intrinsics(module, fn, tids, block, grid, source_name(symbol))
+    check_uniform_barriers(fn, tids, block, source_name(symbol))
     if bounds_check:
         arrays = {by_name[p.name]: (signature.index_of(p.name), by_name[f"{p.name}.shape0"], p.dtype.bits // 8)
                   for p in user_params if p.is_array}
@@ -143,6 +135,19 @@ def translate(text: str, symbol: str, signature: KernelSignature, threads: tuple
         del module.globals[name]
     ir.verify(module)
     return Body(ir.canonicalize(ir.export_module(module)), shared)
+
+
+def check_parameters(fn: Function, params, kernel: str) -> None:
+    """The declared parameters match the kernel's: as many, pointers for arrays, equal scalar types."""
+    args = fn.args
+    if len(params) != len(args):
+        raise CudaTranslationError(f"kernel '{kernel}' has {len(args)} parameters ({_types(args)}); "
+                                   f"{len(params)} were declared ({', '.join(p.name for p in params) or 'none'})")
+    for arg, param in zip(args, params):
+        if param.is_array != arg.type.is_pointer or (not param.is_array and param.type.llvm != str(arg.type)):
+            raise CudaTranslationError(f"kernel '{kernel}': parameter '{param.name}' was declared {param.type!r} "
+                                       f"but the kernel's parameter {arg.index} is {arg.type} (parameters: "
+                                       f"{_types(args)})")
 
 
 def _types(args) -> str:

@@ -1,0 +1,131 @@
+"""Block-uniform control flow for the barriers and warp exchanges of translated CUDA kernels.
+
+Block kernels require every thread of a block to reach the same barriers and exchanges
+(frontend/blocks.py checks the Python source; this is the same rule on IR). A GPU would hang
+or compute garbage otherwise, the host's block loop would lose threads, and the reverse sweep
+mirrors barriers assuming all threads pass them. So a barrier or exchange in a block that only
+some threads of a block may reach is refused, naming the branch responsible.
+
+A value is *varying* (may differ between the threads of a block) when it depends on
+``threadIdx`` (``tid % B``; ``tid / B``, ``blockIdx``, is uniform), on a lane id, an exchange, an
+atomic, a load from a varying address or from private memory, or is a phi joining paths of a
+varying branch. A block is *divergent* when a varying branch reaches it before reaching one
+of the branch's post-dominators (a join every thread reaches). Both grow together to a fixed
+point. This over-approximates (uniform-address loads are taken as uniform, as CUDA programs
+that read a broadcast value after a barrier assume); what it cannot prove, it refuses.
+"""
+from __future__ import annotations
+
+from .. import collectives
+from ..errors import IRError
+from ..ir.core import Argument, Block, Constant, Function, Instruction, Value, void
+
+_ALWAYS_VARYING = ("atomicrmw", "cmpxchg", "alloca")
+
+
+class DivergentBarrierError(IRError):
+    """A CUDA kernel's barrier or warp exchange runs under control flow that differs between threads of a block."""
+
+
+def check_uniform_barriers(fn: Function, tids: list[Argument], block: tuple[int, ...], kernel: str) -> None:
+    """Raise DivergentBarrierError for a barrier/exchange call in a divergent block of ``fn``."""
+    extents = {tid: extent for tid, extent in zip(tids, block)}
+    post = _post_dominators(fn)
+    varying: set[int] = set()
+    divergent: dict[Block, Instruction] = {}         # divergent block -> a branch responsible
+    changed = True
+    while changed:
+        changed = False
+        joins: set[Block] = set()
+        for b in fn.blocks:
+            term = b.terminator
+            if term is not None and term.opcode in ("br", "switch") and term.operands \
+                    and _is_varying(term.operands[0], varying, extents):
+                region, frontier = _region(b, post)
+                joins |= frontier | region
+                for r in region:
+                    if r not in divergent:
+                        divergent[r] = term
+                        changed = True
+        for inst in fn.instructions():
+            if id(inst) in varying or inst.type == void:
+                continue
+            if _varies(inst, varying, extents, joins):
+                varying.add(id(inst))
+                changed = True
+    for b, branch in divergent.items():
+        for inst in b.instructions:
+            parsed = collectives.parse(getattr(inst.callee, "name", "")) if inst.opcode == "call" else None
+            if parsed is not None and (parsed[0] == "sync_threads" or parsed[0] in collectives.EXCHANGES):
+                what = "__syncthreads()" if parsed[0] == "sync_threads" else f"a warp {parsed[0]}"
+                raise DivergentBarrierError(
+                    f"kernel '{kernel}': {what} runs under control flow that is not uniform across the block "
+                    f"(the branch ending block %{branch.parent.name} depends on threadIdx, a lane, an atomic "
+                    f"or data the threads load differently); every thread of a block must reach the same "
+                    f"barriers and shuffles. Move it out of the branch or loop, or make the condition depend "
+                    f"only on blockIdx, blockDim, gridDim and kernel parameters")
+
+
+def _is_varying(v: Value, varying: set[int], extents: dict) -> bool:
+    if isinstance(v, Argument):
+        return v in extents
+    return isinstance(v, Instruction) and id(v) in varying
+
+
+def _varies(inst: Instruction, varying: set[int], extents: dict, joins: set[Block]) -> bool:
+    op = inst.opcode
+    if op in _ALWAYS_VARYING:
+        return True
+    if op == "udiv" and inst.operands[0] in extents and isinstance(inst.operands[1], Constant) \
+            and inst.operands[1].value == extents[inst.operands[0]]:
+        return False                                    # blockIdx: the same for the whole block
+    if op == "call":
+        parsed = collectives.parse(getattr(inst.callee, "name", ""))
+        if parsed is not None and parsed[0] not in ("warp_size",):
+            return parsed[0] not in ("block_sum", "block_max", "block_broadcast", "block_first_thread")
+    if op == "load" and _private(inst.operands[0]):
+        return True
+    if op == "phi" and inst.parent in joins and len({id(o) for o in inst.operands}) > 1:
+        return True
+    return any(_is_varying(o, varying, extents) for o in inst.operands)
+
+
+def _private(pointer: Value, depth: int = 0) -> bool:
+    """Does ``pointer`` point into a thread's own stack memory (its values differ per thread)?"""
+    while isinstance(pointer, Instruction) and pointer.opcode == "getelementptr" and depth < 64:
+        pointer, depth = pointer.operands[0], depth + 1
+    return isinstance(pointer, Instruction) and pointer.opcode in ("alloca", "phi", "select")
+
+
+def _post_dominators(fn: Function) -> dict[Block, set[Block]]:
+    """Post-dominator sets (a virtual exit joins every block without successors)."""
+    blocks = fn.blocks
+    everything = set(blocks)
+    post = {b: ({b} if not b.successors else set(everything)) for b in blocks}
+    changed = True
+    while changed:
+        changed = False
+        for b in reversed(blocks):
+            if not b.successors:
+                continue
+            meet = set.intersection(*(post[s] for s in b.successors)) | {b}
+            if meet != post[b]:
+                post[b], changed = meet, True
+    return post
+
+
+def _region(branch: Block, post: dict[Block, set[Block]]) -> tuple[set[Block], set[Block]]:
+    """Blocks reached from ``branch``'s successors before any post-dominator of ``branch`` (the
+    threads that took different sides are apart there), and the post-dominators where they meet."""
+    stop = post[branch] - {branch}
+    region, frontier, todo = set(), set(), list(branch.successors)
+    while todo:
+        b = todo.pop()
+        if b in stop:
+            frontier.add(b)
+            continue
+        if b in region:
+            continue
+        region.add(b)
+        todo.extend(b.successors)
+    return region, frontier

@@ -1,0 +1,119 @@
+"""What from_cuda refuses, and how: clang's errors, mismatched parameters, unchecked pointers,
+divergent barriers, out-of-bounds accesses (arrays and __shared__), bad launch shapes."""
+import numpy as np
+import pytest
+
+import adoffload as ado
+from adoffload.errors import ArgumentError, BoundsError, Error, ForeignCompileError, GridError
+
+SOURCE = r"""
+__global__ void copy(const float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i];
+}
+__global__ void shift_shared(const float* x, float* y, int k) {
+  __shared__ float s[64];
+  int t = threadIdx.x;
+  s[t + k] = x[t];
+  __syncthreads();
+  y[t] = s[t];
+}
+__global__ void divergent_barrier(const float* x, float* y) {
+  __shared__ float s[64];
+  int t = threadIdx.x;
+  s[t] = x[t];
+  if (t < 32) { __syncthreads(); y[t] = s[63 - t]; }
+}
+__global__ void loop_on_loaded_bound(const float* x, float* y, const int* steps) {
+  __shared__ float s[64];
+  int t = threadIdx.x;
+  s[t] = x[t];
+  for (int k = 0; k < steps[t]; ++k) { __syncthreads(); s[t] += 1.0f; }
+  y[t] = s[t];
+}
+__global__ void loop_on_uniform_bound(const float* x, float* y, int steps) {
+  __shared__ float s[64];
+  __shared__ float total;
+  int t = threadIdx.x;
+  s[t] = x[t];
+  if (t == 0) total = steps;
+  __syncthreads();
+  for (int k = 0; k < (int)total; ++k) { float v = s[(t + 1) % 64]; __syncthreads(); s[t] = v; __syncthreads(); }
+  y[t] = s[t];
+}
+__global__ void through_pointer_table(float** table, float* y) { y[threadIdx.x] = table[0][threadIdx.x]; }
+"""
+
+
+@pytest.fixture(scope="module")
+def mod():
+    return ado.from_cuda(SOURCE)
+
+
+def test_clang_errors_carry_clangs_message():
+    with pytest.raises(ForeignCompileError, match="undeclared identifier 'oops'") as info:
+        ado.from_cuda("__global__ void f(float* x) { x[0] = oops; }")
+    assert isinstance(info.value, Error)
+
+
+def test_unknown_kernel_names_the_ones_there(mod):
+    with pytest.raises(ArgumentError, match="no __global__ function 'cpy'.*copy"):
+        mod.kernel("cpy", x=ado.In[ado.f32])
+
+
+def test_parameters_must_match_the_kernel(mod):
+    with pytest.raises(Error, match="has 3 parameters .*2 were declared"):
+        mod.kernel("copy", x=ado.In[ado.f32], y=ado.Out[ado.f32])
+    with pytest.raises(Error, match="'n' was declared ado.f32 but .* is i32"):
+        mod.kernel("copy", x=ado.In[ado.f32], y=ado.Out[ado.f32], n=ado.f32)
+    with pytest.raises(Error, match="'x' was declared ado.f32 but .* is ptr"):
+        mod.kernel("copy", x=ado.f32, y=ado.Out[ado.f32], n=ado.i32)
+
+
+def test_array_accesses_are_bounds_checked(mod):
+    k = mod.kernel("copy", x=ado.In[ado.f32], y=ado.Out[ado.f32], n=ado.i32)
+    with pytest.raises(BoundsError, match="index 50 is out of bounds .* array 'x' with shape \\(50,\\)"):
+        k(np.ones(50, np.float32), np.zeros(64, np.float32), 64, blocks=1, threads=64)
+
+
+def test_shared_accesses_are_bounds_checked(mod):
+    k = mod.kernel("shift_shared", x=ado.In[ado.f32], y=ado.Out[ado.f32], k=ado.i32)
+    y = np.zeros(64, np.float32)
+    k(np.arange(64, dtype=np.float32), y, 0, blocks=1, threads=64)
+    np.testing.assert_array_equal(y, np.arange(64))
+    with pytest.raises(BoundsError, match="index 64 is out of bounds .* shared array #0"):
+        k(np.ones(64, np.float32), y, 1, blocks=1, threads=64)
+
+
+@pytest.mark.parametrize("name", ["divergent_barrier", "loop_on_loaded_bound"])
+def test_barriers_under_divergent_control_are_refused(mod, name):
+    params = dict(x=ado.In[ado.f32], y=ado.Out[ado.f32])
+    if name == "loop_on_loaded_bound":
+        params["steps"] = ado.In[ado.i32]
+    k = mod.kernel(name, **params)
+    with pytest.raises(Error, match="__syncthreads\\(\\) runs under control flow that is not uniform"):
+        k.specialize((64,))
+
+
+def test_a_broadcast_loop_bound_is_uniform(mod):
+    k = mod.kernel("loop_on_uniform_bound", x=ado.In[ado.f32], y=ado.Out[ado.f32], steps=ado.i32)
+    x, y = np.arange(64, dtype=np.float32), np.zeros(64, np.float32)
+    k(x, y, 3, blocks=1, threads=64)
+    np.testing.assert_array_equal(y, np.roll(x, -3))
+
+
+def test_pointers_loaded_from_memory_are_refused(mod):
+    k = mod.kernel("through_pointer_table", table=ado.In[ado.i64], y=ado.Out[ado.f32])
+    with pytest.raises(Error, match="cannot bound-check"):
+        k.specialize((32,))
+
+
+def test_launch_shapes_are_checked(mod):
+    k = mod.kernel("copy", x=ado.In[ado.f32], y=ado.Out[ado.f32], n=ado.i32)
+    x, y = np.ones(8, np.float32), np.zeros(8, np.float32)
+    with pytest.raises(GridError, match="more than 1024"):
+        k(x, y, 8, blocks=1, threads=(64, 32))
+    with pytest.raises(GridError, match="positive int"):
+        k(x, y, 8, blocks=0, threads=8)
+    with pytest.raises(GridError, match="2\\*\\*31 threads"):
+        k(x, y, 8, blocks=2**22, threads=1024)
