@@ -18,6 +18,25 @@
 
 struct uint3 { unsigned int x, y, z; };
 struct dim3 { unsigned int x, y, z; };
+
+/* CUDA's vector types, with CUDA's alignment (loads of them are one wide access) */
+#define __ADO_VEC2(T, N, A) struct __attribute__((aligned(A))) N##2 { T x, y; };                      \
+  __ADO_MAKE2(T, N)
+#define __ADO_VEC3(T, N) struct N##3 { T x, y, z; };
+#define __ADO_VEC4(T, N, A) struct __attribute__((aligned(A))) N##4 { T x, y, z, w; };                \
+  __ADO_MAKE4(T, N)
+#define __ADO_MAKE2(T, N) static __device__ __inline__ N##2 make_##N##2(T x, T y) { N##2 v = {x, y}; return v; }
+#define __ADO_MAKE4(T, N) static __device__ __inline__ N##4 make_##N##4(T x, T y, T z, T w) {  \
+  N##4 v = {x, y, z, w}; return v; }
+__ADO_VEC2(float, float, 8) __ADO_VEC3(float, float) __ADO_VEC4(float, float, 16)
+__ADO_VEC2(double, double, 16) __ADO_VEC3(double, double) __ADO_VEC4(double, double, 16)
+__ADO_VEC2(int, int, 8) __ADO_VEC3(int, int) __ADO_VEC4(int, int, 16)
+__ADO_VEC2(unsigned int, uint, 8) __ADO_VEC4(unsigned int, uint, 16)
+#undef __ADO_VEC2
+#undef __ADO_VEC3
+#undef __ADO_VEC4
+#undef __ADO_MAKE2
+#undef __ADO_MAKE4
 typedef unsigned long long __ado_u64;
 
 /* threadIdx.x etc.: each field a property read by its own intrinsic (as clang's own header does). */
@@ -62,7 +81,9 @@ __ADO_DEV int __ado_src_xor(int m, int width) {
   __ADO_DEV unsigned NAME(unsigned mask, unsigned v, ARG a, int width = 32) {                      \
     return __builtin_bit_cast(unsigned, __ado_shuffle_f32(__builtin_bit_cast(float, v), SRC(a, width))); } \
   __ADO_DEV long long NAME(unsigned mask, long long v, ARG a, int width = 32) {                    \
-    return __builtin_bit_cast(long long, __ado_shuffle_f64(__builtin_bit_cast(double, v), SRC(a, width))); }
+    return __builtin_bit_cast(long long, __ado_shuffle_f64(__builtin_bit_cast(double, v), SRC(a, width))); } \
+  __ADO_DEV unsigned long long NAME(unsigned mask, unsigned long long v, ARG a, int width = 32) {  \
+    return __builtin_bit_cast(unsigned long long, __ado_shuffle_f64(__builtin_bit_cast(double, v), SRC(a, width))); }
 __ADO_SHUFFLES(__shfl_sync, __ado_src_idx, int)
 __ADO_SHUFFLES(__shfl_down_sync, __ado_src_down, unsigned)
 __ADO_SHUFFLES(__shfl_up_sync, __ado_src_up, unsigned)

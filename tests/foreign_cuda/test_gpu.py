@@ -1,0 +1,52 @@
+"""The CUDA corpus on an NVIDIA GPU (skipped without one): primal results equal the host CPU's, and
+the derivative checks of test_kernels.py hold on the device."""
+import numpy as np
+import pytest
+
+import adoffload as ado
+from adoffload.errors import Error
+
+from .checks import check_derivatives, run, written
+from .sources import KERNELS
+
+pytestmark = pytest.mark.gpu
+
+rng = np.random.default_rng(20)
+CASES = {    # name: (parameters, values, launch, wrt)
+    "daxpy": (dict(a=ado.f64, x=ado.In[ado.f64], y=ado.InOut[ado.f64], n=ado.i32),
+              dict(a=np.float64(1.5), x=rng.standard_normal(5000), y=rng.standard_normal(5000), n=5000),
+              dict(blocks=8, threads=128), ["a", "x"]),
+    "block_sum_d": (dict(x=ado.In[ado.f64], out=ado.Out[ado.f64], n=ado.i32),
+                    dict(x=rng.standard_normal(1000), out=np.zeros(8), n=1000), dict(blocks=8, threads=128), ["x"]),
+    "warp_sum": (dict(x=ado.In[ado.f64], out=ado.Out[ado.f64]), dict(x=rng.standard_normal(256), out=np.zeros(4)),
+                 dict(blocks=4, threads=64), ["x"]),
+    "stencil": (dict(u=ado.In[ado.f64], v=ado.Out[ado.f64], nx=ado.i32, ny=ado.i32),
+                dict(u=rng.random((40, 70)), v=np.zeros((40, 70)), nx=70, ny=40), dict(blocks=(5, 5), threads=(16, 8)),
+                ["u"]),
+    "newton_sqrt": (dict(a=ado.In[ado.f64], r=ado.Out[ado.f64], n=ado.i32),
+                    dict(a=rng.random(1000) * 10 + 0.5, r=np.zeros(1000), n=1000), dict(blocks=8, threads=128), ["a"]),
+    "lj": (dict(pos=ado.In[ado.f64], force=ado.Out[ado.f64], energy=ado.Out[ado.f64], n=ado.i32, eps=ado.f64,
+                sigma=ado.f64),
+           dict(pos=rng.random((64, 3)) * 5, force=np.zeros((64, 3)), energy=np.zeros(1), n=64, eps=np.float64(1.0),
+                sigma=np.float64(0.8)), dict(blocks=2, threads=32), ["pos", "sigma"]),
+}
+
+
+@pytest.fixture(scope="module")
+def mod():
+    from adoffload.runtime import get_device
+    try:
+        get_device("cuda")
+    except Error as exc:
+        pytest.skip(f"no CUDA device: {exc}")
+    return ado.from_cuda(KERNELS)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_gpu_matches_host_and_derivatives_hold(mod, name):
+    params, values, launch, wrt = CASES[name]
+    k = mod.kernel(name, **params)
+    on_gpu, on_host = run(k, values, launch, "cuda"), run(k, values, launch)
+    for out in written(k):
+        np.testing.assert_allclose(on_gpu[out], on_host[out], rtol=1e-11, atol=1e-11)
+    check_derivatives(k, wrt, values, launch, device="cuda")
