@@ -86,6 +86,10 @@ class CudaLaunchable:
     def __ado_derive__(self, mode: str, wrt, **options) -> "CudaDerived":
         return CudaDerived(self, mode, tuple(wrt), options)
 
+    def __ado_jax__(self, *, blocks, threads, out_shapes=None):
+        from .jax_support import jax_cuda_kernel     # deferred: JAX loads only when asked for
+        return jax_cuda_kernel(self, blocks=blocks, threads=threads, out_shapes=out_shapes)
+
 
 class CudaKernel(CudaLaunchable):
     """A ``__global__`` function with typed parameters (see the module docstring)."""
