@@ -18,4 +18,10 @@ def from_cuda(source: str, arch: str = "sm_90", *, options=()) -> CudaModule:
     return CudaModule(compile_to_llvm(source, language="cuda", arch=arch, options=tuple(options)), "cuda", arch)
 
 
-__all__ = ["CudaKernel", "CudaModule", "from_cuda"]
+def from_hip(source: str, arch: str = "gfx942", *, options=()) -> CudaModule:
+    """Compile HIP device code (``__global__`` kernels, the CUDA spelling: threadIdx, __syncthreads,
+    __shfl_*_sync, atomicAdd) for ``arch``; the kernels then behave as ``from_cuda``'s."""
+    return CudaModule(compile_to_llvm(source, language="hip", arch=arch, options=tuple(options)), "hip", arch)
+
+
+__all__ = ["CudaKernel", "CudaModule", "from_cuda", "from_hip"]

@@ -39,6 +39,18 @@ __ADO_VEC2(unsigned int, uint, 8) __ADO_VEC4(unsigned int, uint, 16)
 #undef __ADO_MAKE4
 typedef unsigned long long __ado_u64;
 
+#ifdef __HIP__
+/* HIP (AMDGPU): the same NVVM names as for CUDA, through asm labels, so that one translation
+ * (translate.py) serves both; __syncthreads is adoffload's barrier directly. */
+#define __ADO_HIP_SREG(SREG, AXIS) extern "C" __device__ unsigned int __nvvm_read_ptx_sreg_##SREG##_##AXIS(void) \
+  __asm__("llvm.nvvm.read.ptx.sreg." #SREG "." #AXIS);
+#define __ADO_HIP_SREGS(SREG) __ADO_HIP_SREG(SREG, x) __ADO_HIP_SREG(SREG, y) __ADO_HIP_SREG(SREG, z)
+__ADO_HIP_SREGS(tid) __ADO_HIP_SREGS(ctaid) __ADO_HIP_SREGS(ntid) __ADO_HIP_SREGS(nctaid)
+#undef __ADO_HIP_SREGS
+#undef __ADO_HIP_SREG
+extern "C" __device__ void __syncthreads(void) __asm__("adoffload.sync_threads");
+#endif
+
 /* threadIdx.x etc.: each field a property read by its own intrinsic (as clang's own header does). */
 #define __ADO_SREG(NAME, SREG)                                                                   \
   struct __ado_##NAME##_t {                                                                      \
@@ -57,7 +69,7 @@ __ADO_SREG(gridDim, nctaid)
 #undef __ADO_SREG
 static const int warpSize = 32;
 
-/* barriers: __syncthreads() is a clang builtin (llvm.nvvm.barrier*) */
+/* barriers: on CUDA, __syncthreads() is a clang builtin (llvm.nvvm.barrier*) */
 
 /* adoffload's warp operations (collectives.py), called by name */
 extern "C" __device__ float __ado_shuffle_f32(float v, int lane) __asm__("adoffload.shuffle.f32");

@@ -34,9 +34,11 @@ from . import bounds
 from .uniformity import check_uniform_barriers
 
 SREG = "llvm.nvvm.read.ptx.sreg."
+KERNEL_CONVENTIONS = ("ptx_kernel", "amdgpu_kernel")
 _BARRIERS = ("llvm.nvvm.barrier0", "llvm.nvvm.barrier.sync", "llvm.nvvm.barrier.cta.sync",
              "llvm.nvvm.bar.sync")
 _AXES = "xyz"
+_OFFLOAD_BOOKKEEPING = ("llvm.used", "llvm.compiler.used")
 MAX_THREADS_PER_AXIS = 2**31       # blocks * threads on one axis: CUDA's int thread index fits
 GRID_PARAMS = tuple(f"gridDim_{c}" for c in _AXES)
 _SHARED_TYPES = {"float": f32, "double": f64, "i32": ado_i32, "i64": ado_i64}
@@ -63,7 +65,7 @@ def host_neutral(text: str) -> str:
 def kernel_names(module: ir.Module) -> dict[str, str]:
     """Source name (``saxpy``, ``ns::saxpy``, or the symbol of an ``extern "C"`` kernel) -> symbol."""
     return {source_name(f.name): f.name for f in module.functions.values()
-            if f.calling_convention == "ptx_kernel" and not f.is_declaration}
+            if f.calling_convention in KERNEL_CONVENTIONS and not f.is_declaration}
 
 
 def source_name(symbol: str) -> str:
@@ -131,8 +133,9 @@ def translate(text: str, symbol: str, signature: KernelSignature, threads: tuple
         shared_roots = {a: (bounds.shared_param_index(n), Constant(i64, s.nbytes // (s.dtype.bits // 8)),
                             s.dtype.bits // 8) for n, (a, s) in enumerate(zip(shared_args, shared))}
         bounds.insert_checks(fn, {**arrays, **shared_roots}, status, source_name(symbol))
-    for name in [n for n, g in module.globals.items() if g.addrspace == 3]:
-        del module.globals[name]
+    for name in [n for n, g in module.globals.items() if g.addrspace == 3 or n in _OFFLOAD_BOOKKEEPING
+                 or n.startswith("__hip_cuid_")]:
+        del module.globals[name]          # shared memory is now arguments; the rest served the offload bundler
     ir.verify(module)
     return Body(ir.canonicalize(ir.export_module(module)), shared)
 
@@ -222,6 +225,9 @@ def _generic_address_space(module: ir.Module, fn: Function) -> None:
     for g in module.globals.values():
         if g.addrspace not in (0, 3):
             g.addrspace = 0
+    for g in module.globals.values():
+        if g.initializer is not None:
+            g.initializer = _generic_initializer(g.initializer)
     for inst in list(fn.instructions()):
         if isinstance(inst.type, PointerType) and inst.type.addrspace:
             inst.type = ptr
@@ -239,6 +245,14 @@ def _generic_address_space(module: ir.Module, fn: Function) -> None:
             params = tuple(ptr if t.is_pointer else t for t in callee.function_type.params)
             inst.callee = module.get_or_declare(name, FunctionType(callee.function_type.return_type, params))
             inst.element_type = inst.callee.function_type
+
+
+def _generic_initializer(c):
+    if isinstance(c, ConstantExpr):
+        return _generic_constant(c)
+    if isinstance(c, Constant) and c.kind == "aggregate":
+        return Constant(c.type, tuple(_generic_initializer(item) for item in c.value), "aggregate", c.name)
+    return c
 
 
 def _generic_constant(c: ConstantExpr):
