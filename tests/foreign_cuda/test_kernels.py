@@ -132,3 +132,24 @@ def test_lennard_jones_derivatives(mod):
     values = dict(pos=pos, force=np.zeros((12, 3)), energy=np.zeros(1), n=12, eps=np.float64(1.0),
                   sigma=np.float64(0.8))
     check_derivatives(k, ["pos", "sigma"], values, dict(blocks=1, threads=32))
+
+
+def test_second_order_hessian_vector_product(mod):
+    """jvp(vjp(k)): the tangent of the gradient against central differences of the gradient."""
+    k = mod.kernel("stencil", u=ado.In[ado.f64], v=ado.Out[ado.f64], nx=ado.i32, ny=ado.i32)
+    rng = np.random.default_rng(12)
+    u, w, du = rng.random((12, 21)), rng.standard_normal((12, 21)), rng.standard_normal((12, 21))
+    launch = dict(blocks=(2, 2), threads=(16, 8))
+
+    def gradient(u):
+        g = np.zeros_like(u)
+        ado.vjp(k, wrt=["u"])(u, np.zeros_like(u), 21, 12, d_u=g, d_v=w.copy(), **launch)
+        return g
+    hvp = np.zeros_like(u)
+    ado.jvp(ado.vjp(k, wrt=["u"]), wrt=["u"])(u, np.zeros_like(u), 21, 12, d_u=np.zeros_like(u), d_v=w.copy(),
+                                              d2_u=du, d2_v=np.zeros_like(u), d_d_u=hvp, d_d_v=np.zeros_like(u),
+                                              **launch)
+    h = 1e-5
+    expected = (gradient(u + h * du) - gradient(u - h * du)) / (2 * h)
+    assert np.abs(expected).max() > 0.1
+    np.testing.assert_allclose(hvp, expected, rtol=1e-6, atol=1e-8)
