@@ -31,7 +31,7 @@ from ..types import f32, f64
 from ..types import i32 as ado_i32
 from ..types import i64 as ado_i64
 from . import bounds
-from .uniformity import check_uniform_barriers
+from .speculate import make_exchanges_uniform
 
 SREG = "llvm.nvvm.read.ptx.sreg."
 KERNEL_CONVENTIONS = ("ptx_kernel", "amdgpu_kernel")
@@ -126,7 +126,7 @@ def translate(text: str, symbol: str, signature: KernelSignature, threads: tuple
     grid = {c: by_name[name] for c, name in zip(_AXES, GRID_PARAMS) if name in by_name}
     _assume_thread_range(module, fn, tids)
     _lower_intrinsics(module, fn, tids, block, grid, source_name(symbol))
-    check_uniform_barriers(fn, tids, block, source_name(symbol))
+    make_exchanges_uniform(fn, tids, block, source_name(symbol))      # or refuse divergent barriers
     if bounds_check:
         arrays = {by_name[p.name]: (signature.index_of(p.name), by_name[f"{p.name}.shape0"], p.dtype.bits // 8)
                   for p in user_params if p.is_array}

@@ -29,41 +29,75 @@ class DivergentBarrierError(IRError):
 
 def check_uniform_barriers(fn: Function, tids: list[Argument], block: tuple[int, ...], kernel: str) -> None:
     """Raise DivergentBarrierError for a barrier/exchange call in a divergent block of ``fn``."""
-    extents = {tid: extent for tid, extent in zip(tids, block)}
-    post = _post_dominators(fn)
-    varying: set[int] = set()
-    divergent: dict[Block, Instruction] = {}         # divergent block -> a branch responsible
-    changed = True
-    while changed:
-        changed = False
-        joins: set[Block] = set()
-        for b in fn.blocks:
-            term = b.terminator
-            if term is not None and term.opcode in ("br", "switch") and term.operands \
-                    and _is_varying(term.operands[0], varying, extents):
-                region, frontier = _region(b, post)
-                joins |= frontier | region
-                for r in region:
-                    if r not in divergent:
-                        divergent[r] = term
-                        changed = True
-        for inst in fn.instructions():
-            if id(inst) in varying or inst.type == void:
-                continue
-            if _varies(inst, varying, extents, joins):
-                varying.add(id(inst))
-                changed = True
-    for b, branch in divergent.items():
+    found = divergent_cooperation(fn, tids, block)
+    if found:
+        inst, branches = found[0]
+        raise DivergentBarrierError(describe(inst, branches[0], kernel))
+
+
+def describe(inst: Instruction, branch: Instruction, kernel: str) -> str:
+    name = collectives.parse(inst.callee.name)[0]
+    what = "__syncthreads()" if name == "sync_threads" else f"a warp {name}"
+    return (f"kernel '{kernel}': {what} runs under control flow that is not uniform across the block "
+            f"(the branch ending block %{branch.parent.name} depends on threadIdx, a lane, an atomic "
+            f"or data the threads load differently); every thread of a block must reach the same "
+            f"barriers and shuffles. Move it out of the branch or loop, or make the condition depend "
+            f"only on blockIdx, blockDim, gridDim and kernel parameters")
+
+
+def cooperative(inst: Instruction) -> str | None:
+    """The name of the barrier or exchange ``inst`` calls, None for anything else."""
+    parsed = collectives.parse(getattr(inst.callee, "name", "")) if inst.opcode == "call" else None
+    if parsed is not None and (parsed[0] == "sync_threads" or parsed[0] in collectives.EXCHANGES):
+        return parsed[0]
+    return None
+
+
+def divergent_cooperation(fn: Function, tids, block) -> list[tuple[Instruction, list[Instruction]]]:
+    """Each barrier/exchange in a divergent block, with the varying branches whose regions hold
+    it, the innermost (smallest region) first."""
+    info = Divergence(fn, tids, block)
+    found = []
+    for b in fn.blocks:
+        branches = sorted((br for br, region in info.regions.items() if b in region),
+                          key=lambda br: len(info.regions[br]))
         for inst in b.instructions:
-            parsed = collectives.parse(getattr(inst.callee, "name", "")) if inst.opcode == "call" else None
-            if parsed is not None and (parsed[0] == "sync_threads" or parsed[0] in collectives.EXCHANGES):
-                what = "__syncthreads()" if parsed[0] == "sync_threads" else f"a warp {parsed[0]}"
-                raise DivergentBarrierError(
-                    f"kernel '{kernel}': {what} runs under control flow that is not uniform across the block "
-                    f"(the branch ending block %{branch.parent.name} depends on threadIdx, a lane, an atomic "
-                    f"or data the threads load differently); every thread of a block must reach the same "
-                    f"barriers and shuffles. Move it out of the branch or loop, or make the condition depend "
-                    f"only on blockIdx, blockDim, gridDim and kernel parameters")
+            if branches and cooperative(inst):
+                found.append((inst, branches))
+    return found
+
+
+class Divergence:
+    """The fixed point of the module docstring: ``varying`` (ids of instructions) and, per varying
+    branch (its terminator), the ``regions`` of blocks only some threads reach."""
+
+    def __init__(self, fn: Function, tids, block):
+        self.extents = {tid: extent for tid, extent in zip(tids, block)}
+        post = _post_dominators(fn)
+        self.varying: set[int] = set()
+        self.regions: dict[Instruction, set[Block]] = {}
+        changed = True
+        while changed:
+            changed = False
+            joins: set[Block] = set()
+            for b in fn.blocks:
+                term = b.terminator
+                if term is not None and term.opcode in ("br", "switch") and term.operands \
+                        and self.is_varying(term.operands[0]):
+                    region, frontier = _region(b, post)
+                    joins |= frontier | region
+                    if self.regions.get(term) != region:
+                        self.regions[term] = region
+                        changed = True
+            for inst in fn.instructions():
+                if id(inst) in self.varying or inst.type == void:
+                    continue
+                if _varies(inst, self.varying, self.extents, joins):
+                    self.varying.add(id(inst))
+                    changed = True
+
+    def is_varying(self, v: Value) -> bool:
+        return _is_varying(v, self.varying, self.extents)
 
 
 def _is_varying(v: Value, varying: set[int], extents: dict) -> bool:

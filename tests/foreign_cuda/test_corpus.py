@@ -1,7 +1,7 @@
 """The hand-written CUDA baselines of benchmarks/cuda/ (RAJAPerf subset, the LJ ceiling) as foreign
 kernels on the host CPU: primal results against numpy and, for each, its JVP against central
-differences and its VJP through <Jv,w> = <v,J^T w>. The tuned grid-stride reductions of
-rajaperf.cu run their warp shuffles under `warp == 0` (block-divergent), which is refused."""
+differences and its VJP through <Jv,w> = <v,J^T w>, the tuned grid-stride reductions included
+(their last warp's shuffles are speculated onto every warp)."""
 from pathlib import Path
 
 import numpy as np
@@ -78,8 +78,34 @@ def test_nested_init_uses_a_3d_grid(rajaperf):
     np.testing.assert_allclose(arr, 1e-8 * i * j * kk, rtol=1e-15)
 
 
-def test_tuned_reductions_with_warp_level_branches_are_refused(rajaperf):
-    k = rajaperf.kernel("stream_dot", a=In, b=In, dot=Out, n=i64)
+REDUCTIONS = {   # tuned grid-stride reductions: shuffles, shared memory, `warp == 0 ? warp_sum(v) : 0`, atomicAdd
+    "stream_dot": (dict(a=In, b=In, dot=Out, n=i64), lambda: dict(a=vec(1001), b=vec(1001), dot=np.zeros(1), n=1001),
+                   ["a", "b"], lambda v: v["a"] @ v["b"]),
+    "basic_pi_reduce": (dict(dx=f64, pi=Out, n=i64), lambda: dict(dx=np.float64(1 / 5000), pi=np.zeros(1), n=5000),
+                        ["dx"], lambda v: (v["dx"] / (1 + ((np.arange(5000) + 0.5) * v["dx"]) ** 2)).sum()),
+    "basic_trap_int": (dict(x0=f64, xp=f64, y=f64, yp=f64, h=f64, sumx=Out, n=i64),
+                       lambda: dict(x0=np.float64(0.1), xp=np.float64(0.3), y=np.float64(1.2), yp=np.float64(0.4),
+                                    h=np.float64(0.01), sumx=np.zeros(1), n=2000), ["x0", "y", "h"],
+                       lambda v: (1 / np.sqrt((v["x0"] + np.arange(2000) * v["h"] - v["xp"]) ** 2
+                                              + (v["y"] - v["yp"]) ** 2)).sum()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REDUCTIONS))
+def test_tuned_reductions_and_their_derivatives(rajaperf, name):
+    """The last warp's shuffles run on every warp (foreign_cuda/speculate.py): same sums, same derivatives."""
+    params, make, wrt, reference = REDUCTIONS[name]
+    k = rajaperf.kernel(name, **params)
+    values = make()
+    launch = dict(blocks=3, threads=256)
+    (out,) = [p for p in params if params[p] is Out]
+    np.testing.assert_allclose(run(k, values, launch)[out][0], reference(values), rtol=1e-12)
+    check_derivatives(k, wrt, values, launch)
+
+
+def test_warp_code_with_atomics_under_a_warp_branch_is_refused(rajaperf):
+    k = rajaperf.kernel("basic_reduce3_int", vec=ado.In[ado.i32], vsum=ado.Out[ado.i64], vmin=ado.Out[ado.i32],
+                        vmax=ado.Out[ado.i32], n=i64)
     with pytest.raises(DivergentBarrierError, match="warp shuffle"):
         k.specialize((256,))
 
