@@ -50,3 +50,16 @@ def test_gpu_matches_host_and_derivatives_hold(mod, name):
     for out in written(k):
         np.testing.assert_allclose(on_gpu[out], on_host[out], rtol=1e-11, atol=1e-11)
     check_derivatives(k, wrt, values, launch, device="cuda")
+
+
+def test_tuned_rajaperf_dot_on_the_gpu(mod):
+    """stream_dot's 128-bit loads, shuffles, speculated last-warp branch and atomicAdd, with its VJP."""
+    from pathlib import Path
+    source = (Path(__file__).resolve().parents[2] / "benchmarks" / "cuda" / "rajaperf.cu").read_text()
+    k = ado.from_cuda(source).kernel("stream_dot", a=ado.In[ado.f64], b=ado.In[ado.f64], dot=ado.Out[ado.f64],
+                                     n=ado.i64)
+    a, b = rng.standard_normal(100001), rng.standard_normal(100001)
+    values = dict(a=a, b=b, dot=np.zeros(1), n=100001)
+    launch = dict(blocks=40, threads=256)
+    np.testing.assert_allclose(run(k, values, launch, "cuda")["dot"][0], a @ b, rtol=1e-11)
+    check_derivatives(k, ["a", "b"], values, launch, device="cuda")
