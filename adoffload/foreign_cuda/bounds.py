@@ -20,6 +20,10 @@ _FOLLOW = ("getelementptr", "bitcast", "phi", "select", "freeze")
 _MEMORY_INTRINSICS = ("llvm.memcpy", "llvm.memmove", "llvm.memset")
 
 
+class IntentError(IRError):
+    """A CUDA kernel writes an array its parameters declare read-only (``ado.In``)."""
+
+
 class UncheckableAccessError(IRError):
     """A memory access of a CUDA kernel whose pointer cannot be traced to a parameter or shared variable."""
 
@@ -80,6 +84,19 @@ def _accesses(inst: Instruction):
             pointers = inst.operands[:1] if name.startswith("llvm.memset") else inst.operands[:2]
             return [(p, inst.operands[2]) for p in pointers]
     return []
+
+
+def check_read_only(fn: Function, read_only: dict, kernel: str) -> None:
+    """``read_only``: root argument -> parameter name of arrays declared ``ado.In``; none may be written."""
+    for inst in fn.instructions():
+        accesses = _accesses(inst)
+        if inst.opcode == "load" or not accesses:
+            continue
+        written = accesses[0][0]        # store/atomic pointer, or a memory intrinsic's destination
+        root = root_of(written)
+        if root in read_only:
+            raise IntentError(f"kernel '{kernel}' writes array '{read_only[root]}' (a {inst.opcode}), which was "
+                              f"declared ado.In; declare it ado.InOut (read and written) or ado.Out")
 
 
 def insert_checks(fn: Function, roots: dict, status: Value, kernel: str) -> None:

@@ -127,6 +127,8 @@ def translate(text: str, symbol: str, signature: KernelSignature, threads: tuple
     _assume_thread_range(module, fn, tids)
     _lower_intrinsics(module, fn, tids, block, grid, source_name(symbol))
     make_exchanges_uniform(fn, tids, block, source_name(symbol))      # or refuse divergent barriers
+    bounds.check_read_only(fn, {by_name[p.name]: p.name for p in user_params if p.is_array and p.type.intent == "in"},
+                           source_name(symbol))
     if bounds_check:
         arrays = {by_name[p.name]: (signature.index_of(p.name), by_name[f"{p.name}.shape0"], p.dtype.bits // 8)
                   for p in user_params if p.is_array}

@@ -117,3 +117,9 @@ def test_launch_shapes_are_checked(mod):
         k(x, y, 8, blocks=0, threads=8)
     with pytest.raises(GridError, match="2\\*\\*31 threads"):
         k(x, y, 8, blocks=2**22, threads=1024)
+
+
+def test_writing_an_in_array_is_refused(mod):
+    k = mod.kernel("copy", x=ado.In[ado.f32], y=ado.In[ado.f32], n=ado.i32)
+    with pytest.raises(Error, match="writes array 'y' .*declared ado.In"):
+        k.specialize((32,))
