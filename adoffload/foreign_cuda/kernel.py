@@ -43,10 +43,14 @@ class CudaModule:
         return sorted(self.symbols)
 
     def kernel(self, name: str, /, *, bounds_check: bool = True, **params) -> "CudaKernel":
-        symbol = self.symbols.get(name) or (name if name in self.symbols.values() else None)
-        if symbol is None:
+        symbols = self.symbols.get(name) or [s for group in self.symbols.values() for s in group if s == name]
+        if not symbols:
             raise ArgumentError(f"the {self.language} source has no __global__ function '{name}'; it has: "
                                 f"{', '.join(self.names()) or 'none'}")
+        if len(symbols) > 1:
+            raise ArgumentError(f"'{name}' names {len(symbols)} kernels of the {self.language} source (overloads or "
+                                f"template instances); pass one of their symbols: {', '.join(sorted(symbols))}")
+        symbol = symbols[0]
         typed = []
         for pname, ptype in params.items():
             if isinstance(ptype, ArrayType) and ptype.ndim != 1:

@@ -62,10 +62,14 @@ def host_neutral(text: str) -> str:
     return _TARGET_ATTRIBUTE.sub("", text)
 
 
-def kernel_names(module: ir.Module) -> dict[str, str]:
-    """Source name (``saxpy``, ``ns::saxpy``, or the symbol of an ``extern "C"`` kernel) -> symbol."""
-    return {source_name(f.name): f.name for f in module.functions.values()
-            if f.calling_convention in KERNEL_CONVENTIONS and not f.is_declaration}
+def kernel_names(module: ir.Module) -> dict[str, list[str]]:
+    """Source name (``saxpy``, ``ns::saxpy``, or the symbol of an ``extern "C"`` kernel) -> its symbols
+    (several for overloads and template instances)."""
+    names: dict[str, list[str]] = {}
+    for f in module.functions.values():
+        if f.calling_convention in KERNEL_CONVENTIONS and not f.is_declaration:
+            names.setdefault(source_name(f.name), []).append(f.name)
+    return names
 
 
 def source_name(symbol: str) -> str:

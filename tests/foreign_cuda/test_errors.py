@@ -123,3 +123,16 @@ def test_writing_an_in_array_is_refused(mod):
     k = mod.kernel("copy", x=ado.In[ado.f32], y=ado.In[ado.f32], n=ado.i32)
     with pytest.raises(Error, match="writes array 'y' .*declared ado.In"):
         k.specialize((32,))
+
+
+def test_template_instances_are_chosen_by_symbol():
+    mod = ado.from_cuda("""
+template <int K> __global__ void scale(float* x) { x[threadIdx.x] *= K; }
+template __global__ void scale<2>(float*);
+template __global__ void scale<3>(float*);
+""")
+    with pytest.raises(ArgumentError, match="names 2 kernels .*_Z5scaleILi2EEvPf"):
+        mod.kernel("scale", x=ado.InOut[ado.f32])
+    x = np.ones(32, np.float32)
+    mod.kernel("_Z5scaleILi3EEvPf", x=ado.InOut[ado.f32])(x, blocks=1, threads=32)
+    np.testing.assert_array_equal(x, 3)
