@@ -3,16 +3,18 @@
 Block kernels require every thread of a block to reach the same barriers and exchanges
 (frontend/blocks.py checks the Python source; this is the same rule on IR). A GPU would hang
 or compute garbage otherwise, the host's block loop would lose threads, and the reverse sweep
-mirrors barriers assuming all threads pass them. So a barrier or exchange in a block that only
-some threads of a block may reach is refused, naming the branch responsible.
+mirrors barriers assuming all threads pass them. ``divergent_cooperation`` finds each barrier or
+exchange in a block that only some threads of a block may reach, with the branches responsible;
+speculate.py makes what it can uniform and refuses the rest.
 
 A value is *varying* (may differ between the threads of a block) when it depends on
 ``threadIdx`` (``tid % B``; ``tid / B``, ``blockIdx``, is uniform), on a lane id, an exchange, an
 atomic, a load from a varying address or from private memory, or is a phi joining paths of a
 varying branch. A block is *divergent* when a varying branch reaches it before reaching one
 of the branch's post-dominators (a join every thread reaches). Both grow together to a fixed
-point. This over-approximates (uniform-address loads are taken as uniform, as CUDA programs
-that read a broadcast value after a barrier assume); what it cannot prove, it refuses.
+point. It over-approximates, with one assumption: the kernel has no data races, so a load
+from an address that is the same for the whole block gives the whole block the same value (a
+broadcast through shared memory after a barrier, a parameter array read at blockIdx).
 """
 from __future__ import annotations
 
@@ -25,14 +27,6 @@ _ALWAYS_VARYING = ("atomicrmw", "cmpxchg", "alloca")
 
 class DivergentBarrierError(IRError):
     """A CUDA kernel's barrier or warp exchange runs under control flow that differs between threads of a block."""
-
-
-def check_uniform_barriers(fn: Function, tids: list[Argument], block: tuple[int, ...], kernel: str) -> None:
-    """Raise DivergentBarrierError for a barrier/exchange call in a divergent block of ``fn``."""
-    found = divergent_cooperation(fn, tids, block)
-    if found:
-        inst, branches = found[0]
-        raise DivergentBarrierError(describe(inst, branches[0], kernel))
 
 
 def describe(inst: Instruction, branch: Instruction, kernel: str) -> str:
