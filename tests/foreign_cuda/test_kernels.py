@@ -153,3 +153,19 @@ def test_second_order_hessian_vector_product(mod):
     expected = (gradient(u + h * du) - gradient(u - h * du)) / (2 * h)
     assert np.abs(expected).max() > 0.1
     np.testing.assert_allclose(hvp, expected, rtol=1e-6, atol=1e-8)
+
+
+def test_forward_mode_with_several_tangents(mod):
+    k = mod.kernel("daxpy", a=ado.f64, x=ado.In[ado.f64], y=ado.InOut[ado.f64], n=ado.i32)
+    rng = np.random.default_rng(13)
+    x, y, dx = rng.standard_normal(100), rng.standard_normal(100), rng.standard_normal((3, 100))
+    dy = np.zeros((3, 100))
+    ado.jvp(k, wrt=["x"], width=3)(2.0, x, y, 100, d_x=dx, d_y=dy, blocks=1, threads=64)
+    np.testing.assert_allclose(dy, 2.0 * dx, rtol=1e-15)
+
+
+def test_ptx_of_the_adjoint_has_real_barriers_and_shuffles(mod):
+    """The NVIDIA build (no GPU needed): shared memory, bar.sync and shfl.sync in the reverse kernel."""
+    k = mod.kernel("warp_sum", x=ado.In[ado.f64], out=ado.Out[ado.f64])
+    ptx = ado.vjp(k, wrt=["x"]).specialize((64,)).compiled("nvptx", arch="sm_90").ptx
+    assert "bar.sync" in ptx and "shfl.sync" in ptx and ".shared" in ptx
