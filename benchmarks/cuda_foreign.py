@@ -120,36 +120,47 @@ def lj_ado(pos: ado.In[ado.f64, 2], force: ado.Out[ado.f64, 2], energy: ado.Out[
     ado.atomic_add(energy, 0, e)
 
 
-def cases(mod, sizes: dict):
-    """(name, cuda fn, ours fn, example args (differentiated first), number of differentiated args)."""
+def daxpy_case(mod, sizes, rng):
     import jax.numpy as jnp
-    rng = np.random.default_rng(0)
     n = sizes["n"]
     k = mod.kernel("daxpy", a=ado.f64, x=ado.In[ado.f64], y=ado.InOut[ado.f64], n=ado.i32)
     cu = ado.jax_kernel(k, blocks=n // 256, threads=256)
     ours = ado.jax_kernel(daxpy_ado)
     x, y = jnp.asarray(rng.standard_normal(n)), jnp.asarray(rng.standard_normal(n))
-    yield "daxpy", (lambda x, y: cu(1.5, x, y, n)), (lambda x, y: ours(1.5, x, y)), (x, y)
+    return (lambda x, y: cu(1.5, x, y, n)), (lambda x, y: ours(1.5, x, y)), (x, y)
 
+
+def stencil_case(mod, sizes, rng):
+    import jax.numpy as jnp
     m = sizes["stencil"]
     k = mod.kernel("stencil", u=ado.In[ado.f64], v=ado.Out[ado.f64], nx=ado.i32, ny=ado.i32)
     cu = ado.jax_kernel(k, blocks=(m // 32, m // 8), threads=(32, 8), out_shapes={"v": (m, m)})
     ours = ado.jax_kernel(stencil_ado)
-    u = jnp.asarray(rng.random((m, m)))
-    yield "stencil", (lambda u: cu(u, m, m)), (lambda u: ours(u)), (u,)
+    return (lambda u: cu(u, m, m)), (lambda u: ours(u)), (jnp.asarray(rng.random((m, m))),)
 
+
+def block_sum_case(mod, sizes, rng):
+    import jax.numpy as jnp
+    n = sizes["n"]
     k = mod.kernel("block_sum", x=ado.In[ado.f64], out=ado.Out[ado.f64])
     cu = ado.jax_kernel(k, blocks=n // 128, threads=128, out_shapes={"out": n // 128})
     ours = ado.jax_kernel(block_sum_ado, grid=n, out_shapes={"out": n // 128})
-    yield "block_sum", (lambda x: cu(x)), (lambda x: ours(x)), (x,)
+    return (lambda x: cu(x)), (lambda x: ours(x)), (jnp.asarray(rng.standard_normal(n)),)
 
+
+def lj_case(mod, sizes, rng):
+    import jax.numpy as jnp
     a = sizes["atoms"]
     k = mod.kernel("lj", pos=ado.In[ado.f64], force=ado.Out[ado.f64], energy=ado.Out[ado.f64], n=ado.i32,
                    eps=ado.f64, sigma=ado.f64)
     cu = ado.jax_kernel(k, blocks=a // 128, threads=128, out_shapes={"force": (a, 3), "energy": 1})
     ours = ado.jax_kernel(lj_ado, grid=a, out_shapes={"force": (a, 3), "energy": 1})
     pos = jnp.asarray(rng.random((a, 3)) * a ** (1 / 3) * 1.2)
-    yield "lj", (lambda p: cu(p, a, 1.0, 0.9)), (lambda p: ours(p, 1.0, 0.9)), (pos,)
+    return (lambda p: cu(p, a, 1.0, 0.9)), (lambda p: ours(p, 1.0, 0.9)), (pos,)
+
+
+# name -> builder(mod, sizes, rng) -> (CUDA-source fn, kernel-language fn, example args, all differentiated)
+CASES = {"daxpy": daxpy_case, "stencil": stencil_case, "block_sum": block_sum_case, "lj": lj_case}
 
 
 def measure(name, cu, ours, args, reps: int) -> dict:
@@ -205,8 +216,12 @@ def main(argv=None) -> int:
     reps = 2 if args.smoke else args.reps
     mod = ado.from_cuda(CUDA)
     rows = []
-    for name, cu, ours, example in cases(mod, sizes):
-        row = measure(name, cu, ours, example, reps)
+    rng = np.random.default_rng(0)
+    for name, build in CASES.items():
+        try:
+            row = measure(name, *build(mod, sizes, rng), reps)
+        except Exception as exc:          # reported in the row, never hidden
+            row = {"case": name, "agree": False, "error": f"{type(exc).__name__}: {str(exc)[:400]}"}
         rows.append(row)
         print(json.dumps(row), flush=True)
     try:
