@@ -79,3 +79,23 @@ __global__ void lj(const double* pos, double* force, double* energy, int n, doub
   atomicAdd(energy, e);
 }
 """
+
+TILED_MATMUL = r"""
+#define TILE 8
+// C = A B with A (n x k), B (k x m), tiles of 8x8 in shared memory, barriers in the tile loop.
+__global__ void matmul(const double* A, const double* B, double* C, int n, int k, int m) {
+  __shared__ double As[TILE][TILE];
+  __shared__ double Bs[TILE][TILE];
+  int row = blockIdx.y * TILE + threadIdx.y, col = blockIdx.x * TILE + threadIdx.x;
+  double acc = 0.0;
+  for (int t = 0; t < (k + TILE - 1) / TILE; ++t) {
+    int ac = t * TILE + threadIdx.x, br = t * TILE + threadIdx.y;
+    As[threadIdx.y][threadIdx.x] = (row < n && ac < k) ? A[row * k + ac] : 0.0;
+    Bs[threadIdx.y][threadIdx.x] = (br < k && col < m) ? B[br * m + col] : 0.0;
+    __syncthreads();
+    for (int j = 0; j < TILE; ++j) acc += As[threadIdx.y][j] * Bs[j][threadIdx.x];
+    __syncthreads();
+  }
+  if (row < n && col < m) C[row * m + col] = acc;
+}
+"""

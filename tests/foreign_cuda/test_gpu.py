@@ -63,3 +63,14 @@ def test_tuned_rajaperf_dot_on_the_gpu(mod):
     launch = dict(blocks=40, threads=256)
     np.testing.assert_allclose(run(k, values, launch, "cuda")["dot"][0], a @ b, rtol=1e-11)
     check_derivatives(k, ["a", "b"], values, launch, device="cuda")
+
+
+def test_tiled_matmul_on_the_gpu(mod):
+    from .sources import TILED_MATMUL
+    k = ado.from_cuda(TILED_MATMUL).kernel("matmul", A=ado.In[ado.f64], B=ado.In[ado.f64], C=ado.Out[ado.f64],
+                                           n=ado.i32, k=ado.i32, m=ado.i32)
+    A, B = rng.standard_normal((70, 45)), rng.standard_normal((45, 50))
+    values = dict(A=A, B=B, C=np.zeros((70, 50)), n=70, k=45, m=50)
+    launch = dict(blocks=(7, 9), threads=(8, 8))
+    np.testing.assert_allclose(run(k, values, launch, "cuda")["C"], A @ B, rtol=1e-12, atol=1e-12)
+    check_derivatives(k, ["A", "B"], values, launch, device="cuda")

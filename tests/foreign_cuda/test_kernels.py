@@ -169,3 +169,16 @@ def test_ptx_of_the_adjoint_has_real_barriers_and_shuffles(mod):
     k = mod.kernel("warp_sum", x=ado.In[ado.f64], out=ado.Out[ado.f64])
     ptx = ado.vjp(k, wrt=["x"]).specialize((64,)).compiled("nvptx", arch="sm_90").ptx
     assert "bar.sync" in ptx and "shfl.sync" in ptx and ".shared" in ptx
+
+
+def test_tiled_matmul_with_2d_shared_tiles_and_its_derivatives():
+    from .sources import TILED_MATMUL
+    k = ado.from_cuda(TILED_MATMUL).kernel("matmul", A=ado.In[ado.f64], B=ado.In[ado.f64], C=ado.Out[ado.f64],
+                                           n=ado.i32, k=ado.i32, m=ado.i32)
+    rng = np.random.default_rng(14)
+    A, B = rng.standard_normal((10, 13)), rng.standard_normal((13, 9))
+    values = dict(A=A, B=B, C=np.zeros((10, 9)), n=10, k=13, m=9)
+    launch = dict(blocks=(2, 2), threads=(8, 8))                # ragged edges: guards in the tile loads
+    from .checks import run
+    np.testing.assert_allclose(run(k, values, launch)["C"], A @ B, rtol=1e-13)
+    check_derivatives(k, ["A", "B"], values, launch)
