@@ -91,59 +91,76 @@ def source_name(symbol: str) -> str:
     return "::".join(parts) or symbol
 
 
+@dataclass
+class _BodyArgs:
+    """The body's arguments (docs/ARCHITECTURE.md §1, §6), by role."""
+    tids: list[Argument]
+    flat: dict[str, Argument]          # flattened params by name ("x", "x.shape0", "gridDim_x", ...)
+    shared: list[Argument]
+    status: Argument
+
+    @classmethod
+    def make(cls, signature: KernelSignature, rank: int, shared: int) -> "_BodyArgs":
+        args = cls([Argument(i64, f"tid{a}", 0) for a in range(rank)],
+                   {f.name: Argument(_llvm_type(f.llvm_type), f.name, 0) for f in signature.flat_params()},
+                   [Argument(ptr, f"shared.{k}", 0) for k in range(shared)], Argument(ptr, "status", 0, {"noalias"}))
+        for k, a in enumerate(args.all):
+            a.index = k
+        return args
+
+    @property
+    def all(self) -> list[Argument]:
+        return self.tids + list(self.flat.values()) + self.shared + [self.status]
+
+
 def translate(text: str, symbol: str, signature: KernelSignature, threads: tuple[int, ...],
               body_name: str, *, bounds_check: bool = True) -> Body:
     """The body of kernel ``symbol`` (in ``text``, already host-neutral and canonical) for blocks of
     ``threads`` (x, y, z order); ``signature`` names its parameters (grid params last)."""
     module = ir.import_module(text)
     module.triple = module.data_layout = ""
-    fn = module.functions[symbol]
+    fn, kernel = module.functions[symbol], source_name(symbol)
     for name in [n for n, f in module.functions.items() if f is not fn and not f.is_declaration]:
         del module.functions[name]           # other kernels; device functions are inlined already
     block = tuple(reversed(threads))
-    rank = len(block)
-    old_args = list(fn.args)
-    user_params = [p for p in signature.params if p.name not in GRID_PARAMS]
-    check_parameters(fn, user_params, source_name(symbol))
-    used_shared = _shared_globals(fn)
-    shared = tuple(_shared_array(g) for g in used_shared)
-    tids = [Argument(i64, f"tid{a}", a) for a in range(rank)]
-    flat = [Argument(_llvm_type(f.llvm_type), f.name, 0) for f in signature.flat_params()]
-    shared_args = [Argument(ptr, f"shared.{k}", 0) for k in range(len(shared))]
-    status = Argument(ptr, "status", 0, {"noalias"})
-    new_args = tids + flat + shared_args + [status]
-    for k, a in enumerate(new_args):
-        a.index = k
-    by_name = {a.name: a for a in flat}
-    mapping: dict = {old: by_name[param.name] for old, param in zip(old_args, user_params)}
-    mapping.update(zip(used_shared, shared_args))
-    fn.args = new_args
-    fn.function_type = FunctionType(void, tuple(a.type for a in new_args))
-    fn.calling_convention = ""
-    fn.attributes = {a for a in fn.attributes if a not in ("noinline", "optnone", "alwaysinline")}
-    fn.__dict__.pop("_names", None)
-    del module.functions[symbol]
-    fn.name = body_name
-    module.functions[body_name] = fn
+    params = [p for p in signature.params if p.name not in GRID_PARAMS]
+    check_parameters(fn, params, kernel)
+    shared_globals = _shared_globals(fn)
+    shared = tuple(_shared_array(g) for g in shared_globals)
+    args = _BodyArgs.make(signature, len(block), len(shared))
+    mapping: dict = {old: args.flat[p.name] for old, p in zip(fn.args, params)}
+    mapping.update(zip(shared_globals, args.shared))
+    _become_body(module, fn, body_name, args.all)
     _replace_values(fn, mapping)
     _generic_address_space(module, fn)
-    grid = {c: by_name[name] for c, name in zip(_AXES, GRID_PARAMS) if name in by_name}
-    _assume_thread_range(module, fn, tids)
-    _lower_intrinsics(module, fn, tids, block, grid, source_name(symbol))
-    make_exchanges_uniform(fn, tids, block, source_name(symbol))      # or refuse divergent barriers
-    bounds.check_read_only(fn, {by_name[p.name]: p.name for p in user_params if p.is_array and p.type.intent == "in"},
-                           source_name(symbol))
+    _assume_thread_range(module, fn, args.tids)
+    grid = {c: args.flat[name] for c, name in zip(_AXES, GRID_PARAMS) if name in args.flat}
+    _lower_intrinsics(module, fn, args.tids, block, grid, kernel)
+    make_exchanges_uniform(fn, args.tids, block, kernel)      # or refuse divergent barriers
+    bounds.check_read_only(fn, {args.flat[p.name]: p.name for p in params if p.is_array and p.type.intent == "in"},
+                           kernel)
     if bounds_check:
-        arrays = {by_name[p.name]: (signature.index_of(p.name), by_name[f"{p.name}.shape0"], p.dtype.bits // 8)
-                  for p in user_params if p.is_array}
+        arrays = {args.flat[p.name]: (signature.index_of(p.name), args.flat[f"{p.name}.shape0"], p.dtype.bits // 8)
+                  for p in params if p.is_array}
         shared_roots = {a: (bounds.shared_param_index(n), Constant(i64, s.nbytes // (s.dtype.bits // 8)),
-                            s.dtype.bits // 8) for n, (a, s) in enumerate(zip(shared_args, shared))}
-        bounds.insert_checks(fn, {**arrays, **shared_roots}, status, source_name(symbol))
+                            s.dtype.bits // 8) for n, (a, s) in enumerate(zip(args.shared, shared))}
+        bounds.insert_checks(fn, {**arrays, **shared_roots}, args.status, kernel)
     for name in [n for n, g in module.globals.items() if g.addrspace == 3 or n in _OFFLOAD_BOOKKEEPING
                  or n.startswith("__hip_cuid_")]:
         del module.globals[name]          # shared memory is now arguments; the rest served the offload bundler
     ir.verify(module)
     return Body(ir.canonicalize(ir.export_module(module)), shared)
+
+
+def _become_body(module: ir.Module, fn: Function, body_name: str, args: list[Argument]) -> None:
+    """``fn`` renamed ``body_name``, with the body's arguments and the C calling convention."""
+    del module.functions[fn.name]
+    fn.name, fn.args = body_name, args
+    fn.function_type = FunctionType(void, tuple(a.type for a in args))
+    fn.calling_convention = ""
+    fn.attributes = {a for a in fn.attributes if a not in ("noinline", "optnone", "alwaysinline")}
+    fn.__dict__.pop("_names", None)          # fresh_name's cache predates the new arguments
+    module.functions[body_name] = fn
 
 
 def check_parameters(fn: Function, params, kernel: str) -> None:
