@@ -77,7 +77,10 @@ class CudaLaunchable:
     def specialize(self, threads: tuple[int, ...]) -> Kernel:
         raise NotImplementedError(f"{type(self).__name__} must define specialize")
 
-    def __call__(self, *args, blocks, threads, device="cpu", **kwargs):
+    def __call__(self, *args, blocks=None, threads=None, device="cpu", **kwargs):
+        if blocks is None or threads is None or "grid" in kwargs:
+            raise GridError(f"kernel '{self.name}' is launched CUDA-style: k(..., blocks=B, threads=T) for "
+                            f"<<<B, T>>> (ints or (x, y, z) tuples), not grid=")
         blocks, threads = launch_shape(self.name, blocks, threads)
         k = self.specialize(threads)
         if any(name in kwargs for name in GRID_PARAMS):

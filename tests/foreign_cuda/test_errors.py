@@ -117,6 +117,8 @@ def test_launch_shapes_are_checked(mod):
         k(x, y, 8, blocks=0, threads=8)
     with pytest.raises(GridError, match="2\\*\\*31 threads"):
         k(x, y, 8, blocks=2**22, threads=1024)
+    with pytest.raises(GridError, match="blocks=B, threads=T"):
+        k(x, y, 8, grid=8)
 
 
 def test_writing_an_in_array_is_refused(mod):

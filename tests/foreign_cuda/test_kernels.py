@@ -182,3 +182,33 @@ def test_tiled_matmul_with_2d_shared_tiles_and_its_derivatives():
     from .checks import run
     np.testing.assert_allclose(run(k, values, launch)["C"], A @ B, rtol=1e-13)
     check_derivatives(k, ["A", "B"], values, launch)
+
+
+SHUFFLES = r"""
+__global__ void shuffles(const float* x, float* down, float* up, float* xo, float* idx, int* iv) {
+  int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+  float v = x[i];
+  down[i] = __shfl_down_sync(0xffffffffu, v, 3, 8);
+  up[i] = __shfl_up_sync(0xffffffffu, v, 2, 8);
+  xo[i] = __shfl_xor_sync(0xffffffffu, v, 5);
+  idx[i] = __shfl_sync(0xffffffffu, v, (t * 7) % 32);
+  iv[i] = __shfl_xor_sync(0xffffffffu, t * 3, 1);
+}
+"""
+
+
+def test_shuffle_flavours_follow_cuda_semantics():
+    k = ado.from_cuda(SHUFFLES).kernel("shuffles", x=ado.In[ado.f32], down=ado.Out[ado.f32], up=ado.Out[ado.f32],
+                                       xo=ado.Out[ado.f32], idx=ado.Out[ado.f32], iv=ado.Out[ado.i32])
+    x = np.random.default_rng(15).random(128, dtype=np.float32)
+    outs = [np.zeros(128, np.float32) for _ in range(4)] + [np.zeros(128, np.int32)]
+    k(x, *outs, blocks=2, threads=64)
+    t = np.arange(128) % 64
+    lane, warp_base = t % 32, np.arange(128) - t % 32
+    down_src = np.where(lane % 8 + 3 < 8, lane + 3, lane)
+    up_src = np.where(lane % 8 >= 2, lane - 2, lane)
+    np.testing.assert_array_equal(outs[0], x[warp_base + down_src])
+    np.testing.assert_array_equal(outs[1], x[warp_base + up_src])
+    np.testing.assert_array_equal(outs[2], x[warp_base + (lane ^ 5)])
+    np.testing.assert_array_equal(outs[3], x[warp_base + (t * 7) % 32])
+    np.testing.assert_array_equal(outs[4], ((t - lane) + (lane ^ 1)) * 3)
