@@ -212,3 +212,11 @@ def test_shuffle_flavours_follow_cuda_semantics():
     np.testing.assert_array_equal(outs[2], x[warp_base + (lane ^ 5)])
     np.testing.assert_array_equal(outs[3], x[warp_base + (t * 7) % 32])
     np.testing.assert_array_equal(outs[4], ((t - lane) + (lane ^ 1)) * 3)
+
+
+def test_the_cuda_thread_index_makes_adjoint_updates_private(mod):
+    """`blockIdx.x * blockDim.x + threadIdx.x` (32-bit) folds back into the thread id, so the race
+    analysis proves d_x[i] private: no atomic in the adjoint (d_a, the same for all, is reduced)."""
+    k = mod.kernel("saxpy", a=ado.f32, x=ado.In[ado.f32], y=ado.InOut[ado.f32], n=ado.i32)
+    text = ado.vjp(k, wrt=["a", "x"]).specialize((128,)).module_text()
+    assert "atomicrmw fadd" not in text and "uniform_fadd" in text
