@@ -102,6 +102,16 @@ __ADO_SHUFFLES(__shfl_up_sync, __ado_src_up, unsigned)
 __ADO_SHUFFLES(__shfl_xor_sync, __ado_src_xor, int)
 #undef __ADO_SHUFFLES
 
+/* Not provided: named here so that clang says why instead of "undeclared identifier". */
+#define __ADO_UNAVAILABLE(WHY) __attribute__((unavailable("adoffload: " WHY)))
+__device__ void __syncwarp(unsigned mask = 0xffffffffu)
+  __ADO_UNAVAILABLE("__syncwarp is not supported (warps are not scheduled apart from the block); use __syncthreads");
+__device__ unsigned __activemask(void) __ADO_UNAVAILABLE("__activemask is not supported");
+__device__ unsigned __ballot_sync(unsigned, int) __ADO_UNAVAILABLE("__ballot_sync is not supported");
+__device__ int __any_sync(unsigned, int) __ADO_UNAVAILABLE("__any_sync is not supported");
+__device__ int __all_sync(unsigned, int) __ADO_UNAVAILABLE("__all_sync is not supported");
+#undef __ADO_UNAVAILABLE
+
 /* atomics (relaxed, device scope, like CUDA's); they return the old value */
 #define __ADO_ATOMIC(NAME, OP, T) __ADO_DEV T NAME(T *p, T v) { return OP(p, v, __ATOMIC_RELAXED); }
 __ADO_ATOMIC(atomicAdd, __atomic_fetch_add, float)

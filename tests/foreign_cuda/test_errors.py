@@ -138,3 +138,8 @@ template __global__ void scale<3>(float*);
     x = np.ones(32, np.float32)
     mod.kernel("_Z5scaleILi3EEvPf", x=ado.InOut[ado.f32])(x, blocks=1, threads=32)
     np.testing.assert_array_equal(x, 3)
+
+
+def test_unsupported_cuda_functions_say_so():
+    with pytest.raises(ForeignCompileError, match="__syncwarp is not supported"):
+        ado.from_cuda("__global__ void f(float* x) { x[threadIdx.x] = 1; __syncwarp(); }")
