@@ -13,14 +13,14 @@ import numpy as np
 import jax.numpy as jnp
 
 from ..errors import JaxIntegrationError
-from .kernel import CudaLaunchable, launch_shape
+from .kernel import CudaLaunchable, check_shared_bytes, launch_shape
 from .translate import GRID_PARAMS
 
 
-def jax_cuda_kernel(launchable: CudaLaunchable, *, blocks, threads, out_shapes=None):
+def jax_cuda_kernel(launchable: CudaLaunchable, *, blocks, threads, out_shapes=None, shared_bytes: int = 0):
     from ..jax.api import jax_kernel
     blocks, threads = launch_shape(launchable.name, blocks, threads)
-    kernel = launchable.specialize(threads)
+    kernel = launchable.specialize(threads, check_shared_bytes(launchable.name, shared_bytes))
     grid = tuple(b * t for b, t in zip(reversed(blocks), reversed(threads)))
     params = kernel.signature.visible_params
     inputs = [p for p in params if p.name not in GRID_PARAMS and not (p.is_array and p.type.intent == "out")]

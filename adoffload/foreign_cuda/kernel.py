@@ -26,7 +26,8 @@ from ..kernel import IRKernel, Kernel
 from ..signature import KernelSignature, Param
 from ..types import ArrayType, ScalarType
 from ..types import i32 as ado_i32
-from .translate import GRID_PARAMS, MAX_THREADS_PER_AXIS, check_parameters, host_neutral, kernel_names, translate
+from .translate import (GRID_PARAMS, MAX_THREADS_PER_AXIS, check_parameters, host_neutral, is_dynamic, kernel_names,
+                        shared_variables, translate)
 
 
 class CudaModule:
@@ -74,15 +75,15 @@ class CudaLaunchable:
 
     name: str
 
-    def specialize(self, threads: tuple[int, ...]) -> Kernel:
+    def specialize(self, threads: tuple[int, ...], shared_bytes: int = 0) -> Kernel:
         raise NotImplementedError(f"{type(self).__name__} must define specialize")
 
-    def __call__(self, *args, blocks=None, threads=None, device="cpu", **kwargs):
+    def __call__(self, *args, blocks=None, threads=None, shared_bytes: int = 0, device="cpu", **kwargs):
         if blocks is None or threads is None or "grid" in kwargs:
             raise GridError(f"kernel '{self.name}' is launched CUDA-style: k(..., blocks=B, threads=T) for "
                             f"<<<B, T>>> (ints or (x, y, z) tuples), not grid=")
         blocks, threads = launch_shape(self.name, blocks, threads)
-        k = self.specialize(threads)
+        k = self.specialize(threads, check_shared_bytes(self.name, shared_bytes))
         if any(name in kwargs for name in GRID_PARAMS):
             raise ArgumentError(f"kernel '{self.name}': gridDim_x/y/z are set from blocks=, not passed")
         grid_dims = dict(zip(GRID_PARAMS, (*blocks, 1, 1)))
@@ -93,9 +94,10 @@ class CudaLaunchable:
     def __ado_derive__(self, mode: str, wrt, **options) -> "CudaDerived":
         return CudaDerived(self, mode, tuple(wrt), options)
 
-    def __ado_jax__(self, *, blocks, threads, out_shapes=None):
+    def __ado_jax__(self, *, blocks, threads, out_shapes=None, shared_bytes: int = 0):
         from .jax_support import jax_cuda_kernel     # deferred: JAX loads only when asked for
-        return jax_cuda_kernel(self, blocks=blocks, threads=threads, out_shapes=out_shapes)
+        return jax_cuda_kernel(self, blocks=blocks, threads=threads, out_shapes=out_shapes,
+                               shared_bytes=shared_bytes)
 
 
 class CudaKernel(CudaLaunchable):
@@ -106,18 +108,21 @@ class CudaKernel(CudaLaunchable):
         self.bounds_check = bounds_check
         self.body_name = re.sub(r"\W", "_", name)
         self._lock = threading.Lock()
-        self._kernels: dict[tuple[int, ...], Kernel] = {}
+        self._kernels: dict[tuple, Kernel] = {}
+        self.dynamic_shared = any(map(is_dynamic, shared_variables(module.ir.functions[symbol])))
 
-    def specialize(self, threads: tuple[int, ...]) -> Kernel:
+    def specialize(self, threads: tuple[int, ...], shared_bytes: int = 0) -> Kernel:
+        """The block kernel for blocks of ``threads`` (and ``shared_bytes`` of extern __shared__ memory)."""
+        key = (threads, shared_bytes if self.dynamic_shared else 0)
         with self._lock:
-            hit = self._kernels.get(threads)
+            hit = self._kernels.get(key)
             if hit is None:
                 params = self.params + tuple(Param(g, ado_i32) for g in GRID_PARAMS)
                 signature = KernelSignature(self.body_name, params, grid_rank=len(threads))
                 body = translate(self.module.text, self.symbol, signature, threads, self.body_name,
-                                 bounds_check=self.bounds_check)
+                                 bounds_check=self.bounds_check, shared_bytes=key[1])
                 hit = CudaBlockKernel(signature, body.text, self.body_name, tuple(reversed(threads)), body.shared)
-                self._kernels[threads] = hit
+                self._kernels[key] = hit
             return hit
 
     def __repr__(self) -> str:
@@ -132,9 +137,9 @@ class CudaDerived(CudaLaunchable):
         self.base, self.mode, self.wrt, self.options = base, mode, wrt, options
         self.name = f"{mode}({base.name})"
 
-    def specialize(self, threads: tuple[int, ...]) -> Kernel:
+    def specialize(self, threads: tuple[int, ...], shared_bytes: int = 0) -> Kernel:
         from ..kernel import _derived
-        return _derived(self.base.specialize(threads), self.mode, self.wrt, **self.options)
+        return _derived(self.base.specialize(threads, shared_bytes), self.mode, self.wrt, **self.options)
 
 
 class CudaBlockKernel(IRKernel):
@@ -165,6 +170,12 @@ def launch_shape(name: str, blocks, threads) -> tuple[tuple[int, ...], tuple[int
         raise GridError(f"kernel '{name}': blocks={blocks} of threads={threads} launch 2**31 threads or more on "
                         f"one axis; blockIdx.x * blockDim.x + threadIdx.x must fit a 32-bit int")
     return blocks, threads
+
+
+def check_shared_bytes(name: str, shared_bytes) -> int:
+    if not isinstance(shared_bytes, numbers.Integral) or isinstance(shared_bytes, bool) or shared_bytes < 0:
+        raise GridError(f"kernel '{name}': shared_bytes must be a non-negative int, got {shared_bytes!r}")
+    return int(shared_bytes)
 
 
 def _flattened(signature: KernelSignature, args: tuple, kwargs: dict):

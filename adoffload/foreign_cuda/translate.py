@@ -114,9 +114,10 @@ class _BodyArgs:
 
 
 def translate(text: str, symbol: str, signature: KernelSignature, threads: tuple[int, ...],
-              body_name: str, *, bounds_check: bool = True) -> Body:
+              body_name: str, *, bounds_check: bool = True, shared_bytes: int = 0) -> Body:
     """The body of kernel ``symbol`` (in ``text``, already host-neutral and canonical) for blocks of
-    ``threads`` (x, y, z order); ``signature`` names its parameters (grid params last)."""
+    ``threads`` (x, y, z order); ``signature`` names its parameters (grid params last);
+    ``shared_bytes`` sizes its ``extern __shared__`` array (the launch's dynamic shared memory)."""
     module = ir.import_module(text)
     module.triple = module.data_layout = ""
     fn, kernel = module.functions[symbol], source_name(symbol)
@@ -125,8 +126,11 @@ def translate(text: str, symbol: str, signature: KernelSignature, threads: tuple
     block = tuple(reversed(threads))
     params = [p for p in signature.params if p.name not in GRID_PARAMS]
     check_parameters(fn, params, kernel)
-    shared_globals = _shared_globals(fn)
-    shared = tuple(_shared_array(g) for g in shared_globals)
+    shared_globals = shared_variables(fn)
+    if sum(map(is_dynamic, shared_globals)) > 1:
+        raise CudaTranslationError(f"kernel '{kernel}' declares several extern __shared__ arrays, which CUDA "
+                                   f"places at one address; use one and offsets into it")
+    shared = tuple(_shared_array(g, shared_bytes, kernel) for g in shared_globals)
     args = _BodyArgs.make(signature, len(block), len(shared))
     mapping: dict = {old: args.flat[p.name] for old, p in zip(fn.args, params)}
     mapping.update(zip(shared_globals, args.shared))
@@ -192,7 +196,12 @@ def _constant_globals(value) -> list[GlobalVariable]:
     return []
 
 
-def _shared_globals(fn: Function) -> list[GlobalVariable]:
+def is_dynamic(g: GlobalVariable) -> bool:
+    """``extern __shared__ T s[];``: dynamic shared memory, sized by the launch."""
+    return isinstance(g.value_type, ArrayType) and g.value_type.count == 0 and g.initializer is None
+
+
+def shared_variables(fn: Function) -> list[GlobalVariable]:
     """The ``addrspace(3)`` globals the kernel uses, in order of first use."""
     found: list[GlobalVariable] = []
     for inst in fn.instructions():
@@ -203,7 +212,7 @@ def _shared_globals(fn: Function) -> list[GlobalVariable]:
     return found
 
 
-def _shared_array(g: GlobalVariable) -> SharedArray:
+def _shared_array(g: GlobalVariable, shared_bytes: int, kernel: str) -> SharedArray:
     shape, t = [], g.value_type
     while isinstance(t, ArrayType):
         shape.append(t.count)
@@ -212,6 +221,11 @@ def _shared_array(g: GlobalVariable) -> SharedArray:
     if dtype is None or len(shape) > 3:
         raise CudaTranslationError(f"__shared__ variable @{g.name} has type {g.value_type}; shared memory of "
                                    f"float, double, int or long long (arrays of up to 3 dimensions) is supported")
+    if is_dynamic(g):
+        if shared_bytes < dtype.bits // 8:
+            raise CudaTranslationError(f"kernel '{kernel}' uses extern __shared__ memory (@{g.name}); launch it "
+                                       f"with shared_bytes= (the third <<<>>> argument), got {shared_bytes}")
+        return SharedArray(g.name, dtype, (shared_bytes // (dtype.bits // 8),))
     if g.initializer is not None and g.initializer.kind not in ("undef", "poison"):
         raise CudaTranslationError(f"__shared__ variable @{g.name} has an initializer; CUDA shared memory has none")
     return SharedArray(g.name, dtype, tuple(shape) or (1,))

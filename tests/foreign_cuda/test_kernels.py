@@ -220,3 +220,27 @@ def test_the_cuda_thread_index_makes_adjoint_updates_private(mod):
     k = mod.kernel("saxpy", a=ado.f32, x=ado.In[ado.f32], y=ado.InOut[ado.f32], n=ado.i32)
     text = ado.vjp(k, wrt=["a", "x"]).specialize((128,)).module_text()
     assert "atomicrmw fadd" not in text and "uniform_fadd" in text
+
+
+DYNAMIC_SHARED = r"""
+__global__ void dsum(const double* x, double* out) {
+  extern __shared__ double s[];
+  int t = threadIdx.x;
+  s[t] = x[blockIdx.x * blockDim.x + t];
+  __syncthreads();
+  for (int h = blockDim.x / 2; h > 0; h >>= 1) { if (t < h) s[t] += s[t + h]; __syncthreads(); }
+  if (t == 0) out[blockIdx.x] = s[0];
+}
+"""
+
+
+def test_dynamic_shared_memory_is_sized_by_the_launch():
+    k = ado.from_cuda(DYNAMIC_SHARED).kernel("dsum", x=ado.In[ado.f64], out=ado.Out[ado.f64])
+    x, out = np.random.default_rng(16).standard_normal(256), np.zeros(4)
+    k(x, out, blocks=4, threads=64, shared_bytes=64 * 8)                 # <<<4, 64, 512>>>
+    np.testing.assert_allclose(out, x.reshape(4, 64).sum(1), rtol=1e-13)
+    with pytest.raises(ado.Error, match="out of bounds .* shared array #0"):
+        k(x, out, blocks=4, threads=64, shared_bytes=32 * 8)             # too little: caught, not overrun
+    with pytest.raises(ado.Error, match="launch it with shared_bytes="):
+        k(x, out, blocks=4, threads=64)
+    check_derivatives(k, ["x"], dict(x=x, out=out), dict(blocks=4, threads=64, shared_bytes=512))
