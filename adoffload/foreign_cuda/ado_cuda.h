@@ -102,6 +102,14 @@ __ADO_SHUFFLES(__shfl_up_sync, __ado_src_up, unsigned)
 __ADO_SHUFFLES(__shfl_xor_sync, __ado_src_xor, int)
 #undef __ADO_SHUFFLES
 
+/* read-only and cache-hinted loads: plain loads here (the launcher marks read-only arrays for the GPU) */
+template <class T> __ADO_DEV T __ldg(const T *p) { return *p; }
+template <class T> __ADO_DEV T __ldca(const T *p) { return *p; }
+template <class T> __ADO_DEV T __ldcg(const T *p) { return *p; }
+template <class T> __ADO_DEV T __ldcs(const T *p) { return *p; }
+template <class T> __ADO_DEV T __ldlu(const T *p) { return *p; }
+template <class T> __ADO_DEV T __ldcv(const T *p) { return *p; }
+
 /* Not provided: named here so that clang says why instead of "undeclared identifier". */
 #define __ADO_UNAVAILABLE(WHY) __attribute__((unavailable("adoffload: " WHY)))
 __device__ void __syncwarp(unsigned mask = 0xffffffffu)

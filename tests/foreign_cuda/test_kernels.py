@@ -185,6 +185,12 @@ def test_tiled_matmul_with_2d_shared_tiles_and_its_derivatives():
 
 
 SHUFFLES = r"""
+__global__ void ldg_vector(const float* x, float* y) {     // __ldg, float4 loads (128-bit)
+  int t = threadIdx.x;
+  float4 q = __ldg(reinterpret_cast<const float4*>(x) + t / 4);
+  float parts[4] = {q.x, q.y, q.z, q.w};
+  y[t] = parts[t % 4] * 2.0f + __ldg(&x[t]);
+}
 __global__ void shuffles(const float* x, float* down, float* up, float* xo, float* idx, int* iv) {
   int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
   float v = x[i];
@@ -195,6 +201,13 @@ __global__ void shuffles(const float* x, float* down, float* up, float* xo, floa
   iv[i] = __shfl_xor_sync(0xffffffffu, t * 3, 1);
 }
 """
+
+
+def test_ldg_and_vector_loads():
+    k = ado.from_cuda(SHUFFLES).kernel("ldg_vector", x=ado.In[ado.f32], y=ado.Out[ado.f32])
+    x, y = np.arange(64, dtype=np.float32), np.zeros(64, np.float32)
+    k(x, y, blocks=1, threads=64)
+    np.testing.assert_array_equal(y, 3 * x)
 
 
 def test_shuffle_flavours_follow_cuda_semantics():
