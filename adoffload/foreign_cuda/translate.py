@@ -174,6 +174,9 @@ def check_parameters(fn: Function, params, kernel: str) -> None:
         raise CudaTranslationError(f"kernel '{kernel}' has {len(args)} parameters ({_types(args)}); "
                                    f"{len(params)} were declared ({', '.join(p.name for p in params) or 'none'})")
     for arg, param in zip(args, params):
+        if any(a.startswith("byval") for a in arg.attributes):
+            raise CudaTranslationError(f"kernel '{kernel}': parameter {arg.index} ('{param.name}') is a struct "
+                                       f"passed by value, which is not supported; pass its fields as parameters")
         if param.is_array != arg.type.is_pointer or (not param.is_array and param.type.llvm != str(arg.type)):
             raise CudaTranslationError(f"kernel '{kernel}': parameter '{param.name}' was declared {param.type!r} "
                                        f"but the kernel's parameter {arg.index} is {arg.type} (parameters: "
