@@ -3,7 +3,8 @@
 A pointer parameter is a 1-D array whose length the launcher knows (the array passed), and a
 ``__shared__`` variable has its static size. Before every load, store, atomic and memory
 intrinsic through a pointer derived from one of them (by GEPs, phis and selects), the byte
-offset from the root is checked against the root's size; a failing access is skipped: the
+offset from the root is checked against the root's size (a pointer that may point into several
+of them carries its root's base, size and name along as integers: ``_Origin``); a failing access is skipped: the
 thread records ``{1, param_index, element index, 0}`` in the status record (abi_status.py) and
 returns, as the front end's checks do. Accesses whose root is not a parameter or a shared
 variable (a pointer loaded from memory, ``inttoptr``) are refused: they could not be checked.
@@ -67,6 +68,67 @@ def root_of(pointer: Value, seen=None):
 _CYCLE = object()
 
 
+def leaves(pointer: Value) -> list[Value]:
+    """Every value ``pointer`` may be derived from through GEPs, casts, selects and phis."""
+    seen, todo, found = set(), [pointer], []
+    while todo:
+        value = todo.pop()
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        if isinstance(value, Instruction) and value.opcode in _FOLLOW:
+            todo.extend(value.operands[1:] if value.opcode == "select" else
+                        value.operands if value.opcode == "phi" else value.operands[:1])
+        else:
+            found.append(value)
+    return found
+
+
+def _is_private_or_global(value: Value) -> bool:
+    return isinstance(value, GlobalVariable) or (isinstance(value, Instruction) and value.opcode == "alloca")
+
+
+class _Origin:
+    """For a pointer that may point into several checked arrays (``cond ? a : b``, buffers swapped
+    in a loop): the i64 base address, byte limit, parameter index and element size of the array
+    it points into, computed as integers beside the pointer's own selects and phis."""
+
+    def __init__(self, fn: Function, roots: dict, limits: dict):
+        self.fn, self.roots, self.limits = fn, roots, limits
+        self.memo: dict[int, tuple] = {}
+
+    def of(self, pointer: Value) -> tuple:
+        if id(pointer) in self.memo:
+            return self.memo[id(pointer)]
+        if pointer in self.roots:
+            param_index, _, esize = self.roots[pointer]
+            base = Builder(self.fn.entry, 0).cast("ptrtoint", pointer, i64, "base")
+            result = (base, self.limits[pointer], Constant(i64, param_index), Constant(i64, esize))
+        elif isinstance(pointer, Instruction) and pointer.opcode in ("getelementptr", "bitcast", "freeze"):
+            result = self.of(pointer.operands[0])
+        elif isinstance(pointer, Instruction) and pointer.opcode == "select":
+            a, b = self.of(pointer.operands[1]), self.of(pointer.operands[2])
+            block = pointer.parent
+            after = Builder(block, block.instructions.index(pointer) + 1)
+            result = tuple(after.select(pointer.operands[0], x, y) for x, y in zip(a, b))
+        elif isinstance(pointer, Instruction) and pointer.opcode == "phi":
+            head = Builder(pointer.parent, 0)
+            result = tuple(head.phi(i64, [], name) for name in ("base", "limit", "param", "esize"))
+            self.memo[id(pointer)] = result            # before the incoming values: loops refer back here
+            for value, block in zip(pointer.operands, pointer.blocks):
+                for phi, part in zip(result, self.of(value)):
+                    phi.operands.append(part)
+                    phi.blocks.append(block)
+        else:
+            raise _NotChecked(pointer)
+        self.memo[id(pointer)] = result
+        return result
+
+
+class _NotChecked(Exception):
+    """A leaf of a multi-origin pointer that is not a checked array."""
+
+
 def _accesses(inst: Instruction):
     """(pointer, byte size) pairs ``inst`` accesses; the size is a Value for memory intrinsics."""
     op = inst.opcode
@@ -93,10 +155,10 @@ def check_read_only(fn: Function, read_only: dict, kernel: str) -> None:
         if inst.opcode == "load" or not accesses:
             continue
         written = accesses[0][0]        # store/atomic pointer, or a memory intrinsic's destination
-        root = root_of(written)
-        if root in read_only:
-            raise IntentError(f"kernel '{kernel}' writes array '{read_only[root]}' (a {inst.opcode}), which was "
-                              f"declared ado.In; declare it ado.InOut (read and written) or ado.Out")
+        for root in leaves(written):
+            if root in read_only:
+                raise IntentError(f"kernel '{kernel}' writes array '{read_only[root]}' (a {inst.opcode}), which "
+                                  f"was declared ado.In; declare it ado.InOut (read and written) or ado.Out")
 
 
 def insert_checks(fn: Function, roots: dict, status: Value, kernel: str) -> None:
@@ -104,26 +166,32 @@ def insert_checks(fn: Function, roots: dict, status: Value, kernel: str) -> None
     users = fn.users()
     for root in roots:
         _refuse_escapes(fn, root, users, kernel)
+    entry = Builder(fn.entry, 0)
+    limits = {root: length if esize == 1 else entry.mul(length, Constant(i64, esize), "limit")
+              for root, (_, length, esize) in roots.items()}
+    origins = _Origin(fn, roots, limits)
     work = []
     for inst in list(fn.instructions()):
         for pointer, size in _accesses(inst):
+            found = leaves(pointer)
+            if all(_is_private_or_global(v) for v in found):
+                continue                        # the thread's stack or a __device__ variable
             root = root_of(pointer)
-            if root in roots:
-                work.append((inst, pointer, size, root))
-            elif root is None or not (isinstance(root, GlobalVariable)
-                                      or (isinstance(root, Instruction) and root.opcode == "alloca")):
-                what = "pointers of different origins" if root is None else f"{root!r}"
+            try:
+                if root in roots:
+                    param_index, _, esize = roots[root]
+                    origin = (None, limits[root], Constant(i64, param_index), Constant(i64, esize))
+                else:
+                    origin = origins.of(pointer)
+            except _NotChecked as refused:
                 raise UncheckableAccessError(
-                    f"kernel '{kernel}': a {inst.opcode} accesses memory through {what}, which adoffload cannot "
-                    f"trace to a pointer parameter or __shared__ variable, so it cannot bound-check it "
-                    f"(pointers loaded from memory or made from integers are not supported)")
-    entry = Builder(fn.entry, 0)
-    limits = {}
-    for root, (_, length, esize) in roots.items():
-        limits[root] = length if esize == 1 else entry.mul(length, Constant(i64, esize), "limit")
-    for inst, pointer, size, root in work:
-        param_index, _, esize = roots[root]
-        _check(fn, inst, pointer, size, root, limits[root], param_index, esize, status)
+                    f"kernel '{kernel}': a {inst.opcode} accesses memory through a pointer that may come from "
+                    f"{refused.args[0]!r}, which adoffload cannot trace to a pointer parameter or __shared__ "
+                    f"variable, so it cannot bound-check it (pointers loaded from memory or made from integers "
+                    f"are not supported)") from None
+            work.append((inst, pointer, size, root, origin))
+    for inst, pointer, size, root, origin in work:
+        _check(fn, inst, pointer, size, root, origin, status)
 
 
 def _refuse_escapes(fn: Function, root: Value, users: dict, kernel: str) -> None:
@@ -143,8 +211,10 @@ def _refuse_escapes(fn: Function, root: Value, users: dict, kernel: str) -> None
                                              f"@{getattr(inst.callee, 'name', '?')}, which was not inlined")
 
 
-def _check(fn: Function, inst: Instruction, pointer, size, root, limit, param_index: int, esize: int, status):
-    """Split ``inst``'s block before it: the access runs only when ``[off, off + size)`` is inside the root."""
+def _check(fn: Function, inst: Instruction, pointer, size, root, origin: tuple, status):
+    """Split ``inst``'s block before it: the access runs only when ``[off, off + size)`` is inside the
+    array; ``origin`` is (base address or None for ``root``'s, byte limit, param index, element size)."""
+    base, limit, param_index, esize = origin
     block = inst.parent
     at = block.instructions.index(inst)
     rest = Block(fn._unique_block_name(f"{block.name}.inbounds"), parent=fn)
@@ -156,7 +226,8 @@ def _check(fn: Function, inst: Instruction, pointer, size, root, limit, param_in
             phi.blocks = [rest if b is block else b for b in phi.blocks]
     fn.blocks.insert(fn.blocks.index(block) + 1, rest)
     b = Builder(block)
-    offset = b.sub(b.cast("ptrtoint", pointer, i64), b.cast("ptrtoint", root, i64), "offset")
+    base = b.cast("ptrtoint", root, i64) if base is None else base
+    offset = b.sub(b.cast("ptrtoint", pointer, i64), base, "offset")
     if isinstance(size, Constant) or size.type == i64:
         width = size
     else:
@@ -173,8 +244,9 @@ def _check(fn: Function, inst: Instruction, pointer, size, root, limit, param_in
     fn.blocks += [write, leave]
     f.cbranch(f.icmp("eq", old, Constant(i64, 0)), write, leave)
     w = Builder(write)
-    index = offset if esize == 1 else w.binary("sdiv", offset, Constant(i64, esize), "index")
-    for word, value in ((1, Constant(i64, param_index)), (2, index), (3, Constant(i64, 0))):
+    one = isinstance(esize, Constant) and esize.value == 1
+    index = offset if one else w.binary("sdiv", offset, esize, "index")
+    for word, value in ((1, param_index), (2, index), (3, Constant(i64, 0))):
         w.store(value, w.gep(i64, status, [Constant(i64, word)]))
     w.br(leave)
     Builder(leave).ret()

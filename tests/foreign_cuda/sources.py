@@ -99,3 +99,27 @@ __global__ void matmul(const double* A, const double* B, double* C, int n, int k
   if (row < n && col < m) C[row * m + col] = acc;
 }
 """
+
+DOUBLE_BUFFERED = r"""
+// Jacobi-like smoothing in shared memory, two buffers swapped every step (pointer phis).
+__global__ void smooth(const double* x, double* y, int steps) {
+  __shared__ double a[64], b[64];
+  int t = threadIdx.x;
+  a[t] = x[blockIdx.x * 64 + t];
+  __syncthreads();
+  double* src = a; double* dst = b;
+  for (int s = 0; s < steps; ++s) {
+    double l = src[(t + 63) % 64], r = src[(t + 1) % 64];
+    dst[t] = 0.25 * l + 0.5 * src[t] + 0.25 * r * r;
+    __syncthreads();
+    double* tmp = src; src = dst; dst = tmp;
+  }
+  y[blockIdx.x * 64 + t] = src[t];
+}
+// One of two arrays chosen by a parameter (a pointer select).
+__global__ void pick(const double* p, const double* q, double* out, int which, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  const double* s = which ? p : q;
+  if (i < n) out[i] = s[i] * s[i];
+}
+"""

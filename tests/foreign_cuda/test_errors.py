@@ -150,3 +150,14 @@ def test_struct_parameters_are_refused_by_name():
                         "__global__ void f(P p, float* y) { y[threadIdx.x] = p.a * p.n; }")
     with pytest.raises(Error, match="'p'\\) is a struct passed by value"):
         mod.kernel("f", p=ado.In[ado.f32], y=ado.Out[ado.f32])
+
+
+def test_a_selected_pointer_is_checked_against_the_array_it_points_into():
+    from .sources import DOUBLE_BUFFERED
+    k = ado.from_cuda(DOUBLE_BUFFERED).kernel("pick", p=ado.In[ado.f64], q=ado.In[ado.f64], out=ado.Out[ado.f64],
+                                              which=ado.i32, n=ado.i32)
+    p, q, out = np.arange(10.0), np.arange(20.0), np.zeros(20)
+    k(p, q, out, 0, 20, blocks=1, threads=32)
+    np.testing.assert_array_equal(out, q * q)
+    with pytest.raises(BoundsError, match="index 10 is out of bounds .* array 'p' with shape \\(10,\\)"):
+        k(p, q, out, 1, 20, blocks=1, threads=32)

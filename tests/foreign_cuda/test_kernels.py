@@ -257,3 +257,17 @@ def test_dynamic_shared_memory_is_sized_by_the_launch():
     with pytest.raises(ado.Error, match="launch it with shared_bytes="):
         k(x, out, blocks=4, threads=64)
     check_derivatives(k, ["x"], dict(x=x, out=out), dict(blocks=4, threads=64, shared_bytes=512))
+
+
+def test_double_buffered_shared_memory_and_its_derivatives():
+    """Pointers that switch between two __shared__ buffers are checked against the one they point into."""
+    from .sources import DOUBLE_BUFFERED
+    from .checks import run
+    k = ado.from_cuda(DOUBLE_BUFFERED).kernel("smooth", x=ado.In[ado.f64], y=ado.Out[ado.f64], steps=ado.i32)
+    x = np.random.default_rng(17).random(128)
+    values, launch = dict(x=x, y=np.zeros(128), steps=3), dict(blocks=2, threads=64)
+    a = x.reshape(2, 64).copy()
+    for _ in range(3):
+        a = 0.25 * np.roll(a, 1, 1) + 0.5 * a + 0.25 * np.roll(a, -1, 1) ** 2
+    np.testing.assert_allclose(run(k, values, launch)["y"], a.reshape(-1), rtol=1e-14)
+    check_derivatives(k, ["x"], values, launch)
