@@ -6,10 +6,10 @@
 # 2. benchmarks/cuda_foreign.py: primal/JVP/VJP times of CUDA-source kernels vs the same kernels in the
 #    kernel language (jitted JAX calls on the GPU), after checking that both agree.
 mkdir -p "$OUT/cuda"
-PYTHONPATH=. timeout 110 python -m pytest -q -rs tests/foreign_cuda/test_gpu.py tests/foreign_cuda/test_jax.py \
+PYTHONPATH=. timeout 130 python -m pytest -q -rs tests/foreign_cuda/test_gpu.py tests/foreign_cuda/test_jax.py \
     > "$OUT/cuda/pytest.txt" 2>&1
 echo "pytest exit $?" >> "$OUT/cuda/pytest.txt"
 tail -3 "$OUT/cuda/pytest.txt"
-PYTHONPATH=. timeout 110 python benchmarks/cuda_foreign.py --out "$OUT/cuda" --reps 10 > "$OUT/cuda/bench.txt" 2>&1
+PYTHONPATH=. timeout 100 python benchmarks/cuda_foreign.py --out "$OUT/cuda" --reps 10 > "$OUT/cuda/bench.txt" 2>&1
 echo "bench exit $?" >> "$OUT/cuda/bench.txt"
 tail -6 "$OUT/cuda/bench.txt"

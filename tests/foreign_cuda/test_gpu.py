@@ -74,3 +74,11 @@ def test_tiled_matmul_on_the_gpu(mod):
     launch = dict(blocks=(7, 9), threads=(8, 8))
     np.testing.assert_allclose(run(k, values, launch, "cuda")["C"], A @ B, rtol=1e-12, atol=1e-12)
     check_derivatives(k, ["A", "B"], values, launch, device="cuda")
+
+
+def test_double_buffered_shared_memory_on_the_gpu(mod):
+    from .sources import DOUBLE_BUFFERED
+    k = ado.from_cuda(DOUBLE_BUFFERED).kernel("smooth", x=ado.In[ado.f64], y=ado.Out[ado.f64], steps=ado.i32)
+    values, launch = dict(x=rng.random(256), y=np.zeros(256), steps=4), dict(blocks=4, threads=64)
+    np.testing.assert_allclose(run(k, values, launch, "cuda")["y"], run(k, values, launch)["y"], rtol=1e-13)
+    check_derivatives(k, ["x"], values, launch, device="cuda")
