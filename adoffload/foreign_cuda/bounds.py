@@ -12,21 +12,13 @@ variable (a pointer loaded from memory, ``inttoptr``) are refused: they could no
 from __future__ import annotations
 
 from ..abi_status import OUT_OF_BOUNDS, SHARED_INDEX_BASE
-from ..errors import IRError
+from ..errors import IRError, IntentError, UncheckableAccessError
 from ..ir.builder import Builder
 from ..ir.core import (ArrayType, Block, Constant, FloatType, Function, GlobalVariable, Instruction, IntType,
                        PointerType, StructType, Value, VectorType, i64)
 
 _FOLLOW = ("getelementptr", "bitcast", "phi", "select", "freeze")
 _MEMORY_INTRINSICS = ("llvm.memcpy", "llvm.memmove", "llvm.memset")
-
-
-class IntentError(IRError):
-    """A CUDA kernel writes an array its parameters declare read-only (``ado.In``)."""
-
-
-class UncheckableAccessError(IRError):
-    """A memory access of a CUDA kernel whose pointer cannot be traced to a parameter or shared variable."""
 
 
 def shared_param_index(n: int) -> int:

@@ -18,9 +18,10 @@ depends on the thread (so every thread leaves it as the ones that entered did).
 from __future__ import annotations
 
 from .. import collectives
+from ..errors import DivergentBarrierError
 from ..ir.builder import Builder
 from ..ir.core import Block, Constant, Function, Instruction
-from .uniformity import DivergentBarrierError, Divergence, describe, divergent_cooperation
+from .uniformity import Divergence, describe, divergent_cooperation
 
 _PURE_CALL_PREFIXES = ("llvm.fabs", "llvm.sqrt", "llvm.exp", "llvm.log", "llvm.sin", "llvm.cos", "llvm.pow",
                        "llvm.minnum", "llvm.maxnum", "llvm.fma", "llvm.fmuladd", "llvm.floor", "llvm.ceil",

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 
 from .. import ir
-from ..errors import IRError
+from ..errors import CudaTranslationError
 from ..frontend.blocks import SharedArray
 from ..ir.core import (Argument, ArrayType, Constant, ConstantExpr, Function, FunctionType, GlobalVariable,
                        Instruction, PointerType, i32, i64, ptr, void)
@@ -44,10 +44,6 @@ GRID_PARAMS = tuple(f"gridDim_{c}" for c in _AXES)
 _SHARED_TYPES = {"float": f32, "double": f64, "i32": ado_i32, "i64": ado_i64}
 _TARGET_ATTRIBUTE = re.compile(r'\s*"(target-cpu|target-features|tune-cpu|uniform-work-group-size|'
                                r'amdgpu-[a-z-]+)"="[^"]*"')
-
-
-class CudaTranslationError(IRError):
-    """A construct of the CUDA kernel's IR that the translation to a body does not support."""
 
 
 @dataclass(frozen=True)

@@ -19,14 +19,10 @@ broadcast through shared memory after a barrier, a parameter array read at block
 from __future__ import annotations
 
 from .. import collectives
-from ..errors import IRError
+from ..errors import DivergentBarrierError
 from ..ir.core import Argument, Block, Constant, Function, Instruction, Value, void
 
 _ALWAYS_VARYING = ("atomicrmw", "cmpxchg", "alloca")
-
-
-class DivergentBarrierError(IRError):
-    """A CUDA kernel's barrier or warp exchange runs under control flow that differs between threads of a block."""
 
 
 def describe(inst: Instruction, branch: Instruction, kernel: str) -> str:

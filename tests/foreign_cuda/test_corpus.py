@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import adoffload as ado
-from adoffload.foreign_cuda.uniformity import DivergentBarrierError
+from adoffload.errors import DivergentBarrierError
 
 from .checks import check_derivatives, run
 
