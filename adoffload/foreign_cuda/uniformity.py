@@ -66,6 +66,9 @@ class Divergence:
         post = _post_dominators(fn)
         self.varying: set[int] = set()
         self.regions: dict[Instruction, set[Block]] = {}
+        users = fn.users()
+        self._preds = fn.predecessors()
+        self._loops: dict[Block, set[Block]] = {}       # exiting block -> the blocks of its loop
         changed = True
         while changed:
             changed = False
@@ -74,17 +77,35 @@ class Divergence:
                 term = b.terminator
                 if term is not None and term.opcode in ("br", "switch") and term.operands \
                         and self.is_varying(term.operands[0]):
-                    region, frontier = _region(b, post)
-                    joins |= frontier | region
+                    region, meet = _region(b, post)
+                    joins |= meet
                     if self.regions.get(term) != region:
                         self.regions[term] = region
                         changed = True
+                    changed |= self._leaving_loop(b, users)
             for inst in fn.instructions():
                 if id(inst) in self.varying or inst.type == void:
                     continue
                 if _varies(inst, self.varying, self.extents, joins):
                     self.varying.add(id(inst))
                     changed = True
+
+    def _leaving_loop(self, exiting: Block, users: dict) -> bool:
+        """Threads leave a loop at ``exiting`` after different numbers of trips: a value of the loop
+        used after it differs between them (even where it is the same on each trip)."""
+        if exiting not in self._loops:
+            ahead = _reachable(exiting.successors)
+            behind = _reachable_backwards([exiting], self._preds)
+            self._loops[exiting] = ahead & behind if exiting in ahead else set()
+        loop = self._loops[exiting]
+        changed = False
+        for b in loop:
+            for inst in b.instructions:
+                if id(inst) not in self.varying and inst.type != void \
+                        and any(u.parent not in loop for u in users.get(inst, [])):
+                    self.varying.add(id(inst))
+                    changed = True
+        return changed
 
     def is_varying(self, v: Value) -> bool:
         return _is_varying(v, self.varying, self.extents)
@@ -121,6 +142,26 @@ def _private(pointer: Value, depth: int = 0) -> bool:
     return isinstance(pointer, Instruction) and pointer.opcode in ("alloca", "phi", "select")
 
 
+def _reachable(starts) -> set[Block]:
+    seen, todo = set(), list(starts)
+    while todo:
+        b = todo.pop()
+        if b not in seen:
+            seen.add(b)
+            todo.extend(b.successors)
+    return seen
+
+
+def _reachable_backwards(starts, preds) -> set[Block]:
+    seen, todo = set(), list(starts)
+    while todo:
+        b = todo.pop()
+        if b not in seen:
+            seen.add(b)
+            todo.extend(preds[b])
+    return seen
+
+
 def _post_dominators(fn: Function) -> dict[Block, set[Block]]:
     """Post-dominator sets (a virtual exit joins every block without successors)."""
     blocks = fn.blocks
@@ -140,16 +181,23 @@ def _post_dominators(fn: Function) -> dict[Block, set[Block]]:
 
 def _region(branch: Block, post: dict[Block, set[Block]]) -> tuple[set[Block], set[Block]]:
     """Blocks reached from ``branch``'s successors before any post-dominator of ``branch`` (the
-    threads that took different sides are apart there), and the post-dominators where they meet."""
+    threads that took different sides are apart there), and the joins: blocks that paths from two
+    different successors reach (the post-dominators where they meet included), whose phis then
+    depend on the side a thread took. A loop on one side is no join: its phis follow the thread."""
     stop = post[branch] - {branch}
-    region, frontier, todo = set(), set(), list(branch.successors)
-    while todo:
-        b = todo.pop()
-        if b in stop:
-            frontier.add(b)
-            continue
-        if b in region:
-            continue
-        region.add(b)
-        todo.extend(b.successors)
-    return region, frontier
+    region, frontier, reached_from = set(), set(), {}
+    for k, successor in enumerate(dict.fromkeys(branch.successors)):
+        seen, todo = set(), [successor]
+        while todo:
+            b = todo.pop()
+            if b in seen:
+                continue
+            seen.add(b)
+            reached_from.setdefault(b, set()).add(k)
+            if b in stop:
+                frontier.add(b)
+                continue
+            region.add(b)
+            todo.extend(b.successors)
+    joins = {b for b, sides in reached_from.items() if len(sides) > 1} | frontier
+    return region, joins

@@ -41,6 +41,13 @@ __global__ void loop_on_uniform_bound(const float* x, float* y, int steps) {
   for (int k = 0; k < (int)total; ++k) { float v = s[(t + 1) % 64]; __syncthreads(); s[t] = v; __syncthreads(); }
   y[t] = s[t];
 }
+__global__ void warp_branch_with_a_bare_store(const float* x, float* out) {
+  float v = x[blockIdx.x * blockDim.x + threadIdx.x];
+  if (threadIdx.x < 32) {                           // the store is under no branch of its own
+    for (int d = 16; d > 0; d >>= 1) v += __shfl_down_sync(0xffffffffu, v, d);
+    out[blockIdx.x * 32 + threadIdx.x] = v;
+  }
+}
 __global__ void through_pointer_table(float** table, float* y) { y[threadIdx.x] = table[0][threadIdx.x]; }
 """
 
@@ -83,6 +90,12 @@ def test_shared_accesses_are_bounds_checked(mod):
     np.testing.assert_array_equal(y, np.arange(64))
     with pytest.raises(BoundsError, match="index 64 is out of bounds .* shared array #0"):
         k(np.ones(64, np.float32), y, 1, blocks=1, threads=64)
+
+
+def test_shuffles_next_to_unguarded_effects_are_refused(mod):
+    k = mod.kernel("warp_branch_with_a_bare_store", x=ado.In[ado.f32], out=ado.Out[ado.f32])
+    with pytest.raises(Error, match="a warp shuffle runs under control flow that is not uniform"):
+        k.specialize((64,))
 
 
 @pytest.mark.parametrize("name", ["divergent_barrier", "loop_on_loaded_bound"])
