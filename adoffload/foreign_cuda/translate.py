@@ -117,6 +117,11 @@ def translate(text: str, symbol: str, signature: KernelSignature, threads: tuple
     module = ir.import_module(text)
     module.triple = module.data_layout = ""
     fn, kernel = module.functions[symbol], source_name(symbol)
+    for inst in fn.instructions():
+        callee = inst.callee if inst.opcode == "call" else None
+        if isinstance(callee, Function) and not callee.is_declaration:
+            raise CudaTranslationError(f"kernel '{kernel}' calls @{callee.name}, which could not be inlined "
+                                       f"(a recursive device function); recursion is not supported")
     for name in [n for n, f in module.functions.items() if f is not fn and not f.is_declaration]:
         del module.functions[name]           # other kernels; device functions are inlined already
     block = tuple(reversed(threads))

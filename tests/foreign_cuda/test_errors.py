@@ -174,3 +174,10 @@ def test_a_selected_pointer_is_checked_against_the_array_it_points_into():
     np.testing.assert_array_equal(out, q * q)
     with pytest.raises(BoundsError, match="index 10 is out of bounds .* array 'p' with shape \\(10,\\)"):
         k(p, q, out, 1, 20, blocks=1, threads=32)
+
+
+def test_recursive_device_functions_are_refused_by_name():
+    mod = ado.from_cuda("__device__ int fib(int n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }\n"
+                        "__global__ void f(int* y) { y[threadIdx.x] = fib(threadIdx.x % 10); }")
+    with pytest.raises(Error, match="calls @_Z3fibi, which could not be inlined"):
+        mod.kernel("f", y=ado.Out[ado.i32]).specialize((32,))
