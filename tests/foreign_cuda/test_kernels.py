@@ -271,3 +271,21 @@ def test_double_buffered_shared_memory_and_its_derivatives():
         a = 0.25 * np.roll(a, 1, 1) + 0.5 * a + 0.25 * np.roll(a, -1, 1) ** 2
     np.testing.assert_allclose(run(k, values, launch)["y"], a.reshape(-1), rtol=1e-14)
     check_derivatives(k, ["x"], values, launch)
+
+
+def test_three_dimensional_blocks_and_grids():
+    """threadIdx/blockIdx .x/.y/.z against numpy's indices; the shared slot of linear thread id t."""
+    mod = ado.from_cuda(r"""
+__global__ void where(int* out, int nx, int ny) {
+  int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+  int z = blockIdx.z * blockDim.z + threadIdx.z;
+  __shared__ int s[64];
+  int t = threadIdx.x + 4 * (threadIdx.y + 4 * threadIdx.z);
+  s[t] = t;
+  __syncthreads();
+  out[(z * ny + y) * nx + x] = x + 100 * y + 10000 * z + 1000000 * (s[63 - t] == 63 - t);
+}""")
+    out = np.zeros((8, 12, 16), np.int32)
+    mod.kernel("where", out=ado.Out[ado.i32], nx=ado.i32, ny=ado.i32)(out, 16, 12, blocks=(4, 3, 2), threads=(4, 4, 4))
+    z, y, x = np.meshgrid(np.arange(8), np.arange(12), np.arange(16), indexing="ij")
+    np.testing.assert_array_equal(out, x + 100 * y + 10000 * z + 1000000)
