@@ -159,8 +159,22 @@ def lj_case(mod, sizes, rng):
     return (lambda p: cu(p, a, 1.0, 0.9)), (lambda p: ours(p, 1.0, 0.9)), (pos,)
 
 
-# name -> builder(mod, sizes, rng) -> (CUDA-source fn, kernel-language fn, example args, all differentiated)
-CASES = {"daxpy": daxpy_case, "stencil": stencil_case, "block_sum": block_sum_case, "lj": lj_case}
+def stream_dot_case(mod, sizes, rng):
+    """RAJAPerf's tuned CUDA DOT (benchmarks/cuda/rajaperf.cu: 128-bit loads, shuffles, the last warp's
+    branch, one atomic per block); its twin here is jnp.vdot (cuBLAS), derivatives by JAX."""
+    import jax.numpy as jnp
+    n = sizes["n"]
+    rajaperf = ado.from_cuda((Path(__file__).resolve().parent / "cuda" / "rajaperf.cu").read_text())
+    k = rajaperf.kernel("stream_dot", a=ado.In[ado.f64], b=ado.In[ado.f64], dot=ado.Out[ado.f64], n=ado.i64)
+    cu = ado.jax_kernel(k, blocks=264, threads=256, out_shapes={"dot": 1})     # a grid-stride loop: 2 waves of 132 SMs
+    a, b = jnp.asarray(rng.standard_normal(n)), jnp.asarray(rng.standard_normal(n))
+    return (lambda a, b: cu(a, b, n)), (lambda a, b: jnp.vdot(a, b)[None]), (a, b)
+
+
+# name -> builder(mod, sizes, rng) -> (CUDA-source fn, twin fn, example args, all differentiated); the twin is
+# the same kernel in the kernel language, except for stream_dot (jnp.vdot)
+CASES = {"daxpy": daxpy_case, "stencil": stencil_case, "block_sum": block_sum_case, "stream_dot": stream_dot_case,
+         "lj": lj_case}
 
 
 def measure(name, cu, ours, args, reps: int) -> dict:
