@@ -72,6 +72,22 @@ class IRError(Error, ValueError):
     """Malformed or unsupported LLVM IR (on import, or a verifier failure)."""
 
 
+class CudaTranslationError(IRError):
+    """A construct of a CUDA/HIP kernel's IR that ``ado.from_cuda`` does not translate (named in the message)."""
+
+
+class UncheckableAccessError(IRError):
+    """A CUDA kernel accesses memory through a pointer that cannot be traced to an array, so it cannot be bounds-checked."""
+
+
+class IntentError(IRError):
+    """A CUDA kernel writes an array its parameters declare read-only (``ado.In``)."""
+
+
+class DivergentBarrierError(IRError):
+    """A CUDA kernel's barrier or warp exchange runs under control flow that differs between threads of a block."""
+
+
 class VerificationError(IRError):
     """The IR verifier found an invalid instruction; the message shows it in context."""
 
@@ -82,6 +98,10 @@ class DifferentiationError(Error):
 
 class CompilationError(Error, RuntimeError):
     """LLVM or a target tool (ptxas, ld.lld) failed on code adoffload produced."""
+
+
+class ForeignCompileError(CompilationError):
+    """clang refused a CUDA/HIP source given to ``ado.from_cuda``/``ado.from_hip``; the message is clang's."""
 
 
 class ToolNotFoundError(Error, RuntimeError):

@@ -402,6 +402,9 @@ _DERIVED_LOCK = threading.Lock()
 
 def _derived(k: Kernel, mode: str, wrt, **options) -> Kernel:
     from .errors import ArgumentError
+    derive = getattr(k, "__ado_derive__", None)
+    if derive is not None and not isinstance(k, Kernel):       # CUDA kernels (foreign_cuda/kernel.py)
+        return derive(mode, (wrt,) if isinstance(wrt, str) else tuple(wrt), **options)
     if not isinstance(k, Kernel):
         raise ArgumentError(f"ado.{mode} expects a kernel made with @ado.kernel, got {type(k).__name__}")
     wrt = (wrt,) if isinstance(wrt, str) else tuple(wrt)

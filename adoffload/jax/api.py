@@ -21,7 +21,7 @@ from .primitive import CallSpec, bind
 from .rules import TapeCallSpec
 
 
-def jax_kernel(kernel, *, grid=None, out_shapes=None):
+def jax_kernel(kernel, *, grid=None, out_shapes=None, blocks=None, threads=None, shared_bytes=0):
     """Wrap ``kernel`` as a JAX function; see the module docstring for the calling convention.
 
     ``grid``: an int, a tuple, or a callable taking the function's arguments and returning
@@ -29,8 +29,17 @@ def jax_kernel(kernel, *, grid=None, out_shapes=None):
     ``out_shapes``: ``{out_name: shape}`` or a callable returning that dict (default: derived
     from the kernel where it indexes the Out array and some input arrays with the same thread
     ids, ``out[i] = ... x[i] ...``; otherwise out_shapes is required).
+    ``blocks``/``threads``/``shared_bytes``: instead of ``grid``, for CUDA kernels (foreign_cuda/jax_support.py).
     """
     from ..kernel import Kernel
+    if hasattr(kernel, "__ado_jax__") and not isinstance(kernel, Kernel):   # CUDA kernels (foreign_cuda)
+        if grid is not None or blocks is None or threads is None:
+            raise JaxIntegrationError(f"ado.jax_kernel of the CUDA kernel '{kernel.name}' takes blocks= and "
+                                      f"threads= (as its launches do), not grid=")
+        return kernel.__ado_jax__(blocks=blocks, threads=threads, out_shapes=out_shapes, shared_bytes=shared_bytes)
+    if blocks is not None or threads is not None:
+        raise JaxIntegrationError(f"ado.jax_kernel: blocks=/threads= are for CUDA kernels (ado.from_cuda); "
+                                  f"give kernel '{getattr(kernel, 'name', kernel)}' a grid=")
     if not isinstance(kernel, Kernel):
         raise JaxIntegrationError(f"ado.jax_kernel expects a kernel made with @ado.kernel, got "
                                   f"{type(kernel).__name__}")
