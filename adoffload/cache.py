@@ -54,8 +54,11 @@ def _as_bytes(part) -> bytes:
 class CompileCache:
     """``get(key_parts) -> bytes | None`` and ``put(key_parts, data)`` on a user-only folder."""
 
-    def __init__(self, root: str | os.PathLike | None = None):
+    def __init__(self, root: str | os.PathLike | None = None, *, versioned: bool = True):
+        """``versioned=False``: keys leave out adoffload's and llvmlite's versions, for entries that
+        depend only on their key parts (an external compiler's output for a given input)."""
         self.root = Path(root) if root is not None else default_root()
+        self.versioned = versioned
         self._usable: bool | None = None
 
     # -- keys ---------------------------------------------------------------------------------
@@ -63,7 +66,7 @@ class CompileCache:
     def key(self, key_parts: Sequence) -> bytes:
         """sha256 over the sha256 of each part and the tool versions (order matters)."""
         h = hashlib.sha256()
-        for part in list(key_parts) + list(_versions()):
+        for part in list(key_parts) + (list(_versions()) if self.versioned else [f"format={FORMAT_VERSION}"]):
             h.update(hashlib.sha256(_as_bytes(part)).digest())
         return h.digest()
 

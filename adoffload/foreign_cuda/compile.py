@@ -37,7 +37,21 @@ def device_flags(language: str, arch: str) -> list[str]:
 def compile_to_llvm(source: str, *, language: str = "cuda", arch: str = "sm_90", options=()) -> str:
     """LLVM IR text of the device code of ``source`` (-O2, the header included first).
 
-    ``options`` are extra clang flags (``-DN=256``, ``-I...``)."""
+    ``options`` are extra clang flags (``-DN=256``, ``-I...``). The IR is cached under the
+    compile cache's ``clang-ir`` folder, keyed by source, flags and header (not by clang's
+    version: another clang's IR of the same source is as good)."""
+    from ..cache import CompileCache, default_root
+    cache = CompileCache(default_root() / "clang-ir", versioned=False)
+    key = ["clang-ir", language, arch, list(options), HEADER.read_text(), source]
+    hit = cache.get(key)
+    if hit is not None:
+        return hit.decode()
+    text = _compile(source, language, arch, options)
+    cache.put(key, text.encode())
+    return text
+
+
+def _compile(source: str, language: str, arch: str, options) -> str:
     with tempfile.TemporaryDirectory(prefix="adoffload-cuda-") as tmp:
         suffix = ".cu" if language == "cuda" else ".hip"
         path = Path(tmp) / f"kernel{suffix}"

@@ -181,3 +181,21 @@ def test_recursive_device_functions_are_refused_by_name():
                         "__global__ void f(int* y) { y[threadIdx.x] = fib(threadIdx.x % 10); }")
     with pytest.raises(Error, match="calls @_Z3fibi, which could not be inlined"):
         mod.kernel("f", y=ado.Out[ado.i32]).specialize((32,))
+
+
+def test_clang_output_is_cached_by_source_and_flags(tmp_path, monkeypatch):
+    """A second compile of the same source needs no clang (the GPU machine has none); another
+    source, or other flags, does."""
+    from adoffload.foreign_cuda import compile as cuda_compile
+    monkeypatch.setenv("ADOFFLOAD_CACHE_DIR", str(tmp_path))
+    source = "__global__ void twice(float* x) { x[threadIdx.x] *= 2.0f; }"
+    first = cuda_compile.compile_to_llvm(source)
+
+    def no_clang():
+        raise ado.ToolNotFoundError("no clang here")
+    monkeypatch.setattr(cuda_compile, "clang_command", no_clang)
+    assert cuda_compile.compile_to_llvm(source) == first
+    with pytest.raises(ado.ToolNotFoundError):
+        cuda_compile.compile_to_llvm(source, options=("-DN=2",))
+    with pytest.raises(ado.ToolNotFoundError):
+        cuda_compile.compile_to_llvm(source + "\n")
