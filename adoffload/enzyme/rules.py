@@ -608,17 +608,25 @@ def _atan(ctx, x, y):
     return ctx.div(_c(ctx, x, 1.0), ctx.add(_c(ctx, x, 1.0), ctx.mul(x, x)))
 
 
+def zero_at_origin(ctx, norm: Value, partials: list[Value]) -> list[Value]:
+    """Partials of the form v / |(x, y)|^k are 0/0 at the origin, where the function has no
+    derivative: they are 0 there by convention (a subgradient, as for |x| at 0), so the
+    modes agree (reverse mode would otherwise carry NaN into partials that are exactly 0)."""
+    at_origin = ctx.fcmp("oeq", norm, _c(ctx, norm, 0.0))
+    return [ctx.select(at_origin, _c(ctx, p, 0.0), p) for p in partials]
+
+
 @defpartials("call:atan2", strong_zero=True)
 def _atan2(ctx, inst):       # atan2(y, x): ∂/∂y = x / r², ∂/∂x = -y / r²
     y, x = ctx.operand(inst, 0), ctx.operand(inst, 1)
     r2 = ctx.add(ctx.mul(x, x), ctx.mul(y, y))
-    return [ctx.div(x, r2), ctx.neg(ctx.div(y, r2))]
+    return zero_at_origin(ctx, r2, [ctx.div(x, r2), ctx.neg(ctx.div(y, r2))])
 
 
 @defpartials("call:hypot", strong_zero=True)
 def _hypot(ctx, inst):
     a, b, h = ctx.operand(inst, 0), ctx.operand(inst, 1), ctx.result(inst)
-    return [ctx.div(a, h), ctx.div(b, h)]
+    return zero_at_origin(ctx, h, [ctx.div(a, h), ctx.div(b, h)])
 
 
 @defunary("call:sinh")

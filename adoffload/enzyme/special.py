@@ -12,7 +12,8 @@ import math
 
 from ..ir.builder import Builder
 from ..ir.core import Argument, Constant, Function, FunctionType, Value, f64
-from .rules import Rule, RuleContext, _complex_pack, _complex_parts, defpartials, defunary, defzero, register
+from .rules import (Rule, RuleContext, _complex_pack, _complex_parts, defpartials, defunary, defzero, register,
+                    zero_at_origin)
 
 
 def _c(ctx: RuleContext, like: Value, x: float) -> Constant:
@@ -250,10 +251,12 @@ def _real_of_complex(partials):
     return Rule(forward=forward, reverse=reverse)
 
 
-register("call:cabs", _real_of_complex(lambda ctx, a, b, r: (ctx.div(a, r), ctx.div(b, r))))
+register("call:cabs", _real_of_complex(lambda ctx, a, b, r: zero_at_origin(ctx, r, [ctx.div(a, r), ctx.div(b, r)])))
+
+
 def _carg(ctx, a, b, angle):      # atan2(b, a)
     norm = ctx.add(ctx.mul(a, a), ctx.mul(b, b))
-    return ctx.neg(ctx.div(b, norm)), ctx.div(a, norm)
+    return zero_at_origin(ctx, norm, [ctx.neg(ctx.div(b, norm)), ctx.div(a, norm)])
 
 
 register("call:carg", _real_of_complex(_carg))

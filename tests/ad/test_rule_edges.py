@@ -222,3 +222,22 @@ def test_inline_asm_is_refused_on_an_active_path_and_fine_off_it():
                              canonical=False)["f"]
     assert autodiff(Forward, inactive, Duplicated(3.0, 1.0), 2) == 2.0
     assert autodiff(Reverse, inactive, Active(3.0), 2)[0] == 2.0
+
+
+def test_atan2_and_hypot_have_zero_partials_at_the_origin_in_both_modes():
+    """0/0 partials at the origin are 0 by convention, so forward and reverse mode agree (the
+    differential tester found reverse NaN against forward 0 where a zero value reached atan2(0, 0))."""
+    module = ado.from_llvm("""
+declare double @atan2(double, double)
+declare double @hypot(double, double)
+define double @f(double %y, double %x) {
+  %a = call double @atan2(double %y, double %x)
+  %h = call double @hypot(double %y, double %x)
+  %s = fadd double %a, %h
+  ret double %s
+}""")
+    fn = module["f"]
+    assert autodiff(Reverse, fn, Active(0.0), Active(0.0)) == (0.0, 0.0)
+    assert autodiff(Forward, fn, Duplicated(0.0, 1.0), Duplicated(0.0, -1.0)) == 0.0
+    d_y, d_x = autodiff(Reverse, fn, Active(0.6), Active(0.8))       # away from it: unchanged
+    assert d_y == pytest.approx(0.8 + 0.6) and d_x == pytest.approx(-0.6 + 0.8)
