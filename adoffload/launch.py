@@ -439,8 +439,11 @@ def _launch_device(dev, compiled, signature, values, grid, threads, status, zero
         dev.copy_to_device(status_buf, status)
         slots = pack_slots(flat_values(signature, values, pointers), compiled.flat_types, grid, status_buf.ptr)
         function = _loaded_function(dev, compiled)
-        block = compiled.extra.get("block_threads") or function.auto_block_size()
-        if compiled.grid_stride:      # the entry loops over the grid: one resident wave (codegen/grid_stride.py)
+        # (a device's functions may not size blocks themselves: test devices run host code)
+        block = compiled.extra.get("block_threads") or (function.auto_block_size()
+                                                        if hasattr(function, "auto_block_size") else None)
+        if compiled.grid_stride and hasattr(function, "resident_threads"):
+            # the entry loops over the grid: one resident wave (codegen/grid_stride.py)
             from .codegen.vectorize import launch_threads
             threads = launch_threads(compiled, int(np.prod(grid, dtype=np.int64)), function.resident_threads(block))
         dev.launch(function, threads, slots, block_size=block)

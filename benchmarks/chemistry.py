@@ -173,7 +173,7 @@ def cuda_side(rows, system, reps) -> None:
         gpu.free(dev)
 
 
-def run(rows, device="cpu", quick=False, reps=None, sides=None, measures=None):
+def run(rows, device="cpu", quick=False, reps=None, sides=None, measures=None, sizes=None):
     """Append result rows for every size and side (see the module docstring); ``sides`` and
     ``measures`` (e.g. ``[chemistry.EF]``) select a subset."""
     import shutil
@@ -189,7 +189,7 @@ def run(rows, device="cpu", quick=False, reps=None, sides=None, measures=None):
         return rows
     reps = reps or (5 if quick else REPS)
     sides = sides or ["adoffload", "jax", *(f"jax-md {f}" for f in FORMATS), "cuda"]
-    for n in (QUICK_SIZES if quick else SIZES)[device]:
+    for n in sizes or (QUICK_SIZES if quick else SIZES)[device]:
         with jax.default_device(jax_device):
             system = System(n, jax_device, measures)
             for side in sides:
@@ -273,6 +273,7 @@ def main(argv=None):
     parser.add_argument("--out", default=str(HERE / "results" / "chemistry"))
     parser.add_argument("--device", choices=["cpu", "cuda", "auto"], default="auto")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--sizes", type=int, nargs="*", help="atom counts (default: the device's three sizes)")
     parser.add_argument("--reps", type=int)
     parser.add_argument("--sides", nargs="*", help="adoffload jax 'jax-md Dense' 'jax-md Sparse' "
                                                     "'jax-md OrderedSparse' cuda (default: all)")
@@ -285,7 +286,7 @@ def main(argv=None):
         except RuntimeError:
             device = "cpu"
             print("no GPU found by JAX: running the CPU comparison at small sizes")
-    rows = run([], device=device, quick=args.quick, reps=args.reps, sides=args.sides)
+    rows = run([], device=device, quick=args.quick, reps=args.reps, sides=args.sides, sizes=args.sizes)
     write(Path(args.out), {**environment(), "requested device": device}, rows)
     for r in rows:
         print({k: v for k, v in r.items() if v not in ("", None)}, flush=True)
