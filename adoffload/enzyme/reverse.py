@@ -37,6 +37,7 @@ from .memory import allocation_size, heap_function, shadow_alloc
 from .reverse_memory import reverse_copy, reverse_heap
 from .custom import custom_cotangents, extractvalue_reverse, find_custom, insertvalue_reverse
 from .forward import _IGNORED_CALLS
+from .deferred import DeferredAdds, enabled as deferral_enabled, run_invariant
 from .deterministic import ContributionLog, LogSpec, add_counting_function, check_no_read_after_log
 from .parallel import UNIFORM_ADD_PREFIX, AddressClass, AddressClassifier, ParallelInfo, uniform_add_intrinsic
 from .reverse_cfg import Dominators, LoopInfo, inductions, predecessor_map, reachable_blocks
@@ -189,9 +190,11 @@ class _Reverser:
         self.tape = Tape(fn, self.entry)
         self.log = (ContributionLog(fn, self.entry, [fn.args[j] for j in sorted(self.shadow_args.values())])
                     if self.deterministic else None)
+        self.deferred = DeferredAdds(self.entry)
         self._reverse_blocks()
         for block in self.live:
             self._reverse_block(block)
+        self.final = self.deferred.flush(self.final, self.module)
         self._flush_scalars(self.final)
         self.final.ret()
         return self._finish()
@@ -394,6 +397,11 @@ class _Reverser:
                 edge.store(self.need(ind.phi, exit_block), self._induction_slot(ind.phi))
 
     def _readonly(self, load: Instruction) -> bool:
+        return self._readonly_root(_pointer_root(self.original.get(load.operands[0], load.operands[0])))
+
+    def _readonly_root(self, root: Value) -> bool:
+        """The primal never writes through ``root`` (an argument or global), nor calls anything
+        with a pointer (which might)."""
         if not hasattr(self, "_written_roots"):
             roots, unknown = set(), False
             for inst in self.primal.instructions():
@@ -407,7 +415,6 @@ class _Reverser:
                     roots.add(_pointer_root(self.original.get(target, target)))
             self._written_roots, self._writes_unknown = roots, unknown or any(
                 not isinstance(r, (Argument, GlobalVariable)) for r in roots)
-        root = _pointer_root(self.original.get(load.operands[0], load.operands[0]))
         return (not self._writes_unknown and isinstance(root, (Argument, GlobalVariable))
                 and root not in self._written_roots)
 
@@ -698,17 +705,18 @@ class _Reverser:
         deterministic mode a shared one is logged instead (deterministic.py)."""
         if pointer not in self.shadow:
             raise DifferentiationError(f"active load through {pointer.ref()}, which has no shadow")
-        shadow = self.need(self.shadow[pointer], block)
         kind = AddressClass.PRIVATE if self.classifier is None else self.classifier.classify(pointer, block)
+        align = origin.align if origin is not None else None     # the primal access's (shadows mirror it)
+        if self._deferrable(pointer, block, kind):
+            return self.deferred.add(b, self.shadow[pointer], delta, kind, align)
+        shadow = self.need(self.shadow[pointer], block)
         if kind is AddressClass.PRIVATE:
-            align = origin.align if origin is not None else None     # the primal access's (shadows mirror it)
             b.store(b.fadd(b.load(delta.type, shadow, align=align), delta), shadow, align=align)
         elif kind is AddressClass.SHARED and self.log is not None:
             self.log.append(b, shadow, delta, block, origin, forward=self.shadow[pointer])
         elif kind is AddressClass.SHARED:
             b.atomicrmw("fadd", shadow, delta)
-        elif shadow is self.shadow[pointer] and not self.loops.in_loop(shadow.parent if isinstance(
-                shadow, Instruction) else self.fn.entry) and self._dominates_exit(shadow):
+        elif self._summed_uniform(pointer):
             slot = self.uniform_sums.get(shadow)
             if slot is None:
                 slot = self.uniform_sums[shadow] = self.entry.alloca(delta.type, "uniform.sum")
@@ -718,6 +726,23 @@ class _Reverser:
             self.log.append(b, shadow, delta, block, origin, forward=self.shadow[pointer])
         else:
             b.call(uniform_add_intrinsic(self.module, delta.type), [shadow, delta])
+
+    def _summed_uniform(self, pointer: Value) -> bool:
+        """A uniform shadow address computed once, on every path: summed unguarded (uniform_sums)."""
+        shadow = self.shadow[pointer]
+        return (not self.loops.in_loop(shadow.parent if isinstance(shadow, Instruction) else self.fn.entry)
+                and self._dominates_exit(shadow))
+
+    def _deferrable(self, pointer: Value, block: Block, kind: AddressClass) -> bool:
+        """Whether a kernel's update inside a loop can go to a thread-local sum (deferred.py): the
+        shadow address is run-invariant and the primal never writes its array, so the reverse
+        sweep only ever adds into that shadow."""
+        if (self.classifier is None or self.log is not None or not self.loops.in_loop(block)
+                or not deferral_enabled() or kind is AddressClass.UNIFORM and self._summed_uniform(pointer)):
+            return False
+        root = _pointer_root(self.original.get(pointer, pointer))
+        return (isinstance(root, Argument) and self._readonly_root(root)
+                and root.index not in self.parallel.block_shared_args and run_invariant(self.shadow[pointer]))
 
     def _dominates_exit(self, v: Value) -> bool:
         return not isinstance(v, Instruction) or self.dom.dominates(v.parent, self.exit)
