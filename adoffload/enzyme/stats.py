@@ -38,6 +38,7 @@ class ReverseStats:
 class BodyStats:
     atomics: Counter                     # ("fadd double", PER_ITERATION) -> count
     uniform_adds: Counter                # ("double", PER_THREAD) -> count
+    loads: Counter                       # PER_ITERATION / PER_THREAD -> loads of memory (not the stack)
 
 
 def _root(p):
@@ -51,7 +52,7 @@ def ir_stats(body: Function) -> BodyStats:
     blocks = reachable_blocks(body)
     loops = LoopInfo(blocks, Dominators(blocks))
     status = body.args[-1] if body.args and body.args[-1].name == "status" else None
-    atomics, uniform = Counter(), Counter()
+    atomics, uniform, loads = Counter(), Counter(), Counter()
     for block in blocks:
         where = PER_ITERATION if loops.in_loop(block) else PER_THREAD
         for inst in block.instructions:
@@ -63,7 +64,10 @@ def ir_stats(body: Function) -> BodyStats:
                 atomics[(f"{op} {inst.operands[-1].type}", where)] += 1
             elif inst.opcode == "call" and getattr(inst.callee, "name", "").startswith(UNIFORM_ADD_PREFIX):
                 uniform[(str(inst.operands[1].type), where)] += 1
-    return BodyStats(atomics, uniform)
+            elif inst.opcode == "load" and not (isinstance(_root(inst.operands[0]), Instruction)
+                                                and _root(inst.operands[0]).opcode == "alloca"):
+                loads[where] += 1
+    return BodyStats(atomics, uniform, loads)
 
 
 def format_counts(counts: Counter) -> str:
