@@ -36,6 +36,7 @@ from .blocks import REPLAYED_CALLS
 from .memory import allocation_size, heap_function, shadow_alloc
 from .reverse_accumulate import accumulate, flush_sums
 from .reverse_memory import reverse_copy, reverse_heap
+from .reverse_thread import thread_tail
 from .custom import custom_cotangents, extractvalue_reverse, find_custom, insertvalue_reverse
 from .forward import _IGNORED_CALLS
 from .deferred import DeferredAdds
@@ -200,6 +201,7 @@ class _Reverser:
             self._reverse_block(block)
         self.final = flush_sums(self, self.final)
         self.final.ret()
+        thread_tail(self)
         return self._finish()
 
     def _declare(self, name: str) -> Function:
@@ -447,6 +449,7 @@ class _Reverser:
             self.pop_builders[block] = pop
         self.exit_branch.opcode, self.exit_branch.blocks = "br", [self.rev[self.exit]]
         self.came_from: dict[Block, Instruction] = {}
+        self.reverse_edges: dict[Block, dict[Block, Block]] = {}   # a join -> {predecessor: its reverse edge}
 
     def _came_from(self, block: Block) -> Instruction:
         """An i32 phi at the top of ``block``: the index of the predecessor that led in."""
@@ -577,6 +580,8 @@ class _Reverser:
                                slot)
             self._jump_to_reverse(edge, block, p)
             targets.append(edge.block)
+        if len(preds) > 1:
+            self.reverse_edges[block] = dict(zip(preds, targets))
         if len(preds) > 1 and ind is not None:
             first = b.icmp("eq", self.need(ind.phi, block), self.need(ind.start, block), "first.iteration")
             b.cbranch(first, targets[preds.index(ind.preheader)], targets[preds.index(ind.loop.latches[0])])
