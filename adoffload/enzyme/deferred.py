@@ -95,8 +95,8 @@ class DeferredAdds:
             s = self.sums[key] = _Sum(pointer, slot, flag, kind, align)
         elif s.kind is not kind:
             s.kind = AddressClass.SHARED      # classified differently at different sites: the safe one
-        if s.align != align:
-            s.align = min(a for a in (s.align, align) if a is not None) if (s.align or align) else None
+        if s.align != align:          # the flush's plain access: the smallest alignment of its sites
+            s.align = min((a for a in (s.align, align) if a is not None), default=None)
         self.sites += 1
         b.store(b.fadd(b.load(delta.type, s.slot), delta), s.slot)
         b.store(const(i1, 1), s.flag)

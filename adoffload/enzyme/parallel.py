@@ -96,8 +96,10 @@ class AddressClassifier:
         if all(self.strictly_uniform(i) for i in indices):
             return AddressClass.SHARED if root in self.block_shared else AddressClass.UNIFORM
         # Private needs one access pattern per array: x[i] and x[i + 1] are each injective in
-        # the thread index, but thread i's x[i + 1] is thread i+1's x[i].
-        if (len(indices) == 1 and len(self.patterns.get(root, ())) <= 1
+        # the thread index, but thread i's x[i + 1] is thread i+1's x[i]; and accesses of one
+        # element each (a <2 x double> load at x[i] also reads x[i + 1]).
+        accesses = self.patterns.get(root, ())
+        if (len(indices) == 1 and len(accesses) <= 1 and all(e in (None, t) for _, e, t in accesses)
                 and self.injective(indices[0], set(self.thread_args), at)):
             return AddressClass.PRIVATE
         return AddressClass.SHARED
@@ -193,15 +195,28 @@ def _aliases(v: Value) -> set[Value]:
 
 
 def _access_patterns(function) -> dict[Value, set]:
-    """Per pointer root: the distinct index expressions (structurally) of its loads, stores and atomics."""
+    """Per pointer root: the distinct accesses of its loads, stores and atomics, each as (index
+    expressions (structurally), the GEPs' element type, the type accessed). An access wider than
+    its element (``load <2 x double>`` at ``x[i]``) reaches the next thread's element too."""
     patterns: dict[Value, set] = {}
     for inst in function.instructions():
         if inst.opcode not in ("load", "store", "atomicrmw", "cmpxchg"):
             continue
-        root, indices = _decompose(inst.operands[1] if inst.opcode == "store" else inst.operands[0])
+        pointer = inst.operands[1] if inst.opcode == "store" else inst.operands[0]
+        root, indices = _decompose(pointer)
         if root is not None:
-            patterns.setdefault(root, set()).add(tuple(_structure(i) for i in indices))
+            accessed = inst.type if inst.opcode == "load" else inst.operands[0 if inst.opcode == "store" else 1].type
+            element = _gep_element(pointer)
+            patterns.setdefault(root, set()).add((tuple(_structure(i) for i in indices),
+                                                  None if element is None else str(element), str(accessed)))
     return patterns
+
+
+def _gep_element(pointer: Value):
+    """The element type the GEP chain of ``pointer`` steps over (None without a GEP)."""
+    while isinstance(pointer, Instruction) and pointer.opcode in ("bitcast", "addrspacecast"):
+        pointer = pointer.operands[0]
+    return pointer.element_type if isinstance(pointer, Instruction) and pointer.opcode == "getelementptr" else None
 
 
 def _structure(v: Value, depth: int = 0):

@@ -270,3 +270,28 @@ def test_offset_reads_of_one_array_accumulate_atomically():
     module, result = _grid_check(OFFSET_READS, [CONST, DUP, DUP],
                                  lambda: [0, np.linspace(0.1, 1.0, 7), np.zeros(6)], 6, concurrent=True)
     assert _reverse_text(module, result).count("atomicrmw fadd") == 2
+
+
+def test_an_access_wider_than_its_element_is_not_private():
+    # a <2 x double> load at x[tid] also reads x[tid + 1], which thread tid+1 updates too
+    src = """
+define void @f(i64 %tid, ptr %x, ptr %out) {
+entry:
+  %p = getelementptr double, ptr %x, i64 %tid
+  %v = load <2 x double>, ptr %p
+  %a = extractelement <2 x double> %v, i64 0
+  %b = extractelement <2 x double> %v, i64 1
+  %s = fadd double %a, %b
+  %po = getelementptr double, ptr %out, i64 %tid
+  store double %s, ptr %po
+  ret void
+}
+"""
+    from adoffload.enzyme.parallel import AddressClassifier
+    from adoffload.enzyme.reverse_cfg import Dominators, reachable_blocks
+    from adoffload.ir import import_module
+    fn = import_module(src)["f"]
+    classifier = AddressClassifier(ParallelInfo((0,)), Dominators(reachable_blocks(fn)), fn.args, function=fn)
+    x_gep, out_gep = [i for i in fn.instructions() if i.opcode == "getelementptr"]
+    assert classifier.classify(x_gep, x_gep.parent) is AddressClass.SHARED
+    assert classifier.classify(out_gep, out_gep.parent) is AddressClass.PRIVATE
