@@ -32,31 +32,28 @@ def _timing(t) -> dict:
     return dict(median_ms=t.median_ms, iqr_ms=t.q3_ms - t.q1_ms, min_ms=t.min_ms, max_ms=t.max_ms)
 
 
-def lj_rows(sizes, device, rows) -> None:
+def lj_rows(sizes, device, rows, measure: str) -> None:
+    """``measure``: chemistry.EF_ADJOINT (energy and forces through the energy kernel's adjoint)
+    or chemistry.FIT (the force-matching gradient: reverse over reverse)."""
     import jax
     import jax.numpy as jnp
-    from chemistry import EF_ADJOINT, FIT, System
+    from chemistry import EF_ADJOINT, System
     from harness import time_jax
     for n in sizes:
         system = System(n, device)
         ff = system.forcefield("adoffload")
         pos, neighbors = system.pos, system.nl.neighbors
-        by_adjoint = jax.jit(jax.value_and_grad(ff.energy))
         try:
-            t = time_jax(by_adjoint, pos, neighbors)
-            rows.append(dict(measure=EF_ADJOINT, size=system.n, **_timing(t),
-                             max_force_diff=system.force_diff(-by_adjoint(pos, neighbors)[1])))
+            if measure == EF_ADJOINT:
+                fn = jax.jit(jax.value_and_grad(ff.energy))
+                rows.append(dict(measure=measure, size=system.n, **_timing(time_jax(fn, pos, neighbors)),
+                                 max_force_diff=system.force_diff(-fn(pos, neighbors)[1])))
+            else:
+                fn = jax.jit(jax.grad(lambda params: jnp.mean(ff.forces(pos, neighbors, params) ** 2)))
+                rows.append(dict(measure=measure, size=system.n, **_timing(time_jax(fn, ff.parameters))))
         except Exception as exc:        # noqa: BLE001 - a failing case is a row
-            rows.append(dict(measure=EF_ADJOINT, size=system.n, error=f"{type(exc).__name__}: {str(exc)[:300]}"))
-
-        def force_loss(params):
-            return jnp.mean(ff.forces(pos, neighbors, params) ** 2)
-        try:
-            rows.append(dict(measure=FIT, size=system.n, **_timing(time_jax(jax.jit(jax.grad(force_loss)),
-                                                                            ff.parameters))))
-        except Exception as exc:        # noqa: BLE001
-            rows.append(dict(measure=FIT, size=system.n, error=f"{type(exc).__name__}: {str(exc)[:300]}"))
-        del system, by_adjoint
+            rows.append(dict(measure=measure, size=system.n, error=f"{type(exc).__name__}: {str(exc)[:300]}"))
+        del system
         jax.clear_caches()
 
 
@@ -95,10 +92,12 @@ def main(argv=None) -> int:
         device = jax.devices("gpu")[0]
     except RuntimeError:
         device = None
+    from chemistry import EF_ADJOINT, FIT
     rows = _Rows(Path(args.out), args.label)
-    lj_rows(args.sizes, device or jax.devices("cpu")[0], rows)
+    lj_rows(args.sizes, device or jax.devices("cpu")[0], rows, EF_ADJOINT)
     if device is not None:
         rajaperf_rows(rows)
+    lj_rows(args.sizes, device or jax.devices("cpu")[0], rows, FIT)
     return 0
 
 
