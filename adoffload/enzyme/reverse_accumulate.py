@@ -1,7 +1,9 @@
 """The reverse sweep's shadow updates ``shadow(p) += delta``, race-free at the least cost.
 
 Each update takes the cheapest form its address class allows (parallel.py): PRIVATE a plain
-load/add/store, SHARED an atomic (or, in deterministic mode, a log entry: deterministic.py),
+load/add/store, SHARED an atomic (or, in deterministic mode, a log entry: deterministic.py;
+through ``@adoffload.uniform_fadd`` where the address is likely the same across a warp, such as
+``d_w[k]`` in a loop over k: the lanes that share it are combined, one atomic per warp),
 UNIFORM a per-thread sum added once through ``@adoffload.uniform_fadd`` (combined per warp and
 block on GPUs). Inside a loop, an update whose shadow address is run-invariant goes to a
 thread-local sum added once after the sweep (deferred.py). Both functions take the reverse
@@ -36,6 +38,8 @@ def accumulate(rev, pointer: Value, delta: Value, block: Block, b: Builder, orig
         b.store(b.fadd(b.load(delta.type, shadow, align=align), delta), shadow, align=align)
     elif kind is AddressClass.SHARED and rev.log is not None:
         rev.log.append(b, shadow, delta, block, origin, forward=rev.shadow[pointer])
+    elif kind is AddressClass.SHARED and rev.classifier.warp_uniform(pointer):
+        b.call(uniform_add_intrinsic(rev.module, delta.type), [shadow, delta])    # lanes combined where equal
     elif kind is AddressClass.SHARED:
         b.atomicrmw("fadd", shadow, delta)
     elif _summed_uniform(rev, pointer):

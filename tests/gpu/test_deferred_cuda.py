@@ -42,3 +42,22 @@ def test_neighbor_sum_adjoint_on_the_gpu_matches_the_host(cuda):
     assert np.abs(host_x).max() > 1.0 and host_w[1] != 0.0 and host_w[0] == host_w[2] == 0.0
     np.testing.assert_allclose(gpu_x, host_x, rtol=1e-11, atol=1e-11)
     np.testing.assert_allclose(gpu_w, host_w, rtol=1e-11, atol=1e-9)
+
+
+def _weighted(device, x, w, seed):
+    rev = ado.vjp(load_kernel(f"{FIXTURE}:weighted_rows"), ["x", "w"])
+    d_x, d_w = np.zeros_like(x), np.zeros_like(w)
+    rev(x=x, w=w, e=np.zeros(len(x)), d_x=d_x, d_w=d_w, d_e=seed.copy(), grid=(len(x),), device=device)
+    return d_x, d_w
+
+
+def test_loop_counter_adds_combined_across_lanes_match_the_host(cuda):
+    # d_w[k]: all lanes of a warp at the same k share the address (one atomic per warp); lanes
+    # that broke out early leave the others at other k or with a partial mask (per-lane atomics)
+    rng = np.random.default_rng(3)
+    n, m = 4099, 40                                 # not a whole number of warps
+    x, w, seed = rng.uniform(-1, 1, (n, m)), rng.standard_normal(m), rng.standard_normal(n)
+    gpu_x, gpu_w = _weighted("cuda", x, w, seed)
+    host_x, host_w = _weighted("cpu", x, w, seed)
+    np.testing.assert_allclose(gpu_x, host_x, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gpu_w, host_w, rtol=1e-10, atol=1e-10)
