@@ -403,9 +403,9 @@ class _Reverser:
                 edge.store(self.need(ind.phi, exit_block), self._induction_slot(ind.phi))
 
     def _readonly(self, load: Instruction) -> bool:
-        return self._readonly_root(_pointer_root(self.original.get(load.operands[0], load.operands[0])))
+        return self.readonly_root(_pointer_root(self.original.get(load.operands[0], load.operands[0])))
 
-    def _readonly_root(self, root: Value) -> bool:
+    def readonly_root(self, root: Value) -> bool:
         """The primal never writes through ``root`` (an argument or global), nor calls anything
         with a pointer (which might)."""
         if not hasattr(self, "_written_roots"):

@@ -70,7 +70,7 @@ def _deferrable(rev, pointer: Value, block: Block, kind: AddressClass) -> bool:
             or not deferral_enabled() or kind is AddressClass.UNIFORM and _summed_uniform(rev, pointer)):
         return False
     root = _pointer_root(rev.original.get(pointer, pointer))
-    return (isinstance(root, Argument) and rev._readonly_root(root)
+    return (isinstance(root, Argument) and rev.readonly_root(root)
             and root.index not in rev.parallel.block_shared_args and run_invariant(rev.shadow[pointer]))
 
 
