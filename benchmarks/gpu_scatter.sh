@@ -6,6 +6,7 @@
 #    and vjp at 2^26, the force-matching gradient: per-site shadow updates (ADOFFLOAD_DEFER_ADDS=0)
 #    against updates summed per thread (default), each with a cache of its own.
 set -uo pipefail
+export PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH}
 OUT_DIR="${OUT:-/tmp}/scatter"
 mkdir -p "$OUT_DIR"
 timeout 40 python -m pytest -q tests/gpu/test_deferred_cuda.py -rs 2>&1 | tail -3 | tee "$OUT_DIR/gpu_test.txt"
