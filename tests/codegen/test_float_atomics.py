@@ -17,9 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from adoffload.cli import load_kernel
-from adoffload.codegen import abi, amdgpu
-from adoffload.enzyme.parallel import lower_uniform_adds_text
+from adoffload.cli import gcn_assembly, load_kernel
+from adoffload.codegen import amdgpu
 from adoffload.kernel import vjp
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,13 +27,6 @@ FIXTURE = str(ROOT / "tests/fixtures/stats/scatter_kernels.py")
 
 def _adjoint():
     return vjp(load_kernel(f"{FIXTURE}:neighbor_sum"), ["x", "w"])
-
-
-def _gcn(k, arch):
-    flat_types = [f.llvm_type for f in k.signature.flat_params()]
-    text = lower_uniform_adds_text(k.module_text(), "amdgpu")
-    module = abi.add_gpu_entry(text, k.body_name, flat_types, k.signature.grid_rank, "amdgpu")
-    return amdgpu.compile_gcn_assembly(module, arch)
 
 
 @pytest.mark.parametrize("arch", ["sm_70", "sm_90"])
@@ -81,6 +73,6 @@ def test_amdgpu_float_atomics_are_marked_coarse_grained():
 
 
 def test_amdgpu_f64_atomics_are_native_and_uniform_adds_wave_reduced():
-    gcn = _gcn(_adjoint(), "gfx942")
+    gcn = gcn_assembly(_adjoint(), "gfx942")
     assert "global_atomic_add_f64" in gcn and "cmpswap" not in gcn
     assert "v_readlane_b32" in gcn                        # d_w[1]: summed over the wavefront's lanes
