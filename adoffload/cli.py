@@ -1,7 +1,8 @@
 """Command line: ``python -m adoffload doctor`` and ``python -m adoffload compile FILE:KERNEL``.
 
 ``compile`` prints a kernel's canonical LLVM IR, the adoffload IR, host assembly, PTX or
-GCN assembly to standard output, for the primal kernel or its JVP/VJP (``--mode``).
+GCN assembly to standard output, for the primal kernel or its JVP/VJP (``--mode``); with
+``--stats``, static cost counts instead (atomics, tape bytes, recomputed loads: stats.py).
 Errors are one line on standard error (``error: ...``) and exit status 1.
 """
 from __future__ import annotations
@@ -130,6 +131,64 @@ def emit(k, what: str, arch: str | None) -> str:
     return gcn_assembly(k, arch)
 
 
+def reverse_stats(k):
+    """The reverse engine's counts (enzyme/stats.py ReverseStats) for a vjp kernel ``k``: its
+    base body is differentiated again, as enzyme/kernels.py does, to keep what the engine knew."""
+    from . import ir
+    from .enzyme.kernels import _shadowed_params, llvm_activity
+    from .enzyme.parallel import ParallelInfo
+    from .enzyme.reverse import reverse
+    base = k.base
+    module = ir.import_module(base.module_text())
+    body = module.functions[base.body_name]
+    shared = base.shared if base.block is not None else ()
+    activity = llvm_activity(base.signature, _shadowed_params(base.signature, list(k.wrt)), "vjp", shared)
+    rank = base.signature.grid_rank
+    first_shared = rank + len(base.signature.flat_params())
+    parallel = ParallelInfo(thread_args=tuple(range(rank)), uniform_args=frozenset(range(rank, len(body.args))),
+                            block_shared_args=frozenset(range(first_shared, first_shared + len(shared))))
+    return reverse(module, body, activity, name=f"{base.body_name}.adoffload.vjp", failure_arg=len(body.args) - 1,
+                   deterministic=k.deterministic, parallel=parallel).stats
+
+
+def kernel_stats(k, label: str) -> str:
+    """A few lines of static counts for kernel ``k`` (see enzyme/stats.py)."""
+    from .enzyme.stats import format_counts, ir_stats
+    module, body_name = k.ir()
+    counts = ir_stats(module.functions[body_name])
+    lines = [f"{k.name} ({label})",
+             f"  atomics: {format_counts(counts.atomics)}",
+             f"  uniform-address adds (one atomic per warp/block on GPUs): {format_counts(counts.uniform_adds)}",
+             f"  loads: {_per(counts.loads)}"]
+    base = getattr(k, "base", None)
+    if base is not None:
+        base_module, base_name = base.ir()
+        lines[-1] += f" (primal: {_per(ir_stats(base_module.functions[base_name]).loads)})"
+    if getattr(k, "mode", None) == "vjp":
+        rs = reverse_stats(k)
+        tape = ("dynamic (sized per thread by a counting kernel)" if rs.tape_bytes is None
+                else f"{rs.tape_bytes} bytes per thread (static)" if rs.tape_bytes else "none")
+        lines += [f"  tape: {tape}",
+                  f"  recomputed loads as the AD engine emits them (LLVM merges repeats): {_per(rs.recomputed_loads)}",
+                  f"  updates summed in registers: {rs.deferred_sites} in loops, added once as {rs.deferred_adds}"]
+    return "\n".join(lines)
+
+
+def _per(counts) -> str:
+    from .enzyme.stats import PER_ITERATION, PER_THREAD
+    return f"{counts[PER_ITERATION]} per iteration, {counts[PER_THREAD]} per thread"
+
+
+def stats_report(k, mode: str, wrt: str | None) -> str:
+    """``--stats``: the selected kernel; for ``--mode primal``, the primal and both derivatives."""
+    if mode != "primal":
+        return kernel_stats(select(k, mode, wrt, 1), f"{mode} of {k.name}")
+    parts = [kernel_stats(k, "primal")]
+    if default_wrt(k):
+        parts += [kernel_stats(select(k, m, None, 1), f"{m} of {k.name}") for m in ("jvp", "vjp")]
+    return "\n".join(parts)
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="adoffload",
                                   description="adoffload: differentiable offload kernels.")
@@ -145,6 +204,9 @@ def parser() -> argparse.ArgumentParser:
     comp.add_argument("--wrt", help="comma-separated parameters to differentiate "
                                     "(default: every float parameter the kernel reads)")
     comp.add_argument("--width", type=int, default=1, help="vector width for --mode jvp (default 1)")
+    comp.add_argument("--stats", action="store_true",
+                      help="print static counts instead of code: atomics (per loop iteration / per thread), "
+                           "tape bytes and recomputed loads of the kernel (--mode primal: and its jvp and vjp)")
     comp.add_argument("--arch", help="sm_80, sm_90, ... for ptx (default sm_90); "
                                      "gfx90a, gfx942, gfx1100 for gcn (default gfx942)")
     return top
@@ -158,6 +220,11 @@ def main(argv=None) -> int:
             print(report())
             return 0
         arch = check_arch(args.emit, args.arch)
+        if args.stats:
+            if args.width != 1:
+                raise ArgumentError("--stats reports width-1 kernels; leave out --width")
+            sys.stdout.write(stats_report(load_kernel(args.target), args.mode, args.wrt) + "\n")
+            return 0
         k = select(load_kernel(args.target), args.mode, args.wrt, args.width)
         sys.stdout.write(emit(k, args.emit, arch).rstrip() + "\n")
         return 0

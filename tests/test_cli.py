@@ -157,3 +157,30 @@ def test_kernel_file_may_import_its_neighbours(tmp_path):
         "    i = ado.tid()\n    out[i] = SCALE * x[i]\n")
     out = compile_ok(str(tmp_path / "k.py") + ":scale", "--emit", "llvm")
     assert "3.0" in out or "3.000000e+00" in out
+
+
+STATS = "tests/fixtures/stats/scatter_kernels.py"
+
+
+def test_stats_of_a_scatter_adjoint():
+    out = compile_ok(f"{STATS}:neighbor_sum", "--stats", "--mode", "vjp", "--wrt", "x,w")
+    assert out.startswith("neighbor_sum_vjp (vjp of neighbor_sum)\n")
+    # d_x[j] is atomic in the loop; d_x[i] and the uniform d_w[1] are summed in registers
+    assert "  atomics: fadd double: 1 per iteration, 1 per thread\n" in out
+    assert "  uniform-address adds (one atomic per warp/block on GPUs): double: 1 per thread\n" in out
+    assert re.search(r"^  loads: \d+ per iteration, \d+ per thread \(primal: 4 per iteration, 0 per thread\)$", out, re.M)
+    assert "  tape: none\n" in out
+    assert "  updates summed in registers: 2 in loops, added once as 2\n" in out
+
+
+def test_stats_of_the_primal_lists_every_derivative_and_a_dynamic_tape():
+    out = compile_ok(f"{STATS}:bounce", "--stats")
+    assert [line for line in out.splitlines() if not line.startswith("  ")] == [
+        "bounce (primal)", "bounce_jvp (jvp of bounce)", "bounce_vjp (vjp of bounce)"]
+    assert "  tape: dynamic (sized per thread by a counting kernel)\n" in out
+    assert out.count("  atomics: none\n") == 3
+
+
+def test_stats_refuses_a_width():
+    done = cli("compile", f"{STATS}:bounce", "--stats", "--mode", "jvp", "--width", "2")
+    assert done.returncode == 1 and done.stderr.startswith("error: --stats reports width-1 kernels")

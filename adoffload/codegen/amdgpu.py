@@ -7,6 +7,7 @@ module is lowered twice), and link it with ``ld.lld -shared`` into an HSACO.
 """
 from __future__ import annotations
 
+import re
 import struct
 import subprocess
 import tempfile
@@ -76,10 +77,22 @@ def _math_libraries(text: str, arch: str, math: str, tm) -> tuple[str, list[llvm
     return text, [llvm.parse_assembly(devicemath.devicemath_module(used, AMDGPU_TRIPLE, str(tm.target_data)))]
 
 
+# A float atomicrmw line of LLVM text (fadd, fsub, fmax, fmin), with or without a result name.
+_FLOAT_ATOMIC = re.compile(r"^(\s*(?:%\S+ = )?atomicrmw (?:volatile )?f(?:add|sub|max|min) .*)$", re.M)
+
+
+def coarse_grained_float_atomics(text: str) -> str:
+    """Mark float atomics ``!amdgpu.no.fine.grained.memory``: our buffers are device memory
+    (hipMalloc: coarse-grained), and with the mark LLVM emits the native instructions
+    (``global_atomic_add_f64`` on gfx90a/gfx942, ``*_add_f32`` on gfx942/gfx1100) instead of a
+    compare-and-swap loop, which contended adjoint updates serialize on."""
+    return _FLOAT_ATOMIC.sub(r"\1, !amdgpu.no.fine.grained.memory !{}", text)
+
+
 def prepare_amdgpu_module(text: str, arch: str = "gfx942", kernels=None, math: str = "auto") -> llvm.ModuleRef:
     """Parse, link device math, internalize all but the kernels, O3 for ``arch``."""
     tm = amdgpu_target_machine(arch)
-    text, libraries = _math_libraries(text, arch, math, tm)
+    text, libraries = _math_libraries(coarse_grained_float_atomics(text), arch, math, tm)
     try:
         module = llvm.parse_assembly(text)
         module.triple, module.data_layout = AMDGPU_TRIPLE, str(tm.target_data)

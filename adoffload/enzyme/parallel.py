@@ -71,6 +71,28 @@ class AddressClassifier:
             return all(self.strictly_uniform(o, depth + 1) for o in v.operands)
         return False
 
+    def warp_uniform(self, pointer: Value) -> bool:
+        """Whether a SHARED address is likely the same across a warp: its indices use no thread
+        argument and no loaded value, only uniform values and loop counters (``d_w[k]`` in
+        ``for k``). Only a hint for cost: the uniform add checks at run time (match.any)."""
+        root, indices = _decompose(pointer)
+        return (isinstance(root, Argument) and root not in self.thread_args and root not in self.block_shared
+                and all(self._loop_uniform(i, set()) for i in indices))
+
+    def _loop_uniform(self, v: Value, seen: set) -> bool:
+        if isinstance(v, Constant):
+            return True
+        if isinstance(v, Argument):
+            return v not in self.thread_args
+        if isinstance(v, _SumOf):
+            return all(self._loop_uniform(p, seen) for p in v.parts)
+        if not isinstance(v, Instruction) or v.opcode not in _UNIFORM_OPS | {"phi"} or len(seen) > 32:
+            return False
+        if v in seen:
+            return True
+        seen.add(v)
+        return all(self._loop_uniform(o, seen) for o in v.operands)
+
     def threads_of(self, v: Value, depth: int = 0) -> set[Argument]:
         """Thread arguments ``v`` may depend on (over-approximated: any non-leaf is 'all')."""
         if isinstance(v, Argument):
@@ -96,8 +118,10 @@ class AddressClassifier:
         if all(self.strictly_uniform(i) for i in indices):
             return AddressClass.SHARED if root in self.block_shared else AddressClass.UNIFORM
         # Private needs one access pattern per array: x[i] and x[i + 1] are each injective in
-        # the thread index, but thread i's x[i + 1] is thread i+1's x[i].
-        if (len(indices) == 1 and len(self.patterns.get(root, ())) <= 1
+        # the thread index, but thread i's x[i + 1] is thread i+1's x[i]; and accesses of one
+        # element each (a <2 x double> load at x[i] also reads x[i + 1]).
+        accesses = self.patterns.get(root, ())
+        if (len(indices) == 1 and len(accesses) <= 1 and all(e in (None, t) for _, e, t in accesses)
                 and self.injective(indices[0], set(self.thread_args), at)):
             return AddressClass.PRIVATE
         return AddressClass.SHARED
@@ -118,9 +142,13 @@ class AddressClassifier:
 
     def _row_major(self, v: Value, threads: set[Argument], at: Block, depth: int) -> bool:
         v = _strip(v)
-        if not (isinstance(v, Instruction) and v.opcode == "add"):
+        if isinstance(v, _SumOf) and len(v.parts) == 2:       # gep(gep(x, row*S), c): a sum of two GEPs
+            terms = v.parts
+        elif isinstance(v, Instruction) and v.opcode == "add":
+            terms = v.operands
+        else:
             return False
-        for product, column in ((v.operands[0], v.operands[1]), (v.operands[1], v.operands[0])):
+        for product, column in ((terms[0], terms[1]), (terms[1], terms[0])):
             product = _strip(product)
             if not (isinstance(product, Instruction) and product.opcode == "mul"):
                 continue
@@ -193,15 +221,28 @@ def _aliases(v: Value) -> set[Value]:
 
 
 def _access_patterns(function) -> dict[Value, set]:
-    """Per pointer root: the distinct index expressions (structurally) of its loads, stores and atomics."""
+    """Per pointer root: the distinct accesses of its loads, stores and atomics, each as (index
+    expressions (structurally), the GEPs' element type, the type accessed). An access wider than
+    its element (``load <2 x double>`` at ``x[i]``) reaches the next thread's element too."""
     patterns: dict[Value, set] = {}
     for inst in function.instructions():
         if inst.opcode not in ("load", "store", "atomicrmw", "cmpxchg"):
             continue
-        root, indices = _decompose(inst.operands[1] if inst.opcode == "store" else inst.operands[0])
+        pointer = inst.operands[1] if inst.opcode == "store" else inst.operands[0]
+        root, indices = _decompose(pointer)
         if root is not None:
-            patterns.setdefault(root, set()).add(tuple(_structure(i) for i in indices))
+            accessed = inst.type if inst.opcode == "load" else inst.operands[0 if inst.opcode == "store" else 1].type
+            element = _gep_element(pointer)
+            patterns.setdefault(root, set()).add((tuple(_structure(i) for i in indices),
+                                                  None if element is None else str(element), str(accessed)))
     return patterns
+
+
+def _gep_element(pointer: Value):
+    """The element type the GEP chain of ``pointer`` steps over (None without a GEP)."""
+    while isinstance(pointer, Instruction) and pointer.opcode in ("bitcast", "addrspacecast"):
+        pointer = pointer.operands[0]
+    return pointer.element_type if isinstance(pointer, Instruction) and pointer.opcode == "getelementptr" else None
 
 
 def _structure(v: Value, depth: int = 0):
@@ -287,8 +328,8 @@ UNIFORM_ADD_PREFIX = "adoffload.uniform_fadd."
 
 
 def uniform_add_intrinsic(module, value_type):
-    """``@adoffload.uniform_fadd.<f32|f64>(ptr, value)``: add a thread-uniform-address
-    contribution; every thread may call it, with the same pointer (lowered per target)."""
+    """``@adoffload.uniform_fadd.<f32|f64>(ptr, value)``: ``*ptr += value``, atomically, for an
+    address expected to be the same across a warp (lowered per target; correct for any address)."""
     from ..ir.core import FunctionType, void
     from .rules import type_suffix
     return module.get_or_declare(f"{UNIFORM_ADD_PREFIX}{type_suffix(value_type)}",
@@ -300,9 +341,13 @@ from ..ir.core import ptr as _PTR  # noqa: E402
 
 # Definitions of the uniform add per target, as LLVM text ({T}: float/double, {S}: f32/f64).
 # Host and AMDGPU: one atomic add per thread (on the host the per-thread register sum already
-# removed the contention that matters). NVPTX: when the whole warp is active, a shfl.down tree
-# sums the 32 lanes and lane 0 adds once; under divergence (partial active mask) a tree would
-# read inactive lanes, so each active lane adds atomically instead -- correct, merely slower.
+# removed the contention that matters; on AMDGPU LLVM's atomic optimizer reduces an address it
+# proves uniform over the wavefront). NVPTX: when the whole warp is active and every lane passes
+# the same pointer (match.any.sync), a shfl.down tree sums the 32 lanes and lane 0 adds once;
+# otherwise (a partial active mask, whose tree would read inactive lanes, or lanes at different
+# addresses) each active lane adds atomically -- correct, merely slower. The match makes the
+# add correct for any pointer, so the AD engine also uses it for addresses that are uniform
+# only in practice (``d_w[k]`` in a loop over k: ``AddressClassifier.warp_uniform``).
 _ATOMIC_BODY = """
 define internal void @"{NAME}"(ptr %p, {T} %v) alwaysinline {{
 entry:
@@ -315,11 +360,17 @@ _NVPTX_BODY = """
 declare i32 @llvm.nvvm.activemask()
 declare i32 @llvm.nvvm.read.ptx.sreg.laneid()
 declare i32 @llvm.nvvm.shfl.sync.down.i32(i32, i32, i32, i32)
+declare i32 @llvm.nvvm.match.any.sync.i64(i32, i64)
 define internal void @"{NAME}"(ptr %p, {T} %v) alwaysinline {{
 entry:
   %mask = call i32 @llvm.nvvm.activemask()
   %full = icmp eq i32 %mask, -1
-  br i1 %full, label %tree, label %each
+  br i1 %full, label %match, label %each
+match:
+  %address = ptrtoint ptr %p to i64
+  %peers = call i32 @llvm.nvvm.match.any.sync.i64(i32 -1, i64 %address)
+  %same = icmp eq i32 %peers, -1
+  br i1 %same, label %tree, label %each
 each:
   %old = atomicrmw fadd ptr %p, {T} %v monotonic
   ret void

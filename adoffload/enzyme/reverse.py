@@ -35,14 +35,18 @@ from .activity import (CONST, Activity, analyze, derived_attributes, is_float_ty
 from .blocks import REPLAYED_CALLS
 from .memory import allocation_size, heap_function, shadow_alloc
 from .refill import Refills
+from .reverse_accumulate import accumulate, flush_sums
 from .reverse_memory import reverse_copy, reverse_heap
+from .reverse_thread import thread_tail
 from .custom import custom_cotangents, extractvalue_reverse, find_custom, insertvalue_reverse
 from .forward import _IGNORED_CALLS
+from .deferred import DeferredAdds
 from .deterministic import ContributionLog, LogSpec, add_counting_function, check_no_read_after_log
-from .parallel import UNIFORM_ADD_PREFIX, AddressClass, AddressClassifier, ParallelInfo, uniform_add_intrinsic
+from .parallel import UNIFORM_ADD_PREFIX, AddressClassifier, ParallelInfo
 from .reverse_cfg import Dominators, LoopInfo, exit_value, inductions, predecessor_map, reachable_blocks
 from .rules import RuleContext, describe, reverse_contributions, rule_for, rule_key
 from .soundness import check_rerun
+from .stats import PER_ITERATION, PER_THREAD, ReverseStats
 from .vectors import extractelement_reverse, insertelement_reverse, shufflevector_reverse
 from .tape import STATIC_TAPE_LIMIT, Tape, TapeSpec, add_count_function
 
@@ -81,6 +85,7 @@ class ReverseResult:
     tape: TapeSpec | None = None
     count_function: Function | None = None
     log: LogSpec | None = None          # deterministic mode's contribution log (deterministic.py)
+    stats: ReverseStats | None = None   # tape, recomputed loads, deferred updates (stats.py)
 
 
 def reverse(module: Module, fn: Function, activity: list[Activity], name: str | None = None,
@@ -190,13 +195,16 @@ class _Reverser:
         self.tape = Tape(fn, self.entry)
         self.log = (ContributionLog(fn, self.entry, [fn.args[j] for j in sorted(self.shadow_args.values())])
                     if self.deterministic else None)
+        self.deferred = DeferredAdds(self.entry)
+        self.recomputed_loads: list[tuple[Instruction, Block]] = []
         self._reverse_blocks()
         self.refills = (Refills(self, {fn.args[k] for k in self.parallel.block_shared_args})
                         if self.parallel is not None and self.parallel.block_shared_args else None)
         for block in self.live:
             self._reverse_block(block)
-        self._flush_scalars(self.final)
+        self.final = flush_sums(self, self.final)
         self.final.ret()
+        thread_tail(self)
         return self._finish()
 
     def _declare(self, name: str) -> Function:
@@ -379,6 +387,7 @@ class _Reverser:
             clone.name, clone.parent, clone.flags = "", None, set(v.flags)
             clone.operands = operands
             result = pop.insert(clone, f"{v.name or 'v'}.re")
+            self._note_recomputed(result, block)
         else:
             result = self.tape.cache(block, self.loops.in_loop(block), v, pop)
         self.needed[key] = result
@@ -399,6 +408,11 @@ class _Reverser:
                 edge.store(self.need(ind.phi, exit_block) if last is None else last, self._induction_slot(ind.phi))
 
     def _readonly(self, load: Instruction) -> bool:
+        return self.readonly_root(_pointer_root(self.original.get(load.operands[0], load.operands[0])))
+
+    def readonly_root(self, root: Value) -> bool:
+        """The primal never writes through ``root`` (an argument or global), nor calls anything
+        with a pointer (which might)."""
         if not hasattr(self, "_written_roots"):
             roots, unknown = set(), False
             for inst in self.primal.instructions():
@@ -412,7 +426,6 @@ class _Reverser:
                     roots.add(_pointer_root(self.original.get(target, target)))
             self._written_roots, self._writes_unknown = roots, unknown or any(
                 not isinstance(r, (Argument, GlobalVariable)) for r in roots)
-        root = _pointer_root(self.original.get(load.operands[0], load.operands[0]))
         return (not self._writes_unknown and isinstance(root, (Argument, GlobalVariable))
                 and root not in self._written_roots)
 
@@ -441,6 +454,7 @@ class _Reverser:
             self.pop_builders[block] = pop
         self.exit_branch.opcode, self.exit_branch.blocks = "br", [self.rev[self.exit]]
         self.came_from: dict[Block, Instruction] = {}
+        self.reverse_edges: dict[Block, dict[Block, Block]] = {}   # a join -> {predecessor: its reverse edge}
 
     def _came_from(self, block: Block) -> Instruction:
         """An i32 phi at the top of ``block``: the index of the predecessor that led in."""
@@ -513,7 +527,12 @@ class _Reverser:
             clone.name, clone.parent, clone.flags = "", None, set(v.flags)
             clone.operands = [self._rebuild(o, block, b, memo) for o in v.operands]
             memo[v] = b.insert(clone, f"{v.name or 'v'}.re")
+            self._note_recomputed(memo[v], block)
         return memo[v]
+
+    def _note_recomputed(self, clone: Instruction, block: Block) -> None:
+        if clone.opcode == "load":
+            self.recomputed_loads.append((clone, block))
 
     def _recomputable(self, v: Value, depth: int = 0) -> bool:
         """Whether ``need`` can rebuild ``v`` from arguments, constants, induction variables and
@@ -568,6 +587,8 @@ class _Reverser:
                                slot)
             self._jump_to_reverse(edge, block, p)
             targets.append(edge.block)
+        if len(preds) > 1:
+            self.reverse_edges[block] = dict(zip(preds, targets))
         if len(preds) > 1 and ind is not None:
             first = b.icmp("eq", self.need(ind.phi, block), self.need(ind.start, block), "first.iteration")
             b.cbranch(first, targets[preds.index(ind.preheader)], targets[preds.index(ind.loop.latches[0])])
@@ -651,7 +672,7 @@ class _Reverser:
             return None
         adj = self.take_adjoint(inst, b)
         if op == "load":
-            return self.accumulate(inst.operands[0], adj, block, b, origin=inst)
+            return accumulate(self, inst.operands[0], adj, block, b, origin=inst)
         if op == "freeze":
             return self.add_adjoint(inst.operands[0], adj, b)
         override = REVERSE_OVERRIDES.get(rule_key(inst))
@@ -698,59 +719,16 @@ class _Reverser:
             seed = b.load(value.type, self.need(self.shadow[pointer], block), "d.uniform")
             self.add_adjoint(value, seed, b)
 
-    # ---- shadow accumulation
-    def accumulate(self, pointer: Value, delta: Value, block: Block, b: Builder,
-                   origin: Instruction | None = None) -> None:
-        """``shadow(pointer) += delta`` with the cheapest race-free update (parallel.py); in
-        deterministic mode a shared one is logged instead (deterministic.py)."""
-        if pointer not in self.shadow:
-            raise DifferentiationError(f"active load through {pointer.ref()}, which has no shadow")
-        shadow = self.need(self.shadow[pointer], block)
-        kind = AddressClass.PRIVATE if self.classifier is None else self.classifier.classify(pointer, block)
-        if kind is AddressClass.PRIVATE:
-            align = origin.align if origin is not None else None     # the primal access's (shadows mirror it)
-            b.store(b.fadd(b.load(delta.type, shadow, align=align), delta), shadow, align=align)
-        elif kind is AddressClass.SHARED and self.log is not None:
-            self.log.append(b, shadow, delta, block, origin, forward=self.shadow[pointer])
-        elif kind is AddressClass.SHARED:
-            b.atomicrmw("fadd", shadow, delta)
-        elif shadow is self.shadow[pointer] and not self.loops.in_loop(shadow.parent if isinstance(
-                shadow, Instruction) else self.fn.entry) and self._dominates_exit(shadow):
-            slot = self.uniform_sums.get(shadow)
-            if slot is None:
-                slot = self.uniform_sums[shadow] = self.entry.alloca(delta.type, "uniform.sum")
-                self.entry.store(zero_of(delta.type), slot)
-            b.store(b.fadd(b.load(delta.type, slot), delta), slot)
-        elif self.log is not None:
-            self.log.append(b, shadow, delta, block, origin, forward=self.shadow[pointer])
-        else:
-            b.call(uniform_add_intrinsic(self.module, delta.type), [shadow, delta])
-
-    def _dominates_exit(self, v: Value) -> bool:
-        return not isinstance(v, Instruction) or self.dom.dominates(v.parent, self.exit)
-
-    def _flush_scalars(self, b: Builder) -> None:
-        """At the end of the reverse sweep: add scalar and uniform sums into their shadows."""
-        pending = list(self.uniform_sums.items())
-        for k, j in self.shadow_args.items():
-            arg = self.fn.args[k]
-            if not arg.type.is_pointer and arg in self.adjoint_slots:
-                pending.append((self.fn.args[j], self.adjoint_slots[arg]))
-        for target, slot in pending:
-            t = slot.element_type
-            total = b.load(t, slot)
-            if self.parallel is None:
-                b.store(b.fadd(b.load(t, target), total), target)
-            elif self.log is not None:
-                self.log.append(b, target, total, self.blocks[0])
-            else:
-                b.call(uniform_add_intrinsic(self.module, t), [target, total])
-
     # ---- tape placement
     def _finish(self) -> ReverseResult:
         self.tape.prune(self._remove_dead_reloads())
         self.tape.emit_writes()
-        result = ReverseResult(self.fn)
+        result = ReverseResult(self.fn, stats=ReverseStats(deferred_sites=self.deferred.sites,
+                                                           deferred_adds=len(self.deferred.sums)))
+        alive = {id(inst) for inst in self.fn.instructions()}
+        for clone, block in self.recomputed_loads:
+            if id(clone) in alive:
+                result.stats.recomputed_loads[PER_ITERATION if self.loops.in_loop(block) else PER_THREAD] += 1
         self._tape_bytes: dict[int, int] | None = None
         self._place_tape(result)
         if self.log is not None and self.log.used:
@@ -765,8 +743,10 @@ class _Reverser:
         nbytes = self.tape.static_bytes(self.loops.visit_bound)
         if nbytes is not None and nbytes <= STATIC_TAPE_LIMIT:
             base = self.tape.static_stack(nbytes)
+            result.stats.tape_bytes = nbytes
         else:
             base = self._dynamic_tape(result)
+            result.stats.tape_bytes = None
         self.entry.store(base, self.tape.cursor_slot)
 
     def _remove_dead_reloads(self) -> set:

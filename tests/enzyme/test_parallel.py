@@ -244,7 +244,7 @@ define ptx_kernel void @k(ptr %p, {kind} %v) {{
 """
     ptx = compile_ptx(text, "sm_80", kernels=["k"])
     assert ptx.count("shfl.sync.down") == (5 if kind == "float" else 10)
-    assert "activemask" in ptx
+    assert "activemask" in ptx and "match.any.sync.b64" in ptx    # the tree only where all lanes share p
     ptxas_check(ptx, "sm_80")
 
 
@@ -270,3 +270,85 @@ def test_offset_reads_of_one_array_accumulate_atomically():
     module, result = _grid_check(OFFSET_READS, [CONST, DUP, DUP],
                                  lambda: [0, np.linspace(0.1, 1.0, 7), np.zeros(6)], 6, concurrent=True)
     assert _reverse_text(module, result).count("atomicrmw fadd") == 2
+
+
+def test_an_access_wider_than_its_element_is_not_private():
+    # a <2 x double> load at x[tid] also reads x[tid + 1], which thread tid+1 updates too
+    src = """
+define void @f(i64 %tid, ptr %x, ptr %out) {
+entry:
+  %p = getelementptr double, ptr %x, i64 %tid
+  %v = load <2 x double>, ptr %p
+  %a = extractelement <2 x double> %v, i64 0
+  %b = extractelement <2 x double> %v, i64 1
+  %s = fadd double %a, %b
+  %po = getelementptr double, ptr %out, i64 %tid
+  store double %s, ptr %po
+  ret void
+}
+"""
+    from adoffload.enzyme.parallel import AddressClassifier
+    from adoffload.enzyme.reverse_cfg import Dominators, reachable_blocks
+    from adoffload.ir import import_module
+    fn = import_module(src)["f"]
+    classifier = AddressClassifier(ParallelInfo((0,)), Dominators(reachable_blocks(fn)), fn.args, function=fn)
+    x_gep, out_gep = [i for i in fn.instructions() if i.opcode == "getelementptr"]
+    assert classifier.classify(x_gep, x_gep.parent) is AddressClass.SHARED
+    assert classifier.classify(out_gep, out_gep.parent) is AddressClass.PRIVATE
+
+
+# out[tid] = sum_k w[k] * x[tid*m + k]: every thread adds into d_w[k] at iteration k
+WEIGHTS = """
+define void @f(i64 %tid, i64 %m, ptr %x, ptr %w, ptr %out) {
+entry:
+  %row = mul i64 %tid, %m
+  br label %loop
+loop:
+  %k = phi i64 [0, %entry], [%k1, %loop]
+  %acc = phi double [0.0, %entry], [%acc1, %loop]
+  %pw = getelementptr double, ptr %w, i64 %k
+  %wk = load double, ptr %pw
+  %s = add i64 %row, %k
+  %px = getelementptr double, ptr %x, i64 %s
+  %xk = load double, ptr %px
+  %t = fmul double %wk, %xk
+  %acc1 = fadd double %acc, %t
+  %k1 = add i64 %k, 1
+  %c = icmp slt i64 %k1, %m
+  br i1 %c, label %loop, label %done
+done:
+  %r = phi double [%acc1, %loop]
+  %po = getelementptr double, ptr %out, i64 %tid
+  store double %r, ptr %po
+  ret void
+}
+"""
+
+
+@pytest.mark.parametrize("concurrent", [False, True])
+def test_a_loop_counter_address_is_combined_across_lanes(concurrent):
+    # d_w[k] is the same for every thread at iteration k: the uniform add (lanes combined where
+    # they share the address, checked at run time), not one contended atomic per thread
+    module, result = _grid_check(WEIGHTS, [CONST, CONST, DUP, DUP, DUP],
+                                 lambda: [0, 3, np.linspace(-1.0, 1.5, 15), np.array([0.5, -2.0, 1.25]),
+                                          np.zeros(5)], 5, concurrent=concurrent)
+    body = _reverse_text(module, result).split("\n}\n")[0]
+    # d_w[k]: the uniform add; d_x[tid*m + k] (stride m not known nonzero): an atomic
+    assert body.count('call void @"adoffload.uniform_fadd.f64"') == 1 and body.count("atomicrmw fadd") == 1
+
+
+def test_a_row_through_two_geps_is_private():
+    # x[tid, k] as gep(gep(x, tid * s1), k) with k < s1 checked: thread tid's own row
+    src = ROW_MAJOR.replace("""  %row = mul i64 %t0, %s1
+  %k = add i64 %row, %t1
+  %p = getelementptr double, ptr %x, i64 %k""", """  %row = mul i64 %t0, %s1
+  %k = add i64 %row, %t1
+  %base = getelementptr double, ptr %x, i64 %row
+  %p = getelementptr double, ptr %base, i64 %t1""")
+    module, result = derive(src, "f", [CONST, CONST, DUP, CONST, CONST, DUP], canonical=False,
+                            parallel=ParallelInfo((0, 1)))
+    assert "atomicrmw" not in _reverse_text(module, result)
+    unchecked = src.replace("br i1 %ok, label %body, label %oob", "br label %body")
+    module, result = derive(unchecked, "f", [CONST, CONST, DUP, CONST, CONST, DUP], canonical=False,
+                            parallel=ParallelInfo((0, 1)))
+    assert "atomicrmw fadd" in _reverse_text(module, result)     # no proof that t1 < s1: atomic
