@@ -179,16 +179,17 @@ def _check_allocated(module: Module, fn: Function, b: Builder, base: Value) -> N
 
 def float_element_type(fn: Function, pointers: list[Value]):
     """The one float scalar type stored in the memory reached from ``pointers`` (following GEPs,
-    casts, phis and selects to every load and store), None when no float is accessed there.
-    Several float types (f32 and f64 in one block) raise: a copy's adjoint adds element by element."""
+    casts, phis and selects to every load and store, and the contents on through memcpy/memmove
+    and realloc), None when no float is accessed there. Several float types (f32 and f64 in one
+    block) raise: a copy's adjoint adds element by element."""
     from ..ir.core import VectorType
     users = fn.users()
-    roots = []
-    for p in pointers:
+
+    def base(p):
         while isinstance(p, Instruction) and p.opcode in ("getelementptr", "bitcast", "addrspacecast"):
             p = p.operands[0]
-        roots.append(p)
-    seen, work, found = set(), roots, set()
+        return p
+    seen, work, found = set(), [base(p) for p in pointers], set()
     while work:
         p = work.pop()
         if p in seen:
@@ -196,11 +197,16 @@ def float_element_type(fn: Function, pointers: list[Value]):
         seen.add(p)
         for user in users.get(p, []):
             t = None
+            entry = heap_function(user)
             if user.opcode == "load" and user.operands[0] is p:
                 t = user.type
             elif user.opcode == "store" and user.operands[1] is p:
                 t = user.operands[0].type
             elif user.opcode in ("getelementptr", "bitcast", "addrspacecast", "phi", "select") and user.type.is_pointer:
+                work.append(user)
+            elif user.opcode == "call" and getattr(user.callee, "name", "").startswith(("llvm.memcpy", "llvm.memmove")):
+                work += [base(user.operands[0]), base(user.operands[1])]       # the same contents, elsewhere
+            elif entry is not None and entry.kind == "realloc" and user.operands[entry.pointer] is p:
                 work.append(user)
             if isinstance(t, VectorType):
                 t = t.element

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from ..ir.builder import Builder
 from ..ir.core import Block, Instruction, const, i1, i8, void
+from ..errors import DifferentiationError
+from .rules import describe
 from .memory import HeapFunction, allocation_size, copy_adjoint, float_element_type, shadow_free, shadow_size
 
 
@@ -38,7 +40,12 @@ def reverse_copy(rev, inst: Instruction, block: Block, b: Builder) -> None:
         return
     d_dst, size = rev.need(rev.shadow[dst], block), rev.need(nbytes, block)
     element = float_element_type(rev.primal, [rev.original.get(dst, dst), rev.original.get(src, src)])
-    if src in rev.shadow and element is not None:
+    if src in rev.shadow and element is None:
+        raise DifferentiationError(
+            f"cannot differentiate {describe(rev.original.get(inst, inst))}: it copies differentiated memory whose "
+            f"element type this function never shows (no float load or store reaches it), so its adjoint cannot be "
+            f"moved element by element; access the memory as floats in the function, or copy with a loop")
+    if src in rev.shadow:
         b.call(copy_adjoint(rev.module, element), [d_dst, rev.need(rev.shadow[src], block), size])
     else:
         b.call_intrinsic(rev.module, "llvm.memset.p0.i64", void, [d_dst, const(i8, 0), size, const(i1, 0)])
