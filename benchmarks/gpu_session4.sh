@@ -2,6 +2,7 @@
 # Session 4's GPU batch in two device calls (each under 10 minutes), from the repository root:
 #   bash benchmarks/gpu_session4.sh benches    reductions/RAJAPerf, block kernels, CUDA-source kernels
 #   bash benchmarks/gpu_session4.sh tests      the GPU tests, the chemistry comparison, scatter adjoints
+#   bash benchmarks/gpu_session4.sh final      the GPU tests at the merged code, scatter adjoints (per-site vs summed)
 # Each stage has its own time limit and writes its results under $OUT before the next starts.
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
@@ -43,5 +44,18 @@ tests)
   echo "chemistry exit $?" >> "$OUT/chem_log.txt"
   grep -E "^\| (ratio|adoffload|jax|plain)" "$OUT/chem/chemistry.md" 2>/dev/null | head -30
   [ -f benchmarks/gpu_scatter.sh ] && timeout 100 bash benchmarks/gpu_scatter.sh > "$OUT/scatter_log.txt" 2>&1
+  ;;
+final)
+  mkdir -p "$OUT/tests"
+  ADOFFLOAD_CACHE_DIR="$PWD/.device_cache" timeout 60 python3 -m pytest -q -rs -p no:cacheprovider \
+    tests/foreign_cuda/test_gpu.py tests/foreign_cuda/test_jax.py > "$OUT/tests/foreign_cuda.txt" 2>&1
+  echo "pytest exit $?" >> "$OUT/tests/foreign_cuda.txt"
+  tail -2 "$OUT/tests/foreign_cuda.txt"
+  timeout 200 python3 -m pytest -q -p no:cacheprovider -rfE tests/gpu tests/codegen/test_cuda_run.py \
+    tests/codegen/test_reductions_cuda.py tests/determinism/test_gpu.py tests/reliability/test_integer_division.py \
+    tests/blocks tests/jax tests/test_readme.py > "$OUT/tests/gpu_tests.txt" 2>&1
+  echo "pytest exit $?" >> "$OUT/tests/gpu_tests.txt"
+  tail -3 "$OUT/tests/gpu_tests.txt"
+  bash benchmarks/gpu_scatter.sh 2>&1 | tail -20
   ;;
 esac
