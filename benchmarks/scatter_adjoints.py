@@ -64,6 +64,7 @@ def rajaperf_rows(rows, names=("basic_if_quad", "lcals_hydro_1d"), n=1 << 26) ->
     from rajaperf import OurLaunch, _derived_values
     from rajaperf_kernels import CASES
     gpu = Gpu()
+    modules: dict = {}            # one driver JIT per distinct PTX (rajaperf.OurLaunch)
     for case in [c for c in CASES if c.name in names]:
         host = case.make(n, np.random.default_rng(0))
         grid = case.grid(n)
@@ -73,7 +74,7 @@ def rajaperf_rows(rows, names=("basic_if_quad", "lcals_hydro_1d"), n=1 << 26) ->
             dev = gpu.upload(values)
             try:
                 rows.append(dict(measure=f"{case.name} {mode}", size=n,
-                                 **_timing(gpu.time(OurLaunch(gpu, k, dev, values, grid)))))
+                                 **_timing(gpu.time(OurLaunch(gpu, k, dev, values, grid, modules)))))
             except Exception as exc:    # noqa: BLE001
                 rows.append(dict(measure=f"{case.name} {mode}", size=n, error=f"{type(exc).__name__}: {str(exc)[:300]}"))
             finally:
