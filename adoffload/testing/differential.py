@@ -51,6 +51,7 @@ from pathlib import Path
 import numpy as np
 
 from .cprograms import INOUT, INT, REAL, CProgram, generate, module_source
+from .irtext import code_of, defined_name, module_subset, references, split_module  # noqa: F401 (split_module: API)
 
 PASS, REFUSED, MISMATCH, CRASH = "pass", "refused", "mismatch", "crash"
 STATUSES = (PASS, REFUSED, MISMATCH, CRASH)
@@ -131,61 +132,6 @@ def compile_native(source: str, opt: int, folder: Path):
     if proc.returncode != 0:
         raise RuntimeError(f"clang failed on generated C ({' '.join(cmd)}):\n{proc.stderr}")
     return ctypes.CDLL(str(so_file))
-
-
-_DEFINE = re.compile(r'^define\b[^@]*@("[^"]+"|[\w.$-]+)\(')
-_REFERENCE = re.compile(r'@("[^"]+"|[\w.$-]+)')
-
-
-def split_module(text: str) -> tuple[list[str], dict[str, tuple[int, str]]]:
-    """(other top-level lines, {function name: (position, definition text)}) of an IR module."""
-    rest, functions = [], {}
-    lines = iter(text.splitlines())
-    for line in lines:
-        match = _DEFINE.match(line)
-        if not match:
-            rest.append(line)
-            continue
-        body = [line]
-        if not line.rstrip().endswith("}"):
-            for inner in lines:
-                body.append(inner)
-                if inner == "}":
-                    break
-        functions[match.group(1)] = (len(rest), "\n".join(body))
-        rest.append("")
-    return rest, functions
-
-
-def _reachable(functions: dict[str, tuple[int, str]], roots: list[str]) -> set[str]:
-    keep, todo = set(), [r for r in roots if r in functions]
-    while todo:
-        name = todo.pop()
-        if name in keep:
-            continue
-        keep.add(name)
-        todo += [m for m in _REFERENCE.findall(functions[name][1]) if m in functions and m not in keep]
-    return keep
-
-
-def module_subset(text: str, roots: list[str]) -> str:
-    """The IR module keeping only the definitions of ``roots`` and what they reference."""
-    rest, functions = split_module(text)
-    lines = list(rest)
-    for name in _reachable(functions, roots):
-        position, body = functions[name]
-        lines[position] = body
-    return "\n".join(lines) + "\n"
-
-
-_METADATA = re.compile(r"^\s*#dbg_\w+\(.*$|,? ![\w.]+ !\d+| #\d+\b", re.M)
-
-
-def code_of(text: str, root: str) -> str:
-    """The definitions ``root`` needs, without debug records, metadata and attribute-group numbers:
-    equal for two levels when clang made the same code (then one check covers both)."""
-    functions = split_module(text)[1]
-    return "\n".join(_METADATA.sub("", functions[name][1]) for name in sorted(_reachable(functions, [root])))
 
 
 # ---------------------------------------------------------------------------- one program
@@ -433,16 +379,16 @@ def _compile(module, seeds: set[int], names: list[str], opt, emit, jit_opt):
 
 def _names_in_error(module, message: str) -> list[str]:
     """Functions an LLVM error names: ``@name`` in the text, or the definition holding ``<string>:LINE``."""
-    names = [name.strip('"') for name in _REFERENCE.findall(message)]
+    names = references(message)
     lines = [int(m) for m in re.findall(r"<string>:(\d+):", message)]
     if lines:
         from ..ir.llvm_export import export_module
         text = export_module(module).splitlines()
         for line in lines:
             for k in range(min(line, len(text)) - 1, -1, -1):
-                match = _DEFINE.match(text[k])
-                if match:
-                    names.append(match.group(1).strip('"'))
+                name = defined_name(text[k])
+                if name is not None:
+                    names.append(name)
                     break
     return names
 
