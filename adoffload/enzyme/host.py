@@ -74,9 +74,11 @@ def define_uniform_adds(module: Module) -> None:
             fn.linkage = "internal"
 
 
-def compile_host(module: Module, names: list[str] | None = None, opt_level: int = 2) -> dict[str, HostFunction]:
-    """JIT-compile ``module`` for this CPU; callables for ``names`` (default: every defined function)."""
+def compile_host(module: Module, names: list[str] | None = None, opt_level: int = 2,
+                 codegen_level: int = 3) -> dict[str, HostFunction]:
+    """JIT-compile ``module`` for this CPU; callables for ``names`` (default: every defined function).
+    ``opt_level``/``codegen_level``: the IR pipeline's and the backend's levels (see HostProgram)."""
     define_uniform_adds(module)
-    program = HostProgram(export_module(module), opt_level=opt_level)
+    program = HostProgram(export_module(module), opt_level=opt_level, codegen_level=codegen_level)
     names = names if names is not None else [f.name for f in module.functions.values() if not f.is_declaration]
     return {name: HostFunction(program, module.functions[name]) for name in names}

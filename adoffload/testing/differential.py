@@ -358,7 +358,7 @@ def _compile(module, seeds: set[int], names: list[str], opt, emit, jit_opt):
     from ..enzyme.host import compile_host
     while True:
         try:
-            return compile_host(module, names, opt_level=jit_opt)
+            return compile_host(module, names, opt_level=jit_opt, codegen_level=jit_opt)
         except Exception as exc:       # noqa: BLE001 - IR that LLVM rejects is a bug, not a refusal
             detail = _classify_error(exc)[1]
             culprits = {_seed_of(m) for m in _names_in_error(module, str(exc))} & seeds
@@ -511,8 +511,9 @@ def run(seeds: list[int], opts: list[int], jobs: int = 2, batch: int = 40, timeo
     ``timeout``: seconds per program of a batch (plus one minute) before its worker is killed and
     the program it was running counts as a CRASH (an endless loop in generated code).
 
-    ``jit_opt``: the LLVM level the primal and derivatives are JIT-compiled at (0 is 3x faster
-    to compile than 2 and runs the derivative code as the engine wrote it). ``dedupe``: a program
+    ``jit_opt``: the LLVM level (IR pipeline and backend) the primal and derivatives are
+    JIT-compiled at (0 is several times faster to compile than 2 and runs the derivative code as
+    the engine wrote it). ``dedupe``: a program
     whose -O3 code equals its -O2 code (most do) takes the -O2 outcome (``Outcome.same_as``)."""
     ctx = _context()
     from .. import foreign, enzyme  # noqa: F401 - imported once here, inherited by forked workers
@@ -651,7 +652,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1))
     parser.add_argument("--batch", type=int, default=40, help="programs per C file / module")
     parser.add_argument("--jit-opt", type=int, default=0, choices=(0, 1, 2, 3),
-                        help="LLVM level for JIT-compiling primal and derivatives (default 0: fastest)")
+                        help="LLVM level (IR passes and backend) for JIT-compiling primal and derivatives "
+                             "(default 0: fastest)")
     parser.add_argument("--no-native", action="store_true",
                         help="skip comparing the loaded primal with clang's native build of the C")
     parser.add_argument("--no-dedupe", action="store_true",
