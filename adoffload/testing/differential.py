@@ -39,7 +39,6 @@ import multiprocessing.connection
 import os
 import re
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -50,16 +49,12 @@ from pathlib import Path
 
 import numpy as np
 
+from .clang import OPT_FLAGS, clang_available, compile_c, compile_native  # noqa: F401 (the tests' API)
 from .cprograms import INOUT, INT, REAL, CProgram, generate, module_source
 from .irtext import code_of, defined_name, module_subset, references, split_module  # noqa: F401 (split_module: API)
 
 PASS, REFUSED, MISMATCH, CRASH = "pass", "refused", "mismatch", "crash"
 STATUSES = (PASS, REFUSED, MISMATCH, CRASH)
-
-# The wheel's zig maps -O1/-O2/-O3 all to clang -O2 (its ReleaseFast); -Xclang -O<k> restores the
-# level asked for, and clang -O1 does not vectorize.
-OPT_FLAGS = {0: ["-O0"], 1: ["-O1", "-fno-vectorize", "-fno-slp-vectorize", "-Xclang", "-O1"],
-             2: ["-O2"], 3: ["-O3", "-Xclang", "-O3"]}
 
 # Oracle settings per real type: FD step, FD tolerance (relative to the output scale), identity tolerance.
 TOLERANCES = {"double": dict(step=1e-5, fd=2e-5, identity=1e-9, primal=1e-9),
@@ -78,28 +73,7 @@ class Outcome:
     same_as: int | None = None       # the lower level whose identical code was checked instead
 
 
-# ---------------------------------------------------------------------------- clang
-
-def clang_available() -> bool:
-    try:
-        import ziglang  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def compile_c(source: str, opt: int) -> str:
-    """LLVM IR text of ``source`` at ``-O<opt>`` from the wheel's clang (optnone kept at -O0)."""
-    with tempfile.TemporaryDirectory(prefix="adoffload-difftest-") as tmp:
-        c_file, ll_file = Path(tmp) / "programs.c", Path(tmp) / "programs.ll"
-        c_file.write_text(source)
-        cmd = [sys.executable, "-m", "ziglang", "cc", "-S", "-emit-llvm", "-fno-sanitize=all", "-w",
-               *OPT_FLAGS[opt], str(c_file), "-o", str(ll_file)]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise RuntimeError(f"clang failed on generated C ({' '.join(cmd)}):\n{proc.stderr}")
-        return ll_file.read_text()
-
+# ---------------------------------------------------------------------------- native primal
 
 class NativeFunction:
     """A generated function compiled to native code by clang (``-shared``): the primal oracle that
@@ -115,23 +89,6 @@ class NativeFunction:
 
     def __call__(self, *args):
         return self._fn(*(a.ctypes.data if isinstance(a, np.ndarray) else a for a in args))
-
-
-def compile_native(source: str, opt: int, folder: Path):
-    """``source`` as a shared library (ctypes.CDLL) at ``-O<opt>``; libc/libm come from the process."""
-    import ctypes
-    import ctypes.util
-    libm = ctypes.util.find_library("m")
-    if libm:
-        ctypes.CDLL(libm, mode=ctypes.RTLD_GLOBAL)
-    c_file, so_file = folder / "native.c", folder / "native.so"
-    c_file.write_text(source)
-    cmd = [sys.executable, "-m", "ziglang", "cc", "-shared", "-fPIC", "-nostdlib", "-fno-sanitize=all", "-w",
-           *OPT_FLAGS[opt], str(c_file), "-o", str(so_file)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"clang failed on generated C ({' '.join(cmd)}):\n{proc.stderr}")
-    return ctypes.CDLL(str(so_file))
 
 
 # ---------------------------------------------------------------------------- one program
