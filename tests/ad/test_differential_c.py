@@ -32,14 +32,17 @@ FIRST_SEED = int(os.environ.get("ADOFFLOAD_DIFFTEST_SEED", "0"))
 # What the engine refuses in generated programs today (reason pattern: why), each refusal a
 # DifferentiationError naming the construct.
 EXPECTED_REFUSALS = {
-    r"no derivative rule for @llvm\.vector\.reduce\.f(max|min)\.":
+    r"cannot differentiate 'call @llvm\.vector\.reduce\.f(max|min)\.":
         "clang -O2/-O3 vectorize fmax/fmin reductions into @llvm.vector.reduce.fmax/fmin, which have no rule",
+    r"cannot differentiate 'call @llvm\.masked\.(load|store)\.":
+        "clang -O2/-O3 vectorize loops with conditional accesses into masked loads/stores, which have no rule",
 }
 MIN_PASS_SHARE = 0.9
 # Mismatches found and not yet fixed in the engine: seed -> its regression test (a strict xfail
 # there turns into a failure once the engine is fixed; then the seed leaves this table).
 KNOWN_MISMATCHES = {
-    671: "tests/ad/regressions/test_reverse_zero_times_nan.py",
+    544: "tests/ad/regressions/test_realloc_after_memcpy.py",     # -O1..-O3: a wrong reverse gradient
+    671: "tests/ad/regressions/test_reverse_zero_times_nan.py",     # every level: reverse NaN, forward 0
 }
 
 
