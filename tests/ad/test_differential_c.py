@@ -6,11 +6,14 @@ the forward/reverse inner-product identity. A MISMATCH (wrong derivative, no err
 is one of ``EXPECTED_REFUSALS`` (a new kind of refusal fails the test until it is looked at), and
 each level must pass at least ``MIN_PASS_SHARE`` of its programs, so an engine that refused
 everything could not pass. ``KNOWN_MISMATCHES`` lists the mismatches found and not yet fixed,
-each with its regression test; they are printed, not counted. The summary table is printed (``pytest -s`` shows it). Failures are
-written with their C source to ``$ADOFFLOAD_DIFFTEST_OUT`` (default: a temp folder).
+each with its regression test; they are printed, not counted. The summary table is printed
+(``pytest -s`` shows it). Failures are written with their C source to ``$ADOFFLOAD_DIFFTEST_OUT``
+(default: a temp folder).
 
-Size: ``ADOFFLOAD_DIFFTEST_PROGRAMS`` programs (default 1000) x 4 levels in 2 worker processes.
-Reproduce one failure with ``python -m adoffload.testing.differential --seeds SEED --opt LEVEL --show``.
+Size: ``ADOFFLOAD_DIFFTEST_PROGRAMS`` programs (default 600) x 4 levels in 2 worker processes,
+about 0.55 s of CPU a program for its 4 levels (1000 programs took 553 s of CPU), so about
+3 minutes on CI's 2 cores (docs/reliability.md). Reproduce one failure with
+``python -m adoffload.testing.differential --seeds SEED --opt LEVEL --show``.
 """
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ from adoffload.testing import cprograms, differential
 pytestmark = pytest.mark.skipif(not differential.clang_available(),
                                 reason="the ziglang wheel (the clang these tests compile C with) is not installed")
 
-PROGRAMS = int(os.environ.get("ADOFFLOAD_DIFFTEST_PROGRAMS", "1000"))
+PROGRAMS = int(os.environ.get("ADOFFLOAD_DIFFTEST_PROGRAMS", "600"))
 FIRST_SEED = int(os.environ.get("ADOFFLOAD_DIFFTEST_SEED", "0"))
 
 # What the engine refuses in generated programs today (reason pattern: why), each refusal a
@@ -102,8 +105,9 @@ def test_random_c_programs_have_no_silent_mismatch_and_no_crash(tmp_path):
     assert not unexpected, (f"{len(unexpected)} refusals of a kind not in EXPECTED_REFUSALS; first: -O{unexpected[0].opt} "
                             f"seed {unexpected[0].seed}: {unexpected[0].detail[:1000]}\n{summary}")
     for opt in (0, 1, 2, 3):
-        passed = sum(1 for o in outcomes if o.opt == opt and o.status == differential.PASS)
-        assert passed >= MIN_PASS_SHARE * len(seeds), f"-O{opt}: only {passed} of {len(seeds)} pass\n{summary}"
+        checked = [o for o in outcomes if o.opt == opt and o not in known]
+        passed = sum(1 for o in checked if o.status == differential.PASS)
+        assert passed >= MIN_PASS_SHARE * len(checked), f"-O{opt}: only {passed} of {len(checked)} pass\n{summary}"
 
 
 def test_the_oracles_catch_a_wrong_derivative():
