@@ -11,8 +11,8 @@ each with its regression test; they are printed, not counted. The summary table 
 (default: a temp folder).
 
 Size: ``ADOFFLOAD_DIFFTEST_PROGRAMS`` programs (default 600) x 4 levels in 2 worker processes,
-about 0.55 s of CPU a program for its 4 levels (1000 programs took 553 s of CPU), so about
-3 minutes on CI's 2 cores (docs/reliability.md). Reproduce one failure with
+about 0.5 s of CPU a program for its 4 levels: the default took 2:31 wall (285 s of CPU, cold
+clang cache) on this 2-core machine, lightly loaded (docs/reliability.md). Reproduce one failure with
 ``python -m adoffload.testing.differential --seeds SEED --opt LEVEL --show``.
 """
 from __future__ import annotations
