@@ -94,15 +94,18 @@ def unresolved_functions(module: llvm.ModuleRef) -> list[str]:
 class HostProgram:
     """A module JIT-compiled for this CPU. Keeps its execution engine (and code) alive."""
 
-    def __init__(self, text: str, opt_level: int = 3, optimized: bool = False, guarded: tuple = ()):
-        """``guarded``: functions to call through failure guards (host_guard.py) when the module
+    def __init__(self, text: str, opt_level: int = 3, optimized: bool = False, codegen_level: int = 3,
+                 guarded: tuple = ()):
+        """``opt_level``: the IR pipeline run first (none when ``optimized``); ``codegen_level``:
+        the backend's (0 selects instructions about 4x faster, for code that runs once: tests).
+        ``guarded``: functions to call through failure guards (host_guard.py) when the module
         has failure paths nothing defines (a Rust crate's panics)."""
         initialize()
         _register_libm()
         _register_builtins()
         self.entry_name: str | None = None       # set by compile_for_target
         self.entry_address: int | None = None
-        tm = host_target_machine(fresh=True)   # owned by the engine below
+        tm = host_target_machine(fresh=True, codegen_level=codegen_level)   # owned by the engine below
         try:
             module = llvm.parse_assembly(text)
             module.triple = tm.triple

@@ -35,9 +35,11 @@ def target_machine(triple: str, cpu: str = "", features: str = "", opt: int = 3,
                                         codemodel=codemodel)
 
 
-def host_target_machine(fresh: bool = False):
+def host_target_machine(fresh: bool = False, codegen_level: int = 3):
     """The native target machine. ``fresh=True`` builds a new one: an MCJIT engine takes
-    ownership of (and later frees) the target machine it is given, so it must not be shared."""
+    ownership of (and later frees) the target machine it is given, so it must not be shared.
+    ``codegen_level`` is the backend's optimization level (0: fast instruction selection)."""
     initialize()
     args = (llvm.get_process_triple(), llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten())
-    return target_machine.__wrapped__(*args) if fresh else target_machine(*args)
+    return (target_machine.__wrapped__(*args, opt=codegen_level) if fresh
+            else target_machine(*args, opt=codegen_level))

@@ -39,7 +39,6 @@ import multiprocessing.connection
 import os
 import re
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -50,15 +49,12 @@ from pathlib import Path
 
 import numpy as np
 
+from .clang import OPT_FLAGS, clang_available, compile_c, compile_native  # noqa: F401 (the tests' API)
 from .cprograms import INOUT, INT, REAL, CProgram, generate, module_source
+from .irtext import code_of, defined_name, module_subset, references, split_module  # noqa: F401 (split_module: API)
 
 PASS, REFUSED, MISMATCH, CRASH = "pass", "refused", "mismatch", "crash"
 STATUSES = (PASS, REFUSED, MISMATCH, CRASH)
-
-# The wheel's zig maps -O1/-O2/-O3 all to clang -O2 (its ReleaseFast); -Xclang -O<k> restores the
-# level asked for, and clang -O1 does not vectorize.
-OPT_FLAGS = {0: ["-O0"], 1: ["-O1", "-fno-vectorize", "-fno-slp-vectorize", "-Xclang", "-O1"],
-             2: ["-O2"], 3: ["-O3", "-Xclang", "-O3"]}
 
 # Oracle settings per real type: FD step, FD tolerance (relative to the output scale), identity tolerance.
 TOLERANCES = {"double": dict(step=1e-5, fd=2e-5, identity=1e-9, primal=1e-9),
@@ -77,28 +73,7 @@ class Outcome:
     same_as: int | None = None       # the lower level whose identical code was checked instead
 
 
-# ---------------------------------------------------------------------------- clang
-
-def clang_available() -> bool:
-    try:
-        import ziglang  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def compile_c(source: str, opt: int) -> str:
-    """LLVM IR text of ``source`` at ``-O<opt>`` from the wheel's clang (optnone kept at -O0)."""
-    with tempfile.TemporaryDirectory(prefix="adoffload-difftest-") as tmp:
-        c_file, ll_file = Path(tmp) / "programs.c", Path(tmp) / "programs.ll"
-        c_file.write_text(source)
-        cmd = [sys.executable, "-m", "ziglang", "cc", "-S", "-emit-llvm", "-fno-sanitize=all", "-w",
-               *OPT_FLAGS[opt], str(c_file), "-o", str(ll_file)]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise RuntimeError(f"clang failed on generated C ({' '.join(cmd)}):\n{proc.stderr}")
-        return ll_file.read_text()
-
+# ---------------------------------------------------------------------------- native primal
 
 class NativeFunction:
     """A generated function compiled to native code by clang (``-shared``): the primal oracle that
@@ -114,78 +89,6 @@ class NativeFunction:
 
     def __call__(self, *args):
         return self._fn(*(a.ctypes.data if isinstance(a, np.ndarray) else a for a in args))
-
-
-def compile_native(source: str, opt: int, folder: Path):
-    """``source`` as a shared library (ctypes.CDLL) at ``-O<opt>``; libc/libm come from the process."""
-    import ctypes
-    import ctypes.util
-    libm = ctypes.util.find_library("m")
-    if libm:
-        ctypes.CDLL(libm, mode=ctypes.RTLD_GLOBAL)
-    c_file, so_file = folder / "native.c", folder / "native.so"
-    c_file.write_text(source)
-    cmd = [sys.executable, "-m", "ziglang", "cc", "-shared", "-fPIC", "-nostdlib", "-fno-sanitize=all", "-w",
-           *OPT_FLAGS[opt], str(c_file), "-o", str(so_file)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"clang failed on generated C ({' '.join(cmd)}):\n{proc.stderr}")
-    return ctypes.CDLL(str(so_file))
-
-
-_DEFINE = re.compile(r'^define\b[^@]*@("[^"]+"|[\w.$-]+)\(')
-_REFERENCE = re.compile(r'@("[^"]+"|[\w.$-]+)')
-
-
-def split_module(text: str) -> tuple[list[str], dict[str, tuple[int, str]]]:
-    """(other top-level lines, {function name: (position, definition text)}) of an IR module."""
-    rest, functions = [], {}
-    lines = iter(text.splitlines())
-    for line in lines:
-        match = _DEFINE.match(line)
-        if not match:
-            rest.append(line)
-            continue
-        body = [line]
-        if not line.rstrip().endswith("}"):
-            for inner in lines:
-                body.append(inner)
-                if inner == "}":
-                    break
-        functions[match.group(1)] = (len(rest), "\n".join(body))
-        rest.append("")
-    return rest, functions
-
-
-def _reachable(functions: dict[str, tuple[int, str]], roots: list[str]) -> set[str]:
-    keep, todo = set(), [r for r in roots if r in functions]
-    while todo:
-        name = todo.pop()
-        if name in keep:
-            continue
-        keep.add(name)
-        todo += [m for m in _REFERENCE.findall(functions[name][1]) if m in functions and m not in keep]
-    return keep
-
-
-def module_subset(text: str, roots: list[str]) -> str:
-    """The IR module keeping only the definitions of ``roots`` and what they reference."""
-    rest, functions = split_module(text)
-    lines = list(rest)
-    for name in _reachable(functions, roots):
-        position, body = functions[name]
-        lines[position] = body
-    return "\n".join(lines) + "\n"
-
-
-_METADATA = re.compile(r"^\s*#dbg_\w+\(.*$|,? ![\w.]+ !\d+| #\d+\b", re.M)
-
-
-def code_of(text: str, root: str) -> str:
-    """The definitions ``root`` needs, without debug records, metadata and attribute-group numbers:
-    equal for two levels when clang made the same code (then one check covers both)."""
-    functions = split_module(text)[1]
-    return "\n".join(_METADATA.sub("", functions[name][1]) for name in sorted(_reachable(functions, [root])))
 
 
 # ---------------------------------------------------------------------------- one program
@@ -412,7 +315,7 @@ def _compile(module, seeds: set[int], names: list[str], opt, emit, jit_opt):
     from ..enzyme.host import compile_host
     while True:
         try:
-            return compile_host(module, names, opt_level=jit_opt)
+            return compile_host(module, names, opt_level=jit_opt, codegen_level=jit_opt)
         except Exception as exc:       # noqa: BLE001 - IR that LLVM rejects is a bug, not a refusal
             detail = _classify_error(exc)[1]
             culprits = {_seed_of(m) for m in _names_in_error(module, str(exc))} & seeds
@@ -433,16 +336,16 @@ def _compile(module, seeds: set[int], names: list[str], opt, emit, jit_opt):
 
 def _names_in_error(module, message: str) -> list[str]:
     """Functions an LLVM error names: ``@name`` in the text, or the definition holding ``<string>:LINE``."""
-    names = [name.strip('"') for name in _REFERENCE.findall(message)]
+    names = references(message)
     lines = [int(m) for m in re.findall(r"<string>:(\d+):", message)]
     if lines:
         from ..ir.llvm_export import export_module
         text = export_module(module).splitlines()
         for line in lines:
             for k in range(min(line, len(text)) - 1, -1, -1):
-                match = _DEFINE.match(text[k])
-                if match:
-                    names.append(match.group(1).strip('"'))
+                name = defined_name(text[k])
+                if name is not None:
+                    names.append(name)
                     break
     return names
 
@@ -565,8 +468,9 @@ def run(seeds: list[int], opts: list[int], jobs: int = 2, batch: int = 40, timeo
     ``timeout``: seconds per program of a batch (plus one minute) before its worker is killed and
     the program it was running counts as a CRASH (an endless loop in generated code).
 
-    ``jit_opt``: the LLVM level the primal and derivatives are JIT-compiled at (0 is 3x faster
-    to compile than 2 and runs the derivative code as the engine wrote it). ``dedupe``: a program
+    ``jit_opt``: the LLVM level (IR pipeline and backend) the primal and derivatives are
+    JIT-compiled at (0 is several times faster to compile than 2 and runs the derivative code as
+    the engine wrote it). ``dedupe``: a program
     whose -O3 code equals its -O2 code (most do) takes the -O2 outcome (``Outcome.same_as``)."""
     ctx = _context()
     from .. import foreign, enzyme  # noqa: F401 - imported once here, inherited by forked workers
@@ -705,7 +609,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1))
     parser.add_argument("--batch", type=int, default=40, help="programs per C file / module")
     parser.add_argument("--jit-opt", type=int, default=0, choices=(0, 1, 2, 3),
-                        help="LLVM level for JIT-compiling primal and derivatives (default 0: fastest)")
+                        help="LLVM level (IR passes and backend) for JIT-compiling primal and derivatives "
+                             "(default 0: fastest)")
     parser.add_argument("--no-native", action="store_true",
                         help="skip comparing the loaded primal with clang's native build of the C")
     parser.add_argument("--no-dedupe", action="store_true",

@@ -1,17 +1,24 @@
 """Random C functions through clang -O0..-O3, ``from_llvm`` and AD: no silent wrong derivative, no crash.
 
 ``adoffload.testing.differential`` checks every (program, level) with central differences and
-the forward/reverse inner-product identity. Refusals (``adoffload.Error``) are allowed and
-printed; a MISMATCH (wrong derivative, no error) or a CRASH (any other failure) fails the test.
-Failures are written with their C source to ``$ADOFFLOAD_DIFFTEST_OUT`` (default: a temp folder).
+the forward/reverse inner-product identity. A MISMATCH (wrong derivative, no error) or a CRASH
+(any other failure) fails the test. A refusal (an ``adoffload.Error``) is allowed when its reason
+is one of ``EXPECTED_REFUSALS`` (a new kind of refusal fails the test until it is looked at), and
+each level must pass at least ``MIN_PASS_SHARE`` of its programs, so an engine that refused
+everything could not pass. ``KNOWN_MISMATCHES`` lists the mismatches found and not yet fixed,
+each with its regression test; they are printed, not counted. The summary table is printed
+(``pytest -s`` shows it). Failures are written with their C source to ``$ADOFFLOAD_DIFFTEST_OUT``
+(default: a temp folder).
 
-Size: ``ADOFFLOAD_DIFFTEST_PROGRAMS`` programs (default 300) x 4 levels in 2 worker processes,
-about 3 minutes on 2 CI cores. Reproduce one failure with
+Size: ``ADOFFLOAD_DIFFTEST_PROGRAMS`` programs (default 600) x 4 levels in 2 worker processes,
+about 0.5 s of CPU a program for its 4 levels: the default took 2:31 wall (285 s of CPU, cold
+clang cache) on this 2-core machine, lightly loaded (docs/reliability.md). Reproduce one failure with
 ``python -m adoffload.testing.differential --seeds SEED --opt LEVEL --show``.
 """
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -22,8 +29,21 @@ from adoffload.testing import cprograms, differential
 pytestmark = pytest.mark.skipif(not differential.clang_available(),
                                 reason="the ziglang wheel (the clang these tests compile C with) is not installed")
 
-PROGRAMS = int(os.environ.get("ADOFFLOAD_DIFFTEST_PROGRAMS", "300"))
+PROGRAMS = int(os.environ.get("ADOFFLOAD_DIFFTEST_PROGRAMS", "600"))
 FIRST_SEED = int(os.environ.get("ADOFFLOAD_DIFFTEST_SEED", "0"))
+
+# What the engine refuses in generated programs today (reason pattern: why), each refusal a
+# DifferentiationError naming the construct.
+EXPECTED_REFUSALS = {
+    r"cannot differentiate 'call @llvm\.masked\.(load|store)\.":
+        "clang -O2/-O3 vectorize loops with conditional accesses into masked loads/stores, which have no rule",
+}
+MIN_PASS_SHARE = 0.9
+# Mismatches found and not yet fixed in the engine: seed -> its regression test (a strict xfail
+# there turns into a failure once the engine is fixed; then the seed leaves this table).
+# Fixed, with their regression tests: 544 (tests/ad/regressions/test_realloc_after_memcpy.py, a zero
+# reverse gradient through memcpy + realloc) and 671 (test_reverse_zero_times_nan.py, atan2(0, 0)).
+KNOWN_MISMATCHES: dict[int, str] = {}
 
 
 def test_generator_is_deterministic_and_varied():
@@ -65,11 +85,57 @@ def test_module_subset_keeps_a_function_and_its_callees():
 @pytest.mark.slow
 def test_random_c_programs_have_no_silent_mismatch_and_no_crash(tmp_path):
     seeds = list(range(FIRST_SEED, FIRST_SEED + PROGRAMS))
-    outcomes = differential.run(seeds, [0, 1, 2, 3], jobs=2)
+    outcomes = differential.run(seeds, [0, 1, 2, 3], jobs=2, batch=20)
+    summary = differential.summarize(outcomes)
     print()
-    print(differential.summarize(outcomes))
+    print(summary)
     out = Path(os.environ.get("ADOFFLOAD_DIFFTEST_OUT", tmp_path))
     differential.write_failures(outcomes, out)
-    bad = [o for o in outcomes if o.status in (differential.MISMATCH, differential.CRASH)]
+    known = [o for o in outcomes if o.status == differential.MISMATCH and o.seed in KNOWN_MISMATCHES]
+    for o in known:
+        print(f"known mismatch, -O{o.opt} seed {o.seed} (see {KNOWN_MISMATCHES[o.seed]}): {o.detail[:300]}")
+    bad = [o for o in outcomes if o.status in (differential.MISMATCH, differential.CRASH) and o not in known]
     assert not bad, (f"{len(bad)} silent mismatches / crashes (C sources in {out}); first: "
                      f"-O{bad[0].opt} seed {bad[0].seed}: {bad[0].detail[:2000]}")
+    unexpected = [o for o in outcomes if o.status == differential.REFUSED
+                  and not any(re.search(pattern, o.detail) for pattern in EXPECTED_REFUSALS)]
+    assert not unexpected, (f"{len(unexpected)} refusals of a kind not in EXPECTED_REFUSALS; first: -O{unexpected[0].opt} "
+                            f"seed {unexpected[0].seed}: {unexpected[0].detail[:1000]}\n{summary}")
+    for opt in (0, 1, 2, 3):
+        checked = [o for o in outcomes if o.opt == opt and o not in known]
+        passed = sum(1 for o in checked if o.status == differential.PASS)
+        assert passed >= MIN_PASS_SHARE * len(checked), f"-O{opt}: only {passed} of {len(checked)} pass\n{summary}"
+
+
+def test_the_oracles_catch_a_wrong_derivative():
+    """The checks are not vacuous: one program's forward tangent, then its reverse adjoints, made
+    wrong by 0.1% each give a MISMATCH naming the check that failed; unchanged, it passes."""
+    from adoffload import foreign
+    from adoffload.enzyme.host import compile_host
+    program = next(p for p in map(cprograms.generate, range(200))
+                   if p.real == "double" and p.returns_real and "x" in [q.name for q in p.params])
+    module = foreign.from_llvm(differential.compile_c(program.standalone(), 0)).ir
+    derived, names = differential._derive(module, program)
+    funcs = compile_host(module, [program.name] + names, opt_level=0, codegen_level=0)
+    count = funcs[derived.count] if derived.count else None
+    right = differential._Derivatives(funcs[derived.forward], funcs[derived.reverse], count)
+    assert differential.check_program(program, 0, funcs[program.name], right).status == differential.PASS
+
+    def wrong_forward(*args):
+        return right.forward(*args) * 1.001 + 1e-3
+
+    def wrong_reverse(*args):
+        right.reverse(*args)
+        args[len(program.params)][...] += 1e-3      # the adjoint of the first differentiated argument
+
+    for derivatives, check in [(differential._Derivatives(wrong_forward, right.reverse, count), "forward"),
+                               (differential._Derivatives(right.forward, wrong_reverse, count), "reverse")]:
+        outcome = differential.check_program(program, 0, funcs[program.name], derivatives)
+        assert outcome.status == differential.MISMATCH and check in outcome.modes, outcome
+        assert "identity" in outcome.modes, outcome
+
+
+def test_every_known_mismatch_has_its_regression_test():
+    root = Path(__file__).parents[2]
+    for seed, path in KNOWN_MISMATCHES.items():
+        assert (root / path).is_file(), (seed, path)

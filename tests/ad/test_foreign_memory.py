@@ -13,6 +13,7 @@ import pytest
 import adoffload as ado
 from adoffload import enzyme as ez
 from adoffload.errors import DifferentiationError
+from adoffload.testing.irtext import FunctionModules
 
 pytest.importorskip("ziglang", reason="the C cases are compiled with the clang in the ziglang wheel")
 
@@ -121,7 +122,9 @@ def _compile(level: str, tmp_path_factory) -> ado.foreign.ForeignModule:
 
 @pytest.fixture(scope="module", params=LEVELS)
 def module(request, tmp_path_factory):
-    return request.param, _compile(request.param, tmp_path_factory)
+    """Each function in a module of its own (``FunctionModules``), cut from one import per level:
+    the host JIT compiles the whole module, with every derivative made so far, for each new one."""
+    return request.param, FunctionModules(_compile(request.param, tmp_path_factory))
 
 
 def _array_derivatives(fn, make_args, x, out_index=None, wrt=0):

@@ -13,6 +13,7 @@ import pytest
 import adoffload as ado
 from adoffload import enzyme as ez
 from adoffload.errors import DifferentiationError
+from adoffload.testing.irtext import FunctionModules
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "ir"))
 from foreign_runtime import provide_runtime  # noqa: E402  (the corpus's runtime stand-ins)
@@ -22,16 +23,20 @@ CORPUS = Path(__file__).parents[1] / "fixtures" / "foreign" / "corpus"
 
 @pytest.fixture(scope="module", params=[0, 1, 2, 3], ids=lambda n: f"O{n}")
 def rust(request):
-    module = ado.from_llvm((CORPUS / f"rs_O{request.param}.ll").read_text())
-    unavailable = provide_runtime(module.ir)
-    return module, unavailable
+    """The whole module, imported once per level; each function is then run and differentiated in
+    a module of its own cut from that import (``FunctionModules``): the host JIT compiles the whole
+    module again for every derivative, seconds per call for rustc's -O0 output."""
+    return FunctionModules(ado.from_llvm((CORPUS / f"rs_O{request.param}.ll").read_text()), provide_runtime)
 
 
 def _function(rust, name):
-    module, unavailable = rust
-    if name not in module or name in unavailable:
-        pytest.skip(f"{name} is not runnable on the host from this module: {unavailable.get(name, 'absent')}")
-    return module[name]
+    if name not in rust:
+        pytest.skip(f"{name} is not in this module")
+    fn = rust[name]
+    unavailable = rust.prepared[name]
+    if name in unavailable:
+        pytest.skip(f"{name} is not runnable on the host from this module: {unavailable[name]}")
+    return fn
 
 
 @pytest.mark.parametrize("name,point", [("rs_math64", (0.8, 1.3)), ("rs_fixed_point", (2.0, 1e-12))])
