@@ -722,6 +722,9 @@ class _Reverser:
     # ---- tape placement
     def _finish(self) -> ReverseResult:
         self.tape.prune(self._remove_dead_reloads())
+        # pruning removed entry-block slots before the entry builder's insertion index: place it
+        # again, at the end of the entry block (which dominates every push and pop of the tape)
+        self.entry.position_before_terminator(self.fn.entry)
         self.tape.emit_writes()
         result = ReverseResult(self.fn, stats=ReverseStats(deferred_sites=self.deferred.sites,
                                                            deferred_adds=len(self.deferred.sums)))
