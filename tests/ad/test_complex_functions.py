@@ -47,4 +47,4 @@ def test_complex_functions_in_both_modes(functions, name, dtype, h, tol):
     np.testing.assert_allclose(dx, expected, rtol=tol, atol=tol)
     v = np.array([0.5, -1.0, 0.25], dtype)
     tangent = ez.autodiff(ez.Forward, fn, ez.Duplicated(x.copy(), v))
-    assert tangent == pytest.approx(float(dx.astype(np.float64) @ v), rel=10 * np.finfo(dtype).eps ** 0.5)
+    assert tangent == pytest.approx(float(dx.astype(np.float64) @ v), rel=float(10 * np.finfo(dtype).eps ** 0.5))

@@ -10,9 +10,8 @@ each with its regression test; they are printed, not counted. The summary table 
 (``pytest -s`` shows it). Failures are written with their C source to ``$ADOFFLOAD_DIFFTEST_OUT``
 (default: a temp folder).
 
-Size: ``ADOFFLOAD_DIFFTEST_PROGRAMS`` programs (default 600) x 4 levels in 2 worker processes,
-about 0.5 s of CPU a program for its 4 levels: the default took 2:31 wall (285 s of CPU, cold
-clang cache) on this 2-core machine, lightly loaded (docs/reliability.md). Reproduce one failure with
+Size: ``ADOFFLOAD_DIFFTEST_PROGRAMS`` programs (default 1000) x 4 levels in 2 worker processes:
+3:34 wall (400 s of CPU) on a 2-core machine otherwise idle, 2026-12-01 (docs/reliability.md). Reproduce one failure with
 ``python -m adoffload.testing.differential --seeds SEED --opt LEVEL --show``.
 """
 from __future__ import annotations
@@ -29,7 +28,7 @@ from adoffload.testing import cprograms, differential
 pytestmark = pytest.mark.skipif(not differential.clang_available(),
                                 reason="the ziglang wheel (the clang these tests compile C with) is not installed")
 
-PROGRAMS = int(os.environ.get("ADOFFLOAD_DIFFTEST_PROGRAMS", "600"))
+PROGRAMS = int(os.environ.get("ADOFFLOAD_DIFFTEST_PROGRAMS", "1000"))
 FIRST_SEED = int(os.environ.get("ADOFFLOAD_DIFFTEST_SEED", "0"))
 
 # What the engine refuses in generated programs today (reason pattern: why), each refusal a
