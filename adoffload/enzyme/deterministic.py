@@ -278,3 +278,20 @@ def reduce_log(log_words: np.ndarray, shadows: list[np.ndarray]) -> None:
 
 __all__ = ["LogSpec", "ContributionLog", "shadow_root", "check_no_read_after_log", "add_counting_function",
            "reduce_log", "ENTRY_BYTES"]
+
+
+def attach_log(rev, result, tape_bytes: dict[int, int] | None) -> None:
+    """Deterministic mode, at the end of a reverse derivation (``rev``: reverse._Reverser): the log
+    arguments (after the tape's) and one counting function for the dynamic tape (``tape_bytes``
+    per primal block, if any) and the log."""
+    from .tape import TapeSpec
+    check_no_read_after_log(rev.log, rev.blocks)
+    rev.log.attach()
+    primal_of = {new: old for old, new in rev.block_map.items()}
+    log_bytes = {rev.primal.blocks.index(primal_of[block]): n for block, n in rev.log.bytes_per_block.items()}
+    counters = ([("tape_bytes", tape_bytes)] if tape_bytes is not None else []) + [("log_bytes", log_bytes)]
+    count = add_counting_function(rev.module, rev.primal, f"{rev.fn.name}.log_count", counters)
+    if tape_bytes is not None:
+        result.tape = TapeSpec(count.name)
+    result.count_function = count
+    result.log = LogSpec(tuple(root.index for root in rev.log.shadows), count.name)

@@ -41,7 +41,7 @@ from .reverse_thread import thread_tail
 from .custom import custom_cotangents, extractvalue_reverse, find_custom, insertvalue_reverse
 from .forward import _IGNORED_CALLS
 from .deferred import DeferredAdds
-from .deterministic import ContributionLog, LogSpec, add_counting_function, check_no_read_after_log
+from .deterministic import ContributionLog, LogSpec, attach_log
 from .parallel import UNIFORM_ADD_PREFIX, AddressClassifier, ParallelInfo
 from .reverse_cfg import Dominators, LoopInfo, exit_value, inductions, predecessor_map, reachable_blocks
 from .rules import RuleContext, describe, reverse_contributions, rule_for, rule_key
@@ -735,7 +735,7 @@ class _Reverser:
         self._tape_bytes: dict[int, int] | None = None
         self._place_tape(result)
         if self.log is not None and self.log.used:
-            self._attach_log(result)
+            attach_log(self, result, self._tape_bytes)
         return result
 
     def _place_tape(self, result: ReverseResult) -> None:
@@ -784,23 +784,9 @@ class _Reverser:
         per_block = {self.primal.blocks.index(primal_of[rec.block]): rec.size
                      for rec in self.tape.stack_records()}
         if self.log is not None and self.log.used:
-            self._tape_bytes = per_block           # one counting function for both: _attach_log
+            self._tape_bytes = per_block           # one counting function for both: attach_log
             return base
         count = add_count_function(self.module, self.primal, f"{fn.name}.tape_count", per_block)
         result.tape = TapeSpec(count.name)
         result.count_function = count
         return base
-
-    def _attach_log(self, result: ReverseResult) -> None:
-        """Deterministic mode: the log arguments (after the tape's) and one counting function
-        for the dynamic tape (if any) and the log (deterministic.py)."""
-        check_no_read_after_log(self.log, self.blocks)
-        self.log.attach()
-        primal_of = {new: old for old, new in self.block_map.items()}
-        log_bytes = {self.primal.blocks.index(primal_of[block]): n for block, n in self.log.bytes_per_block.items()}
-        counters = ([("tape_bytes", self._tape_bytes)] if self._tape_bytes is not None else []) + [("log_bytes", log_bytes)]
-        count = add_counting_function(self.module, self.primal, f"{self.fn.name}.log_count", counters)
-        if self._tape_bytes is not None:
-            result.tape = TapeSpec(count.name)
-        result.count_function = count
-        result.log = LogSpec(tuple(root.index for root in self.log.shadows), count.name)
