@@ -6,6 +6,21 @@
 # Each stage has its own time limit and writes its results under $OUT before the next starts.
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# The GPU tests: from_cuda's (its clang IR comes from the carried cache .device_cache: the GPU
+# machine has no clang), then the GPU test folders; $1 and $2 are their time limits.
+gpu_tests() {
+  mkdir -p "$OUT/tests"
+  ADOFFLOAD_CACHE_DIR="$PWD/.device_cache" timeout "$1" python3 -m pytest -q -rs -p no:cacheprovider \
+    tests/foreign_cuda/test_gpu.py tests/foreign_cuda/test_jax.py > "$OUT/tests/foreign_cuda.txt" 2>&1
+  echo "pytest exit $?" >> "$OUT/tests/foreign_cuda.txt"
+  tail -3 "$OUT/tests/foreign_cuda.txt"
+  timeout "$2" python3 -m pytest -q -p no:cacheprovider -rfE tests/gpu tests/codegen/test_cuda_run.py \
+    tests/codegen/test_reductions_cuda.py tests/determinism/test_gpu.py tests/reliability/test_integer_division.py \
+    tests/blocks tests/jax tests/test_readme.py > "$OUT/tests/gpu_tests.txt" 2>&1
+  echo "pytest exit $?" >> "$OUT/tests/gpu_tests.txt"
+  tail -5 "$OUT/tests/gpu_tests.txt"
+}
+
 case "$1" in
 benches)
   TESTS_TIMEOUT=45 BENCH_TIMEOUT=150 RAJAPERF_BUDGET=105 bash benchmarks/gpu_reduce.sh
@@ -24,17 +39,7 @@ benches)
   tail -3 "$OUT/cuda/pytest.txt"; tail -8 "$OUT/cuda/bench.txt"; grep -E "===|rror" "$o/log.txt" | tail -8
   ;;
 tests)
-  mkdir -p "$OUT/tests"
-  # from_cuda's clang IR comes from the carried cache (.device_cache): the GPU machine has no clang
-  ADOFFLOAD_CACHE_DIR="$PWD/.device_cache" timeout 90 python3 -m pytest -q -rs -p no:cacheprovider \
-    tests/foreign_cuda/test_gpu.py tests/foreign_cuda/test_jax.py > "$OUT/tests/foreign_cuda.txt" 2>&1
-  echo "pytest exit $?" >> "$OUT/tests/foreign_cuda.txt"
-  tail -3 "$OUT/tests/foreign_cuda.txt"
-  timeout 230 python3 -m pytest -q -p no:cacheprovider -rfE tests/gpu tests/codegen/test_cuda_run.py \
-    tests/codegen/test_reductions_cuda.py tests/determinism/test_gpu.py tests/reliability/test_integer_division.py \
-    tests/blocks tests/jax tests/test_readme.py > "$OUT/tests/gpu_tests.txt" 2>&1
-  echo "pytest exit $?" >> "$OUT/tests/gpu_tests.txt"
-  tail -5 "$OUT/tests/gpu_tests.txt"
+  gpu_tests 90 230
   if ls .whl/*.whl > /dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
       > /dev/null 2>&1 && export PYTHONPATH="$PYTHONPATH:/tmp/site"
@@ -46,16 +51,7 @@ tests)
   [ -f benchmarks/gpu_scatter.sh ] && timeout 100 bash benchmarks/gpu_scatter.sh > "$OUT/scatter_log.txt" 2>&1
   ;;
 final)
-  mkdir -p "$OUT/tests"
-  ADOFFLOAD_CACHE_DIR="$PWD/.device_cache" timeout 60 python3 -m pytest -q -rs -p no:cacheprovider \
-    tests/foreign_cuda/test_gpu.py tests/foreign_cuda/test_jax.py > "$OUT/tests/foreign_cuda.txt" 2>&1
-  echo "pytest exit $?" >> "$OUT/tests/foreign_cuda.txt"
-  tail -2 "$OUT/tests/foreign_cuda.txt"
-  timeout 200 python3 -m pytest -q -p no:cacheprovider -rfE tests/gpu tests/codegen/test_cuda_run.py \
-    tests/codegen/test_reductions_cuda.py tests/determinism/test_gpu.py tests/reliability/test_integer_division.py \
-    tests/blocks tests/jax tests/test_readme.py > "$OUT/tests/gpu_tests.txt" 2>&1
-  echo "pytest exit $?" >> "$OUT/tests/gpu_tests.txt"
-  tail -3 "$OUT/tests/gpu_tests.txt"
+  gpu_tests 60 200
   bash benchmarks/gpu_scatter.sh 2>&1 | tail -20
   ;;
 esac
