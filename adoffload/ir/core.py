@@ -398,10 +398,14 @@ class Function(Value):
         if not taken:
             taken.update(a.name for a in self.args)
             taken.update(i.name for i in self.instructions() if i.name)
-        candidate, k = base, 0
-        while candidate in taken:
+        suffix = self.__dict__.setdefault("_next_suffix", {})
+        candidate, k = base, suffix.get(base, 0)
+        if k:
+            candidate = f"{base}.{k}"
+        while candidate in taken:        # resumes where the last call for ``base`` stopped: O(1) amortised
             k += 1
             candidate = f"{base}.{k}"
+        suffix[base] = k + 1
         taken.add(candidate)
         return candidate
 
