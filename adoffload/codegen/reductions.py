@@ -264,10 +264,15 @@ class EntryAccumulators:
         return [b.load(p, typ=t) for p, t in zip(self.pointers, self.types)]
 
     def atomics(self, b: _ir.IRBuilder, values: list, body_args: list) -> None:
-        """One atomic per site with ``values`` at the site's pointer."""
-        for site, fn, v in zip(self.sites, self.pointer_functions, values):
-            address = b.call(fn, body_args)
-            b.atomic_rmw(site.op, address, v, "monotonic")
+        """One atomic per site with ``values`` at the site's pointer -- skipped while the value is
+        still the identity. Adding the identity changes nothing, and the pointer is only known to
+        be in bounds when some thread passed the site's bounds check: a site no thread reached
+        (or whose threads all failed the check) may point anywhere."""
+        for site, fn, v, t, ident in zip(self.sites, self.pointer_functions, values, self.types,
+                                         self.identities):
+            with b.if_then(b.icmp_unsigned("!=", _bits(b, v, t), _bits(b, ident, t))):
+                address = b.call(fn, body_args)
+                b.atomic_rmw(site.op, address, v, "monotonic")
 
     # ---- NVPTX: warp shuffle trees, then shared memory across the block ---------------------
     def flush_nvptx(self, b: _ir.IRBuilder, in_range, body_args: list, mode: str) -> None:
@@ -327,6 +332,15 @@ class _AddrspaceAlloca(_ir.instructions.AllocaInstr):
 
     def descr(self, buf):
         buf.append(f"alloca {self.allocated_type}, addrspace({self.addrspace})\n")
+
+
+_FLOAT_WIDTHS = {"half": 16, "float": 32, "double": 64}
+
+
+def _bits(b: _ir.IRBuilder, v, t):
+    """``v`` as an integer of its width: floats compare bitwise (-0.0 is not +0.0, NaN is itself)."""
+    width = _FLOAT_WIDTHS.get(str(t))
+    return b.bitcast(v, _ir.IntType(width)) if width else v
 
 
 def _private_alloca(b: _ir.IRBuilder, typ, addrspace: int):

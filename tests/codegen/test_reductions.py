@@ -220,3 +220,27 @@ def test_amdgpu_backend_combines_the_deferred_atomic_across_the_wavefront():
     flat = [f.llvm_type for f in dot.signature.flat_params()]
     asm = amdgpu.compile_gcn_assembly(abi.add_gpu_entry(dot.module_text(), dot.body_name, flat, 1, "amdgpu"))
     assert "v_readlane_b32" in asm and "s_ff1_i32_b64" in asm      # the atomic optimizer's wave loop
+
+
+@ado.kernel
+def far_site(v: ado.In[ado.f64], s: ado.InOut[ado.f64], k: ado.i32):
+    i = ado.tid()
+    if v[i] > 100.0:
+        ado.atomic_add(s, k, v[i])
+
+
+def test_a_site_no_thread_reaches_touches_no_memory():
+    # The deferred atomic's pointer is computed after the body; with an index far out of bounds and
+    # no thread passing the condition, the kernel must not add anything there (it used to segfault).
+    v, s = np.ones(1000), np.zeros(2)
+    far_site(v, s, 1 << 28, grid=(1000,))
+    np.testing.assert_array_equal(s, [0.0, 0.0])
+
+
+def test_a_site_reached_out_of_bounds_is_a_bounds_error():
+    v, s = np.ones(1000), np.zeros(2)
+    v[7] = 200.0
+    with pytest.raises(ado.BoundsError, match="out of bounds"):
+        far_site(v, s, 1 << 28, grid=(1000,))
+    far_site(v, s, 1, grid=(1000,))
+    np.testing.assert_array_equal(s, [0.0, 200.0])
