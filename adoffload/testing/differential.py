@@ -13,8 +13,10 @@ and reverse mode, and checked at a random point with two oracles:
 The derivative functions also compute the primal outputs; those must equal the primal run.
 
 Each (program, level) is classified: **pass**; **refused** (an ``adoffload.Error`` while loading
-or differentiating: allowed, its message is kept); **mismatch** (a silent wrong value: the bug
-this tool hunts); **crash** (any other exception, invalid derivative IR, a signal or a timeout).
+or differentiating: allowed, its message is kept); **untestable** (the generated primal is not
+finite at any point tried: a weakness of the generator, not of the engine); **mismatch** (a silent
+wrong value: the bug this tool hunts); **crash** (any other exception, invalid derivative IR, a
+signal or a timeout).
 
 Speed: one C file and one clang run per batch and level, one ``from_llvm`` per batch, all
 derivatives built into that module and JIT-compiled once. A batch whose module does not load is
@@ -53,8 +55,8 @@ from .clang import OPT_FLAGS, clang_available, compile_c, compile_native  # noqa
 from .cprograms import INOUT, INT, REAL, CProgram, generate, module_source
 from .irtext import code_of, defined_name, module_subset, references, split_module  # noqa: F401 (split_module: API)
 
-PASS, REFUSED, MISMATCH, CRASH = "pass", "refused", "mismatch", "crash"
-STATUSES = (PASS, REFUSED, MISMATCH, CRASH)
+PASS, REFUSED, UNTESTABLE, MISMATCH, CRASH = "pass", "refused", "untestable", "mismatch", "crash"
+STATUSES = (PASS, REFUSED, UNTESTABLE, MISMATCH, CRASH)
 
 # Oracle settings per real type: FD step, FD tolerance (relative to the output scale), identity tolerance.
 TOLERANCES = {"double": dict(step=1e-5, fd=2e-5, identity=1e-9, primal=1e-9),
@@ -175,15 +177,18 @@ def check_program(program: CProgram, opt: int, primal, d: _Derivatives, native=N
             continue
         h = tol["step"]
         fd1 = _central(primal, point, h)
-        fd2 = _central(primal, point, 2 * h)
+        # Three steps must agree: h and 2h alone agreed on a value 20% off where both straddle a
+        # region of high curvature next to a branch (seed 200078, float32).
+        others = (_central(primal, point, 2 * h), _central(primal, point, h / 4))
         scale = max(1.0, float(np.max(np.abs(fd1), initial=0.0)))
-        if np.all(np.isfinite(fd1)) and np.max(np.abs(fd1 - fd2), initial=0.0) <= tol["fd"] * scale / 2:
+        if np.all(np.isfinite(fd1)) and all(np.max(np.abs(fd1 - fd), initial=0.0) <= tol["fd"] * scale / 2
+                                            for fd in others):
             fd_checked = True
             break
     else:
         fd1 = None
     if fd1 is None and not np.all(np.isfinite(base)):
-        return Outcome(program.seed, opt, CRASH, "generator: the primal is not finite at any point tried: "
+        return Outcome(program.seed, opt, UNTESTABLE, "the primal is not finite at any point tried: "
                        + "; ".join(notes), ["generator"])
 
     if native is not None:             # the primal adoffload runs vs clang's own build of the C
@@ -571,7 +576,7 @@ def summarize(outcomes: list[Outcome]) -> str:
                      + f" {no_fd:>7} {same:>10}")
     lines.append("(no FD: passes checked by the identity only, no point gave consistent differences; "
                  "same code: outcome taken from the lower level whose code is identical)")
-    for status in (REFUSED, MISMATCH, CRASH):
+    for status in (REFUSED, UNTESTABLE, MISMATCH, CRASH):
         groups = Counter()
         for o in outcomes:
             if o.status == status:

@@ -138,3 +138,12 @@ def test_every_known_mismatch_has_its_regression_test():
     root = Path(__file__).parents[2]
     for seed, path in KNOWN_MISMATCHES.items():
         assert (root / path).is_file(), (seed, path)
+
+
+def test_the_tester_does_not_blame_the_engine_for_its_own_limits():
+    """Seed 200078 (float32): steps h and 2h agreed on a difference quotient 20% below the true
+    derivative (high curvature next to a branch); a third step h/4 now sends the tester to another
+    point. Seed 200441's primal is not finite anywhere the tester looks: untestable, not a crash."""
+    outcomes = {o.seed: o for o in differential.run([200078, 200441], [0], jobs=1, batch=2)}
+    assert outcomes[200078].status == differential.PASS, outcomes[200078].detail
+    assert outcomes[200441].status == differential.UNTESTABLE, outcomes[200441].detail
