@@ -38,7 +38,7 @@ _LAZY = {
     "warp_max": "language", "shuffle": "language", "shuffle_down": "language", "block_sum": "language",
     "block_max": "language",
     # foreign IR and JAX
-    "from_llvm": "foreign", "jax_kernel": "jax", "from_cuda": "foreign_cuda", "from_hip": "foreign_cuda",
+    "from_llvm": "foreign", "from_numba": "foreign", "jax_kernel": "jax", "from_cuda": "foreign_cuda", "from_hip": "foreign_cuda",
 }
 _SUBMODULES = {"enzyme", "ir", "codegen", "runtime", "frontend", "chemistry", "cache"}
 

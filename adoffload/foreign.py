@@ -44,6 +44,18 @@ def from_llvm(source: str | bytes, *, canonical: bool = True) -> "ForeignModule"
 MAX_INLINE_ROUNDS = 4
 
 
+def from_numba(cfunc) -> "ForeignFunction":
+    """The C-ABI entry of a ``numba.cfunc`` (compiled for an explicit signature), from the LLVM IR
+    numba generated for it: callable on the host and differentiable like any foreign function.
+    Running it needs numba's runtime, which numba (installed, since it made the IR) provides."""
+    inspect, name = getattr(cfunc, "inspect_llvm", None), getattr(cfunc, "native_name", None)
+    if not callable(inspect) or not isinstance(name, str) or not name.startswith("cfunc."):
+        raise ArgumentError(f"from_numba takes a numba.cfunc, got {type(cfunc).__name__}: compile the function "
+                            f"with @numba.cfunc('float64(float64, ...)') (an @njit function can be called "
+                            f"from such a cfunc)")
+    return from_llvm(inspect())[name]
+
+
 def _inlinable_calls(module: ir.Module) -> bool:
     """Whether a call of a defined, non-recursive function is left (the inliner runs before the
     passes that turn a function pointer argument into a direct call)."""
@@ -122,6 +134,8 @@ class ForeignFunction:
     def _ctype(self, t: ir.Type, what: str):
         if t == ir.void:
             return None
+        if t.is_pointer:            # an address comes back as an int (None for null): numba's void cfuncs
+            return ctypes.c_void_p
         if t not in _CTYPES:
             raise ArgumentError(f"@{self.name} cannot be called from the host: {what} has type {t}")
         return _CTYPES[t]

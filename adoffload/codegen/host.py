@@ -9,6 +9,7 @@ import re
 import llvmlite.binding as llvm
 
 from ..errors import CompilationError
+from .numba_runtime import load_numba_runtime, needs_numba_runtime
 from .optimize import optimize_module
 from .targets import host_target_machine, initialize
 
@@ -124,6 +125,8 @@ class HostProgram:
             from .rust_runtime import define_allocator_shims
             missing = define_allocator_shims(module, missing)
         if any(name.startswith(("_Z", "__cxa_", "__gxx_")) for name in missing) and _load_cxx_runtime():
+            missing = unresolved_functions(module)
+        if needs_numba_runtime(missing) and load_numba_runtime():
             missing = unresolved_functions(module)
         from .host_guard import guard, provide_failure_stubs
         missing, has_failures = provide_failure_stubs(module, missing)

@@ -140,6 +140,8 @@ def clone_function_body(src: Function, dst: Function, value_map: dict) -> tuple[
         else:
             new.operands = [value_map.get(v, v) for v in inst.operands]
             new.blocks = [block_map[blk] for blk in inst.blocks]
+        if inst.callee is not None:          # an indirect call's callee is a value of this function too
+            new.callee = value_map.get(inst.callee, inst.callee)
         if inst.opcode == "ret":
             returns.append(new)
     return block_map, returns
