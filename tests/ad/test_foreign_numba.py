@@ -166,3 +166,25 @@ def test_float32_with_max_exp_and_log():
 def test_from_numba_refuses_what_is_not_a_cfunc():
     with pytest.raises(ado.ArgumentError, match="numba.cfunc"):
         ado.from_numba(morse)
+
+
+@cfunc(types.float64(F64P, types.intc))
+def with_scratch(xp, n):
+    x = carray(xp, (n,))
+    t = np.empty(n)                      # allocated by numba's memory manager (NRT)
+    for i in range(n):
+        t[i] = math.sin(x[i])
+    s = 0.0
+    for i in range(n):
+        s += t[i] * t[(i + 1) % n]
+    return s
+
+
+def test_arrays_numba_allocates_are_refused_not_guessed():
+    # NRT memory is reached through a MemInfo the engine does not model: a store of an active
+    # value there is refused by name, while the primal still runs.
+    f = ado.from_numba(with_scratch)
+    x = np.linspace(0.1, 1.0, 6)
+    assert f(x, 6) == pytest.approx(np.sum(np.sin(x) * np.roll(np.sin(x), -1)), rel=1e-14)
+    with pytest.raises(ado.DifferentiationError, match="stores the active value"):
+        ez.autodiff(ez.Reverse, f, ez.Duplicated(x.copy(), np.zeros(6)), ez.Const(6))
