@@ -25,7 +25,8 @@ from ..ir.core import (Argument, Block, Constant, FloatType, Function, FunctionT
 from .activity import (CONST, Activity, ActivityInfo, analyze, derived_attributes, is_float_type,
                        is_placeholder_pointer)
 from .custom import custom_tangent, find_custom
-from .memory import allocation_size, heap_function, shadow_alloc, shadow_free, shadow_realloc
+from .memory import (allocation_size, heap_function, shadow_alloc, shadow_free, shadow_realloc, stack_array_count,
+                     zeroed_stack_array)
 from .parallel import UNIFORM_ADD_PREFIX
 from .rules import RULES, Rule, RuleContext, constant, forward_tangent, rule_for, rule_key
 
@@ -247,6 +248,12 @@ class ForwardPass:
         """The shadow of a derived pointer: the same GEP/cast/select on the shadow; a zeroed
         private copy of a shadowed ``alloca`` (a local array holding active values)."""
         if inst.opcode == "alloca":
+            count = stack_array_count(inst)
+            if count is not None:        # alloca T, N (a variable-length array): N zeroed elements
+                self.shadows[inst] = [zeroed_stack_array(self.module, self.builder, inst.element_type,
+                                                         self.value(count), f"d_{inst.name}")
+                                      for _ in range(self.width)]
+                return
             lanes = []
             for lane in range(self.width):
                 shadow = self.builder.alloca(inst.element_type, f"d_{inst.name}")

@@ -247,3 +247,49 @@ def copy_adjoint(module: Module, element) -> Function:
         Builder(done).ret()
     return _define(module, f"adoffload.copy_adjoint.{element}", void,
                    [("d_dst", ptr), ("d_src", ptr), ("nbytes", i64)], body)
+
+
+# ----------------------------------------------------------------------------- stack arrays
+
+def stack_array_count(alloca: Instruction) -> Value | None:
+    """The element count of ``alloca T, N`` (a C99 variable-length array, or a constant N):
+    its shadow needs as many elements. None for the one-element form."""
+    return alloca.operands[0] if alloca.opcode == "alloca" and alloca.operands else None
+
+
+def zeroed_stack_array(module: Module, b: Builder, element_type, count: Value, name: str = "") -> Instruction:
+    """``alloca element_type, count``, zero-filled at ``b``: the shadow of a stack array of
+    ``count`` elements (its size in bytes from a GEP off null, as LLVM's sizeof idiom)."""
+    array = b.emit("alloca", ptr, [count], name, element_type=element_type)
+    end = b.gep(element_type, Constant(ptr, None, kind="null"), [count], inbounds=False)
+    b.call_intrinsic(module, "llvm.memset.p0.i64", void,
+                     [array, const(i8, 0), b.cast("ptrtoint", end, i64), const(i1, 0)])
+    return array
+
+
+def refuse_unsafe_stack_array(alloca: Instruction, where: str) -> None:
+    """A reverse sweep reads a stack array's values and shadow after the forward sweep: refused
+    when the array may not outlive it -- inside a loop (each iteration's array replaces the
+    last one's) or in a function that pops stack space (``llvm.stackrestore``, which ends a
+    C99 variable-length array's scope)."""
+    fn = alloca.parent.parent
+    restores = any(getattr(i.callee, "name", "").startswith("llvm.stackrestore")
+                   for i in fn.instructions() if i.opcode == "call")
+    if restores or _in_cycle(alloca.parent):
+        why = "frees stack space (llvm.stackrestore)" if restores else "is inside a loop"
+        raise DifferentiationError(
+            f"cannot differentiate {where} in reverse mode: the variable-length stack array {alloca.ref()} "
+            f"(alloca with an element count, at {alloca.location or '?'}) {why}, so its values and "
+            f"adjoints would not survive until the reverse sweep; allocate it with malloc, or outside the loop")
+
+
+def _in_cycle(block) -> bool:
+    seen, todo = set(), list(block.terminator.blocks) if block.terminator else []
+    while todo:
+        b = todo.pop()
+        if b is block:
+            return True
+        if b not in seen:
+            seen.add(b)
+            todo.extend(b.terminator.blocks if b.terminator else [])
+    return False

@@ -33,7 +33,8 @@ from ..ir.core import (Argument, Block, Constant, Function, FunctionType, Global
 from .activity import (CONST, Activity, analyze, derived_attributes, is_float_type, is_placeholder_pointer,
                        is_uniform_add)
 from .blocks import REPLAYED_CALLS
-from .memory import allocation_size, heap_function, shadow_alloc
+from .memory import (allocation_size, heap_function, refuse_unsafe_stack_array, shadow_alloc, stack_array_count,
+                     zeroed_stack_array)
 from .refill import Refills
 from .reverse_accumulate import accumulate, flush_sums
 from .reverse_memory import reverse_copy, reverse_heap
@@ -319,6 +320,9 @@ class _Reverser:
         heap = heap_function(inst)
         if heap is not None:      # realloc too: the old shadow stays until the reverse sweep (_reverse_heap)
             return b.call(shadow_alloc(self.module), [allocation_size(b, inst)])
+        if op == "alloca" and stack_array_count(inst) is not None:    # beside it: its count may be computed late
+            refuse_unsafe_stack_array(self.original[inst], "@" + self.primal.name)
+            return zeroed_stack_array(self.module, b, inst.element_type, inst.operands[0])
         if op == "alloca":
             s = self.entry.alloca(inst.element_type)
             self.entry.store(zero_of(inst.element_type), s)
