@@ -19,6 +19,7 @@ import adoffload as ado
 
 CHUNK = 128                  # elements per thread and level
 HANDLER_LEVELS = 4           # the JAX handler's fixed levels: a grid of 2**39 leaves 2**11 to the serial pass
+SCAN_KERNELS = ("chunk_sums", "serial_scan", "chunk_scan")     # the GPU handlers' tables, in this order
 
 
 @ado.kernel
