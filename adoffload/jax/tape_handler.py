@@ -227,7 +227,8 @@ DEVICE_ALIGNMENT = 16       # the largest XLA_FFI_DeviceMemory_Allocate accepts 
 
 def _release_function() -> str:
     """``@release(api, ctx, buffers, sizes, n, host, free)``: give the non-null device buffers back
-    to XLA's allocator (dropping any error it returns) and free the host buffer."""
+    to XLA's allocator (dropping any error it returns) and free the host buffer (null since the
+    counts are scanned on the device: ``free(NULL)`` does nothing)."""
     return f"""define internal void @release(ptr %api, ptr %ctx, ptr %bufs, ptr %sizes, i64 %n, ptr %host, ptr %hfree) {{
 entry:
   %pf = getelementptr i8, ptr %api, i64 {API["memory_free"]}

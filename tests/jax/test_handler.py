@@ -173,7 +173,7 @@ def test_tape_handlers_compile_for_cpu_cuda_and_rocm_and_never_join_command_buff
         assert len(re.findall(r"call i32 %fn\d+\(ptr %htotal\d+, ptr %sums\d+, i64 8,", text)) == len(layout.tapes)
     rocm = rocm_handler_ir(kernel)
     assert handlers.CompiledHandler(rocm).address
-    assert _traits(rocm) == 0 and "hipMemcpyDtoHAsync" in rocm
+    assert _traits(rocm) == 0 and "hipMemcpyDtoHAsync" in rocm and "@scan_chunk_scan" in rocm
 
 
 def test_plain_gpu_handlers_stay_command_buffer_compatible():
