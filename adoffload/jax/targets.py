@@ -263,8 +263,8 @@ def _tape_tables(library, prefix: str, count_functions: list, scan_functions: li
     # the unversioned libcuda symbols are the legacy 32-bit ones.
     suffix = "_v2" if prefix == "cu" else ""
     address = lambda name: ctypes.cast(getattr(library, prefix + name + suffix), ctypes.c_void_p).value
-    return {"count_functions": tuple(count_functions), "scan_functions": tuple(scan_functions), "copy_dtod": address("MemcpyDtoDAsync"),
-            "copy_dtoh": address("MemcpyDtoHAsync"), "copy_htod": address("MemcpyHtoDAsync"),
+    return {"count_functions": tuple(count_functions), "scan_functions": tuple(scan_functions),
+            "copy_dtod": address("MemcpyDtoDAsync"), "copy_dtoh": address("MemcpyDtoHAsync"), "copy_htod": address("MemcpyHtoDAsync"),
             "driver": "cuda" if prefix == "cu" else "hip"}
 
 
