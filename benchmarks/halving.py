@@ -3,8 +3,9 @@
 * ``block_sum``: the CUDA-source block sum against ours (benchmarks/cuda_foreign.py's case): our
   ``h = h // 2`` loop now has a static trip bound, so its VJP has a static tape.
 * ``block_sum_dynamic``: the same kernel in our language with the loop's start a parameter (its
-  bound, 66 header visits, is too many for a static tape), so its VJP needs a dynamic tape: the JAX handler counts, scans the 2**24 counts on the
-  device (tape_scan.py) and copies back only the total (before: the counts went to the host).
+  bound, 66 header visits, is too many for a static tape), so its VJP needs a dynamic tape: the
+  JAX handler counts, scans the 2**24 counts on the device (tape_scan.py) and copies back only
+  the total (before: the counts went to the host).
 * ``recurrence``: a data-dependent per-thread trip count (a dynamic tape by nature): VJP / primal.
 
 Jitted JAX calls, median of ``--reps``; each case first checks its VJP against another way of

@@ -264,8 +264,8 @@ def _tape_tables(library, prefix: str, count_functions: list, scan_functions: li
     suffix = "_v2" if prefix == "cu" else ""
     address = lambda name: ctypes.cast(getattr(library, prefix + name + suffix), ctypes.c_void_p).value
     return {"count_functions": tuple(count_functions), "scan_functions": tuple(scan_functions),
-            "copy_dtod": address("MemcpyDtoDAsync"), "copy_dtoh": address("MemcpyDtoHAsync"), "copy_htod": address("MemcpyHtoDAsync"),
-            "driver": "cuda" if prefix == "cu" else "hip"}
+            "copy_dtod": address("MemcpyDtoDAsync"), "copy_dtoh": address("MemcpyDtoHAsync"),
+            "copy_htod": address("MemcpyHtoDAsync"), "driver": "cuda" if prefix == "cu" else "hip"}
 
 
 # ----------------------------------------------------------------------------- ROCm

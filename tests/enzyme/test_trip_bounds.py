@@ -48,8 +48,8 @@ def loop(bits: int, start: str, step: str, test: str) -> str:
     if not (start.lstrip("-").isdigit() or start == "%n"):
         pre, start = f"%start = {start}", "%start"
     widen = "zext iN %k to i64" if bits < 64 else "add i64 %k, 0"
-    return (LOOP.replace("zext iN %k to i64", widen).replace("PRE", pre).replace("START", start).replace("STEP", step).replace("TEST", test)
-            .replace("iN", f"i{bits}"))
+    text = LOOP.replace("zext iN %k to i64", widen).replace("PRE", pre).replace("START", start)
+    return text.replace("STEP", step).replace("TEST", test).replace("iN", f"i{bits}")
 
 
 def bound_of(src: str) -> int | None:
