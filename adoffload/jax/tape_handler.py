@@ -395,7 +395,8 @@ def gpu_tape_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool,
         e.label(ok)
         return data
 
-    def launch(table: str, slot_values: str, count: int, grid_blocks: str | None = None) -> None:
+    def launch(table: str, slot_values: str, count: int, grid_blocks: str | None = None,
+               threads_per_block: int | None = None) -> None:
         params = e.fresh("params")
         e.emit(f"{params} = alloca [{count} x ptr], align 8")
         for k in range(count):
@@ -404,7 +405,8 @@ def gpu_tape_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool,
             e.emit(f"store ptr {_slot_at(e, slot_values, k)}, ptr {cell}")
         function = e.element(table, ordinal)
         driver("launch", tables.launch, f"ptr {function}", f"i32 {grid_blocks or blocks}", "i32 1", "i32 1",
-               f"i32 {block_size}", "i32 1", "i32 1", "i32 0", f"ptr {stream}", f"ptr {params}", "ptr null")
+               f"i32 {threads_per_block or block_size}", "i32 1", "i32 1", "i32 0", f"ptr {stream}", f"ptr {params}",
+               "ptr null")
 
     def launch_scan(name: str, arrays: list[tuple[str, str]], threads: str) -> None:
         """One of tape_scan.py's kernels on 1-D i64 arrays ``(pointer, length)`` over ``threads``."""
@@ -416,10 +418,11 @@ def gpu_tape_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool,
         _store_slot(e, scan_slots, 2 * len(arrays), threads)
         _store_slot(e, scan_slots, 2 * len(arrays) + 1, e.element("@statuses", ordinal), "ptr")
         rounded, scan_blocks64, scan_blocks = e.fresh("srounded"), e.fresh("sblocks"), e.fresh("sblocks")
-        e.emit(f"{rounded} = add i64 {threads}, {block_size - 1}")
-        e.emit(f"{scan_blocks64} = udiv i64 {rounded}, {block_size}")
+        e.emit(f"{rounded} = add i64 {threads}, {BLOCK_SIZE - 1}")
+        e.emit(f"{scan_blocks64} = udiv i64 {rounded}, {BLOCK_SIZE}")
         e.emit(f"{scan_blocks} = trunc i64 {scan_blocks64} to i32")        # fewer blocks than the kernel's
-        launch(f"@scan_{name}", scan_slots, 2 * len(arrays) + 2, scan_blocks)
+        # plain kernels: any block size; not the kernel's own, which a block kernel fixes (16 for 4x4 tiles)
+        launch(f"@scan_{name}", scan_slots, 2 * len(arrays) + 2, scan_blocks, BLOCK_SIZE)
 
     next_owned = 0
     for level, tape in enumerate(layout.tapes):
