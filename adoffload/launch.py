@@ -210,26 +210,31 @@ def launch(kernel, args: tuple, kwargs: dict, *, grid, device="cpu", hidden: dic
     dev = get_device(device)
     if total == 0:
         return None
-    values = with_hidden_arguments(kernel, values, grid, dev, hidden or {})
-    proven = proven_facts(kernel, values, grid)
-    target = {"cpu": "host", "cuda": "nvptx", "hip": "amdgpu"}[dev.kind]
-    # On a GPU the launcher gives every numpy array its own device buffer; arrays already on the
-    # device may overlap (the same array passed twice, only read), and then nothing is promised to LLVM.
-    options = {"noalias": True} if dev.kind != "cpu" and not _overlapping_residents(values) else {}
-    # On a GPU, k logical threads per GPU thread where that gives 128-bit accesses (codegen/vectorize.py)
-    from .codegen.vectorize import choose_compiled, elements_per_thread, streamed_params, threads
-    k = elements_per_thread(signature, total, streamed_params(kernel)) if dev.kind != "cpu" else 1
-    compiled = choose_compiled(kernel, target, k, arch=getattr(dev, "arch", None), proven=proven, **options)
-    status = abi_status.new_record()
-    if dev.kind == "cpu":
-        _launch_host(dev, compiled, signature, values, grid, total, status, arrays_to_zero(kernel, values, grid))
-    else:
-        # the thread count follows what was compiled (the requested k, or 1 where the target ignores it)
-        _launch_device(dev, compiled, signature, values, grid, threads(total, compiled.elements_per_thread), status,
-                       arrays_to_zero(kernel, values, grid))
-    abi_status.raise_for_status(status, signature, values, source_file=source_file(kernel))
-    if kernel.tape is not None and LOG_PARAM in kernel.tape.buffers:
-        reduce_contribution_log(kernel, values)
+    owned: list = []          # device buffers of dynamic tapes, freed after the launch
+    try:
+        values = with_hidden_arguments(kernel, values, grid, dev, hidden or {}, owned)
+        proven = proven_facts(kernel, values, grid)
+        target = {"cpu": "host", "cuda": "nvptx", "hip": "amdgpu"}[dev.kind]
+        # On a GPU the launcher gives every numpy array its own device buffer; arrays already on the
+        # device may overlap (the same array passed twice, only read), and then nothing is promised to LLVM.
+        options = {"noalias": True} if dev.kind != "cpu" and not _overlapping_residents(values) else {}
+        # On a GPU, k logical threads per GPU thread where that gives 128-bit accesses (codegen/vectorize.py)
+        from .codegen.vectorize import choose_compiled, elements_per_thread, streamed_params, threads
+        k = elements_per_thread(signature, total, streamed_params(kernel)) if dev.kind != "cpu" else 1
+        compiled = choose_compiled(kernel, target, k, arch=getattr(dev, "arch", None), proven=proven, **options)
+        status = abi_status.new_record()
+        if dev.kind == "cpu":
+            _launch_host(dev, compiled, signature, values, grid, total, status, arrays_to_zero(kernel, values, grid))
+        else:
+            # the thread count follows what was compiled (the requested k, or 1 where the target ignores it)
+            _launch_device(dev, compiled, signature, values, grid, threads(total, compiled.elements_per_thread), status,
+                           arrays_to_zero(kernel, values, grid))
+        abi_status.raise_for_status(status, signature, values, source_file=source_file(kernel))
+        if kernel.tape is not None and LOG_PARAM in kernel.tape.buffers:
+            reduce_contribution_log(kernel, values)
+    finally:
+        for array in owned:
+            dev.free(array.buffer)
     return None
 
 
@@ -267,9 +272,11 @@ def source_file(kernel) -> str | None:
     return None
 
 
-def with_hidden_arguments(kernel, visible: list, grid: tuple[int, ...], device, given: dict) -> list:
+def with_hidden_arguments(kernel, visible: list, grid: tuple[int, ...], device, given: dict,
+                          owned: list | None = None) -> list:
     """All values in parameter order: the visible ones, and the hidden per-thread buffers a
-    reverse kernel needs (enzyme/tape.py), filled level by level (``tape_levels``)."""
+    reverse kernel needs (enzyme/tape.py), filled level by level (``tape_levels``). With
+    ``owned`` on a GPU the buffers are device arrays, appended there for the caller to free."""
     params = kernel.signature.params
     if all(p.name in kernel.signature.visible_names for p in params):
         return visible
@@ -277,7 +284,7 @@ def with_hidden_arguments(kernel, visible: list, grid: tuple[int, ...], device, 
     for counter, buffers, shadows in tape_levels(kernel):
         if all(b in filled for b, _ in buffers):
             continue
-        filled.update(sized_buffers(kernel, counter, buffers, shadows, visible, filled, grid, device))
+        filled.update(sized_buffers(kernel, counter, buffers, shadows, visible, filled, grid, device, owned))
     missing = [p.name for p in params if p.name not in kernel.signature.visible_names and p.name not in filled]
     if missing:
         raise ArgumentError(f"kernel '{kernel.name}' takes launcher-filled buffers it has no way to size: "
@@ -306,19 +313,27 @@ def tape_levels(kernel) -> list:
 
 
 def sized_buffers(kernel, counter, buffers: list, shadows: list, visible: list, filled: dict,
-                  grid: tuple[int, ...], device) -> dict:
+                  grid: tuple[int, ...], device, owned: list | None = None) -> dict:
     """One level of per-thread buffers: count each thread's bytes with ``counter`` (on scratch
     copies of the arrays its primal writes), prefix-sum them over the linear thread index into
-    per-thread offsets, allocate each buffer zeroed (and each shadow like the first buffer)."""
+    per-thread offsets, allocate each buffer zeroed (and each shadow like the first buffer).
+
+    On a GPU the counts, offsets and tapes stay in device memory (DeviceArrays, appended to
+    ``owned`` for the caller to free after the launch) and the counts are scanned there
+    (tape_scan.py): only the total comes back to size the buffers. A contribution log is read on
+    the host after the launch (reduce_contribution_log), so it is sized on the host."""
     if any(isinstance(v, Resident) for v in visible):
         raise ArgumentError(f"kernel '{kernel.name}' sizes a dynamic tape or a contribution log on the host: "
                             "pass numpy arrays (the launcher moves them), not arrays already on the device")
     primal = counter.signature.visible_params[:-len(buffers)]
     scratch = [v.copy() if isinstance(v, np.ndarray) and p.is_array and p.type.writes else v
                for p, v in zip(primal, visible)]
-    counts = [np.zeros(grid, np.int64) for _ in buffers]
     counter_hidden = {p.name: filled[p.name] for p in counter.signature.params
                       if p.name not in counter.signature.visible_names}
+    from .enzyme.kernels import LOG_PARAM
+    if device.kind != "cpu" and owned is not None and all(b != LOG_PARAM for b, _ in buffers):
+        return _sized_on_device(counter, buffers, shadows, scratch, counter_hidden, grid, device, owned)
+    counts = [np.zeros(grid, np.int64) for _ in buffers]
     launch(counter, (*scratch, *counts), {}, grid=grid, device=device, hidden=counter_hidden)
     result = {}
     for count, (buffer, offsets_name) in zip(counts, buffers):
@@ -329,6 +344,33 @@ def sized_buffers(kernel, counter, buffers: list, shadows: list, visible: list, 
         result[offsets_name] = offsets
     for shadow in shadows:
         result[shadow] = np.zeros_like(result[buffers[0][0]])
+    return result
+
+
+def _sized_on_device(counter, buffers, shadows, scratch, counter_hidden, grid, device, owned: list) -> dict:
+    """``sized_buffers`` on a GPU: counts scanned in place into the offsets, buffers zeroed there
+    (Resident values: the launch uses them in place)."""
+    from .runtime.device import Buffer
+    from .runtime.dlpack import DeviceArray
+    from .tape_scan import exclusive_scan_on_device
+
+    def zeroed(shape) -> DeviceArray:
+        array = DeviceArray.empty(shape, np.int64, device=device)
+        owned.append(array)
+        device.memset(Buffer(array.ptr, array.nbytes, device), 0)
+        return array
+
+    def resident(array: DeviceArray) -> Resident:
+        return Resident(device.spec, array.ptr, array.shape, array.dtype, array)
+    counts = [zeroed(grid) for _ in buffers]
+    launch(counter, (*scratch, *counts), {}, grid=grid, device=device, hidden=counter_hidden)
+    result = {}
+    for count, (buffer, offsets_name) in zip(counts, buffers):
+        total = exclusive_scan_on_device(DeviceArray(count.buffer, (count.nbytes // 8,), np.int64), device)
+        tape = zeroed(max(1, total // 8))
+        result[buffer], result[offsets_name] = resident(tape), resident(count)
+        for shadow in shadows:
+            result[shadow] = resident(zeroed(tape.shape))
     return result
 
 

@@ -10,8 +10,7 @@ from dataclasses import dataclass, field
 
 from ..errors import DifferentiationError
 from ..ir.core import Block, Constant, Function, Instruction, Value
-
-MAX_SIMULATED_TRIPS = 1 << 20
+from .trip_bounds import COMPARE, MAX_SIMULATED_TRIPS, header_visit_bound, int_value
 
 
 def reachable_blocks(fn: Function) -> list[Block]:
@@ -109,85 +108,6 @@ def natural_loops(blocks: list[Block], dom: Dominators) -> list[Loop]:
     return list(loops.values())
 
 
-def _int_value(v: Value) -> int | None:
-    return int(v.value) if isinstance(v, Constant) and v.kind == "scalar" and v.type.is_int else None
-
-
-_COMPARE = {
-    "eq": lambda a, b: a == b, "ne": lambda a, b: a != b,
-    "slt": lambda a, b: a < b, "sle": lambda a, b: a <= b, "sgt": lambda a, b: a > b, "sge": lambda a, b: a >= b,
-    "ult": lambda a, b: a < b, "ule": lambda a, b: a <= b, "ugt": lambda a, b: a > b, "uge": lambda a, b: a >= b,
-}
-
-
-def header_visit_bound(loop: Loop, dom: Dominators) -> int | None:
-    """An upper bound on header executions per entry into ``loop``, or None if unknown.
-
-    Recognizes an induction phi ``i = phi [c0, outside], [i + step, latch]`` tested by an
-    exiting block that dominates every latch (so the test runs each iteration) against
-    constants; the recurrence is simulated, so any compare predicate works.
-    """
-    if len(loop.latches) != 1:
-        return None
-    latch = loop.latches[0]
-    for phi in loop.header.phis:
-        if not phi.type.is_int or len(phi.operands) != 2:
-            continue
-        inside = [k for k, b in enumerate(phi.blocks) if b in loop.blocks]
-        if len(inside) != 1:
-            continue
-        start = _int_value(phi.operands[1 - inside[0]])
-        step_inst = phi.operands[inside[0]]
-        if start is None or not isinstance(step_inst, Instruction) or step_inst.opcode != "add":
-            continue
-        others = [o for o in step_inst.operands if o is not phi]
-        step = _int_value(others[0]) if len(others) == 1 else None
-        if not step:
-            continue
-        bound = _simulate(loop, dom, latch, phi, step_inst, start, step)
-        if bound is not None:
-            return bound
-    return None
-
-
-def _simulate(loop, dom, latch, phi, step_inst, start, step) -> int | None:
-    for block in sorted(loop.blocks, key=dom.order.__getitem__):    # a stable choice among exits
-        term = block.terminator
-        if term is None or term.opcode != "br" or len(term.blocks) != 2 or not dom.dominates(block, latch):
-            continue
-        cond = term.operands[0]
-        if not isinstance(cond, Instruction) or cond.opcode != "icmp":
-            continue
-        stays = [t in loop.blocks for t in term.blocks]
-        if stays[0] == stays[1]:
-            continue
-        bits = phi.type.bits
-        signed = cond.predicate.startswith("s")
-
-        def evaluate(v, i):
-            if v is phi:
-                x = i
-            elif v is step_inst:
-                x = i + step
-            else:
-                x = _int_value(v)
-                if x is None:
-                    return None
-            x &= (1 << bits) - 1
-            return x - (1 << bits) if signed and x >> (bits - 1) else x
-
-        i, visits = start, 0
-        while visits < MAX_SIMULATED_TRIPS:
-            visits += 1
-            a, b = evaluate(cond.operands[0], i), evaluate(cond.operands[1], i)
-            if a is None or b is None:
-                break                               # not a test of the counter (a bounds check): the next exit
-            if _COMPARE[cond.predicate](a, b) != stays[0]:
-                return visits + 1                   # the header may run once more than the test
-            i += step
-    return None
-
-
 class LoopInfo:
     """Loops of a function's reachable blocks and per-block loop membership."""
 
@@ -244,7 +164,7 @@ def inductions(loops: list[Loop], dom: Dominators, preds: dict[Block, list[Block
             if not (isinstance(nxt, Instruction) and nxt.opcode == "add" and phi in nxt.operands):
                 continue
             other = nxt.operands[1] if nxt.operands[0] is phi else nxt.operands[0]
-            step = _int_value(other)
+            step = int_value(other)
             wraps_freely = phi.type.bits < 64 and not ({"nsw", "nuw"} & nxt.flags)
             if step and not wraps_freely:
                 found[phi] = Induction(phi, loop, phi.operands[1 - k], step, outside[0])
@@ -257,17 +177,17 @@ def exit_value(ind: Induction, exiting: Block, target: Block) -> Constant | None
     the first of start, start + step, ... that fails the test. None otherwise (the reverse sweep
     then caches it). Saves a tape slot per visit of a constant-trip inner loop."""
     term = exiting.terminator
-    start = _int_value(ind.start)
+    start = int_value(ind.start)
     if (exiting is not ind.loop.header or start is None or term is None or term.opcode != "br"
             or len(term.blocks) != 2 or term.blocks.count(target) != 1 or target in ind.loop.blocks):
         return None
     cond = term.operands[0]
-    if not isinstance(cond, Instruction) or cond.opcode != "icmp" or cond.predicate not in _COMPARE:
+    if not isinstance(cond, Instruction) or cond.opcode != "icmp" or cond.predicate not in COMPARE:
         return None
     bits, signed = ind.phi.type.bits, cond.predicate.startswith("s")
 
     def evaluate(v, i):
-        x = i if v is ind.phi else _int_value(v)
+        x = i if v is ind.phi else int_value(v)
         if x is None:
             return None
         x &= (1 << bits) - 1
@@ -279,7 +199,7 @@ def exit_value(ind: Induction, exiting: Block, target: Block) -> Constant | None
         a, b = evaluate(cond.operands[0], i), evaluate(cond.operands[1], i)
         if a is None or b is None:
             return None
-        if _COMPARE[cond.predicate](a, b) == leaves_when:
+        if COMPARE[cond.predicate](a, b) == leaves_when:
             x = i & ((1 << bits) - 1)
             return Constant(ind.phi.type, x - (1 << bits) if x >> (bits - 1) else x)
         i += ind.step

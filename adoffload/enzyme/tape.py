@@ -17,8 +17,9 @@ forward sweep and read at the start of its reverse block.
 
 Where the stack lives:
 
-* **static**: when every loop containing a pushing block has a constant trip bound (an
-  induction variable tested against constants) and the bound on pushed bytes is at most
+* **static**: when every loop containing a pushing block has a constant trip bound
+  (trip_bounds.py: a counter stepped by a constant, e.g. ``i += 1`` to a constant or
+  ``h >>= 1`` from anything to 0) and the bound on pushed bytes is at most
   ``STATIC_TAPE_LIMIT``, the stack is a local ``alloca`` array. ``ReverseResult.tape`` is None.
 * **dynamic** otherwise. ``ReverseResult.tape`` is a ``TapeSpec`` and the launcher must provide
   memory. Protocol:

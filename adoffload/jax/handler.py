@@ -485,6 +485,7 @@ class GpuTables:
     memset: int = 0                     # address of cuMemsetD8Async / hipMemsetD8Async
     # Kernels with a dynamic tape only:
     count_functions: tuple[int, ...] = ()   # the counting kernels, per device (level after level)
+    scan_functions: tuple[int, ...] = ()    # tape_scan.SCAN_KERNELS, per device (kernel after kernel)
     copy_dtod: int = 0                  # cuMemcpyDtoDAsync / hipMemcpyDtoDAsync
     copy_dtoh: int = 0                  # cuMemcpyDtoHAsync / hipMemcpyDtoHAsync
     copy_htod: int = 0                  # cuMemcpyHtoDAsync / hipMemcpyHtoDAsync

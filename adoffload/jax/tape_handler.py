@@ -4,9 +4,10 @@ The handler gives such a kernel its tape as the numpy launcher's ``launch.tape_a
 does: run the counting kernel over the grid (on private copies of the arrays its primal
 writes), take the exclusive prefix sum of the per-thread byte counts, allocate the tape, pass
 tape and offsets in the hidden params' slots, launch, and free everything on every path.
-On CPU all of it happens in the handler. On a GPU the counts come back to the host after a
-stream synchronization, and device buffers come from XLA's FFI allocator. Such a handler is
-therefore not command-buffer compatible. ``handler.py`` dispatches here when a layout has a
+On CPU all of it happens in the handler. On a GPU the counts are scanned in place on the
+device (tape_scan.py's kernels) and only the total comes back to the host, after a stream
+synchronization, to size the tape; device buffers come from XLA's FFI allocator. Such a handler
+is therefore not command-buffer compatible. ``handler.py`` dispatches here when a layout has a
 ``TapeLayout``.
 """
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import ctypes
 
 from ..errors import JaxIntegrationError
+from ..tape_scan import CHUNK, HANDLER_LEVELS, SCAN_KERNELS
 from .handler import (API, BLOCK_SIZE, CALL_FRAME, ERROR_INTERNAL, ERROR_OUT_OF_RANGE, GpuTables,
                       HandlerLayout, MESSAGE_BYTES, TapeLayout, _c_string, _cpu_frame, _destroy_error, _Emitter,
                       _error_return, _fill_slots, _fn, _globals, _grid, _host_functions, _metadata_block,
@@ -225,7 +227,8 @@ DEVICE_ALIGNMENT = 16       # the largest XLA_FFI_DeviceMemory_Allocate accepts 
 
 def _release_function() -> str:
     """``@release(api, ctx, buffers, sizes, n, host, free)``: give the non-null device buffers back
-    to XLA's allocator (dropping any error it returns) and free the host buffer."""
+    to XLA's allocator (dropping any error it returns) and free the host buffer (null since the
+    counts are scanned on the device: ``free(NULL)`` does nothing)."""
     return f"""define internal void @release(ptr %api, ptr %ctx, ptr %bufs, ptr %sizes, i64 %n, ptr %host, ptr %hfree) {{
 entry:
   %pf = getelementptr i8, ptr %api, i64 {API["memory_free"]}
@@ -280,8 +283,10 @@ def gpu_tape_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool,
     """CUDA/ROCm handler of a kernel with a dynamic tape.
 
     On the call's stream: private copies of the arrays the primal writes, the counting kernel,
-    counts copied to the host; the stream is synchronized, the counts prefix-summed on the host
-    and the offsets copied back; the tape is allocated and the kernel launched. Device buffers
+    the counts scanned in place into the offsets (tape_scan.py: ``HANDLER_LEVELS`` levels of
+    chunk sums, one serial pass that also writes the total, the chunk scans back down), the
+    total copied to the host; the stream is synchronized, the tape is allocated and the kernel
+    launched. Device buffers
     come from XLA's FFI allocator (``XLA_FFI_DeviceMemory_Allocate``: the memory JAX already
     owns, freed in stream order) and go back to it on every path, errors included. Since it
     synchronizes, this handler is never captured in a command buffer (traits 0). A failure in
@@ -297,6 +302,11 @@ def gpu_tape_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool,
         _table("host_statuses", tables.host_statuses), _release_function()]
     extra += [_table(f"count_functions{level}", tables.count_functions[level * n_devices:(level + 1) * n_devices])
               for level in range(levels)]
+    scans = tables.scan_functions or (0,) * (len(SCAN_KERNELS) * n_devices)
+    if len(scans) != len(SCAN_KERNELS) * n_devices:
+        raise JaxIntegrationError(f"kernel '{layout.kernel_name}': the prefix-sum kernels per device are needed to "
+                                  "size its dynamic tape (internal error)")
+    extra += [_table(f"scan_{name}", scans[k * n_devices:(k + 1) * n_devices]) for k, name in enumerate(SCAN_KERNELS)]
     for key, call in names.items():
         text, size = _c_string(call)
         extra.append(f"@call.{key} = private unnamed_addr constant [{size} x i8] {text}")
@@ -304,12 +314,11 @@ def gpu_tape_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool,
             ("driver", f"kernel '{layout.kernel_name}': %s failed with error %d (dynamic tape handler)"),
             ("alloc", f"kernel '{layout.kernel_name}': XLA_FFI_DeviceMemory_Allocate could not allocate %lld "
                       "bytes of device memory for its dynamic tape (%s)"),
-            ("oom", f"kernel '{layout.kernel_name}': out of host memory while sizing its dynamic tape"),
             ("grid", f"kernel '{layout.kernel_name}': grid too large for a 1-D launch")):
         text, size = _c_string(message)
         extra.append(f"@msg.{key} = private unnamed_addr constant [{size} x i8] {text}")
     snprintf = _snprintf_address()
-    malloc, free = _libc_address("malloc"), _libc_address("free")
+    free = _libc_address("free")
     e = _Emitter()
     _prologue(e)
     _metadata_block(e, traits=0)
@@ -341,21 +350,21 @@ def gpu_tape_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool,
     blocks = e.fresh("blocks")
     e.emit(f"{blocks} = trunc i64 {blocks64} to i32")
     owned = _owned_count(layout)
-    buffers, sizes, host = e.fresh("owned"), e.fresh("sizes"), e.fresh("host")
+    buffers, sizes = e.fresh("owned"), e.fresh("sizes")
     fail_call, fail_code, fail_size, fail_error = e.fresh("fcall"), e.fresh("fcode"), e.fresh("fsize"), e.fresh("ferr")
     e.emit(f"{buffers} = alloca [{owned} x ptr], align 8")
     e.emit(f"{sizes} = alloca [{owned} x i64], align 8")
     for j in range(owned):
         e.store_at(buffers, 8 * j, "ptr", "null")
         e.store_at(sizes, 8 * j, "i64", "0")
-    for name, type_ in ((host, "ptr"), (fail_call, "ptr"), (fail_code, "i32"), (fail_size, "i64"), (fail_error, "ptr")):
+    for name, type_ in ((fail_call, "ptr"), (fail_code, "i32"), (fail_size, "i64"), (fail_error, "ptr")):
         e.emit(f"{name} = alloca {type_}, align 8")
         e.emit(f"store {type_} {'null' if type_ == 'ptr' else '0'}, ptr {name}")
     allocate_fn = e.field(api, API["memory_allocate"])
 
     def release():
         e.emit(f"call void @release(ptr {api}, ptr {ctx}, ptr {buffers}, ptr {sizes}, i64 {owned}, "
-               f"ptr {e.field(host, 0)}, ptr {_fn(e, free)})")
+               f"ptr null, ptr {_fn(e, free)})")      # no host buffer: the counts stay on the device
 
     def checked(key: str, rc: str) -> None:
         ok, next_ = e.fresh("ok"), _label(e, key + "_ok")
@@ -386,7 +395,8 @@ def gpu_tape_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool,
         e.label(ok)
         return data
 
-    def launch(table: str, slot_values: str, count: int) -> None:
+    def launch(table: str, slot_values: str, count: int, grid_blocks: str | None = None,
+               threads_per_block: int | None = None) -> None:
         params = e.fresh("params")
         e.emit(f"{params} = alloca [{count} x ptr], align 8")
         for k in range(count):
@@ -394,8 +404,25 @@ def gpu_tape_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool,
             e.emit(f"{cell} = getelementptr ptr, ptr {params}, i64 {k}")
             e.emit(f"store ptr {_slot_at(e, slot_values, k)}, ptr {cell}")
         function = e.element(table, ordinal)
-        driver("launch", tables.launch, f"ptr {function}", f"i32 {blocks}", "i32 1", "i32 1", f"i32 {block_size}",
-               "i32 1", "i32 1", "i32 0", f"ptr {stream}", f"ptr {params}", "ptr null")
+        driver("launch", tables.launch, f"ptr {function}", f"i32 {grid_blocks or blocks}", "i32 1", "i32 1",
+               f"i32 {threads_per_block or block_size}", "i32 1", "i32 1", "i32 0", f"ptr {stream}", f"ptr {params}",
+               "ptr null")
+
+    def launch_scan(name: str, arrays: list[tuple[str, str]], threads: str) -> None:
+        """One of tape_scan.py's kernels on 1-D i64 arrays ``(pointer, length)`` over ``threads``."""
+        scan_slots = e.fresh("scanslots")
+        e.emit(f"{scan_slots} = alloca [{2 * len(arrays) + 2} x i64], align 8")
+        for k, (pointer, length) in enumerate(arrays):
+            _store_slot(e, scan_slots, 2 * k, pointer, "ptr")
+            _store_slot(e, scan_slots, 2 * k + 1, length)
+        _store_slot(e, scan_slots, 2 * len(arrays), threads)
+        _store_slot(e, scan_slots, 2 * len(arrays) + 1, e.element("@statuses", ordinal), "ptr")
+        rounded, scan_blocks64, scan_blocks = e.fresh("srounded"), e.fresh("sblocks"), e.fresh("sblocks")
+        e.emit(f"{rounded} = add i64 {threads}, {BLOCK_SIZE - 1}")
+        e.emit(f"{scan_blocks64} = udiv i64 {rounded}, {BLOCK_SIZE}")
+        e.emit(f"{scan_blocks} = trunc i64 {scan_blocks64} to i32")        # fewer blocks than the kernel's
+        # plain kernels: any block size; not the kernel's own, which a block kernel fixes (16 for 4x4 tiles)
+        launch(f"@scan_{name}", scan_slots, 2 * len(arrays) + 2, scan_blocks, BLOCK_SIZE)
 
     next_owned = 0
     for level, tape in enumerate(layout.tapes):
@@ -418,18 +445,37 @@ def gpu_tape_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool,
         _store_slot(e, cslots, tape.shared, counts, "ptr")
         _count_grid_and_status(e, layout, slots, cslots, e.element("@statuses", ordinal), tape)
         launch(f"@count_functions{level}", cslots, tape.count_slots(rank))
-        # 2. counts to the host, wait, prefix sum (in place), offsets back
-        host_counts = e.fresh("hcounts")
-        if level:          # the previous level's host counts are done with
-            e.emit(f"call void {_fn(e, free)}(ptr {e.field(host, 0)})")
-            e.emit(f"store ptr null, ptr {host}")
-        e.emit(f"{host_counts} = call ptr {_fn(e, malloc)}(i64 {count_bytes})")
-        e.emit(f"store ptr {host_counts}, ptr {host}")
-        no_host = e.fresh("nohost")
-        e.emit(f"{no_host} = icmp eq ptr {host_counts}, null")
-        e.emit(f"br i1 {no_host}, label %host_oom, label %have_host{level}")
-        e.label(f"have_host{level}")
-        driver("dtoh", tables.copy_dtoh, f"ptr {host_counts}", f"ptr {counts}", f"i64 {count_bytes}", f"ptr {stream}")
+        # 2. the counts scanned in place into the offsets, on the device; the total to the host, wait
+        lengths = [total]
+        for _ in range(HANDLER_LEVELS):
+            rounded_up, size = e.fresh("lrounded"), e.fresh("level")
+            e.emit(f"{rounded_up} = add i64 {lengths[-1]}, {CHUNK - 1}")
+            e.emit(f"{size} = udiv i64 {rounded_up}, {CHUNK}")
+            lengths.append(size)
+        work_words = "1"                      # the total, after the sums of every level
+        for size in lengths[1:]:
+            summed = e.fresh("words")
+            e.emit(f"{summed} = add i64 {work_words}, {size}")
+            work_words = summed
+        work_bytes = e.fresh("bytes")
+        e.emit(f"{work_bytes} = mul i64 {work_words}, 8")
+        work = allocate(next_owned + 1, work_bytes)
+        levels_at, at = [counts], work
+        for size in lengths[1:]:
+            levels_at.append(at)
+            after = e.fresh("sums")
+            e.emit(f"{after} = getelementptr i64, ptr {at}, i64 {size}")
+            at = after
+        total_at = at
+        arrays = list(zip(levels_at, lengths))
+        for lower, upper in zip(arrays, arrays[1:]):
+            launch_scan("chunk_sums", [lower, upper], upper[1])
+        launch_scan("serial_scan", [arrays[-1], (total_at, "1")], "1")
+        for lower, upper in reversed(list(zip(arrays, arrays[1:]))):
+            launch_scan("chunk_scan", [lower, upper], upper[1])
+        host_total = e.fresh("htotal")
+        e.emit(f"{host_total} = alloca i64, align 8")
+        driver("dtoh", tables.copy_dtoh, f"ptr {host_total}", f"ptr {total_at}", "i64 8", f"ptr {stream}")
         driver("sync", tables.synchronize, f"ptr {stream}")
         code = e.field(host_status, 0, "i64")
         counted = e.fresh("counted")
@@ -439,9 +485,9 @@ def gpu_tape_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool,
         release()
         e.emit("br label %check_status")
         e.label(f"counted{level}")
-        tape_sum = _exclusive_scan(e, host_counts, host_counts, total)
-        offsets = allocate(next_owned + 1, count_bytes)
-        driver("htod", tables.copy_htod, f"ptr {offsets}", f"ptr {host_counts}", f"i64 {count_bytes}", f"ptr {stream}")
+        tape_sum = e.fresh("tapesum")
+        e.emit(f"{tape_sum} = load i64, ptr {host_total}")
+        offsets = counts
         # 3. the tape and its shadows, zeroed
         tape_bytes = _at_least(e, tape_sum, 8)
         zeroed = []
@@ -477,9 +523,6 @@ def gpu_tape_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool,
            f"i64 {e.field(fail_size, 0, 'i64')}, ptr {e.field(margs, 24)})")
     _destroy_error(e, api, xla_error)      # the message is copied: now the error can go
     _error_return(e, message, ERROR_RESOURCE_EXHAUSTED)
-    e.label("host_oom")
-    release()
-    _error_return(e, "@msg.oom", ERROR_RESOURCE_EXHAUSTED)
     e.label("done")
     e.emit("ret ptr null")
     e.lines.append("}")

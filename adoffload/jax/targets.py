@@ -181,6 +181,7 @@ def _cuda_target(kernel, name: str, variant: Variant) -> Target:
     functions, statuses, host_statuses, views, keep = [0] * n, [0] * n, [0] * n, [], []
     counters = [counter for counter, _, _ in _levels(kernel)]
     count_functions = [0] * (n * len(counters))
+    scan_functions = [0] * (n * len(_scan_kernels())) if counters else []
     max_threads = None
     for d in devices:
         ordinal = d.local_hardware_id
@@ -205,6 +206,12 @@ def _cuda_target(kernel, name: str, variant: Variant) -> Target:
                 count_functions[level * n + ordinal] = int(_check("cuModuleGetFunction", driver.cuModuleGetFunction(
                     count_module, counted.entry_name.encode())))
                 keep += [count_module, counted]
+            for k, scan in enumerate(_scan_kernels() if counters else ()):
+                scanned = scan.compiled("nvptx", arch=f"sm_{major}{minor}")
+                scan_module = _check("cuModuleLoadData", driver.cuModuleLoadData(scanned.ptx.encode() + b"\0"))
+                scan_functions[k * n + ordinal] = int(_check("cuModuleGetFunction", driver.cuModuleGetFunction(
+                    scan_module, scanned.entry_name.encode())))
+                keep += [scan_module, scanned]
             flags = driver.CU_MEMHOSTALLOC_DEVICEMAP | driver.CU_MEMHOSTALLOC_PORTABLE
             host = int(_check("cuMemHostAlloc", driver.cuMemHostAlloc(STATUS_BYTES, flags)))
             device_ptr = int(_check("cuMemHostGetDevicePointer", driver.cuMemHostGetDevicePointer(host, 0)))
@@ -219,7 +226,7 @@ def _cuda_target(kernel, name: str, variant: Variant) -> Target:
                                 launch=ctypes.cast(libcuda.cuLaunchKernel, ctypes.c_void_p).value,
                                 synchronize=ctypes.cast(libcuda.cuStreamSynchronize, ctypes.c_void_p).value,
                                 memset=ctypes.cast(libcuda.cuMemsetD8Async, ctypes.c_void_p).value,
-                                **_tape_tables(libcuda, "cu", count_functions))
+                                **_tape_tables(libcuda, "cu", count_functions, scan_functions))
     layout = handlers.layout_for(kernel.signature, scalars_by_reference=True, written=variant.written,
                                  levels=_layout_levels(kernel))
     text = handlers.gpu_handler_ir(layout, tables, sync=sync_gpu_errors, elements_per_thread=compiled.elements_per_thread,
@@ -242,7 +249,13 @@ def _resident_threads(driver, function, device, block: int) -> int:
         return 0
 
 
-def _tape_tables(library, prefix: str, count_functions: list) -> dict:
+def _scan_kernels() -> tuple:
+    """tape_scan.py's kernels, in ``SCAN_KERNELS`` order: a dynamic tape's counts are scanned on the device."""
+    from .. import tape_scan
+    return tuple(getattr(tape_scan, name) for name in tape_scan.SCAN_KERNELS)
+
+
+def _tape_tables(library, prefix: str, count_functions: list, scan_functions: list) -> dict:
     """The GpuTables fields a dynamic-tape handler needs (none without a counting kernel)."""
     if not count_functions:
         return {}
@@ -250,9 +263,9 @@ def _tape_tables(library, prefix: str, count_functions: list) -> dict:
     # the unversioned libcuda symbols are the legacy 32-bit ones.
     suffix = "_v2" if prefix == "cu" else ""
     address = lambda name: ctypes.cast(getattr(library, prefix + name + suffix), ctypes.c_void_p).value
-    return {"count_functions": tuple(count_functions), "copy_dtod": address("MemcpyDtoDAsync"),
-            "copy_dtoh": address("MemcpyDtoHAsync"), "copy_htod": address("MemcpyHtoDAsync"),
-            "driver": "cuda" if prefix == "cu" else "hip"}
+    return {"count_functions": tuple(count_functions), "scan_functions": tuple(scan_functions),
+            "copy_dtod": address("MemcpyDtoDAsync"), "copy_dtoh": address("MemcpyDtoHAsync"),
+            "copy_htod": address("MemcpyHtoDAsync"), "driver": "cuda" if prefix == "cu" else "hip"}
 
 
 # ----------------------------------------------------------------------------- ROCm
@@ -284,6 +297,7 @@ def _rocm_target(kernel, name: str, variant: Variant) -> Target:
     functions, statuses, host_statuses, views, keep = [0] * n, [0] * n, [0] * n, [], []
     counters = [counter for counter, _, _ in _levels(kernel)]
     count_functions = [0] * (n * len(counters))
+    scan_functions = [0] * (n * len(_scan_kernels())) if counters else []
     for d in devices:
         ordinal = d.local_hardware_id
         check(hip.hipSetDevice(ordinal))
@@ -298,6 +312,12 @@ def _rocm_target(kernel, name: str, variant: Variant) -> Target:
             count_functions[level * n + ordinal] = int(check(hip.hipModuleGetFunction(
                 count_module, counted.entry_name.encode())))
             keep += [count_module, counted]
+        for k, scan in enumerate(_scan_kernels() if counters else ()):
+            scanned = scan.compiled("amdgpu", arch=arch)
+            scan_module = check(hip.hipModuleLoadData(scanned.hsaco))
+            scan_functions[k * n + ordinal] = int(check(hip.hipModuleGetFunction(
+                scan_module, scanned.entry_name.encode())))
+            keep += [scan_module, scanned]
         host = int(check(hip.hipHostMalloc(STATUS_BYTES, hip.hipHostMallocMapped | hip.hipHostMallocPortable)))
         device_ptr = int(check(hip.hipHostGetDevicePointer(host, 0)))
         view = np.ctypeslib.as_array((ctypes.c_int64 * abi_status.WORDS).from_address(host))
@@ -309,7 +329,7 @@ def _rocm_target(kernel, name: str, variant: Variant) -> Target:
                                 launch=ctypes.cast(libhip.hipModuleLaunchKernel, ctypes.c_void_p).value,
                                 synchronize=ctypes.cast(libhip.hipStreamSynchronize, ctypes.c_void_p).value,
                                 memset=ctypes.cast(libhip.hipMemsetD8Async, ctypes.c_void_p).value,
-                                **_tape_tables(libhip, "hip", count_functions))
+                                **_tape_tables(libhip, "hip", count_functions, scan_functions))
     text = rocm_handler_ir(kernel, tables, sync=sync_gpu_errors, written=variant.written,
                            elements_per_thread=compiled.elements_per_thread,
                            block_size=compiled.extra.get("block_threads", handlers.BLOCK_SIZE))

@@ -81,7 +81,14 @@ def test_device_path_matches_host(fake_gpu, which):
     device = run(kernel, values, case.grid, fake_gpu)
     assert_same(f"{name} {mode}", device, host, case.rtol, case.atol)
     assert fake_gpu.requested and set(fake_gpu.requested) == {"sm_90"}
-    assert fake_gpu.launches == (2 if kernel.tape is not None else 1)
+    # a dynamic tape: the counting kernel, the scan of its counts on the device (tape_scan.py), the kernel
+    assert fake_gpu.launches == (2 + scan_launches(int(np.prod(case.grid))) if kernel.tape is not None else 1)
+
+
+def scan_launches(n: int) -> int:
+    """A chunk-sum and a chunk-scan launch per level above the one serial pass."""
+    from adoffload.tape_scan import level_sizes
+    return 2 * (len(level_sizes(n)) - 1) + 1
 
 
 @ado.kernel
@@ -159,3 +166,24 @@ def test_the_same_device_array_twice_is_not_promised_noalias(fake_gpu, monkeypat
         add(a, b, a, grid=4, device=fake_gpu)
     for array in (a, b, c):
         fake_gpu.free(array.buffer)
+
+
+def test_dynamic_tapes_of_second_derivatives_are_sized_on_the_device(fake_gpu):
+    # two tape levels (reverse over reverse) and a shadow tape (forward over reverse), each level's
+    # counts scanned on the "device" in place (two chunk levels for 300 threads): as on the host
+    from tests.ad.test_second_order import _bounce
+    first = ado.vjp(_bounce, ["x"])
+    rng = np.random.default_rng(12)
+    n = 300
+    x, count, v = rng.uniform(0.2, 2.5, n), rng.integers(0, 7, n), rng.standard_normal(n)
+    for second in (ado.vjp(first, ["x"]), ado.jvp(first, ["x"])):
+        names = [p.name for p in second.signature.visible_params]
+        results = []
+        for device in ("cpu", fake_gpu):
+            values = dict(x=x, count=count, y=np.zeros(n), d_x=np.zeros(n), d_y=np.ones(n))
+            values.update({name: np.zeros(n) for name in names[len(values):]})
+            values["d_d_x" if second.mode == "vjp" else "d2_x"][:] = v
+            second(*[values[k] for k in names], grid=n, device=device)
+            results.append(values["d2_x" if second.mode == "vjp" else "d_d_x"])
+        assert np.abs(results[0]).max() > 1.0
+        np.testing.assert_allclose(results[1], results[0], rtol=1e-13, atol=1e-13)

@@ -168,9 +168,12 @@ def test_tape_handlers_compile_for_cpu_cuda_and_rocm_and_never_join_command_buff
         text = handlers.gpu_handler_ir(layout, tables, sync=sync)
         assert handlers.CompiledHandler(text).address
         assert _traits(text) == 0 and "cuMemcpyDtoHAsync" in text and "@count_functions" in text
+        # the counts are scanned on the device (tape_scan.py), per tape level; only the total comes back
+        assert all(f"@scan_{name}" in text for name in ("chunk_sums", "serial_scan", "chunk_scan"))
+        assert len(re.findall(r"call i32 %fn\d+\(ptr %htotal\d+, ptr %sums\d+, i64 8,", text)) == len(layout.tapes)
     rocm = rocm_handler_ir(kernel)
     assert handlers.CompiledHandler(rocm).address
-    assert _traits(rocm) == 0 and "hipMemcpyDtoHAsync" in rocm
+    assert _traits(rocm) == 0 and "hipMemcpyDtoHAsync" in rocm and "@scan_chunk_scan" in rocm
 
 
 def test_plain_gpu_handlers_stay_command_buffer_compatible():
