@@ -260,3 +260,33 @@ def _carg(ctx, a, b, angle):      # atan2(b, a)
 
 
 register("call:carg", _real_of_complex(_carg))
+
+
+# ----------------------------------------------------------------------------- modf
+# llvm.modf(x) = {x - trunc(x), trunc(x)}: the fraction moves with x, the integer part is piecewise
+# constant. libm's modf(x, &ip) writes the integer part through memory, whose shadow this rule
+# could not zero: that form is refused.
+
+def _modf_pair(inst):
+    from ..errors import DifferentiationError
+    from ..ir.core import StructType
+    from .rules import describe
+    if not isinstance(inst.type, StructType):
+        raise DifferentiationError(f"cannot differentiate {describe(inst)}: modf returning its integer part "
+                                   f"through a pointer has no rule (llvm.modf, which returns both, has one)")
+    return inst.type
+
+
+def _modf_forward(ctx, inst, tangents):
+    pair = _modf_pair(inst)
+    if tangents[0] is None:
+        return None
+    return ctx.builder.emit("insertvalue", pair, [Constant(pair, None, kind="zero"), tangents[0]], indices=(0,))
+
+
+def _modf_reverse(ctx, inst, adjoint):
+    pair = _modf_pair(inst)
+    return [ctx.builder.emit("extractvalue", pair.elements[0], [adjoint], indices=(0,))]
+
+
+register("call:modf", Rule(forward=_modf_forward, reverse=_modf_reverse))

@@ -62,3 +62,19 @@ def test_the_digamma_matches_known_values():
                    (30.0, 3.384438132685525)):
         (d,) = ez.autodiff(ez.Reverse, fn, ez.Active(x))
         assert d == pytest.approx(psi, rel=1e-14, abs=1e-14), x
+
+
+MODF = """#include <math.h>
+double split(double x) { double ip; double fp = modf(3.0 * x, &ip); return fp * fp + 0.5 * ip; }
+"""
+
+
+@pytest.mark.parametrize("opt", [0, 2])
+def test_modf_fraction_moves_integer_part_does_not(opt):
+    # clang turns modf(x, &ip) into llvm.modf's {fraction, integer} pair: d fraction = dx
+    fn = ado.from_llvm(differential.compile_c(MODF, opt))["split"]
+    x = 1.37
+    fp = 3 * x - math.trunc(3 * x)
+    (d,) = ez.autodiff(ez.Reverse, fn, ez.Active(x))
+    assert d == pytest.approx(2 * fp * 3, rel=1e-13)
+    assert ez.autodiff(ez.Forward, fn, ez.Duplicated(x, 1.0)) == pytest.approx(d, rel=1e-13)
