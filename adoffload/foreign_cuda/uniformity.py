@@ -130,9 +130,17 @@ def _varies(inst: Instruction, varying: set[int], extents: dict, joins: set[Bloc
             return parsed[0] not in ("block_sum", "block_max", "block_broadcast", "block_first_thread")
     if op == "load" and _private(inst.operands[0]):
         return True
-    if op == "phi" and inst.parent in joins and len({id(o) for o in inst.operands}) > 1:
+    if op == "phi" and inst.parent in joins and len({_value_key(o) for o in inst.operands}) > 1:
         return True
     return any(_is_varying(o, varying, extents) for o in inst.operands)
+
+
+def _value_key(v: Value):
+    """Equal keys for one value: the same instruction, or equal constants (after translation
+    ``blockDim`` is a constant, read on both sides of a branch that clang duplicated)."""
+    if isinstance(v, Constant):
+        return ("constant", str(v.type), repr(v.value), v.kind)
+    return id(v)
 
 
 def _private(pointer: Value, depth: int = 0) -> bool:
