@@ -42,6 +42,7 @@ from llvmlite import ir
 import llvmlite.binding as llvm
 
 from ..errors import CompilationError, IRError
+from .rows import LAUNCH_INDICES, ROW_LAUNCH_MARK, emit_rows_or_linear
 from .uniform_checks import checks_function_name
 
 HOST_SUFFIX = ".host"
@@ -379,6 +380,12 @@ def add_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, grid_r
         m.add_named_metadata(GRID_STRIDE_MARK, [])
         in_range = emit_grid_stride(b, linear, total, _LAUNCHED_THREADS[target](m, b), per_thread, fast, enter_fast, run,
                                     unroll=UNROLL if light else 1)
+    elif per_thread == 1 and grid_rank > 1 and target in LAUNCH_INDICES and not sites:
+        # rank 2/3: the launch shape says whether the block indices are the tids (codegen/rows.py)
+        m.add_named_metadata(ROW_LAUNCH_MARK, [])
+        emit_rows_or_linear(m, b, target, grid, linear, total, lambda b: _gpu_tids(b, linear, grid, total),
+                            lambda b, tids: b.call(body, tids + params + [status], attrs=("alwaysinline",)))
+        in_range = None
     elif per_thread == 1:
         in_range = b.icmp_unsigned("<", linear, total)
         with b.if_then(in_range, likely=True):
