@@ -8,17 +8,14 @@ name it, for row launches (with surplus blocks in every direction) and linear on
 """
 from __future__ import annotations
 
-import ctypes
-import itertools
-
 import numpy as np
 import pytest
-from llvmlite import ir
 
 import adoffload as ado
-from adoffload.codegen import abi, rows
-from adoffload.codegen.host import HostProgram
+from adoffload.codegen import rows
 from adoffload.errors import GridError
+
+from .emulated import EmulatedEntry
 
 
 @ado.kernel
@@ -33,55 +30,6 @@ def mark2(out: ado.InOut[ado.i64], n1: ado.i64):
     out[i * n1 + j] += i * 100 + j + 1
 
 
-def _global(m: ir.Module, name: str) -> ir.GlobalVariable:
-    if name in m.globals:
-        return m.globals[name]
-    gv = ir.GlobalVariable(m, ir.IntType(64), name)
-    gv.initializer = ir.Constant(ir.IntType(64), 0)
-    return gv
-
-
-class EmulatedEntry:
-    """The GPU entry of ``kernel`` for an emulated target, JIT-compiled for this CPU."""
-    NAMES = ("linear", "x", "y", "z", "nz")
-
-    def __init__(self, monkeypatch, kernel):
-        monkeypatch.setitem(abi.GPU_CALLING_CONVENTION, "emulated", "ccc")
-        monkeypatch.setitem(abi._LINEAR_ID, "emulated", lambda m, b: b.load(_global(m, "emu.linear")))
-        monkeypatch.setitem(rows.LAUNCH_INDICES, "emulated",
-                            lambda m, b: tuple(b.load(_global(m, f"emu.{n}")) for n in self.NAMES[1:]))
-        flat = [f.llvm_type for f in kernel.signature.flat_params()]
-        rank = kernel.signature.grid_rank
-        module = abi.add_gpu_entry(kernel.module_text(), kernel.body_name, flat, rank, "emulated", noalias=True)
-        assert f"!{rows.ROW_LAUNCH_MARK} =" in module
-        self.program = HostProgram(module)
-        ctype = {"ptr": ctypes.c_void_p, "i64": ctypes.c_int64}
-        self.entry = self.program.function(abi.kernel_entry_name(kernel.body_name), None,
-                                           *[ctype[t] for t in flat], *[ctypes.c_int64] * rank, ctypes.c_void_p)
-        engine = self.program._engine
-        self.globals = {n: ctypes.c_int64.from_address(engine.get_global_value_address(f"emu.{n}"))
-                        for n in self.NAMES}
-
-    def _set(self, **values):
-        for name, value in values.items():
-            self.globals[name].value = value
-
-    def row_launch(self, args: list, grid: tuple, blocks: tuple, block: int) -> np.ndarray:
-        status = np.zeros(4, np.int64)
-        bx, by, bz = blocks
-        for z, y, x in itertools.product(range(bz), range(by), range(bx * block)):
-            self._set(x=x, y=y, z=z, nz=bz, linear=-1)        # the linear id must not be used
-            self.entry(*args, *grid, status.ctypes.data)
-        return status
-
-    def linear_launch(self, args: list, grid: tuple, threads: int) -> np.ndarray:
-        status = np.zeros(4, np.int64)
-        for linear in range(threads):
-            self._set(linear=linear, x=-1, y=-1, z=-1, nz=1)  # nctaid.z == 1: a linear launch
-            self.entry(*args, *grid, status.ctypes.data)
-        return status
-
-
 def _expected3(g):
     i, j, k = np.meshgrid(*(np.arange(n) for n in g), indexing="ij")
     return (i * 10000 + j * 100 + k + 1).reshape(-1)
@@ -89,7 +37,7 @@ def _expected3(g):
 
 @pytest.mark.parametrize("grid", [(2, 3, 5), (3, 1, 8), (2, 2, 1)])
 def test_rank3_row_launch_writes_every_element_once(monkeypatch, grid):
-    entry = EmulatedEntry(monkeypatch, mark3)
+    entry = EmulatedEntry(monkeypatch, mark3, rows=True)
     block = 4
     tight = (-(-grid[2] // block), grid[1], grid[0])
     for blocks in (tight, (tight[0] + 1, tight[1] + 1, tight[2] + 2)):     # surplus blocks return
@@ -100,7 +48,7 @@ def test_rank3_row_launch_writes_every_element_once(monkeypatch, grid):
 
 
 def test_rank3_linear_launch_still_decomposes(monkeypatch):
-    entry = EmulatedEntry(monkeypatch, mark3)
+    entry = EmulatedEntry(monkeypatch, mark3, rows=True)
     grid = (3, 2, 5)
     out = np.zeros(30, np.int64)
     status = entry.linear_launch([out.ctypes.data, 30, 2, 5], grid, 32)     # 2 threads past the grid
@@ -109,7 +57,7 @@ def test_rank3_linear_launch_still_decomposes(monkeypatch):
 
 
 def test_rank2_row_launch(monkeypatch):
-    entry = EmulatedEntry(monkeypatch, mark2)
+    entry = EmulatedEntry(monkeypatch, mark2, rows=True)
     grid = (3, 7)
     expected = (np.arange(3)[:, None] * 100 + np.arange(7)[None, :] + 1).reshape(-1)
     for blocks in ((2, 1, 3), (3, 1, 4), (2, 2, 3)):       # y > 0 is past a rank-2 row launch
@@ -120,7 +68,7 @@ def test_rank2_row_launch(monkeypatch):
 
 
 def test_row_launch_reports_an_out_of_bounds_access(monkeypatch):
-    entry = EmulatedEntry(monkeypatch, mark3)
+    entry = EmulatedEntry(monkeypatch, mark3, rows=True)
     grid = (2, 2, 4)
     out = np.zeros(15, np.int64)               # one element short: thread (1, 1, 3) writes out[15]
     status = entry.row_launch([out.ctypes.data, 15, 2, 4], grid, (1, 2, 2), 4)
