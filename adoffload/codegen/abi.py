@@ -27,6 +27,11 @@ Entries:
   inference on the body), since the alignment test's ``ptrtoint`` hides that from it. The
   fast path also requires the body's thread-independent checks to pass
   (codegen/uniform_checks.py), so their inlined copies fold away.
+* NVPTX, rank 2/3, one element per thread: a launch with ``gridDim.z > 1`` is a row launch whose
+  block indices are the tids (codegen/rows.py); 1-D launches decompose the linear id as above.
+* GPU, one element per thread, loop-free body with several checks decided by its arguments:
+  one test per thread, then a copy of the body without them (uniform_checks.py
+  ``add_thread_checks_function``); where the test fails, the body as it was.
 * GPU with ``grid_stride`` (by default NVPTX entries with deferred uniform-address atomics):
   each thread loops over groups of k ids with the launch's thread count as stride
   (codegen/grid_stride.py), so any thread count is correct and launchers launch one resident
