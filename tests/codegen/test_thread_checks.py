@@ -119,3 +119,9 @@ def test_ptx_fast_path_has_no_check_between_accesses():
     # two copies of each access (versioned), the status record claimed only on the checked side
     assert ptx.count("ld.global.nc.f64") + ptx.count("ld.global.nc.b64") == 2
     assert ptx.count("atom.global.exch") == 3      # one per check, all in the checked copy
+
+
+def test_large_bodies_keep_their_checks(monkeypatch):
+    from adoffload.codegen import uniform_checks
+    monkeypatch.setattr(uniform_checks, "MAX_COPIED_INSTRUCTIONS", 10)
+    assert add_thread_checks_function(shifted.module_text(), shifted.body_name) == (shifted.module_text(), None)
