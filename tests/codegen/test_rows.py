@@ -114,3 +114,31 @@ def test_ptx_says_which_entries_take_row_launches():
     assert not flat.compiled("nvptx", arch="sm_90").row_launch
     reduction = total2.compiled("nvptx", arch="sm_90")
     assert reduction.grid_stride and not reduction.row_launch      # it loops over linear ids
+
+
+@ado.kernel
+def pairs(out: ado.InOut[ado.i64], n1: ado.i64):
+    i, j = ado.tid()
+    out[i * n1 + j] += 1
+    out[i * n1 + j + 1] += 2
+
+
+@pytest.mark.parametrize("short", [0, 1])
+def test_row_launch_with_versioned_checks(monkeypatch, short):
+    entry = EmulatedEntry(monkeypatch, pairs, rows=True)
+    assert ".unchecked" in entry.module                       # two argument-decided checks
+    grid = (3, 6)
+    size = 3 * 6 + 1 - short
+    out = np.zeros(size, np.int64)
+    status = entry.row_launch([out.ctypes.data, size, 6], grid, (2, 1, 3), 4)
+    expected = np.zeros(19, np.int64)
+    for i in range(3):
+        for j in range(6):
+            expected[i * 6 + j] += 1
+            expected[i * 6 + j + 1] += 2
+    if short:
+        expected[18] -= 2                                     # the last thread's second access failed
+        assert list(status) == [1, 0, 18, 0]
+    else:
+        assert status[0] == 0
+    np.testing.assert_array_equal(out, expected[:size])
