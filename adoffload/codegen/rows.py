@@ -39,7 +39,7 @@ MAX_IDLE_FRACTION = 1 / 8
 
 def launches_rows(artifact) -> bool:
     """Whether a compiled GPU artifact's entry accepts row launches (its PTX says so)."""
-    return isinstance(artifact, str) and PTX_ROW_LAUNCH_LINE in artifact[:512]
+    return isinstance(artifact, str) and artifact.startswith(PTX_ROW_LAUNCH_LINE)
 
 
 def row_blocks(grid, block: int) -> tuple[int, int, int] | None:
