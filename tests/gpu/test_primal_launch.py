@@ -33,19 +33,36 @@ def shifted(px: ado.InOut[ado.f64], cx: ado.In[ado.f64], off: ado.i64):
     px[i + off * 3] = b - px[i + off * 3]
 
 
-@pytest.mark.parametrize("dims", [(3, 5, 2049), (7, 1, 4096), (1, 4, 3000), (2, 3, 17)])
-def test_rank3_grid_matches_numpy(cuda, dims):
+@pytest.fixture
+def launches(cuda, monkeypatch):
+    """The ``blocks`` argument of every launch on the device (None: a 1-D launch)."""
+    seen = []
+    original = cuda.launch
+
+    def launch(*args, blocks=None, **kwargs):
+        seen.append(blocks)
+        return original(*args, blocks=blocks, **kwargs)
+    monkeypatch.setattr(cuda, "launch", launch)
+    return seen
+
+
+# rows of 8192 and 4096 fill whole blocks (row launches); a first extent of 1 and a row of 17 launch 1-D
+@pytest.mark.parametrize("dims,rows", [((3, 5, 8192), True), ((7, 1, 4096), True), ((1, 4, 3000), False),
+                                       ((2, 3, 17), False)])
+def test_rank3_grid_matches_numpy(launches, dims, rows):
     nk, nj, ni = dims
     arr = np.full(ni * nj * nk, -1.0)
     nested(arr, ni, nj, grid=(nk, nj, ni), device="cuda")
     k, j, i = np.meshgrid(np.arange(nk), np.arange(nj), np.arange(ni), indexing="ij")
     np.testing.assert_array_equal(arr, (i + 1000.0 * j + 1e6 * k).reshape(-1))
+    assert (launches[-1] is not None) == rows
 
 
-def test_rank2_grid_matches_numpy(cuda):
-    m = np.zeros((33, 5000))
+def test_rank2_grid_matches_numpy(launches):
+    m = np.zeros((33, 8192))
     plane(m, grid=m.shape, device="cuda")
-    np.testing.assert_array_equal(m, np.arange(33)[:, None] * 10000.0 + np.arange(5000)[None, :])
+    np.testing.assert_array_equal(m, np.arange(33)[:, None] * 10000.0 + np.arange(8192)[None, :])
+    assert launches[-1] is not None and launches[-1][1:] == (1, 33)
 
 
 def test_row_launch_still_reports_bounds(cuda):
