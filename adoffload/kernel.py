@@ -27,6 +27,7 @@ class Compiled:
     extra: dict = field(default_factory=dict)
     elements_per_thread: int = 1      # GPU entries: launch ceil(total / this) threads (codegen/vectorize.py)
     grid_stride: bool = False         # GPU entry loops over the grid: any thread count is correct (codegen/grid_stride.py)
+    row_launch: bool = False          # GPU entry of a rank-2/3 grid accepts a row launch (codegen/rows.py)
 
     @property
     def program(self):
@@ -124,7 +125,8 @@ class Kernel:
             entry = codegen.kernel_symbol(self.body_name, target)
             compiled = Compiled(target, entry, artifact, flat_types, self.signature.grid_rank,
                                 elements_per_thread=options.get("elements_per_thread", 1),
-                                grid_stride=codegen.loops_over_grid(artifact))
+                                grid_stride=codegen.loops_over_grid(artifact),
+                                row_launch=codegen.launches_rows(artifact))
             if self.block is not None:
                 from .codegen.blocks import block_threads
                 compiled.extra["block_threads"] = block_threads(self.block)

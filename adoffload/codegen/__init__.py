@@ -8,11 +8,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from . import abi
+from .rows import PTX_ROW_LAUNCH_LINE, ROW_LAUNCH_MARK, launches_rows  # noqa: F401 (re-exported)
 
 TARGETS = {"host": "host", "cpu": "host", "nvptx": "nvptx", "cuda": "nvptx", "amdgpu": "amdgpu", "hip": "amdgpu"}
 DEFAULT_ARCH = {"nvptx": "sm_90", "amdgpu": "gfx942"}
 # Bumped whenever the generated code changes for the same inputs (part of the cache key).
-CODEGEN_REVISION = 3
+CODEGEN_REVISION = 4
 
 
 def _canonical_target(target: str) -> str:
@@ -136,6 +137,8 @@ def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_ran
         artifact = compile_ptx(module, arch)
         if f"!{abi.GRID_STRIDE_MARK} =" in module:       # the entry loops: the artifact says so (loops_over_grid)
             artifact = PTX_GRID_STRIDE_LINE + artifact
+        elif f"!{ROW_LAUNCH_MARK} =" in module:           # it takes row launches (rows.launches_rows)
+            artifact = PTX_ROW_LAUNCH_LINE + artifact
         data = artifact.encode()
     else:
         from .amdgpu import compile_hsaco
