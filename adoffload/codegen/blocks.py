@@ -317,7 +317,7 @@ def _internalize_ops(module: llvm.ModuleRef) -> None:
 def _check_warp_ops(body_module: llvm.ModuleRef, threads: int, warp: int, target: str, arch: str | None) -> None:
     from .. import collectives
     used = {collectives.parse(f.name)[0] for f in body_module.functions if collectives.parse(f.name)}
-    warp_ops = used & {"warp_sum", "warp_max", "shuffle", "shuffle_t", "warp_first_lane"}
+    warp_ops = used & {"warp_sum", "warp_max", "shuffle", "shuffle_t", "warp_first_lane", "warp_ballot"}
     if warp_ops and threads % warp:
         raise CompilationError(f"warp operations ({', '.join(sorted(warp_ops))}) need whole warps: the block has "
                                f"{threads} threads, not a multiple of {target}'s warp size {warp}")

@@ -132,7 +132,8 @@ def _register() -> None:
         register(key("shuffle_t"), Rule(forward=_same_map("shuffle_t"), reverse=_transposed("shuffle")))
         register(key("block_broadcast"), Rule(forward=_same_map("block_broadcast"), reverse=_broadcast_reverse))
     # integer results: never active; a rule lets the reverse sweep recompute them instead of taping
-    for name in ("lane_id", "warp_size", "thread_rank", "warp_first_lane", "block_first_thread"):
+    for name in ("lane_id", "warp_size", "thread_rank", "warp_first_lane", "block_first_thread",
+                 "warp_ballot"):
         register(f"call:{collectives.callee(name)}", Rule(partials=lambda ctx, inst: [None] * len(inst.operands)))
 
 

@@ -27,18 +27,19 @@ from .uniformity import Divergence, describe, divergent_cooperation
 _PURE_CALL_PREFIXES = ("llvm.fabs", "llvm.sqrt", "llvm.exp", "llvm.log", "llvm.sin", "llvm.cos", "llvm.pow",
                        "llvm.minnum", "llvm.maxnum", "llvm.fma", "llvm.fmuladd", "llvm.floor", "llvm.ceil",
                        "llvm.copysign", "llvm.smax", "llvm.smin", "llvm.umax", "llvm.umin", "llvm.abs",
-                       "llvm.assume")
+                       "llvm.assume", "llvm.ctpop", "llvm.cttz", "llvm.ctlz", "llvm.bitreverse")
 _PURE_LIBM = frozenset(f + suffix for f in ("sin", "cos", "tan", "exp", "log", "sqrt", "pow", "fabs", "fmin", "fmax",
                                             "tanh", "erf", "exp2", "log2", "log1p", "expm1", "atan2", "floor",
                                             "ceil", "fma", "copysign") for suffix in ("", "f"))
-_EXCHANGES = frozenset({"shuffle", "lane_id", "warp_size", "warp_sum", "warp_max", "thread_rank"})
+_EXCHANGES = frozenset({"shuffle", "lane_id", "warp_size", "warp_sum", "warp_max", "thread_rank", "warp_ballot"})
 _DIVISIONS = frozenset({"sdiv", "udiv", "srem", "urem"})
 MAX_ROUNDS = 64
 
 
-def make_exchanges_uniform(fn: Function, tids, block, kernel: str) -> int:
+def make_exchanges_uniform(fn: Function, tids, block, kernel: str, syncwarps=frozenset()) -> int:
     """Speculate the innermost speculatable branch around each divergent exchange until none is
-    left; raise DivergentBarrierError for a barrier or an exchange that cannot be made uniform.
+    left; raise DivergentBarrierError for a barrier or an exchange that cannot be made uniform
+    (``syncwarps``: ids of the barriers that were ``__syncwarp()``, named so in the message).
     Returns the number of branches speculated."""
     for rounds in range(MAX_ROUNDS):
         found = divergent_cooperation(fn, tids, block)
@@ -48,7 +49,7 @@ def make_exchanges_uniform(fn: Function, tids, block, kernel: str) -> int:
         info = Divergence(fn, tids, block)
         if collectives.parse(inst.callee.name)[0] == "sync_threads" or \
                 not any(speculate(fn, branch, info) for branch in branches):
-            raise DivergentBarrierError(describe(inst, branches[0], kernel))
+            raise DivergentBarrierError(describe(inst, branches[0], kernel, id(inst) in syncwarps))
     raise DivergentBarrierError(f"kernel '{kernel}': more than {MAX_ROUNDS} divergent branches around warp exchanges")
 
 

@@ -8,8 +8,8 @@ numbering of block kernels is CUDA's linear thread index (and lanes are the same
 * ``threadIdx.c`` = ``tid_a % B_a``, ``blockIdx.c`` = ``tid_a / B_a``, ``blockDim.c`` = ``B_a``
   (``a = R-1-c``; 0, 0, 1 on axes the launch does not have); ``gridDim.c`` is the hidden i32
   parameter ``gridDim_<c>`` that the launcher fills;
-* barriers (``llvm.nvvm.barrier*``) are ``@adoffload.sync_threads``; ``%laneid`` is
-  ``@adoffload.lane_id``;
+* barriers (``llvm.nvvm.barrier*``, and the header's ``__syncwarp``) are
+  ``@adoffload.sync_threads``; ``%laneid`` is ``@adoffload.lane_id``;
 * each ``addrspace(3)`` global (``__shared__``) is one shared-array argument; every address
   space becomes the generic one (the host has one, and the GPU entries add their own).
 
@@ -34,6 +34,7 @@ from . import bounds
 from .speculate import make_exchanges_uniform
 
 SREG = "llvm.nvvm.read.ptx.sreg."
+SYNCWARP = "adoffload.cuda.syncwarp"         # the header's __syncwarp
 KERNEL_CONVENTIONS = ("ptx_kernel", "amdgpu_kernel")
 _BARRIERS = ("llvm.nvvm.barrier0", "llvm.nvvm.barrier.sync", "llvm.nvvm.barrier.cta.sync",
              "llvm.nvvm.bar.sync")
@@ -140,8 +141,8 @@ def translate(text: str, symbol: str, signature: KernelSignature, threads: tuple
     _generic_address_space(module, fn)
     _assume_thread_range(module, fn, args.tids)
     grid = {c: args.flat[name] for c, name in zip(_AXES, GRID_PARAMS) if name in args.flat}
-    _lower_intrinsics(module, fn, args.tids, block, grid, kernel)
-    make_exchanges_uniform(fn, args.tids, block, kernel)      # or refuse divergent barriers
+    syncwarps = _lower_intrinsics(module, fn, args.tids, block, grid, kernel)
+    make_exchanges_uniform(fn, args.tids, block, kernel, syncwarps)      # or refuse divergent barriers
     bounds.check_read_only(fn, {args.flat[p.name]: p.name for p in params if p.is_array and p.type.intent == "in"},
                            kernel)
     if bounds_check:
@@ -309,14 +310,21 @@ def _replace_all_uses(fn: Function, old, new) -> None:
         inst.operands = [new if o is old else o for o in inst.operands]
 
 
-def _lower_intrinsics(module: ir.Module, fn: Function, tids, block, grid: dict, kernel: str) -> None:
-    """Thread indices, barriers and lane ids as block-kernel values and operations."""
+def _lower_intrinsics(module: ir.Module, fn: Function, tids, block, grid: dict, kernel: str) -> set[int]:
+    """Thread indices, barriers and lane ids as block-kernel values and operations. ``__syncwarp``
+    becomes a block barrier (sound where every thread of the block reaches it, which
+    uniformity.py then requires); returns the ids of those barriers, for its messages."""
+    syncwarps: set[int] = set()
     sync = module.get_or_declare("adoffload.sync_threads", FunctionType(void, ()))
     lane = module.get_or_declare("adoffload.lane_id", FunctionType(i32, ()))
     for declared in (sync, lane):
         declared.attributes |= {"convergent", "nounwind"}
     for inst in list(fn.instructions()):
         name = getattr(inst.callee, "name", "") if inst.opcode == "call" else ""
+        if name == SYNCWARP:
+            inst.callee, inst.operands, inst.element_type = sync, [], sync.function_type
+            syncwarps.add(id(inst))
+            continue
         if not name.startswith("llvm.nvvm."):
             continue
         b = ir.Builder()
@@ -339,7 +347,8 @@ def _lower_intrinsics(module: ir.Module, fn: Function, tids, block, grid: dict, 
             continue
         raise CudaTranslationError(f"kernel '{kernel}' calls the NVVM intrinsic @{name}, which adoffload does not "
                                    f"translate (supported: thread/block indices, __syncthreads, the header's "
-                                   f"atomics, shuffles and math)")
+                                   f"atomics, shuffles, votes and math)")
+    return syncwarps
 
 
 def _assume_thread_range(module: ir.Module, fn: Function, tids) -> None:

@@ -25,9 +25,12 @@ from ..ir.core import Argument, Block, Constant, Function, Instruction, Value, v
 _ALWAYS_VARYING = ("atomicrmw", "cmpxchg", "alloca")
 
 
-def describe(inst: Instruction, branch: Instruction, kernel: str) -> str:
+def describe(inst: Instruction, branch: Instruction, kernel: str, syncwarp: bool = False) -> str:
     name = collectives.parse(inst.callee.name)[0]
     what = "__syncthreads()" if name == "sync_threads" else f"a warp {name}"
+    if syncwarp:
+        what = ("__syncwarp() (a barrier of the whole block here: adoffload runs a block's warps "
+                "together, so every thread of the block must reach it)")
     return (f"kernel '{kernel}': {what} runs under control flow that is not uniform across the block "
             f"(the branch ending block %{branch.parent.name} depends on threadIdx, a lane, an atomic "
             f"or data the threads load differently); every thread of a block must reach the same "
