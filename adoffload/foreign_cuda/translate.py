@@ -21,16 +21,19 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import numpy as np
+
 from .. import ir
 from ..errors import CudaTranslationError
 from ..frontend.blocks import SharedArray
 from ..ir.core import (Argument, ArrayType, Constant, ConstantExpr, Function, FunctionType, GlobalVariable,
-                       Instruction, PointerType, i32, i64, ptr, void)
+                       Instruction, PointerType, StructType, VectorType, i32, i64, ptr, void)
 from ..signature import KernelSignature
 from ..types import f32, f64
 from ..types import i32 as ado_i32
 from ..types import i64 as ado_i64
-from . import bounds
+from . import bounds, structs
+from .structs import Struct
 from .speculate import make_exchanges_uniform
 
 SREG = "llvm.nvvm.read.ptx.sreg."
@@ -111,9 +114,11 @@ class _BodyArgs:
 
 
 def translate(text: str, symbol: str, signature: KernelSignature, threads: tuple[int, ...],
-              body_name: str, *, bounds_check: bool = True, shared_bytes: int = 0) -> Body:
+              body_name: str, *, bounds_check: bool = True, shared_bytes: int = 0, declared=None) -> Body:
     """The body of kernel ``symbol`` (in ``text``, already host-neutral and canonical) for blocks of
-    ``threads`` (x, y, z order); ``signature`` names its parameters (grid params last);
+    ``threads`` (x, y, z order); ``signature`` names its parameters (grid params last, struct
+    parameters as their scalar fields); ``declared`` are the kernel's parameters as declared (one per
+    C parameter, an ``ado.struct`` one included), if they differ from the signature's;
     ``shared_bytes`` sizes its ``extern __shared__`` array (the launch's dynamic shared memory)."""
     module = ir.import_module(text)
     module.triple = module.data_layout = ""
@@ -127,17 +132,23 @@ def translate(text: str, symbol: str, signature: KernelSignature, threads: tuple
         del module.functions[name]           # other kernels; device functions are inlined already
     block = tuple(reversed(threads))
     params = [p for p in signature.params if p.name not in GRID_PARAMS]
-    check_parameters(fn, params, kernel)
+    declared = list(declared) if declared is not None else params
+    check_parameters(fn, declared, kernel)
     shared_globals = shared_variables(fn)
     if sum(map(is_dynamic, shared_globals)) > 1:
         raise CudaTranslationError(f"kernel '{kernel}' declares several extern __shared__ arrays, which CUDA "
                                    f"places at one address; use one and offsets into it")
     shared = tuple(_shared_array(g, shared_bytes, kernel) for g in shared_globals)
     args = _BodyArgs.make(signature, len(block), len(shared))
-    mapping: dict = {old: args.flat[p.name] for old, p in zip(fn.args, params)}
+    mapping: dict = {old: args.flat[p.name] for old, p in zip(fn.args, declared) if not isinstance(p.type, Struct)}
     mapping.update(zip(shared_globals, args.shared))
+    by_value = [(old, p) for old, p in zip(fn.args, declared) if isinstance(p.type, Struct)]
     _become_body(module, fn, body_name, args.all)
+    copies = [_struct_on_stack(fn, old, p, args.flat, kernel) for old, p in by_value]
+    mapping.update((old, copy) for (old, _), (copy, _) in zip(by_value, copies))
     _replace_values(fn, mapping)
+    for copy, fields in copies:
+        _forward_fields(fn, copy, fields)
     _generic_address_space(module, fn)
     _assume_thread_range(module, fn, args.tids)
     grid = {c: args.flat[name] for c, name in zip(_AXES, GRID_PARAMS) if name in args.flat}
@@ -170,19 +181,74 @@ def _become_body(module: ir.Module, fn: Function, body_name: str, args: list[Arg
 
 
 def check_parameters(fn: Function, params, kernel: str) -> None:
-    """The declared parameters match the kernel's: as many, pointers for arrays, equal scalar types."""
+    """The declared parameters match the kernel's: as many, pointers for arrays, equal scalar types,
+    ``ado.struct``s for structs passed by value (with the struct's fields)."""
     args = fn.args
     if len(params) != len(args):
         raise CudaTranslationError(f"kernel '{kernel}' has {len(args)} parameters ({_types(args)}); "
                                    f"{len(params)} were declared ({', '.join(p.name for p in params) or 'none'})")
     for arg, param in zip(args, params):
-        if any(a.startswith("byval") for a in arg.attributes):
+        if isinstance(param.type, Struct):
+            structs.check(arg, param.type, param.name, kernel)
+            continue
+        by_value = structs.struct_type_of(arg)
+        if by_value is not None:
             raise CudaTranslationError(f"kernel '{kernel}': parameter {arg.index} ('{param.name}') is a struct "
-                                       f"passed by value, which is not supported; pass its fields as parameters")
+                                       f"{by_value} passed by value; declare it with its fields in order, "
+                                       f"{param.name}=ado.struct(a=ado.f32, b=ado.i32, ...)")
         if param.is_array != arg.type.is_pointer or (not param.is_array and param.type.llvm != str(arg.type)):
             raise CudaTranslationError(f"kernel '{kernel}': parameter '{param.name}' was declared {param.type!r} "
                                        f"but the kernel's parameter {arg.index} is {arg.type} (parameters: "
                                        f"{_types(args)})")
+
+
+def _struct_on_stack(fn: Function, arg: Argument, param, flat: dict, kernel: str):
+    """A struct parameter (a pointer to the struct, ``byval``/``byref``) as a stack copy built from
+    its scalar fields at the entry, and the stores doing it; SROA later turns it back into scalars."""
+    t = structs.struct_type_of(arg)
+    scalars = structs.check(arg, param.type, param.name, kernel)
+    b = ir.Builder(fn.entry, 0)
+    copy = b.alloca(t, f"{param.name}.struct")
+    copy.align = structs.alignment(t)
+    fields = {}
+    for (offset, _), (name, _) in zip(scalars, param.type.flat(param.name)):
+        fields[b.store(flat[name], b.gep(ir.i8, copy, [Constant(i64, offset)], f"{name}.field"))] = offset
+    return copy, fields
+
+
+def _forward_fields(fn: Function, copy: Instruction, fields: dict) -> None:
+    """Loads of a whole field of the stack copy read the field's parameter (the usual case, and
+    uniformity.py then sees a value uniform across the block, not a load from private memory). Only
+    when the kernel neither writes the copy nor lets its address go anywhere but loads."""
+    users = fn.users()
+    todo = [copy]
+    while todo:
+        pointer = todo.pop()
+        for user in users.get(pointer, []):
+            if user.opcode == "getelementptr" and user.operands[0] is pointer:
+                todo.append(user)
+            elif not (user.opcode == "load" or (user in fields and user.operands[1] is pointer)):
+                return
+    stored = {offset: store.operands[0] for store, offset in fields.items()}
+    for inst in list(fn.instructions()):
+        if inst.opcode != "load":
+            continue
+        offset = _offset_in(inst.operands[0], copy)
+        value = stored.get(offset)
+        if offset is not None and value is not None and value.type == inst.type and "volatile" not in inst.flags:
+            _replace_all_uses(fn, inst, value)
+            inst.parent.instructions.remove(inst)
+
+
+def _offset_in(pointer, copy: Instruction) -> int | None:
+    """The constant byte offset of ``pointer`` in ``copy`` (``copy`` itself or an i8 GEP of it)."""
+    if pointer is copy:
+        return 0
+    if (isinstance(pointer, Instruction) and pointer.opcode == "getelementptr" and pointer.operands[0] is copy
+            and str(pointer.element_type) == "i8" and len(pointer.operands) == 2
+            and isinstance(pointer.operands[1], Constant) and isinstance(pointer.operands[1].value, int)):
+        return pointer.operands[1].value
+    return None
 
 
 def _types(args) -> str:
@@ -218,22 +284,41 @@ def shared_variables(fn: Function) -> list[GlobalVariable]:
 
 
 def _shared_array(g: GlobalVariable, shared_bytes: int, kernel: str) -> SharedArray:
+    """The shared array of ``__shared__`` variable ``g``: arrays of up to 3 dimensions keep their shape;
+    structs (``float3 tile[256]``, a user's struct of doubles) become a 1-D array of their fields,
+    which all must have one type (the bytes are the same, and AD gives float fields shadows)."""
     shape, t = [], g.value_type
     while isinstance(t, ArrayType):
         shape.append(t.count)
         t = t.element
-    dtype = _SHARED_TYPES.get(str(t))
-    if dtype is None or len(shape) > 3:
+    leaves = _scalar_leaves(t)
+    types = {str(leaf) for leaf in leaves}
+    dtype = _SHARED_TYPES.get(types.pop()) if len(types) == 1 else None
+    if dtype is None or (len(shape) > 3 and len(leaves) == 1):
         raise CudaTranslationError(f"__shared__ variable @{g.name} has type {g.value_type}; shared memory of "
-                                   f"float, double, int or long long (arrays of up to 3 dimensions) is supported")
+                                   f"float, double, int or long long (arrays of up to 3 dimensions), or of "
+                                   f"structs whose fields all have one of these types, is supported")
     if is_dynamic(g):
-        if shared_bytes < dtype.bits // 8:
+        unit = dtype.bits // 8
+        if shared_bytes < unit * len(leaves):
             raise CudaTranslationError(f"kernel '{kernel}' uses extern __shared__ memory (@{g.name}); launch it "
                                        f"with shared_bytes= (the third <<<>>> argument), got {shared_bytes}")
-        return SharedArray(g.name, dtype, (shared_bytes // (dtype.bits // 8),))
+        return SharedArray(g.name, dtype, (shared_bytes // unit,))
     if g.initializer is not None and g.initializer.kind not in ("undef", "poison"):
         raise CudaTranslationError(f"__shared__ variable @{g.name} has an initializer; CUDA shared memory has none")
+    if len(leaves) > 1:                    # structs: their fields, flattened
+        return SharedArray(g.name, dtype, (int(np.prod(shape, dtype=np.int64)) * len(leaves),))
     return SharedArray(g.name, dtype, tuple(shape) or (1,))
+
+
+def _scalar_leaves(t) -> list:
+    """The scalar types making up ``t`` in memory order (struct fields and array items expanded); a
+    struct with padding has ``i8`` leaves (clang spells padding as byte arrays)."""
+    if isinstance(t, StructType):
+        return [leaf for e in t.elements for leaf in _scalar_leaves(e)]
+    if isinstance(t, (ArrayType, VectorType)):
+        return _scalar_leaves(t.element) * t.count
+    return [t]
 
 
 def _replace_values(fn: Function, mapping: dict) -> None:

@@ -1,0 +1,148 @@
+"""Struct parameters passed by value (``struct Params { float eps, sigma; }; k(Params p, ...)``).
+
+``ado.struct(eps=ado.f32, sigma=ado.f32)`` declares such a parameter, its fields in the C order
+(a field may itself be an ``ado.struct``). The kernel then has one scalar parameter per field,
+named ``<param>_<field>`` (``p_eps``, ``p_sigma``; nested: ``p_inner_x``): launches take the
+struct as a dict or a sequence of its field values (or the fields by keyword), and derivatives
+are taken with respect to its float fields like any scalar (``wrt=["p"]`` means all of them,
+``d_p_eps`` their shadows). clang passes such a parameter as a pointer to the struct (NVPTX
+``byval``, AMDGPU ``byref``); translate.py rebuilds the struct on the thread's stack from the
+fields, and LLVM's SROA turns its loads back into the scalars.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import ArgumentError, CudaTranslationError
+from ..ir.core import ArrayType, StructType, VectorType
+from ..ir.textparse import type_from_string
+from ..types import ScalarType
+
+
+@dataclass(frozen=True)
+class Struct:
+    """A C struct's fields, in order: (name, ado scalar type or Struct)."""
+    fields: tuple[tuple[str, "ScalarType | Struct"], ...]
+
+    def flat(self, prefix: str) -> list[tuple[str, ScalarType]]:
+        """The scalar fields, named ``<prefix>_<field>`` (nested structs expanded)."""
+        out = []
+        for name, t in self.fields:
+            out += t.flat(f"{prefix}_{name}") if isinstance(t, Struct) else [(f"{prefix}_{name}", t)]
+        return out
+
+    def values(self, prefix: str, value, kernel: str) -> dict:
+        """``value`` (a dict of the fields, or a sequence of them in order) as {flat name: value}."""
+        if isinstance(value, dict):
+            unknown = set(value) - {n for n, _ in self.fields}
+            missing = [n for n, _ in self.fields if n not in value]
+            if unknown or missing:
+                raise ArgumentError(f"kernel '{kernel}': struct parameter '{prefix}' has the fields "
+                                    f"{', '.join(n for n, _ in self.fields)}; "
+                                    f"{'missing ' + ', '.join(missing) if missing else 'unknown ' + ', '.join(sorted(unknown))}")
+            items = [value[n] for n, _ in self.fields]
+        elif isinstance(value, (tuple, list)):
+            if len(value) != len(self.fields):
+                raise ArgumentError(f"kernel '{kernel}': struct parameter '{prefix}' has {len(self.fields)} fields "
+                                    f"({', '.join(n for n, _ in self.fields)}); got {len(value)} values")
+            items = list(value)
+        else:
+            raise ArgumentError(f"kernel '{kernel}': struct parameter '{prefix}' takes a dict of its fields or a "
+                                f"tuple of their values in order, got {type(value).__name__}")
+        out = {}
+        for (name, t), item in zip(self.fields, items):
+            if isinstance(t, Struct):
+                out.update(t.values(f"{prefix}_{name}", item, kernel))
+            else:
+                out[f"{prefix}_{name}"] = item
+        return out
+
+    def __repr__(self) -> str:
+        return "ado.struct(" + ", ".join(f"{n}={t!r}" for n, t in self.fields) + ")"
+
+
+def struct(**fields) -> Struct:
+    """A struct passed by value to a CUDA/HIP kernel: its fields in the C declaration's order, each an
+    ado scalar type (``ado.f32``, ``ado.i32``, ...) or a nested ``ado.struct``."""
+    if not fields:
+        raise ArgumentError("ado.struct() needs at least one field, e.g. ado.struct(eps=ado.f32, sigma=ado.f32)")
+    for name, t in fields.items():
+        if not isinstance(t, (ScalarType, Struct)):
+            raise ArgumentError(f"ado.struct: field '{name}' must be an ado scalar type (ado.f32, ado.i32, ...) or "
+                                f"an ado.struct, got {t!r} (pointers in structs are not supported)")
+    return Struct(tuple(fields.items()))
+
+
+def struct_type_of(arg) -> StructType | None:
+    """The struct type of a by-value struct parameter (``byval(T)``/``byref(T)``), None otherwise."""
+    for attribute in arg.attributes:
+        for kind in ("byval(", "byref("):
+            if attribute.startswith(kind):
+                t = type_from_string(attribute[len(kind):-1])
+                return t if isinstance(t, StructType) else None
+    return None
+
+
+def layout(t) -> list[tuple[int, object]]:
+    """(byte offset, scalar type) of each scalar in LLVM type ``t``, C alignment (natural, or none in
+    packed structs)."""
+    out: list[tuple[int, object]] = []
+    _layout(t, 0, out)
+    return out
+
+
+def _layout(t, base: int, out: list) -> None:
+    if isinstance(t, StructType):
+        offset = 0
+        for e in t.elements:
+            if not t.packed:
+                offset = -(-offset // alignment(e)) * alignment(e)
+            _layout(e, base + offset, out)
+            offset += size(e)
+    elif isinstance(t, (ArrayType, VectorType)):
+        for k in range(t.count):
+            _layout(t.element, base + k * size(t.element), out)
+    else:
+        out.append((base, t))
+
+
+def alignment(t) -> int:
+    if isinstance(t, StructType):
+        return 1 if t.packed else max(alignment(e) for e in t.elements)
+    if isinstance(t, ArrayType):
+        return alignment(t.element)
+    return size(t)
+
+
+def size(t) -> int:
+    if isinstance(t, StructType):
+        end = 0
+        for e in t.elements:
+            if not t.packed:
+                end = -(-end // alignment(e)) * alignment(e)
+            end += size(e)
+        return end if t.packed else -(-end // alignment(t)) * alignment(t)
+    if isinstance(t, (ArrayType, VectorType)):
+        return t.count * size(t.element)
+    bits = getattr(t, "bits", None)
+    if bits is None:
+        raise CudaTranslationError(f"a struct parameter holds a {t}, which adoffload cannot pass")
+    return max(1, bits // 8)
+
+
+def check(arg, declared: Struct, name: str, kernel: str) -> list[tuple[int, object]]:
+    """The declared fields match the struct the kernel takes (as many scalars, equal types, in
+    order). Returns the scalars' (offset, LLVM type). Byte fields (``char``, ``bool``, and the byte
+    arrays clang spells explicit padding with) have no ado type, so such structs are refused."""
+    t = struct_type_of(arg)
+    if t is None:
+        raise CudaTranslationError(f"kernel '{kernel}': parameter '{name}' was declared {declared!r} but the "
+                                   f"kernel's parameter {arg.index} is not a struct passed by value ({arg.type})")
+    scalars = layout(t)
+    flat = declared.flat(name)
+    ir_types = [str(s) for _, s in scalars]
+    if len(flat) != len(scalars) or any(ft.llvm != it for (_, ft), it in zip(flat, ir_types)):
+        raise CudaTranslationError(f"kernel '{kernel}': struct parameter '{name}' was declared with the fields "
+                                   f"{', '.join(f'{n}: {ft!r}' for n, ft in flat)}, but the kernel's struct is "
+                                   f"{t} (scalars: {', '.join(ir_types)})")
+    return scalars
