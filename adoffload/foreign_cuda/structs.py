@@ -142,7 +142,7 @@ def check(arg, declared: Struct, name: str, kernel: str) -> list[tuple[int, obje
     flat = declared.flat(name)
     ir_types = [str(s) for _, s in scalars]
     if len(flat) != len(scalars) or any(ft.llvm != it for (_, ft), it in zip(flat, ir_types)):
-        raise CudaTranslationError(f"kernel '{kernel}': struct parameter '{name}' was declared with the fields "
-                                   f"{', '.join(f'{n}: {ft!r}' for n, ft in flat)}, but the kernel's struct is "
+        raise CudaTranslationError(f"kernel '{kernel}': struct parameter '{name}' was declared {declared!r} "
+                                   f"(scalars: {', '.join(ft.llvm for _, ft in flat)}), but the kernel's struct is "
                                    f"{t} (scalars: {', '.join(ir_types)})")
     return scalars
