@@ -134,3 +134,15 @@ __global__ void f(P p, const double* x, double* y) {
     values, launch = dict(p_a=np.float64(3.0), p_b=np.float64(0.25), x=x, y=np.zeros(64)), dict(blocks=1, threads=64)
     np.testing.assert_allclose(run(k, values, launch)["y"], np.where(x > 0.5, 0.5, 3.0) * x, rtol=1e-15)
     check_derivatives(k, ["p_a", "p_b", "x"], values, launch)
+
+
+def test_nested_structs_follow_c_alignment():
+    k = ado.from_cuda("""
+struct Inner { int n; double w; };
+struct P { float a; double b; Inner in; };          // a at 0, b at 8, in.n at 16, in.w at 24
+__global__ void f(P p, double* y) { y[threadIdx.x] = p.a + p.b * threadIdx.x + p.in.n * p.in.w; }
+""").kernel("f", p=ado.struct(a=ado.f32, b=ado.f64, inner=ado.struct(n=ado.i32, w=ado.f64)), y=ado.Out[ado.f64])
+    y = np.zeros(32)
+    k(dict(a=1.5, b=2.0, inner=(3, 0.25)), y, blocks=1, threads=32)
+    np.testing.assert_array_equal(y, 1.5 + 2.0 * np.arange(32) + 0.75)
+    assert [p.name for p in k.specialize((32,)).signature.params][:4] == ["p_a", "p_b", "p_inner_n", "p_inner_w"]
