@@ -37,9 +37,9 @@ class Struct:
             unknown = set(value) - {n for n, _ in self.fields}
             missing = [n for n, _ in self.fields if n not in value]
             if unknown or missing:
+                wrong = f"missing {', '.join(missing)}" if missing else f"unknown {', '.join(sorted(unknown))}"
                 raise ArgumentError(f"kernel '{kernel}': struct parameter '{prefix}' has the fields "
-                                    f"{', '.join(n for n, _ in self.fields)}; "
-                                    f"{'missing ' + ', '.join(missing) if missing else 'unknown ' + ', '.join(sorted(unknown))}")
+                                    f"{', '.join(n for n, _ in self.fields)}; {wrong}")
             items = [value[n] for n, _ in self.fields]
         elif isinstance(value, (tuple, list)):
             if len(value) != len(self.fields):
