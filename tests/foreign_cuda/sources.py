@@ -207,3 +207,23 @@ __global__ void reverse3(Scale s, const float* x, float* y) {
   y[3 * i] = s.a * v.x + s.b; y[3 * i + 1] = s.a * v.y * v.y; y[3 * i + 2] = s.b * v.z;
 }
 """
+
+SYNCWARP_TAIL = r"""
+// The warp-synchronous end of a block sum: only warp 0 runs the tail, ordered by __syncwarp.
+__global__ void tail_sum(const double* x, double* out) {
+  __shared__ double s[64];
+  int t = threadIdx.x;
+  s[t] = x[blockIdx.x * 64 + t];
+  __syncthreads();
+  if (t < 32) {
+    double v = s[t] * s[t + 32];
+    for (int h = 16; h > 0; h >>= 1) {
+      s[t] = v;
+      __syncwarp();
+      v += s[t ^ h];
+      __syncwarp();
+    }
+    if (t == 0) out[blockIdx.x] = v;
+  }
+}
+"""

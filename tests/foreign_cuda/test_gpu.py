@@ -104,6 +104,10 @@ def test_warp_votes_on_the_gpu(mod):
     values, launch = dict(x=rng.standard_normal(256), out=np.zeros(4)), dict(blocks=4, threads=64)
     np.testing.assert_allclose(run(k, values, launch, "cuda")["out"], run(k, values, launch)["out"], rtol=1e-13)
     check_derivatives(k, ["x"], values, launch, device="cuda")
+    from .sources import SYNCWARP_TAIL            # __syncwarp under `if (t < 32)`, effects guarded
+    k = ado.from_cuda(SYNCWARP_TAIL).kernel("tail_sum", x=ado.In[ado.f64], out=ado.Out[ado.f64])
+    np.testing.assert_allclose(run(k, values, launch, "cuda")["out"], run(k, values, launch)["out"], rtol=1e-13)
+    check_derivatives(k, ["x"], values, launch, device="cuda")
 
 
 def test_warp_aggregated_atomics_on_the_gpu(mod):

@@ -94,13 +94,44 @@ def test_syncwarp_orders_a_warp_synchronous_tail(mod):
     check_derivatives(k, ["x"], values, launch)
 
 
-def test_syncwarp_under_a_divergent_branch_is_refused_by_name():
+def test_syncwarp_in_a_warp_synchronous_branch():
+    """Only warp 0 runs the tail: every thread runs it, its effects guarded by ``t < 32``."""
+    from .sources import SYNCWARP_TAIL
+    k = ado.from_cuda(SYNCWARP_TAIL).kernel("tail_sum", x=ado.In[ado.f64], out=ado.Out[ado.f64])
+    values, launch = dict(x=np.random.default_rng(54).standard_normal(256), out=np.zeros(4)), dict(blocks=4, threads=64)
+    s = values["x"].reshape(4, 64)
+    np.testing.assert_allclose(run(k, values, launch)["out"], (s[:, :32] * s[:, 32:]).sum(1), rtol=1e-13)
+    check_derivatives(k, ["x"], values, launch)
+
+
+def test_syncwarp_after_an_early_return():
     k = ado.from_cuda("""
-__global__ void tail(double* s) {
+__global__ void pairs(double* s) {
   int t = threadIdx.x;
-  if (t < 32) { s[t] += s[t + 32]; __syncwarp(); s[t] += s[t + 16]; }
-}""").kernel("tail", s=ado.InOut[ado.f64])
-    with pytest.raises(DivergentBarrierError, match="__syncwarp\\(\\) \\(a barrier of the whole block"):
+  if (t >= 32) return;
+  s[t] = s[t] * s[t + 32];
+  __syncwarp();
+  double v = s[t ^ 1];
+  __syncwarp();
+  s[t] += v;
+}""").kernel("pairs", s=ado.InOut[ado.f64])
+    values, launch = dict(s=np.random.default_rng(55).standard_normal(64)), dict(blocks=1, threads=64)
+    expected = values["s"].reshape(1, 64).copy()
+    a = expected[:, :32] * expected[:, 32:]
+    expected[:, :32] = a + a[:, np.arange(32) ^ 1]
+    np.testing.assert_allclose(run(k, values, launch)["s"], expected.ravel(), rtol=1e-14)
+    check_derivatives(k, ["s"], values, launch)
+
+
+@pytest.mark.parametrize("body", [
+    "for (int k = 0; k < t; ++k) { s[t] += 1.0; __syncwarp(); }",         # a loop each thread leaves apart
+    "if (t < 32) { s[t] += s[t + 32]; __syncthreads(); }",                # __syncthreads: never speculated
+])
+def test_syncwarp_where_threads_part_is_refused_by_name(body):
+    k = ado.from_cuda("__global__ void tail(double* s) { int t = threadIdx.x; " + body + " }").kernel(
+        "tail", s=ado.InOut[ado.f64])
+    what = "__syncthreads\\(\\)" if "__syncthreads" in body else "__syncwarp\\(\\) \\(a barrier of the whole block"
+    with pytest.raises(DivergentBarrierError, match=what):
         k.specialize((64,))
 
 
