@@ -286,18 +286,17 @@ def shared_variables(fn: Function) -> list[GlobalVariable]:
 def _shared_array(g: GlobalVariable, shared_bytes: int, kernel: str) -> SharedArray:
     """The shared array of ``__shared__`` variable ``g``: arrays of up to 3 dimensions keep their shape;
     structs (``float3 tile[256]``, a user's struct of doubles) become a 1-D array of their fields,
-    which all must have one type (the bytes are the same, and AD gives float fields shadows)."""
+    which must all have one size (``_storage_type``)."""
     shape, t = [], g.value_type
     while isinstance(t, ArrayType):
         shape.append(t.count)
         t = t.element
     leaves = _scalar_leaves(t)
-    types = {str(leaf) for leaf in leaves}
-    dtype = _SHARED_TYPES.get(types.pop()) if len(types) == 1 else None
+    dtype = _storage_type(leaves)
     if dtype is None or (len(shape) > 3 and len(leaves) == 1):
         raise CudaTranslationError(f"__shared__ variable @{g.name} has type {g.value_type}; shared memory of "
                                    f"float, double, int or long long (arrays of up to 3 dimensions), or of "
-                                   f"structs whose fields all have one of these types, is supported")
+                                   f"structs of such fields all of one size (4 or 8 bytes), is supported")
     if is_dynamic(g):
         unit = dtype.bits // 8
         if shared_bytes < unit * len(leaves):
@@ -309,6 +308,17 @@ def _shared_array(g: GlobalVariable, shared_bytes: int, kernel: str) -> SharedAr
     if len(leaves) > 1:                    # structs: their fields, flattened
         return SharedArray(g.name, dtype, (int(np.prod(shape, dtype=np.int64)) * len(leaves),))
     return SharedArray(g.name, dtype, tuple(shape) or (1,))
+
+
+def _storage_type(leaves) -> object:
+    """The element type of a shared array holding ``leaves``: their type when they share one; for
+    fields of one size mixing a float type and an integer type (``struct { float v; int i; }``),
+    the float type (the integers are stored in its bytes; AD gives them shadows it never uses)."""
+    types = {_SHARED_TYPES.get(str(leaf)) for leaf in leaves}
+    if None in types or len({t.bits for t in types}) != 1:
+        return None
+    floats = [t for t in types if t.is_float]
+    return floats[0] if floats else types.pop()
 
 
 def _scalar_leaves(t) -> list:

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import adoffload as ado
-from adoffload.errors import ArgumentError, CudaTranslationError
+from adoffload.errors import ArgumentError, CudaTranslationError, DifferentiationError
 
 from .checks import check_derivatives, run
 from .sources import STRUCTS
@@ -108,16 +108,49 @@ def test_byte_fields_are_refused():
         mod.kernel("f", p=ado.struct(a=ado.f32, on=ado.i32), y=ado.Out[ado.f32])
 
 
-def test_shared_structs_of_mixed_fields_are_refused():
-    k = ado.from_cuda("""
-struct Pair { float v; int i; };
-__global__ void argmax(const float* x, int* out) {
-  __shared__ Pair s[32];
-  s[threadIdx.x].v = x[threadIdx.x]; s[threadIdx.x].i = threadIdx.x;
+BLOCK_MIN = r"""
+struct Best { double v; long long i; };             // a value and its index: mixed fields of 8 bytes
+__global__ void block_min(const double* x, double* value, long long* index) {
+  __shared__ Best s[64];
+  int t = threadIdx.x;
+  long long g = blockIdx.x * 64 + t;
+  s[t].v = x[g] * x[g]; s[t].i = g;
   __syncthreads();
-  out[threadIdx.x] = s[31 - threadIdx.x].i;
-}""").kernel("argmax", x=ado.In[ado.f32], out=ado.Out[ado.i32])
-    with pytest.raises(CudaTranslationError, match="structs whose fields all have one of these types"):
+  for (int h = 32; h > 0; h >>= 1) {
+    if (t < h && s[t + h].v < s[t].v) s[t] = s[t + h];
+    __syncthreads();
+  }
+  if (t == 0) { value[blockIdx.x] = s[0].v; index[blockIdx.x] = s[0].i; }
+}
+"""
+
+
+def test_shared_structs_of_mixed_fields_of_one_size():
+    """A value-and-index reduction runs; its derivative is refused by the AD engine, which sees
+    clang copy the struct's double through integer registers."""
+    k = ado.from_cuda(BLOCK_MIN).kernel("block_min", x=ado.In[ado.f64], value=ado.Out[ado.f64],
+                                        index=ado.Out[ado.i64])
+    assert k.specialize((64,)).shared[0].dtype == ado.f64
+    x = np.random.default_rng(64).standard_normal(256)
+    value, index = np.zeros(4), np.zeros(4, np.int64)
+    k(x, value, index, blocks=4, threads=64)
+    squares = (x * x).reshape(4, 64)
+    np.testing.assert_array_equal(value, squares.min(1))
+    np.testing.assert_array_equal(index, squares.argmin(1) + 64 * np.arange(4))
+    with pytest.raises(DifferentiationError, match="float bits carried as an integer"):
+        ado.vjp(k, wrt=["x"]).specialize((64,)).compiled("host")
+
+
+def test_shared_structs_of_mixed_sizes_are_refused():
+    k = ado.from_cuda("""
+struct Pair { float v; double w; };
+__global__ void f(const float* x, double* out) {
+  __shared__ Pair s[32];
+  s[threadIdx.x].v = x[threadIdx.x]; s[threadIdx.x].w = 2.0 * x[threadIdx.x];
+  __syncthreads();
+  out[threadIdx.x] = s[31 - threadIdx.x].v + s[threadIdx.x].w;
+}""").kernel("f", x=ado.In[ado.f32], out=ado.Out[ado.f64])
+    with pytest.raises(CudaTranslationError, match="structs of such fields all of one size"):
         k.specialize((32,))
 
 
