@@ -117,6 +117,18 @@ extern "C" __device__ unsigned __ado_warp_ballot(bool p) __asm__("adoffload.warp
 __ADO_DEV unsigned __ballot_sync(unsigned mask, int p) { return __ado_warp_ballot(p != 0) & mask; }
 __ADO_DEV int __any_sync(unsigned mask, int p) { return __ballot_sync(mask, p) != 0; }
 __ADO_DEV int __all_sync(unsigned mask, int p) { return (__ado_warp_ballot(p != 0) & mask) == mask; }
+#ifdef __HIP__
+/* HIP's own votes take 64-bit masks of 64-lane wavefronts; here warps have 32 lanes (as warpSize
+ * says), so code written for 64 lanes fails to compile instead of counting half the lanes. */
+#define __ADO_WAVE64(T, NAME) __device__ T NAME(unsigned long long, int) __attribute__((unavailable(            \
+  "adoffload: " #NAME " with a 64-bit mask assumes 64-lane wavefronts; adoffload's warps have 32 lanes "   \
+  "(warpSize), so use a 32-bit mask")));
+__ADO_WAVE64(unsigned long long, __ballot_sync) __ADO_WAVE64(int, __any_sync) __ADO_WAVE64(int, __all_sync)
+#undef __ADO_WAVE64
+__ADO_DEV unsigned __ballot_sync(int mask, int p) { return __ballot_sync((unsigned)mask, p); }   /* not ambiguous */
+__ADO_DEV int __any_sync(int mask, int p) { return __any_sync((unsigned)mask, p); }
+__ADO_DEV int __all_sync(int mask, int p) { return __all_sync((unsigned)mask, p); }
+#endif
 
 /* __syncwarp: a barrier of the whole block (translate.py), which orders at least what the warp
  * barrier orders; like __syncthreads, every thread of the block must reach it. */

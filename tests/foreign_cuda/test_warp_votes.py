@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import adoffload as ado
-from adoffload.errors import CompilationError, DivergentBarrierError
+from adoffload.errors import CompilationError, DivergentBarrierError, ForeignCompileError
 
 from .checks import check_derivatives, run
 from .sources import WARP_VOTES
@@ -133,6 +133,13 @@ def test_syncwarp_where_threads_part_is_refused_by_name(body):
     what = "__syncthreads\\(\\)" if "__syncthreads" in body else "__syncwarp\\(\\) \\(a barrier of the whole block"
     with pytest.raises(DivergentBarrierError, match=what):
         k.specialize((64,))
+
+
+def test_hip_votes_with_64_bit_masks_do_not_compile():
+    """HIP's 64-lane spelling would count only 32 lanes here: clang says why instead."""
+    with pytest.raises(ForeignCompileError, match="64-bit mask assumes 64-lane wavefronts"):
+        ado.from_hip("__global__ void f(unsigned long long* o, const float* x) "
+                     "{ o[threadIdx.x] = __ballot_sync(0xffffffffffffffffull, x[threadIdx.x] > 0); }")
 
 
 def test_votes_need_whole_warps(mod):
