@@ -111,9 +111,10 @@ class CudaLaunchable:
         raise NotImplementedError(f"{type(self).__name__} must define declared")
 
     def struct_fields(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-        """Struct parameters' values (dicts or sequences of fields, by position or keyword) as the
-        scalar fields the kernel takes (``p_eps``, ...); positional arguments may also give a
-        struct's fields one by one (from the first struct given so, all are flat)."""
+        """Struct parameters' values (dicts or sequences of fields, by position or keyword, and the
+        shadows ``d_p``) as the scalar fields the kernel takes (``p_eps``, ``d_p_eps``, ...);
+        positional arguments may also give a struct's fields one by one (from the first struct
+        given so, all are flat)."""
         declared = self.declared()
         if not any(isinstance(p.type, Struct) for p in declared):
             return args, kwargs
@@ -126,9 +127,10 @@ class CudaLaunchable:
             flat_args += list(p.type.values(p.name, value, self.name).values()) if p and isinstance(p.type, Struct) \
                 else [value]
         flat_kwargs = {}
-        for name, value in kwargs.items():
-            p = next((p for p in declared if p.name == name and isinstance(p.type, Struct)), None)
-            flat_kwargs.update(p.type.values(name, value, self.name) if p else {name: value})
+        for name, value in kwargs.items():        # p=..., and a derivative's shadows d_p=...
+            p = next((p for p in declared if name in (p.name, f"d_{p.name}") and isinstance(p.type, Struct)), None)
+            flat_kwargs.update(p.type.values(name, value, self.name, floats_only=name != p.name) if p
+                               else {name: value})
         return tuple(flat_args), flat_kwargs
 
     def __ado_jax__(self, *, blocks, threads, out_shapes=None, shared_bytes: int = 0):

@@ -9,17 +9,17 @@ run the body too changes nothing, as long as they skip its effects. ``speculate`
     J: p = phi [a, X], [b, E] ...
 
 into ``X: br T`` and ``p = phi [select(c, b, a), E] ...``, which gives each thread the value of the
-side it took. Effects inside (stores, loads, atomics, other calls) must sit under a branch of the
-body (``if (lane == 0)``, ``live ? s[lane] : 0``), whose condition becomes ``c && cond``, so threads
-that did not take the body still skip them. A body holding ``__syncwarp`` (a block barrier here,
-translate.py) is the warp-synchronous end of a reduction, ``if (tid < 32) { s[tid] = v;
-__syncwarp(); v += s[tid ^ 16]; ... }``: there every effect gets a guard of its own (the block is
-split around it; a loaded value is zero on the threads outside), so the barrier, now outside any
-branch, is reached by every thread. Refused (the ``if`` stays, and uniformity.py then
-reports the exchange): ``__syncthreads`` in the body, effects under no such branch (without a
-``__syncwarp``), integer division by a variable (it could trap on values the thread never
-computed), and loops in the body that a thread-dependent branch leaves (they might not end on
-those values).
+side it took. Threads that did not take the body must still skip its effects (stores, loads,
+atomics, other calls): when each sits under a branch of the body (``if (lane == 0)``, ``live ?
+s[lane] : 0``), that branch's condition becomes ``c && cond``; otherwise (an effect under no such
+branch, or a body holding ``__syncwarp``, a block barrier here (translate.py), as in the
+warp-synchronous end of a reduction ``if (tid < 32) { s[tid] = v; __syncwarp(); v += s[tid ^ 16];
+... }``) every effect gets a guard ``c`` of its own (the block is split around it; a loaded value
+is zero on the threads outside, whose results are dropped at the join), so the exchanges and the
+barrier, now outside any branch, are reached by every thread. Refused (the ``if`` stays, and
+uniformity.py then reports the exchange): ``__syncthreads`` in the body, integer division by a
+variable (it could trap on values the thread never computed), and loops in the body that a
+thread-dependent branch leaves (they might not end on those values).
 """
 from __future__ import annotations
 
@@ -74,7 +74,8 @@ def speculate(fn: Function, branch: Instruction, info: Divergence, syncwarps=fro
         instructions = [i for b in region for i in b.instructions]
         if any(_traps(i) or (_is_barrier(i) and id(i) not in syncwarps) for i in instructions):
             continue
-        if any(_is_barrier(i) for i in instructions):
+        guards = None if any(_is_barrier(i) for i in instructions) else _guards(fn, region, body)
+        if guards is None:           # barriers (__syncwarp) or effects under no branch of the body
             if not all(_guardable(i) for i in instructions):
                 continue
             inside = _inside(x, branch.operands[0], side == 0)
@@ -82,9 +83,6 @@ def speculate(fn: Function, branch: Instruction, info: Divergence, syncwarps=fro
             _select_join_values(join, x, region, inside)
             branch.operands, branch.blocks = [], [body]
             return True
-        guards = _guards(fn, region, body)
-        if guards is None:
-            continue
         inside = _inside(x, branch.operands[0], side == 0)
         for guard, effect_side in guards.items():
             _restrict(guard, inside, effect_side)

@@ -31,28 +31,31 @@ class Struct:
             out += t.flat(f"{prefix}_{name}") if isinstance(t, Struct) else [(f"{prefix}_{name}", t)]
         return out
 
-    def values(self, prefix: str, value, kernel: str) -> dict:
-        """``value`` (a dict of the fields, or a sequence of them in order) as {flat name: value}."""
+    def values(self, prefix: str, value, kernel: str, floats_only: bool = False) -> dict:
+        """``value`` (a dict of the fields, or a sequence of them in order) as {flat name: value};
+        ``floats_only``: of the float fields only (a derivative's shadows ``d_p``)."""
+        fields = [(n, t) for n, t in self.fields if not floats_only or isinstance(t, Struct) or t.is_float]
+        names = ", ".join(n for n, _ in fields)
+        what = f"struct {'shadow' if floats_only else 'parameter'} '{prefix}'"
         if isinstance(value, dict):
-            unknown = set(value) - {n for n, _ in self.fields}
-            missing = [n for n, _ in self.fields if n not in value]
+            unknown = set(value) - {n for n, _ in fields}
+            missing = [n for n, _ in fields if n not in value]
             if unknown or missing:
                 wrong = f"missing {', '.join(missing)}" if missing else f"unknown {', '.join(sorted(unknown))}"
-                raise ArgumentError(f"kernel '{kernel}': struct parameter '{prefix}' has the fields "
-                                    f"{', '.join(n for n, _ in self.fields)}; {wrong}")
-            items = [value[n] for n, _ in self.fields]
+                raise ArgumentError(f"kernel '{kernel}': {what} has the fields {names}; {wrong}")
+            items = [value[n] for n, _ in fields]
         elif isinstance(value, (tuple, list)):
-            if len(value) != len(self.fields):
-                raise ArgumentError(f"kernel '{kernel}': struct parameter '{prefix}' has {len(self.fields)} fields "
-                                    f"({', '.join(n for n, _ in self.fields)}); got {len(value)} values")
+            if len(value) != len(fields):
+                raise ArgumentError(f"kernel '{kernel}': {what} has {len(fields)} fields ({names}); "
+                                    f"got {len(value)} values")
             items = list(value)
         else:
-            raise ArgumentError(f"kernel '{kernel}': struct parameter '{prefix}' takes a dict of its fields or a "
-                                f"tuple of their values in order, got {type(value).__name__}")
+            raise ArgumentError(f"kernel '{kernel}': {what} takes a dict of its fields or a tuple of their "
+                                f"values in order, got {type(value).__name__}")
         out = {}
-        for (name, t), item in zip(self.fields, items):
+        for (name, t), item in zip(fields, items):
             if isinstance(t, Struct):
-                out.update(t.values(f"{prefix}_{name}", item, kernel))
+                out.update(t.values(f"{prefix}_{name}", item, kernel, floats_only))
             else:
                 out[f"{prefix}_{name}"] = item
         return out

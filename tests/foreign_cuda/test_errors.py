@@ -48,6 +48,11 @@ __global__ void warp_branch_with_a_bare_store(const float* x, float* out) {
     out[blockIdx.x * 32 + threadIdx.x] = v;
   }
 }
+__global__ void shuffle_loop(const float* x, float* out) {  // each thread leaves the loop after its own trips
+  float v = x[threadIdx.x];
+  for (int k = 0; k < (int)(x[threadIdx.x] * 4.0f); ++k) v += __shfl_down_sync(0xffffffffu, v, 1);
+  out[threadIdx.x] = v;
+}
 __global__ void through_pointer_table(float** table, float* y) { y[threadIdx.x] = table[0][threadIdx.x]; }
 """
 
@@ -92,8 +97,21 @@ def test_shared_accesses_are_bounds_checked(mod):
         k(np.ones(64, np.float32), y, 1, blocks=1, threads=64)
 
 
-def test_shuffles_next_to_unguarded_effects_are_refused(mod):
+def test_shuffles_next_to_unguarded_effects_get_guards(mod):
+    """Warp 0's body runs on every thread; its load and store are guarded by ``threadIdx.x < 32``."""
     k = mod.kernel("warp_branch_with_a_bare_store", x=ado.In[ado.f32], out=ado.Out[ado.f32])
+    x = np.random.default_rng(70).random(128, dtype=np.float32)
+    out = np.zeros(64, np.float32)
+    k(x, out, blocks=2, threads=64)
+    v = x.reshape(2, 64)[:, :32].astype(np.float64)
+    lane = np.arange(32)
+    for d in (16, 8, 4, 2, 1):
+        v = v + v[:, np.where(lane + d < 32, lane + d, lane)]
+    np.testing.assert_allclose(out, v.ravel(), rtol=1e-5)
+
+
+def test_shuffles_in_a_loop_threads_leave_apart_are_refused(mod):
+    k = mod.kernel("shuffle_loop", x=ado.In[ado.f32], out=ado.Out[ado.f32])
     with pytest.raises(Error, match="a warp shuffle runs under control flow that is not uniform"):
         k.specialize((64,))
 

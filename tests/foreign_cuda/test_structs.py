@@ -77,6 +77,11 @@ def test_wrt_a_struct_means_its_float_fields(mod):
     h = 1e-6
     slope = (tile_energy_reference(pos, 1.5, 0.9 + h) - tile_energy_reference(pos, 1.5, 0.9 - h)) / (2 * h)
     np.testing.assert_allclose(d_sigma, [seed @ slope], rtol=1e-6)
+    shadows = dict(eps=np.zeros(1), sigma=np.zeros(1))
+    ado.vjp(k, wrt="p")(dict(eps=1.5, sigma=0.9), pos, np.zeros(128), d_energy=seed.copy(), d_p=shadows,
+                        blocks=2, threads=64)
+    np.testing.assert_array_equal(shadows["eps"], d_eps)         # the shadows as one dict of the float fields
+    np.testing.assert_array_equal(shadows["sigma"], d_sigma)
 
 
 def test_struct_declarations_are_checked(mod):

@@ -72,6 +72,28 @@ def test_votes_steering_branches_and_their_derivatives(mod):
     check_derivatives(k, ["x", "c"], values, launch)
 
 
+def test_votes_of_one_warp_with_unguarded_effects():
+    """Only warp 0 votes (its load and store under no branch of their own): every thread runs the
+    body, each effect guarded by ``t < 32``."""
+    k = ado.from_cuda("""
+__global__ void warp0(const double* x, double* y) {
+  int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+  if (t < 32) {
+    double v = x[i];
+    unsigned b = __ballot_sync(0xffffffffu, v > 0.0);
+    y[i] = v * __popc(b) + (__all_sync(0xffffffffu, v > -1.0) ? sin(v) : 0.0);
+  }
+}""").kernel("warp0", x=ado.In[ado.f64], y=ado.Out[ado.f64])
+    x = np.random.default_rng(56).standard_normal(256)
+    x[:32] = np.abs(x[:32]) * 0.5 - 0.2             # block 0's warp 0: all above -1
+    values, launch = dict(x=x, y=np.zeros(256)), dict(blocks=4, threads=64)
+    v = x.reshape(4, 64)[:, :32]
+    expected = np.zeros((4, 64))
+    expected[:, :32] = v * (v > 0).sum(1, keepdims=True) + np.where((v > -1).all(1, keepdims=True), np.sin(v), 0)
+    np.testing.assert_allclose(run(k, values, launch)["y"], expected.ravel(), rtol=1e-14)
+    check_derivatives(k, ["x"], values, launch)
+
+
 def test_warp_aggregated_atomics(mod):
     k = mod.kernel("compact", x=ado.In[ado.f64], out=ado.Out[ado.f64], count=ado.Out[ado.i32], n=ado.i32)
     x = np.random.default_rng(52).standard_normal(250)
