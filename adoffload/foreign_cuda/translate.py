@@ -231,13 +231,24 @@ def _forward_fields(fn: Function, copy: Instruction, fields: dict) -> None:
                 return
     stored = {offset: store.operands[0] for store, offset in fields.items()}
     for inst in list(fn.instructions()):
-        if inst.opcode != "load":
+        offset = _offset_in(inst.operands[0], copy) if inst.opcode == "load" else None
+        if offset is None or "volatile" in inst.flags:
             continue
-        offset = _offset_in(inst.operands[0], copy)
         value = stored.get(offset)
-        if offset is not None and value is not None and value.type == inst.type and "volatile" not in inst.flags:
+        if value is not None and value.type == inst.type:
             _replace_all_uses(fn, inst, value)
             inst.parent.instructions.remove(inst)
+        elif isinstance(inst.type, VectorType):         # <2 x float> of two fields (AMDGPU loads so)
+            step = structs.size(inst.type.element)
+            items = [stored.get(offset + k * step) for k in range(inst.type.count)]
+            if all(item is not None and item.type == inst.type.element for item in items):
+                b = ir.Builder()
+                b.position_before(inst)
+                vector = Constant(inst.type, None, "poison")
+                for k, item in enumerate(items):
+                    vector = b.emit("insertelement", inst.type, [vector, item, Constant(i64, k)])
+                _replace_all_uses(fn, inst, vector)
+                inst.parent.instructions.remove(inst)
 
 
 def _offset_in(pointer, copy: Instruction) -> int | None:

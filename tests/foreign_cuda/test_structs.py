@@ -184,3 +184,26 @@ __global__ void f(P p, double* y) { y[threadIdx.x] = p.a + p.b * threadIdx.x + p
     k(dict(a=1.5, b=2.0, inner=(3, 0.25)), y, blocks=1, threads=32)
     np.testing.assert_array_equal(y, 1.5 + 2.0 * np.arange(32) + 0.75)
     assert [p.name for p in k.specialize((32,)).signature.params][:4] == ["p_a", "p_b", "p_inner_n", "p_inner_w"]
+
+
+@pytest.mark.parametrize("language", ["cuda", "hip"])
+def test_struct_fields_are_uniform_across_the_block(language):
+    """A loop bounded by struct fields holds barriers (HIP loads both fields as one <2 x i32>)."""
+    source = """
+struct Range { int lo, hi; };
+__global__ void steps(Range r, const float* x, float* y) {
+  __shared__ float s[64];
+  int t = threadIdx.x;
+  s[t] = x[t];
+  __syncthreads();
+  for (int k = r.lo; k < r.hi; ++k) { float v = s[(t + 1) % 64]; __syncthreads(); s[t] = v + k; __syncthreads(); }
+  y[t] = s[t];
+}"""
+    mod = ado.from_cuda(source) if language == "cuda" else ado.from_hip(source)
+    k = mod.kernel("steps", r=ado.struct(lo=ado.i32, hi=ado.i32), x=ado.In[ado.f32], y=ado.Out[ado.f32])
+    x, y = np.arange(64, dtype=np.float32), np.zeros(64, np.float32)
+    k((1, 4), x, y, blocks=1, threads=64)
+    expected = x.copy()
+    for step in range(1, 4):
+        expected = np.roll(expected, -1) + step
+    np.testing.assert_array_equal(y, expected)
