@@ -61,8 +61,9 @@ def make_exchanges_uniform(fn: Function, tids, block, kernel: str, syncwarps=fro
 
 def speculate(fn: Function, branch: Instruction, info: Divergence, syncwarps=frozenset()) -> bool:
     """Let every thread run the body of ``branch`` (see the module docstring); False when it cannot.
-    A body holding ``__syncwarp`` barriers (ids in ``syncwarps``) is run by every thread with each
-    of its effects guarded by the branch's condition (``_guard_each_effect``)."""
+    A body holding ``__syncwarp`` barriers (ids in ``syncwarps``), or effects under no branch of
+    their own, is run by every thread with each effect guarded by the branch's condition
+    (``_guard_each_effect``)."""
     if branch.opcode != "br" or len(branch.blocks) != 2:
         return False
     x = branch.parent
