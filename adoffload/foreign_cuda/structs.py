@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import ArgumentError, CudaTranslationError
-from ..ir.core import ArrayType, StructType, VectorType
+from ..ir.builder import Builder
+from ..ir.core import Argument, ArrayType, Constant, Function, Instruction, StructType, VectorType, i8, i64
 from ..ir.textparse import type_from_string
 from ..types import ScalarType
 
@@ -149,3 +150,70 @@ def check(arg, declared: Struct, name: str, kernel: str) -> list[tuple[int, obje
                                    f"(scalars: {', '.join(ft.llvm for _, ft in flat)}), but the kernel's struct is "
                                    f"{t} (scalars: {', '.join(ir_types)})")
     return scalars
+
+
+# --- in the body: the struct rebuilt from its fields (translate.py) --------------------------------
+
+def on_stack(fn: Function, arg: Argument, param, flat: dict, kernel: str):
+    """A struct parameter (a pointer to the struct, ``byval``/``byref``) as a stack copy built from
+    its scalar fields at the entry, and the stores doing it; SROA later turns it back into scalars."""
+    t = struct_type_of(arg)
+    scalars = check(arg, param.type, param.name, kernel)
+    b = Builder(fn.entry, 0)
+    copy = b.alloca(t, f"{param.name}.struct")
+    copy.align = alignment(t)
+    fields = {}
+    for (offset, _), (name, _) in zip(scalars, param.type.flat(param.name)):
+        fields[b.store(flat[name], b.gep(i8, copy, [Constant(i64, offset)], f"{name}.field"))] = offset
+    return copy, fields
+
+
+def forward_fields(fn: Function, copy: Instruction, fields: dict) -> None:
+    """Loads of a whole field of the stack copy read the field's parameter (the usual case, and
+    uniformity.py then sees a value uniform across the block, not a load from private memory). Only
+    when the kernel neither writes the copy nor lets its address go anywhere but loads."""
+    users = fn.users()
+    todo = [copy]
+    while todo:
+        pointer = todo.pop()
+        for user in users.get(pointer, []):
+            if user.opcode == "getelementptr" and user.operands[0] is pointer:
+                todo.append(user)
+            elif not (user.opcode == "load" or (user in fields and user.operands[1] is pointer)):
+                return
+    stored = {offset: store.operands[0] for store, offset in fields.items()}
+    for inst in list(fn.instructions()):
+        offset = _offset_in(inst.operands[0], copy) if inst.opcode == "load" else None
+        if offset is None or "volatile" in inst.flags:
+            continue
+        value = stored.get(offset)
+        if value is not None and value.type == inst.type:
+            _replace_uses(fn, inst, value)
+            inst.parent.instructions.remove(inst)
+        elif isinstance(inst.type, VectorType):         # <2 x float> of two fields (AMDGPU loads so)
+            step = size(inst.type.element)
+            items = [stored.get(offset + k * step) for k in range(inst.type.count)]
+            if all(item is not None and item.type == inst.type.element for item in items):
+                b = Builder()
+                b.position_before(inst)
+                vector = Constant(inst.type, None, "poison")
+                for k, item in enumerate(items):
+                    vector = b.emit("insertelement", inst.type, [vector, item, Constant(i64, k)])
+                _replace_uses(fn, inst, vector)
+                inst.parent.instructions.remove(inst)
+
+
+def _offset_in(pointer, copy: Instruction) -> int | None:
+    """The constant byte offset of ``pointer`` in ``copy`` (``copy`` itself or an i8 GEP of it)."""
+    if pointer is copy:
+        return 0
+    if (isinstance(pointer, Instruction) and pointer.opcode == "getelementptr" and pointer.operands[0] is copy
+            and str(pointer.element_type) == "i8" and len(pointer.operands) == 2
+            and isinstance(pointer.operands[1], Constant) and isinstance(pointer.operands[1].value, int)):
+        return pointer.operands[1].value
+    return None
+
+
+def _replace_uses(fn: Function, old, new) -> None:
+    for inst in fn.instructions():
+        inst.operands = [new if o is old else o for o in inst.operands]

@@ -144,11 +144,11 @@ def translate(text: str, symbol: str, signature: KernelSignature, threads: tuple
     mapping.update(zip(shared_globals, args.shared))
     by_value = [(old, p) for old, p in zip(fn.args, declared) if isinstance(p.type, Struct)]
     _become_body(module, fn, body_name, args.all)
-    copies = [_struct_on_stack(fn, old, p, args.flat, kernel) for old, p in by_value]
+    copies = [structs.on_stack(fn, old, p, args.flat, kernel) for old, p in by_value]
     mapping.update((old, copy) for (old, _), (copy, _) in zip(by_value, copies))
     _replace_values(fn, mapping)
     for copy, fields in copies:
-        _forward_fields(fn, copy, fields)
+        structs.forward_fields(fn, copy, fields)
     _generic_address_space(module, fn)
     _assume_thread_range(module, fn, args.tids)
     grid = {c: args.flat[name] for c, name in zip(_AXES, GRID_PARAMS) if name in args.flat}
@@ -200,66 +200,6 @@ def check_parameters(fn: Function, params, kernel: str) -> None:
             raise CudaTranslationError(f"kernel '{kernel}': parameter '{param.name}' was declared {param.type!r} "
                                        f"but the kernel's parameter {arg.index} is {arg.type} (parameters: "
                                        f"{_types(args)})")
-
-
-def _struct_on_stack(fn: Function, arg: Argument, param, flat: dict, kernel: str):
-    """A struct parameter (a pointer to the struct, ``byval``/``byref``) as a stack copy built from
-    its scalar fields at the entry, and the stores doing it; SROA later turns it back into scalars."""
-    t = structs.struct_type_of(arg)
-    scalars = structs.check(arg, param.type, param.name, kernel)
-    b = ir.Builder(fn.entry, 0)
-    copy = b.alloca(t, f"{param.name}.struct")
-    copy.align = structs.alignment(t)
-    fields = {}
-    for (offset, _), (name, _) in zip(scalars, param.type.flat(param.name)):
-        fields[b.store(flat[name], b.gep(ir.i8, copy, [Constant(i64, offset)], f"{name}.field"))] = offset
-    return copy, fields
-
-
-def _forward_fields(fn: Function, copy: Instruction, fields: dict) -> None:
-    """Loads of a whole field of the stack copy read the field's parameter (the usual case, and
-    uniformity.py then sees a value uniform across the block, not a load from private memory). Only
-    when the kernel neither writes the copy nor lets its address go anywhere but loads."""
-    users = fn.users()
-    todo = [copy]
-    while todo:
-        pointer = todo.pop()
-        for user in users.get(pointer, []):
-            if user.opcode == "getelementptr" and user.operands[0] is pointer:
-                todo.append(user)
-            elif not (user.opcode == "load" or (user in fields and user.operands[1] is pointer)):
-                return
-    stored = {offset: store.operands[0] for store, offset in fields.items()}
-    for inst in list(fn.instructions()):
-        offset = _offset_in(inst.operands[0], copy) if inst.opcode == "load" else None
-        if offset is None or "volatile" in inst.flags:
-            continue
-        value = stored.get(offset)
-        if value is not None and value.type == inst.type:
-            _replace_all_uses(fn, inst, value)
-            inst.parent.instructions.remove(inst)
-        elif isinstance(inst.type, VectorType):         # <2 x float> of two fields (AMDGPU loads so)
-            step = structs.size(inst.type.element)
-            items = [stored.get(offset + k * step) for k in range(inst.type.count)]
-            if all(item is not None and item.type == inst.type.element for item in items):
-                b = ir.Builder()
-                b.position_before(inst)
-                vector = Constant(inst.type, None, "poison")
-                for k, item in enumerate(items):
-                    vector = b.emit("insertelement", inst.type, [vector, item, Constant(i64, k)])
-                _replace_all_uses(fn, inst, vector)
-                inst.parent.instructions.remove(inst)
-
-
-def _offset_in(pointer, copy: Instruction) -> int | None:
-    """The constant byte offset of ``pointer`` in ``copy`` (``copy`` itself or an i8 GEP of it)."""
-    if pointer is copy:
-        return 0
-    if (isinstance(pointer, Instruction) and pointer.opcode == "getelementptr" and pointer.operands[0] is copy
-            and str(pointer.element_type) == "i8" and len(pointer.operands) == 2
-            and isinstance(pointer.operands[1], Constant) and isinstance(pointer.operands[1].value, int)):
-        return pointer.operands[1].value
-    return None
 
 
 def _types(args) -> str:
