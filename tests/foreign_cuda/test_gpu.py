@@ -98,15 +98,18 @@ def test_warp_votes_on_the_gpu(mod):
         np.testing.assert_array_equal(on_gpu[name], on_host[name])
     k = votes.kernel("vote_flow", x=ado.In[ado.f64], y=ado.Out[ado.f64], c=ado.f64)
     values = dict(x=vote_flow_input(), y=np.zeros(256), c=np.float64(1.5))
-    np.testing.assert_allclose(run(k, values, launch, "cuda")["y"], run(k, values, launch)["y"], rtol=1e-14)
+    # libdevice's sin and the host's libm differ in the last bits (measured: 1.8e-14 relative at one element)
+    np.testing.assert_allclose(run(k, values, launch, "cuda")["y"], run(k, values, launch)["y"], rtol=1e-12)
     check_derivatives(k, ["x", "c"], values, launch, device="cuda")
     k = votes.kernel("syncwarp_sum", x=ado.In[ado.f64], out=ado.Out[ado.f64])
     values, launch = dict(x=rng.standard_normal(256), out=np.zeros(4)), dict(blocks=4, threads=64)
-    np.testing.assert_allclose(run(k, values, launch, "cuda")["out"], run(k, values, launch)["out"], rtol=1e-13)
+    np.testing.assert_allclose(run(k, values, launch, "cuda")["out"], run(k, values, launch)["out"], rtol=1e-12,
+                               atol=1e-13)
     check_derivatives(k, ["x"], values, launch, device="cuda")
     from .sources import SYNCWARP_TAIL            # __syncwarp under `if (t < 32)`, effects guarded
     k = ado.from_cuda(SYNCWARP_TAIL).kernel("tail_sum", x=ado.In[ado.f64], out=ado.Out[ado.f64])
-    np.testing.assert_allclose(run(k, values, launch, "cuda")["out"], run(k, values, launch)["out"], rtol=1e-13)
+    np.testing.assert_allclose(run(k, values, launch, "cuda")["out"], run(k, values, launch)["out"], rtol=1e-12,
+                               atol=1e-13)
     check_derivatives(k, ["x"], values, launch, device="cuda")
 
 
