@@ -6,6 +6,8 @@ import pytest
 import adoffload as ado
 from adoffload.errors import ArgumentError, BoundsError, Error, ForeignCompileError, GridError
 
+from .checks import needs_clang
+
 SOURCE = r"""
 __global__ void copy(const float* x, float* y, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -62,6 +64,7 @@ def mod():
     return ado.from_cuda(SOURCE)
 
 
+@needs_clang
 def test_clang_errors_carry_clangs_message():
     with pytest.raises(ForeignCompileError, match="undeclared identifier 'oops'") as info:
         ado.from_cuda("__global__ void f(float* x) { x[0] = oops; }")
@@ -171,6 +174,7 @@ template __global__ void scale<3>(float*);
     np.testing.assert_array_equal(x, 3)
 
 
+@needs_clang
 def test_unsupported_cuda_functions_say_so():
     with pytest.raises(ForeignCompileError, match="__activemask is not supported"):
         ado.from_cuda("__global__ void f(unsigned* x) { x[threadIdx.x] = __activemask(); }")
@@ -201,6 +205,7 @@ def test_recursive_device_functions_are_refused_by_name():
         mod.kernel("f", y=ado.Out[ado.i32]).specialize((32,))
 
 
+@needs_clang
 def test_clang_output_is_cached_by_source_and_flags(tmp_path, monkeypatch):
     """A second compile of the same source needs no clang (the GPU machine has none); another
     source, or other flags, does."""

@@ -7,7 +7,7 @@ import pytest
 import adoffload as ado
 from adoffload.errors import CompilationError, DivergentBarrierError, ForeignCompileError
 
-from .checks import check_derivatives, run
+from .checks import check_derivatives, needs_clang, run
 from .sources import WARP_VOTES
 
 VOTES = dict(x=ado.In[ado.f32], ballot=ado.Out[ado.i32], any=ado.Out[ado.i32], all=ado.Out[ado.i32],
@@ -157,6 +157,7 @@ def test_syncwarp_where_threads_part_is_refused_by_name(body):
         k.specialize((64,))
 
 
+@needs_clang
 def test_hip_votes_with_64_bit_masks_do_not_compile():
     """HIP's 64-lane spelling would count only 32 lanes here: clang says why instead."""
     with pytest.raises(ForeignCompileError, match="64-bit mask assumes 64-lane wavefronts"):
