@@ -52,12 +52,6 @@ def test_grid_must_be_a_multiple_of_the_block():
         f(np.zeros(12))
 
 
-def test_vmap_of_a_block_kernel_is_refused():
-    f = ado.jax_kernel(kernels.reverse_in_block)
-    with pytest.raises(JaxIntegrationError, match=r"block kernel"):
-        jax.vmap(f)(np.zeros((2, 8)))
-
-
 def test_gpu_handlers_launch_blocks_of_the_kernels_block_size():
     from adoffload.jax import targets
     block = PAIRS["warp_sum"][0]
