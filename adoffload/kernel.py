@@ -115,6 +115,10 @@ class Kernel:
                 return hit
             from .local_memory import check_local_memory
             check_local_memory(self.name, self.module_text(proven), target)
+            if self.block is not None and getattr(self, "deterministic", False) \
+                    and codegen.TARGETS.get(target, target) != "host":
+                from .enzyme.blocks import check_gpu_deterministic
+                check_gpu_deterministic(self, target)      # shared-memory atomics: order fixed on the host only
             flat = self.signature.flat_params()
             flat_types = [f.llvm_type for f in flat]
             # By reference means the kernel's scalar parameters only; array shapes stay values.

@@ -16,6 +16,7 @@ from ..errors import DifferentiationError
 from ..ir.builder import Builder
 from ..ir.core import Argument, Block, Constant, Instruction, Value
 from .deferred import enabled as deferral_enabled, run_invariant
+from .deterministic import shadow_root
 from .parallel import AddressClass, uniform_add_intrinsic
 
 
@@ -36,7 +37,7 @@ def accumulate(rev, pointer: Value, delta: Value, block: Block, b: Builder, orig
     shadow = rev.need(rev.shadow[pointer], block)
     if kind is AddressClass.PRIVATE:
         b.store(b.fadd(b.load(delta.type, shadow, align=align), delta), shadow, align=align)
-    elif kind is AddressClass.SHARED and rev.log is not None:
+    elif kind is AddressClass.SHARED and rev.log is not None and not _in_block_shared(rev, pointer):
         rev.log.append(b, shadow, delta, block, origin, forward=rev.shadow[pointer])
     elif kind is AddressClass.SHARED and rev.classifier.warp_uniform(pointer):
         b.call(uniform_add_intrinsic(rev.module, delta.type), [shadow, delta])    # lanes combined where equal
@@ -52,6 +53,15 @@ def accumulate(rev, pointer: Value, delta: Value, block: Block, b: Builder, orig
         rev.log.append(b, shadow, delta, block, origin, forward=rev.shadow[pointer])
     else:
         b.call(uniform_add_intrinsic(rev.module, delta.type), [shadow, delta])
+
+
+def _in_block_shared(rev, pointer: Value) -> bool:
+    """Whether ``pointer`` points into a block kernel's shared array. Its shadow is read back later
+    in the same run, so deterministic mode cannot log its updates: they stay atomic, in an order
+    the target fixes (codegen/blocks.py: the host runs a block's threads in order in each phase;
+    GPU entries serialize them, codegen/ordered_shared.py)."""
+    shared_shadows = {rev.fn.args[rev.shadow_args[k]] for k in rev.parallel.block_shared_args if k in rev.shadow_args}
+    return shared_shadows and shadow_root(rev.shadow[pointer]) in shared_shadows
 
 
 def _summed_uniform(rev, pointer: Value) -> bool:
