@@ -107,6 +107,8 @@ class Kernel:
         proven = frozenset(proven) & self.candidate_facts
         if self.block is not None:
             options.update(block=self.block, shared=tuple((a.nbytes, a.zero) for a in self.shared))
+            if getattr(self, "deterministic", False):       # shared-memory adds in thread order on GPUs
+                options["ordered_shared_adds"] = True
         options = codegen.normalize_options(options, target, self.signature.grid_rank)
         key = (target, arch, scalars_by_reference, proven, tuple(sorted(options.items())))
         with self._lock:
@@ -115,10 +117,6 @@ class Kernel:
                 return hit
             from .local_memory import check_local_memory
             check_local_memory(self.name, self.module_text(proven), target)
-            if self.block is not None and getattr(self, "deterministic", False) \
-                    and codegen.TARGETS.get(target, target) != "host":
-                from .enzyme.blocks import check_gpu_deterministic
-                check_gpu_deterministic(self, target)      # shared-memory atomics: order fixed on the host only
             flat = self.signature.flat_params()
             flat_types = [f.llvm_type for f in flat]
             # By reference means the kernel's scalar parameters only; array shapes stay values.

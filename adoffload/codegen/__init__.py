@@ -53,6 +53,8 @@ def normalize_options(opts: dict, target: str, grid_rank: int) -> dict:
         opts.pop("reductions", None)
         opts["block"] = tuple(int(e) for e in opts["block"])
         opts["shared"] = tuple((int(n), bool(z)) for n, z in opts.get("shared", ()))
+        if not opts.get("ordered_shared_adds") or _canonical_target(target) == "host":
+            opts.pop("ordered_shared_adds", None)       # the host's block loop orders them already
     if "elements_per_thread" in opts:
         k = abi.check_elements_per_thread(opts["elements_per_thread"], grid_rank)
         if k == 1 or _canonical_target(target) == "host":
@@ -122,7 +124,8 @@ def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_ran
         from .blocks import add_block_gpu_entry
         module = add_block_gpu_entry(text, body_name, flat_types, grid_rank, target, block, opts.get("shared", ()),
                                      arch=arch, scalars_by_reference=opts.get("scalars_by_reference", False),
-                                     noalias=opts.get("noalias", False))
+                                     noalias=opts.get("noalias", False),
+                                     ordered=opts.get("ordered_shared_adds", False))
     else:
         module = None
     if module is None and opts.get("noalias", False):

@@ -29,8 +29,8 @@
   reads them back before the launch ends) and stay atomic. On the host that order is fixed: a
   block runs on one worker, its threads one after the other in each phase between barriers
   (codegen/blocks.py), so the sums are the same for any worker count. On a GPU the order of
-  atomics in shared memory depends on scheduling: ``check_gpu_deterministic`` refuses such a
-  kernel for GPU targets, naming the shared array and the line.
+  atomics in shared memory depends on scheduling: the GPU entry of a deterministic kernel makes
+  them adds in thread order, or refuses a site not every thread reaches (codegen/ordered_shared.py).
 """
 from __future__ import annotations
 
@@ -59,35 +59,6 @@ def shared_activity(shared: tuple) -> list[bool]:
 
 def shadow_shape_type(array) -> ArrayType:
     return ArrayType(array.dtype, len(array.shape), "inout")
-
-
-def check_gpu_deterministic(kernel, target: str) -> None:
-    """Refuse a deterministic block kernel for a GPU ``target`` when its body adds into a shared
-    array with float atomics (adjoints of shared-tile reads, or the primal's own): their order in
-    a GPU block depends on scheduling, so the gradient would not be bitwise reproducible."""
-    from ..errors import DifferentiationError
-    from ..ir import import_module
-    module = import_module(kernel.module_text())
-    fn = module.functions[kernel.body_name]
-    first = kernel.signature.grid_rank + len(kernel.signature.flat_params())
-    shared = {fn.args[first + k]: array for k, array in enumerate(kernel.shared)}
-    for inst in fn.instructions():
-        if inst.opcode != "atomicrmw" or not inst.type.is_float:
-            continue
-        root = inst.operands[0]
-        while isinstance(root, Instruction) and root.opcode in ("getelementptr", "bitcast", "addrspacecast"):
-            root = root.operands[0]
-        array = shared.get(root)
-        if array is None:
-            continue
-        where = f" (from the kernel line {inst.location})" if inst.location is not None else ""
-        what = (f"the shadow of shared array '{array.name[2:]}'" if array.zero and array.name.startswith("d_")
-                else f"shared array '{array.name}'")
-        raise DifferentiationError(
-            f"kernel '{kernel.name}' (deterministic=True) adds into {what} with float atomics{where}; on "
-            f"{target} their order inside a block depends on scheduling, so the gradient would not be "
-            f"bitwise reproducible. It is deterministic on the host (device='cpu'), whose blocks run their "
-            f"threads in a fixed order; on a GPU use deterministic=False")
 
 
 # ----------------------------------------------------------------------------- rules

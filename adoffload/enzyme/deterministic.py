@@ -101,6 +101,7 @@ def shadow_root(v: Value, seen: set | None = None) -> Argument | None:
 
 _CYCLE = Argument(ptr, "<cycle>", -1)       # a phi reached again through its own cycle: no new root
 _PRIVATE = Argument(ptr, "<private>", -1)   # a thread's own shadow (a local array's): never logged
+PRIVATE_ROOT = _PRIVATE                     # shadow_root's answer for a thread's own memory
 
 
 @dataclass(eq=False)
