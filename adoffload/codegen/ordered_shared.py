@@ -94,6 +94,13 @@ def _divergent_blocks(module_text: str, body_name: str, grid_rank: int, block) -
         kept = [s for s in term.blocks if s not in failing]
         if len(kept) == 1:
             term.operands, term.blocks = [], [kept[0]]
+    reached, todo = set(), [fn.entry]
+    while todo:
+        b = todo.pop()
+        if b not in reached:
+            reached.add(b)
+            todo.extend(b.successors)
+    fn.blocks = [b for b in fn.blocks if b in reached]      # the failure paths' own branches are gone too
     info = Divergence(fn, fn.args[:grid_rank], tuple(block))
     return {b.name for region in info.regions.values() for b in region}
 

@@ -101,6 +101,8 @@ class Divergence:
             behind = _reachable_backwards([exiting], self._preds)
             self._loops[exiting] = ahead & behind if exiting in ahead else set()
         loop = self._loops[exiting]
+        if all(s in loop for s in exiting.successors):
+            return False        # a branch inside the loop that does not leave it: trip counts stay equal
         changed = False
         for b in loop:
             for inst in b.instructions:
