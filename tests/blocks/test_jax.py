@@ -7,7 +7,7 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 
 import adoffload as ado  # noqa: E402
-from adoffload.errors import GridError, JaxIntegrationError  # noqa: E402
+from adoffload.errors import GridError  # noqa: E402
 
 from . import kernels  # noqa: E402
 from .warp_kernels import PAIRS  # noqa: E402

@@ -118,7 +118,7 @@ def test_vmap_of_vmap_of_a_block_kernel():
 
 # ----------------------------------------------------------------------------- derivatives
 
-@pytest.mark.parametrize("name", sorted(WARP_REFS))
+@pytest.mark.parametrize("name", ["warp_max", "block_sum"])       # a lane picked by value; a block-wide sum
 def test_vmap_of_grad_equals_a_loop_of_grads(name):
     f, ref = ado.jax_kernel(PAIRS[name][0]), WARP_REFS[name]
     x = np.random.default_rng(6).standard_normal((3, 2 * BLOCK))
