@@ -316,6 +316,8 @@ class TapeCountKernel(Kernel):
         super().__init__(derived.tape.signature, derived.tape.body_name)
         self.derived = derived
         self.block, self.shared = derived.base.block, derived.base.shared
+        # the primal it re-runs must take the path the deterministic kernel's does (ordered shared adds)
+        self.deterministic = derived.deterministic
 
     @property
     def candidate_facts(self) -> frozenset:
