@@ -35,13 +35,14 @@ _CACHE: dict[tuple, object] = {}
 _LOCK = threading.Lock()
 
 
-def batched_signature(signature: KernelSignature, batched: tuple[bool, ...], fold: bool = False) -> KernelSignature:
+def batched_signature(signature: KernelSignature, batched: tuple[bool, ...], fold: bool = False,
+                      grid_shaped: frozenset[str] = frozenset()) -> KernelSignature:
     """Batched arrays gain a leading axis, batched scalars become 1-D In arrays. With ``fold``
-    (grid rank 3), the grid-shaped per-thread arrays (a tape's offsets and counts) keep their rank,
-    the batch folded into axis 0 like the grid's: launchers shape them like the grid."""
+    (grid rank 3), the ``grid_shaped`` per-thread arrays (``_grid_shaped``) keep their rank, the
+    batch folded into axis 0 like the grid's: launchers shape them like the grid."""
     params = []
-    for p, b in zip(signature.params, _normalize(signature, batched)):
-        if p.is_array and b and not (fold and p.name in _grid_shaped()):
+    for p, b in zip(signature.params, _normalize(signature, batched, grid_shaped)):
+        if p.is_array and b and not (fold and p.name in grid_shaped):
             params.append(Param(p.name, ArrayType(p.type.dtype, p.type.ndim + 1, p.type.intent)))
         elif b and not p.is_array:
             params.append(Param(p.name, ArrayType(p.type, 1, "in")))
@@ -50,10 +51,17 @@ def batched_signature(signature: KernelSignature, batched: tuple[bool, ...], fol
     return KernelSignature(signature.name, tuple(params), min(signature.grid_rank + 1, 3))
 
 
-def _grid_shaped() -> frozenset[str]:
-    """Params shaped like the grid, one element per thread: a tape's offsets and its counts."""
-    from .enzyme.kernels import COUNTS_PARAM, OFFSETS2_PARAM, OFFSETS_PARAM
-    return frozenset({OFFSETS_PARAM, OFFSETS2_PARAM, COUNTS_PARAM})
+def _grid_shaped(kernel) -> frozenset[str]:
+    """Params of ``kernel`` shaped like the grid, one element per thread: a tape's offsets (hidden
+    params) and, in a counting kernel (or a batched one), its counts."""
+    from .enzyme.kernels import OFFSETS2_PARAM, OFFSETS_PARAM
+    from .kernel import TapeCountKernel
+    names = {p.name for p in kernel.signature.params} & {OFFSETS_PARAM, OFFSETS2_PARAM}
+    while kernel is not None:
+        if isinstance(kernel, TapeCountKernel):
+            return frozenset(names | set(kernel.derived.tape.counters))
+        kernel = getattr(kernel, "batched_from", (None,))[0]
+    return frozenset(names)
 
 
 def batched_grid(grid: tuple[int, ...], size: int) -> tuple[int, ...]:
@@ -62,14 +70,14 @@ def batched_grid(grid: tuple[int, ...], size: int) -> tuple[int, ...]:
     return (size * grid[0], *grid[1:])
 
 
-def _normalize(signature: KernelSignature, batched) -> tuple[bool, ...]:
+def _normalize(signature: KernelSignature, batched, grid_shaped: frozenset[str] = frozenset()) -> tuple[bool, ...]:
     """Written arrays are always batched, except a dynamic tape: one buffer for the whole
     batched grid, whose per-thread offsets (grid-shaped) carry the batch axis instead."""
     from .enzyme.kernels import TAPE2_PARAM, TAPE_PARAM, TAPE_SHADOW_PARAM
     if len(batched) != len(signature.params):
         raise ValueError(f"batched flags {batched} do not match the {len(signature.params)} params of "
                          f"kernel '{signature.name}'")
-    shared, per_thread = {TAPE_PARAM, TAPE2_PARAM, TAPE_SHADOW_PARAM}, _grid_shaped()
+    shared, per_thread = {TAPE_PARAM, TAPE2_PARAM, TAPE_SHADOW_PARAM}, grid_shaped
     return tuple(p.name not in shared and (bool(b) or p.name in per_thread or (p.is_array and p.type.writes))
                  for p, b in zip(signature.params, batched))
 
@@ -77,7 +85,8 @@ def _normalize(signature: KernelSignature, batched) -> tuple[bool, ...]:
 def batched_kernel(kernel, batched: tuple[bool, ...], inner_grid0: int | None = None):
     """The batched variant of ``kernel`` (cached per kernel, flags and, for grid rank 3, grid0)."""
     from .kernel import Kernel
-    flags = _normalize(kernel.signature, batched)
+    grid_shaped = _grid_shaped(kernel)
+    flags = _normalize(kernel.signature, batched, grid_shaped)
     fold = kernel.signature.grid_rank == 3
     if fold and inner_grid0 is None:
         raise ValueError("batching a grid-rank-3 kernel needs the inner grid's axis-0 size")
@@ -91,10 +100,10 @@ def batched_kernel(kernel, batched: tuple[bool, ...], inner_grid0: int | None = 
         hit = _CACHE.get(key)
         if hit is not None and hit[0] is kernel:
             return hit[1]
-    signature = batched_signature(kernel.signature, flags, fold)
+    signature = batched_signature(kernel.signature, flags, fold, grid_shaped)
     body = kernel.body_name + ".batched"
     shared_count = len(kernel.shared) if block is not None else 0
-    text = _batched_module(kernel, flags, body, inner_grid0 if fold else None, shared_count)
+    text = _batched_module(kernel, flags, body, inner_grid0 if fold else None, shared_count, grid_shaped)
     result = Kernel.from_ir(signature, text, body, tape=getattr(kernel, "tape", None))
     if block is not None:
         result.block = tuple(block) if fold else (1, *block)
@@ -115,18 +124,20 @@ def batched_kernel(kernel, batched: tuple[bool, ...], inner_grid0: int | None = 
     return result
 
 
-def _batched_module(kernel, flags, body_name: str, fold_grid0: int | None, shared_count: int = 0) -> str:
+def _batched_module(kernel, flags, body_name: str, fold_grid0: int | None, shared_count: int = 0,
+                    grid_shaped: frozenset[str] = frozenset()) -> str:
     module = llvm.parse_assembly(kernel.module_text())
     original = module.get_function(kernel.body_name)
     original.linkage = llvm.Linkage.internal
     original.add_function_attribute("alwaysinline")
-    wrapper = _wrapper(kernel.signature, flags, kernel.body_name, body_name, fold_grid0, shared_count)
+    wrapper = _wrapper(kernel.signature, flags, kernel.body_name, body_name, fold_grid0, shared_count, grid_shaped)
     return ir.canonicalize(str(module) + "\n" + wrapper)
 
 
 def _wrapper(signature: KernelSignature, flags, inner: str, name: str, fold_grid0: int | None,
-             shared_count: int = 0) -> str:
-    """The batched body; ``shared_count``: a block kernel's shared-array pointers, passed through."""
+             shared_count: int = 0, grid_shaped: frozenset[str] = frozenset()) -> str:
+    """The batched body; ``shared_count``: a block kernel's shared-array pointers, passed through;
+    ``grid_shaped``: params folded like the grid when ``fold_grid0`` is given."""
     rank = signature.grid_rank
     lines: list[str] = []
     args: list[str] = []
@@ -139,7 +150,7 @@ def _wrapper(signature: KernelSignature, flags, inner: str, name: str, fold_grid
     call_args = [f"i64 %t{a}" for a in range(rank)]
     for k, (p, batched) in enumerate(zip(signature.params, flags)):
         v = f"%p{k}"
-        if p.is_array and batched and fold_grid0 is not None and p.name in _grid_shaped():
+        if p.is_array and batched and fold_grid0 is not None and p.name in grid_shaped:
             # folded like the grid: this element's threads are rows b*grid0 .. b*grid0 + grid0-1
             element = _ELEMENT[p.type.dtype.llvm]
             args.append(f"ptr {v}")
