@@ -71,7 +71,8 @@ class Divergence:
         self.regions: dict[Instruction, set[Block]] = {}
         users = fn.users()
         self._preds = fn.predecessors()
-        self._loops: dict[Block, set[Block]] = {}       # exiting block -> the blocks of its loop
+        self._natural = _natural_loops(fn, self._preds)
+        self._loops: dict[Block, list[set[Block]]] = {}    # exiting block -> the loops it leaves
         changed = True
         while changed:
             changed = False
@@ -95,21 +96,20 @@ class Divergence:
 
     def _leaving_loop(self, exiting: Block, users: dict) -> bool:
         """Threads leave a loop at ``exiting`` after different numbers of trips: a value of the loop
-        used after it differs between them (even where it is the same on each trip)."""
+        used after it differs between them (even where it is the same on each trip). Only the
+        natural loops that a successor of ``exiting`` lies outside of are left there; a branch
+        that stays inside every loop around it leaves trip counts equal."""
         if exiting not in self._loops:
-            ahead = _reachable(exiting.successors)
-            behind = _reachable_backwards([exiting], self._preds)
-            self._loops[exiting] = ahead & behind if exiting in ahead else set()
-        loop = self._loops[exiting]
-        if all(s in loop for s in exiting.successors):
-            return False        # a branch inside the loop that does not leave it: trip counts stay equal
+            self._loops[exiting] = [body for body in self._natural if exiting in body
+                                    and any(s not in body for s in exiting.successors)]
         changed = False
-        for b in loop:
-            for inst in b.instructions:
-                if id(inst) not in self.varying and inst.type != void \
-                        and any(u.parent not in loop for u in users.get(inst, [])):
-                    self.varying.add(id(inst))
-                    changed = True
+        for loop in self._loops[exiting]:
+            for b in loop:
+                for inst in b.instructions:
+                    if id(inst) not in self.varying and inst.type != void \
+                            and any(u.parent not in loop for u in users.get(inst, [])):
+                        self.varying.add(id(inst))
+                        changed = True
         return changed
 
     def is_varying(self, v: Value) -> bool:
@@ -155,24 +155,32 @@ def _private(pointer: Value, depth: int = 0) -> bool:
     return isinstance(pointer, Instruction) and pointer.opcode in ("alloca", "phi", "select")
 
 
-def _reachable(starts) -> set[Block]:
-    seen, todo = set(), list(starts)
-    while todo:
-        b = todo.pop()
-        if b not in seen:
-            seen.add(b)
-            todo.extend(b.successors)
-    return seen
-
-
-def _reachable_backwards(starts, preds) -> set[Block]:
-    seen, todo = set(), list(starts)
-    while todo:
-        b = todo.pop()
-        if b not in seen:
-            seen.add(b)
-            todo.extend(preds[b])
-    return seen
+def _natural_loops(fn: Function, preds) -> list[set[Block]]:
+    """The blocks of each natural loop: per back edge ``tail -> head`` found by a depth-first walk
+    (a head still on the walk's stack), the head and every block reaching the tail without it."""
+    state, back = {fn.blocks[0]: "open"}, []
+    stack = [(fn.blocks[0], iter(fn.blocks[0].successors))]
+    while stack:
+        block, successors = stack[-1]
+        following = next(successors, None)
+        if following is None:
+            state[block] = "done"
+            stack.pop()
+        elif following not in state:
+            state[following] = "open"
+            stack.append((following, iter(following.successors)))
+        elif state[following] == "open":
+            back.append((block, following))
+    loops = []
+    for tail, head in back:
+        body, todo = {head}, [tail]
+        while todo:
+            b = todo.pop()
+            if b not in body:
+                body.add(b)
+                todo.extend(preds[b])
+        loops.append(body)
+    return loops
 
 
 def _post_dominators(fn: Function) -> dict[Block, set[Block]]:
