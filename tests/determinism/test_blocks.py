@@ -125,3 +125,38 @@ def test_gpu_entry_refuses_shared_adds_under_divergent_control_flow():
     with pytest.raises(DifferentiationError, match=r"kernels\.py:\d+ runs under control flow that is not uniform"):
         k.compiled("nvptx", arch="sm_90")
     ado.vjp(kernels.smooth, "x").compiled("nvptx", arch="sm_90")      # the default mode compiles
+
+
+def test_guarded_tile_loads_leave_the_tile_loop_uniform():
+    """The CUDA tiled matmul guards its tile loads (``row < n && ac < k ? A[..] : 0``): a
+    thread-dependent branch inside the tile loop that never leaves it, so the loop's trip count,
+    and the reverse sweep's adds into the shadow tiles, stay uniform: ordered on a GPU."""
+    from tests.foreign_cuda.sources import TILED_MATMUL
+    k = ado.from_cuda(TILED_MATMUL).kernel("matmul", A=ado.In[ado.f64], B=ado.In[ado.f64], C=ado.Out[ado.f64],
+                                           n=ado.i32, k=ado.i32, m=ado.i32)
+    ptx = ado.vjp(k, ["A", "B"], deterministic=True).specialize((8, 8)).compiled("nvptx", arch="sm_90").artifact
+    assert "atom.shared" not in ptx and ptx.count("bar.sync") > 8
+
+
+NESTED_BREAK = r"""
+__global__ void nested(const double* x, double* y, int n) {
+  __shared__ double s[32];
+  int t = threadIdx.x;
+  int j = 0;
+  for (int o = 0; o < n; ++o) {
+    for (j = 0; j < 100; ++j) { if (x[t * 100 + j] > 0.5) break; }
+    s[t] = j;
+  }
+  __syncthreads();
+  if (j > 3) { __syncthreads(); }
+  y[t] = s[(t + 1) % 32];
+}
+"""
+
+
+def test_a_thread_dependent_break_out_of_an_inner_loop_still_makes_its_values_vary():
+    """The inner loop's ``j`` after a data-dependent break differs between threads, inside the
+    outer loop too: a barrier under ``if (j > 3)`` is refused (foreign_cuda/uniformity.py)."""
+    k = ado.from_cuda(NESTED_BREAK).kernel("nested", x=ado.In[ado.f64], y=ado.Out[ado.f64], n=ado.i32)
+    with pytest.raises(ado.Error, match=r"__syncthreads\(\) runs under control flow that is not uniform"):
+        k.specialize((32,))
