@@ -2,7 +2,8 @@
 shared memory is summed in the host block loop's fixed thread order. Bitwise identical run to
 run and across worker counts, equal to float64 references and (to rounding) to the default
 mode. GPU entries: shared-memory adds in thread order (codegen/ordered_shared.py), checked here
-on the generated PTX; tests/determinism/test_gpu_blocks.py runs them on a GPU."""
+on the generated PTX; tests/determinism/test_gpu_blocks.py and tests/blocks/test_deterministic_gpu.py
+run them on a GPU."""
 from __future__ import annotations
 
 import numpy as np
