@@ -1,0 +1,185 @@
+"""Lean derivative kernels (``primal_outputs=False``): move only the bytes a derivative needs.
+
+A derivative kernel recomputes the primal, so by default it also stores the primal outputs,
+and a reverse kernel clears each seed element it consumes (``d_x[i] = 0`` after reading it).
+Callers that already have the primal outputs (the JAX JVP rule's tangent call, the transpose
+rule's adjoint) pay for bytes nobody reads. Two transformations of the derived function, each
+applied only where it is proven not to change any derivative:
+
+* **Primal stores dropped.** A written array param whose pointer the primal body uses only as
+  the address of stores (never loaded, never passed on, never compared) cannot influence any
+  value the kernel computes, so its stores are deleted. The param stays in the signature (its
+  shapes keep the bounds checks exact) as ``In``: the kernel neither reads nor writes it.
+* **Seed consumed in place (reverse mode).** The adjoint of ``x[idx] = v`` reads ``d_x[idx]``
+  and clears it, so that an earlier store to the same location sees no stale seed. When the
+  location cannot be stored twice in the whole launch -- every store to ``x`` outside loops, no
+  store reachable from another (one per thread at most), at an index the race analysis
+  (``parallel.py``) proves PRIVATE (injective across threads) -- and ``x`` is a write-only Out
+  array (no loads whose adjoints would add into ``d_x``; an InOut's cleared seed is its input's
+  gradient), the clearing stores are deleted and ``d_x`` becomes ``In``: read, never written.
+
+Anything not proven keeps the conservative code.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import DifferentiationError
+from ..ir.core import Argument, Constant, Function, Instruction, Value
+from ..signature import HIDDEN_PREFIX
+from .parallel import AddressClass, AddressClassifier, ParallelInfo
+from .reverse_cfg import Dominators, LoopInfo, reachable_blocks
+
+_ADDRESS_OPS = frozenset({"getelementptr", "bitcast", "addrspacecast"})
+
+
+@dataclass(frozen=True)
+class LeanPlan:
+    """What a lean derivative changed: ``dropped`` params (by index) are no longer stored to (their
+    intent becomes In), ``consumed`` Out params' seeds ``d_<name>`` are read-only (In)."""
+    dropped: frozenset[int] = frozenset()
+    consumed: frozenset[int] = frozenset()
+
+
+def _terminal_uses(root: Value, users: dict) -> list[tuple[Instruction, Value]]:
+    """(instruction, the address it got) for every use of ``root`` and of addresses computed from it
+    (GEP/bitcast chains) other than more address arithmetic. Callers accept only loads and stores:
+    any other use (a phi, a select, a call, a comparison) makes them prove nothing."""
+    out, work, seen = [], [root], set()
+    while work:
+        value = work.pop()
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        for user in users.get(value, ()):
+            if user.opcode in _ADDRESS_OPS and user.operands[0] is value and \
+                    all(o is not value for o in user.operands[1:]):
+                work.append(user)
+            else:
+                out.append((user, value))
+    return out
+
+
+def _only_stores_to(root: Value, users: dict) -> list[Instruction] | None:
+    """The stores through ``root`` when its every use is a store address; None otherwise."""
+    stores = []
+    for user, address in _terminal_uses(root, users):
+        if user.opcode != "store" or user.operands[1] is not address or user.operands[0] is address:
+            return None
+        stores.append(user)
+    return stores
+
+
+def _array_arg(signature, rank: int, k: int) -> int:
+    """Body argument index of array param ``k``'s data pointer."""
+    for j, flat in enumerate(signature.flat_params()):
+        if flat.param_index == k and flat.role == "array":
+            return rank + j
+    raise DifferentiationError(f"internal: parameter #{k} of {signature.name!r} is not an array")
+
+
+def write_only_params(signature, body: Function) -> frozenset[int]:
+    """Written array params whose pointer the primal body only stores through."""
+    users = body.users()
+    rank = signature.grid_rank
+    return frozenset(k for k, p in enumerate(signature.params)
+                     if p.is_array and p.type.writes and not p.name.startswith(HIDDEN_PREFIX)
+                     and _only_stores_to(body.args[_array_arg(signature, rank, k)], users) is not None)
+
+
+def stored_once(signature, body: Function, k: int, parallel: ParallelInfo) -> bool:
+    """Whether no element of param ``k`` can be stored twice in a launch: every store outside loops,
+    none reachable from another, each at a PRIVATE (thread-injective) index."""
+    users = body.users()
+    stores = _only_stores_to(body.args[_array_arg(signature, signature.grid_rank, k)], users)
+    if not stores:
+        return False
+    blocks = reachable_blocks(body)
+    if any(s.parent not in blocks for s in stores):
+        return False
+    dom = Dominators(blocks)
+    try:
+        loops = LoopInfo(blocks, dom)
+    except DifferentiationError:           # irreducible: no claim
+        return False
+    if any(loops.in_loop(s.parent) for s in stores):
+        return False
+    if len({id(s.parent) for s in stores}) != len(stores):     # two stores in one block
+        return False
+    for s in stores:
+        reach = _reachable_from(s.parent)
+        if any(t is not s and t.parent in reach for t in stores):
+            return False
+    classifier = AddressClassifier(parallel, dom, body.args, function=body)
+    return all(classifier.classify(s.operands[1], s.parent) is AddressClass.PRIVATE for s in stores)
+
+
+def _reachable_from(block) -> set:
+    """Blocks reachable from ``block`` by at least one edge."""
+    seen, work = set(), list(block.successors)
+    while work:
+        b = work.pop()
+        if b in seen:
+            continue
+        seen.add(b)
+        work.extend(b.successors)
+    return seen
+
+
+def drop_stores(inner: Function, arg: Argument) -> None:
+    """Delete every store through ``arg`` (proven write-only); raise if the derived function uses
+    it any other way (the primal body did not, so this would be an engine bug)."""
+    stores = _only_stores_to(arg, inner.users())
+    if stores is None:
+        raise DifferentiationError(f"internal: the derivative @{inner.name} uses %{arg.name} other than as a "
+                                   f"store address, although the primal only stores to it")
+    _delete(stores)
+
+
+def drop_seed_clearing(inner: Function, shadow: Argument) -> bool:
+    """Delete the stores of zero through ``shadow`` when they are its only writes (loads stay);
+    return whether ``shadow`` is now read-only. Leaves the function unchanged otherwise."""
+    uses = _terminal_uses(shadow, inner.users())
+    clears = []
+    for user, address in uses:
+        if user.opcode == "load" and user.operands[0] is address:
+            continue
+        if user.opcode == "store" and user.operands[1] is address and _is_zero(user.operands[0]):
+            clears.append(user)
+            continue
+        return False
+    _delete(clears)
+    return True
+
+
+def _is_zero(v: Value) -> bool:
+    return isinstance(v, Constant) and (v.kind == "zero" or (v.kind == "scalar" and v.value == 0))
+
+
+def _delete(instructions: list[Instruction]) -> None:
+    for inst in instructions:
+        inst.parent.instructions.remove(inst)
+
+
+def lean_derivative(signature, body: Function, inner: Function, mode: str, shadowed: list[int],
+                    parallel: ParallelInfo) -> LeanPlan:
+    """Apply both transformations to ``inner`` (the derived function: primal args, then one shadow
+    arg per ``shadowed`` param in order) and say what changed."""
+    rank = signature.grid_rank
+    dropped = write_only_params(signature, body)
+    for k in dropped:
+        drop_stores(inner, inner.args[_array_arg(signature, rank, k)])
+    consumed = set()
+    if mode == "vjp":
+        for k in sorted(dropped):
+            p = signature.params[k]
+            if p.type.intent != "out" or not p.dtype.is_float or k not in shadowed:
+                continue
+            if not stored_once(signature, body, k, parallel):
+                continue
+            if drop_seed_clearing(inner, inner.args[len(body.args) + shadowed.index(k)]):
+                consumed.add(k)
+    return LeanPlan(frozenset(dropped), frozenset(consumed))
+
+
+__all__ = ["LeanPlan", "lean_derivative", "write_only_params", "stored_once"]
