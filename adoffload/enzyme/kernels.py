@@ -22,7 +22,7 @@ from ..types import i64 as I64
 from .activity import ACTIVE, CONST, DUP, Activity
 from .blocks import shared_activity
 from .forward import forward
-from .lean import LeanPlan, lean_derivative
+from .lean import LeanPlan, drop_primal_stores, lean_derivative
 from .parallel import ParallelInfo
 
 _LLVM_TYPES: dict[str, Type] = {"float": f32, "double": f64, "i32": i32, "i64": i64, "i1": i1, "ptr": ptr}
@@ -194,7 +194,10 @@ def derive_kernel(signature: KernelSignature, module: Module, body_name: str, mo
           _shared_lane_strides(body, signature, shared) if mode == "jvp" and width > 1 else (), buffers)
     counters = ([COUNTS_PARAM] if tape is not None else []) + ([LOG_COUNTS_PARAM] if log is not None else [])
     count_function = tape.count_function if tape is not None else log.count_function if log is not None else None
-    tape_kernel = None if not counters else _add_count_body(module, signature, count_function, counters, len(shared))
+    if counters and plan.dropped:    # the counting kernel runs the primal too: same params, same skipped stores
+        drop_primal_stores(module.functions[count_function], signature, plan.dropped)
+    tape_kernel = None if not counters else _add_count_body(module, KernelSignature(signature.name, primals, rank),
+                                                            count_function, counters, len(shared))
     return DerivedKernel(derived_sig, module, name, tape_kernel)
 
 

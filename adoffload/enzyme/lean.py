@@ -136,6 +136,13 @@ def drop_stores(inner: Function, arg: Argument) -> None:
     _delete(stores)
 
 
+def drop_primal_stores(fn: Function, signature, dropped) -> None:
+    """``drop_stores`` for each dropped param of a function taking the body's arguments first (the
+    derived function, a reverse kernel's tape-counting function)."""
+    for k in dropped:
+        drop_stores(fn, fn.args[_array_arg(signature, signature.grid_rank, k)])
+
+
 def drop_seed_clearing(inner: Function, shadow: Argument) -> bool:
     """Delete the stores of zero through ``shadow`` when they are its only writes (loads stay);
     return whether ``shadow`` is now read-only. Leaves the function unchanged otherwise."""
@@ -165,10 +172,8 @@ def lean_derivative(signature, body: Function, inner: Function, mode: str, shado
                     parallel: ParallelInfo) -> LeanPlan:
     """Apply both transformations to ``inner`` (the derived function: primal args, then one shadow
     arg per ``shadowed`` param in order) and say what changed."""
-    rank = signature.grid_rank
     dropped = write_only_params(signature, body)
-    for k in dropped:
-        drop_stores(inner, inner.args[_array_arg(signature, rank, k)])
+    drop_primal_stores(inner, signature, dropped)
     consumed = set()
     if mode == "vjp":
         for k in sorted(dropped):
