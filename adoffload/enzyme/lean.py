@@ -78,6 +78,19 @@ def _array_arg(signature, rank: int, k: int) -> int:
     raise DifferentiationError(f"internal: parameter #{k} of {signature.name!r} is not an array")
 
 
+def param_accesses(signature, body: Function) -> dict[str, tuple[bool, bool]]:
+    """Array param name -> (read, written) by the body's code (atomics both; a pointer used any
+    other way counts as both), for byte counts of what a kernel moves."""
+    users = body.users()
+    out = {}
+    for k, p in enumerate(signature.params):
+        if p.is_array:
+            ops = {u.opcode for u, _ in _terminal_uses(body.args[_array_arg(signature, signature.grid_rank, k)], users)}
+            other = bool(ops - {"load", "store"})
+            out[p.name] = ("load" in ops or other, "store" in ops or other)
+    return out
+
+
 def write_only_params(signature, body: Function) -> frozenset[int]:
     """Written array params whose pointer the primal body only stores through."""
     users = body.users()
@@ -187,4 +200,4 @@ def lean_derivative(signature, body: Function, inner: Function, mode: str, shado
     return LeanPlan(frozenset(dropped), frozenset(consumed))
 
 
-__all__ = ["LeanPlan", "lean_derivative", "write_only_params", "stored_once"]
+__all__ = ["LeanPlan", "lean_derivative", "param_accesses", "write_only_params", "stored_once"]
