@@ -7,10 +7,13 @@ rule's adjoint) pay for bytes nobody reads. Two transformations of the derived f
 applied only where it is proven not to change any derivative:
 
 * **Primal stores dropped.** A written array param whose pointer the primal body uses only as
-  the address of stores (never loaded, never passed on, never compared) cannot influence any
-  value the kernel computes, so its stores are deleted. The param stays in the signature (its
+  the address of stores or of atomic updates whose old value is unused (never loaded, never
+  passed on, never compared) cannot influence any value the kernel computes, so those writes are
+  deleted. The param stays in the signature (its
   shapes keep the bounds checks exact) as ``In``: the kernel neither reads nor writes it.
-* **Seed consumed in place (reverse mode).** The adjoint of ``x[idx] = v`` reads ``d_x[idx]``
+* **Seeds read-only (reverse mode).** A seed the adjoint only loads (``d_dot`` of ``dot`` updated
+  by atomic adds alone: the gradient of its input is the seed, unchanged) becomes ``In``.
+  The adjoint of ``x[idx] = v`` reads ``d_x[idx]``
   and clears it, so that an earlier store to the same location sees no stale seed. When the
   location cannot be stored twice in the whole launch -- every store to ``x`` outside loops, no
   store reachable from another (one per thread at most), at an index the race analysis
@@ -60,14 +63,19 @@ def _terminal_uses(root: Value, users: dict) -> list[tuple[Instruction, Value]]:
     return out
 
 
-def _only_stores_to(root: Value, users: dict) -> list[Instruction] | None:
-    """The stores through ``root`` when its every use is a store address; None otherwise."""
-    stores = []
+def _only_written(root: Value, users: dict) -> list[Instruction] | None:
+    """The stores and atomic updates through ``root`` when those are its only uses (each as the
+    address; an atomic's old value unused, so its effect is only on memory); None otherwise."""
+    writes = []
     for user, address in _terminal_uses(root, users):
-        if user.opcode != "store" or user.operands[1] is not address or user.operands[0] is address:
+        if user.opcode == "store" and user.operands[1] is address and user.operands[0] is not address:
+            writes.append(user)
+        elif user.opcode == "atomicrmw" and user.operands[0] is address and user.operands[1] is not address \
+                and not users.get(user):
+            writes.append(user)
+        else:
             return None
-        stores.append(user)
-    return stores
+    return writes
 
 
 def _array_arg(signature, rank: int, k: int) -> int:
@@ -92,20 +100,21 @@ def param_accesses(signature, body: Function) -> dict[str, tuple[bool, bool]]:
 
 
 def write_only_params(signature, body: Function) -> frozenset[int]:
-    """Written array params whose pointer the primal body only stores through."""
+    """Written array params whose pointer the primal body only stores through (stores, and atomic
+    updates whose old value is unused: a reduction's result nobody in the kernel reads)."""
     users = body.users()
     rank = signature.grid_rank
     return frozenset(k for k, p in enumerate(signature.params)
                      if p.is_array and p.type.writes and not p.name.startswith(HIDDEN_PREFIX)
-                     and _only_stores_to(body.args[_array_arg(signature, rank, k)], users) is not None)
+                     and _only_written(body.args[_array_arg(signature, rank, k)], users) is not None)
 
 
 def stored_once(signature, body: Function, k: int, parallel: ParallelInfo) -> bool:
     """Whether no element of param ``k`` can be stored twice in a launch: every store outside loops,
     none reachable from another, each at a PRIVATE (thread-injective) index."""
     users = body.users()
-    stores = _only_stores_to(body.args[_array_arg(signature, signature.grid_rank, k)], users)
-    if not stores:
+    stores = _only_written(body.args[_array_arg(signature, signature.grid_rank, k)], users)
+    if not stores or any(s.opcode != "store" for s in stores):
         return False
     blocks = reachable_blocks(body)
     if any(s.parent not in blocks for s in stores):
@@ -140,9 +149,9 @@ def _reachable_from(block) -> set:
 
 
 def drop_stores(inner: Function, arg: Argument) -> None:
-    """Delete every store through ``arg`` (proven write-only); raise if the derived function uses
-    it any other way (the primal body did not, so this would be an engine bug)."""
-    stores = _only_stores_to(arg, inner.users())
+    """Delete every store and atomic update through ``arg`` (proven write-only); raise if the
+    derived function uses it any other way (the primal body did not: an engine bug)."""
+    stores = _only_written(arg, inner.users())
     if stores is None:
         raise DifferentiationError(f"internal: the derivative @{inner.name} uses %{arg.name} other than as a "
                                    f"store address, although the primal only stores to it")
@@ -189,14 +198,16 @@ def lean_derivative(signature, body: Function, inner: Function, mode: str, shado
     drop_primal_stores(inner, signature, dropped)
     consumed = set()
     if mode == "vjp":
-        for k in sorted(dropped):
+        for k in shadowed:
             p = signature.params[k]
-            if p.type.intent != "out" or not p.dtype.is_float or k not in shadowed:
+            if not (p.is_array and p.type.writes and p.dtype.is_float):
                 continue
-            if not stored_once(signature, body, k, parallel):
-                continue
-            if drop_seed_clearing(inner, inner.args[len(body.args) + shadowed.index(k)]):
-                consumed.add(k)
+            shadow = inner.args[len(body.args) + shadowed.index(k)]
+            if k in dropped and p.type.intent == "out" and stored_once(signature, body, k, parallel):
+                if drop_seed_clearing(inner, shadow):
+                    consumed.add(k)
+            elif all(u.opcode == "load" and u.operands[0] is a for u, a in _terminal_uses(shadow, inner.users())):
+                consumed.add(k)     # already never written (an InOut updated only by atomic adds)
     return LeanPlan(frozenset(dropped), frozenset(consumed))
 
 

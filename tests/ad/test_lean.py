@@ -60,6 +60,15 @@ def shared_slot(a: In[f64], x: Out[f64], y: InOut[f64]):
     y[i] = a[i] * a[i]
 
 
+@ado.kernel
+def reduced(a: In[f64], total: InOut[f64], x: Out[f64]):
+    """``total`` is only updated by an atomic add: the tangent call skips it, and its seed is the
+    gradient of its input unchanged, so the lean adjoint only reads ``d_total``."""
+    i = ado.tid()
+    ado.atomic_add(total, 0, a[i] * a[i])
+    x[i] = ado.exp(a[i])
+
+
 def _inputs(kernel, rng) -> dict:
     values = {}
     for p in kernel.signature.params:
@@ -102,8 +111,10 @@ EXPECTED = {   # kernel -> (lean jvp intents that change, lean vjp intents that 
     "reads_back": ({"x": "out", "y": "in"}, {"x": "out", "d_x": "inout", "y": "in", "d_y": "in"}),
     "stored_in_loop": ({"x": "in"}, {"x": "in", "d_x": "inout"}),
     "shared_slot": ({"x": "in", "y": "in"}, {"x": "in", "d_x": "inout", "y": "in", "d_y": "inout"}),
+    "reduced": ({"total": "in", "x": "in", "d_total": "inout"},
+                {"total": "in", "d_total": "in", "x": "in", "d_x": "in"}),
 }
-KERNELS = [two_branches, stored_twice, reads_back, stored_in_loop, shared_slot]
+KERNELS = [two_branches, stored_twice, reads_back, stored_in_loop, shared_slot, reduced]
 
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.name)
@@ -114,6 +125,8 @@ def test_lean_signatures(kernel):
     assert {n: _intents(lean_vjp)[n] for n in vjp_changes} == vjp_changes
     assert lean_vjp.seed_params == {n for n, intent in vjp_changes.items() if n.startswith("d_") and intent == "inout"
                                     and _intents(kernel)[n[2:]] == "out"}
+    jvp_names = {p.name for p in ado.jvp(kernel, ["a"], primal_outputs=False).signature.params}
+    assert {n for n in jvp_changes} <= jvp_names
 
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.name)
