@@ -371,9 +371,10 @@ def jvp(k: Kernel, wrt=None, *, width: int = 1, primal_outputs: bool = True) -> 
     With ``width=K`` each shadow gets a leading axis of K (K tangents at once).
 
     ``primal_outputs=False`` gives the tangent-only kernel (what ``jax.jvp`` and ``jax.linearize``
-    of a kernel call use, next to the primal call): a written array the kernel never reads back
-    is not stored to and becomes an ``In`` parameter that is not read either (pass the primal
-    output, or any array of its shape); tangents are unchanged (enzyme/lean.py).
+    of a kernel call use, next to the primal call): a written array whose stores the kernel
+    never reads back is not stored to and becomes an ``In`` parameter (an Out one is not read
+    either: pass the primal output, or any array of its shape; an InOut one is read as its
+    input); tangents are unchanged (enzyme/lean.py).
 
     ``ado.jvp(f)`` of an ``@ado.func`` helper is its forward derivative, called inside kernels
     as ``y, dy = ado.jvp(f)(x1..xn, dx1..dxn)`` (``language.FuncDerivative``).
@@ -411,10 +412,10 @@ def vjp(k: Kernel, wrt, *, deterministic: bool = False, primal_outputs: bool = T
     ``deterministic=True`` makes the gradients bitwise reproducible (docs/determinism.md).
 
     ``primal_outputs=False`` gives the lean adjoint (what the JAX transpose rule uses): a written
-    array the kernel never reads back is not stored to and becomes an ``In`` parameter that is
-    not read; and the seed ``d_<out>`` of such an Out array becomes ``In`` (read, left as it was)
-    when no element of ``<out>`` can be stored twice in a launch (enzyme/lean.py); other seeds
-    are consumed as above."""
+    array whose stores the kernel never reads back is not stored to and becomes an ``In``
+    parameter, as for ``jvp``; the seed ``d_<out>`` of such an Out array becomes ``In`` (read,
+    left as it was) when no element of ``<out>`` can be stored twice in a launch, and so does
+    any seed the adjoint only reads (enzyme/lean.py); other seeds are consumed as above."""
     return _derived(k, "vjp", wrt, deterministic=deterministic,
                     **({} if primal_outputs else {"primal_outputs": False}))
 

@@ -9,7 +9,8 @@ applied only where it is proven not to change any derivative:
 * **Primal stores dropped.** A written array param whose pointer the primal body uses only as
   the address of stores or of atomic updates whose old value is unused (never loaded, never
   passed on, never compared) cannot influence any value the kernel computes, so those writes are
-  deleted. The param stays in the signature (its
+  deleted. So are the stores of an InOut param read before it is written (no load reachable from
+  a store) at one PRIVATE element per thread: no load, of this thread or another, sees them. The param stays in the signature (its
   shapes keep the bounds checks exact) as ``In``: the kernel neither reads nor writes it.
 * **Seeds read-only (reverse mode).** A seed the adjoint only loads (``d_dot`` of ``dot`` updated
   by atomic adds alone: the gradient of its input is the seed, unchanged) becomes ``In``.
@@ -63,11 +64,14 @@ def _terminal_uses(root: Value, users: dict) -> list[tuple[Instruction, Value]]:
     return out
 
 
-def _only_written(root: Value, users: dict) -> list[Instruction] | None:
-    """The stores and atomic updates through ``root`` when those are its only uses (each as the
-    address; an atomic's old value unused, so its effect is only on memory); None otherwise."""
+def _writes(root: Value, users: dict, loads: bool = False) -> list[Instruction] | None:
+    """The stores and atomic updates through ``root`` when those (and, with ``loads``, loads) are
+    its only uses (each as the address; an atomic's old value unused, so its effect is only on
+    memory); None otherwise."""
     writes = []
     for user, address in _terminal_uses(root, users):
+        if loads and user.opcode == "load" and user.operands[0] is address:
+            continue
         if user.opcode == "store" and user.operands[1] is address and user.operands[0] is not address:
             writes.append(user)
         elif user.opcode == "atomicrmw" and user.operands[0] is address and user.operands[1] is not address \
@@ -76,6 +80,11 @@ def _only_written(root: Value, users: dict) -> list[Instruction] | None:
         else:
             return None
     return writes
+
+
+def _only_written(root: Value, users: dict) -> list[Instruction] | None:
+    """``_writes`` with no loads allowed: ``root`` is write-only."""
+    return _writes(root, users)
 
 
 def _array_arg(signature, rank: int, k: int) -> int:
@@ -99,14 +108,47 @@ def param_accesses(signature, body: Function) -> dict[str, tuple[bool, bool]]:
     return out
 
 
-def write_only_params(signature, body: Function) -> frozenset[int]:
-    """Written array params whose pointer the primal body only stores through (stores, and atomic
-    updates whose old value is unused: a reduction's result nobody in the kernel reads)."""
+def write_only_params(signature, body: Function, parallel: ParallelInfo | None = None) -> frozenset[int]:
+    """Written array params none of whose writes the kernel can observe: params the primal body only
+    writes (stores, and atomic updates whose old value is unused: a reduction's result nobody in the
+    kernel reads); and, given ``parallel``, InOut params read before they are written (no load
+    reachable from a store) at one PRIVATE element per thread, which no other thread touches."""
     users = body.users()
     rank = signature.grid_rank
-    return frozenset(k for k, p in enumerate(signature.params)
-                     if p.is_array and p.type.writes and not p.name.startswith(HIDDEN_PREFIX)
-                     and _only_written(body.args[_array_arg(signature, rank, k)], users) is not None)
+    found = set()
+    for k, p in enumerate(signature.params):
+        if not (p.is_array and p.type.writes) or p.name.startswith(HIDDEN_PREFIX):
+            continue
+        arg = body.args[_array_arg(signature, rank, k)]
+        if _only_written(arg, users) is not None or \
+                (parallel is not None and p.type.intent == "inout" and _read_then_written(body, arg, users, parallel)):
+            found.add(k)
+    return frozenset(found)
+
+
+def _read_then_written(body: Function, arg: Argument, users: dict, parallel: ParallelInfo) -> bool:
+    """Whether ``arg`` is accessed by plain loads and stores only, all at a PRIVATE index, and no
+    load can run after a store (same block later, or in a block reachable from the store's)."""
+    uses = _terminal_uses(arg, users)
+    loads = [u for u, a in uses if u.opcode == "load" and u.operands[0] is a]
+    stores = [u for u, a in uses if u.opcode == "store" and u.operands[1] is a and u.operands[0] is not a]
+    if len(loads) + len(stores) != len(uses) or not stores:
+        return False
+    blocks = reachable_blocks(body)
+    if any(u.parent not in blocks for u in loads + stores):
+        return False
+    for s in stores:
+        later = _reachable_from(s.parent)
+        position = s.parent.instructions.index(s)
+        if any(l.parent in later or (l.parent is s.parent and l.parent.instructions.index(l) > position)
+               for l in loads):
+            return False
+    try:
+        classifier = AddressClassifier(parallel, Dominators(blocks), body.args, function=body)
+    except DifferentiationError:
+        return False
+    return all(classifier.classify(u.operands[0] if u.opcode == "load" else u.operands[1], u.parent)
+               is AddressClass.PRIVATE for u in loads + stores)
 
 
 def stored_once(signature, body: Function, k: int, parallel: ParallelInfo) -> bool:
@@ -149,13 +191,13 @@ def _reachable_from(block) -> set:
 
 
 def drop_stores(inner: Function, arg: Argument) -> None:
-    """Delete every store and atomic update through ``arg`` (proven write-only); raise if the
-    derived function uses it any other way (the primal body did not: an engine bug)."""
-    stores = _only_written(arg, inner.users())
-    if stores is None:
+    """Delete every store and atomic update through ``arg`` (proven unobserved; loads stay); raise
+    if the derived function uses it any other way (the primal body did not: an engine bug)."""
+    writes = _writes(arg, inner.users(), loads=True)
+    if writes is None:
         raise DifferentiationError(f"internal: the derivative @{inner.name} uses %{arg.name} other than as a "
-                                   f"store address, although the primal only stores to it")
-    _delete(stores)
+                                   f"load or store address, although the primal does not")
+    _delete(writes)
 
 
 def drop_primal_stores(fn: Function, signature, dropped) -> None:
@@ -194,7 +236,7 @@ def lean_derivative(signature, body: Function, inner: Function, mode: str, shado
                     parallel: ParallelInfo) -> LeanPlan:
     """Apply both transformations to ``inner`` (the derived function: primal args, then one shadow
     arg per ``shadowed`` param in order) and say what changed."""
-    dropped = write_only_params(signature, body)
+    dropped = write_only_params(signature, body, parallel)
     drop_primal_stores(inner, signature, dropped)
     consumed = set()
     if mode == "vjp":

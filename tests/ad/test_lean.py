@@ -69,6 +69,21 @@ def reduced(a: In[f64], total: InOut[f64], x: Out[f64]):
     x[i] = ado.exp(a[i])
 
 
+@ado.kernel
+def accumulate(a: In[f64], y: InOut[f64]):
+    """``y`` is read, then written, at the thread's own element: the store is never observed."""
+    i = ado.tid()
+    y[i] += a[i] * a[i]
+
+
+@ado.kernel
+def accumulate_twice(a: In[f64], y: InOut[f64]):
+    """The second iteration reads what the first stored: the stores stay."""
+    i = ado.tid()
+    for k in range(2):
+        y[i] = y[i] * a[i] + 1.0
+
+
 def _inputs(kernel, rng) -> dict:
     values = {}
     for p in kernel.signature.params:
@@ -113,8 +128,10 @@ EXPECTED = {   # kernel -> (lean jvp intents that change, lean vjp intents that 
     "shared_slot": ({"x": "in", "y": "in"}, {"x": "in", "d_x": "inout", "y": "in", "d_y": "inout"}),
     "reduced": ({"total": "in", "x": "in", "d_total": "inout"},
                 {"total": "in", "d_total": "in", "x": "in", "d_x": "in"}),
+    "accumulate": ({"y": "in", "d_y": "inout"}, {"y": "in", "d_y": "inout"}),
+    "accumulate_twice": ({"y": "inout", "d_y": "inout"}, {"y": "inout", "d_y": "inout"}),
 }
-KERNELS = [two_branches, stored_twice, reads_back, stored_in_loop, shared_slot, reduced]
+KERNELS = [two_branches, stored_twice, reads_back, stored_in_loop, shared_slot, reduced, accumulate, accumulate_twice]
 
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.name)
