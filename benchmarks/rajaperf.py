@@ -110,7 +110,7 @@ def ordered_cases() -> list:
 def run(out_rows: list, sizes=(1_000_000, 1 << 26), reps: int = REPS, big_reps: int | None = None,
         deadline_s: float | None = None, on_row=None, kernels=None) -> None:
     """One row per (kernel, size). ``big_reps``: repetitions at sizes above 2^22 (default ``reps``).
-    ``kernels``: names of the cases to run (default all).
+    ``kernels``: names of the cases to run, in that order (default all, reductions first).
     ``deadline_s``: seconds from now after which the remaining cases are rows saying they were not
     run (so a stage limit never loses what was measured). ``on_row(row)`` after each row."""
     import jax
@@ -121,9 +121,8 @@ def run(out_rows: list, sizes=(1_000_000, 1 << 26), reps: int = REPS, big_reps: 
     baselines = gpu.device.load_module(cubin.read_bytes())
     rng = np.random.default_rng(0)
     modules: dict = {}
-    for case in ordered_cases():
-        if kernels and case.name not in kernels:
-            continue
+    by_name = {c.name: c for c in CASES}
+    for case in [by_name[k] for k in kernels] if kernels else ordered_cases():
         unchecked = ado.kernel(bounds_check=False)(case.kernel.pyfunc)
         for n in sizes:
             row = {"kernel": case.name, "n": n, "reps": (big_reps or reps) if n > FULL_CHECK_LIMIT else reps}
