@@ -3,10 +3,11 @@
 * JVP: the primal call, plus a call of ``ado.jvp(k, wrt, primal_outputs=False)`` (``wrt``: the
   params whose tangents are not symbolic zeros) marked ``tangent_of=(k, wrt)``: linear in its
   shadow operands, so ``linearize``/``vjp`` can stage and transpose it. Outputs the lean kernel
-  does not store are In params there, given the primal call's outputs (never read).
+  does not store are In params there: an Out one is given the primal call's output (never read),
+  an InOut one its input, as before.
 * Transpose of such a call: one call of ``ado.vjp(k, wrt, primal_outputs=False)`` (output
-  cotangents are the seeds, read-only where the lean kernel proves them consumed once; input
-  adjoints accumulate from zero).
+  cotangents are the seeds, In where the lean kernel only reads them; input adjoints accumulate
+  from zero).
 * Batching: a call of ``adoffload.batching.batched_kernel`` with the batch as a leading
   grid axis. A tangent call is batched consistently with its base kernel (a param and its
   shadow share one batch flag), so it stays transposable.
