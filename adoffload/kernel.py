@@ -415,7 +415,9 @@ def vjp(k: Kernel, wrt, *, deterministic: bool = False, primal_outputs: bool = T
     array whose stores the kernel never reads back is not stored to and becomes an ``In``
     parameter, as for ``jvp``; the seed ``d_<out>`` of such an Out array becomes ``In`` (read,
     left as it was) when no element of ``<out>`` can be stored twice in a launch, and so does
-    any seed the adjoint only reads (enzyme/lean.py); other seeds are consumed as above."""
+    any seed the adjoint only reads; other seeds are consumed as above. The gradient ``d_<in>``
+    of an In array the kernel loads once per element (one load per path, outside loops, at the
+    thread's own index) becomes ``Out``: written, not accumulated (enzyme/lean.py)."""
     return _derived(k, "vjp", wrt, deterministic=deterministic,
                     **({} if primal_outputs else {"primal_outputs": False}))
 

@@ -173,7 +173,7 @@ def derive_kernel(signature: KernelSignature, module: Module, body_name: str, mo
     plan = LeanPlan() if primal_outputs else lean_derivative(signature, body, inner, mode, shadowed, parallel)
     inner.linkage = "internal"
     inner.attributes.add("alwaysinline")
-    shadows = _unique_names(signature, [_read_only(shadow_param(signature.params[k], mode, width), k in plan.consumed)
+    shadows = _unique_names(signature, [_lean_shadow(shadow_param(signature.params[k], mode, width), k, plan)
                                         for k in shadowed if k != base_tape])
     if base_tape is not None:        # the shadow tape comes last among the shadows (the tape is the base's last array)
         shadows.append(Param(TAPE_SHADOW_PARAM, ArrayType(I64, 1, "inout")))
@@ -205,6 +205,13 @@ def _read_only(param: Param, read_only: bool) -> Param:
     """``param`` as an In array when ``read_only`` (a lean derivative neither writes it nor, for a
     dropped primal output, reads it)."""
     return Param(param.name, ArrayType(param.type.dtype, param.type.ndim, "in")) if read_only else param
+
+
+def _lean_shadow(param: Param, k: int, plan: LeanPlan) -> Param:
+    """A shadow's intent in a lean derivative: In when only read, Out when written, not accumulated."""
+    if k in plan.written:
+        return Param(param.name, ArrayType(param.type.dtype, param.type.ndim, "out"))
+    return _read_only(param, k in plan.consumed)
 
 
 def _base_tape(signature: KernelSignature, width: int, deterministic: bool) -> int | None:

@@ -21,6 +21,10 @@ applied only where it is proven not to change any derivative:
   (``parallel.py``) proves PRIVATE (injective across threads) -- and ``x`` is a write-only Out
   array (no loads whose adjoints would add into ``d_x``; an InOut's cleared seed is its input's
   gradient), the clearing stores are deleted and ``d_x`` becomes ``In``: read, never written.
+* **Gradients written (reverse mode).** ``d_a[idx] += v`` for an In array ``a`` that the primal
+  loads once per element in a launch (one load per path, outside loops, at a PRIVATE index)
+  becomes ``d_a[idx] = v`` and ``d_a`` an ``Out`` array: launchers start Out arrays at zero, so
+  the gradient is the same, and the adjoint no longer reads ``d_a``.
 
 Anything not proven keeps the conservative code.
 """
@@ -40,9 +44,11 @@ _ADDRESS_OPS = frozenset({"getelementptr", "bitcast", "addrspacecast"})
 @dataclass(frozen=True)
 class LeanPlan:
     """What a lean derivative changed: ``dropped`` params (by index) are no longer stored to (their
-    intent becomes In), ``consumed`` Out params' seeds ``d_<name>`` are read-only (In)."""
+    intent becomes In), ``consumed`` params' seeds ``d_<name>`` are read-only (In), ``written``
+    In params' gradients ``d_<name>`` are written, not accumulated (Out)."""
     dropped: frozenset[int] = frozenset()
     consumed: frozenset[int] = frozenset()
+    written: frozenset[int] = frozenset()
 
 
 def _terminal_uses(root: Value, users: dict) -> list[tuple[Instruction, Value]]:
@@ -154,28 +160,42 @@ def _read_then_written(body: Function, arg: Argument, users: dict, parallel: Par
 def stored_once(signature, body: Function, k: int, parallel: ParallelInfo) -> bool:
     """Whether no element of param ``k`` can be stored twice in a launch: every store outside loops,
     none reachable from another, each at a PRIVATE (thread-injective) index."""
-    users = body.users()
-    stores = _only_written(body.args[_array_arg(signature, signature.grid_rank, k)], users)
+    stores = _only_written(body.args[_array_arg(signature, signature.grid_rank, k)], body.users())
     if not stores or any(s.opcode != "store" for s in stores):
         return False
+    return _once_per_element(body, [(s, s.operands[1]) for s in stores], parallel)
+
+
+def loaded_once(signature, body: Function, k: int, parallel: ParallelInfo) -> bool:
+    """Whether param ``k`` is only loaded, by one load instruction per path (the same conditions as
+    ``stored_once``): its adjoint then gets one update per element in a launch."""
+    uses = _terminal_uses(body.args[_array_arg(signature, signature.grid_rank, k)], body.users())
+    if not uses or any(u.opcode != "load" or u.operands[0] is not a for u, a in uses):
+        return False
+    return _once_per_element(body, [(u, a) for u, a in uses], parallel)
+
+
+def _once_per_element(body: Function, accesses: list, parallel: ParallelInfo) -> bool:
+    """Whether the (instruction, address) ``accesses`` run at most once per thread (outside loops,
+    none reachable from another) at PRIVATE addresses: at most once per element in a launch."""
     blocks = reachable_blocks(body)
-    if any(s.parent not in blocks for s in stores):
+    if any(inst.parent not in blocks for inst, _ in accesses):
         return False
     dom = Dominators(blocks)
     try:
         loops = LoopInfo(blocks, dom)
     except DifferentiationError:           # irreducible: no claim
         return False
-    if any(loops.in_loop(s.parent) for s in stores):
+    if any(loops.in_loop(inst.parent) for inst, _ in accesses):
         return False
-    if len({id(s.parent) for s in stores}) != len(stores):     # two stores in one block
+    if len({id(inst.parent) for inst, _ in accesses}) != len(accesses):     # two in one block
         return False
-    for s in stores:
-        reach = _reachable_from(s.parent)
-        if any(t is not s and t.parent in reach for t in stores):
+    for inst, _ in accesses:
+        reach = _reachable_from(inst.parent)
+        if any(other is not inst and other.parent in reach for other, _ in accesses):
             return False
     classifier = AddressClassifier(parallel, dom, body.args, function=body)
-    return all(classifier.classify(s.operands[1], s.parent) is AddressClass.PRIVATE for s in stores)
+    return all(classifier.classify(address, inst.parent) is AddressClass.PRIVATE for inst, address in accesses)
 
 
 def _reachable_from(block) -> set:
@@ -223,6 +243,36 @@ def drop_seed_clearing(inner: Function, shadow: Argument) -> bool:
     return True
 
 
+def write_gradient(inner: Function, shadow: Argument) -> bool:
+    """Turn the adjoint's ``d_x[idx] = d_x[idx] + v`` updates into ``d_x[idx] = v`` when they are
+    ``shadow``'s only uses (a private load/add/store on one address value, nothing else reading the
+    load or the sum); return whether it did. Right only when each element gets at most one update
+    in a launch and starts at zero (an Out array: the caller proves the first, launchers do the
+    second)."""
+    uses = _terminal_uses(shadow, inner.users())
+    users = inner.users()
+    loads = {u: a for u, a in uses if u.opcode == "load" and u.operands[0] is a}
+    stores = [(u, a) for u, a in uses if u.opcode == "store" and u.operands[1] is a]
+    if not stores or len(loads) + len(stores) != len(uses):
+        return False
+    rewrites = []
+    for store, address in stores:
+        total = store.operands[0]
+        if not (isinstance(total, Instruction) and total.opcode == "fadd" and users.get(total) == [store]):
+            return False
+        old = [o for o in total.operands if o in loads and loads[o] is address and users.get(o) == [total]]
+        if len(old) != 1:
+            return False
+        delta = total.operands[1] if total.operands[0] is old[0] else total.operands[0]
+        rewrites.append((store, total, old[0], delta))
+    if len(rewrites) != len(loads):        # a load outside these updates
+        return False
+    for store, total, old, delta in rewrites:
+        store.operands[0] = delta
+        _delete([total, old])
+    return True
+
+
 def _is_zero(v: Value) -> bool:
     return isinstance(v, Constant) and (v.kind == "zero" or (v.kind == "scalar" and v.value == 0))
 
@@ -238,7 +288,7 @@ def lean_derivative(signature, body: Function, inner: Function, mode: str, shado
     arg per ``shadowed`` param in order) and say what changed."""
     dropped = write_only_params(signature, body, parallel)
     drop_primal_stores(inner, signature, dropped)
-    consumed = set()
+    consumed, written = set(), set()
     if mode == "vjp":
         for k in shadowed:
             p = signature.params[k]
@@ -250,7 +300,12 @@ def lean_derivative(signature, body: Function, inner: Function, mode: str, shado
                     consumed.add(k)
             elif all(u.opcode == "load" and u.operands[0] is a for u, a in _terminal_uses(shadow, inner.users())):
                 consumed.add(k)     # already never written (an InOut updated only by atomic adds)
-    return LeanPlan(frozenset(dropped), frozenset(consumed))
+        for k in shadowed:
+            p = signature.params[k]
+            if p.is_array and p.type.intent == "in" and p.dtype.is_float and loaded_once(signature, body, k, parallel) \
+                    and write_gradient(inner, inner.args[len(body.args) + shadowed.index(k)]):
+                written.add(k)
+    return LeanPlan(frozenset(dropped), frozenset(consumed), frozenset(written))
 
 
 __all__ = ["LeanPlan", "lean_derivative", "param_accesses", "write_only_params", "stored_once"]

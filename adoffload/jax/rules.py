@@ -7,7 +7,7 @@
   an InOut one its input, as before.
 * Transpose of such a call: one call of ``ado.vjp(k, wrt, primal_outputs=False)`` (output
   cotangents are the seeds, In where the lean kernel only reads them; input adjoints accumulate
-  from zero).
+  from zero, or are Out results where the lean kernel writes them once).
 * Batching: a call of ``adoffload.batching.batched_kernel`` with the batch as a leading
   grid axis. A tangent call is batched consistently with its base kernel (a param and its
   shadow share one batch flag), so it stays transposable.

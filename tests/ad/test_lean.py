@@ -84,6 +84,13 @@ def accumulate_twice(a: In[f64], y: InOut[f64]):
         y[i] = y[i] * a[i] + 1.0
 
 
+@ado.kernel
+def halves(a: In[f64], x: Out[f64]):
+    """One load per thread, but threads 2j and 2j+1 read one element: ``d_a`` stays accumulated."""
+    i = ado.tid()
+    x[i] = ado.sin(a[i // 2])
+
+
 def _inputs(kernel, rng) -> dict:
     values = {}
     for p in kernel.signature.params:
@@ -121,17 +128,19 @@ def _intents(kernel) -> dict:
 
 
 EXPECTED = {   # kernel -> (lean jvp intents that change, lean vjp intents that change)
-    "two_branches": ({"x1": "in", "x2": "in"}, {"x1": "in", "x2": "in", "d_x1": "in", "d_x2": "in"}),
+    "two_branches": ({"x1": "in", "x2": "in"}, {"x1": "in", "x2": "in", "d_x1": "in", "d_x2": "in", "d_a": "inout"}),
     "stored_twice": ({"x": "in"}, {"x": "in", "d_x": "inout"}),
     "reads_back": ({"x": "out", "y": "in"}, {"x": "out", "d_x": "inout", "y": "in", "d_y": "in"}),
     "stored_in_loop": ({"x": "in"}, {"x": "in", "d_x": "inout"}),
     "shared_slot": ({"x": "in", "y": "in"}, {"x": "in", "d_x": "inout", "y": "in", "d_y": "inout"}),
     "reduced": ({"total": "in", "x": "in", "d_total": "inout"},
                 {"total": "in", "d_total": "in", "x": "in", "d_x": "in"}),
-    "accumulate": ({"y": "in", "d_y": "inout"}, {"y": "in", "d_y": "inout"}),
-    "accumulate_twice": ({"y": "inout", "d_y": "inout"}, {"y": "inout", "d_y": "inout"}),
+    "accumulate": ({"y": "in", "d_y": "inout"}, {"y": "in", "d_y": "inout", "d_a": "out"}),
+    "accumulate_twice": ({"y": "inout", "d_y": "inout"}, {"y": "inout", "d_y": "inout", "d_a": "inout"}),
+    "halves": ({"x": "in"}, {"x": "in", "d_x": "in", "d_a": "inout"}),
 }
-KERNELS = [two_branches, stored_twice, reads_back, stored_in_loop, shared_slot, reduced, accumulate, accumulate_twice]
+KERNELS = [two_branches, stored_twice, reads_back, stored_in_loop, shared_slot, reduced, accumulate, accumulate_twice,
+           halves]
 
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.name)
