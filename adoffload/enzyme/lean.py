@@ -3,24 +3,25 @@
 A derivative kernel recomputes the primal, so by default it also stores the primal outputs,
 and a reverse kernel clears each seed element it consumes (``d_x[i] = 0`` after reading it).
 Callers that already have the primal outputs (the JAX JVP rule's tangent call, the transpose
-rule's adjoint) pay for bytes nobody reads. Two transformations of the derived function, each
+rule's adjoint) pay for bytes nobody reads. Three transformations of the derived function, each
 applied only where it is proven not to change any derivative:
 
 * **Primal stores dropped.** A written array param whose pointer the primal body uses only as
   the address of stores or of atomic updates whose old value is unused (never loaded, never
   passed on, never compared) cannot influence any value the kernel computes, so those writes are
   deleted. So are the stores of an InOut param read before it is written (no load reachable from
-  a store) at one PRIVATE element per thread: no load, of this thread or another, sees them. The param stays in the signature (its
-  shapes keep the bounds checks exact) as ``In``: the kernel neither reads nor writes it.
+  a store) at one PRIVATE element per thread: no load, of this thread or another, sees them. The
+  param stays in the signature (its shapes keep the bounds checks exact) as ``In``: the kernel
+  does not write it (nor read it, unless it is such an InOut).
 * **Seeds read-only (reverse mode).** A seed the adjoint only loads (``d_dot`` of ``dot`` updated
-  by atomic adds alone: the gradient of its input is the seed, unchanged) becomes ``In``.
-  The adjoint of ``x[idx] = v`` reads ``d_x[idx]``
-  and clears it, so that an earlier store to the same location sees no stale seed. When the
-  location cannot be stored twice in the whole launch -- every store to ``x`` outside loops, no
-  store reachable from another (one per thread at most), at an index the race analysis
-  (``parallel.py``) proves PRIVATE (injective across threads) -- and ``x`` is a write-only Out
-  array (no loads whose adjoints would add into ``d_x``; an InOut's cleared seed is its input's
-  gradient), the clearing stores are deleted and ``d_x`` becomes ``In``: read, never written.
+  by atomic adds alone: the gradient of its input is the seed, unchanged) becomes ``In``. The
+  adjoint of ``x[idx] = v`` reads ``d_x[idx]`` and clears it, so that an earlier store to the
+  same location sees no stale seed. When the location cannot be stored twice in the whole launch
+  -- every store to ``x`` outside loops, no store reachable from another (one per thread at
+  most), at an index the race analysis (``parallel.py``) proves PRIVATE (injective across
+  threads) -- and ``x`` is a write-only Out array (no loads whose adjoints would add into
+  ``d_x``; an InOut's cleared seed is its input's gradient), the clearing stores are deleted and
+  ``d_x`` becomes ``In``: read, never written.
 * **Gradients written (reverse mode).** ``d_a[idx] += v`` for an In array ``a`` that the primal
   loads once per element in a launch (one load per path, outside loops, at a PRIVATE index)
   becomes ``d_a[idx] = v`` and ``d_a`` an ``Out`` array: launchers start Out arrays at zero, so
@@ -284,7 +285,7 @@ def _delete(instructions: list[Instruction]) -> None:
 
 def lean_derivative(signature, body: Function, inner: Function, mode: str, shadowed: list[int],
                     parallel: ParallelInfo) -> LeanPlan:
-    """Apply both transformations to ``inner`` (the derived function: primal args, then one shadow
+    """Apply the transformations to ``inner`` (the derived function: primal args, then one shadow
     arg per ``shadowed`` param in order) and say what changed."""
     dropped = write_only_params(signature, body, parallel)
     drop_primal_stores(inner, signature, dropped)
@@ -308,4 +309,5 @@ def lean_derivative(signature, body: Function, inner: Function, mode: str, shado
     return LeanPlan(frozenset(dropped), frozenset(consumed), frozenset(written))
 
 
-__all__ = ["LeanPlan", "lean_derivative", "param_accesses", "write_only_params", "stored_once"]
+__all__ = ["LeanPlan", "drop_primal_stores", "lean_derivative", "loaded_once", "param_accesses", "stored_once",
+           "write_only_params"]
