@@ -69,7 +69,8 @@ def summary(results: dict) -> list[dict]:
             add(f"n={n}: {name} / primal, geomean",
                 geomean(r[f"{mode}_ratio"] for r in raja if r.get(f"{mode}_ratio")), "(no target)", None)
         for mode in ("vjp", "jvp"):
-            add(f"n={n}: {mode} (lean) array bytes / primal array bytes, geomean (the ratio if both ran at one bandwidth)",
+            add(f"n={n}: {mode} (lean) array bytes / primal array bytes, geomean "
+                "(the ratio if both ran at one bandwidth)",
                 geomean(r[f"{mode}_bytes_ratio"] for r in raja if r.get(f"{mode}_bytes_ratio")), "(no target)", None)
         for mode, what in (("jvp", "jax.jvp"), ("vjp", "jax.vjp")):     # BENCHMARKS.md item 2: no target
             # the full kernels, which compute the primal too, as jax.jvp / jax.vjp of the jnp version do
@@ -131,8 +132,8 @@ def write_report(out: Path, env: dict, results: dict) -> None:
     columns = {
         "rajaperf": ["kernel", "n", "correct", "cuda_correct", "ours_ms", "ours_iqr_ms", "unchecked_ms", "cuda_ms",
                      "cuda_iqr_ms", "jnp_ms", "jnp_iqr_ms", "gbps_ours", "gbps_cuda", "jvp_ratio", "vjp_ratio",
-                     "jvp_ms", "vjp_ms", "jvp_full_ms", "jax_jvp_ms", "vjp_full_ms", "jax_vjp_ms", "jvp_full_ratio", "vjp_full_ratio", "jvp_bytes_ratio",
-                     "vjp_bytes_ratio", "k", "grid_stride", "threads", "cuda_blocks", "jvp_k", "vjp_k", "reps",
+                     "jvp_ms", "vjp_ms", "jvp_full_ms", "jax_jvp_ms", "vjp_full_ms", "jax_vjp_ms", "jvp_full_ratio",
+                     "vjp_full_ratio", "jvp_bytes_ratio", "vjp_bytes_ratio", "k", "grid_stride", "threads", "cuda_blocks", "jvp_k", "vjp_k", "reps",
                      "checked", "wall_s", "error", "jvp_error", "vjp_error", "jvp_full_error", "vjp_full_error",
                      "jax_jvp_error", "jax_vjp_error"],
     }
