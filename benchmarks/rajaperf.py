@@ -1,7 +1,7 @@
 """RAJAPerf subset on the GPU: ours (checked and unchecked) vs hand-written CUDA vs jax.numpy,
-plus JVP/primal and VJP/primal ratios (of the lean derivative kernels the JAX rules run, and of the
-default ``ado.jvp``/``ado.vjp`` kernels: see DERIVATIVES). Every number comes from this run on this GPU, every side
-timed by ``harness.time_calls`` (same warm-up, repetitions and wall clock); each case's device
+plus JVP/primal and VJP/primal ratios (of the lean derivative kernels the JAX rules run, and of
+the default ``ado.jvp``/``ado.vjp`` kernels: see DERIVATIVES). Every number comes from this run on
+this GPU, every side timed by ``harness.time_calls`` (same warm-up, repetitions and wall clock); each case's device
 memory is freed before the next, and a case that fails is a row with its error.
 """
 from __future__ import annotations
