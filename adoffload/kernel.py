@@ -416,8 +416,9 @@ def vjp(k: Kernel, wrt, *, deterministic: bool = False, primal_outputs: bool = T
     parameter, as for ``jvp``; the seed ``d_<out>`` of such an Out array becomes ``In`` (read,
     left as it was) when no element of ``<out>`` can be stored twice in a launch, and so does
     any seed the adjoint only reads; other seeds are consumed as above. The gradient ``d_<in>``
-    of an In array the kernel loads once per element (one load per path, outside loops, at the
-    thread's own index) becomes ``Out``: written, not accumulated (enzyme/lean.py)."""
+    of an In array each element of which only its own thread loads (outside loops) becomes
+    ``Out``: written, not accumulated, where the lean kernel can order its updates
+    (enzyme/lean.py)."""
     return _derived(k, "vjp", wrt, deterministic=deterministic,
                     **({} if primal_outputs else {"primal_outputs": False}))
 

@@ -22,10 +22,11 @@ applied only where it is proven not to change any derivative:
   threads) -- and ``x`` is a write-only Out array (no loads whose adjoints would add into
   ``d_x``; an InOut's cleared seed is its input's gradient), the clearing stores are deleted and
   ``d_x`` becomes ``In``: read, never written.
-* **Gradients written (reverse mode).** ``d_a[idx] += v`` for an In array ``a`` that the primal
-  loads once per element in a launch (one load per path, outside loops, at a PRIVATE index)
-  becomes ``d_a[idx] = v`` and ``d_a`` an ``Out`` array: launchers start Out arrays at zero, so
-  the gradient is the same, and the adjoint no longer reads ``d_a``.
+* **Gradients written (reverse mode).** For an In array ``a`` that the primal loads only outside
+  loops at a PRIVATE index (each element read by one thread), the first ``d_a[idx] += v`` of the
+  reverse sweep (one that runs before the others on every path) becomes ``d_a[idx] = v`` and
+  ``d_a`` an ``Out`` array: launchers start Out arrays at zero, so the gradient is the same; with
+  one update, the adjoint no longer reads ``d_a``.
 
 Anything not proven keeps the conservative code.
 """
@@ -167,13 +168,24 @@ def stored_once(signature, body: Function, k: int, parallel: ParallelInfo) -> bo
     return _once_per_element(body, [(s, s.operands[1]) for s in stores], parallel)
 
 
-def loaded_once(signature, body: Function, k: int, parallel: ParallelInfo) -> bool:
-    """Whether param ``k`` is only loaded, by one load instruction per path (the same conditions as
-    ``stored_once``): its adjoint then gets one update per element in a launch."""
+def loaded_by_own_thread(signature, body: Function, k: int, parallel: ParallelInfo) -> bool:
+    """Whether param ``k`` is only loaded, outside loops, at PRIVATE indices (one index pattern,
+    injective across threads): each element is read by one thread, at most once per load."""
     uses = _terminal_uses(body.args[_array_arg(signature, signature.grid_rank, k)], body.users())
     if not uses or any(u.opcode != "load" or u.operands[0] is not a for u, a in uses):
         return False
-    return _once_per_element(body, [(u, a) for u, a in uses], parallel)
+    blocks = reachable_blocks(body)
+    if any(u.parent not in blocks for u, _ in uses):
+        return False
+    dom = Dominators(blocks)
+    try:
+        loops = LoopInfo(blocks, dom)
+    except DifferentiationError:
+        return False
+    if any(loops.in_loop(u.parent) for u, _ in uses):
+        return False
+    classifier = AddressClassifier(parallel, dom, body.args, function=body)
+    return all(classifier.classify(a, u.parent) is AddressClass.PRIVATE for u, a in uses)
 
 
 def _once_per_element(body: Function, accesses: list, parallel: ParallelInfo) -> bool:
@@ -245,33 +257,55 @@ def drop_seed_clearing(inner: Function, shadow: Argument) -> bool:
 
 
 def write_gradient(inner: Function, shadow: Argument) -> bool:
-    """Turn the adjoint's ``d_x[idx] = d_x[idx] + v`` updates into ``d_x[idx] = v`` when they are
-    ``shadow``'s only uses (a private load/add/store on one address value, nothing else reading the
-    load or the sum); return whether it did. Right only when each element gets at most one update
-    in a launch and starts at zero (an Out array: the caller proves the first, launchers do the
-    second)."""
+    """Turn the first of the adjoint's ``d_x[idx] = d_x[idx] + v`` updates into ``d_x[idx] = v``
+    when such private load/add/store updates are ``shadow``'s only uses (nothing else reading the
+    loads or the sums), none in a loop, and one of them runs before every other on every path (its
+    block dominates theirs; in one block, it comes first); return whether it did. Right only when
+    the updates of an element are this thread's alone and the element starts at zero (an Out
+    array: the caller proves the first, launchers do the second)."""
     uses = _terminal_uses(shadow, inner.users())
     users = inner.users()
     loads = {u: a for u, a in uses if u.opcode == "load" and u.operands[0] is a}
     stores = [(u, a) for u, a in uses if u.opcode == "store" and u.operands[1] is a]
     if not stores or len(loads) + len(stores) != len(uses):
         return False
-    rewrites = []
+    updates = []
     for store, address in stores:
         total = store.operands[0]
         if not (isinstance(total, Instruction) and total.opcode == "fadd" and users.get(total) == [store]):
             return False
         old = [o for o in total.operands if o in loads and loads[o] is address and users.get(o) == [total]]
-        if len(old) != 1:
+        if len(old) != 1 or old[0].parent is not store.parent:
             return False
-        delta = total.operands[1] if total.operands[0] is old[0] else total.operands[0]
-        rewrites.append((store, total, old[0], delta))
-    if len(rewrites) != len(loads):        # a load outside these updates
+        updates.append((store, total, old[0]))
+    if len(updates) != len(loads):        # a load outside these updates
         return False
-    for store, total, old, delta in rewrites:
-        store.operands[0] = delta
-        _delete([total, old])
+    blocks = reachable_blocks(inner)
+    if any(store.parent not in blocks for store, _, _ in updates):
+        return False
+    dom = Dominators(blocks)
+    try:
+        loops = LoopInfo(blocks, dom)
+    except DifferentiationError:
+        return False
+    if any(loops.in_loop(store.parent) for store, _, _ in updates):
+        return False
+    first = next((u for u in updates if all(_runs_before(u, v, dom) for v in updates if v is not u)), None)
+    if first is None:
+        return False
+    store, total, old = first
+    store.operands[0] = total.operands[1] if total.operands[0] is old else total.operands[0]
+    _delete([total, old])
     return True
+
+
+def _runs_before(u, v, dom: Dominators) -> bool:
+    """Whether update ``u`` (store, sum, load) runs before ``v`` on every path that reaches ``v``."""
+    a, b = u[2], v[2]
+    if a.parent is b.parent:
+        block = a.parent.instructions
+        return block.index(u[0]) < block.index(b)
+    return dom.dominates(a.parent, b.parent)
 
 
 def _is_zero(v: Value) -> bool:
@@ -303,11 +337,12 @@ def lean_derivative(signature, body: Function, inner: Function, mode: str, shado
                 consumed.add(k)     # already never written (an InOut updated only by atomic adds)
         for k in shadowed:
             p = signature.params[k]
-            if p.is_array and p.type.intent == "in" and p.dtype.is_float and loaded_once(signature, body, k, parallel) \
+            if p.is_array and p.type.intent == "in" and p.dtype.is_float \
+                    and loaded_by_own_thread(signature, body, k, parallel) \
                     and write_gradient(inner, inner.args[len(body.args) + shadowed.index(k)]):
                 written.add(k)
     return LeanPlan(frozenset(dropped), frozenset(consumed), frozenset(written))
 
 
-__all__ = ["LeanPlan", "drop_primal_stores", "lean_derivative", "loaded_once", "param_accesses", "stored_once",
+__all__ = ["LeanPlan", "drop_primal_stores", "lean_derivative", "loaded_by_own_thread", "param_accesses", "stored_once",
            "write_only_params"]

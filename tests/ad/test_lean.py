@@ -91,6 +91,15 @@ def halves(a: In[f64], x: Out[f64]):
     x[i] = ado.sin(a[i // 2])
 
 
+@ado.kernel
+def reloaded(a: In[f64], x: Out[f64], y: Out[f64]):
+    """``a[i]`` is loaded again after the store to ``x`` (arrays might overlap, as far as the IR
+    knows): two updates of ``d_a[i]`` in a row, the first (of the reverse sweep) written."""
+    i = ado.tid()
+    x[i] = a[i] * a[i]
+    y[i] = ado.cos(a[i])
+
+
 def _inputs(kernel, rng) -> dict:
     values = {}
     for p in kernel.signature.params:
@@ -138,9 +147,10 @@ EXPECTED = {   # kernel -> (lean jvp intents that change, lean vjp intents that 
     "accumulate": ({"y": "in", "d_y": "inout"}, {"y": "in", "d_y": "inout", "d_a": "out"}),
     "accumulate_twice": ({"y": "inout", "d_y": "inout"}, {"y": "inout", "d_y": "inout", "d_a": "inout"}),
     "halves": ({"x": "in"}, {"x": "in", "d_x": "in", "d_a": "inout"}),
+    "reloaded": ({"x": "in", "y": "in"}, {"x": "in", "y": "in", "d_x": "in", "d_y": "in", "d_a": "out"}),
 }
 KERNELS = [two_branches, stored_twice, reads_back, stored_in_loop, shared_slot, reduced, accumulate, accumulate_twice,
-           halves]
+           halves, reloaded]
 
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.name)
