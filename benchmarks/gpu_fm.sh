@@ -11,7 +11,6 @@ OUT=${OUT:-/tmp/adoffload-out}
 mkdir -p "$OUT/fm"
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-export JAX_COMPILATION_CACHE_DIR=/tmp/adoffload-fm-jax-cache JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0
 if ls .whl/*.whl > /dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     > /dev/null 2>&1 && export PYTHONPATH="$PYTHONPATH:/tmp/site"
