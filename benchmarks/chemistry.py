@@ -52,6 +52,7 @@ EF_ADJOINT = "LJ energy + forces (energy kernel, then its adjoint)"
 BUILD = "neighbor-list build"
 STEP = "MD step (Verlet, list kept)"
 FIT = "force-matching loss gradient (LJ parameters)"
+MEASURE_KEYS = {"ef": EF, "ef_adjoint": EF_ADJOINT, "build": BUILD, "step": STEP, "fit": FIT}
 SIDES = ["adoffload", "jax", "jax-md Dense", "jax-md Sparse", "jax-md OrderedSparse", "cuda"]
 COLUMNS = ["measure", "atoms", "side", "median_ms", "iqr_ms", "min_ms", "max_ms", "reps", "batch",
            "max_force_diff", "grad_rel_diff", "atom_steps_per_s", "error"]
@@ -275,7 +276,8 @@ class StreamedRows(list):
             f.write(json.dumps(item, default=float) + "\n")
 
 
-def run_isolated(rows, seconds, device, sizes, sides, reps=None, quick=False, max_atoms=None, after_side=None):
+def run_isolated(rows, seconds, device, sizes, sides, reps=None, quick=False, max_atoms=None, after_side=None,
+                 measure_keys=None):
     """``run`` with each (size, side) in a child process limited to ``seconds``: device memory is the
     child's alone, and a side that fails, runs out of memory or past the limit is an error row."""
     import subprocess
@@ -292,6 +294,7 @@ def run_isolated(rows, seconds, device, sizes, sides, reps=None, quick=False, ma
                 command = [sys.executable, str(Path(__file__).resolve()), "--device", device, "--sizes", str(n),
                            "--sides", side, "--rows-jsonl", str(stream)]
                 command += ["--reps", str(reps)] if reps else []
+                command += ["--measures", *measure_keys] if measure_keys else []
                 try:
                     done = subprocess.run(command, capture_output=True, text=True, timeout=seconds)
                     failure = None if done.returncode == 0 else \
@@ -372,6 +375,8 @@ def main(argv=None):
     parser.add_argument("--reps", type=int)
     parser.add_argument("--sides", nargs="*", help="adoffload jax 'jax-md Dense' 'jax-md Sparse' "
                                                     "'jax-md OrderedSparse' cuda (default: all)")
+    parser.add_argument("--measures", nargs="*", choices=sorted(MEASURE_KEYS),
+                        help="measure only these (default: all)")
     parser.add_argument("--max-atoms", action="append", default=[], metavar="SIDE=N",
                         help="run SIDE only at sizes up to N atoms (repeatable)")
     parser.add_argument("--isolate", type=int, metavar="SECONDS",
@@ -379,6 +384,7 @@ def main(argv=None):
     parser.add_argument("--rows-jsonl", help=argparse.SUPPRESS)      # a child of --isolate: stream rows here
     args = parser.parse_args(argv)
     max_atoms = _max_atoms(parser, args.max_atoms)
+    measures = [MEASURE_KEYS[m] for m in args.measures] if args.measures else None
     for side in args.sides or ():
         if side not in SIDES:
             parser.error(f"unknown side {side!r}; choose from {', '.join(SIDES)}")
@@ -392,7 +398,7 @@ def main(argv=None):
             print("no GPU found by JAX: running the CPU comparison at small sizes")
     if args.rows_jsonl:                 # child: rows go to the stream only
         run(StreamedRows(Path(args.rows_jsonl)), device=device, quick=args.quick, reps=args.reps, sides=args.sides,
-            sizes=args.sizes, max_atoms=max_atoms)
+            sizes=args.sizes, max_atoms=max_atoms, measures=measures)
         return 0
     env = {**environment(), "requested device": device}
     out = Path(args.out)
@@ -401,10 +407,10 @@ def main(argv=None):
         write(out, env, rows)
     if args.isolate:
         rows = run_isolated([], args.isolate, device, args.sizes, args.sides, reps=args.reps, quick=args.quick,
-                            max_atoms=max_atoms, after_side=save)
+                            max_atoms=max_atoms, after_side=save, measure_keys=args.measures)
     else:
         rows = run([], device=device, quick=args.quick, reps=args.reps, sides=args.sides, sizes=args.sizes,
-                   max_atoms=max_atoms, after_side=save)
+                   max_atoms=max_atoms, after_side=save, measures=measures)
     save(rows)
     for r in rows:
         print({k: v for k, v in r.items() if v not in ("", None)}, flush=True)
