@@ -7,29 +7,33 @@
 # 2. the chemistry benchmark at all three sizes, with jax-md (wheels carried in .whl/) as the peer,
 #    each (size, side) in its own process under a time limit, so a side that runs out of device
 #    memory is a failed row and the other sizes are still measured.
-# Results under $OUT/fm/: tests.txt, chem/chemistry.{md,csv}, chem_log.txt.
+# Results under $OUT/fm/ (few files): log.txt (tests and benchmark output), chem/chemistry.md,
+# chem_tangent/chemistry.md (second stage).
 set -u
 OUT=${OUT:-/tmp/adoffload-out}
 mkdir -p "$OUT/fm"
+LOG="$OUT/fm/log.txt"
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-if [ "${1:-}" = "tangent" ]; then
-  ADOFFLOAD_SCALAR_JVP=tangent timeout 150 python3 benchmarks/chemistry.py --device cuda --reps 10 --isolate 60 \
-    --sides adoffload --measures ef fit --out "$OUT/fm/chem_tangent" > "$OUT/fm/chem_tangent_log.txt" 2>&1
-  echo "chemistry (tangent) exit $?" >> "$OUT/fm/chem_tangent_log.txt"
-  grep -E "force-matching|LJ energy \+ forces \|" "$OUT/fm/chem_tangent/chemistry.md" 2>/dev/null
-  exit 0
-fi
 if ls .whl/*.whl > /dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     > /dev/null 2>&1 && export PYTHONPATH="$PYTHONPATH:/tmp/site"
 fi
+if [ "${1:-}" = "tangent" ]; then
+  ADOFFLOAD_SCALAR_JVP=tangent timeout 150 python3 benchmarks/chemistry.py --device cuda --reps 10 --isolate 60 \
+    --sides adoffload --measures ef fit --out "$OUT/fm/chem_tangent" >> "$LOG" 2>&1
+  echo "=== chemistry (tangent) exit $?" >> "$LOG"
+  rm -f "$OUT/fm/chem_tangent/chemistry.csv"
+  grep -E "force-matching|LJ energy \+ forces \|" "$OUT/fm/chem_tangent/chemistry.md" 2>/dev/null
+  exit 0
+fi
 timeout 75 python3 -m pytest -q -p no:cacheprovider -rfE tests/jax/test_scalar_jvp.py \
-  tests/chemistry/test_fused_forces.py > "$OUT/fm/tests.txt" 2>&1
-echo "pytest exit $?" >> "$OUT/fm/tests.txt"
-tail -3 "$OUT/fm/tests.txt"
+  tests/chemistry/test_fused_forces.py >> "$LOG" 2>&1
+echo "=== pytest exit $?" >> "$LOG"
+tail -3 "$LOG"
 timeout 270 python3 benchmarks/chemistry.py --device cuda --reps 10 --isolate 90 \
-  --sides adoffload "jax-md Dense" cuda jax --out "$OUT/fm/chem" > "$OUT/fm/chem_log.txt" 2>&1
-echo "chemistry exit $?" >> "$OUT/fm/chem_log.txt"
-tail -1 "$OUT/fm/chem_log.txt"
+  --sides adoffload "jax-md Dense" cuda jax --out "$OUT/fm/chem" 2>&1 | grep -v "^[WI][0-9]" >> "$LOG"
+echo "=== chemistry exit ${PIPESTATUS[0]}" >> "$LOG"
+rm -f "$OUT/fm/chem/chemistry.csv"
+tail -1 "$LOG"
 grep -E "force-matching|LJ energy \+ forces \|" "$OUT/fm/chem/chemistry.md" 2>/dev/null | head -40
