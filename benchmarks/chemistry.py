@@ -35,6 +35,7 @@ import argparse
 import csv
 import gc
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -312,8 +313,10 @@ def run_isolated(rows, seconds, device, sizes, sides, reps=None, quick=False, ma
 
 
 def _last_line(text: str) -> str:
+    """The child's Python exception line if it printed one (XLA logs lines after it), else its last line."""
     lines = [line for line in (text or "").splitlines() if line.strip()]
-    return lines[-1][:300] if lines else "(no output)"
+    errors = [line for line in lines if re.match(r"^[\w.]+(Error|Exception|Interrupt)\b", line)]
+    return (errors or lines or ["(no output)"])[-1][:300]
 
 
 # (name, numerator side/measure, denominator side/measure, target) -- issue 12's chemistry targets
