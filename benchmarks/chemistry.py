@@ -26,7 +26,7 @@ A side need not run every size: ``--max-atoms SIDE=N`` skips it above N atoms (a
 and ``--isolate SECONDS`` runs each (size, side) in a child process with that time limit, so a
 side that exhausts device memory or runs past its limit is an error row with the reason and the
 rest are still measured (the child streams its rows as it goes: rows measured before a timeout
-are kept). The report files are rewritten after every side, so a run cut short by an outer
+are kept); ``--budget SECONDS`` bounds the whole isolated run the same way (no child outlives it). The report files are rewritten after every side, so a run cut short by an outer
 time limit still leaves every size measured so far.
 """
 from __future__ import annotations
@@ -278,17 +278,26 @@ class StreamedRows(list):
 
 
 def run_isolated(rows, seconds, device, sizes, sides, reps=None, quick=False, max_atoms=None, after_side=None,
-                 measure_keys=None):
+                 measure_keys=None, budget=None):
     """``run`` with each (size, side) in a child process limited to ``seconds``: device memory is the
-    child's alone, and a side that fails, runs out of memory or past the limit is an error row."""
+    child's alone, and a side that fails, runs out of memory or past the limit is an error row.
+    ``budget``: seconds for the whole run; a child gets at most what is left, and once less than
+    10 s is left the remaining sides are rows saying they were not run."""
     import subprocess
     import tempfile
+    import time
+    deadline = None if budget is None else time.monotonic() + budget
     for n in sizes or (QUICK_SIZES if quick else SIZES)[device]:
         for side in sides or SIDES:
             limit = (max_atoms or {}).get(side)
             if limit is not None and n > limit:
                 rows.append({"measure": "all", "atoms": n, "side": side,
                              "error": f"skipped: {n} atoms is above this side's limit of {limit} (--max-atoms)"})
+                continue
+            left = seconds if deadline is None else min(seconds, int(deadline - time.monotonic()))
+            if left < 10:
+                rows.append({"measure": "all", "atoms": n, "side": side,
+                             "error": f"not run: the run's --budget of {budget} s was spent"})
                 continue
             with tempfile.TemporaryDirectory() as tmp:
                 stream = Path(tmp) / "rows.jsonl"
@@ -297,11 +306,11 @@ def run_isolated(rows, seconds, device, sizes, sides, reps=None, quick=False, ma
                 command += ["--reps", str(reps)] if reps else []
                 command += ["--measures", *measure_keys] if measure_keys else []
                 try:
-                    done = subprocess.run(command, capture_output=True, text=True, timeout=seconds)
+                    done = subprocess.run(command, capture_output=True, text=True, timeout=left)
                     failure = None if done.returncode == 0 else \
                         f"child process exited with {done.returncode}: {_last_line(done.stderr)}"
                 except subprocess.TimeoutExpired:
-                    failure = f"child process ran past its {seconds} s limit (--isolate); rows measured before are kept"
+                    failure = f"child process ran past its {left} s limit (--isolate/--budget); rows measured before are kept"
                 child_rows = [json.loads(line) for line in stream.read_text().splitlines()] if stream.exists() else []
             rows.extend(child_rows)
             if failure is not None:
@@ -384,6 +393,8 @@ def main(argv=None):
                         help="run SIDE only at sizes up to N atoms (repeatable)")
     parser.add_argument("--isolate", type=int, metavar="SECONDS",
                         help="run each (size, side) in a child process with this time limit")
+    parser.add_argument("--budget", type=int, metavar="SECONDS",
+                        help="with --isolate: seconds for the whole run (later sides become 'not run' rows)")
     parser.add_argument("--rows-jsonl", help=argparse.SUPPRESS)      # a child of --isolate: stream rows here
     args = parser.parse_args(argv)
     max_atoms = _max_atoms(parser, args.max_atoms)
@@ -410,7 +421,7 @@ def main(argv=None):
         write(out, env, rows)
     if args.isolate:
         rows = run_isolated([], args.isolate, device, args.sizes, args.sides, reps=args.reps, quick=args.quick,
-                            max_atoms=max_atoms, after_side=save, measure_keys=args.measures)
+                            max_atoms=max_atoms, after_side=save, measure_keys=args.measures, budget=args.budget)
     else:
         rows = run([], device=device, quick=args.quick, reps=args.reps, sides=args.sides, sizes=args.sizes,
                    max_atoms=max_atoms, after_side=save, measures=measures)

@@ -20,7 +20,7 @@ if ls .whl/*.whl > /dev/null 2>&1; then
     > /dev/null 2>&1 && export PYTHONPATH="$PYTHONPATH:/tmp/site"
 fi
 if [ "${1:-}" = "tangent" ]; then
-  ADOFFLOAD_SCALAR_JVP=tangent timeout 150 python3 benchmarks/chemistry.py --device cuda --reps 10 --isolate 60 \
+  ADOFFLOAD_SCALAR_JVP=tangent timeout 160 python3 benchmarks/chemistry.py --device cuda --reps 10 --isolate 60 --budget 140 \
     --sides adoffload --measures ef fit --out "$OUT/fm/chem_tangent" >> "$LOG" 2>&1
   echo "=== chemistry (tangent) exit $?" >> "$LOG"
   rm -f "$OUT/fm/chem_tangent/chemistry.csv"
@@ -31,7 +31,7 @@ timeout 75 python3 -m pytest -q -p no:cacheprovider -rfE tests/jax/test_scalar_j
   tests/chemistry/test_fused_forces.py >> "$LOG" 2>&1
 echo "=== pytest exit $?" >> "$LOG"
 tail -3 "$LOG"
-timeout 270 python3 benchmarks/chemistry.py --device cuda --reps 10 --isolate 90 \
+timeout 290 python3 benchmarks/chemistry.py --device cuda --reps 10 --isolate 90 --budget 265 \
   --sides adoffload "jax-md Dense" cuda jax --out "$OUT/fm/chem" 2>&1 | grep -v "^[WI][0-9]" >> "$LOG"
 echo "=== chemistry exit ${PIPESTATUS[0]}" >> "$LOG"
 rm -f "$OUT/fm/chem/chemistry.csv"
