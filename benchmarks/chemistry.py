@@ -26,7 +26,8 @@ A side need not run every size: ``--max-atoms SIDE=N`` skips it above N atoms (a
 and ``--isolate SECONDS`` runs each (size, side) in a child process with that time limit, so a
 side that exhausts device memory or runs past its limit is an error row with the reason and the
 rest are still measured (the child streams its rows as it goes: rows measured before a timeout
-are kept); ``--budget SECONDS`` bounds the whole isolated run the same way (no child outlives it). The report files are rewritten after every side, so a run cut short by an outer
+are kept); ``--budget SECONDS`` bounds the whole isolated run the same way (no child outlives
+it). The report files are rewritten after every side, so a run cut short by an outer
 time limit still leaves every size measured so far.
 """
 from __future__ import annotations
@@ -310,7 +311,8 @@ def run_isolated(rows, seconds, device, sizes, sides, reps=None, quick=False, ma
                     failure = None if done.returncode == 0 else \
                         f"child process exited with {done.returncode}: {_last_line(done.stderr)}"
                 except subprocess.TimeoutExpired:
-                    failure = f"child process ran past its {left} s limit (--isolate/--budget); rows measured before are kept"
+                    failure = (f"child process ran past its {left} s limit (--isolate/--budget); "
+                               "rows measured before are kept")
                 child_rows = [json.loads(line) for line in stream.read_text().splitlines()] if stream.exists() else []
             rows.extend(child_rows)
             if failure is not None:
