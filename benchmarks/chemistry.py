@@ -2,6 +2,7 @@
 adoffload against the same physics in plain JAX, in jax-md and in hand-written CUDA.
 
     python benchmarks/chemistry.py --out benchmarks/results/chemistry [--device cpu|cuda] [--quick]
+        [--max-atoms 'jax-md Dense=108000' ...] [--isolate SECONDS]
 
 Every side computes the truncated-and-shifted LJ (sigma = epsilon = 1, cutoff 2.5, skin 0.3,
 float64) on the same fcc-lattice liquid (density 0.8, positions jittered):
@@ -17,14 +18,25 @@ float64) on the same fcc-lattice liquid (density 0.8, positions jittered):
 One timer for all (``harness.time_calls``: same warm-up, repetitions and batch, host wall clock
 after the device is done); each size is reported on its own, with median, IQR, min and max; a
 side that fails is an error row; device memory is released between sides. Each side's forces
-are compared with the plain-JAX reference's (``max_force_diff``). Also callable from
-``benchmarks/run.py`` as ``run(rows, device=..., quick=...)``.
+are compared with the plain-JAX reference's (``max_force_diff``), and the force-matching
+gradient with the reference's (``grad_rel_diff``). Also callable from ``benchmarks/run.py`` as
+``run(rows, device=..., quick=...)``.
+
+A side need not run every size: ``--max-atoms SIDE=N`` skips it above N atoms (a row says so),
+and ``--isolate SECONDS`` runs each (size, side) in a child process with that time limit, so a
+side that exhausts device memory or runs past its limit is an error row with the reason and the
+rest are still measured (the child streams its rows as it goes: rows measured before a timeout
+are kept); ``--budget SECONDS`` bounds the whole isolated run the same way (no child outlives
+it). The report files are rewritten after every side, so a run cut short by an outer
+time limit still leaves every size measured so far.
 """
 from __future__ import annotations
 
 import argparse
 import csv
 import gc
+import json
+import re
 import sys
 from pathlib import Path
 
@@ -42,8 +54,20 @@ EF_ADJOINT = "LJ energy + forces (energy kernel, then its adjoint)"
 BUILD = "neighbor-list build"
 STEP = "MD step (Verlet, list kept)"
 FIT = "force-matching loss gradient (LJ parameters)"
+MEASURE_KEYS = {"ef": EF, "ef_adjoint": EF_ADJOINT, "build": BUILD, "step": STEP, "fit": FIT}
+SIDES = ["adoffload", "jax", "jax-md Dense", "jax-md Sparse", "jax-md OrderedSparse", "cuda"]
 COLUMNS = ["measure", "atoms", "side", "median_ms", "iqr_ms", "min_ms", "max_ms", "reps", "batch",
-           "max_force_diff", "atom_steps_per_s", "error"]
+           "max_force_diff", "grad_rel_diff", "atom_steps_per_s", "error"]
+FIT_PARAMS = {"sigma": 1.0, "epsilon": 1.0}
+
+
+def force_loss(ff, pos, neighbors):
+    """The force-matching loss of every side: mean squared force, a function of the LJ parameters."""
+    import jax.numpy as jnp
+
+    def loss(params):
+        return jnp.mean(ff.forces(pos, neighbors, params) ** 2)
+    return loss
 
 
 class System:
@@ -64,6 +88,17 @@ class System:
         self.nl = jax.jit(self.spec.build)(self.pos)
         self.spec.check_overflow(self.nl)
         self.reference_forces = jax.jit(self.forcefield("jax").energy_and_forces)(self.pos, self.nl.neighbors)[1]
+        self._reference_gradient = None
+
+    def grad_diff(self, gradient) -> float:
+        """Largest relative difference of a force-matching gradient ({sigma, epsilon}) from the reference's."""
+        import jax
+        if self._reference_gradient is None:
+            ff = self.forcefield("jax")
+            self._reference_gradient = jax.jit(jax.grad(force_loss(ff, self.pos, self.nl.neighbors)))(
+                {ff.terms[0].name: dict(FIT_PARAMS)})[ff.terms[0].name]
+        return max(abs(float(gradient[k]) - float(v)) / max(abs(float(v)), 1e-300)
+                   for k, v in self._reference_gradient.items())
 
     def force_diff(self, forces) -> float:
         import jax.numpy as jnp
@@ -118,10 +153,12 @@ def forcefield_side(rows, system, backend, reps) -> None:
         return row(STEP, system, backend, t, atom_steps_per_s=round(system.n / (t.median_ms * 1e-3)))
     attempt(rows, STEP, system, backend, md_step)
 
-    def force_loss(params):            # force matching: the gradient is reverse over reverse
-        return jnp.mean(ff.forces(pos, neighbors, params) ** 2)
-    gradient = jax.jit(jax.grad(force_loss))
-    attempt(rows, FIT, system, backend, lambda: row(FIT, system, backend, time_jax(gradient, ff.parameters, reps=reps)))
+    # force matching in the parameters: one vector-forward launch of the fused kernel (jax/scalar_jvp.py)
+    gradient = jax.jit(jax.grad(force_loss(ff, pos, neighbors)))
+    params = {ff.terms[0].name: dict(FIT_PARAMS)}
+    attempt(rows, FIT, system, backend, lambda: row(
+        FIT, system, backend, time_jax(gradient, params, reps=reps),
+        grad_rel_diff=system.grad_diff(gradient(params)[ff.terms[0].name])))
 
 
 def jaxmd_side(rows, system, fmt, reps) -> None:
@@ -139,9 +176,10 @@ def jaxmd_side(rows, system, fmt, reps) -> None:
         max_force_diff=system.force_diff(peer.energy_and_forces(system.pos, peer.neighbors)[1])))
     attempt(rows, BUILD, system, side, lambda: row(
         BUILD, system, side, time_jax(peer.rebuild, system.pos, peer.neighbors, reps=reps)))
-    params = {"sigma": 1.0, "epsilon": 1.0}
+    params = dict(FIT_PARAMS)
     attempt(rows, FIT, system, side, lambda: row(
-        FIT, system, side, time_jax(peer.force_loss_gradient, params, system.pos, peer.neighbors, reps=reps)))
+        FIT, system, side, time_jax(peer.force_loss_gradient, params, system.pos, peer.neighbors, reps=reps),
+        grad_rel_diff=system.grad_diff(peer.force_loss_gradient(params, system.pos, peer.neighbors))))
 
 
 def cuda_side(rows, system, reps) -> None:
@@ -173,14 +211,16 @@ def cuda_side(rows, system, reps) -> None:
         gpu.free(dev)
 
 
-def run(rows, device="cpu", quick=False, reps=None, sides=None, measures=None, sizes=None):
+def run(rows, device="cpu", quick=False, reps=None, sides=None, measures=None, sizes=None, max_atoms=None,
+        after_side=None):
     """Append result rows for every size and side (see the module docstring); ``sides`` and
-    ``measures`` (e.g. ``[chemistry.EF]``) select a subset."""
+    ``measures`` (e.g. ``[chemistry.EF]``) select a subset. ``max_atoms``: {side: N}, the sizes a
+    side runs at most (larger ones give a skipped row); ``after_side(rows)`` is called after each side."""
     import shutil
     import jax
     jax.config.update("jax_enable_x64", True)
     from adoffload.chemistry import available
-    from jaxmd_lj import FORMATS, available as jaxmd_available
+    from jaxmd_lj import available as jaxmd_available
     platform_name = {"cpu": "cpu", "cuda": "gpu"}[device]
     try:
         jax_device = jax.devices(platform_name)[0]
@@ -188,14 +228,18 @@ def run(rows, device="cpu", quick=False, reps=None, sides=None, measures=None, s
         rows.append({"measure": "all", "error": f"JAX has no {platform_name} device here: {error}"})
         return rows
     reps = reps or (5 if quick else REPS)
-    sides = sides or ["adoffload", "jax", *(f"jax-md {f}" for f in FORMATS), "cuda"]
     for n in sizes or (QUICK_SIZES if quick else SIZES)[device]:
         with jax.default_device(jax_device):
             system = System(n, jax_device, measures)
-            for side in sides:
+            for side in sides or SIDES:
+                limit = (max_atoms or {}).get(side)
+                if limit is not None and system.n > limit:
+                    rows.append(row("all", system, side, error=f"skipped: {system.n} atoms is above this side's "
+                                                                f"limit of {limit} (--max-atoms)"))
+                    continue
                 try:
                     if side in ("adoffload", "jax"):
-                        ok, why = available(side, second_order=measures is None or FIT in measures)
+                        ok, why = available(side)
                         if not ok:
                             rows.append(row("all", system, side, error=f"backend unavailable: {why}"))
                             continue
@@ -214,9 +258,76 @@ def run(rows, device="cpu", quick=False, reps=None, sides=None, measures=None, s
                 finally:
                     jax.clear_caches()
                     gc.collect()
+                    if after_side is not None:
+                        after_side(rows)
             del system
             gc.collect()
     return rows
+
+
+class StreamedRows(list):
+    """A child's rows, each also written as a JSON line as soon as it is appended (kept on a timeout)."""
+
+    def __init__(self, path: Path):
+        super().__init__()
+        self.path = path
+
+    def append(self, item) -> None:
+        super().append(item)
+        with open(self.path, "a") as f:
+            f.write(json.dumps(item, default=float) + "\n")
+
+
+def run_isolated(rows, seconds, device, sizes, sides, reps=None, quick=False, max_atoms=None, after_side=None,
+                 measure_keys=None, budget=None):
+    """``run`` with each (size, side) in a child process limited to ``seconds``: device memory is the
+    child's alone, and a side that fails, runs out of memory or past the limit is an error row.
+    ``budget``: seconds for the whole run; a child gets at most what is left, and once less than
+    10 s is left the remaining sides are rows saying they were not run."""
+    import subprocess
+    import tempfile
+    import time
+    deadline = None if budget is None else time.monotonic() + budget
+    for n in sizes or (QUICK_SIZES if quick else SIZES)[device]:
+        for side in sides or SIDES:
+            limit = (max_atoms or {}).get(side)
+            if limit is not None and n > limit:
+                rows.append({"measure": "all", "atoms": n, "side": side,
+                             "error": f"skipped: {n} atoms is above this side's limit of {limit} (--max-atoms)"})
+                continue
+            left = seconds if deadline is None else min(seconds, int(deadline - time.monotonic()))
+            if left < 10:
+                rows.append({"measure": "all", "atoms": n, "side": side,
+                             "error": f"not run: the run's --budget of {budget} s was spent"})
+                continue
+            with tempfile.TemporaryDirectory() as tmp:
+                stream = Path(tmp) / "rows.jsonl"
+                command = [sys.executable, str(Path(__file__).resolve()), "--device", device, "--sizes", str(n),
+                           "--sides", side, "--rows-jsonl", str(stream)]
+                command += ["--reps", str(reps)] if reps else []
+                command += ["--measures", *measure_keys] if measure_keys else []
+                try:
+                    done = subprocess.run(command, capture_output=True, text=True, timeout=left)
+                    failure = None if done.returncode == 0 else \
+                        f"child process exited with {done.returncode}: {_last_line(done.stderr)}"
+                except subprocess.TimeoutExpired:
+                    failure = (f"child process ran past its {left} s limit (--isolate/--budget); "
+                               "rows measured before are kept")
+                child_rows = [json.loads(line) for line in stream.read_text().splitlines()] if stream.exists() else []
+            rows.extend(child_rows)
+            if failure is not None:
+                atoms = next((r["atoms"] for r in child_rows if "atoms" in r), n)
+                rows.append({"measure": "all", "atoms": atoms, "side": side, "error": failure})
+            if after_side is not None:
+                after_side(rows)
+    return rows
+
+
+def _last_line(text: str) -> str:
+    """The child's Python exception line if it printed one (XLA logs lines after it), else its last line."""
+    lines = [line for line in (text or "").splitlines() if line.strip()]
+    errors = [line for line in lines if re.match(r"^[\w.]+(Error|Exception|Interrupt)\b", line)]
+    return (errors or lines or ["(no output)"])[-1][:300]
 
 
 # (name, numerator side/measure, denominator side/measure, target) -- issue 12's chemistry targets
@@ -228,6 +339,7 @@ RATIOS = [
     ("adoffload energy kernel + adjoint / fused (time)", ("adoffload", EF_ADJOINT), ("adoffload", EF), "(none)"),
     ("jax-md Dense force-matching grad / adoffload (speed-up)", ("jax-md Dense", FIT), ("adoffload", FIT), ">= 3"),
     ("plain JAX force-matching grad / adoffload (speed-up)", ("jax", FIT), ("adoffload", FIT), "(none)"),
+    ("adoffload force-matching grad / adoffload fused E+F (time)", ("adoffload", FIT), ("adoffload", EF), "(none)"),
 ]
 
 
@@ -277,21 +389,59 @@ def main(argv=None):
     parser.add_argument("--reps", type=int)
     parser.add_argument("--sides", nargs="*", help="adoffload jax 'jax-md Dense' 'jax-md Sparse' "
                                                     "'jax-md OrderedSparse' cuda (default: all)")
+    parser.add_argument("--measures", nargs="*", choices=sorted(MEASURE_KEYS),
+                        help="measure only these (default: all)")
+    parser.add_argument("--max-atoms", action="append", default=[], metavar="SIDE=N",
+                        help="run SIDE only at sizes up to N atoms (repeatable)")
+    parser.add_argument("--isolate", type=int, metavar="SECONDS",
+                        help="run each (size, side) in a child process with this time limit")
+    parser.add_argument("--budget", type=int, metavar="SECONDS",
+                        help="with --isolate: seconds for the whole run (later sides become 'not run' rows)")
+    parser.add_argument("--rows-jsonl", help=argparse.SUPPRESS)      # a child of --isolate: stream rows here
     args = parser.parse_args(argv)
-    import jax
+    max_atoms = _max_atoms(parser, args.max_atoms)
+    measures = [MEASURE_KEYS[m] for m in args.measures] if args.measures else None
+    for side in args.sides or ():
+        if side not in SIDES:
+            parser.error(f"unknown side {side!r}; choose from {', '.join(SIDES)}")
     device = args.device
     if device == "auto":
+        import jax
         try:
             device = "cuda" if jax.devices("gpu") else "cpu"
         except RuntimeError:
             device = "cpu"
             print("no GPU found by JAX: running the CPU comparison at small sizes")
-    rows = run([], device=device, quick=args.quick, reps=args.reps, sides=args.sides, sizes=args.sizes)
-    write(Path(args.out), {**environment(), "requested device": device}, rows)
+    if args.rows_jsonl:                 # child: rows go to the stream only
+        run(StreamedRows(Path(args.rows_jsonl)), device=device, quick=args.quick, reps=args.reps, sides=args.sides,
+            sizes=args.sizes, max_atoms=max_atoms, measures=measures)
+        return 0
+    env = {**environment(), "requested device": device}
+    out = Path(args.out)
+
+    def save(rows):
+        write(out, env, rows)
+    if args.isolate:
+        rows = run_isolated([], args.isolate, device, args.sizes, args.sides, reps=args.reps, quick=args.quick,
+                            max_atoms=max_atoms, after_side=save, measure_keys=args.measures, budget=args.budget)
+    else:
+        rows = run([], device=device, quick=args.quick, reps=args.reps, sides=args.sides, sizes=args.sizes,
+                   max_atoms=max_atoms, after_side=save, measures=measures)
+    save(rows)
     for r in rows:
         print({k: v for k, v in r.items() if v not in ("", None)}, flush=True)
     print(f"wrote {args.out}/chemistry.md and chemistry.csv")
     return 0
+
+
+def _max_atoms(parser, items) -> dict:
+    limits = {}
+    for item in items:
+        side, _, n = item.rpartition("=")
+        if side not in SIDES or not n.isdigit():
+            parser.error(f"--max-atoms {item!r}: expected SIDE=N with SIDE one of {', '.join(SIDES)}")
+        limits[side] = int(n)
+    return limits
 
 
 if __name__ == "__main__":

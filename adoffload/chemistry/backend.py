@@ -42,8 +42,9 @@ def get_backend(name: str = "adoffload", *, adjoint: bool = True, second_order: 
 
     ``adjoint=True`` also checks the adoffload kernels' adjoints through ``jax.grad`` (forces);
     ``adjoint=False`` only the primal kernels (neighbor lists). ``second_order=True`` also
-    checks gradients of forces (fitting to forces). ``device`` ("cpu", "cuda"; default: JAX's
-    default device) must be one adoffload can run on. Only a missing device or GPU toolchain
+    checks gradients of forces with respect to positions (reverse over reverse; a gradient in
+    the parameters alone is one vector-forward launch, ``jax/scalar_jvp.py``). ``device``
+    ("cpu", "cuda"; default: JAX's default device) must be one adoffload can run on. Only a missing device or GPU toolchain
     is ``BackendUnavailableError``; a kernel that fails to compile, or a check that gives a
     wrong value, raises its own error (never a quiet fallback). The checks run eagerly even
     when the first use is inside ``jax.jit``.

@@ -7,7 +7,10 @@ neighbor list whose pair force is AD of the pair potential inside the kernel, no
 the other terms (bonds, angles) take ``jax.value_and_grad`` of their energy, which with the
 adoffload backend runs the energy kernel's adjoint. Parameters are a pytree
 (``{term name: {parameter: value}}``), so gradients with respect to them, and of forces
-(force matching), come from the same AD (``fit_potential.py``).
+(force matching), come from the same AD (``fit_potential.py``). A force-matching gradient in
+the parameters alone is one launch of the fused kernel in vector forward mode (one lane per
+scalar parameter, ``jax/scalar_jvp.py``); with positions differentiated too it is the reverse
+sweep of the fused kernel.
 """
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Kernels as JAX custom calls: ``jax_kernel``, the ``kernel_call_p`` primitive and its rules.
 
 See ``api.py`` (calling convention), ``primitive.py`` (the primitive and its lowering),
-``rules.py`` (JVP, transpose, batching), ``handler.py`` (FFI handlers in LLVM IR) and
+``rules.py`` (JVP, transpose, batching), ``scalar_jvp.py`` (the JVP rule used when a few
+scalars are differentiated: one vector-forward call), ``handler.py`` (FFI handlers in LLVM IR) and
 ``targets.py`` (FFI target registration and GPU error checks).
 """
 from .api import jax_kernel

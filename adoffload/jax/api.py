@@ -17,6 +17,7 @@ import jax.numpy as jnp
 from ..errors import GridError, JaxIntegrationError
 from ..launch import check_block_grid
 from . import rules  # noqa: F401  (registers the JVP, transpose and batching rules)
+from . import scalar_jvp  # noqa: F401  (the JVP rule: one vector-forward call when a few scalars vary)
 from .primitive import CallSpec, bind
 from .rules import TapeCallSpec
 

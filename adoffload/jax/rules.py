@@ -14,6 +14,11 @@
 
 Derivative kernels are kernels, so these rules compose: ``hessian`` binds the JVP of the
 adjoint kernel (forward over reverse), ``vmap(grad)`` batches the adjoint kernel.
+
+``scalar_jvp.py`` registers the JVP rule actually used: when the differentiated operands are
+a few scalars it binds one ``ado.jvp(k, wrt, width=K)`` call (outputs and Jacobian columns)
+and makes the tangent in plain JAX, so no tangent call (and no ``vjp``) is made; otherwise it
+calls ``_jvp`` here.
 """
 from __future__ import annotations
 

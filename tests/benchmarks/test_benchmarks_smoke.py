@@ -55,6 +55,18 @@ def test_chemistry_benchmark_runs_on_the_cpu(tmp_path):
     assert "| ratio | value | target |" in (tmp_path / "chemistry.md").read_text()
 
 
+def test_chemistry_benchmark_skips_a_side_above_its_size_limit(tmp_path):
+    """--max-atoms: a side above its limit is one row saying so; the others still run."""
+    import chemistry
+    rows = chemistry.run([], device="cpu", sizes=[256], reps=1, sides=["jax", "adoffload"],
+                         measures=[chemistry.EF], max_atoms={"adoffload": 255})
+    assert [(r["side"], r["measure"]) for r in rows] == [("jax", chemistry.EF), ("adoffload", "all")]
+    assert rows[0]["median_ms"] > 0
+    assert rows[1]["error"] == "skipped: 256 atoms is above this side's limit of 255 (--max-atoms)"
+    with pytest.raises(SystemExit):
+        chemistry.main(["--max-atoms", "jax-md Dens=5", "--out", str(tmp_path)])
+
+
 def test_jaxmd_peer_is_the_same_physics():
     import jaxmd_lj
     ok, why = jaxmd_lj.available()

@@ -114,14 +114,35 @@ def test_symbolic_zero_tangents_derive_only_what_is_needed():
 def test_no_tangent_means_no_derivative_kernel():
     f = ado.jax_kernel(saxpy)
     a, x, y = _args("saxpy")
-    jaxpr = jax.make_jaxpr(lambda y: jax.jvp(lambda a: f(a, x, y), (a,), (0.0,)))(y)
+    jaxpr = jax.make_jaxpr(lambda z: jax.jvp(lambda z: (f(a, x, y), z), (z,), (jnp.ones_like(z),)))(y)
     names = [e.params["spec"].kernel.name for e in jaxpr.eqns if e.primitive.name == "adoffload_kernel_call"]
-    assert "saxpy" in names
+    assert names == ["saxpy"]
 
 
-def test_hessian_through_scalar_with_atomic_adjoint():
-    # The adjoint of an active scalar is accumulated with @adoffload.uniform_fadd; differentiating
+@pytest.mark.parametrize("strategy", ["columns", "tangent"])
+def test_a_scalar_tangent_gives_one_forward_call_by_columns(strategy, monkeypatch):
+    """Differentiated in scalars only, the columns strategy (scalar_jvp.py) binds one jvp call that
+    also gives the outputs; the tangent strategy binds the primal and a tangent call."""
+    monkeypatch.setenv("ADOFFLOAD_SCALAR_JVP", strategy)
+    f = ado.jax_kernel(saxpy)
+    a, x, y = _args("saxpy")
+    jaxpr = jax.make_jaxpr(lambda y: jax.jvp(lambda a: f(a, x, y), (a,), (0.5,)))(y)
+    calls = [e.params["spec"] for e in jaxpr.eqns if e.primitive.name == "adoffload_kernel_call"]
+    if strategy == "columns":
+        assert [c.kernel.name for c in calls] == ["saxpy_jvp"] and calls[0].tangent_of is None
+    else:
+        assert [c.kernel.name for c in calls] == ["saxpy", "saxpy_jvp"] and calls[1].tangent_of[1] == ("a",)
+    primal, tangent = jax.jvp(lambda a: f(a, x, y), (a,), (0.5,))
+    np.testing.assert_allclose(tangent, 0.5 * x, rtol=1e-14)
+    np.testing.assert_allclose(primal, a * x + y, rtol=1e-14)
+
+
+@pytest.mark.parametrize("strategy", ["columns", "tangent"])
+def test_hessian_through_scalar_with_atomic_adjoint(strategy, monkeypatch):
+    # With strategy "tangent" (scalar_jvp.py): the adjoint of an active scalar is accumulated with @adoffload.uniform_fadd; differentiating
     # that adjoint kernel again uses the engine's linear rule for it (forward and reverse).
+    # With "columns": forward over forward of the kernel, no adjoint kernel.
+    monkeypatch.setenv("ADOFFLOAD_SCALAR_JVP", strategy)
     h = jax.hessian(lambda a: ado.jax_kernel(saxpy)(a, *_args("saxpy")[1:]).sum() ** 2)(0.7)
     x = _args("saxpy")[1]
     np.testing.assert_allclose(h, 2 * np.sum(x) ** 2)
