@@ -33,62 +33,18 @@ import re
 
 from .. import collectives
 from ..errors import SharedMemoryRaceError
-from ..foreign_cuda.uniformity import Divergence
 from ..ir import format_instruction
-from ..ir.core import (Argument, ArrayType, Block, Constant, FloatType, Function, Instruction, IntType,
-                       PointerType, StructType, Value, VectorType)
+from ..ir.core import (Argument, ArrayType, Block, FloatType, Function, Instruction, IntType, PointerType,
+                       StructType, Value, VectorType)
+from .shared_forms import Concrete, Forms, Lin, const_int
+from .shared_forms import _signed as signed
 
 # Calls after which every thread of the block has finished what it did before (they hold barriers).
 BOUNDARIES = frozenset({"sync_threads", "block_sum", "block_max", "block_broadcast", "block_first_thread"})
 _NO_MEMORY = ("llvm.lifetime.", "llvm.assume", "llvm.dbg.", "llvm.experimental.noalias", "llvm.invariant.")
 _MAX_BOUND_CHOICES = 4
-_MAX_ENUMERATED_BYTES = 1 << 16
-
-
-# --- affine forms --------------------------------------------------------------------------------
-
-class Lin:
-    """``const + sum(coef * atom)``; atoms are ("t", axis), ("blk", axis) or ("v", id of a value)."""
-
-    __slots__ = ("coef", "const")
-
-    def __init__(self, coef=None, const: int = 0):
-        self.coef = {k: c for k, c in (coef or {}).items() if c}
-        self.const = const
-
-    def __add__(self, other: "Lin") -> "Lin":
-        coef = dict(self.coef)
-        for k, c in other.coef.items():
-            coef[k] = coef.get(k, 0) + c
-        return Lin(coef, self.const + other.const)
-
-    def scale(self, k: int) -> "Lin":
-        return Lin({a: c * k for a, c in self.coef.items()}, self.const * k)
-
-    def __sub__(self, other: "Lin") -> "Lin":
-        return self + other.scale(-1)
-
-    def threads(self) -> dict:
-        return {a: c for a, c in self.coef.items() if a[0] == "t"}
-
-    def uniform(self) -> "Lin":
-        """The part every thread of the block has alike (symbols and the constant)."""
-        return Lin({a: c for a, c in self.coef.items() if a[0] != "t"}, self.const)
-
-    def constant(self) -> int | None:
-        return None if self.coef else self.const
-
-    def at(self, thread: tuple[int, ...]) -> int:
-        """Value at ``thread`` (only for forms whose atoms are all thread atoms)."""
-        return self.const + sum(c * thread[a[1]] for a, c in self.coef.items())
-
-
-def _const(v: Value) -> int | None:
-    if isinstance(v, Constant) and v.kind == "scalar" and isinstance(v.value, int) and not isinstance(v.value, bool):
-        return v.value
-    if isinstance(v, Constant) and v.kind == "scalar" and isinstance(v.value, bool):
-        return int(v.value)
-    return None
+_MAX_ENUMERATED_BYTES = 1 << 18
+_MAX_POINTS = 1 << 15
 
 
 def _size(t) -> int | None:
@@ -104,158 +60,18 @@ def _size(t) -> int | None:
     return None
 
 
-class Forms:
-    """Affine forms of a body's integer values (see the module docstring), with the interpretation
-    each is exact for: "s" (signed value), "u" (unsigned value)."""
-
-    def __init__(self, fn: Function, tids: list[Argument], block: tuple[int, ...], unstable: set):
-        self.tids = {t: a for a, t in enumerate(tids)}
-        self.block = block
-        self.strides = [1] * len(block)
-        for a in range(len(block) - 2, -1, -1):
-            self.strides[a] = self.strides[a + 1] * block[a + 1]
-        self.divergence = Divergence(fn, tids, block)
-        self.unstable = unstable
-        self.symbols: dict[int, Value] = {}
-        self._memo: dict[int, tuple | None] = {}
-
-    def bounds(self, f: Lin) -> tuple[int, int] | None:
-        """Numeric range of a form whose atoms are all thread atoms."""
-        lo = hi = f.const
-        for (kind, axis), c in f.coef.items():
-            if kind != "t":
-                return None
-            top = c * (self.block[axis] - 1)
-            lo, hi = lo + min(0, top), hi + max(0, top)
-        return lo, hi
-
-    def form(self, v: Value, want: str = "s") -> Lin | None:
-        """``v``'s form, exact for interpretation ``want`` ("s" or "u"), or None."""
-        got = self.eval(v)
-        if got is None or want not in got[1]:
-            return None
-        return got[0]
-
-    def eval(self, v: Value) -> tuple[Lin, frozenset] | None:
-        key = id(v)
-        if key not in self._memo:
-            self._memo[key] = None          # cycles through phis end here
-            self._memo[key] = self._eval(v)
-        return self._memo[key]
-
-    def _ranged(self, f: Lin, bits: int, modes: set) -> tuple[Lin, frozenset]:
-        r = self.bounds(f)
-        if r is not None and 0 <= r[0] and r[1] < 2 ** (bits - 1):
-            modes = {"s", "u"}
-        return f, frozenset(modes)
-
-    def _eval(self, v: Value):
-        c = _const(v)
-        if c is not None:
-            return Lin(const=c), frozenset({"s", "u"} if c >= 0 else {"s"})
-        if isinstance(v, Argument):
-            if v in self.tids:
-                a = self.tids[v]
-                return Lin({("blk", a): self.block[a], ("t", a): 1}), frozenset({"s", "u"})
-            return self._symbol(v)
-        if not isinstance(v, Instruction) or not isinstance(v.type, IntType):
-            return None
-        op, bits = v.opcode, v.type.bits
-        if op in ("add", "sub", "mul", "shl", "or"):
-            got = self._arith(v, op, bits)
-            if got is not None:
-                return got
-        elif op in ("and", "urem", "udiv", "lshr"):
-            got = self._thread_split(v, op)
-            if got is not None:
-                return got
-        elif op in ("zext", "sext", "trunc"):
-            inner = self.eval(v.operands[0])
-            if inner is not None:
-                f, m = inner
-                if op == "zext" and ("u" in m or ("nneg" in v.flags and "s" in m)):
-                    return f, frozenset({"s", "u"})
-                if op == "sext" and "s" in m:
-                    return f, m
-                if op == "trunc":
-                    keep = {x for x, flag in (("u", "nuw"), ("s", "nsw")) if x in m and flag in v.flags}
-                    if keep or self.bounds(f) is not None:
-                        return self._ranged(f, bits, keep)
-        elif op == "call":
-            parsed = collectives.parse(getattr(v.callee, "name", ""))
-            if parsed is not None and parsed[0] == "thread_rank":
-                return Lin({("t", a): s for a, s in enumerate(self.strides)}), frozenset({"s", "u"})
-        return self._symbol(v)
-
-    def _symbol(self, v: Value):
-        """``v`` itself as an atom, when every thread of the block has it alike in an interval."""
-        if isinstance(v, Argument):
-            if v in self.tids:
-                return None
-        elif not isinstance(v, Instruction) or self.divergence.is_varying(v) or v.parent in self.unstable:
-            return None
-        self.symbols[id(v)] = v
-        return Lin({("v", id(v)): 1}), frozenset({"s"})
-
-    def _arith(self, v: Instruction, op: str, bits: int):
-        a, b = self.eval(v.operands[0]), self.eval(v.operands[1])
-        if a is None or b is None:
-            return None
-        (fa, ma), (fb, mb) = a, b
-        if op == "add" or op == "or":
-            if op == "or" and "disjoint" not in v.flags:
-                return None
-            f = fa + fb
-        elif op == "sub":
-            f = fa - fb
-        else:
-            k = fb.constant() if op == "mul" else fb.constant()
-            if op == "mul" and k is None and fa.constant() is not None:
-                fa, fb, ma, mb, k = fb, fa, mb, ma, fa.constant()
-            if k is None or (op == "shl" and not 0 <= k < bits):
-                return None
-            f = fa.scale(k if op == "mul" else 1 << k)
-            mb = frozenset({"s", "u"}) if op == "shl" else mb
-        flags = set(v.flags) | ({"nuw"} if op == "or" else set())
-        modes = {x for x, flag in (("s", "nsw"), ("u", "nuw")) if flag in flags and x in ma and x in mb}
-        ra, rb = self.bounds(fa), self.bounds(fb)
-        if ra is not None and rb is not None and min(ra[0], rb[0]) >= 0 and max(ra[1], rb[1]) < 2 ** (bits - 1):
-            return self._ranged(f, bits, modes)
-        return (f, frozenset(modes)) if modes else None
-
-    def _thread_split(self, v: Instruction, op: str):
-        """``tid % B`` (``and tid, B-1``) and ``tid / B`` (``lshr``): the thread and block atoms."""
-        x, k = self.eval(v.operands[0]), _const(v.operands[1])
-        if x is None or k is None or k <= 0 or "u" not in x[1]:
-            return None
-        f = x[0]
-        if op == "and":
-            if k & (k + 1):
-                return None
-            k, op = k + 1, "urem"
-        elif op == "lshr":
-            k, op = 1 << k, "udiv"
-        r = self.bounds(f)
-        if r is not None and r[0] >= 0 and r[1] < k:
-            return (f, x[1]) if op == "urem" else (Lin(), frozenset({"s", "u"}))
-        for axis, extent in enumerate(self.block):
-            if f.coef == {("blk", axis): extent, ("t", axis): 1} and f.const == 0 and extent == k:
-                if op == "urem":
-                    return Lin({("t", axis): 1}), frozenset({"s", "u"})
-                return Lin({("blk", axis): 1}), frozenset({"s", "u"})
-        return None
-
-
 # --- accesses, intervals and guards ---------------------------------------------------------------
 
 class Access:
     """One memory access of a shared array: its byte offset form (None: unknown), size, kind."""
 
-    def __init__(self, inst: Instruction, root: Argument, offset: Lin | None, size: int | None, kind: str):
-        self.inst, self.root, self.offset, self.size, self.kind = inst, root, offset, size, kind
+    def __init__(self, inst: Instruction, pointer: Value, root: Argument, offset: Lin | None, size: int | None,
+                 kind: str):
+        self.inst, self.pointer, self.root, self.offset, self.size, self.kind = inst, pointer, root, offset, size, kind
         self.starts: set = set()
-        self.facts: list[tuple[Lin, str]] = []
-        self.threads: list[tuple[int, ...]] | None = None
+        self.facts: list[tuple[Lin, str]] = []           # form <= 0 ("le") or == 0 ("eq") where it runs
+        self.conditions: list[tuple[Value, bool]] = []    # the branch conditions (and sides) that dominate it
+        self._points = False
 
     @property
     def writes(self) -> bool:
@@ -314,7 +130,7 @@ def _accesses(forms: Forms, fn: Function, roots: set) -> list[Access]:
         if root is None:
             return
         for r in (root if isinstance(root, tuple) else (root,)):
-            found.append(Access(inst, r, offset if not isinstance(root, tuple) else None, size, kind))
+            found.append(Access(inst, pointer, r, offset if not isinstance(root, tuple) else None, size, kind))
 
     for inst in fn.instructions():
         op = inst.opcode
@@ -328,7 +144,7 @@ def _accesses(forms: Forms, fn: Function, roots: set) -> list[Access]:
             name = getattr(inst.callee, "name", "")
             if name.startswith(_NO_MEMORY) or collectives.parse(name) is not None:
                 continue
-            length = _const(inst.operands[2]) if name.startswith(("llvm.memset", "llvm.memcpy", "llvm.memmove")) \
+            length = const_int(inst.operands[2]) if name.startswith(("llvm.memset", "llvm.memcpy", "llvm.memmove")) \
                 and len(inst.operands) > 2 else None
             for k, operand in enumerate(inst.operands):
                 if isinstance(operand.type, PointerType):
@@ -419,18 +235,21 @@ def _on_cycles(blocks: list[Block]) -> set[Block]:
     return {b for b in blocks if b in reach[b]}
 
 
-def _facts(forms: Forms, fn: Function, dom: dict) -> dict[Block, list[tuple[Lin, str]]]:
-    """Per block, constraints (form, "le" | "eq": form <= 0 or == 0) of the branches dominating it."""
+def _facts(forms: Forms, fn: Function, dom: dict) -> dict[Block, tuple[list, list]]:
+    """Per block, the constraints (form, "le" | "eq") and the conditions (value, side) of the branches
+    that dominate it."""
     preds = fn.predecessors()
-    own: dict[Block, list] = {}
+    own: dict[Block, tuple] = {}
     for b in fn.blocks:
         if len(preds[b]) != 1:
             continue
         term = preds[b][0].terminator
         if term is None or term.opcode != "br" or len(term.blocks) != 2 or term.blocks[0] is term.blocks[1]:
             continue
-        own[b] = _condition(forms, term.operands[0], b is term.blocks[0])
-    return {b: [f for d in dom[b] for f in own.get(d, ())] for b in fn.blocks}
+        holds = b is term.blocks[0]
+        own[b] = (_condition(forms, term.operands[0], holds), (term.operands[0], holds))
+    return {b: ([f for d in dom[b] if d in own for f in own[d][0]], [own[d][1] for d in dom[b] if d in own])
+            for b in fn.blocks}
 
 
 _SWAP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
@@ -440,11 +259,11 @@ _NEGATE = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "eq
 def _condition(forms: Forms, c: Value, holds: bool, depth: int = 0) -> list[tuple[Lin, str]]:
     if not isinstance(c, Instruction) or depth > 16:
         return []
-    if c.opcode == "xor" and _const(c.operands[1]) == 1:
+    if c.opcode == "xor" and const_int(c.operands[1]) == 1:
         return _condition(forms, c.operands[0], not holds, depth + 1)
     both = (c.opcode == "and" and holds) or (c.opcode == "or" and not holds)
     if c.opcode == "select":
-        t, e = _const(c.operands[1]), _const(c.operands[2])
+        t, e = const_int(c.operands[1]), const_int(c.operands[2])
         both = (e == 0 and holds) or (t == 1 and not holds)
         if both:
             other = c.operands[1] if e == 0 else c.operands[2]
@@ -479,106 +298,188 @@ def _condition(forms: Forms, c: Value, holds: bool, depth: int = 0) -> list[tupl
 
 # --- the proofs -----------------------------------------------------------------------------------
 
-def _threads(forms: Forms, facts: list) -> list[tuple[int, ...]]:
-    """The threads of a block that can satisfy the constant facts (the others are ignored: a superset)."""
-    ranges = [range(e) for e in forms.block]
-    usable = [(f, k) for f, k in facts if all(a[0] == "t" for a in f.coef)]
-    return [t for t in itertools.product(*ranges)
-            if all((f.at(t) <= 0) if k == "le" else (f.at(t) == 0) for f, k in usable)]
+class Proofs:
+    """Whether two accesses can touch one byte from two different threads (module docstring)."""
 
+    def __init__(self, forms: Forms):
+        self.forms = forms
+        self.concrete = Concrete(forms)
 
-def _gap(forms: Forms, coef: dict) -> int:
-    """The least |sum coef_a * (t1_a - t2_a)| over two different threads (mixed radix; 0 if not injective)."""
-    parts = sorted((abs(coef.get(("t", a), 0)), e) for a, e in enumerate(forms.block) if e > 1)
-    gap, below = None, 0
-    for c, extent in parts:
-        gap = c - below if gap is None else min(gap, c - below)
-        below += c * (extent - 1)
-    return 10**18 if gap is None else max(gap, 0)
-
-
-def _bound_choices(forms: Forms, access: Access, axis: int):
-    """Valid (lower, upper) candidate forms of thread atom ``axis`` where ``access`` runs."""
-    lows, highs = [Lin()], [Lin(const=forms.block[axis] - 1)]
-    if access.threads:
-        lows.append(Lin(const=min(t[axis] for t in access.threads)))
-        highs.append(Lin(const=max(t[axis] for t in access.threads)))
-    for f, kind in access.facts:
-        th = f.threads()
-        if list(th) != [("t", axis)] or th[("t", axis)] not in (1, -1):
-            continue
-        rest = f - Lin(th)
-        if th[("t", axis)] == 1:
-            highs.append(rest.scale(-1))
-            if kind == "eq":
-                lows.append(rest.scale(-1))
-        else:
-            lows.append(rest)
-            if kind == "eq":
-                highs.append(rest)
-    return lows[:_MAX_BOUND_CHOICES], highs[:_MAX_BOUND_CHOICES]
-
-
-def _spans(forms: Forms, access: Access):
-    """Candidate [lo, hi) byte ranges of ``access`` over all its threads (forms in the symbols)."""
-    th = access.offset.threads()
-    axes = sorted(a for _, a in th)
-    choices = [_bound_choices(forms, access, a) for a in axes]
-    for picks in itertools.product(*[itertools.product(lo, hi) for lo, hi in choices]):
-        lo = hi = access.offset.uniform()
-        for a, (low, high) in zip(axes, picks):
-            c = th[("t", a)]
-            lo = lo + (low if c > 0 else high).scale(c)
-            hi = hi + (high if c > 0 else low).scale(c)
-        yield lo, hi + Lin(const=access.size)
-
-
-def _disjoint_spans(forms: Forms, a: Access, b: Access) -> bool:
-    spans_b = list(_spans(forms, b))
-    for lo_a, hi_a in _spans(forms, a):
-        for lo_b, hi_b in spans_b:
-            for gap in (hi_a - lo_b, hi_b - lo_a):
-                if gap.constant() is not None and gap.constant() <= 0:
-                    return True
-    return False
-
-
-def _witness(forms: Forms, a: Access, b: Access, shift: int):
-    """Two different threads (t1 of ``a``, t2 of ``b``) touching a common byte, or None; ``a``'s
-    offsets are shifted by ``shift`` (the difference of the uniform parts)."""
-    holders: dict[int, list] = {}
-    ta, tb = Lin(a.offset.threads()), Lin(b.offset.threads())
-    for t in a.threads:
-        start = ta.at(t) + shift
-        for byte in range(start, start + a.size):
-            holders.setdefault(byte, []).append(t)
-    for t in b.threads:
-        start = tb.at(t)
-        for byte in range(start, start + b.size):
-            for owner in holders.get(byte, ()):
-                if owner != t:
-                    return owner, t
-    return None
-
-
-def _conflict(forms: Forms, a: Access, b: Access):
-    """None when ``a`` and ``b`` cannot touch one byte from two threads; else a witness (t1, t2) or ()."""
-    single = a.threads is not None and len(a.threads) == 1 and a.threads == b.threads
-    if single or not a.threads or not b.threads:
-        return None
-    if a.offset is None or b.offset is None or a.size is None or b.size is None:
-        return ()
-    diff = (a.offset - b.offset).uniform().constant()
-    if diff is not None:
-        if a.offset.threads() == b.offset.threads() and \
-                _gap(forms, a.offset.threads()) >= max(b.size - diff, a.size + diff):
-            return None
-        if len(a.threads) * a.size + len(b.threads) * b.size <= _MAX_ENUMERATED_BYTES:
-            found = _witness(forms, a, b, diff)
-            if found is None:
+    def conflict(self, a: Access, b: Access):
+        """None when proven apart; else a witness (thread of ``a``, thread of ``b``) or () if none is known."""
+        if a.size is not None and b.size is not None and a.offset is not None and b.offset is not None:
+            diff = (a.offset - b.offset).uniform().constant()
+            if diff is not None and a.offset.threads() == b.offset.threads() \
+                    and self._gap(a, b, a.offset.threads()) >= max(b.size - diff, a.size + diff):
                 return None
-            return None if _disjoint_spans(forms, a, b) else found
-    return None if _disjoint_spans(forms, a, b) else ()
+            if self._disjoint_spans(a, b):
+                return None
+        if a.size is None or b.size is None:
+            return ()
+        return self._witness(a, b)
+
+    # -- the accesses of different threads lie apart (mixed radix) --
+    def upper(self, x: Access, atom) -> int | None:
+        """A constant upper bound of per-thread atom ``atom`` where ``x`` runs (all are >= 0)."""
+        if atom[0] == "t":
+            return self.forms.block[atom[1]] - 1
+        if atom[0] == "p":
+            return atom[2] - 1
+        best = None
+        for f, kind in x.facts:
+            th = f.threads()
+            rest = f.uniform().constant()
+            if list(th) == [atom] and th[atom] > 0 and rest is not None:
+                bound = (-rest) // th[atom]
+                best = bound if best is None else min(best, bound)
+        return best
+
+    def _gap(self, a: Access, b: Access, coef: dict) -> int:
+        """The least |sum coef * (atoms of one thread - atoms of another)| over two different threads."""
+        axes = [atom[1] for atom in coef if atom[0] in ("t", "p")]
+        if len(axes) != len(set(axes)) or any(e > 1 and a_ not in axes for a_, e in enumerate(self.forms.block)):
+            return 0
+        parts = []
+        for atom, c in coef.items():
+            ua, ub = self.upper(a, atom), self.upper(b, atom)
+            parts.append((abs(c), None if ua is None or ub is None else max(ua, ub)))
+        parts.sort(key=lambda p: p[0])
+        gap, below = None, 0
+        for k, (c, top) in enumerate(parts):
+            gap = c - below if gap is None else min(gap, c - below)
+            if top is None and k < len(parts) - 1:
+                return 0
+            below += c * (top or 0)
+        return max(gap, 0) if gap is not None else 0
+
+    # -- the byte ranges of the two accesses are disjoint --
+    def _choices(self, x: Access, atom):
+        lows, highs = [Lin()], []
+        top = self.upper(x, atom)
+        if top is not None:
+            highs.append(Lin(const=top))
+        for f, kind in x.facts:
+            th = f.threads()
+            if list(th) != [atom] or th[atom] not in (1, -1):
+                continue
+            rest = f - Lin(th)
+            if th[atom] == 1:
+                highs.append(rest.scale(-1))
+                if kind == "eq":
+                    lows.append(rest.scale(-1))
+            else:
+                lows.append(rest)
+                if kind == "eq":
+                    highs.append(rest)
+        return lows[:_MAX_BOUND_CHOICES], highs[:_MAX_BOUND_CHOICES]
+
+    def _spans(self, x: Access):
+        """Candidate [lo, hi) byte ranges of ``x`` over all its threads (forms in the uniform atoms)."""
+        th = x.offset.threads()
+        atoms = sorted(th, key=str)
+        choices = [self._choices(x, atom) for atom in atoms]
+        if any(not highs for _, highs in choices):
+            return
+        for picks in itertools.product(*[itertools.product(lo, hi) for lo, hi in choices]):
+            lo = hi = x.offset.uniform()
+            for atom, (low, high) in zip(atoms, picks):
+                c = th[atom]
+                lo = lo + (low if c > 0 else high).scale(c)
+                hi = hi + (high if c > 0 else low).scale(c)
+            yield lo, hi + Lin(const=x.size)
+
+    def _disjoint_spans(self, a: Access, b: Access) -> bool:
+        spans_b = list(self._spans(b))
+        for lo_a, hi_a in self._spans(a):
+            for lo_b, hi_b in spans_b:
+                for gap in (hi_a - lo_b, hi_b - lo_a):
+                    if gap.constant() is not None and gap.constant() <= 0:
+                        return True
+        return False
+
+    # -- no byte that one thread touches is touched by another (enumerated) --
+    def points(self, x: Access):
+        """(uniform base form, [(thread, byte offset from the base)]) over every thread and trip count
+        where ``x`` may run, or None when they cannot be enumerated."""
+        if x._points is not False:
+            return x._points
+        x._points = None
+        block = self.forms.block
+        ks = {atom for f, _ in x.facts for atom in f.threads() if atom[0] == "k" and self.upper(x, atom) is not None}
+        affine = x.offset is not None and all(atom[0] in ("t", "k") for atom in x.offset.threads())
+        if affine:
+            ks |= {atom for atom in x.offset.threads() if atom[0] == "k"}
+        tops = {k: self.upper(x, k) for k in ks}
+        total = len(list(itertools.product(*map(range, block))))
+        for top in tops.values():
+            total *= (top + 1) if top is not None and top >= 0 else 0
+        if any(top is None for top in tops.values()) or total > _MAX_POINTS:
+            return None
+        ks = sorted(ks, key=str)
+        base = x.offset.uniform() if affine else Lin()
+        rel = Lin(x.offset.threads()) if affine else None
+        found = []
+        for thread in itertools.product(*map(range, block)):
+            for trips in itertools.product(*(range(tops[k] + 1) for k in ks)):
+                env = {("t", a): v for a, v in enumerate(thread)}
+                env.update(zip(ks, trips))
+                if not self._holds(x, env):
+                    continue
+                offset = rel.at(env) if affine else self._offset(x.pointer, x.root, env)
+                if offset is None:
+                    return None
+                found.append((thread, offset))
+        x._points = (base, found)
+        return x._points
+
+    def _holds(self, x: Access, env: dict) -> bool:
+        """False when a fact or a condition dominating ``x`` is known false at ``env``."""
+        for f, kind in x.facts:
+            value = f.at(env)
+            if value is not None and (value > 0 if kind == "le" else value != 0):
+                return False
+        for condition, side in x.conditions:
+            value = self.concrete.value(condition, env)
+            if value is not None and bool(value) != side:
+                return False
+        return True
+
+    def _offset(self, p: Value, root: Argument, env: dict) -> int | None:
+        total = 0
+        while p is not root:
+            if not (isinstance(p, Instruction) and p.opcode == "getelementptr"):
+                return None
+            t = p.element_type
+            for k, index in enumerate(p.operands[1:]):
+                if k > 0:
+                    if not isinstance(t, (ArrayType, VectorType)):
+                        return None
+                    t = t.element
+                value, size = self.concrete.value(index, env), _size(t)
+                if value is None or size is None:
+                    return None
+                total += signed(value, index.type.bits) * size
+            p = p.operands[0]
+        return total
+
+    def _witness(self, a: Access, b: Access):
+        pa, pb = self.points(a), self.points(b)
+        if pa is None or pb is None:
+            return ()
+        shift = (pa[0] - pb[0]).constant()
+        if shift is None or len(pa[1]) * a.size + len(pb[1]) * b.size > _MAX_ENUMERATED_BYTES:
+            return ()
+        holders: dict[int, set] = {}
+        for thread, offset in pa[1]:
+            for byte in range(offset + shift, offset + shift + a.size):
+                holders.setdefault(byte, set()).add(thread)
+        for thread, offset in pb[1]:
+            for byte in range(offset, offset + b.size):
+                others = holders.get(byte, ())
+                for owner in others:
+                    if owner != thread:
+                        return owner, thread
+        return None
 
 
 # --- the check ------------------------------------------------------------------------------------
@@ -591,22 +492,23 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
     status pointer last) is changed: its failure paths are dropped."""
     _drop_failure_paths(fn)
     starts, unstable = _intervals(fn)
-    forms = Forms(fn, tids, block, unstable)
+    dom = _dominators(fn)
+    forms = Forms(fn, tids, block, unstable, dom)
     accesses = _accesses(forms, fn, set(shared))
     if not any(x.writes for x in accesses):
         return
-    facts = _facts(forms, fn, _dominators(fn))
+    facts = _facts(forms, fn, dom)
     for x in accesses:
         piece = sum(map(_boundary, x.inst.parent.instructions[:x.inst.parent.instructions.index(x.inst)]))
         x.starts = starts.get((x.inst.parent, piece), set())
-        x.facts = facts[x.inst.parent]
-        x.threads = _threads(forms, x.facts)
+        x.facts, x.conditions = facts[x.inst.parent]
+    proof = Proofs(forms)
     for i, a in enumerate(accesses):
         for b in accesses[i:]:
             if a.root is not b.root or not (a.writes or b.writes) or not (a.starts & b.starts) \
                     or (a.kind == "atomic" and b.kind == "atomic"):
                 continue
-            found = _conflict(forms, a, b)
+            found = proof.conflict(a, b)
             if found is not None:
                 raise SharedMemoryRaceError(_message(forms, a, b, found, names[shared.index(a.root)], kernel,
                                                      thread_names))
