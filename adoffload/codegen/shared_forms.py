@@ -246,13 +246,14 @@ class Forms:
         return f + Lin({("k", id(phi)): step}), frozenset(modes)
 
     def _masked(self, v: Instruction):
-        """``x & (2^k - 1)``: x modulo 2^k, exact even where x wraps."""
+        """``x & m``, m the bits [j, k): x modulo 2^k when x is a multiple of 2^j, exact even where x wraps."""
         m = const_int(v.operands[1])
-        if m is None or m <= 0 or m & (m + 1):
+        if m is None or m <= 0:
             return None
-        modulus = m + 1
+        low = m & -m
+        modulus = m + low
         f = self.modular(v.operands[0])
-        if f is None:
+        if modulus & (modulus - 1) or f is None or any(c % low for c in f.coef.values()) or f.const % low:
             return None
         f = Lin({a: c % modulus for a, c in f.coef.items()}, f.const % modulus)
         th = f.threads()

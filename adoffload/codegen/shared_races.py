@@ -86,7 +86,10 @@ def _boundary(inst: Instruction) -> bool:
 
 
 def _pointer(forms: Forms, p: Value, roots: set, depth: int = 0):
-    """(shared root, byte offset form or None) of pointer ``p``; (None, None) when it is not into shared memory."""
+    """(root, byte offset form or None) of pointer ``p``: the root is a shared-array argument, a
+    *switch* (a phi or select choosing whole shared arrays, alike for the block in an interval:
+    double buffers), or a tuple of the arrays ``p`` may point into (offset None); (None, None) when
+    ``p`` is not into shared memory."""
     if p in roots:
         return p, Lin()
     if depth > 64 or not isinstance(p, Instruction):
@@ -98,11 +101,63 @@ def _pointer(forms: Forms, p: Value, roots: set, depth: int = 0):
         offset = _gep_offset(forms, p)
         return root, (None if offset is None else base + offset)
     if p.opcode in ("phi", "select"):
-        found = {_pointer(forms, o, roots, depth + 1)[0] for o in (p.operands[1:] if p.opcode == "select"
-                                                                  else p.operands)} - {None}
+        if _switched(p, roots) and not forms.divergence.is_varying(p) and p.parent not in forms.unstable:
+            return p, Lin()
+        found = _reachable_roots(p, roots)
         if found:
-            return next(iter(found)) if len(found) == 1 else tuple(found), None
+            return tuple(sorted(found, key=lambda r: r.index)), None
     return None, None
+
+
+def _switched(p: Value, roots: set, seen=None) -> set | None:
+    """The shared arrays a phi/select of whole shared arrays chooses from (None if it is not one)."""
+    seen = set() if seen is None else seen
+    if p in roots:
+        return {p}
+    if not (isinstance(p, Instruction) and p.opcode in ("phi", "select")):
+        return None
+    if id(p) in seen:
+        return set()
+    seen.add(id(p))
+    found = set()
+    for o in (p.operands[1:] if p.opcode == "select" else p.operands):
+        inner = _switched(o, roots, seen)
+        if inner is None:
+            return None
+        found |= inner
+    return found
+
+
+def _reachable_roots(p: Value, roots: set) -> set:
+    found, seen, todo = set(), set(), [p]
+    while todo:
+        x = todo.pop()
+        if x in roots:
+            found.add(x)
+        elif isinstance(x, Instruction) and id(x) not in seen and x.opcode in ("getelementptr", "phi", "select"):
+            seen.add(id(x))
+            todo.extend(x.operands[:1] if x.opcode == "getelementptr" else
+                        x.operands[1:] if x.opcode == "select" else x.operands)
+    return found
+
+
+def _apart(a: Value, b: Value, roots: set) -> bool:
+    """Whether roots ``a`` and ``b`` are always different arrays: two different arguments, switches
+    over disjoint arrays, or two phis of one block that start on different arrays and swap."""
+    if a is b:
+        return False
+    pa, pb = _switched(a, roots), _switched(b, roots)
+    if pa is not None and pb is not None and not (pa & pb):
+        return True
+    if not (isinstance(a, Instruction) and isinstance(b, Instruction) and a.opcode == b.opcode == "phi"
+            and a.parent is b.parent):
+        return False
+    incoming_b = dict(zip(map(id, b.blocks), b.operands))
+    for block, x in zip(a.blocks, a.operands):
+        y = incoming_b.get(id(block))
+        if not ((x is b and y is a) or (x in roots and y in roots and x is not y)):
+            return False
+    return True
 
 
 def _gep_offset(forms: Forms, gep: Instruction) -> Lin | None:
@@ -494,7 +549,8 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
     starts, unstable = _intervals(fn)
     dom = _dominators(fn)
     forms = Forms(fn, tids, block, unstable, dom)
-    accesses = _accesses(forms, fn, set(shared))
+    roots = set(shared)
+    accesses = _accesses(forms, fn, roots)
     if not any(x.writes for x in accesses):
         return
     facts = _facts(forms, fn, dom)
@@ -505,13 +561,14 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
     proof = Proofs(forms)
     for i, a in enumerate(accesses):
         for b in accesses[i:]:
-            if a.root is not b.root or not (a.writes or b.writes) or not (a.starts & b.starts) \
+            if _apart(a.root, b.root, roots) or not (a.writes or b.writes) or not (a.starts & b.starts) \
                     or (a.kind == "atomic" and b.kind == "atomic"):
                 continue
             found = proof.conflict(a, b)
             if found is not None:
-                raise SharedMemoryRaceError(_message(forms, a, b, found, names[shared.index(a.root)], kernel,
-                                                     thread_names))
+                arrays = sorted(_switched(a.root, roots) or {a.root}, key=lambda r: r.index)
+                raise SharedMemoryRaceError(_message(forms, a, b, found, "/".join(names[shared.index(r)] for r in arrays),
+                                                     kernel, thread_names))
 
 
 _VERB = {"load": "read", "store": "write", "atomic": "atomic update", "call": "call"}
