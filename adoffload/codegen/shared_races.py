@@ -530,8 +530,7 @@ class Proofs:
                 holders.setdefault(byte, set()).add(thread)
         for thread, offset in pb[1]:
             for byte in range(offset, offset + b.size):
-                others = holders.get(byte, ())
-                for owner in others:
+                for owner in sorted(holders.get(byte, ())):
                     if owner != thread:
                         return owner, thread
         return None
@@ -585,7 +584,7 @@ def _message(forms: Forms, a: Access, b: Access, witness, array: str, kernel: st
     who = ""
     if witness:
         t1, t2 = (_thread(forms, t, thread_names) for t in witness)
-        who = f" (thread {t1} and thread {t2} touch one element)"
+        who = f" (thread {t1}'s {_VERB[a.kind]} and thread {t2}'s {_VERB[b.kind]} touch one element)"
     return (f"kernel '{kernel}': shared-memory race on '{array}': {pair} may touch the same element from two "
             f"threads of a block between the same two barriers{who}. On a GPU their order is undefined "
             f"(warp-synchronous code without __syncwarp is a data race since Volta), and adoffload runs "
