@@ -330,6 +330,13 @@ class Concrete:
         if not isinstance(v, Instruction):
             return None
         op = v.opcode
+        m = const_int(v.operands[1]) if op == "and" else None
+        if m is not None:                   # low bits: atoms whose coefficients are multiples drop out
+            f = self.forms.modular(v.operands[0])
+            keep = 1 << (m % (1 << bits)).bit_length()
+            x = None if f is None else Lin({a: c for a, c in f.coef.items() if c % keep}, f.const).at(env)
+            if x is not None:
+                return x & m % (1 << bits)
         if op == "select":
             c = self.value(v.operands[0], env, depth + 1)
             return None if c is None else self.value(v.operands[1 if c else 2], env, depth + 1)
