@@ -346,7 +346,7 @@ class Concrete:
         return _apply(v, values, bits)
 
 
-def _signed(x: int, bits: int) -> int:
+def signed(x: int, bits: int) -> int:
     return x - (1 << bits) if x >> (bits - 1) else x
 
 
@@ -364,13 +364,13 @@ def _apply(v: Instruction, values: list[int], bits: int) -> int | None:
     if op in ("zext", "trunc"):
         return values[0] & mask
     if op == "sext":
-        return _signed(values[0], v.operands[0].type.bits) & mask
+        return signed(values[0], v.operands[0].type.bits) & mask
     if op == "icmp":
         w = v.operands[0].type.bits
         a, b = values
         pred = v.predicate
         if pred[0] == "s" and pred not in ("eq", "ne"):
-            a, b, pred = _signed(a, w), _signed(b, w), pred[1:]
+            a, b, pred = signed(a, w), signed(b, w), pred[1:]
         elif pred[0] == "u":
             pred = pred[1:]
         return int(_ICMP[pred](a, b))
@@ -383,8 +383,8 @@ def _apply(v: Instruction, values: list[int], bits: int) -> int | None:
         return None
     result = {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b, "and": lambda: a & b,
               "or": lambda: a | b, "xor": lambda: a ^ b, "shl": lambda: a << b, "lshr": lambda: a >> b,
-              "ashr": lambda: _signed(a, bits) >> b, "udiv": lambda: a // b, "urem": lambda: a % b,
-              "sdiv": lambda: _truncated(_signed(a, bits), _signed(b, bits)),
-              "srem": lambda: _signed(a, bits) - _signed(b, bits) * _truncated(_signed(a, bits), _signed(b, bits))
+              "ashr": lambda: signed(a, bits) >> b, "udiv": lambda: a // b, "urem": lambda: a % b,
+              "sdiv": lambda: _truncated(signed(a, bits), signed(b, bits)),
+              "srem": lambda: signed(a, bits) - signed(b, bits) * _truncated(signed(a, bits), signed(b, bits))
               }.get(op)
     return None if result is None else result() & mask

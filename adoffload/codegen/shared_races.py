@@ -13,15 +13,18 @@ every target. ``check_shared_races`` proves every pair of conflicting accesses a
   both without passing another barrier; accesses of different intervals never conflict.
 * **Pairs**: in one interval, every two accesses of the same shared array (an access with itself
   included) of which one writes; two atomics do not race.
-* **Proofs** on byte offsets that are affine in the thread's index in the block (one atom per
-  axis, ``tid % B``) and in values every thread of the block has alike in the interval (kernel
-  parameters, ``tid // B``, uniform loop counters of loops that hold a barrier), with nothing
-  wrapping (nuw/nsw flags, or ranges): the threads an access runs on follow from the branches that
-  dominate it (``t < s``, ``t == 0``, ``lane == 0``); (1) equal thread coefficients and a constant
-  difference: the accesses of different threads lie apart (mixed-radix gap), or, when the thread
-  sets are constant, no byte one thread touches is touched by another (enumerated over the block);
-  (2) the byte ranges of the two accesses over all their threads are disjoint, with symbolic
-  bounds (``if (t < s) s[t] += s[t + s]``: [0, s) and [s, 2s) elements). Anything else is refused.
+* **Roots**: a shared-array argument, or a phi/select choosing whole arrays alike for the block
+  (double buffers; two phis of one block that start apart and swap are apart).
+* **Proofs** on byte offsets, affine forms (shared_forms.py) in the thread's index per axis, values
+  alike for the block in the interval, trip counts of barrier-free loops and permuted thread
+  indices; the branches that dominate an access restrict where it runs (``t < s``, ``t == 0``,
+  ``lane == 0``, a loop's bound). (1) Equal thread coefficients and a constant difference of the
+  rest: the accesses of two different threads lie apart (mixed-radix gap). (2) The byte ranges of
+  the two accesses over all their threads are disjoint, with symbolic bounds (``if (t < s) s[t] +=
+  s[t + s]``: elements [0, s) and [s, 2s)). (3) Enumeration of the block's threads and the trip
+  counts, the guards evaluated bit-exactly: no byte one thread touches is touched by another.
+  Anything else is refused.
+* Failure paths of bounds checks and traps are ignored: a launch where one is taken raises.
 
 It relies on the assumption the uniformity analysis makes (foreign_cuda/uniformity.py): values
 loaded at one address by the whole block are alike, which holds when this check passes.
@@ -36,8 +39,7 @@ from ..errors import SharedMemoryRaceError
 from ..ir import format_instruction
 from ..ir.core import (Argument, ArrayType, Block, FloatType, Function, Instruction, IntType, PointerType,
                        StructType, Value, VectorType)
-from .shared_forms import Concrete, Forms, Lin, const_int
-from .shared_forms import _signed as signed
+from .shared_forms import Concrete, Forms, Lin, const_int, signed
 
 # Calls after which every thread of the block has finished what it did before (they hold barriers).
 BOUNDARIES = frozenset({"sync_threads", "block_sum", "block_max", "block_broadcast", "block_first_thread"})
@@ -177,7 +179,9 @@ def _gep_offset(forms: Forms, gep: Instruction) -> Lin | None:
     return total
 
 
-def _accesses(forms: Forms, fn: Function, roots: set) -> list[Access]:
+def _accesses(forms: Forms, fn: Function, roots: set, kernel: str) -> list[Access]:
+    """Every access of shared memory (an access through a pointer that may point into several arrays
+    is one per array, at an unknown offset); a pointer into shared memory that escapes is refused."""
     found = []
 
     def add(inst, pointer, size, kind):
@@ -189,6 +193,12 @@ def _accesses(forms: Forms, fn: Function, roots: set) -> list[Access]:
 
     for inst in fn.instructions():
         op = inst.opcode
+        escaping = inst.operands[:1] if op in ("store", "ptrtoint", "insertvalue", "insertelement") else []
+        if any(isinstance(o.type, PointerType) and _pointer(forms, o, roots)[0] is not None for o in escaping):
+            raise SharedMemoryRaceError(f"kernel '{kernel}': a pointer into shared memory is stored or turned into "
+                                        f"an integer (`{format_instruction(inst).strip()}`); the shared-memory race "
+                                        f"check cannot follow the accesses through it. Index the shared array "
+                                        f"directly")
         if op == "load":
             add(inst, inst.operands[0], _size(inst.type), "load")
         elif op == "store":
@@ -549,7 +559,7 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
     dom = _dominators(fn)
     forms = Forms(fn, tids, block, unstable, dom)
     roots = set(shared)
-    accesses = _accesses(forms, fn, roots)
+    accesses = _accesses(forms, fn, roots, kernel)
     if not any(x.writes for x in accesses):
         return
     facts = _facts(forms, fn, dom)
@@ -566,8 +576,8 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
             found = proof.conflict(a, b)
             if found is not None:
                 arrays = sorted(_switched(a.root, roots) or {a.root}, key=lambda r: r.index)
-                raise SharedMemoryRaceError(_message(forms, a, b, found, "/".join(names[shared.index(r)] for r in arrays),
-                                                     kernel, thread_names))
+                array = "/".join(names[shared.index(r)] for r in arrays)
+                raise SharedMemoryRaceError(_message(forms, a, b, found, array, kernel, thread_names))
 
 
 _VERB = {"load": "read", "store": "write", "atomic": "atomic update", "call": "call"}

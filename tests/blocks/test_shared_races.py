@@ -226,5 +226,6 @@ def test_our_race_free_patterns_are_accepted(tmp_path):
     want[[0, 4], 0] += 1.0
     k(x, 3, grid=(8, 8))
     np.testing.assert_array_equal(x, want)
-    with pytest.raises(SharedMemoryRaceError, match=r"race on 'T'.*thread \(0, [01]\)'s write and thread \(0, [01]\)'s write"):
+    with pytest.raises(SharedMemoryRaceError,
+                       match=r"race on 'T'.*thread \(0, [01]\)'s write and thread \(0, [01]\)'s write"):
         _compile(FREE.replace("2 * (ti * 8 + tj) + q", "(ti * 8 + tj) // 2 + 32 * q"), tmp_path)
