@@ -95,7 +95,16 @@ class Forms:
         self.unstable, self.dom = unstable, dom
         self.symbols: dict[int, Value] = {}
         self.counters: dict[int, Instruction] = {}
+        self.nonnegative: frozenset = frozenset()     # ids of symbols known >= 0 (assuming())
         self._memo: dict[int, tuple | None] = {}
+
+    def assuming(self, nonnegative: frozenset) -> "Forms":
+        """These forms where the symbols with ids in ``nonnegative`` are known to be >= 0 (a guard
+        such as ``h > 0`` dominates): their signed and unsigned values agree there."""
+        child = object.__new__(Forms)
+        child.__dict__.update(self.__dict__)
+        child.nonnegative, child._memo = frozenset(nonnegative), {}
+        return child
 
     def bounds(self, f: Lin) -> tuple[int, int] | None:
         """Numeric range of a form whose atoms are all per-thread (t, p, k) atoms."""
@@ -179,7 +188,7 @@ class Forms:
         elif not isinstance(v, Instruction) or self.divergence.is_varying(v) or v.parent in self.unstable:
             return None
         self.symbols[id(v)] = v
-        return Lin({("v", id(v)): 1}), frozenset({"s"})
+        return Lin({("v", id(v)): 1}), BOTH if id(v) in self.nonnegative else frozenset({"s"})
 
     def _arith(self, v: Instruction, op: str, bits: int):
         a, b = self.eval(v.operands[0]), self.eval(v.operands[1])

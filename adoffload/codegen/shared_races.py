@@ -40,6 +40,7 @@ from ..ir import format_instruction
 from ..ir.core import (Argument, ArrayType, Block, FloatType, Function, Instruction, IntType, PointerType,
                        StructType, Value, VectorType)
 from .shared_forms import Concrete, Forms, Lin, const_int, signed
+from .shared_guards import guards
 
 # Calls after which every thread of the block has finished what it did before (they hold barriers).
 BOUNDARIES = frozenset({"sync_threads", "block_sum", "block_max", "block_broadcast", "block_first_thread"})
@@ -173,6 +174,8 @@ def _gep_offset(forms: Forms, gep: Instruction) -> Lin | None:
             t = t.element
         size = _size(t)
         f = forms.form(index, "s")
+        if f is None and "nuw" in gep.flags:      # offsets that do not wrap unsigned: the index is below 2^61
+            f = forms.form(index, "u")
         if size is None or f is None:
             return None
         total = total + f.scale(size)
@@ -298,67 +301,6 @@ def _on_cycles(blocks: list[Block]) -> set[Block]:
                 todo.extend(s for s in x.successors if s in inside)
         reach[b] = seen
     return {b for b in blocks if b in reach[b]}
-
-
-def _facts(forms: Forms, fn: Function, dom: dict) -> dict[Block, tuple[list, list]]:
-    """Per block, the constraints (form, "le" | "eq") and the conditions (value, side) of the branches
-    that dominate it."""
-    preds = fn.predecessors()
-    own: dict[Block, tuple] = {}
-    for b in fn.blocks:
-        if len(preds[b]) != 1:
-            continue
-        term = preds[b][0].terminator
-        if term is None or term.opcode != "br" or len(term.blocks) != 2 or term.blocks[0] is term.blocks[1]:
-            continue
-        holds = b is term.blocks[0]
-        own[b] = (_condition(forms, term.operands[0], holds), (term.operands[0], holds))
-    return {b: ([f for d in dom[b] if d in own for f in own[d][0]], [own[d][1] for d in dom[b] if d in own])
-            for b in fn.blocks}
-
-
-_SWAP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
-_NEGATE = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "eq"}
-
-
-def _condition(forms: Forms, c: Value, holds: bool, depth: int = 0) -> list[tuple[Lin, str]]:
-    if not isinstance(c, Instruction) or depth > 16:
-        return []
-    if c.opcode == "xor" and const_int(c.operands[1]) == 1:
-        return _condition(forms, c.operands[0], not holds, depth + 1)
-    both = (c.opcode == "and" and holds) or (c.opcode == "or" and not holds)
-    if c.opcode == "select":
-        t, e = const_int(c.operands[1]), const_int(c.operands[2])
-        both = (e == 0 and holds) or (t == 1 and not holds)
-        if both:
-            other = c.operands[1] if e == 0 else c.operands[2]
-            return _condition(forms, c.operands[0], holds, depth + 1) + _condition(forms, other, holds, depth + 1)
-        return []
-    if both:
-        return _condition(forms, c.operands[0], holds, depth + 1) + _condition(forms, c.operands[1], holds, depth + 1)
-    if c.opcode != "icmp":
-        return []
-    pred = c.predicate
-    kind = pred[0] if pred[0] in "su" and pred not in ("eq", "ne") else ""
-    rel = pred[1:] if kind else pred
-    if "samesign" in c.flags and kind == "u":
-        kind = "su"
-    for want in (kind or "su"):
-        x, y = forms.form(c.operands[0], want), forms.form(c.operands[1], want)
-        if x is not None and y is not None:
-            break
-    else:
-        return []
-    rel = rel if holds else _NEGATE[rel]
-    if rel in ("gt", "ge"):
-        x, y, rel = y, x, _SWAP[rel]
-    if rel == "lt":
-        return [(x - y + Lin(const=1), "le")]
-    if rel == "le":
-        return [(x - y, "le")]
-    if rel == "eq":
-        return [(x - y, "eq")]
-    return []
 
 
 # --- the proofs -----------------------------------------------------------------------------------
@@ -505,7 +447,12 @@ class Proofs:
                 return False
         for condition, side in x.conditions:
             value = self.concrete.value(condition, env)
-            if value is not None and bool(value) != side:
+            if value is None:
+                continue
+            if side is True or side is False:
+                if bool(value) != side:
+                    return False
+            elif value != side[1] % (1 << condition.type.bits):      # ("case", c): a switch's case
                 return False
         return True
 
@@ -562,11 +509,15 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
     accesses = _accesses(forms, fn, roots, kernel)
     if not any(x.writes for x in accesses):
         return
-    facts = _facts(forms, fn, dom)
+    facts = guards(forms, fn, dom)
     for x in accesses:
         piece = sum(map(_boundary, x.inst.parent.instructions[:x.inst.parent.instructions.index(x.inst)]))
         x.starts = starts.get((x.inst.parent, piece), set())
         x.facts, x.conditions = facts[x.inst.parent]
+        nonnegative = _nonnegative_symbols(x.facts)
+        if x.offset is None and nonnegative and not isinstance(x.root, tuple):
+            root, offset = _pointer(forms.assuming(nonnegative), x.pointer, roots)
+            x.offset = offset if root is x.root else None
     proof = Proofs(forms)
     for i, a in enumerate(accesses):
         for b in accesses[i:]:
@@ -578,6 +529,17 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
                 arrays = sorted(_switched(a.root, roots) or {a.root}, key=lambda r: r.index)
                 array = "/".join(names[shared.index(r)] for r in arrays)
                 raise SharedMemoryRaceError(_message(forms, a, b, found, array, kernel, thread_names))
+
+
+def _nonnegative_symbols(facts) -> frozenset:
+    """Ids of the symbols that the facts bound below by 0 (``-c * v + k <= 0`` with k >= 0)."""
+    found = set()
+    for f, kind in facts:
+        if len(f.coef) == 1 and f.const >= 0:
+            (atom, c), = f.coef.items()
+            if atom[0] == "v" and (c < 0 or (kind == "eq" and f.const == 0)):
+                found.add(atom[1])
+    return frozenset(found)
 
 
 _VERB = {"load": "read", "store": "write", "atomic": "atomic update", "call": "call"}
