@@ -50,17 +50,75 @@ _MAX_ENUMERATED_BYTES = 1 << 18
 _MAX_POINTS = 1 << 15
 
 
-def _size(t) -> int | None:
+def _layout(t) -> tuple[int, int, int] | None:
+    """(allocation size, alignment, store size) in bytes of type ``t`` (LLVM's default data layout)."""
     if isinstance(t, IntType):
-        return max(1, (t.bits + 7) // 8)
+        size = 1 << max(0, ((t.bits + 7) // 8 - 1).bit_length())
+        return size, min(size, 16), (t.bits + 7) // 8
     if isinstance(t, FloatType):
-        return t.bits // 8
+        size = t.bits // 8
+        return size, size, size
     if isinstance(t, PointerType):
-        return 8
+        return 8, 8, 8
     if isinstance(t, (VectorType, ArrayType)):
-        inner = _size(t.element)
-        return None if inner is None else inner * t.count
+        inner = _layout(t.element)
+        if inner is None:
+            return None
+        if isinstance(t, ArrayType):
+            return inner[0] * t.count, inner[1], inner[0] * t.count
+        stored = inner[2] * t.count
+        align = 1 << max(0, (stored - 1).bit_length())
+        return -(-stored // align) * align, align, stored
+    if isinstance(t, StructType):
+        offset, align = 0, 1
+        for field in t.elements:
+            inner = _layout(field)
+            if inner is None:
+                return None
+            a = 1 if t.packed else inner[1]
+            offset = -(-offset // a) * a + inner[0]
+            align = max(align, a)
+        size = -(-offset // align) * align
+        return size, align, size
     return None
+
+
+def _size(t) -> int | None:
+    """Bytes a load or store of type ``t`` touches."""
+    layout = _layout(t)
+    return None if layout is None else layout[2]
+
+
+def _gep_terms(gep: Instruction) -> tuple[list[tuple[Value, int]], int] | None:
+    """A getelementptr's byte offset as (index, bytes per unit) terms plus a constant (struct fields)."""
+    t, terms, constant = gep.element_type, [], 0
+    for k, index in enumerate(gep.operands[1:]):
+        if k > 0 and isinstance(t, StructType):
+            field = const_int(index)
+            if field is None or not 0 <= field < len(t.elements):
+                return None
+            for before in t.elements[:field]:
+                inner = _layout(before)
+                if inner is None:
+                    return None
+                a = 1 if t.packed else inner[1]
+                constant = -(-constant // a) * a + inner[0]
+            inner = _layout(t.elements[field])
+            if inner is None:
+                return None
+            a = 1 if t.packed else inner[1]
+            constant = -(-constant // a) * a
+            t = t.elements[field]
+            continue
+        if k > 0:
+            if not isinstance(t, (ArrayType, VectorType)):
+                return None
+            t = t.element
+        layout = _layout(t)
+        if layout is None:
+            return None
+        terms.append((index, layout[0]))
+    return terms, constant
 
 
 # --- accesses, intervals and guards ---------------------------------------------------------------
@@ -164,19 +222,15 @@ def _apart(a: Value, b: Value, roots: set) -> bool:
 
 
 def _gep_offset(forms: Forms, gep: Instruction) -> Lin | None:
-    t, total = gep.element_type, Lin()
-    for k, index in enumerate(gep.operands[1:]):
-        if k > 0:
-            if isinstance(t, StructType):
-                return None
-            if not isinstance(t, (ArrayType, VectorType)):
-                return None
-            t = t.element
-        size = _size(t)
+    found = _gep_terms(gep)
+    if found is None:
+        return None
+    total = Lin(const=found[1])
+    for index, size in found[0]:
         f = forms.form(index, "s")
         if f is None and "nuw" in gep.flags:      # offsets that do not wrap unsigned: the index is below 2^61
             f = forms.form(index, "u")
-        if size is None or f is None:
+        if f is None:
             return None
         total = total + f.scale(size)
     return total
@@ -196,12 +250,13 @@ def _accesses(forms: Forms, fn: Function, roots: set, kernel: str) -> list[Acces
 
     for inst in fn.instructions():
         op = inst.opcode
-        escaping = inst.operands[:1] if op in ("store", "ptrtoint", "insertvalue", "insertelement") else []
-        if any(isinstance(o.type, PointerType) and _pointer(forms, o, roots)[0] is not None for o in escaping):
-            raise SharedMemoryRaceError(f"kernel '{kernel}': a pointer into shared memory is stored or turned into "
-                                        f"an integer (`{format_instruction(inst).strip()}`); the shared-memory race "
-                                        f"check cannot follow the accesses through it. Index the shared array "
-                                        f"directly")
+        escaping = inst.operands[:1] if op in ("store", "insertvalue", "insertelement") else []
+        if op == "inttoptr" or any(isinstance(o.type, PointerType) and _pointer(forms, o, roots)[0] is not None
+                                   for o in escaping):
+            raise SharedMemoryRaceError(f"kernel '{kernel}': a pointer into shared memory is stored, or a pointer is "
+                                        f"made from an integer (`{format_instruction(inst).strip()}`); the "
+                                        f"shared-memory race check cannot follow accesses through it. Index the "
+                                        f"shared array directly")
         if op == "load":
             add(inst, inst.operands[0], _size(inst.type), "load")
         elif op == "store":
@@ -459,16 +514,13 @@ class Proofs:
     def _offset(self, p: Value, root: Argument, env: dict) -> int | None:
         total = 0
         while p is not root:
-            if not (isinstance(p, Instruction) and p.opcode == "getelementptr"):
+            found = _gep_terms(p) if isinstance(p, Instruction) and p.opcode == "getelementptr" else None
+            if found is None:
                 return None
-            t = p.element_type
-            for k, index in enumerate(p.operands[1:]):
-                if k > 0:
-                    if not isinstance(t, (ArrayType, VectorType)):
-                        return None
-                    t = t.element
-                value, size = self.concrete.value(index, env), _size(t)
-                if value is None or size is None:
+            total += found[1]
+            for index, size in found[0]:
+                value = self.concrete.value(index, env)
+                if value is None:
                     return None
                 total += signed(value, index.type.bits) * size
             p = p.operands[0]
@@ -555,7 +607,7 @@ def _message(forms: Forms, a: Access, b: Access, witness, array: str, kernel: st
     pair = f"{where(a)}, run by two threads," if same else f"{where(a)} and {where(b)}"
     who = ""
     if witness:
-        t1, t2 = (_thread(forms, t, thread_names) for t in witness)
+        t1, t2 = (_thread(t) for t in witness)
         who = f" (thread {t1}'s {_VERB[a.kind]} and thread {t2}'s {_VERB[b.kind]} touch one element)"
     return (f"kernel '{kernel}': shared-memory race on '{array}': {pair} may touch the same element from two "
             f"threads of a block between the same two barriers{who}. On a GPU their order is undefined "
@@ -566,7 +618,8 @@ def _message(forms: Forms, a: Access, b: Access, witness, array: str, kernel: st
 
 
 def _index(forms: Forms, x: Access, thread_names) -> str:
-    if x.offset is None or x.size is None:
+    """The element index of an access as a formula of the thread index ("[?]" where not affine)."""
+    if x.offset is None or x.size is None or any(atom[0] in ("k", "p") for atom in x.offset.coef):
         return "[?]"
     element = x.size
     f = x.offset
@@ -578,9 +631,9 @@ def _index(forms: Forms, x: Access, thread_names) -> str:
     terms = []
     for atom, c in sorted(f.coef.items(), key=lambda kv: str(kv[0])):
         if atom[0] == "t":
-            name = (thread_names or [])[atom[1]] if thread_names else f"thread_id[{atom[1]}]"
+            name = thread_names[atom[1]] if thread_names else f"thread_id()[{atom[1]}]"
         elif atom[0] == "blk":
-            name = f"block_id[{atom[1]}]"
+            name = f"block_id()[{atom[1]}]" if len(forms.block) > 1 else "block_id()"
         else:
             v = forms.symbols.get(atom[1])
             name = f"%{getattr(v, 'name', '?')}"
@@ -590,7 +643,7 @@ def _index(forms: Forms, x: Access, thread_names) -> str:
     return "[" + " + ".join(terms).replace("+ -", "- ") + "]" + unit
 
 
-def _thread(forms: Forms, t: tuple[int, ...], thread_names) -> str:
+def _thread(t: tuple[int, ...]) -> str:
     if len(t) == 1:
         return str(t[0])
     return "(" + ", ".join(map(str, t)) + ")"
