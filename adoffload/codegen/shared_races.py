@@ -41,9 +41,8 @@ from ..ir.core import (Argument, ArrayType, Block, FloatType, Function, Instruct
                        StructType, Value, VectorType)
 from .shared_forms import Concrete, Forms, Lin, const_int, signed
 from .shared_guards import guards
+from .shared_intervals import Intervals
 
-# Calls after which every thread of the block has finished what it did before (they hold barriers).
-BOUNDARIES = frozenset({"sync_threads", "block_sum", "block_max", "block_broadcast", "block_first_thread"})
 _NO_MEMORY = ("llvm.lifetime.", "llvm.assume", "llvm.dbg.", "llvm.experimental.noalias", "llvm.invariant.")
 _MAX_BOUND_CHOICES = 4
 _MAX_ENUMERATED_BYTES = 1 << 18
@@ -129,7 +128,7 @@ class Access:
     def __init__(self, inst: Instruction, pointer: Value, root: Argument, offset: Lin | None, size: int | None,
                  kind: str):
         self.inst, self.pointer, self.root, self.offset, self.size, self.kind = inst, pointer, root, offset, size, kind
-        self.starts: set = set()
+        self.node: tuple = ()                             # (block, piece): where it runs (shared_intervals.py)
         self.facts: list[tuple[Lin, str]] = []           # form <= 0 ("le") or == 0 ("eq") where it runs
         self.conditions: list[tuple[Value, bool]] = []    # the branch conditions (and sides) that dominate it
         self._points = False
@@ -137,13 +136,6 @@ class Access:
     @property
     def writes(self) -> bool:
         return self.kind in ("store", "atomic", "call")
-
-
-def _boundary(inst: Instruction) -> bool:
-    if inst.opcode != "call":
-        return False
-    parsed = collectives.parse(getattr(inst.callee, "name", ""))
-    return parsed is not None and parsed[0] in BOUNDARIES
 
 
 def _pointer(forms: Forms, p: Value, roots: set, depth: int = 0):
@@ -322,40 +314,6 @@ def _dominators(fn: Function) -> dict[Block, set[Block]]:
             if new != dom[b]:
                 dom[b], changed = new, True
     return dom
-
-
-def _intervals(fn: Function) -> tuple[dict, set[Block]]:
-    """Per (block, piece), the interval starts that reach it without passing a barrier (a piece is
-    the code of a block between two of its barriers); and the blocks on barrier-free cycles."""
-    pieces = {b: sum(map(_boundary, b.instructions)) for b in fn.blocks}
-    starts: dict[tuple, set] = {}
-    for start in [(fn.entry, 0)] + [(b, k) for b in fn.blocks for k in range(1, pieces[b] + 1)]:
-        todo = [start]
-        while todo:
-            node = todo.pop()
-            if start in starts.setdefault(node, set()):
-                continue
-            starts[node].add(start)
-            b, k = node
-            if k == pieces[b]:
-                todo.extend((s, 0) for s in b.successors)
-    free = [b for b in fn.blocks if not pieces[b]]
-    return starts, _on_cycles(free)
-
-
-def _on_cycles(blocks: list[Block]) -> set[Block]:
-    """The blocks of ``blocks`` that lie on a cycle of ``blocks``."""
-    inside = set(blocks)
-    reach: dict[Block, set[Block]] = {}
-    for b in blocks:
-        seen, todo = set(), [s for s in b.successors if s in inside]
-        while todo:
-            x = todo.pop()
-            if x not in seen:
-                seen.add(x)
-                todo.extend(s for s in x.successors if s in inside)
-        reach[b] = seen
-    return {b for b in blocks if b in reach[b]}
 
 
 # --- the proofs -----------------------------------------------------------------------------------
@@ -554,17 +512,17 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
     ``shared`` are the body's shared-array arguments, ``names`` their source names. ``fn`` (a body:
     status pointer last) is changed: its failure paths are dropped."""
     _drop_failure_paths(fn)
-    starts, unstable = _intervals(fn)
+    intervals = Intervals(fn)
     dom = _dominators(fn)
-    forms = Forms(fn, tids, block, unstable, dom)
+    forms = Forms(fn, tids, block, intervals.unstable, dom)
+    intervals.settle(forms.divergence)
     roots = set(shared)
     accesses = _accesses(forms, fn, roots, kernel)
     if not any(x.writes for x in accesses):
         return
     facts = guards(forms, fn, dom)
     for x in accesses:
-        piece = sum(map(_boundary, x.inst.parent.instructions[:x.inst.parent.instructions.index(x.inst)]))
-        x.starts = starts.get((x.inst.parent, piece), set())
+        x.node = intervals.node(x.inst)
         x.facts, x.conditions = facts[x.inst.parent]
         nonnegative = _nonnegative_symbols(x.facts)
         if x.offset is None and nonnegative and not isinstance(x.root, tuple):
@@ -573,8 +531,8 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
     proof = Proofs(forms)
     for i, a in enumerate(accesses):
         for b in accesses[i:]:
-            if _apart(a.root, b.root, roots) or not (a.writes or b.writes) or not (a.starts & b.starts) \
-                    or (a.kind == "atomic" and b.kind == "atomic"):
+            if _apart(a.root, b.root, roots) or not (a.writes or b.writes) or (a.kind == "atomic" == b.kind) \
+                    or not intervals.together(a.node, b.node):
                 continue
             found = proof.conflict(a, b)
             if found is not None:
