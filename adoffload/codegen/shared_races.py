@@ -8,18 +8,19 @@ such code would run, deterministically and wrongly, and the reverse sweep of it 
 every target. ``check_shared_races`` proves every pair of conflicting accesses apart, or raises
 ``SharedMemoryRaceError`` naming both.
 
-* **Intervals**: a barrier (``sync_threads``, and the block operations, which hold barriers on every
-  target) ends one. Two accesses may run in one interval when one barrier (or the entry) reaches
-  both without passing another barrier; accesses of different intervals never conflict.
+* **Intervals** (shared_intervals.py): a barrier (``sync_threads``, and the block operations, which
+  hold barriers on every target) ends one. Two accesses may run in one interval when one barrier (or
+  the entry) reaches both without passing another barrier, and no block-uniform branch taken once
+  per interval puts them on different sides; accesses of different intervals never conflict.
 * **Pairs**: in one interval, every two accesses of the same shared array (an access with itself
   included) of which one writes; two atomics do not race.
 * **Roots**: a shared-array argument, or a phi/select choosing whole arrays alike for the block
   (double buffers; two phis of one block that start apart and swap are apart).
 * **Proofs** on byte offsets, affine forms (shared_forms.py) in the thread's index per axis, values
   alike for the block in the interval, trip counts of barrier-free loops and permuted thread
-  indices; the branches that dominate an access restrict where it runs (``t < s``, ``t == 0``,
-  ``lane == 0``, a loop's bound). (1) Equal thread coefficients and a constant difference of the
-  rest: the accesses of two different threads lie apart (mixed-radix gap). (2) The byte ranges of
+  indices; the branches on every path to an access restrict where it runs (``t < s``, ``t == 0``,
+  ``lane == 0``, a loop's bound; shared_guards.py). (1) Equal thread coefficients and a constant
+  difference of the rest: the accesses of two different threads lie apart (mixed-radix gap). (2) The byte ranges of
   the two accesses over all their threads are disjoint, with symbolic bounds (``if (t < s) s[t] +=
   s[t + s]``: elements [0, s) and [s, 2s)). (3) Enumeration of the block's threads and the trip
   counts, the guards evaluated bit-exactly: no byte one thread touches is touched by another.
