@@ -49,6 +49,34 @@ __global__ void strided_fill(const float* x, float* y, int n) {
   int t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t < n) y[t] = s[(threadIdx.x * 7) % 512];
 }
+__global__ void two_reductions(const double* x, double* y) {
+  __shared__ double red[64];
+  int t = threadIdx.x;
+  red[t] = x[blockIdx.x * 64 + t]; __syncthreads();
+  for (int s = 32; s > 0; s >>= 1) { if (t < s) red[t] = fmax(red[t], red[t + s]); __syncthreads(); }
+  double m = red[0]; __syncthreads();                // the loop's exit and its next trip never meet
+  red[t] = exp(x[blockIdx.x * 64 + t] - m); __syncthreads();
+  for (int s = 32; s > 0; s >>= 1) { if (t < s) red[t] += red[t + s]; __syncthreads(); }
+  y[blockIdx.x * 64 + t] = exp(x[blockIdx.x * 64 + t] - m) / red[0];
+}
+__global__ void shift_in_a_loop(float* x, int steps) {
+  __shared__ float s[65];
+  int t = threadIdx.x;
+  s[t] = x[t];
+  for (int k = 0; k < steps; ++k) {
+    __syncthreads();
+    float v = s[t + 1];                               // next trip's s[t] = v: no barrier between
+    s[t] = v;
+  }
+  x[t] = s[t];
+}
+__global__ void plain_read_of_an_atomic(const float* x, float* y) {
+  __shared__ float total;
+  if (threadIdx.x == 0) total = 0.f;
+  __syncthreads();
+  atomicAdd(&total, x[threadIdx.x]);
+  y[threadIdx.x] = total;
+}
 __global__ void shared_histogram(const int* keys, int* counts) {
   __shared__ int h[16];
   if (threadIdx.x < 16) h[threadIdx.x] = 0;
@@ -97,6 +125,33 @@ def test_cuda_block_strided_fill_and_shared_atomics_are_accepted():
     mod.kernel("shared_histogram", keys=ado.In[ado.i32], counts=ado.InOut[ado.i32])(keys, counts, blocks=2,
                                                                                      threads=128)
     np.testing.assert_array_equal(counts, np.bincount(keys & 15, minlength=16))
+
+
+def test_cuda_barrier_loop_exits_are_apart_and_loop_carried_races_refused():
+    mod = ado.from_cuda(REDUCTIONS)
+    x, y = np.random.default_rng(3).standard_normal(128), np.zeros(128)
+    mod.kernel("two_reductions", x=ado.In[ado.f64], y=ado.Out[ado.f64])(x, y, blocks=2, threads=64)
+    e = np.exp(x.reshape(2, 64) - x.reshape(2, 64).max(1, keepdims=True))
+    np.testing.assert_allclose(y.reshape(2, 64), e / e.sum(1, keepdims=True), rtol=1e-13)
+    with pytest.raises(SharedMemoryRaceError, match=r"race on 's': the read of s\[threadIdx\.x \+ 1\].*"
+                                                    r"the write of s\[threadIdx\.x\]"):
+        mod.kernel("shift_in_a_loop", x=ado.InOut[ado.f32], steps=ado.i32).specialize((64,))
+    with pytest.raises(SharedMemoryRaceError, match=r"race on 'total': the atomic update .* and the read"):
+        mod.kernel("plain_read_of_an_atomic", x=ado.In[ado.f32], y=ado.Out[ado.f32]).specialize((64,))
+
+
+def test_rajaperf_kernels_are_accepted():
+    """No false positive on the tuned RAJAPerf CUDA kernels (warp partials in shared memory)."""
+    from pathlib import Path
+    source = (Path(__file__).resolve().parents[2] / "benchmarks" / "cuda" / "rajaperf.cu").read_text()
+    mod = ado.from_cuda(source)
+    f64, i64 = ado.In[ado.f64], ado.i64
+    kernels = [mod.kernel("stream_dot", a=f64, b=f64, dot=ado.Out[ado.f64], n=i64),
+               mod.kernel("basic_pi_reduce", dx=ado.f64, pi=ado.Out[ado.f64], n=i64),
+               mod.kernel("basic_reduce3_int", vec=ado.In[ado.i32], vsum=ado.Out[ado.i64], vmin=ado.Out[ado.i32],
+                          vmax=ado.Out[ado.i32], n=i64)]
+    for k in kernels:                       # tests/foreign_cuda/test_corpus.py runs them at 256 threads
+        assert k.specialize((1024,)).shared
 
 
 def _compile(source: str, tmp_path, name="k"):
