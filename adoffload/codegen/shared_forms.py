@@ -74,6 +74,14 @@ class Lin:
         return total
 
 
+class Modular(Lin):
+    """A byte offset known only modulo 2^64 (64-bit index arithmetic that may wrap): addresses wrap
+    alike, so two such offsets with equal thread coefficients still differ by their thread parts
+    and the constant difference of the rest; nothing else may be read from them."""
+
+    __slots__ = ()
+
+
 def const_int(v: Value) -> int | None:
     if isinstance(v, Constant) and v.kind == "scalar" and isinstance(v.value, (int, bool)):
         return int(v.value)

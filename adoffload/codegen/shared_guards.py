@@ -87,7 +87,11 @@ def _mentions(item) -> set | None:
     """Ids of the instructions an item's truth depends on (None: too deep to tell)."""
     what, payload = item
     if what == "fact":
-        return {a[1] for a in payload[0].coef if a[0] in ("v", "k")}
+        found = set()
+        for atom in payload[0].coef:
+            inner = [a for a, _ in atom[3][0]] if atom[0] == "p" else [atom]      # a permutation's own terms
+            found |= {a[1] for a in inner if a[0] in ("v", "k")}
+        return found
     found, todo, seen = set(), [(payload[0], 0)], set()
     while todo:
         v, depth = todo.pop()

@@ -40,7 +40,7 @@ from ..errors import SharedMemoryRaceError
 from ..ir import format_instruction
 from ..ir.core import (Argument, ArrayType, Block, FloatType, Function, Instruction, IntType, PointerType,
                        StructType, Value, VectorType)
-from .shared_forms import Concrete, Forms, Lin, const_int, signed
+from .shared_forms import Concrete, Forms, Lin, Modular, const_int, signed
 from .shared_guards import guards
 from .shared_intervals import Intervals
 
@@ -153,7 +153,10 @@ def _pointer(forms: Forms, p: Value, roots: set, depth: int = 0):
         if root is None or base is None:
             return root, None
         offset = _gep_offset(forms, p)
-        return root, (None if offset is None else base + offset)
+        if offset is None:
+            return root, None
+        total = base + offset
+        return root, (Modular(total.coef, total.const) if Modular in (type(base), type(offset)) else total)
     if p.opcode in ("phi", "select"):
         if _switched(p, roots) and not forms.divergence.is_varying(p) and p.parent not in forms.unstable:
             return p, Lin()
@@ -218,15 +221,17 @@ def _gep_offset(forms: Forms, gep: Instruction) -> Lin | None:
     found = _gep_terms(gep)
     if found is None:
         return None
-    total = Lin(const=found[1])
+    total, wraps = Lin(const=found[1]), False
     for index, size in found[0]:
         f = forms.form(index, "s")
         if f is None and "nuw" in gep.flags:      # offsets that do not wrap unsigned: the index is below 2^61
             f = forms.form(index, "u")
+        if f is None and index.type.bits == 64:   # exact modulo 2^64, as the address itself
+            f, wraps = forms.modular(index), True
         if f is None:
             return None
         total = total + f.scale(size)
-    return total
+    return Modular(total.coef, total.const) if wraps else total
 
 
 def _accesses(forms: Forms, fn: Function, roots: set, kernel: str) -> list[Access]:
@@ -330,10 +335,11 @@ class Proofs:
         """None when proven apart; else a witness (thread of ``a``, thread of ``b``) or () if none is known."""
         if a.size is not None and b.size is not None and a.offset is not None and b.offset is not None:
             diff = (a.offset - b.offset).uniform().constant()
+            wraps = isinstance(a.offset, Modular) or isinstance(b.offset, Modular)
             if diff is not None and a.offset.threads() == b.offset.threads() \
-                    and self._gap(a, b, a.offset.threads()) >= max(b.size - diff, a.size + diff):
+                    and self._gap(a, b, a.offset.threads(), wraps) >= max(b.size - diff, a.size + diff):
                 return None
-            if self._disjoint_spans(a, b):
+            if not wraps and self._disjoint_spans(a, b):
                 return None
         if a.size is None or b.size is None:
             return ()
@@ -355,8 +361,9 @@ class Proofs:
                 best = bound if best is None else min(best, bound)
         return best
 
-    def _gap(self, a: Access, b: Access, coef: dict) -> int:
-        """The least |sum coef * (atoms of one thread - atoms of another)| over two different threads."""
+    def _gap(self, a: Access, b: Access, coef: dict, wraps: bool = False) -> int:
+        """The least |sum coef * (atoms of one thread - atoms of another)| over two different threads
+        (0 when unknown; offsets modulo 2^64 (``wraps``) need every atom bounded, far below 2^62)."""
         axes = [atom[1] for atom in coef if atom[0] in ("t", "p")]
         if len(axes) != len(set(axes)) or any(e > 1 and a_ not in axes for a_, e in enumerate(self.forms.block)):
             return 0
@@ -365,6 +372,8 @@ class Proofs:
             ua, ub = self.upper(a, atom), self.upper(b, atom)
             parts.append((abs(c), None if ua is None or ub is None else max(ua, ub)))
         parts.sort(key=lambda p: p[0])
+        if wraps and (any(top is None for _, top in parts) or sum(c * top for c, top in parts) >= 2 ** 62):
+            return 0
         gap, below = None, 0
         for k, (c, top) in enumerate(parts):
             gap = c - below if gap is None else min(gap, c - below)
@@ -427,7 +436,8 @@ class Proofs:
         x._points = None
         block = self.forms.block
         ks = {atom for f, _ in x.facts for atom in f.threads() if atom[0] == "k" and self.upper(x, atom) is not None}
-        affine = x.offset is not None and all(atom[0] in ("t", "k") for atom in x.offset.threads())
+        affine = x.offset is not None and not isinstance(x.offset, Modular) \
+            and all(atom[0] in ("t", "k") for atom in x.offset.threads())
         if affine:
             ks |= {atom for atom in x.offset.threads() if atom[0] == "k"}
         tops = {k: self.upper(x, k) for k in ks}

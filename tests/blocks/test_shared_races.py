@@ -284,3 +284,24 @@ def test_our_race_free_patterns_are_accepted(tmp_path):
     with pytest.raises(SharedMemoryRaceError,
                        match=r"race on 'T'.*thread \(0, [01]\)'s write and thread \(0, [01]\)'s write"):
         _compile(FREE.replace("2 * (ti * 8 + tj) + q", "(ti * 8 + tj) // 2 + 32 * q"), tmp_path)
+
+
+SHIFTED = """
+@ado.kernel(block=16)
+def k(x: ado.InOut[ado.f64], k: ado.i64):
+    i = ado.tid()
+    t = ado.thread_id()
+    S = ado.shared(40, ado.f64)
+    S[t + k] = x[i]                             # 64-bit index arithmetic that may wrap: still one per thread
+    ado.sync_threads()
+    x[i] = S[15 - t + k]
+"""
+
+
+def test_a_shift_by_a_parameter_is_accepted_and_reading_it_unsynchronized_refused(tmp_path):
+    k = _compile(SHIFTED, tmp_path)
+    x = np.arange(32.0)
+    k(x, 5, grid=32)
+    np.testing.assert_array_equal(x, np.concatenate([np.arange(15.0, -1, -1), np.arange(31.0, 15, -1)]))
+    with pytest.raises(SharedMemoryRaceError, match=r"the write of S\[thread_id\(\) \+ %k\] .* and the read"):
+        _compile(SHIFTED.replace("    ado.sync_threads()\n", ""), tmp_path)
