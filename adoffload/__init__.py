@@ -39,6 +39,7 @@ _LAZY = {
     "block_max": "language",
     # foreign IR and JAX
     "from_llvm": "foreign", "from_numba": "foreign", "jax_kernel": "jax", "from_cuda": "foreign_cuda", "from_hip": "foreign_cuda",
+    "struct": "foreign_cuda",
 }
 _SUBMODULES = {"enzyme", "ir", "codegen", "runtime", "frontend", "chemistry", "cache"}
 

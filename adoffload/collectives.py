@@ -25,6 +25,9 @@ OPS: dict[str, tuple[str, tuple[str, ...]]] = {
     "block_broadcast": ("T", ("T", "i32")),   # v of thread src (src uniform)
     "warp_first_lane": ("i32", ("i1",)),      # lowest lane whose predicate holds, warp size if none
     "block_first_thread": ("i32", ("i1",)),   # lowest thread whose predicate holds, block size if none
+    # bit k: the predicate of lane k of the caller's 32-lane segment (the warp on NVIDIA and the
+    # host; half of a 64-lane AMD wavefront, as the CUDA header's shuffles): CUDA's __ballot_sync
+    "warp_ballot": ("i32", ("i1",)),
 }
 # Operations whose result depends on other threads' operands (a data exchange).
 EXCHANGES = frozenset(name for name, (_, operands) in OPS.items() if operands)

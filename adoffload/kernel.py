@@ -27,6 +27,7 @@ class Compiled:
     extra: dict = field(default_factory=dict)
     elements_per_thread: int = 1      # GPU entries: launch ceil(total / this) threads (codegen/vectorize.py)
     grid_stride: bool = False         # GPU entry loops over the grid: any thread count is correct (codegen/grid_stride.py)
+    row_launch: bool = False          # GPU entry of a rank-2/3 grid accepts a row launch (codegen/rows.py)
 
     @property
     def program(self):
@@ -106,6 +107,8 @@ class Kernel:
         proven = frozenset(proven) & self.candidate_facts
         if self.block is not None:
             options.update(block=self.block, shared=tuple((a.nbytes, a.zero) for a in self.shared))
+            if getattr(self, "deterministic", False):       # shared-memory adds in thread order on GPUs
+                options["ordered_shared_adds"] = True
         options = codegen.normalize_options(options, target, self.signature.grid_rank)
         key = (target, arch, scalars_by_reference, proven, tuple(sorted(options.items())))
         with self._lock:
@@ -124,7 +127,8 @@ class Kernel:
             entry = codegen.kernel_symbol(self.body_name, target)
             compiled = Compiled(target, entry, artifact, flat_types, self.signature.grid_rank,
                                 elements_per_thread=options.get("elements_per_thread", 1),
-                                grid_stride=codegen.loops_over_grid(artifact))
+                                grid_stride=codegen.loops_over_grid(artifact),
+                                row_launch=codegen.launches_rows(artifact))
             if self.block is not None:
                 from .codegen.blocks import block_threads
                 compiled.extra["block_threads"] = block_threads(self.block)
@@ -316,6 +320,8 @@ class TapeCountKernel(Kernel):
         super().__init__(derived.tape.signature, derived.tape.body_name)
         self.derived = derived
         self.block, self.shared = derived.base.block, derived.base.shared
+        # the primal it re-runs must take the path the deterministic kernel's does (ordered shared adds)
+        self.deterministic = derived.deterministic
 
     @property
     def candidate_facts(self) -> frozenset:

@@ -454,6 +454,7 @@ def _launch_device(dev, compiled, signature, values, grid, threads, status, zero
     """Copy In/InOut arrays to the device, launch ``threads`` GPU threads (the logical grid
     divided by the entry's elements per thread), copy Out/InOut arrays and the status record back."""
     from .codegen.abi import pack_slots
+    from .codegen.rows import row_blocks
     buffers, pointers = [], []
     try:
         for k, (param, value) in enumerate(zip(signature.params, values)):
@@ -488,7 +489,11 @@ def _launch_device(dev, compiled, signature, values, grid, threads, status, zero
             # the entry loops over the grid: one resident wave (codegen/grid_stride.py)
             from .codegen.vectorize import launch_threads
             threads = launch_threads(compiled, int(np.prod(grid, dtype=np.int64)), function.resident_threads(block))
-        dev.launch(function, threads, slots, block_size=block)
+        rows = row_blocks(grid, block) if compiled.row_launch and block else None
+        if rows is not None:        # rank 2/3: the block indices are the tids (codegen/rows.py)
+            dev.launch(function, threads, slots, block_size=block, blocks=rows)
+        else:
+            dev.launch(function, threads, slots, block_size=block)
         dev.synchronize()
         for param, value, buf in buffers:
             if param is None or param.type.writes:

@@ -2,7 +2,7 @@
 # Session 5's GPU batch, three device calls (each under 10 minutes), from the repository root with
 # .device_cache (clang's IR: the GPU machine has no clang) and .whl (jax-md) carried:
 #   bash benchmarks/gpu_session5.sh tests     every GPU test folder at the merged code
-#   bash benchmarks/gpu_session5.sh benches   RAJAPerf (lean derivative kernels, primal rows), dynamic tapes
+#   bash benchmarks/gpu_session5.sh benches   RAJAPerf, every column (WITH_PRIMAL_ROWS=1: also benchmarks/gpu_primal.sh)
 #   bash benchmarks/gpu_session5.sh chem      chemistry (LJ forces, force matching) against jax-md and CUDA
 # Each stage writes under $OUT/<stage>/ and packs it into $OUT/<stage>.tgz (the device tool brings
 # back only a few files per call), printing a short summary.
@@ -19,22 +19,24 @@ echo "commit ${GIT_REV:-unknown}" >> "$OUT/gpu.txt"
 
 case "$stage" in
 tests)
-  timeout 100 python3 -m pytest -q -rs -p no:cacheprovider tests/foreign_cuda > "$OUT/foreign_cuda.txt" 2>&1
+  timeout 80 python3 -m pytest -q -rs -p no:cacheprovider tests/foreign_cuda > "$OUT/foreign_cuda.txt" 2>&1
   echo "pytest exit $?" >> "$OUT/foreign_cuda.txt"; tail -2 "$OUT/foreign_cuda.txt"
-  timeout 330 python3 -m pytest -q -p no:cacheprovider -rfE tests/gpu tests/codegen/test_cuda_run.py \
+  timeout 260 python3 -m pytest -q -p no:cacheprovider -rfE tests/gpu tests/codegen/test_cuda_run.py \
     tests/codegen/test_reductions_cuda.py tests/codegen/test_reductions.py tests/determinism tests/reliability/test_integer_division.py \
     tests/blocks tests/jax tests/test_readme.py tests/test_tape_scan.py tests/chemistry/test_fused_forces.py \
     > "$OUT/gpu_tests.txt" 2>&1
   echo "pytest exit $?" >> "$OUT/gpu_tests.txt"; tail -4 "$OUT/gpu_tests.txt"
   ;;
 benches)
-  [ -f benchmarks/gpu_lean.sh ] && timeout 330 bash benchmarks/gpu_lean.sh > "$OUT/lean_log.txt" 2>&1
+  [ -f benchmarks/gpu_lean.sh ] && timeout 290 bash benchmarks/gpu_lean.sh > "$OUT/lean_log.txt" 2>&1
   echo "lean exit $?" >> "$OUT/lean_log.txt"; tail -25 "$OUT/lean_log.txt"
-  [ -f benchmarks/halving.py ] && timeout 90 python3 benchmarks/halving.py --out "$OUT/halving" --reps 10 > "$OUT/halving.txt" 2>&1
-  echo "halving exit $?" >> "$OUT/halving.txt"; tail -4 "$OUT/halving.txt"
+  if [ -n "${WITH_PRIMAL_ROWS:-}" ]; then     # the primal rows alone, three timings at 10^6 (optional)
+    timeout 200 bash benchmarks/gpu_primal.sh > "$OUT/primal_log.txt" 2>&1
+    echo "primal exit $?" >> "$OUT/primal_log.txt"; tail -30 "$OUT/primal_log.txt"
+  fi
   ;;
 chem)
-  [ -f benchmarks/gpu_fm.sh ] && timeout 420 bash benchmarks/gpu_fm.sh > "$OUT/fm_log.txt" 2>&1
+  [ -f benchmarks/gpu_fm.sh ] && timeout 400 bash benchmarks/gpu_fm.sh > "$OUT/fm_log.txt" 2>&1
   echo "fm exit $?" >> "$OUT/fm_log.txt"; tail -40 "$OUT/fm_log.txt"
   ;;
 esac

@@ -15,6 +15,7 @@ import numpy as np
 
 import adoffload as ado
 from adoffload.codegen.abi import pack_slots
+from adoffload.codegen.rows import row_blocks
 from adoffload.codegen.vectorize import choose_compiled, elements_per_thread, launch_threads, streamed_params
 from adoffload.launch import flat_values, proven_facts
 
@@ -62,10 +63,13 @@ class OurLaunch:
         flat = flat_values(sig, scalars, pointers)
         self.slots = pack_slots(flat, compiled.flat_types, grid, self.status.ptr)
         self.threads = launch_threads(compiled, self.total, self.function.resident_threads(BLOCK))
+        # rank 2/3 grids: the block indices are the tids where the entry takes it (launch.py does the same)
+        self.blocks = row_blocks(grid, BLOCK) if compiled.row_launch else None
         self.gpu = gpu
 
     def __call__(self):
-        self.gpu.device.launch(self.function, self.threads, self.slots, block_size=BLOCK, stream=self.gpu.stream)
+        self.gpu.device.launch(self.function, self.threads, self.slots, block_size=BLOCK, stream=self.gpu.stream,
+                               blocks=self.blocks)
 
     def status_code(self) -> int:
         record = np.zeros(4, np.int64)

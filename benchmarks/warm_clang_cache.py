@@ -1,6 +1,8 @@
 """Fill the clang-IR cache (``$ADOFFLOAD_CACHE_DIR/clang-ir``) with every CUDA source the GPU
 tests and benchmarks compile, so a GPU machine without clang can run them: carry the cache folder
-and point ADOFFLOAD_CACHE_DIR at it (benchmarks/gpu_session4.sh)."""
+and point ADOFFLOAD_CACHE_DIR at it (benchmarks/gpu_session4.sh). The CPU tests of tests/foreign_cuda
+compile more (sources written in the tests, HIP builds): to run that whole folder on the GPU machine,
+run it once where clang is with the same ADOFFLOAD_CACHE_DIR, which caches every source it compiles."""
 from __future__ import annotations
 
 import sys

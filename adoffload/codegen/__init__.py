@@ -8,11 +8,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from . import abi
+from .rows import PTX_ROW_LAUNCH_LINE, ROW_LAUNCH_MARK, launches_rows  # noqa: F401 (re-exported)
 
 TARGETS = {"host": "host", "cpu": "host", "nvptx": "nvptx", "cuda": "nvptx", "amdgpu": "amdgpu", "hip": "amdgpu"}
 DEFAULT_ARCH = {"nvptx": "sm_90", "amdgpu": "gfx942"}
 # Bumped whenever the generated code changes for the same inputs (part of the cache key).
-CODEGEN_REVISION = 3
+CODEGEN_REVISION = 4
 
 
 def _canonical_target(target: str) -> str:
@@ -52,6 +53,8 @@ def normalize_options(opts: dict, target: str, grid_rank: int) -> dict:
         opts.pop("reductions", None)
         opts["block"] = tuple(int(e) for e in opts["block"])
         opts["shared"] = tuple((int(n), bool(z)) for n, z in opts.get("shared", ()))
+        if not opts.get("ordered_shared_adds") or _canonical_target(target) == "host":
+            opts.pop("ordered_shared_adds", None)       # the host's block loop orders them already
     if "elements_per_thread" in opts:
         k = abi.check_elements_per_thread(opts["elements_per_thread"], grid_rank)
         if k == 1 or _canonical_target(target) == "host":
@@ -121,7 +124,8 @@ def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_ran
         from .blocks import add_block_gpu_entry
         module = add_block_gpu_entry(text, body_name, flat_types, grid_rank, target, block, opts.get("shared", ()),
                                      arch=arch, scalars_by_reference=opts.get("scalars_by_reference", False),
-                                     noalias=opts.get("noalias", False))
+                                     noalias=opts.get("noalias", False),
+                                     ordered=opts.get("ordered_shared_adds", False))
     else:
         module = None
     if module is None and opts.get("noalias", False):
@@ -136,6 +140,8 @@ def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_ran
         artifact = compile_ptx(module, arch)
         if f"!{abi.GRID_STRIDE_MARK} =" in module:       # the entry loops: the artifact says so (loops_over_grid)
             artifact = PTX_GRID_STRIDE_LINE + artifact
+        elif f"!{ROW_LAUNCH_MARK} =" in module:           # it takes row launches (rows.launches_rows)
+            artifact = PTX_ROW_LAUNCH_LINE + artifact
         data = artifact.encode()
     else:
         from .amdgpu import compile_hsaco

@@ -27,6 +27,11 @@ Entries:
   inference on the body), since the alignment test's ``ptrtoint`` hides that from it. The
   fast path also requires the body's thread-independent checks to pass
   (codegen/uniform_checks.py), so their inlined copies fold away.
+* NVPTX, rank 2/3, one element per thread: a launch with ``gridDim.z > 1`` is a row launch whose
+  block indices are the tids (codegen/rows.py); 1-D launches decompose the linear id as above.
+* GPU, one element per thread, loop-free body with several checks decided by its arguments:
+  one test per thread, then a copy of the body without them (uniform_checks.py
+  ``add_thread_checks_function``); where the test fails, the body as it was.
 * GPU with ``grid_stride`` (by default NVPTX entries with deferred uniform-address atomics):
   each thread loops over groups of k ids with the launch's thread count as stride
   (codegen/grid_stride.py), so any thread count is correct and launchers launch one resident
@@ -42,7 +47,8 @@ from llvmlite import ir
 import llvmlite.binding as llvm
 
 from ..errors import CompilationError, IRError
-from .uniform_checks import checks_function_name
+from .rows import LAUNCH_INDICES, ROW_LAUNCH_MARK, emit_rows_or_linear
+from .uniform_checks import checks_function_name, thread_checks_function_name, unchecked_function_name
 
 HOST_SUFFIX = ".host"
 KERNEL_SUFFIX = ".kernel"
@@ -134,25 +140,29 @@ def _entry_module(body_module: llvm.ModuleRef, body_name: str, types: list[str],
 
 
 def _prepare_body(module_text: str, body_name: str, types: list[str], grid_rank: int, reductions: str,
-                  checks: bool = False):
+                  checks: bool = False, thread_checks: bool = False):
     """Parse and check the body; with ``checks``, add ``@<body>.checks_ok`` where it has
-    thread-independent checks (codegen/uniform_checks.py); with ``reductions`` other than "off",
-    defer its uniform-address atomics (codegen/reductions.py). Returns (parsed module, sites,
-    name of the checks function or None)."""
+    thread-independent checks, with ``thread_checks`` ``@<body>.thread_checks_ok`` where it has
+    several checks decided by its arguments (codegen/uniform_checks.py); with ``reductions`` other
+    than "off", defer its uniform-address atomics (codegen/reductions.py). Returns (parsed module,
+    sites, name of the checks function or None, name of the thread checks function or None)."""
     from . import reductions as red
-    from .uniform_checks import add_checks_function
+    from .uniform_checks import add_checks_function, add_thread_checks_function
     if reductions not in red.MODES:
         raise CompilationError(f"reductions={reductions!r}; expected one of {list(red.MODES)}")
     body_module = _parse(module_text)
     _check_body(body_module, body_name, types, grid_rank)
-    checks_name = None
+    checks_name = thread_checks_name = None
     if checks:
         module_text, checks_name = add_checks_function(module_text, body_name, grid_rank)
     if reductions != "off":
         deferred = red.defer_uniform_atomics(module_text, body_name, grid_rank)
         if deferred.sites:
-            return _parse(deferred.text), deferred.sites, checks_name
-    return (_parse(module_text) if checks_name else body_module), [], checks_name
+            return _parse(deferred.text), deferred.sites, checks_name, None
+    if thread_checks:    # after deferring: the unchecked copy has the body's final parameters
+        module_text, thread_checks_name = add_thread_checks_function(module_text, body_name)
+    changed = checks_name or thread_checks_name
+    return (_parse(module_text) if changed else body_module), [], checks_name, thread_checks_name
 
 
 def _link(body_module: llvm.ModuleRef, entry: ir.Module, body_name: str) -> str:
@@ -165,11 +175,13 @@ def _link(body_module: llvm.ModuleRef, entry: ir.Module, body_name: str) -> str:
     if any(a.startswith(b"noinline") or a.startswith(b"optnone") for a in body.attributes):
         raise CompilationError(f"kernel body @{body_name} is marked noinline/optnone; "
                                "canonicalize it before code generation")
-    body.linkage = llvm.Linkage.internal
-    body.add_function_attribute("alwaysinline")
+    for copy in (body, *(f for f in body_module.functions if f.name == unchecked_function_name(body_name))):
+        copy.linkage = llvm.Linkage.internal
+        copy.add_function_attribute("alwaysinline")
     # pointer functions of deferred atomics (reductions.py), the checks function (uniform_checks.py)
     for fn in body_module.functions:
-        if (fn.name.startswith(body_name + ".uptr") or fn.name == checks_function_name(body_name)) \
+        if (fn.name.startswith(body_name + ".uptr")
+                or fn.name in (checks_function_name(body_name), thread_checks_function_name(body_name))) \
                 and not fn.is_declaration:
             fn.linkage = llvm.Linkage.internal
     body_module.verify()
@@ -206,7 +218,7 @@ def add_host_entry(module_text: str, body_name: str, flat_types: Sequence, grid_
     """
     from .reductions import EntryAccumulators
     types = flat_type_names(flat_types)
-    body_module, sites, _ = _prepare_body(module_text, body_name, types, grid_rank, reductions)
+    body_module, sites, _, _ = _prepare_body(module_text, body_name, types, grid_rank, reductions)
     m, body = _entry_module(body_module, body_name, types, grid_rank, len(sites))
     fn = ir.Function(m, ir.FunctionType(ir.VoidType(), [_PTR, _I64, _I64]), name=host_entry_name(body_name))
     slots, start, end = fn.args
@@ -327,9 +339,12 @@ def add_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, grid_r
     if grid_stride and target not in _LAUNCHED_THREADS:
         raise CompilationError(f"grid_stride entries are built for {sorted(_LAUNCHED_THREADS)} only, not {target!r}")
     # a body with a loop of its own gets a plain grid-stride loop: one copy, no hoisted checks
-    light = bool(grid_stride) and not has_loop(_parse(module_text), body_name)
-    body_module, sites, checks_name = _prepare_body(module_text, body_name, types, grid_rank, reductions,
-                                                    checks=per_thread > 1 or light)
+    loop_free = not has_loop(_parse(module_text), body_name)
+    light = bool(grid_stride) and loop_free
+    # one thread, one element, no loop: its argument-decided checks tested once (uniform_checks.py)
+    body_module, sites, checks_name, thread_checks_name = _prepare_body(
+        module_text, body_name, types, grid_rank, reductions, checks=per_thread > 1 or light,
+        thread_checks=per_thread == 1 and loop_free and not grid_stride)
     if auto:
         grid_stride = grid_stride and bool(sites)
     m, body = _entry_module(body_module, body_name, types, grid_rank, len(sites))
@@ -369,16 +384,36 @@ def add_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, grid_r
         checks_fn = ir.Function(m, ir.FunctionType(_I1, body_param_types), name=checks_name)
         checks_ok = b.call(checks_fn, body_args)
     fast, enter_fast = _fast_path(m, b, params, data_pointers, checks_ok)
+    thread_ok = None
+    if thread_checks_name is not None and not grid_stride:
+        thread_ok = ir.Function(m, ir.FunctionType(_I1, body_param_types), name=thread_checks_name)
+        unchecked = ir.Function(m, body.function_type, name=unchecked_function_name(body_name))
+
+    def call_body(b, tids):
+        args = tids + params + [status] + accumulators.pointers
+        if thread_ok is None:
+            b.call(body, args, attrs=("alwaysinline",))
+            return
+        ok = b.call(thread_ok, tids + params + [status])     # every argument-decided check passes
+        with b.if_else(ok, likely=True) as (checked_once, checked_in_body):
+            with checked_once:
+                b.call(unchecked, args, attrs=("alwaysinline",))
+            with checked_in_body:
+                b.call(body, args, attrs=("alwaysinline",))
 
     def run(b, linear_id):
-        tids = [linear_id] if grid_rank == 1 else _gpu_tids(b, linear_id, grid, total)
-        b.call(body, tids + params + [status] + accumulators.pointers, attrs=("alwaysinline",))
+        call_body(b, [linear_id] if grid_rank == 1 else _gpu_tids(b, linear_id, grid, total))
 
     if grid_stride:
         from .grid_stride import emit_grid_stride
         m.add_named_metadata(GRID_STRIDE_MARK, [])
         in_range = emit_grid_stride(b, linear, total, _LAUNCHED_THREADS[target](m, b), per_thread, fast, enter_fast, run,
                                     unroll=UNROLL if light else 1)
+    elif per_thread == 1 and grid_rank > 1 and target in LAUNCH_INDICES and not sites:
+        # rank 2/3: the launch shape says whether the block indices are the tids (codegen/rows.py)
+        m.add_named_metadata(ROW_LAUNCH_MARK, [])
+        emit_rows_or_linear(m, b, target, grid, linear, total, lambda b: _gpu_tids(b, linear, grid, total), call_body)
+        in_range = None
     elif per_thread == 1:
         in_range = b.icmp_unsigned("<", linear, total)
         with b.if_then(in_range, likely=True):

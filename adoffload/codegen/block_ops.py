@@ -5,7 +5,7 @@
   (codegen/block_split.py). Reductions run in lane order, so every lane gets the same bits.
 * NVPTX (32-lane warps): ``shfl.sync``, ``vote.ballot.sync`` and ``bar.sync`` (barrier.cta).
 * AMDGPU (64-lane wavefronts, gfx9): ``ds_bpermute``, ``ballot`` and ``s_barrier`` between
-  workgroup fences.
+  workgroup fences; ``warp_ballot`` gives the 32 bits of the caller's half of the wavefront.
 Block reductions combine warp results through a small shared-memory array
 (``@adoffload.block_scratch``) when the block is whole warps, and through one slot per thread
 otherwise. Butterfly (xor) reductions give every lane bitwise the same value (fadd and maxnum are
@@ -101,6 +101,13 @@ define {t} @adoffload.cpu.block_broadcast.{suffix}(ptr %s, i32 %rank, i32 %n) al
 """
     out.append(_host_loop("warp_first_lane", "i32", "%base", "32", first.format(none="32"), "32", "%acc.next"))
     out.append(_host_loop("block_first_thread", "i32", "0", "%n", first.format(none="%n"), "%n", "%acc.next"))
+    ballot = """  %pred = load i32, ptr %q
+  %set = icmp ne i32 %pred, 0
+  %bit = shl i32 1, %l
+  %add = select i1 %set, i32 %bit, i32 0
+  %acc.next = or i32 %acc, %add
+"""
+    out.append(_host_loop("warp_ballot", "i32", "%base", "32", ballot, "0", "%acc.next"))
     out.append("declare float @llvm.maxnum.f32(float, float)\ndeclare double @llvm.maxnum.f64(double, double)\n")
     return "".join(out)
 
@@ -143,6 +150,10 @@ define i32 @adoffload.warp_first_lane(i1 %p) alwaysinline convergent nounwind {
   ret i32 %f
 }
 declare i32 @llvm.cttz.i32(i32, i1)
+define i32 @adoffload.warp_ballot(i1 %p) alwaysinline convergent nounwind {
+  %b = call i32 @llvm.nvvm.vote.ballot.sync(i32 -1, i1 %p)
+  ret i32 %b
+}
 """
 
 _AMDGPU_BASE = """
@@ -187,6 +198,15 @@ define i32 @adoffload.warp_first_lane(i1 %p) alwaysinline convergent nounwind {
   %b = call i64 @llvm.amdgcn.ballot.i64(i1 %p)
   %f = call i64 @llvm.cttz.i64(i64 %b, i1 false)
   %r = trunc i64 %f to i32
+  ret i32 %r
+}
+define i32 @adoffload.warp_ballot(i1 %p) alwaysinline convergent nounwind {
+  %b = call i64 @llvm.amdgcn.ballot.i64(i1 %p)
+  %me = call i32 @adoffload.lane_id()
+  %half = and i32 %me, 32
+  %shift = zext i32 %half to i64
+  %mine = lshr i64 %b, %shift
+  %r = trunc i64 %mine to i32
   ret i32 %r
 }
 """

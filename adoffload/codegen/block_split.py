@@ -143,7 +143,8 @@ def _lower_exchanges(module: Module, fn: Function, rank: Value, scratch: Value, 
         elif name == "thread_rank":
             result = rank
         else:
-            if name in ("warp_sum", "warp_max", "shuffle", "shuffle_t", "warp_first_lane") \
+            if name in ("warp_sum", "warp_max", "shuffle", "shuffle_t", "warp_first_lane",
+                        "warp_ballot") \
                     and block_threads % HOST_WARP_SIZE:
                 raise CompilationError(f"ado.{name.split('_t')[0]}() needs whole warps: the block has "
                                        f"{block_threads} threads, not a multiple of the warp size "

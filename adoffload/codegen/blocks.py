@@ -27,6 +27,7 @@ from . import abi
 from .block_ops import gpu_definitions, host_definitions
 from .shared_atomics import aggregate_shared_adds, nvptx_definitions
 from .block_split import SCRATCH_SLOT, resume_name, split_at_barriers
+from .ordered_shared import order_shared_adds, ordered_definitions
 
 _I1, _I8, _I32, _I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 _PTR = ir.PointerType()
@@ -229,10 +230,16 @@ def _link(body_module: llvm.ModuleRef, entry: ir.Module, body_name: str, inner_n
 
 def add_block_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, grid_rank: int, target: str,
                         block, shared, arch: str | None = None, scalars_by_reference=False,
-                        noalias: bool = False) -> str:
+                        noalias: bool = False, ordered: bool = False) -> str:
+    """``ordered``: float adds into shared arrays in thread order (a deterministic kernel's:
+    codegen/ordered_shared.py)."""
     types = abi.flat_type_names(flat_types)
     by_ref = abi._by_reference_mask(flat_types, scalars_by_reference)
-    aggregated = False
+    aggregated = ordered_adds = False
+    if ordered:
+        first = grid_rank + len(types)
+        module_text, ordered_adds = order_shared_adds(module_text, body_name, grid_rank, block,
+                                                      range(first, first + len(shared)), body_name)
     if target == "nvptx":          # no native float add on shared memory there (shared_atomics.py)
         first = grid_rank + len(types)
         module_text, aggregated = aggregate_shared_adds(module_text, body_name, range(first, first + len(shared)))
@@ -241,7 +248,8 @@ def add_block_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, 
     threads = block_threads(block)
     warp = 32 if target == "nvptx" else 64
     _check_warp_ops(body_module, threads, warp, target, arch)
-    body_module.link_in(abi._parse(gpu_definitions(target, threads) + (nvptx_definitions() if aggregated else "")))
+    body_module.link_in(abi._parse(gpu_definitions(target, threads) + (nvptx_definitions() if aggregated else "")
+                                   + (ordered_definitions(target, threads) if ordered_adds else "")))
     m = ir.Module()
     m.triple, m.data_layout = body_module.triple, body_module.data_layout
     body = ir.Function(m, ir.FunctionType(ir.VoidType(), [_I64] * grid_rank + [abi._llvm_type(t) for t in types]
@@ -317,7 +325,7 @@ def _internalize_ops(module: llvm.ModuleRef) -> None:
 def _check_warp_ops(body_module: llvm.ModuleRef, threads: int, warp: int, target: str, arch: str | None) -> None:
     from .. import collectives
     used = {collectives.parse(f.name)[0] for f in body_module.functions if collectives.parse(f.name)}
-    warp_ops = used & {"warp_sum", "warp_max", "shuffle", "shuffle_t", "warp_first_lane"}
+    warp_ops = used & {"warp_sum", "warp_max", "shuffle", "shuffle_t", "warp_first_lane", "warp_ballot"}
     if warp_ops and threads % warp:
         raise CompilationError(f"warp operations ({', '.join(sorted(warp_ops))}) need whole warps: the block has "
                                f"{threads} threads, not a multiple of {target}'s warp size {warp}")

@@ -19,6 +19,15 @@ check passing, codegen/uniform_checks.py; uniform across the launch):
 
 Otherwise every group runs element by element with the body's checks (scalar, correct).
 A body with a loop of its own gets one loop and no separate fast path (``has_loop``).
+
+The fast loops count in 32 bits wherever the largest group index they can reach (``whole groups
++ UNROLL * threads``) fits (``NARROW_LIMIT``; a test on kernel arguments and the launch, uniform):
+64-bit counters cost two instructions per add and compare and about seven registers, which on
+the H200 left RAJAPerf's ``basic_pi_reduce`` (no loads: issue-bound) at 44 registers, five blocks
+per multiprocessor and 62 instructions per two elements, against CUDA's 38, six and 52 (ptxas
+-v, cuobjdump; with 32-bit counters: 35 registers, about 48 instructions). Larger grids keep 64
+bits in a loop that is not unrolled: a kernel's register count is its largest path's, and the
+unrolled 64-bit copy would set it (46 for pi_reduce).
 """
 from __future__ import annotations
 
@@ -27,7 +36,9 @@ from collections.abc import Callable
 
 from llvmlite import ir
 
-_I64 = ir.IntType(64)
+_I32, _I64 = ir.IntType(32), ir.IntType(64)
+# the fast loops count in 32 bits while every group index they reach stays at or below this
+NARROW_LIMIT = 2**32 - 1
 # Groups per iteration of the fast loop: two 128-bit loads per array in flight per thread, as in
 # benchmarks/cuda/rajaperf.cu's tuned reductions.
 UNROLL = 2
@@ -83,12 +94,12 @@ def emit_grid_stride(b: ir.IRBuilder, linear: ir.Value, total: ir.Value, threads
     in_range = b.icmp_unsigned("<", b.mul(linear, _I64(k), flags=("nuw",)), total)
     with b.if_then(in_range, likely=True):
         if fast is None:
-            _fast_loops(b, linear, total, threads, k, run, unroll)
+            _fast_loops_any_width(b, linear, total, threads, k, run, unroll)
         else:
             with b.if_else(fast, likely=True) as (fast_path, checked_path):
                 with fast_path:
                     enter_fast(b)
-                    _fast_loops(b, linear, total, threads, k, run, unroll)
+                    _fast_loops_any_width(b, linear, total, threads, k, run, unroll)
                 with checked_path:
                     _loop(b, linear, lambda g: b.icmp_unsigned("<", _first(b, g, k), total),
                           lambda b, g: _elements(b, _first(b, g, k), total, k, run), threads, "checked")
@@ -99,25 +110,44 @@ def _first(b, group, k: int):
     return b.mul(group, _I64(k), flags=("nuw",)) if k > 1 else group
 
 
-def _fast_loops(b, first_group, total, threads, k, run, unroll: int) -> None:
+def _fast_loops_any_width(b, first_group, total, threads, k, run, unroll: int) -> None:
+    """The fast loops with 32-bit counters where no group index they reach passes NARROW_LIMIT
+    (``first_group`` is a group of the grid: below it too), else with 64-bit ones."""
     whole_groups = b.udiv(total, _I64(k)) if k > 1 else total
-    last_offset = b.mul(threads, _I64(unroll - 1), flags=("nuw",))
+    reach = b.add(whole_groups, b.mul(threads, _I64(max(unroll, 1)), flags=("nuw",)), flags=("nuw",))
+    with b.if_else(b.icmp_unsigned("<=", reach, _I64(NARROW_LIMIT)), likely=True) as (narrow, wide):
+        with narrow:
+            _fast_loops(b, first_group, total, whole_groups, threads, k, run, unroll, _I32)
+        with wide:
+            _fast_loops(b, first_group, total, whole_groups, threads, k, run, 1, _I64)   # rare: few registers
+
+
+def _fast_loops(b, first_group, total, whole_groups, threads, k, run, unroll: int, width: ir.IntType) -> None:
+    """The loops over whole groups, counting in ``width`` (the caller checked that it holds
+    every group index reached); ``run`` gets 64-bit ids."""
+    def narrow(v):
+        return b.trunc(v, width) if width is not _I64 else v
+
+    def wide(v):
+        return b.zext(v, _I64) if width is not _I64 else v
+    whole, step = narrow(whole_groups), narrow(threads)
+    last_offset = b.mul(step, width(unroll - 1), flags=("nuw",))
 
     def groups(count):
         def emit(b, g):
             for u in range(count):
-                start = _first(b, b.add(g, b.mul(threads, _I64(u), flags=("nuw",)), flags=("nuw",)) if u else g, k)
+                start = _first(b, wide(b.add(g, b.mul(step, width(u), flags=("nuw",)), flags=("nuw",)) if u else g), k)
                 for j in range(k):
                     run(b, b.add(start, _I64(j), flags=("nuw", "nsw")) if j else start)
         return emit
 
-    g = first_group
+    g = narrow(first_group)
     if unroll > 1:
-        g = _loop(b, g, lambda g: b.icmp_unsigned("<", b.add(g, last_offset, flags=("nuw",)), whole_groups),
-                  groups(unroll), b.mul(threads, _I64(unroll), flags=("nuw",)), "unrolled")
-    g = _loop(b, g, lambda g: b.icmp_unsigned("<", g, whole_groups), groups(1), threads, "whole")
+        g = _loop(b, g, lambda g: b.icmp_unsigned("<", b.add(g, last_offset, flags=("nuw",)), whole),
+                  groups(unroll), b.mul(step, width(unroll), flags=("nuw",)), "unrolled")
+    g = _loop(b, g, lambda g: b.icmp_unsigned("<", g, whole), groups(1), step, "whole")
     if k > 1:                  # the grid's last, partial group (one thread at most)
-        start = _first(b, g, k)
+        start = _first(b, wide(g), k)
         with b.if_then(b.icmp_unsigned("<", start, total)):
             _elements(b, start, total, k, run)
 
@@ -140,7 +170,7 @@ def _loop(b: ir.IRBuilder, start, condition: Callable, body: Callable, step, nam
     done = b.append_basic_block(f"gs.{name}.done")
     b.branch(head)
     b.position_at_end(head)
-    at = b.phi(_I64, f"gs.{name}.at")
+    at = b.phi(start.type, f"gs.{name}.at")
     at.add_incoming(start, before)
     b.cbranch(condition(at), loop, done)
     b.position_at_end(loop)

@@ -23,6 +23,14 @@
   ========================  ======================================  ====================================
 
   The max picks one lane (the lowest) among ties, as a subgradient.
+
+* ``deterministic=True``: adjoint contributions to global shadows go to the contribution log as
+  for any kernel (deterministic.py); updates of shadow shared memory cannot (the reverse sweep
+  reads them back before the launch ends) and stay atomic. On the host that order is fixed: a
+  block runs on one worker, its threads one after the other in each phase between barriers
+  (codegen/blocks.py), so the sums are the same for any worker count. On a GPU the order of
+  atomics in shared memory depends on scheduling: the GPU entry of a deterministic kernel makes
+  them adds in thread order, or refuses a site not every thread reaches (codegen/ordered_shared.py).
 """
 from __future__ import annotations
 
@@ -132,7 +140,8 @@ def _register() -> None:
         register(key("shuffle_t"), Rule(forward=_same_map("shuffle_t"), reverse=_transposed("shuffle")))
         register(key("block_broadcast"), Rule(forward=_same_map("block_broadcast"), reverse=_broadcast_reverse))
     # integer results: never active; a rule lets the reverse sweep recompute them instead of taping
-    for name in ("lane_id", "warp_size", "thread_rank", "warp_first_lane", "block_first_thread"):
+    for name in ("lane_id", "warp_size", "thread_rank", "warp_first_lane", "block_first_thread",
+                 "warp_ballot"):
         register(f"call:{collectives.callee(name)}", Rule(partials=lambda ctx, inst: [None] * len(inst.operands)))
 
 

@@ -47,6 +47,11 @@ primal's own float atomics (``ado.atomic_add`` of an energy, say), which the vjp
 runs, are not routed through the log: primal outputs of a vjp kernel are not part of the
 guarantee, only the gradients are.
 
+Block kernels: adds into shadow shared memory are read back inside the kernel, so they are not
+logged (reverse_accumulate.py): they stay atomic in an order the target fixes (codegen/blocks.py
+on the host, codegen/ordered_shared.py on GPUs); nor are SHARED-classified updates of the thread's
+own memory (a local array's shadow): only that thread adds there.
+
 Cost: 16 bytes of log per SHARED contribution (and per UNIFORM one inside a loop), a counting
 launch of the primal to size it, and a host reduction (O(entries + shadow size), ``np.bincount``); on a GPU
 the log is copied back to the host before the reduction.
@@ -101,6 +106,7 @@ def shadow_root(v: Value, seen: set | None = None) -> Argument | None:
 
 _CYCLE = Argument(ptr, "<cycle>", -1)       # a phi reached again through its own cycle: no new root
 _PRIVATE = Argument(ptr, "<private>", -1)   # a thread's own shadow (a local array's): never logged
+PRIVATE_ROOT = _PRIVATE                     # shadow_root's answer for a thread's own memory
 
 
 @dataclass(eq=False)

@@ -148,9 +148,6 @@ def derive_kernel(signature: KernelSignature, module: Module, body_name: str, mo
         raise ArgumentError(f"mode must be 'jvp' or 'vjp', got {mode!r}")
     if mode == "vjp" and width != 1:
         raise ArgumentError("vector width applies to forward mode (jvp) only")
-    if shared and deterministic:
-        raise ArgumentError(f"deterministic=True is not available for block kernels yet ({signature.name!r}): "
-                            f"their shadow shared memory is read back inside the kernel, before a log could be reduced")
     body = module.functions[body_name]
     base_tape = _base_tape(signature, width, deterministic)
     shadowed = sorted(_shadowed_params(signature, list(wrt)) + ([] if base_tape is None else [base_tape]))
@@ -183,7 +180,7 @@ def derive_kernel(signature: KernelSignature, module: Module, body_name: str, mo
         buffers.append((TAPE_PARAM, OFFSETS_PARAM) if base_tape is None else (TAPE2_PARAM, OFFSETS2_PARAM))
         hidden += (Param(buffers[-1][0], ArrayType(I64, 1, "inout")), Param(buffers[-1][1], ArrayType(I64, rank, "in")))
     if log is not None:
-        _check_log_shadows(log, len(body.args), len(shadowed))
+        _check_log_shadows(log, len(body.args), len(shadowed), sum(shared_activity(shared)))
         buffers.append((LOG_PARAM, LOG_OFFSETS_PARAM))
         hidden += (Param(LOG_PARAM, ArrayType(I64, 1, "out")), Param(LOG_OFFSETS_PARAM, ArrayType(I64, rank, "in")))
     derived_sig = KernelSignature(f"{signature.name}_{mode}" + (f"{width}" if width > 1 else ""),
@@ -216,12 +213,14 @@ def _base_tape(signature: KernelSignature, width: int, deterministic: bool) -> i
     return [p.name for p in signature.params].index(TAPE_PARAM)
 
 
-def _check_log_shadows(log, body_args: int, shadow_count: int) -> None:
+def _check_log_shadows(log, body_args: int, shadow_count: int, shared_shadows: int = 0) -> None:
     """The log's shadow id k must be the k-th shadow param (the launcher relies on it): the
-    inner function's argument ``body_args + k``."""
-    if log.shadows != tuple(range(body_args, body_args + shadow_count)):
+    inner function's argument ``body_args + k``. A block kernel's shared-array shadows come after
+    them; they are never logged (reverse_accumulate.py), so their ids name no param."""
+    expected = tuple(range(body_args, body_args + shadow_count + shared_shadows))
+    if log.shadows != expected:
         raise ArgumentError(f"internal: the log numbers shadow arguments {log.shadows}, expected "
-                            f"{body_args}..{body_args + shadow_count - 1}")
+                            f"{body_args}..{body_args + shadow_count + shared_shadows - 1}")
 
 
 def _grid_element(b: Builder, base: Value, shapes: list[Value], tids: list[Value]) -> Value:

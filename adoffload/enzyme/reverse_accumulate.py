@@ -16,6 +16,7 @@ from ..errors import DifferentiationError
 from ..ir.builder import Builder
 from ..ir.core import Argument, Block, Constant, Instruction, Value
 from .deferred import enabled as deferral_enabled, run_invariant
+from .deterministic import PRIVATE_ROOT, shadow_root
 from .parallel import AddressClass, uniform_add_intrinsic
 
 
@@ -36,7 +37,7 @@ def accumulate(rev, pointer: Value, delta: Value, block: Block, b: Builder, orig
     shadow = rev.need(rev.shadow[pointer], block)
     if kind is AddressClass.PRIVATE:
         b.store(b.fadd(b.load(delta.type, shadow, align=align), delta), shadow, align=align)
-    elif kind is AddressClass.SHARED and rev.log is not None:
+    elif kind is AddressClass.SHARED and rev.log is not None and not _not_logged(rev, pointer):
         rev.log.append(b, shadow, delta, block, origin, forward=rev.shadow[pointer])
     elif kind is AddressClass.SHARED and rev.classifier.warp_uniform(pointer):
         b.call(uniform_add_intrinsic(rev.module, delta.type), [shadow, delta])    # lanes combined where equal
@@ -52,6 +53,22 @@ def accumulate(rev, pointer: Value, delta: Value, block: Block, b: Builder, orig
         rev.log.append(b, shadow, delta, block, origin, forward=rev.shadow[pointer])
     else:
         b.call(uniform_add_intrinsic(rev.module, delta.type), [shadow, delta])
+
+
+def _not_logged(rev, pointer: Value) -> bool:
+    """Deterministic mode: whether a SHARED update stays atomic instead of going to the log.
+
+    * A block kernel's shared array: its shadow is read back later in the same run, before a log
+      could be reduced. The target fixes the order of those adds: the host runs a block's threads
+      one after the other in each phase (codegen/blocks.py), GPUs put them in thread order
+      (codegen/ordered_shared.py).
+    * The thread's own memory (a local array's shadow that the analysis could not tell private):
+      no other thread adds there, so the order is program order."""
+    root = shadow_root(rev.shadow[pointer])
+    if root is PRIVATE_ROOT:
+        return True
+    shared_shadows = {rev.fn.args[rev.shadow_args[k]] for k in rev.parallel.block_shared_args if k in rev.shadow_args}
+    return root in shared_shadows
 
 
 def _summed_uniform(rev, pointer: Value) -> bool:

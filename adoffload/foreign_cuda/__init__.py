@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .compile import compile_to_llvm
 from .kernel import CudaKernel, CudaModule
+from .structs import Struct, struct
 
 
 def from_cuda(source: str, arch: str = "sm_90", *, options=()) -> CudaModule:
@@ -24,4 +25,4 @@ def from_hip(source: str, arch: str = "gfx942", *, options=()) -> CudaModule:
     return CudaModule(compile_to_llvm(source, language="hip", arch=arch, options=tuple(options)), "hip", arch)
 
 
-__all__ = ["CudaKernel", "CudaModule", "from_cuda", "from_hip"]
+__all__ = ["CudaKernel", "CudaModule", "Struct", "from_cuda", "from_hip", "struct"]

@@ -110,15 +110,44 @@ template <class T> __ADO_DEV T __ldcs(const T *p) { return *p; }
 template <class T> __ADO_DEV T __ldlu(const T *p) { return *p; }
 template <class T> __ADO_DEV T __ldcv(const T *p) { return *p; }
 
+/* warp votes: adoffload's warp_ballot (collectives.py) gives bit k for lane k of the caller's warp
+ * of 32 lanes (on AMD's 64-lane wavefronts the caller's half, as for the shuffles above). Every
+ * thread of the block must reach them (as the shuffles); lanes outside `mask` count as false. */
+extern "C" __device__ unsigned __ado_warp_ballot(bool p) __asm__("adoffload.warp_ballot");
+__ADO_DEV unsigned __ballot_sync(unsigned mask, int p) { return __ado_warp_ballot(p != 0) & mask; }
+__ADO_DEV int __any_sync(unsigned mask, int p) { return __ballot_sync(mask, p) != 0; }
+__ADO_DEV int __all_sync(unsigned mask, int p) { return (__ado_warp_ballot(p != 0) & mask) == mask; }
+#ifdef __HIP__
+/* HIP's own votes take 64-bit masks of 64-lane wavefronts; here warps have 32 lanes (as warpSize
+ * says), so code written for 64 lanes fails to compile instead of counting half the lanes. */
+#define __ADO_WAVE64(T, NAME) __device__ T NAME(unsigned long long, int) __attribute__((unavailable(            \
+  "adoffload: " #NAME " with a 64-bit mask assumes 64-lane wavefronts; adoffload's warps have 32 lanes "   \
+  "(warpSize), so use a 32-bit mask")));
+__ADO_WAVE64(unsigned long long, __ballot_sync) __ADO_WAVE64(int, __any_sync) __ADO_WAVE64(int, __all_sync)
+#undef __ADO_WAVE64
+__ADO_DEV unsigned __ballot_sync(int mask, int p) { return __ballot_sync((unsigned)mask, p); }   /* not ambiguous */
+__ADO_DEV int __any_sync(int mask, int p) { return __any_sync((unsigned)mask, p); }
+__ADO_DEV int __all_sync(int mask, int p) { return __all_sync((unsigned)mask, p); }
+#endif
+
+/* __syncwarp: a barrier of the whole block (translate.py), which orders at least what the warp
+ * barrier orders; like __syncthreads, every thread of the block must reach it. */
+extern "C" __device__ void __ado_syncwarp(void) __asm__("adoffload.cuda.syncwarp");
+__ADO_DEV void __syncwarp(unsigned mask = 0xffffffffu) { __ado_syncwarp(); }
+
+/* integer intrinsics used with the votes */
+__ADO_DEV int __popc(unsigned x) { return __builtin_popcount(x); }
+__ADO_DEV int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+__ADO_DEV int __ffs(int x) { return __builtin_ffs(x); }
+__ADO_DEV int __ffsll(long long x) { return __builtin_ffsll(x); }
+__ADO_DEV int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
+__ADO_DEV int __clzll(long long x) { return x == 0 ? 64 : __builtin_clzll((unsigned long long)x); }
+__ADO_DEV unsigned __brev(unsigned x) { return __builtin_bitreverse32(x); }
+
 /* Not provided: named here so that clang says why instead of "undeclared identifier". */
-#define __ADO_UNAVAILABLE(WHY) __attribute__((unavailable("adoffload: " WHY)))
-__device__ void __syncwarp(unsigned mask = 0xffffffffu)
-  __ADO_UNAVAILABLE("__syncwarp is not supported (warps are not scheduled apart from the block); use __syncthreads");
-__device__ unsigned __activemask(void) __ADO_UNAVAILABLE("__activemask is not supported");
-__device__ unsigned __ballot_sync(unsigned, int) __ADO_UNAVAILABLE("__ballot_sync is not supported");
-__device__ int __any_sync(unsigned, int) __ADO_UNAVAILABLE("__any_sync is not supported");
-__device__ int __all_sync(unsigned, int) __ADO_UNAVAILABLE("__all_sync is not supported");
-#undef __ADO_UNAVAILABLE
+__device__ unsigned __activemask(void) __attribute__((unavailable(
+  "adoffload: __activemask is not supported (adoffload runs branches around warp operations on every "
+  "thread of the warp, so the set of active lanes is not CUDA's); pass the mask the code means")));
 
 /* atomics (relaxed, device scope, like CUDA's); they return the old value */
 #define __ADO_ATOMIC(NAME, OP, T) __ADO_DEV T NAME(T *p, T v) { return OP(p, v, __ATOMIC_RELAXED); }

@@ -26,6 +26,7 @@ from ..kernel import IRKernel, Kernel
 from ..signature import KernelSignature, Param
 from ..types import ArrayType, ScalarType
 from ..types import i32 as ado_i32
+from .structs import Struct
 from .translate import (GRID_PARAMS, MAX_THREADS_PER_AXIS, check_parameters, host_neutral, is_dynamic, kernel_names,
                         shared_variables, translate)
 
@@ -57,13 +58,19 @@ class CudaModule:
             if isinstance(ptype, ArrayType) and ptype.ndim != 1:
                 raise ArgumentError(f"kernel '{name}', parameter '{pname}': a raw pointer is a 1-D array "
                                     f"(ado.In[dtype]); got {ptype!r}")
-            if not isinstance(ptype, (ScalarType, ArrayType)):
+            if not isinstance(ptype, (ScalarType, ArrayType, Struct)):
                 raise ArgumentError(f"kernel '{name}', parameter '{pname}': expected an ado type (ado.f32, "
-                                    f"ado.In[ado.f32], ...), got {ptype!r}")
+                                    f"ado.In[ado.f32], ado.struct(...), ...), got {ptype!r}")
             if pname in GRID_PARAMS:
                 raise ArgumentError(f"kernel '{name}': the parameter name '{pname}' is reserved (gridDim)")
             typed.append(Param(pname, ptype))
         check_parameters(self.ir.functions[symbol], typed, name)
+        names = [n for p in typed for n in ([n for n, _ in p.type.flat(p.name)] if isinstance(p.type, Struct)
+                                            else [p.name])]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ArgumentError(f"kernel '{name}': the struct fields' parameter names (<param>_<field>) collide "
+                                f"with other parameters: {', '.join(twice)}; rename the parameter")
         return CudaKernel(self, symbol, name, tuple(typed), bounds_check)
 
     def __repr__(self) -> str:
@@ -84,6 +91,7 @@ class CudaLaunchable:
                             f"<<<B, T>>> (ints or (x, y, z) tuples), not grid=")
         blocks, threads = launch_shape(self.name, blocks, threads)
         k = self.specialize(threads, check_shared_bytes(self.name, shared_bytes))
+        args, kwargs = self.struct_fields(args, kwargs)
         if any(name in kwargs for name in GRID_PARAMS):
             raise ArgumentError(f"kernel '{self.name}': gridDim_x/y/z are set from blocks=, not passed")
         grid_dims = dict(zip(GRID_PARAMS, (*blocks, 1, 1)))
@@ -92,7 +100,38 @@ class CudaLaunchable:
         return k(*args, grid=grid, device=device, **kwargs, **grid_dims)
 
     def __ado_derive__(self, mode: str, wrt, **options) -> "CudaDerived":
-        return CudaDerived(self, mode, tuple(wrt), options)
+        structs = {p.name: p.type for p in self.declared() if isinstance(p.type, Struct)}
+        expanded = []
+        for name in ([wrt] if isinstance(wrt, str) else wrt):
+            expanded += [n for n, t in structs[name].flat(name) if t.is_float] if name in structs else [name]
+        return CudaDerived(self, mode, tuple(expanded), options)
+
+    def declared(self) -> tuple[Param, ...]:
+        """The parameters as declared (struct parameters as one, of an ``ado.struct`` type)."""
+        raise NotImplementedError(f"{type(self).__name__} must define declared")
+
+    def struct_fields(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        """Struct parameters' values (dicts or sequences of fields, by position or keyword, and the
+        shadows ``d_p``) as the scalar fields the kernel takes (``p_eps``, ``d_p_eps``, ...);
+        positional arguments may also give a struct's fields one by one (from the first struct
+        given so, all are flat)."""
+        declared = self.declared()
+        if not any(isinstance(p.type, Struct) for p in declared):
+            return args, kwargs
+        flat_args: list = []
+        for k, value in enumerate(args):
+            p = declared[k] if k < len(declared) else None
+            if p is not None and isinstance(p.type, Struct) and not isinstance(value, (dict, tuple, list)):
+                flat_args += args[k:]             # the fields one by one: the rest is flat already
+                break
+            flat_args += list(p.type.values(p.name, value, self.name).values()) if p and isinstance(p.type, Struct) \
+                else [value]
+        flat_kwargs = {}
+        for name, value in kwargs.items():        # p=..., and a derivative's shadows d_p=...
+            p = next((p for p in declared if name in (p.name, f"d_{p.name}") and isinstance(p.type, Struct)), None)
+            flat_kwargs.update(p.type.values(name, value, self.name, floats_only=name != p.name) if p
+                               else {name: value})
+        return tuple(flat_args), flat_kwargs
 
     def __ado_jax__(self, *, blocks, threads, out_shapes=None, shared_bytes: int = 0):
         from .jax_support import jax_cuda_kernel     # deferred: JAX loads only when asked for
@@ -111,16 +150,21 @@ class CudaKernel(CudaLaunchable):
         self._kernels: dict[tuple, Kernel] = {}
         self.dynamic_shared = any(map(is_dynamic, shared_variables(module.ir.functions[symbol])))
 
+    def declared(self) -> tuple[Param, ...]:
+        return self.params
+
     def specialize(self, threads: tuple[int, ...], shared_bytes: int = 0) -> Kernel:
         """The block kernel for blocks of ``threads`` (and ``shared_bytes`` of extern __shared__ memory)."""
         key = (threads, shared_bytes if self.dynamic_shared else 0)
         with self._lock:
             hit = self._kernels.get(key)
             if hit is None:
-                params = self.params + tuple(Param(g, ado_i32) for g in GRID_PARAMS)
+                flat = tuple(Param(n, t) for p in self.params
+                             for n, t in (p.type.flat(p.name) if isinstance(p.type, Struct) else [(p.name, p.type)]))
+                params = flat + tuple(Param(g, ado_i32) for g in GRID_PARAMS)
                 signature = KernelSignature(self.body_name, params, grid_rank=len(threads))
                 body = translate(self.module.text, self.symbol, signature, threads, self.body_name,
-                                 bounds_check=self.bounds_check, shared_bytes=key[1])
+                                 bounds_check=self.bounds_check, shared_bytes=key[1], declared=self.params)
                 hit = CudaBlockKernel(signature, body.text, self.body_name, tuple(reversed(threads)), body.shared)
                 self._kernels[key] = hit
             return hit
@@ -136,6 +180,9 @@ class CudaDerived(CudaLaunchable):
     def __init__(self, base: CudaLaunchable, mode: str, wrt: tuple[str, ...], options: dict):
         self.base, self.mode, self.wrt, self.options = base, mode, wrt, options
         self.name = f"{mode}({base.name})"
+
+    def declared(self) -> tuple[Param, ...]:
+        return self.base.declared()
 
     def specialize(self, threads: tuple[int, ...], shared_bytes: int = 0) -> Kernel:
         from ..kernel import _derived

@@ -9,10 +9,15 @@ run the body too changes nothing, as long as they skip its effects. ``speculate`
     J: p = phi [a, X], [b, E] ...
 
 into ``X: br T`` and ``p = phi [select(c, b, a), E] ...``, which gives each thread the value of the
-side it took. Effects inside (stores, loads, atomics, other calls) must sit under a branch of the
-body (``if (lane == 0)``, ``live ? s[lane] : 0``), whose condition becomes ``c && cond``, so threads
-that did not take the body still skip them. Refused (the ``if`` stays, and uniformity.py then
-reports the exchange): barriers in the body, effects under no such branch, integer division by a
+side it took. Threads that did not take the body must still skip its effects (stores, loads,
+atomics, other calls): when each sits under a branch of the body (``if (lane == 0)``, ``live ?
+s[lane] : 0``), that branch's condition becomes ``c && cond``; otherwise (an effect under no such
+branch, or a body holding ``__syncwarp``, a block barrier here (translate.py), as in the
+warp-synchronous end of a reduction ``if (tid < 32) { s[tid] = v; __syncwarp(); v += s[tid ^ 16];
+... }``) every effect gets a guard ``c`` of its own (the block is split around it; a loaded value
+is zero on the threads outside, whose results are dropped at the join), so the exchanges and the
+barrier, now outside any branch, are reached by every thread. Refused (the ``if`` stays, and
+uniformity.py then reports the exchange): ``__syncthreads`` in the body, integer division by a
 variable (it could trap on values the thread never computed), and loops in the body that a
 thread-dependent branch leaves (they might not end on those values).
 """
@@ -27,18 +32,19 @@ from .uniformity import Divergence, describe, divergent_cooperation
 _PURE_CALL_PREFIXES = ("llvm.fabs", "llvm.sqrt", "llvm.exp", "llvm.log", "llvm.sin", "llvm.cos", "llvm.pow",
                        "llvm.minnum", "llvm.maxnum", "llvm.fma", "llvm.fmuladd", "llvm.floor", "llvm.ceil",
                        "llvm.copysign", "llvm.smax", "llvm.smin", "llvm.umax", "llvm.umin", "llvm.abs",
-                       "llvm.assume")
+                       "llvm.assume", "llvm.ctpop", "llvm.cttz", "llvm.ctlz", "llvm.bitreverse")
 _PURE_LIBM = frozenset(f + suffix for f in ("sin", "cos", "tan", "exp", "log", "sqrt", "pow", "fabs", "fmin", "fmax",
                                             "tanh", "erf", "exp2", "log2", "log1p", "expm1", "atan2", "floor",
                                             "ceil", "fma", "copysign") for suffix in ("", "f"))
-_EXCHANGES = frozenset({"shuffle", "lane_id", "warp_size", "warp_sum", "warp_max", "thread_rank"})
+_EXCHANGES = frozenset({"shuffle", "lane_id", "warp_size", "warp_sum", "warp_max", "thread_rank", "warp_ballot"})
 _DIVISIONS = frozenset({"sdiv", "udiv", "srem", "urem"})
 MAX_ROUNDS = 64
 
 
-def make_exchanges_uniform(fn: Function, tids, block, kernel: str) -> int:
+def make_exchanges_uniform(fn: Function, tids, block, kernel: str, syncwarps=frozenset()) -> int:
     """Speculate the innermost speculatable branch around each divergent exchange until none is
-    left; raise DivergentBarrierError for a barrier or an exchange that cannot be made uniform.
+    left; raise DivergentBarrierError for a barrier or an exchange that cannot be made uniform
+    (``syncwarps``: ids of the barriers that were ``__syncwarp()``, named so in the message).
     Returns the number of branches speculated."""
     for rounds in range(MAX_ROUNDS):
         found = divergent_cooperation(fn, tids, block)
@@ -46,14 +52,18 @@ def make_exchanges_uniform(fn: Function, tids, block, kernel: str) -> int:
             return rounds
         inst, branches = found[0]
         info = Divergence(fn, tids, block)
-        if collectives.parse(inst.callee.name)[0] == "sync_threads" or \
-                not any(speculate(fn, branch, info) for branch in branches):
-            raise DivergentBarrierError(describe(inst, branches[0], kernel))
+        barrier = collectives.parse(inst.callee.name)[0] == "sync_threads"
+        if (barrier and id(inst) not in syncwarps) or \
+                not any(speculate(fn, branch, info, syncwarps) for branch in branches):
+            raise DivergentBarrierError(describe(inst, branches[0], kernel, id(inst) in syncwarps))
     raise DivergentBarrierError(f"kernel '{kernel}': more than {MAX_ROUNDS} divergent branches around warp exchanges")
 
 
-def speculate(fn: Function, branch: Instruction, info: Divergence) -> bool:
-    """Let every thread run the body of ``branch`` (see the module docstring); False when it cannot."""
+def speculate(fn: Function, branch: Instruction, info: Divergence, syncwarps=frozenset()) -> bool:
+    """Let every thread run the body of ``branch`` (see the module docstring); False when it cannot.
+    A body holding ``__syncwarp`` barriers (ids in ``syncwarps``), or effects under no branch of
+    their own, is run by every thread with each effect guarded by the branch's condition
+    (``_guard_each_effect``)."""
     if branch.opcode != "br" or len(branch.blocks) != 2:
         return False
     x = branch.parent
@@ -62,11 +72,18 @@ def speculate(fn: Function, branch: Instruction, info: Divergence) -> bool:
         region = _body(body, join, x, preds)
         if region is None or _loops_left_by_thread(region, info):
             continue
-        if any(_traps(i) or _is_barrier(i) for b in region for i in b.instructions):
+        instructions = [i for b in region for i in b.instructions]
+        if any(_traps(i) or (_is_barrier(i) and id(i) not in syncwarps) for i in instructions):
             continue
-        guards = _guards(fn, region, body)
-        if guards is None:
-            continue
+        guards = None if any(_is_barrier(i) for i in instructions) else _guards(fn, region, body)
+        if guards is None:           # barriers (__syncwarp) or effects under no branch of the body
+            if not all(_guardable(i) for i in instructions):
+                continue
+            inside = _inside(x, branch.operands[0], side == 0)
+            region = _guard_each_effect(fn, region, inside)
+            _select_join_values(join, x, region, inside)
+            branch.operands, branch.blocks = [], [body]
+            return True
         inside = _inside(x, branch.operands[0], side == 0)
         for guard, effect_side in guards.items():
             _restrict(guard, inside, effect_side)
@@ -113,6 +130,50 @@ def _select_join_values(join: Block, x: Block, region: set[Block], inside) -> No
                 value = builder.select(inside, value, skipped)
             phi.operands.append(value)
             phi.blocks.append(b)
+
+
+def _guardable(inst: Instruction) -> bool:
+    """Can ``inst`` run under a guard of its own (its value, if used, a phi with zero elsewhere)?"""
+    return inst.opcode not in ("alloca", "invoke", "landingpad", "unreachable", "ret")
+
+
+def _guard_each_effect(fn: Function, region: set[Block], inside) -> set[Block]:
+    """Put every effect of ``region`` (not its barriers) under ``br inside`` of its own: the block
+    is split around it, and a value it gives becomes ``phi [value, guarded], [zero, skipped]``, a
+    number for the threads outside the body to compute with (their results are dropped). Returns
+    the region with the new blocks."""
+    region = set(region)
+    users = fn.users()
+    for block in [b for b in fn.blocks if b in region]:
+        k = 0
+        while k < len(block.instructions):
+            inst = block.instructions[k]
+            if inst.opcode == "phi" or inst.is_terminator or _pure(inst) or _is_barrier(inst):
+                k += 1
+                continue
+            guarded = Block(fn._unique_block_name(f"{block.name}.guarded"), parent=fn)
+            after = Block(fn._unique_block_name(f"{block.name}.after.guard"), parent=fn)
+            after.instructions = block.instructions[k + 1:]
+            for moved in after.instructions:
+                moved.parent = after
+            for successor in after.successors:
+                for phi in successor.phis:
+                    phi.blocks = [after if p is block else p for p in phi.blocks]
+            del block.instructions[k:]
+            guarded.instructions, inst.parent = [inst], guarded
+            Builder(guarded).br(after)
+            Builder(block).cbranch(inside, guarded, after)
+            at = fn.blocks.index(block) + 1
+            fn.blocks[at:at] = [guarded, after]
+            region |= {guarded, after}
+            if users.get(inst):
+                merged = Instruction("phi", inst.type, [inst, Constant(inst.type, None, "zero")],
+                                     name=f"{inst.name or 'effect'}.guarded", blocks=[guarded, block], parent=after)
+                for user in users[inst]:
+                    user.operands = [merged if o is inst else o for o in user.operands]
+                after.instructions.insert(0, merged)
+            block, k = after, 0
+    return region
 
 
 def _body(entry: Block, join: Block, x: Block, preds) -> set[Block] | None:

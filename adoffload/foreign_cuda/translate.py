@@ -8,8 +8,8 @@ numbering of block kernels is CUDA's linear thread index (and lanes are the same
 * ``threadIdx.c`` = ``tid_a % B_a``, ``blockIdx.c`` = ``tid_a / B_a``, ``blockDim.c`` = ``B_a``
   (``a = R-1-c``; 0, 0, 1 on axes the launch does not have); ``gridDim.c`` is the hidden i32
   parameter ``gridDim_<c>`` that the launcher fills;
-* barriers (``llvm.nvvm.barrier*``) are ``@adoffload.sync_threads``; ``%laneid`` is
-  ``@adoffload.lane_id``;
+* barriers (``llvm.nvvm.barrier*``, and the header's ``__syncwarp``) are
+  ``@adoffload.sync_threads``; ``%laneid`` is ``@adoffload.lane_id``;
 * each ``addrspace(3)`` global (``__shared__``) is one shared-array argument; every address
   space becomes the generic one (the host has one, and the GPU entries add their own).
 
@@ -21,19 +21,23 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import numpy as np
+
 from .. import ir
 from ..errors import CudaTranslationError
 from ..frontend.blocks import SharedArray
 from ..ir.core import (Argument, ArrayType, Constant, ConstantExpr, Function, FunctionType, GlobalVariable,
-                       Instruction, PointerType, i32, i64, ptr, void)
+                       Instruction, PointerType, StructType, VectorType, i32, i64, ptr, void)
 from ..signature import KernelSignature
 from ..types import f32, f64
 from ..types import i32 as ado_i32
 from ..types import i64 as ado_i64
-from . import bounds
+from . import bounds, structs
+from .structs import Struct
 from .speculate import make_exchanges_uniform
 
 SREG = "llvm.nvvm.read.ptx.sreg."
+SYNCWARP = "adoffload.cuda.syncwarp"         # the header's __syncwarp
 KERNEL_CONVENTIONS = ("ptx_kernel", "amdgpu_kernel")
 _BARRIERS = ("llvm.nvvm.barrier0", "llvm.nvvm.barrier.sync", "llvm.nvvm.barrier.cta.sync",
              "llvm.nvvm.bar.sync")
@@ -110,9 +114,11 @@ class _BodyArgs:
 
 
 def translate(text: str, symbol: str, signature: KernelSignature, threads: tuple[int, ...],
-              body_name: str, *, bounds_check: bool = True, shared_bytes: int = 0) -> Body:
+              body_name: str, *, bounds_check: bool = True, shared_bytes: int = 0, declared=None) -> Body:
     """The body of kernel ``symbol`` (in ``text``, already host-neutral and canonical) for blocks of
-    ``threads`` (x, y, z order); ``signature`` names its parameters (grid params last);
+    ``threads`` (x, y, z order); ``signature`` names its parameters (grid params last, struct
+    parameters as their scalar fields); ``declared`` are the kernel's parameters as declared (one per
+    C parameter, an ``ado.struct`` one included), if they differ from the signature's;
     ``shared_bytes`` sizes its ``extern __shared__`` array (the launch's dynamic shared memory)."""
     module = ir.import_module(text)
     module.triple = module.data_layout = ""
@@ -126,22 +132,28 @@ def translate(text: str, symbol: str, signature: KernelSignature, threads: tuple
         del module.functions[name]           # other kernels; device functions are inlined already
     block = tuple(reversed(threads))
     params = [p for p in signature.params if p.name not in GRID_PARAMS]
-    check_parameters(fn, params, kernel)
+    declared = list(declared) if declared is not None else params
+    check_parameters(fn, declared, kernel)
     shared_globals = shared_variables(fn)
     if sum(map(is_dynamic, shared_globals)) > 1:
         raise CudaTranslationError(f"kernel '{kernel}' declares several extern __shared__ arrays, which CUDA "
                                    f"places at one address; use one and offsets into it")
     shared = tuple(_shared_array(g, shared_bytes, kernel) for g in shared_globals)
     args = _BodyArgs.make(signature, len(block), len(shared))
-    mapping: dict = {old: args.flat[p.name] for old, p in zip(fn.args, params)}
+    mapping: dict = {old: args.flat[p.name] for old, p in zip(fn.args, declared) if not isinstance(p.type, Struct)}
     mapping.update(zip(shared_globals, args.shared))
+    by_value = [(old, p) for old, p in zip(fn.args, declared) if isinstance(p.type, Struct)]
     _become_body(module, fn, body_name, args.all)
+    copies = [structs.on_stack(fn, old, p, args.flat, kernel) for old, p in by_value]
+    mapping.update((old, copy) for (old, _), (copy, _) in zip(by_value, copies))
     _replace_values(fn, mapping)
+    for copy, fields in copies:
+        structs.forward_fields(fn, copy, fields)
     _generic_address_space(module, fn)
     _assume_thread_range(module, fn, args.tids)
     grid = {c: args.flat[name] for c, name in zip(_AXES, GRID_PARAMS) if name in args.flat}
-    _lower_intrinsics(module, fn, args.tids, block, grid, kernel)
-    make_exchanges_uniform(fn, args.tids, block, kernel)      # or refuse divergent barriers
+    syncwarps = _lower_intrinsics(module, fn, args.tids, block, grid, kernel)
+    make_exchanges_uniform(fn, args.tids, block, kernel, syncwarps)      # or refuse divergent barriers
     bounds.check_read_only(fn, {args.flat[p.name]: p.name for p in params if p.is_array and p.type.intent == "in"},
                            kernel)
     if bounds_check:
@@ -169,15 +181,21 @@ def _become_body(module: ir.Module, fn: Function, body_name: str, args: list[Arg
 
 
 def check_parameters(fn: Function, params, kernel: str) -> None:
-    """The declared parameters match the kernel's: as many, pointers for arrays, equal scalar types."""
+    """The declared parameters match the kernel's: as many, pointers for arrays, equal scalar types,
+    ``ado.struct``s for structs passed by value (with the struct's fields)."""
     args = fn.args
     if len(params) != len(args):
         raise CudaTranslationError(f"kernel '{kernel}' has {len(args)} parameters ({_types(args)}); "
                                    f"{len(params)} were declared ({', '.join(p.name for p in params) or 'none'})")
     for arg, param in zip(args, params):
-        if any(a.startswith("byval") for a in arg.attributes):
+        if isinstance(param.type, Struct):
+            structs.check(arg, param.type, param.name, kernel)
+            continue
+        by_value = structs.struct_type_of(arg)
+        if by_value is not None:
             raise CudaTranslationError(f"kernel '{kernel}': parameter {arg.index} ('{param.name}') is a struct "
-                                       f"passed by value, which is not supported; pass its fields as parameters")
+                                       f"{by_value} passed by value; declare it with its fields in order, "
+                                       f"{param.name}=ado.struct(a=ado.f32, b=ado.i32, ...)")
         if param.is_array != arg.type.is_pointer or (not param.is_array and param.type.llvm != str(arg.type)):
             raise CudaTranslationError(f"kernel '{kernel}': parameter '{param.name}' was declared {param.type!r} "
                                        f"but the kernel's parameter {arg.index} is {arg.type} (parameters: "
@@ -217,22 +235,51 @@ def shared_variables(fn: Function) -> list[GlobalVariable]:
 
 
 def _shared_array(g: GlobalVariable, shared_bytes: int, kernel: str) -> SharedArray:
+    """The shared array of ``__shared__`` variable ``g``: arrays of up to 3 dimensions keep their shape;
+    structs (``float3 tile[256]``, a user's struct of doubles) become a 1-D array of their fields,
+    which must all have one size (``_storage_type``)."""
     shape, t = [], g.value_type
     while isinstance(t, ArrayType):
         shape.append(t.count)
         t = t.element
-    dtype = _SHARED_TYPES.get(str(t))
-    if dtype is None or len(shape) > 3:
+    leaves = _scalar_leaves(t)
+    dtype = _storage_type(leaves)
+    if dtype is None or (len(shape) > 3 and len(leaves) == 1):
         raise CudaTranslationError(f"__shared__ variable @{g.name} has type {g.value_type}; shared memory of "
-                                   f"float, double, int or long long (arrays of up to 3 dimensions) is supported")
+                                   f"float, double, int or long long (arrays of up to 3 dimensions), or of "
+                                   f"structs of such fields all of one size (4 or 8 bytes), is supported")
     if is_dynamic(g):
-        if shared_bytes < dtype.bits // 8:
+        unit = dtype.bits // 8
+        if shared_bytes < unit * len(leaves):
             raise CudaTranslationError(f"kernel '{kernel}' uses extern __shared__ memory (@{g.name}); launch it "
                                        f"with shared_bytes= (the third <<<>>> argument), got {shared_bytes}")
-        return SharedArray(g.name, dtype, (shared_bytes // (dtype.bits // 8),))
+        return SharedArray(g.name, dtype, (shared_bytes // unit,))
     if g.initializer is not None and g.initializer.kind not in ("undef", "poison"):
         raise CudaTranslationError(f"__shared__ variable @{g.name} has an initializer; CUDA shared memory has none")
+    if len(leaves) > 1:                    # structs: their fields, flattened
+        return SharedArray(g.name, dtype, (int(np.prod(shape, dtype=np.int64)) * len(leaves),))
     return SharedArray(g.name, dtype, tuple(shape) or (1,))
+
+
+def _storage_type(leaves) -> object:
+    """The element type of a shared array holding ``leaves``: their type when they share one; for
+    fields of one size mixing a float type and an integer type (``struct { float v; int i; }``),
+    the float type (the integers are stored in its bytes; AD gives them shadows it never uses)."""
+    types = {_SHARED_TYPES.get(str(leaf)) for leaf in leaves}
+    if None in types or len({t.bits for t in types}) != 1:
+        return None
+    floats = [t for t in types if t.is_float]
+    return floats[0] if floats else types.pop()
+
+
+def _scalar_leaves(t) -> list:
+    """The scalar types making up ``t`` in memory order (struct fields and array items expanded); a
+    struct with padding has ``i8`` leaves (clang spells padding as byte arrays)."""
+    if isinstance(t, StructType):
+        return [leaf for e in t.elements for leaf in _scalar_leaves(e)]
+    if isinstance(t, (ArrayType, VectorType)):
+        return _scalar_leaves(t.element) * t.count
+    return [t]
 
 
 def _replace_values(fn: Function, mapping: dict) -> None:
@@ -309,14 +356,21 @@ def _replace_all_uses(fn: Function, old, new) -> None:
         inst.operands = [new if o is old else o for o in inst.operands]
 
 
-def _lower_intrinsics(module: ir.Module, fn: Function, tids, block, grid: dict, kernel: str) -> None:
-    """Thread indices, barriers and lane ids as block-kernel values and operations."""
+def _lower_intrinsics(module: ir.Module, fn: Function, tids, block, grid: dict, kernel: str) -> set[int]:
+    """Thread indices, barriers and lane ids as block-kernel values and operations. ``__syncwarp``
+    becomes a block barrier (sound where every thread of the block reaches it, which
+    uniformity.py then requires); returns the ids of those barriers, for its messages."""
+    syncwarps: set[int] = set()
     sync = module.get_or_declare("adoffload.sync_threads", FunctionType(void, ()))
     lane = module.get_or_declare("adoffload.lane_id", FunctionType(i32, ()))
     for declared in (sync, lane):
         declared.attributes |= {"convergent", "nounwind"}
     for inst in list(fn.instructions()):
         name = getattr(inst.callee, "name", "") if inst.opcode == "call" else ""
+        if name == SYNCWARP:
+            inst.callee, inst.operands, inst.element_type = sync, [], sync.function_type
+            syncwarps.add(id(inst))
+            continue
         if not name.startswith("llvm.nvvm."):
             continue
         b = ir.Builder()
@@ -339,7 +393,8 @@ def _lower_intrinsics(module: ir.Module, fn: Function, tids, block, grid: dict, 
             continue
         raise CudaTranslationError(f"kernel '{kernel}' calls the NVVM intrinsic @{name}, which adoffload does not "
                                    f"translate (supported: thread/block indices, __syncthreads, the header's "
-                                   f"atomics, shuffles and math)")
+                                   f"atomics, shuffles, votes and math)")
+    return syncwarps
 
 
 def _assume_thread_range(module: ir.Module, fn: Function, tids) -> None:

@@ -25,9 +25,12 @@ from ..ir.core import Argument, Block, Constant, Function, Instruction, Value, v
 _ALWAYS_VARYING = ("atomicrmw", "cmpxchg", "alloca")
 
 
-def describe(inst: Instruction, branch: Instruction, kernel: str) -> str:
+def describe(inst: Instruction, branch: Instruction, kernel: str, syncwarp: bool = False) -> str:
     name = collectives.parse(inst.callee.name)[0]
     what = "__syncthreads()" if name == "sync_threads" else f"a warp {name}"
+    if syncwarp:
+        what = ("__syncwarp() (a barrier of the whole block here: adoffload runs a block's warps "
+                "together, so every thread of the block must reach it)")
     return (f"kernel '{kernel}': {what} runs under control flow that is not uniform across the block "
             f"(the branch ending block %{branch.parent.name} depends on threadIdx, a lane, an atomic "
             f"or data the threads load differently); every thread of a block must reach the same "
@@ -68,7 +71,8 @@ class Divergence:
         self.regions: dict[Instruction, set[Block]] = {}
         users = fn.users()
         self._preds = fn.predecessors()
-        self._loops: dict[Block, set[Block]] = {}       # exiting block -> the blocks of its loop
+        self._natural = _natural_loops(fn, self._preds)
+        self._loops: dict[Block, list[set[Block]]] = {}    # exiting block -> the loops it leaves
         changed = True
         while changed:
             changed = False
@@ -92,19 +96,20 @@ class Divergence:
 
     def _leaving_loop(self, exiting: Block, users: dict) -> bool:
         """Threads leave a loop at ``exiting`` after different numbers of trips: a value of the loop
-        used after it differs between them (even where it is the same on each trip)."""
+        used after it differs between them (even where it is the same on each trip). Only the
+        natural loops that a successor of ``exiting`` lies outside of are left there; a branch
+        that stays inside every loop around it leaves trip counts equal."""
         if exiting not in self._loops:
-            ahead = _reachable(exiting.successors)
-            behind = _reachable_backwards([exiting], self._preds)
-            self._loops[exiting] = ahead & behind if exiting in ahead else set()
-        loop = self._loops[exiting]
+            self._loops[exiting] = [body for body in self._natural if exiting in body
+                                    and any(s not in body for s in exiting.successors)]
         changed = False
-        for b in loop:
-            for inst in b.instructions:
-                if id(inst) not in self.varying and inst.type != void \
-                        and any(u.parent not in loop for u in users.get(inst, [])):
-                    self.varying.add(id(inst))
-                    changed = True
+        for loop in self._loops[exiting]:
+            for b in loop:
+                for inst in b.instructions:
+                    if id(inst) not in self.varying and inst.type != void \
+                            and any(u.parent not in loop for u in users.get(inst, [])):
+                        self.varying.add(id(inst))
+                        changed = True
         return changed
 
     def is_varying(self, v: Value) -> bool:
@@ -130,9 +135,17 @@ def _varies(inst: Instruction, varying: set[int], extents: dict, joins: set[Bloc
             return parsed[0] not in ("block_sum", "block_max", "block_broadcast", "block_first_thread")
     if op == "load" and _private(inst.operands[0]):
         return True
-    if op == "phi" and inst.parent in joins and len({id(o) for o in inst.operands}) > 1:
+    if op == "phi" and inst.parent in joins and len({_value_key(o) for o in inst.operands}) > 1:
         return True
     return any(_is_varying(o, varying, extents) for o in inst.operands)
+
+
+def _value_key(v: Value):
+    """Equal keys for one value: the same instruction, or equal constants (after translation
+    ``blockDim`` is a constant, read on both sides of a branch that clang duplicated)."""
+    if isinstance(v, Constant):
+        return ("constant", str(v.type), repr(v.value), v.kind)
+    return id(v)
 
 
 def _private(pointer: Value, depth: int = 0) -> bool:
@@ -142,24 +155,32 @@ def _private(pointer: Value, depth: int = 0) -> bool:
     return isinstance(pointer, Instruction) and pointer.opcode in ("alloca", "phi", "select")
 
 
-def _reachable(starts) -> set[Block]:
-    seen, todo = set(), list(starts)
-    while todo:
-        b = todo.pop()
-        if b not in seen:
-            seen.add(b)
-            todo.extend(b.successors)
-    return seen
-
-
-def _reachable_backwards(starts, preds) -> set[Block]:
-    seen, todo = set(), list(starts)
-    while todo:
-        b = todo.pop()
-        if b not in seen:
-            seen.add(b)
-            todo.extend(preds[b])
-    return seen
+def _natural_loops(fn: Function, preds) -> list[set[Block]]:
+    """The blocks of each natural loop: per back edge ``tail -> head`` found by a depth-first walk
+    (a head still on the walk's stack), the head and every block reaching the tail without it."""
+    state, back = {fn.blocks[0]: "open"}, []
+    stack = [(fn.blocks[0], iter(fn.blocks[0].successors))]
+    while stack:
+        block, successors = stack[-1]
+        following = next(successors, None)
+        if following is None:
+            state[block] = "done"
+            stack.pop()
+        elif following not in state:
+            state[following] = "open"
+            stack.append((following, iter(following.successors)))
+        elif state[following] == "open":
+            back.append((block, following))
+    loops = []
+    for tail, head in back:
+        body, todo = {head}, [tail]
+        while todo:
+            b = todo.pop()
+            if b not in body:
+                body.add(b)
+                todo.extend(preds[b])
+        loops.append(body)
+    return loops
 
 
 def _post_dominators(fn: Function) -> dict[Block, set[Block]]:

@@ -49,6 +49,18 @@ def launch_grid(total_threads: int, block: int, max_x: int = MAX_GRID_X, max_y: 
     return -(-blocks // grid_y), grid_y
 
 
+def _check_blocks(blocks, total_threads: int, block: int) -> tuple[int, int, int]:
+    """A caller's grid of blocks as three ints, or a GridError saying what does not fit."""
+    grid = tuple(int(b) for b in blocks)
+    if len(grid) != 3 or min(grid) < 1 or grid[0] > MAX_GRID_X or max(grid[1:]) > MAX_GRID_Y:
+        raise GridError(f"a grid of blocks must be three counts of at least 1, x up to {MAX_GRID_X} and "
+                        f"y, z up to {MAX_GRID_Y}; got {blocks}")
+    if grid[0] * grid[1] * grid[2] * block < total_threads:
+        raise GridError(f"a grid of {grid} blocks of {block} threads holds fewer than the {total_threads} "
+                        "threads of the launch")
+    return grid
+
+
 class GpuStream(Stream):
     def __init__(self, device: "GpuDevice", handle=None):
         self.device = device
@@ -282,7 +294,12 @@ class GpuDevice(Device):
             raise DeviceError(f"this module was loaded on {self.spec} before device.reset(); load it again")
 
     def launch(self, function: GpuFunction, total_threads: int, slots: np.ndarray,
-               block_size: int | None = None, stream: Stream | None = None) -> None:
+               block_size: int | None = None, stream: Stream | None = None,
+               blocks: tuple[int, int, int] | None = None) -> None:
+        """Launch ``total_threads`` threads in blocks of ``block_size`` (the occupancy calculator's
+        size by default), on a grid of ``launch_grid`` blocks; ``blocks``: the grid of blocks
+        ``(x, y, z)`` the caller chose instead (a row launch of an entry that accepts one,
+        codegen/rows.py), covering at least ``total_threads``."""
         if not isinstance(function, GpuFunction) or function.module.device is not self:
             raise ArgumentError(f"{self.spec} launches functions loaded on it, got {function!r}")
         slots = check_slots(slots)
@@ -291,13 +308,13 @@ class GpuDevice(Device):
             return
         self.check_generation(function.module)
         block = int(block_size or function.auto_block_size())
-        grid_x, grid_y = launch_grid(total, block)
+        grid = launch_grid(total, block) + (1,) if blocks is None else _check_blocks(blocks, total, block)
         pointers = slots.ctypes.data + 8 * np.arange(len(slots), dtype=np.uint64)   # &slots[i]
         self.activate()
         # The driver copies the parameter values during the call: slots may change afterwards.
-        self.call("launch", function.handle, grid_x, grid_y, 1, block, 1, 1, 0,
+        self.call("launch", function.handle, *grid, block, 1, 1, 0,
                   self.stream_handle(stream), int(pointers.ctypes.data), self.NO_EXTRA,
-                  detail=f"kernel '{function.name}', grid ({grid_x}, {grid_y}), block {block}")
+                  detail=f"kernel '{function.name}', grid {grid}, block {block}")
 
     # --- ordering ------------------------------------------------------------------------
     def synchronize(self) -> None:

@@ -87,3 +87,15 @@ def test_a_wrong_reduction_never_meets_its_target():
     assert lines["n=10: stream_dot: XLA time / ours [ours WRONG]"]["met"] == "NO"
     assert lines["n=10: basic_pi_reduce: tuned CUDA time / ours"]["met"] == "yes"
     assert lines["n=10: kernels whose result (ours or CUDA's) differs from numpy"]["measured"] == "stream_dot"
+
+
+def test_primal_rows_report_and_row_launch_of_nested_init():
+    import primal_rows
+    from adoffload.codegen.rows import row_blocks
+    grid = next(c for c in CASES if c.name == "basic_nested_init").grid(1 << 26)
+    assert row_blocks(grid, rajaperf.BLOCK) == (26, 102, 102)     # what the CUDA baseline launches
+    rows = [{"kernel": "a", "n": 10, "ours_ms": 2.0, "cuda_ms": 1.0, "ratio": 2.0},
+            {"kernel": "b", "n": 10, "ours_ms": 1.0, "cuda_ms": 2.0, "ratio": 0.5},
+            {"kernel": "c", "n": 10, "error": "not run: budget of 1 s spent"}]
+    text = primal_rows.report(rows, {})
+    assert "geomean over 2 kernels measured here: 1" in text and "not run" in text

@@ -266,3 +266,16 @@ def tiled_matmul_two_phase_fill(A: ado.In[ado.f64, 2], B: ado.In[ado.f64, 2], C:
             acc += As[ti, k] * As[ti, k] * Bs[k, tj]
         ado.sync_threads()
     C[i, j] = acc
+
+
+@ado.kernel(block=(2, 2, 8))
+def cube_mirror(x: ado.In[ado.f64, 3], y: ado.Out[ado.f64, 3]):
+    """Grid rank 3 (a batch folds into axis 0): a mirrored shared tile, a warp sum over the
+    block's 32 threads and the block's index, each wrong if a block mixed batch elements."""
+    i, j, k = ado.tid()
+    a, b, c = ado.thread_id()
+    bi, bj, bk = ado.block_id()
+    S = ado.shared((2, 2, 8), ado.f64)
+    S[a, b, c] = ado.sin(x[i, j, k])
+    ado.sync_threads()
+    y[i, j, k] = S[1 - a, 1 - b, 7 - c] * x[i, j, k] + ado.warp_sum(x[i, j, k]) + (bi * 100 + bj * 10 + bk)

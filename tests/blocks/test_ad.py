@@ -86,11 +86,6 @@ def test_second_order_forward_over_reverse():
                                rtol=1e-6, atol=1e-7)
 
 
-def test_deterministic_reverse_is_refused_for_now():
-    with pytest.raises(ado.Error, match=r"deterministic=True is not available for block kernels"):
-        ado.vjp(kernels.broadcast_first, "x", deterministic=True)
-
-
 # ----------------------------------------------------------------------------- refilled tiles (enzyme/refill.py)
 
 def _fd_check(kernel, shapes, grid, out_name="C", inout_c=None, seed=7):

@@ -7,7 +7,7 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 
 import adoffload as ado  # noqa: E402
-from adoffload.errors import GridError, JaxIntegrationError  # noqa: E402
+from adoffload.errors import GridError  # noqa: E402
 
 from . import kernels  # noqa: E402
 from .warp_kernels import PAIRS  # noqa: E402
@@ -50,12 +50,6 @@ def test_grid_must_be_a_multiple_of_the_block():
     f = ado.jax_kernel(kernels.reverse_in_block)
     with pytest.raises(GridError, match=r"multiple"):
         f(np.zeros(12))
-
-
-def test_vmap_of_a_block_kernel_is_refused():
-    f = ado.jax_kernel(kernels.reverse_in_block)
-    with pytest.raises(JaxIntegrationError, match=r"block kernel"):
-        jax.vmap(f)(np.zeros((2, 8)))
 
 
 def test_gpu_handlers_launch_blocks_of_the_kernels_block_size():

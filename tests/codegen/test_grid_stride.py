@@ -17,7 +17,7 @@ import pytest
 from llvmlite import ir
 
 import adoffload as ado
-from adoffload.codegen import PTX_GRID_STRIDE_LINE, abi, compile_for_target, loops_over_grid, nvptx, vectorize
+from adoffload.codegen import PTX_GRID_STRIDE_LINE, abi, compile_for_target, grid_stride, loops_over_grid, nvptx, vectorize
 from adoffload.codegen.host import HostProgram
 from adoffload.codegen.uniform_checks import add_checks_function, uniform_checks
 from adoffload.errors import CompilationError
@@ -128,6 +128,20 @@ def test_dot_is_right_for_every_launch_size(monkeypatch, k, offset):
             assert total[1] == 99.0
 
 
+@pytest.mark.parametrize("k", [1, 2])
+def test_dot_counts_in_64_bits_past_the_narrow_limit(monkeypatch, k):
+    # group indices up to 20 in 32-bit counters, beyond that the 64-bit loops: both run here
+    monkeypatch.setattr(grid_stride, "NARROW_LIMIT", 20)
+    kernel = EmulatedLoop(monkeypatch, DOT, "dot", DOT_TYPES, k)
+    rng = np.random.default_rng(k)
+    for n in (3, 9, 17, 37, 100):
+        a, b = rng.integers(-8, 8, n).astype(np.float64), rng.integers(-8, 8, n).astype(np.float64)
+        for threads in sorted({1, 2, 3, 7, max(1, vectorize.threads(n, k))}):
+            total = np.array([0.5])
+            status = kernel.launch([a.ctypes.data, n, b.ctypes.data, n, total.ctypes.data, 1], (n,), threads)
+            assert status[0] == 0 and total[0] == 0.5 + float(a @ b), (n, threads)
+
+
 def test_failing_thread_independent_check_takes_the_checked_path(monkeypatch):
     kernel = EmulatedLoop(monkeypatch, DOT, "dot", DOT_TYPES, 2)
     n = 9
@@ -176,7 +190,9 @@ def test_dot_ptx_loops_with_128_bit_loads_and_no_status_traffic():
                                               grid_stride=True), "sm_90")
     loops = _loop_bodies(ptx)
     vector_loops = [body for body in loops if re.search(r"ld\.global\.nc\.v2\.[bf]64", body)]
-    assert len(vector_loops) == 2                                 # unrolled loop and the whole-group loop
+    # 32-bit counters: the unrolled loop and the whole-group loop; 64-bit ones (grids past 2^32 groups): one loop
+    assert len(vector_loops) == 3
+    assert sum(bool(re.search(r"setp\.\w+\.u32", body)) for body in vector_loops) == 2
     assert max(len(re.findall(r"ld\.global\.nc\.v2", body)) for body in vector_loops) == 2 * 2   # 2 groups x 2 arrays
     assert all("atom" not in body for body in vector_loops)       # no status exchange, no atomic per element
     assert "%nctaid.y" in ptx                                     # the stride: threads launched
@@ -184,7 +200,7 @@ def test_dot_ptx_loops_with_128_bit_loads_and_no_status_traffic():
     assert "bar.sync" in ptx
     if _have_ptxas():
         registers = int(re.search(r"Used (\d+) registers", nvptx.ptxas_check(ptx, "sm_90")).group(1))
-        assert registers <= 64          # 1024+ resident threads per SM: one wave holds 4+ blocks of 256
+        assert registers <= 40          # as nvcc's tuned stream_dot (34): 6+ blocks of 256 per SM
 
 
 def _have_ptxas() -> bool:

@@ -123,3 +123,107 @@ __global__ void pick(const double* p, const double* q, double* out, int which, i
   if (i < n) out[i] = s[i] * s[i];
 }
 """
+
+WARP_VOTES = r"""
+// Each thread's predicate and the warp's votes on it; lanes 16..31 are outside `masked`'s mask.
+__global__ void votes(const float* x, unsigned* ballot, int* any, int* all, int* count, unsigned* masked, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  int p = i < n && x[i] > 0.0f;
+  unsigned b = __ballot_sync(0xffffffffu, p);
+  int a = __any_sync(0xffffffffu, p), l = __all_sync(0xffffffffu, p);
+  unsigned m = __ballot_sync(0x0000ffffu, p);
+  if (i < n) { ballot[i] = b; any[i] = a; all[i] = l; count[i] = __popc(b); masked[i] = m; }
+}
+
+// Votes steering the arithmetic: warp-uniform branches on data, a lane's rank among the lanes
+// whose value is positive (its derivative flows through the branches the votes pick).
+__global__ void vote_flow(const double* x, double* y, double c) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  double v = x[i];
+  if (__any_sync(0xffffffffu, v > c)) v = v * v;
+  unsigned b = __ballot_sync(0xffffffffu, v > 0.5);
+  int lane = threadIdx.x & 31;
+  int rank = __popc(b & ((1u << lane) - 1u));
+  if (__all_sync(0xffffffffu, v < 10.0)) v = v + rank * sin(v);
+  else v = v * c;
+  y[i] = v;
+}
+
+// Warp-aggregated atomics: one atomicAdd per warp reserves room for the warp's kept elements.
+__global__ void compact(const double* x, double* out, int* count, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  int keep = i < n && x[i] > 0.0;
+  unsigned b = __ballot_sync(0xffffffffu, keep);
+  int lane = threadIdx.x & 31, leader = __ffs(b) - 1, base = 0;
+  if (lane == leader) base = atomicAdd(count, __popc(b));
+  base = __shfl_sync(0xffffffffu, base, leader);
+  if (keep) out[base + __popc(b & ((1u << lane) - 1u))] = 2.0 * x[i];
+}
+
+// A block sum whose last steps are warp-synchronous, ordered by __syncwarp (reached by every thread).
+__global__ void syncwarp_sum(const double* x, double* out) {
+  __shared__ double s[64];
+  int t = threadIdx.x;
+  s[t] = x[blockIdx.x * 64 + t];
+  __syncthreads();
+  for (int h = 32; h > 0; h >>= 1) {
+    double v = t < h ? s[t] + s[t + h] : 0.0;
+    __syncwarp();
+    if (t < h) s[t] = v * (h == 32 ? s[t + h] : 1.0);
+    __syncwarp();
+  }
+  if (t == 0) out[blockIdx.x] = s[0];
+}
+"""
+
+STRUCTS = r"""
+struct LJ { double eps, sigma; };
+struct Atom { double x, y, z; };
+
+// A block's atoms in a shared array of structs; the pair parameters passed as a struct by value.
+__global__ void tile_energy(LJ p, const double* pos, double* energy) {
+  __shared__ Atom tile[64];
+  int t = threadIdx.x, i = blockIdx.x * 64 + t;
+  tile[t].x = pos[3 * i]; tile[t].y = pos[3 * i + 1]; tile[t].z = pos[3 * i + 2];
+  __syncthreads();
+  double e = 0.0;
+  for (int j = 0; j < 64; ++j) {
+    if (j == t) continue;
+    double dx = tile[t].x - tile[j].x, dy = tile[t].y - tile[j].y, dz = tile[t].z - tile[j].z;
+    double s2 = p.sigma * p.sigma / (dx * dx + dy * dy + dz * dz), s6 = s2 * s2 * s2;
+    e += 2.0 * p.eps * (s6 * s6 - s6);
+  }
+  energy[i] = e;
+}
+
+// float3 tiles (CUDA's vector type) reversed within the block, with a struct of mixed fields.
+struct Scale { float a; int shift; float b; };
+__global__ void reverse3(Scale s, const float* x, float* y) {
+  __shared__ float3 tile[128];
+  int t = threadIdx.x, i = blockIdx.x * 128 + t;
+  tile[t] = float3{x[3 * i], x[3 * i + 1], x[3 * i + 2]};
+  __syncthreads();
+  float3 v = tile[(127 - t + s.shift) % 128];
+  y[3 * i] = s.a * v.x + s.b; y[3 * i + 1] = s.a * v.y * v.y; y[3 * i + 2] = s.b * v.z;
+}
+"""
+
+SYNCWARP_TAIL = r"""
+// The warp-synchronous end of a block sum: only warp 0 runs the tail, ordered by __syncwarp.
+__global__ void tail_sum(const double* x, double* out) {
+  __shared__ double s[64];
+  int t = threadIdx.x;
+  s[t] = x[blockIdx.x * 64 + t];
+  __syncthreads();
+  if (t < 32) {
+    double v = s[t] * s[t + 32];
+    for (int h = 16; h > 0; h >>= 1) {
+      s[t] = v;
+      __syncwarp();
+      v += s[t ^ h];
+      __syncwarp();
+    }
+    if (t == 0) out[blockIdx.x] = v;
+  }
+}
+"""

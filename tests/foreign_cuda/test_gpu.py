@@ -82,3 +82,60 @@ def test_double_buffered_shared_memory_on_the_gpu(mod):
     values, launch = dict(x=rng.random(256), y=np.zeros(256), steps=4), dict(blocks=4, threads=64)
     np.testing.assert_allclose(run(k, values, launch, "cuda")["y"], run(k, values, launch)["y"], rtol=1e-13)
     check_derivatives(k, ["x"], values, launch, device="cuda")
+
+
+def test_warp_votes_on_the_gpu(mod):
+    """vote.sync.ballot against the host's warp loop; derivatives through vote-steered branches."""
+    from .sources import WARP_VOTES
+    from .test_warp_votes import VOTES, vote_flow_input, votes_input
+    votes = ado.from_cuda(WARP_VOTES)
+    k = votes.kernel("votes", **VOTES)
+    values = dict(x=votes_input(256)[:250], **{n: np.zeros(250, np.int32) for n in ("ballot", "any", "all", "count",
+                                                                                  "masked")}, n=250)
+    launch = dict(blocks=2, threads=128)
+    on_gpu, on_host = run(k, values, launch, "cuda"), run(k, values, launch)
+    for name in ("ballot", "any", "all", "count", "masked"):
+        np.testing.assert_array_equal(on_gpu[name], on_host[name])
+    k = votes.kernel("vote_flow", x=ado.In[ado.f64], y=ado.Out[ado.f64], c=ado.f64)
+    values = dict(x=vote_flow_input(), y=np.zeros(256), c=np.float64(1.5))
+    # libdevice's sin and the host's libm differ in the last bits (measured: 1.8e-14 relative at one element)
+    np.testing.assert_allclose(run(k, values, launch, "cuda")["y"], run(k, values, launch)["y"], rtol=1e-12)
+    check_derivatives(k, ["x", "c"], values, launch, device="cuda")
+    k = votes.kernel("syncwarp_sum", x=ado.In[ado.f64], out=ado.Out[ado.f64])
+    values, launch = dict(x=rng.standard_normal(256), out=np.zeros(4)), dict(blocks=4, threads=64)
+    np.testing.assert_allclose(run(k, values, launch, "cuda")["out"], run(k, values, launch)["out"], rtol=1e-12,
+                               atol=1e-13)
+    check_derivatives(k, ["x"], values, launch, device="cuda")
+    from .sources import SYNCWARP_TAIL            # __syncwarp under `if (t < 32)`, effects guarded
+    k = ado.from_cuda(SYNCWARP_TAIL).kernel("tail_sum", x=ado.In[ado.f64], out=ado.Out[ado.f64])
+    np.testing.assert_allclose(run(k, values, launch, "cuda")["out"], run(k, values, launch)["out"], rtol=1e-12,
+                               atol=1e-13)
+    check_derivatives(k, ["x"], values, launch, device="cuda")
+
+
+def test_warp_aggregated_atomics_on_the_gpu(mod):
+    from .sources import WARP_VOTES
+    k = ado.from_cuda(WARP_VOTES).kernel("compact", x=ado.In[ado.f64], out=ado.Out[ado.f64], count=ado.Out[ado.i32],
+                                         n=ado.i32)
+    x = rng.standard_normal(5000)
+    got = run(k, dict(x=x, out=np.zeros(5000), count=np.zeros(1, np.int32), n=5000), dict(blocks=40, threads=128),
+              "cuda")
+    assert got["count"][0] == (x > 0).sum()
+    np.testing.assert_array_equal(np.sort(got["out"][:got["count"][0]]), np.sort(2 * x[x > 0]))
+
+
+def test_structs_on_the_gpu(mod):
+    """Shared arrays of structs and struct parameters by value, primal and derivatives."""
+    from .sources import STRUCTS
+    from .test_structs import LJ, SCALE, atoms
+    structs = ado.from_cuda(STRUCTS)
+    k = structs.kernel("tile_energy", p=LJ, pos=ado.In[ado.f64], energy=ado.Out[ado.f64])
+    values = dict(p_eps=np.float64(1.5), p_sigma=np.float64(0.9), pos=atoms(), energy=np.zeros(128))
+    launch = dict(blocks=2, threads=64)
+    np.testing.assert_allclose(run(k, values, launch, "cuda")["energy"], run(k, values, launch)["energy"], rtol=1e-12)
+    check_derivatives(k, ["p_eps", "p_sigma", "pos"], values, launch, device="cuda")
+    k = structs.kernel("reverse3", s=SCALE, x=ado.In[ado.f32], y=ado.Out[ado.f32])
+    values = dict(s_a=np.float32(2.0), s_shift=5, s_b=np.float32(0.5), x=rng.random((256, 3), dtype=np.float32),
+                  y=np.zeros((256, 3), np.float32))
+    launch = dict(blocks=2, threads=128)
+    np.testing.assert_allclose(run(k, values, launch, "cuda")["y"], run(k, values, launch)["y"], rtol=1e-6)

@@ -67,3 +67,17 @@ def test_out_shapes_are_required_and_grid_is_refused(mod):
         ado.jax_kernel(k, blocks=3, threads=128)
     with pytest.raises(JaxIntegrationError, match="blocks= and threads="):
         ado.jax_kernel(k, grid=384)
+
+
+def test_struct_fields_are_scalar_arguments():
+    from .sources import STRUCTS
+    from .test_structs import LJ, atoms, tile_energy_reference
+    k = ado.from_cuda(STRUCTS).kernel("tile_energy", p=LJ, pos=ado.In[ado.f64], energy=ado.Out[ado.f64])
+    f = ado.jax_kernel(k, blocks=2, threads=64, out_shapes={"energy": 128})
+    pos = atoms()
+    np.testing.assert_allclose(np.asarray(f(1.5, 0.9, jnp.asarray(pos))), tile_energy_reference(pos, 1.5, 0.9),
+                               rtol=1e-12)
+    d_sigma = jax.grad(lambda sigma: jnp.sum(f(1.5, sigma, jnp.asarray(pos))))(0.9)
+    h = 1e-6
+    slope = (tile_energy_reference(pos, 1.5, 0.9 + h).sum() - tile_energy_reference(pos, 1.5, 0.9 - h).sum()) / (2 * h)
+    np.testing.assert_allclose(float(d_sigma), slope, rtol=1e-6)
