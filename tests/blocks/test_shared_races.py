@@ -31,6 +31,27 @@ __global__ void red_warpsync(const float* x, float* out, unsigned int n) {
                   v[tid] += v[tid + 4]; v[tid] += v[tid + 2]; v[tid] += v[tid + 1]; }
   if (tid == 0) atomicAdd(out, sdata[0]);
 }
+__global__ void red_syncwarp(const float* x, float* out, unsigned int n) {
+  __shared__ float sdata[64];
+  unsigned int tid = threadIdx.x;
+  unsigned int i = blockIdx.x * 64 + tid;
+  sdata[tid] = i < n ? x[i] : 0.f;
+  __syncthreads();
+  if (tid < 32) {                                     // the Volta-safe form: __syncwarp between steps
+    float v = sdata[tid] + sdata[tid + 32]; __syncwarp();
+    sdata[tid] = v; __syncwarp();
+    v += sdata[tid + 16]; __syncwarp();
+    sdata[tid] = v; __syncwarp();
+    v += sdata[tid + 8]; __syncwarp();
+    sdata[tid] = v; __syncwarp();
+    v += sdata[tid + 4]; __syncwarp();
+    sdata[tid] = v; __syncwarp();
+    v += sdata[tid + 2]; __syncwarp();
+    sdata[tid] = v; __syncwarp();
+    v += sdata[tid + 1];
+    if (tid == 0) atomicAdd(out, v);
+  }
+}
 __global__ void broadcast_without_barrier(const float* x, float* y) {
   __shared__ float total;
   if (threadIdx.x == 0) total = x[blockIdx.x];
@@ -93,7 +114,7 @@ def _reduction(mod, name):
 
 
 @pytest.mark.parametrize("level", ["-O0", "-O1", "-O2", "-O3"])
-def test_cuda_warp_synchronous_reduction_is_refused_and_the_tree_accepted(level):
+def test_cuda_warp_synchronous_reduction_is_refused_and_the_tree_and_syncwarp_ones_accepted(level):
     mod = ado.from_cuda(REDUCTIONS, options=[level])
     with pytest.raises(SharedMemoryRaceError, match=r"race on 'sdata'.*sdata\[threadIdx\.x\].*"
                                                     r"sdata\[threadIdx\.x \+ 16\].*__syncthreads\(\)") as info:
@@ -103,6 +124,9 @@ def test_cuda_warp_synchronous_reduction_is_refused_and_the_tree_accepted(level)
     x = np.random.default_rng(0).standard_normal(1000).astype(np.float32)
     out = np.zeros(1, np.float32)
     _reduction(mod, "red_tree")(x, out, 1000, blocks=4, threads=256)
+    np.testing.assert_allclose(out[0], x.astype(np.float64).sum(), rtol=1e-5)
+    out[:] = 0
+    _reduction(mod, "red_syncwarp")(x, out, 1000, blocks=16, threads=64)       # __syncwarp: a barrier here
     np.testing.assert_allclose(out[0], x.astype(np.float64).sum(), rtol=1e-5)
 
 
