@@ -330,6 +330,7 @@ class Proofs:
     def __init__(self, forms: Forms):
         self.forms = forms
         self.concrete = Concrete(forms)
+        self._opaque: set[int] = set()        # conditions found not to be functions of the thread alone
 
     def conflict(self, a: Access, b: Access):
         """None when proven apart; else a witness (thread of ``a``, thread of ``b``) or () if none is known."""
@@ -470,8 +471,11 @@ class Proofs:
             if value is not None and (value > 0 if kind == "le" else value != 0):
                 return False
         for condition, side in x.conditions:
+            if id(condition) in self._opaque:
+                continue
             value = self.concrete.value(condition, env)
-            if value is None:
+            if value is None:                  # it depends on more than the thread: ignore it (a superset)
+                self._opaque.add(id(condition))
                 continue
             if side is True or side is False:
                 if bool(value) != side:
