@@ -55,21 +55,23 @@ def default_wrt(k) -> list[str]:
             if p.dtype.is_float and not (p.is_array and not p.type.reads)]
 
 
-def select(k, mode: str, wrt: str | None, width: int):
-    """The primal kernel, or its JVP (``width`` lanes) / VJP with respect to ``wrt``."""
+def select(k, mode: str, wrt: str | None, width: int, lean: bool = False):
+    """The primal kernel, or its JVP (``width`` lanes) / VJP with respect to ``wrt`` (``lean``: the
+    ``primal_outputs=False`` variant the JAX rules use)."""
     from .kernel import jvp, vjp
     if width < 1:
         raise ArgumentError(f"--width must be at least 1, got {width}")
     if width != 1 and mode != "jvp":
         raise ArgumentError("--width applies to --mode jvp only")
     if mode == "primal":
-        if wrt:
-            raise ArgumentError("--wrt needs --mode jvp or --mode vjp")
+        if wrt or lean:
+            raise ArgumentError(f"{'--wrt' if wrt else '--lean'} needs --mode jvp or --mode vjp")
         return k
     names = [n.strip() for n in wrt.split(",") if n.strip()] if wrt else default_wrt(k)
     if not names:
         raise ArgumentError(f"kernel '{k.name}' has no float inputs to differentiate; name them with --wrt")
-    return jvp(k, names, width=width) if mode == "jvp" else vjp(k, names)
+    options = {"primal_outputs": False} if lean else {}
+    return jvp(k, names, width=width, **options) if mode == "jvp" else vjp(k, names, **options)
 
 
 def check_arch(emit: str, arch: str | None) -> str | None:
@@ -204,6 +206,9 @@ def parser() -> argparse.ArgumentParser:
     comp.add_argument("--wrt", help="comma-separated parameters to differentiate "
                                     "(default: every float parameter the kernel reads)")
     comp.add_argument("--width", type=int, default=1, help="vector width for --mode jvp (default 1)")
+    comp.add_argument("--lean", action="store_true",
+                      help="with --mode jvp/vjp: the lean derivative the JAX rules use (primal_outputs=False: "
+                           "write-only primal outputs not stored, once-stored seeds read-only)")
     comp.add_argument("--stats", action="store_true",
                       help="print static counts instead of code: atomics (per loop iteration / per thread), "
                            "tape bytes and recomputed loads of the kernel (--mode primal: and its jvp and vjp)")
@@ -225,7 +230,7 @@ def main(argv=None) -> int:
                 raise ArgumentError("--stats reports width-1 kernels; leave out --width")
             sys.stdout.write(stats_report(load_kernel(args.target), args.mode, args.wrt) + "\n")
             return 0
-        k = select(load_kernel(args.target), args.mode, args.wrt, args.width)
+        k = select(load_kernel(args.target), args.mode, args.wrt, args.width, args.lean)
         sys.stdout.write(emit(k, args.emit, arch).rstrip() + "\n")
         return 0
     except Error as exc:

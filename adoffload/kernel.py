@@ -215,9 +215,9 @@ class DerivedKernel(Kernel):
     """A forward (``jvp``) or reverse (``vjp``) derivative of another kernel, derived per proven-fact set."""
 
     def __init__(self, base: Kernel, mode: str, wrt: tuple[str, ...], *, width: int = 1,
-                 deterministic: bool = False):
+                 deterministic: bool = False, primal_outputs: bool = True):
         self.base, self.mode, self.wrt = base, mode, tuple(wrt)
-        self.width, self.deterministic = width, deterministic
+        self.width, self.deterministic, self.primal_outputs = width, deterministic, primal_outputs
         self.block = base.block
         if base.block is not None:
             from .enzyme.blocks import derived_shared
@@ -235,7 +235,9 @@ class DerivedKernel(Kernel):
     def seed_params(self) -> frozenset:
         if self.mode != "vjp":
             return frozenset()
-        return frozenset(f"d_{p.name}" for p in self.base.signature.params if p.is_array and p.type.intent == "out")
+        written = {p.name for p in self.signature.params if p.is_array and p.type.writes}
+        return frozenset(f"d_{p.name}" for p in self.base.signature.params
+                         if p.is_array and p.type.intent == "out" and f"d_{p.name}" in written)
 
     @property
     def thread_indexed(self) -> frozenset:
@@ -269,6 +271,8 @@ class DerivedKernel(Kernel):
         from .enzyme.kernels import TapeKernel, derive_kernel
         base_text = self.base.module_text(proven)
         key = ["derived", base_text, self.base.body_name, self.mode, list(self.wrt), self.width, self.deterministic]
+        if not self.primal_outputs:
+            key.append("lean")
         cache = CompileCache()
         hit = cache.get(key)
         if hit is not None:
@@ -278,7 +282,8 @@ class DerivedKernel(Kernel):
         module = ir.import_module(base_text)
         result = derive_kernel(self.base.signature, module, self.base.body_name, self.mode, list(self.wrt),
                                width=self.width, deterministic=self.deterministic,
-                               shared=self.base.shared if self.base.block is not None else ())
+                               shared=self.base.shared if self.base.block is not None else (),
+                               primal_outputs=self.primal_outputs)
         text = ir.canonicalize(ir.export_module(result.module))
         tape = result.tape and [result.tape.signature.to_json(), result.tape.body_name]
         cache.put(key, json.dumps({"signature": result.signature.to_json(), "body_name": result.body_name,
@@ -357,7 +362,7 @@ def kernel(fn=None, *, bounds_check: bool = True, block=None):
     return SourceKernel(fn, bounds_check=bounds_check, block=block)
 
 
-def jvp(k: Kernel, wrt=None, *, width: int = 1) -> Kernel:
+def jvp(k: Kernel, wrt=None, *, width: int = 1, primal_outputs: bool = True) -> Kernel:
     """The forward-mode (tangent) kernel of ``k`` with respect to the parameters named in ``wrt``.
 
     It takes ``k``'s parameters, then one shadow per differentiated or written float parameter,
@@ -369,12 +374,18 @@ def jvp(k: Kernel, wrt=None, *, width: int = 1) -> Kernel:
 
     With ``width=K`` each shadow gets a leading axis of K (K tangents at once).
 
+    ``primal_outputs=False`` gives the tangent-only kernel (what ``jax.jvp`` and ``jax.linearize``
+    of a kernel call use, next to the primal call): a written array whose stores the kernel
+    never reads back is not stored to and becomes an ``In`` parameter (an Out one is not read
+    either: pass the primal output, or any array of its shape; an InOut one is read as its
+    input); tangents are unchanged (enzyme/lean.py).
+
     ``ado.jvp(f)`` of an ``@ado.func`` helper is its forward derivative, called inside kernels
     as ``y, dy = ado.jvp(f)(x1..xn, dx1..dxn)`` (``language.FuncDerivative``).
     """
     from .language import Func, helper_jvp
     if isinstance(k, Func):
-        if wrt is not None or width != 1:
+        if wrt is not None or width != 1 or not primal_outputs:
             from .errors import ArgumentError
             raise ArgumentError(f"ado.jvp({k.__name__}) of a helper takes the helper alone; call "
                                 f"the result inside a kernel with (x1..xn, dx1..dxn)")
@@ -382,13 +393,13 @@ def jvp(k: Kernel, wrt=None, *, width: int = 1) -> Kernel:
     if wrt is None:
         from .errors import ArgumentError
         raise ArgumentError("ado.jvp(kernel, wrt) needs the names of the parameters to differentiate")
-    return _derived(k, "jvp", wrt, width=width)
+    return _derived(k, "jvp", wrt, width=width, **({} if primal_outputs else {"primal_outputs": False}))
 
 
 jvp.__ado_compile_time__ = True      # ado.jvp(f) inside a kernel is evaluated while compiling
 
 
-def vjp(k: Kernel, wrt, *, deterministic: bool = False) -> Kernel:
+def vjp(k: Kernel, wrt, *, deterministic: bool = False, primal_outputs: bool = True) -> Kernel:
     """The reverse-mode (adjoint) kernel of ``k`` with respect to the parameters named in ``wrt``.
 
     It runs ``k`` and then its adjoint. It takes ``k``'s parameters, then one shadow per
@@ -402,8 +413,18 @@ def vjp(k: Kernel, wrt, *, deterministic: bool = False) -> Kernel:
     * ``d_<inout>``: InOut arrays are both: the seed of the output on entry, overwritten with
       the gradient with respect to the input.
 
-    ``deterministic=True`` makes the gradients bitwise reproducible (docs/determinism.md)."""
-    return _derived(k, "vjp", wrt, deterministic=deterministic)
+    ``deterministic=True`` makes the gradients bitwise reproducible (docs/determinism.md).
+
+    ``primal_outputs=False`` gives the lean adjoint (what the JAX transpose rule uses): a written
+    array whose stores the kernel never reads back is not stored to and becomes an ``In``
+    parameter, as for ``jvp``; the seed ``d_<out>`` of such an Out array becomes ``In`` (read,
+    left as it was) when no element of ``<out>`` can be stored twice in a launch, and so does
+    any seed the adjoint only reads; other seeds are consumed as above. The gradient ``d_<in>``
+    of an In array each element of which only its own thread loads (outside loops) becomes
+    ``Out``: written, not accumulated, where the lean kernel can order its updates
+    (enzyme/lean.py)."""
+    return _derived(k, "vjp", wrt, deterministic=deterministic,
+                    **({} if primal_outputs else {"primal_outputs": False}))
 
 
 _DERIVED_CACHE: dict = {}

@@ -1,6 +1,7 @@
 """RAJAPerf subset on the GPU: ours (checked and unchecked) vs hand-written CUDA vs jax.numpy,
-plus JVP/primal and VJP/primal ratios. Every number comes from this run on this GPU, every side
-timed by ``harness.time_calls`` (same warm-up, repetitions and wall clock); each case's device
+plus JVP/primal and VJP/primal ratios (of the lean derivative kernels the JAX rules run, and of
+the default ``ado.jvp``/``ado.vjp`` kernels: see DERIVATIVES). Every number comes from this run on
+this GPU, every side timed by ``harness.time_calls`` (same warm-up, repetitions and wall clock); each case's device
 memory is freed before the next, and a case that fails is a row with its error.
 """
 from __future__ import annotations
@@ -107,8 +108,9 @@ def ordered_cases() -> list:
 
 
 def run(out_rows: list, sizes=(1_000_000, 1 << 26), reps: int = REPS, big_reps: int | None = None,
-        deadline_s: float | None = None, on_row=None) -> None:
+        deadline_s: float | None = None, on_row=None, kernels=None) -> None:
     """One row per (kernel, size). ``big_reps``: repetitions at sizes above 2^22 (default ``reps``).
+    ``kernels``: names of the cases to run, in that order (default all, reductions first).
     ``deadline_s``: seconds from now after which the remaining cases are rows saying they were not
     run (so a stage limit never loses what was measured). ``on_row(row)`` after each row."""
     import jax
@@ -119,7 +121,8 @@ def run(out_rows: list, sizes=(1_000_000, 1 << 26), reps: int = REPS, big_reps: 
     baselines = gpu.device.load_module(cubin.read_bytes())
     rng = np.random.default_rng(0)
     modules: dict = {}
-    for case in ordered_cases():
+    by_name = {c.name: c for c in CASES}
+    for case in [by_name[k] for k in kernels] if kernels else ordered_cases():
         unchecked = ado.kernel(bounds_check=False)(case.kernel.pyfunc)
         for n in sizes:
             row = {"kernel": case.name, "n": n, "reps": (big_reps or reps) if n > FULL_CHECK_LIMIT else reps}
@@ -221,14 +224,34 @@ class _Checker:
         return ok
 
 
+# The derivative kernels timed, as (column prefix, derive, lean). ``jvp``/``vjp`` are the lean kernels
+# the JAX rules run (enzyme/lean.py): the JVP rule's tangent call (next to the primal call) stores
+# no primal output; the transpose rule's adjoint stores no primal output and reads once-stored
+# seeds without clearing them. ``jvp_full``/``vjp_full`` are ``ado.jvp``/``ado.vjp`` as users get
+# them by default (primal outputs stored, seeds cleared).
+DERIVATIVES = (("jvp", ado.jvp, True), ("vjp", ado.vjp, True), ("jvp_full", ado.jvp, False),
+               ("vjp_full", ado.vjp, False))
+
+
+def array_bytes(kernel, values: dict) -> int:
+    """Bytes of the arrays the kernel's code reads plus those it writes, each array once per
+    direction: what the kernel must move at the least if every touched array is touched whole
+    (an atomic counts as a read and a write; a stencil's neighbours are not counted again)."""
+    from adoffload.enzyme.lean import param_accesses
+    module, body = kernel.ir()
+    accesses = param_accesses(kernel.signature, module.functions[body])
+    return sum(np.asarray(values[name]).nbytes * (reads + writes) for name, (reads, writes) in accesses.items())
+
+
 def _derivative_times(gpu, case, host, grid, reps, t_primal: Timing, modules: dict) -> dict:
     out = {}
     if not case.wrt:
         return out
-    for mode, derive in (("jvp", ado.jvp), ("vjp", ado.vjp)):
+    out["primal_bytes"] = array_bytes(case.kernel, host)
+    for mode, derive, lean in DERIVATIVES:
         launch, dev = None, {}
         try:
-            k = derive(case.kernel, case.wrt)
+            k = derive(case.kernel, case.wrt, primal_outputs=not lean)
             values = _derived_values(k, host, mode)
             dev = gpu.upload(values)
             launch = OurLaunch(gpu, k, dev, values, grid, modules)
@@ -236,6 +259,7 @@ def _derivative_times(gpu, case, host, grid, reps, t_primal: Timing, modules: di
             out.update(t.columns(mode))
             out[f"{mode}_ratio"] = t.median_ms / t_primal.median_ms
             out[f"{mode}_k"] = launch.k
+            out[f"{mode}_bytes_ratio"] = array_bytes(k, values) / max(out["primal_bytes"], 1)
         except Exception as exc:
             out[f"{mode}_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
         finally:
@@ -250,7 +274,7 @@ def _derived_values(kernel, host: dict, mode: str) -> dict:
     for p in kernel.signature.params:
         if p.name in values:
             continue
-        base = host[p.name[2:]]
+        base = host[p.name[2:]]     # the primal outputs a lean kernel skips are in ``host`` (unread Ins)
         if isinstance(base, np.ndarray):
             values[p.name] = np.ones_like(base)
         elif p.is_array:          # reverse mode: a scalar's adjoint is a 1-element array
@@ -266,6 +290,7 @@ def _time_jax(f, args, reps) -> Timing:
 
 def _fmt(row: dict) -> str:
     keys = ("kernel", "n", "k", "grid_stride", "correct", "cuda_correct", "ours_ms", "unchecked_ms", "cuda_ms", "jnp_ms",
-            "jvp_ratio", "vjp_ratio", "wall_s", "error", "jvp_error", "vjp_error")
+            "jvp_ratio", "vjp_ratio", "jvp_full_ratio", "vjp_full_ratio", "jvp_bytes_ratio", "vjp_bytes_ratio", "wall_s",
+            "error", "jvp_error", "vjp_error", "jvp_full_error", "vjp_full_error")
     return "  ".join(f"{k}={row[k]:.4g}" if isinstance(row.get(k), float) else f"{k}={row.get(k)}"
                      for k in keys if k in row)

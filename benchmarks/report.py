@@ -55,7 +55,8 @@ def summary(results: dict) -> list[dict]:
             fractions = [r["gbps_ours"] / copy for r in raja if r["kernel"] in STREAMING]
             add(f"n={n}: streaming kernels / copy bandwidth ({copy:.0f} GB/s), geomean", geomean(fractions),
                 ">= 0.90", lambda v: v >= 0.9)
-        for mode, name, target in (("vjp", "adjoint", 2.5), ("jvp", "JVP", 1.5)):
+        for mode, name, target in (("vjp", "adjoint (lean: the JAX transpose rule's kernel)", 2.5),
+                                   ("jvp", "JVP (lean: the JAX JVP rule's tangent call)", 1.5)):
             ratios = [r.get(f"{mode}_ratio") for r in raja if r.get(f"{mode}_ratio")]
             add(f"n={n}: {name} / primal, geomean ({_coverage([r for r in rows if _has_wrt(r) or 'error' in r], f'{mode}_ratio')})",
                 geomean(ratios), f"<= {target}", lambda v, t=target: v <= t)
@@ -63,9 +64,19 @@ def summary(results: dict) -> list[dict]:
                 worst = max(raja, key=lambda r: r.get(f"{mode}_ratio") or 0)
                 add(f"n={n}: worst {name} / primal ({worst['kernel']})", worst[f"{mode}_ratio"], "<= 4",
                     lambda v: v <= 4)
+        for mode, name in (("vjp_full", "adjoint (full: default ado.vjp, primal outputs stored, seeds cleared)"),
+                           ("jvp_full", "JVP (full: default ado.jvp, primal outputs stored)")):
+            add(f"n={n}: {name} / primal, geomean",
+                geomean(r[f"{mode}_ratio"] for r in raja if r.get(f"{mode}_ratio")), "(no target)", None)
+        for mode in ("vjp", "jvp"):
+            add(f"n={n}: {mode} (lean) array bytes / primal array bytes, geomean "
+                "(the ratio if both ran at one bandwidth)",
+                geomean(r[f"{mode}_bytes_ratio"] for r in raja if r.get(f"{mode}_bytes_ratio")), "(no target)", None)
         for mode, what in (("jvp", "jax.jvp"), ("vjp", "jax.vjp")):     # BENCHMARKS.md item 2: no target
-            add(f"n={n}: our {mode} kernel / {what} of the jnp version, geomean",
-                geomean(r[f"{mode}_ms"] / r[f"jax_{mode}_ms"] for r in raja if r.get(f"{mode}_ms") and r.get(f"jax_{mode}_ms")),
+            # the full kernels, which compute the primal too, as jax.jvp / jax.vjp of the jnp version do
+            add(f"n={n}: our full {mode} kernel / {what} of the jnp version, geomean",
+                geomean(r[f"{mode}_full_ms"] / r[f"jax_{mode}_ms"] for r in raja
+                        if r.get(f"{mode}_full_ms") and r.get(f"jax_{mode}_ms")),
                 "(no target)", None)
         add(f"n={n}: bounds-checked / unchecked, geomean",
             geomean(r["ours_ms"] / r["unchecked_ms"] for r in raja if r.get("unchecked_ms")), "<= 1.05",
@@ -103,6 +114,17 @@ def _has_wrt(row: dict) -> bool:
     return any(k.startswith(("jvp", "vjp")) for k in row)
 
 
+RAJAPERF_COLUMNS = (
+    "Derivative columns: `jvp_*` times the JAX JVP rule's tangent call, `ado.jvp(k, wrt, primal_outputs=False)` "
+    "(primal outputs not stored; the rule runs it after the primal call, so `jax.jvp` costs 1 + jvp_ratio "
+    "primals); `vjp_*` times the JAX transpose rule's adjoint, `ado.vjp(k, wrt, primal_outputs=False)` (primal "
+    "outputs not stored, once-stored seeds read without clearing). `jvp_full_ratio`/`vjp_full_ratio` time the "
+    "default `ado.jvp`/`ado.vjp` kernels (primal outputs stored, seeds cleared). `*_bytes_ratio`: bytes of the "
+    "arrays the derivative's code reads plus those it writes, each once, over the same for the primal: the time "
+    "ratio a kernel running at the primal's bandwidth would reach. Gradient arrays are accumulated (`+=`), so they "
+    "count as read and written.")
+
+
 def write_report(out: Path, env: dict, results: dict) -> None:
     parts = ["# adoffload benchmark report", "", "Environment: " + ", ".join(f"{k}={v}" for k, v in env.items()), "",
              "All ratios are measured in this run, on this machine (shared/BENCHMARKS.md).", "",
@@ -110,14 +132,16 @@ def write_report(out: Path, env: dict, results: dict) -> None:
     columns = {
         "rajaperf": ["kernel", "n", "correct", "cuda_correct", "ours_ms", "ours_iqr_ms", "unchecked_ms", "cuda_ms",
                      "cuda_iqr_ms", "jnp_ms", "jnp_iqr_ms", "gbps_ours", "gbps_cuda", "jvp_ratio", "vjp_ratio",
-                     "jvp_ms", "jax_jvp_ms", "vjp_ms", "jax_vjp_ms", "k", "grid_stride", "threads", "cuda_blocks", "jvp_k", "vjp_k", "reps",
-                     "checked", "wall_s", "error", "jvp_error", "vjp_error", "jax_jvp_error", "jax_vjp_error"],
+                     "jvp_ms", "vjp_ms", "jvp_full_ms", "jax_jvp_ms", "vjp_full_ms", "jax_vjp_ms", "jvp_full_ratio",
+                     "vjp_full_ratio", "jvp_bytes_ratio", "vjp_bytes_ratio", "k", "grid_stride", "threads", "cuda_blocks", "jvp_k", "vjp_k", "reps",
+                     "checked", "wall_s", "error", "jvp_error", "vjp_error", "jvp_full_error", "vjp_full_error",
+                     "jax_jvp_error", "jax_vjp_error"],
     }
     for name, rows in results.items():
         cols = columns.get(name) or sorted({k for r in rows for k in r})
         sizes = sorted({r["n"] for r in rows if "n" in r}) if name == "rajaperf" else []
         if sizes:       # one table per size: launch-bound and bandwidth-bound rows never share one
-            parts += [f"## {name}", ""]
+            parts += [f"## {name}", "", RAJAPERF_COLUMNS, ""]
             for n in sizes:
                 parts += [f"### n={n}", "", table([r for r in rows if r.get("n") == n], cols), ""]
             rest = [r for r in rows if "n" not in r]

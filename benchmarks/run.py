@@ -36,6 +36,7 @@ def main(argv=None) -> int:
     parser.add_argument("--rajaperf-budget", type=float, default=None,
                         help="seconds for the RAJAPerf suite; cases left when it is spent become 'not run' rows")
     parser.add_argument("--big-reps", type=int, default=None, help="RAJAPerf repetitions above 2^22 elements")
+    parser.add_argument("--rajaperf-kernels", nargs="*", help="RAJAPerf cases to run (default: all)")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -68,6 +69,7 @@ def main(argv=None) -> int:
         sizes = (1 << 20,) if args.quick else (1_000_000, 1 << 26)
         suite("rajaperf", lambda rows: rajaperf.run(rows, sizes=sizes, reps=5 if args.quick else rajaperf.REPS,
                                                     big_reps=args.big_reps, deadline_s=args.rajaperf_budget,
+                                                    kernels=args.rajaperf_kernels,
                                                     on_row=lambda _row: save_rows(out, env, results)))
     import overheads
     suite("overheads", lambda rows: (overheads.compile_times("host", None, rows),

@@ -100,6 +100,16 @@ def test_vjp_ir_is_only_the_derivative():
     assert "fmul double" in out and "kernels.py:" in out
 
 
+def test_lean_vjp_stores_no_primal_output_and_keeps_the_seed():
+    full = compile_ok(f"{EXAMPLE}:saxpy", "--emit", "llvm", "--mode", "vjp", "--wrt", "x")
+    lean = compile_ok(f"{EXAMPLE}:saxpy", "--emit", "llvm", "--mode", "vjp", "--wrt", "x", "--lean")
+    stores = lambda text: len(re.findall(r"^\s*store float", text.split("@saxpy.vjp(")[1], re.M))  # noqa: E731
+    assert stores(full) == 3 and stores(lean) == 1, (full, lean)     # out[i], d_out[i] = 0, d_x[i] +=
+    assert compile_ok(f"{EXAMPLE}:saxpy", "--emit", "llvm", "--mode", "primal") != ""
+    done = cli("compile", f"{EXAMPLE}:saxpy", "--lean")
+    assert done.returncode == 1 and "--lean needs --mode jvp or --mode vjp" in done.stderr
+
+
 def test_vjp_default_wrt_is_every_float_input():
     header = compile_ok(f"{EXAMPLE}:lj_energy", "--emit", "ir", "--mode", "vjp").splitlines()[0]
     for name in ("d_pos", "d_sigma", "d_epsilon", "d_e"):

@@ -22,6 +22,8 @@ from ..types import i64 as I64
 from .activity import ACTIVE, CONST, DUP, Activity
 from .blocks import shared_activity
 from .forward import forward
+from .lean import LeanPlan, drop_primal_stores, lean_derivative
+from .parallel import ParallelInfo
 
 _LLVM_TYPES: dict[str, Type] = {"float": f32, "double": f64, "i32": i32, "i64": i64, "i1": i1, "ptr": ptr}
 
@@ -141,9 +143,12 @@ def llvm_activity(signature: KernelSignature, shadowed: list[int], mode: str, sh
 
 
 def derive_kernel(signature: KernelSignature, module: Module, body_name: str, mode: str, wrt: list[str],
-                  width: int = 1, deterministic: bool = False, shared: tuple = ()) -> DerivedKernel:
+                  width: int = 1, deterministic: bool = False, shared: tuple = (),
+                  primal_outputs: bool = True) -> DerivedKernel:
     """Add the derived body (``mode`` "jvp" or "vjp") of ``body_name`` to ``module``. ``shared``: a
-    block kernel's shared arrays (frontend/blocks.py), body arguments between params and status."""
+    block kernel's shared arrays (frontend/blocks.py), body arguments between params and status.
+    ``primal_outputs=False``: the lean variant (enzyme/lean.py), whose write-only primal outputs
+    and consumed seeds become In params."""
     if mode not in ("jvp", "vjp"):
         raise ArgumentError(f"mode must be 'jvp' or 'vjp', got {mode!r}")
     if mode == "vjp" and width != 1:
@@ -153,27 +158,25 @@ def derive_kernel(signature: KernelSignature, module: Module, body_name: str, mo
     shadowed = sorted(_shadowed_params(signature, list(wrt)) + ([] if base_tape is None else [base_tape]))
     activity = llvm_activity(signature, shadowed, mode, shared)
     tape = log = None
+    rank = signature.grid_rank
+    first_shared = rank + len(signature.flat_params())
+    parallel = ParallelInfo(thread_args=tuple(range(rank)), uniform_args=frozenset(range(rank, len(body.args))),
+                            block_shared_args=frozenset(range(first_shared, first_shared + len(shared))))
     if mode == "jvp":
         inner = forward(module, body, activity, width=width, name=f"{body_name}.adoffload.jvp{width}")
     else:
-        from .parallel import ParallelInfo
         from .reverse import reverse
-        rank = signature.grid_rank
-        first_shared = rank + len(signature.flat_params())
-        parallel = ParallelInfo(thread_args=tuple(range(rank)),
-                                uniform_args=frozenset(range(rank, len(body.args))),
-                                block_shared_args=frozenset(range(first_shared, first_shared + len(shared))))
         result = reverse(module, body, activity, name=f"{body_name}.adoffload.vjp", failure_arg=len(body.args) - 1,
                          deterministic=deterministic, parallel=parallel)
         inner, tape = result.function, result.tape
         log = result.log
+    plan = LeanPlan() if primal_outputs else lean_derivative(signature, body, inner, mode, shadowed, parallel)
     inner.linkage = "internal"
     inner.attributes.add("alwaysinline")
-    shadows = _unique_names(signature, [shadow_param(signature.params[k], mode, width) for k in shadowed
-                                        if k != base_tape])
+    shadows = _unique_names(signature, [_lean_shadow(shadow_param(signature.params[k], mode, width), k, plan)
+                                        for k in shadowed if k != base_tape])
     if base_tape is not None:        # the shadow tape comes last among the shadows (the tape is the base's last array)
         shadows.append(Param(TAPE_SHADOW_PARAM, ArrayType(I64, 1, "inout")))
-    rank = signature.grid_rank
     buffers = []                     # (buffer, offsets) of this kernel's own hidden params, in order
     hidden = ()
     if tape is not None:
@@ -183,15 +186,32 @@ def derive_kernel(signature: KernelSignature, module: Module, body_name: str, mo
         _check_log_shadows(log, len(body.args), len(shadowed), sum(shared_activity(shared)))
         buffers.append((LOG_PARAM, LOG_OFFSETS_PARAM))
         hidden += (Param(LOG_PARAM, ArrayType(I64, 1, "out")), Param(LOG_OFFSETS_PARAM, ArrayType(I64, rank, "in")))
+    primals = tuple(_read_only(p, k in plan.dropped) for k, p in enumerate(signature.params))
     derived_sig = KernelSignature(f"{signature.name}_{mode}" + (f"{width}" if width > 1 else ""),
-                                  tuple(signature.params) + tuple(shadows) + hidden, rank)
+                                  primals + tuple(shadows) + hidden, rank)
     name = f"{body_name}.{mode}" + (f"{width}" if width > 1 else "")
     _wrap(module, name, derived_sig, signature, inner, shadowed, mode, width, shared,
           _shared_lane_strides(body, signature, shared) if mode == "jvp" and width > 1 else (), buffers)
     counters = ([COUNTS_PARAM] if tape is not None else []) + ([LOG_COUNTS_PARAM] if log is not None else [])
     count_function = tape.count_function if tape is not None else log.count_function if log is not None else None
-    tape_kernel = None if not counters else _add_count_body(module, signature, count_function, counters, len(shared))
+    if counters and plan.dropped:    # the counting kernel runs the primal too: same params, same skipped stores
+        drop_primal_stores(module.functions[count_function], signature, plan.dropped)
+    tape_kernel = None if not counters else _add_count_body(module, KernelSignature(signature.name, primals, rank),
+                                                            count_function, counters, len(shared))
     return DerivedKernel(derived_sig, module, name, tape_kernel)
+
+
+def _read_only(param: Param, read_only: bool) -> Param:
+    """``param`` as an In array when ``read_only`` (a lean derivative neither writes it nor, for a
+    dropped primal output, reads it)."""
+    return Param(param.name, ArrayType(param.type.dtype, param.type.ndim, "in")) if read_only else param
+
+
+def _lean_shadow(param: Param, k: int, plan: LeanPlan) -> Param:
+    """A shadow's intent in a lean derivative: In when only read, Out when written, not accumulated."""
+    if k in plan.written:
+        return Param(param.name, ArrayType(param.type.dtype, param.type.ndim, "out"))
+    return _read_only(param, k in plan.consumed)
 
 
 def _base_tape(signature: KernelSignature, width: int, deterministic: bool) -> int | None:

@@ -1,10 +1,13 @@
 """JVP, transpose and batching rules of ``kernel_call_p``: every transformation from one kernel.
 
-* JVP: the primal call, plus a call of ``ado.jvp(k, wrt)`` (``wrt``: the params whose
-  tangents are not symbolic zeros) marked ``tangent_of=(k, wrt)``: linear in its shadow
-  operands, so ``linearize``/``vjp`` can stage and transpose it.
-* Transpose of such a call: one call of ``ado.vjp(k, wrt)`` (output cotangents are the
-  seeds, input adjoints accumulate from zero).
+* JVP: the primal call, plus a call of ``ado.jvp(k, wrt, primal_outputs=False)`` (``wrt``: the
+  params whose tangents are not symbolic zeros) marked ``tangent_of=(k, wrt)``: linear in its
+  shadow operands, so ``linearize``/``vjp`` can stage and transpose it. Outputs the lean kernel
+  does not store are In params there: an Out one is given the primal call's output (never read),
+  an InOut one its input, as before.
+* Transpose of such a call: one call of ``ado.vjp(k, wrt, primal_outputs=False)`` (output
+  cotangents are the seeds, In where the lean kernel only reads them; input adjoints accumulate
+  from zero, or are Out results where the lean kernel writes them once).
 * Batching: a call of ``adoffload.batching.batched_kernel`` with the batch as a leading
   grid axis. A tangent call is batched consistently with its base kernel (a param and its
   shadow share one batch flag), so it stays transposable.
@@ -31,8 +34,10 @@ from .primitive import _varying_axes, CallSpec, bind, kernel_call_p
 
 
 def _derivative(kind: str, kernel, wrt):
+    """The lean derivative kernel (enzyme/lean.py): the rules have the primal outputs already, so
+    the tangent call and the adjoint skip storing them, and the adjoint reads once-stored seeds."""
     from ..kernel import jvp, vjp
-    return (jvp if kind == "jvp" else vjp)(kernel, list(wrt))
+    return (jvp if kind == "jvp" else vjp)(kernel, list(wrt), primal_outputs=False)
 
 
 def _is_zero(tangent) -> bool:
@@ -136,7 +141,8 @@ def _jvp(primals, tangents, *, spec: CallSpec):
     for k in fspec.operand_params:
         p = fspec.params[k]
         if k < len(spec.params):
-            operands.append(primals[spec.operand_params.index(k)])
+            operands.append(primals[spec.operand_params.index(k)] if k in spec.operand_params
+                            else primal_out[spec.result_params.index(k)])    # an output the lean kernel skips
             continue
         tangent = tangent_of_param.get(shadow_of[k])
         if tangent is None or _is_zero(tangent):
@@ -178,7 +184,8 @@ def _transpose(cts, *operands, spec: CallSpec):
     for k in rspec.operand_params:
         p = rspec.params[k]
         if k < n_primal:
-            r_operands.append(operands[spec.operand_params.index(k)])
+            r_operands.append(operands[spec.operand_params.index(k)] if k in spec.operand_params
+                              else jnp.zeros(shapes[k], p.dtype.dtype))   # skipped output, unread
             continue
         seed = tangent_shadow.get(r_base[k])
         if seed in spec.result_params and not _is_zero(cts[spec.result_params.index(seed)]):

@@ -99,3 +99,17 @@ def test_primal_rows_report_and_row_launch_of_nested_init():
             {"kernel": "c", "n": 10, "error": "not run: budget of 1 s spent"}]
     text = primal_rows.report(rows, {})
     assert "geomean over 2 kernels measured here: 1" in text and "not run" in text
+
+
+def test_array_bytes_count_what_each_derivative_kernel_touches():
+    import adoffload as ado
+    from rajaperf_kernels import stream_copy
+    n = 64
+    host = {"a": np.ones(n), "c": np.zeros(n)}
+    assert rajaperf.array_bytes(stream_copy, host) == 16 * n                    # a read, c written
+    timed = {mode: derive(stream_copy, ["a"], primal_outputs=not lean) for mode, derive, lean in rajaperf.DERIVATIVES}
+    assert timed["jvp"] is ado.jvp(stream_copy, ["a"], primal_outputs=False)
+    counts = {mode: rajaperf.array_bytes(k, rajaperf._derived_values(k, host, mode)) for mode, k in timed.items()}
+    # lean adjoint: d_c read, d_a written (a is loaded once per element); full: also a read, c
+    # written, d_c read and cleared, d_a accumulated
+    assert counts == {"jvp": 16 * n, "vjp": 16 * n, "jvp_full": 32 * n, "vjp_full": 48 * n}
