@@ -88,6 +88,11 @@ class DivergentBarrierError(IRError):
     """A CUDA kernel's barrier or warp exchange runs under control flow that differs between threads of a block."""
 
 
+class SharedMemoryRaceError(IRError):
+    """Two threads of a block may touch one shared-memory element between the same two barriers, one
+    of them writing (a race on a GPU, a silently wrong result on the host); names both accesses."""
+
+
 class VerificationError(IRError):
     """The IR verifier found an invalid instruction; the message shows it in context."""
 

@@ -167,6 +167,10 @@ class SourceKernel(Kernel):
         self._thread_indexed = frozenset(source.candidate_facts)
         self._full_writes = source.full_writes
         self._texts[frozenset()] = _canonical_body(source.llvm_ir)
+        if self.block is not None:
+            from .codegen.shared_races import check_block_kernel
+            rank = len(self.block)
+            check_block_kernel(self, ["thread_id()"] if rank == 1 else [f"thread_id()[{a}]" for a in range(rank)])
         self.__doc__ = pyfunc.__doc__
         self.__wrapped__ = pyfunc
 
