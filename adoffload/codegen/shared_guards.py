@@ -10,6 +10,7 @@ dropped there, since it spoke of an earlier value.
 """
 from __future__ import annotations
 
+from ..ir.cfg import reachable_blocks
 from ..ir.core import Block, Function, Instruction, Value
 from .shared_forms import Forms, Lin, const_int
 
@@ -26,7 +27,7 @@ def guards(forms: Forms, fn: Function, dom: dict[Block, set[Block]]) -> dict[Blo
         edges.update(_edge_knowledge(forms, p))
     idom = _immediate_dominators(fn, dom)
     known: dict[Block, dict] = {}
-    for b in _reverse_postorder(fn):
+    for b in reachable_blocks(fn):
         if b is fn.entry:
             known[b] = {}
             continue
@@ -103,22 +104,6 @@ def _mentions(item) -> set | None:
         found.add(id(v))
         todo.extend((o, depth + 1) for o in v.operands)
     return found
-
-
-def _reverse_postorder(fn: Function) -> list[Block]:
-    order, seen = [], set()
-    stack = [(fn.entry, iter(fn.entry.successors))]
-    seen.add(fn.entry)
-    while stack:
-        block, successors = stack[-1]
-        nxt = next((s for s in successors if s not in seen), None)
-        if nxt is None:
-            order.append(block)
-            stack.pop()
-        else:
-            seen.add(nxt)
-            stack.append((nxt, iter(nxt.successors)))
-    return order[::-1]
 
 
 def _immediate_dominators(fn: Function, dom: dict[Block, set[Block]]) -> dict[Block, Block]:

@@ -40,6 +40,7 @@ from ..errors import SharedMemoryRaceError
 from ..ir import format_instruction
 from ..ir.core import (Argument, ArrayType, Block, FloatType, Function, Instruction, IntType, PointerType,
                        StructType, Value, VectorType)
+from ..ir.cfg import dominator_sets
 from .shared_forms import Concrete, Forms, Lin, Modular, const_int, signed
 from .shared_guards import guards
 from .shared_intervals import Intervals
@@ -306,22 +307,6 @@ def _drop_failure_paths(fn: Function) -> None:
             phi.blocks = [phi.blocks[k] for k in keep]
 
 
-def _dominators(fn: Function) -> dict[Block, set[Block]]:
-    preds = fn.predecessors()
-    everything = set(fn.blocks)
-    dom = {b: set(everything) for b in fn.blocks}
-    dom[fn.entry] = {fn.entry}
-    changed = True
-    while changed:
-        changed = False
-        for b in fn.blocks[1:]:
-            incoming = [dom[p] for p in preds[b]]
-            new = (set.intersection(*incoming) if incoming else set()) | {b}
-            if new != dom[b]:
-                dom[b], changed = new, True
-    return dom
-
-
 # --- the proofs -----------------------------------------------------------------------------------
 
 class Proofs:
@@ -528,7 +513,7 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
     status pointer last) is changed: its failure paths are dropped."""
     _drop_failure_paths(fn)
     intervals = Intervals(fn)
-    dom = _dominators(fn)
+    dom = dominator_sets(fn)
     forms = Forms(fn, tids, block, intervals.unstable, dom)
     intervals.settle(forms.divergence)
     roots = set(shared)

@@ -9,25 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import DifferentiationError
+from ..ir.cfg import reachable_blocks  # noqa: F401 (re-exported: the engine imports it from here)
 from ..ir.core import Block, Constant, Function, Instruction, Value
 from .trip_bounds import COMPARE, MAX_SIMULATED_TRIPS, header_visit_bound, int_value
-
-
-def reachable_blocks(fn: Function) -> list[Block]:
-    """Blocks reachable from the entry, in reverse post-order."""
-    seen, order = {fn.entry}, []
-    stack = [(fn.entry, iter(fn.entry.successors))]
-    while stack:
-        block, successors = stack[-1]
-        nxt = next((s for s in successors if s not in seen), None)
-        if nxt is None:
-            order.append(block)
-            stack.pop()
-        else:
-            seen.add(nxt)
-            stack.append((nxt, iter(nxt.successors)))
-    order.reverse()
-    return order
 
 
 def predecessor_map(blocks: list[Block]) -> dict[Block, list[Block]]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 from .. import collectives
 from ..errors import DivergentBarrierError
 from ..ir.builder import Builder
+from ..ir.cfg import dominator_sets
 from ..ir.core import Block, Constant, Function, Instruction, i1
 from .uniformity import Divergence, describe, divergent_cooperation
 
@@ -201,7 +202,7 @@ def _body(entry: Block, join: Block, x: Block, preds) -> set[Block] | None:
 def _guards(fn: Function, region: set[Block], entry: Block) -> dict[Block, int] | None:
     """For each block of ``region`` with an effect, the nearest dominating branch inside the region
     that reaches it from one side only: {branch block: that side}. None if some effect has none."""
-    dominators = _dominators(fn)
+    dominators = dominator_sets(fn)
     guards: dict[Block, int] = {}
     for b in region:
         if all(_pure(i) for i in b.instructions):
@@ -234,22 +235,6 @@ def _reaches(start: Block, target: Block, region: set[Block], avoid: Block) -> b
         seen.add(b)
         todo.extend(b.successors)
     return False
-
-
-def _dominators(fn: Function) -> dict[Block, set[Block]]:
-    preds = fn.predecessors()
-    everything = set(fn.blocks)
-    dom = {b: set(everything) for b in fn.blocks}
-    dom[fn.entry] = {fn.entry}
-    changed = True
-    while changed:
-        changed = False
-        for b in fn.blocks[1:]:
-            incoming = [dom[p] for p in preds[b]]
-            new = (set.intersection(*incoming) if incoming else set()) | {b}
-            if new != dom[b]:
-                dom[b], changed = new, True
-    return dom
 
 
 def _loops_left_by_thread(region: set[Block], info: Divergence) -> bool:

@@ -44,6 +44,14 @@ def _frexp_mantissa(module, b, args):
     return b.emit("extractvalue", f64, [pair], indices=(0,))
 
 
+def _modf_parts(module, b, args):
+    """fraction + 0.5 * integer part of llvm.modf: 1 where the integer part does not jump."""
+    pair = b.call_intrinsic(module, "llvm.modf.f64", StructType((f64, f64)), [args[0]])
+    fraction = b.emit("extractvalue", f64, [pair], indices=(0,))
+    whole = b.emit("extractvalue", f64, [pair], indices=(1,))
+    return b.fadd(fraction, b.fmul(whole, const(f64, 0.5)))
+
+
 def _complex(name, divide=False, single=False):
     """Re q + 0.5·Im q of q = (a + ib) (op) (c + id), through compiler-rt's __mul?c3/__div?c3."""
     def emit(module, b, args):
@@ -177,6 +185,7 @@ CASES = {
     "call:frem": (_call("fmod"), 2, [(5.3, 1.7)]),
     "call:ldexp": (_ldexp, 1, [(1.3,), (-0.2,)]),
     "call:frexp": (_frexp_mantissa, 1, [(5.3,), (-0.3,)]),
+    "call:modf": (_modf_parts, 1, [(5.3,), (-0.3,)]),
     "call:__muldc3": (_complex("__muldc3"), 4, [(0.3, -1.2, 2.0, 0.5)]),
     "call:__divdc3": (_complex("__divdc3", divide=True), 4, [(0.3, -1.2, 2.0, 0.5)]),
     "call:__mulsc3": (_complex("__mulsc3", single=True), 4, [(0.3, -1.2, 2.0, 0.5)], 1e-3),
