@@ -20,6 +20,7 @@ import copy
 
 from ..errors import DifferentiationError
 from ..ir.builder import Builder
+from ..ir.cfg import reachable_blocks
 from ..ir.core import (Argument, Block, Constant, FloatType, Function, FunctionType, GlobalVariable, Instruction,
                        Module, Type, Value, VectorType, const, i8, i64, ptr, void)
 from .activity import (CONST, Activity, ActivityInfo, analyze, derived_attributes, is_float_type,
@@ -45,27 +46,6 @@ def zero_of(t: Type) -> Constant:
     if isinstance(t, (FloatType, VectorType)):
         return constant(t, 0.0)
     return Constant(t, None, kind="zero")
-
-
-def reverse_post_order(fn: Function) -> list[Block]:
-    """Blocks reachable from the entry, each after all of its dominators."""
-    seen, order = set(), []
-
-    def visit(block: Block) -> None:
-        stack = [(block, iter(block.successors))]
-        seen.add(block)
-        while stack:
-            current, successors = stack[-1]
-            nxt = next((s for s in successors if s not in seen), None)
-            if nxt is None:
-                order.append(current)
-                stack.pop()
-            else:
-                seen.add(nxt)
-                stack.append((nxt, iter(nxt.successors)))
-
-    visit(fn.entry)
-    return order[::-1]
 
 
 def pointer_element_type(fn: Function, arg: Argument) -> Type:
@@ -140,7 +120,7 @@ class ForwardPass:
 
     # ---- driver
     def run(self) -> Function:
-        order = reverse_post_order(self.fn)
+        order = reachable_blocks(self.fn)
         for block in order:
             self.block_map[block] = self.derived.add_block(block.name)
         self.builder.position_at_end(self.block_map[order[0]])

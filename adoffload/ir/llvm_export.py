@@ -13,6 +13,7 @@ from llvmlite import ir as llir
 
 from . import core
 from ..errors import IRError
+from .cfg import reachable_blocks
 
 _FLOATS = {"half": llir.HalfType, "float": llir.FloatType, "double": llir.DoubleType}
 _BINARY = {"add": "add", "sub": "sub", "mul": "mul", "sdiv": "sdiv", "udiv": "udiv", "srem": "srem",
@@ -445,18 +446,6 @@ class _Exporter:
 
 def _reverse_post_order(fn: core.Function) -> list[core.Block]:
     """Blocks in reverse post-order from the entry, then any unreachable blocks in layout order."""
-    seen: set[int] = set()
-    order: list[core.Block] = []
-    stack = [(fn.entry, iter(fn.entry.successors))]
-    seen.add(id(fn.entry))
-    while stack:
-        block, successors = stack[-1]
-        nxt = next((s for s in successors if id(s) not in seen), None)
-        if nxt is None:
-            order.append(block)
-            stack.pop()
-        else:
-            seen.add(id(nxt))
-            stack.append((nxt, iter(nxt.successors)))
-    order.reverse()
-    return order + [b for b in fn.blocks if id(b) not in seen]
+    order = reachable_blocks(fn)
+    reached = set(order)
+    return order + [b for b in fn.blocks if b not in reached]
