@@ -9,7 +9,6 @@ JAX backend (CPU included) to check the script.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -229,24 +228,11 @@ def main(argv=None) -> int:
         {"n": 1 << 24, "stencil": 4096, "atoms": 8192}
     reps = 2 if args.smoke else args.reps
     mod = ado.from_cuda(CUDA)
-    rows = []
+    from harness import run_cases, write_rows
     rng = np.random.default_rng(0)
-    for name, build in CASES.items():
-        try:
-            row = measure(name, *build(mod, sizes, rng), reps)
-        except Exception as exc:          # reported in the row, never hidden
-            row = {"case": name, "agree": False, "error": f"{type(exc).__name__}: {str(exc)[:400]}"}
-        rows.append(row)
-        print(json.dumps(row), flush=True)
-    try:
-        from harness import environment
-        env = environment()
-    except Exception as exc:
-        env = {"error": str(exc)}
-    env["jax_backend"] = jax.default_backend()
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "cuda_foreign.json").write_text(json.dumps({"environment": env, "rows": rows}, indent=1))
-    return 0 if all(r.get("agree") for r in rows) else 1
+    rows = run_cases((name, lambda name=name, build=build: measure(name, *build(mod, sizes, rng), reps))
+                     for name, build in CASES.items())
+    return write_rows(args.out / "cuda_foreign.json", rows)
 
 
 if __name__ == "__main__":

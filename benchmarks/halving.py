@@ -14,7 +14,6 @@ computing it. ``--smoke`` runs tiny sizes on any backend.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -104,29 +103,15 @@ def main(argv=None) -> int:
     import cuda_foreign
     n = 1 << 12 if args.smoke else 1 << 24
     reps = 2 if args.smoke else args.reps
-    rows = []
     assert ado.vjp(cuda_foreign.block_sum_ado, ["x"]).tape is None, "the halving loop must get a static tape"
     cases = [("block_sum", lambda: cuda_foreign.measure(
                  "block_sum", *cuda_foreign.block_sum_case(ado.from_cuda(cuda_foreign.CUDA), {"n": n},
                                                            np.random.default_rng(0)), reps)),
              ("block_sum_dynamic", lambda: dynamic_block_sum(n, reps)),
              ("recurrence", lambda: dynamic_recurrence(n, reps))]
-    for name, run in cases:
-        try:
-            row = run()
-        except Exception as exc:          # reported in the row, never hidden
-            row = {"case": name, "agree": False, "error": f"{type(exc).__name__}: {str(exc)[:400]}"}
-        rows.append(row)
-        print(json.dumps(row), flush=True)
-    try:
-        from harness import environment
-        env = environment()
-    except Exception as exc:
-        env = {"error": str(exc)}
-    env["jax_backend"] = jax.default_backend()
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "halving.json").write_text(json.dumps({"environment": env, "rows": rows}, indent=1))
-    return 0 if all(r.get("agree") for r in rows) else 1
+    from harness import run_cases, write_rows
+    rows = run_cases(cases)
+    return write_rows(args.out / "halving.json", rows)
 
 
 if __name__ == "__main__":

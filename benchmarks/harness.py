@@ -81,6 +81,36 @@ def environment() -> dict:
     return env
 
 
+def run_cases(cases) -> list[dict]:
+    """Run ``(name, run)`` pairs in order, printing each row as JSON; a case that raises is a row
+    with ``agree: False`` and its error, never a missing one."""
+    import json
+    rows = []
+    for name, run in cases:
+        try:
+            row = run()
+        except Exception as exc:          # reported in the row, never hidden
+            row = {"case": name, "agree": False, "error": f"{type(exc).__name__}: {str(exc)[:400]}"}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
+def write_rows(path, rows: list[dict]) -> int:
+    """``rows`` with the environment (and JAX's backend) as JSON at ``path``; exit status 0 when
+    every row agrees with its reference."""
+    import json
+    import jax
+    try:
+        env = environment()
+    except Exception as exc:
+        env = {"error": str(exc)}
+    env["jax_backend"] = jax.default_backend()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"environment": env, "rows": rows}, indent=1))
+    return 0 if all(r.get("agree") for r in rows) else 1
+
+
 class Gpu:
     """A CUDA device with one stream and helpers to time launches with events."""
 
