@@ -9,21 +9,12 @@ import time
 import numpy as np
 import pytest
 
-from adoffload.errors import Error
-
 from .block_kernels import BLOCK_CASES
+from .test_gpu import _cuda_or_none
 from .kernels import fingerprint, run_vjp
 
 RUNS = 10
 SIZES = {"tile_gather": 4096, "warp_gather": 1 << 16}
-
-
-def _cuda_or_none():
-    try:
-        from adoffload.runtime import get_device
-        return get_device("cuda")
-    except (Error, ImportError, OSError):
-        return None
 
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(_cuda_or_none() is None, reason="no CUDA device / driver")]
