@@ -525,9 +525,11 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
         x.node = intervals.node(x.inst)
         x.facts, x.conditions = facts[x.inst.parent]
         nonnegative = _nonnegative_symbols(x.facts)
-        if x.offset is None and nonnegative and not isinstance(x.root, tuple):
+        if (x.offset is None or isinstance(x.offset, Modular)) and nonnegative and not isinstance(x.root, tuple):
+            # a guard such as ``h > 0`` makes ``t + h`` exact (no wrap): bounds then apply to it
             root, offset = _pointer(forms.assuming(nonnegative), x.pointer, roots)
-            x.offset = offset if root is x.root else None
+            if root is x.root and offset is not None and (x.offset is None or not isinstance(offset, Modular)):
+                x.offset = offset
     proof = Proofs(forms)
     for i, a in enumerate(accesses):
         for b in accesses[i:]:

@@ -329,3 +329,34 @@ def test_a_shift_by_a_parameter_is_accepted_and_reading_it_unsynchronized_refuse
     np.testing.assert_array_equal(x, np.concatenate([np.arange(15.0, -1, -1), np.arange(31.0, 15, -1)]))
     with pytest.raises(SharedMemoryRaceError, match=r"the write of S\[thread_id\(\) \+ %k\] .* and the read"):
         _compile(SHIFTED.replace("    ado.sync_threads()\n", ""), tmp_path)
+
+
+HALVING_FROM_A_PARAMETER = """
+@ado.kernel(block=64)
+def k(x: ado.In[ado.f64], start: ado.i64, out: ado.Out[ado.f64]):
+    i = ado.tid()
+    t = ado.thread_id()
+    S = ado.shared(64, ado.f64)
+    S[t] = x[i]
+    ado.sync_threads()
+    h = start
+    while h > 0:
+        if t < h:
+            S[t] += S[t + h]
+        ado.sync_threads()
+        h = h // 2
+    if t == 0:
+        out[ado.block_id()] = S[0]
+"""
+
+
+def test_a_tree_reduction_whose_start_is_a_parameter_is_accepted_and_an_overlap_refused(tmp_path):
+    """``t + h`` is 64-bit arithmetic that may wrap, but under ``t < h`` (so h > 0) it cannot: the
+    writes [0, h) and the reads [h, 2h) are apart (benchmarks/halving.py's dynamic block sum).
+    Reading ``S[t + h - 1]`` overlaps the writes and stays refused."""
+    k = _compile(HALVING_FROM_A_PARAMETER, tmp_path)
+    x, out = np.random.default_rng(3).random(128), np.zeros(2)
+    k(x, 32, out, grid=128)
+    np.testing.assert_allclose(out, x.reshape(2, 64).sum(1), rtol=1e-13)
+    with pytest.raises(SharedMemoryRaceError, match=r"race on 'S'"):
+        _compile(HALVING_FROM_A_PARAMETER.replace("S[t + h]", "S[t + h - 1]"), tmp_path)
