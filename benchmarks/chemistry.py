@@ -155,7 +155,7 @@ def forcefield_side(rows, system, backend, reps) -> None:
 
     # force matching in the parameters: one vector-forward launch of the fused kernel (jax/scalar_jvp.py)
     gradient = jax.jit(jax.grad(force_loss(ff, pos, neighbors)))
-    params = {ff.terms[0].name: dict(FIT_PARAMS)}
+    params = jax.device_put({ff.terms[0].name: dict(FIT_PARAMS)}, system.device)   # a fitting loop keeps them there
     attempt(rows, FIT, system, backend, lambda: row(
         FIT, system, backend, time_jax(gradient, params, reps=reps),
         grad_rel_diff=system.grad_diff(gradient(params)[ff.terms[0].name])))
@@ -176,7 +176,7 @@ def jaxmd_side(rows, system, fmt, reps) -> None:
         max_force_diff=system.force_diff(peer.energy_and_forces(system.pos, peer.neighbors)[1])))
     attempt(rows, BUILD, system, side, lambda: row(
         BUILD, system, side, time_jax(peer.rebuild, system.pos, peer.neighbors, reps=reps)))
-    params = dict(FIT_PARAMS)
+    params = jax.device_put(dict(FIT_PARAMS), system.device)
     attempt(rows, FIT, system, side, lambda: row(
         FIT, system, side, time_jax(peer.force_loss_gradient, params, system.pos, peer.neighbors, reps=reps),
         grad_rel_diff=system.grad_diff(peer.force_loss_gradient(params, system.pos, peer.neighbors))))

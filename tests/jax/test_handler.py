@@ -283,3 +283,25 @@ def test_bodies_with_loops_are_split_into_smaller_chunks():
     lj = kernels.lj_energy
     assert cpu_parallel.min_chunk_threads(lj.module_text(), lj.body_name) == cpu_parallel.MIN_CHUNK_THREADS_LOOPING
     assert cpu_parallel.MIN_CHUNK_THREADS_LOOPING < cpu_parallel.MIN_CHUNK_THREADS
+
+
+@pytest.mark.parametrize("spread_over", [0, 1, 132, 304])
+def test_small_grid_launches_spread_over_every_multiprocessor(spread_over):
+    """handler.block_size_ir: the block size the GPU handler launches a grid kernel with: 256,
+    halved (not below SPREAD_MIN_BLOCK) while blocks of twice the size would leave a multiprocessor
+    without a block; the launch stays whole blocks of the chosen size."""
+    import ctypes
+    from adoffload.codegen.host import HostProgram
+    program = HostProgram(handlers.block_size_ir(256, spread_over, name="pick", linkage="") + "\n")
+    pick = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)(program.address("pick"))
+
+    def want(threads):
+        size = 256
+        while spread_over and size // 2 >= handlers.SPREAD_MIN_BLOCK and -(-threads // size) < spread_over:
+            size //= 2
+        return size
+    for threads in [1, 63, 64, 65, 1000, 10_976, 64 * 131, 64 * 131 + 1, 128 * 131, 128 * 131 + 1,
+                    256 * 131, 256 * 131 + 1, 1 << 20, 1 << 40]:
+        assert pick(threads) == want(threads), threads
+    if spread_over == 132:      # an H200: 10,976 atoms in 172 blocks of 64, not 43 blocks of 256
+        assert pick(10_976) == 64 and pick(1 << 20) == 256
