@@ -89,10 +89,42 @@ def coarse_grained_float_atomics(text: str) -> str:
     return _FLOAT_ATOMIC.sub(r"\1, !amdgpu.no.fine.grained.memory !{}", text)
 
 
+_GENERIC_ALLOCA = re.compile(r"^(\s*)(%[-\w.$]+|%\"[^\"]*\") = alloca (.*?)((?:, ![-\w.]+ ![^,]*)*)$", re.M)
+
+
+def private_allocas(text: str) -> str:
+    """Put every ``alloca`` of the generic address space in AMDGPU's private one, addrspace(5)
+    (the data layout's alloca space), cast back to a generic pointer for its users. Our body, its
+    tapes (``tape.local``) and IR from host-triple compilers allocate in addrspace(0), which the
+    AMDGPU verifier refuses; allocas already in addrspace(5) (clang for amdgcn) are left alone.
+    Lifetime markers of the moved allocas are dropped (they must name an alloca; they are hints)."""
+    moved = set()
+
+    def private(m: re.Match) -> str:
+        indent, name, rest, meta = m.groups()
+        if "addrspace(" in rest:
+            return m.group(0)
+        moved.add(name)
+        slot = name[:-1] + '.private"' if name.endswith('"') else name + ".private"
+        return (f"{indent}{slot} = alloca {rest}, addrspace(5){meta}\n"
+                f"{indent}{name} = addrspacecast ptr addrspace(5) {slot} to ptr")
+    text = _GENERIC_ALLOCA.sub(private, text)
+    if not moved:
+        return text
+
+    def marker(m: re.Match) -> str:
+        return "" if m.group(1) in moved else m.group(0)
+    return _LIFETIME.sub(marker, text)
+
+
+_LIFETIME = re.compile(r"^\s*call void @llvm\.lifetime\.(?:start|end)\.p0\([^)]*?ptr (?:nonnull )?(%[-\w.$]+|%\"[^\"]*\")\)[^\n]*\n",
+                       re.M)
+
+
 def prepare_amdgpu_module(text: str, arch: str = "gfx942", kernels=None, math: str = "auto") -> llvm.ModuleRef:
     """Parse, link device math, internalize all but the kernels, O3 for ``arch``."""
     tm = amdgpu_target_machine(arch)
-    text, libraries = _math_libraries(coarse_grained_float_atomics(text), arch, math, tm)
+    text, libraries = _math_libraries(coarse_grained_float_atomics(private_allocas(text)), arch, math, tm)
     try:
         module = llvm.parse_assembly(text)
         module.triple, module.data_layout = AMDGPU_TRIPLE, str(tm.target_data)

@@ -74,3 +74,52 @@ def test_unknown_arch():
     module, _ = gpu_module("axpy")
     with pytest.raises(CompilationError, match="gfx000"):
         amdgpu.compile_gcn_assembly(module, "gfx000")
+
+
+# --- allocas in AMDGPU's private address space ---------------------------------------------------
+
+def test_generic_allocas_move_to_the_private_address_space():
+    """private_allocas: addrspace(0) allocas (our tapes, host-triple IR) become addrspace(5) ones
+    cast to generic pointers; their lifetime markers go; addrspace(5) allocas stay as they are."""
+    text = """define void @f(i64 %n) {
+entry:
+  %tape.local = alloca [6 x i64], align 8
+  %"odd name" = alloca double, i64 %n, align 8, !dbg !7
+  %already = alloca i32, align 4, addrspace(5)
+  call void @llvm.lifetime.start.p0(i64 48, ptr nonnull %tape.local)
+  store i64 1, ptr %tape.local
+  call void @llvm.lifetime.end.p0(i64 48, ptr %tape.local)
+  ret void
+}
+"""
+    out = amdgpu.private_allocas(text)
+    assert "%tape.local.private = alloca [6 x i64], align 8, addrspace(5)\n" in out
+    assert "%tape.local = addrspacecast ptr addrspace(5) %tape.local.private to ptr" in out
+    assert '%"odd name.private" = alloca double, i64 %n, align 8, addrspace(5), !dbg !7' in out
+    assert '%"odd name" = addrspacecast ptr addrspace(5) %"odd name.private" to ptr' in out
+    assert "%already = alloca i32, align 4, addrspace(5)\n" in out and "%already.private" not in out
+    assert "llvm.lifetime" not in out and "store i64 1, ptr %tape.local" in out
+
+
+@needs_lld
+@pytest.mark.parametrize("arch", ["gfx942", "gfx1100"])
+def test_adjoints_with_a_local_tape_compile_for_amd(arch):       # block kernels: gfx9xx only (64 lanes)
+    """A reverse sweep whose tape fits in registers/scratch (a static ``tape.local`` array) and a
+    block kernel's adjoint used to fail the AMDGPU verifier ("alloca on amdgpu must be in
+    addrspace(5)")."""
+    import adoffload as ado
+    from tests.determinism.block_kernels import tile_gather
+
+    @ado.kernel
+    def fixed_loop(x: ado.In[ado.f64], y: ado.Out[ado.f64]):
+        i = ado.tid()
+        acc = x[i]
+        for j in range(4):
+            acc = ado.sin(acc) * x[i]
+        y[i] = acc
+    kernels = [ado.vjp(fixed_loop, ["x"])]
+    if arch == "gfx942":
+        kernels += [ado.vjp(tile_gather, ["x"]), ado.vjp(tile_gather, ["x"], deterministic=True)]
+    for kernel in kernels:
+        hsaco = kernel.compiled("amdgpu", arch=arch).hsaco
+        assert hsaco[:4] == b"\x7fELF" and len(amdgpu.kernel_descriptors(hsaco)) == 1
