@@ -305,3 +305,19 @@ def test_small_grid_launches_spread_over_every_multiprocessor(spread_over):
         assert pick(threads) == want(threads), threads
     if spread_over == 132:      # an H200: 10,976 atoms in 172 blocks of 64, not 43 blocks of 256
         assert pick(10_976) == 64 and pick(1 << 20) == 256
+
+
+def test_the_gpu_handler_launches_with_the_block_size_it_counted_blocks_with():
+    """The launch's block dimension is @block_size's value, the same one the block count divides by
+    (a block size of 48 threads once reached the driver while the blocks were counted for 256)."""
+    layout = handlers.layout_for(SIGNATURE, scalars_by_reference=True)
+    tables = handlers.GpuTables((0,), (0,), (0,), launch=0, synchronize=0, memset=0)
+    for spread in (0, 132):
+        text = handlers.gpu_handler_ir(layout, tables, spread_over=spread)
+        chosen = re.search(r"(%block_threads\d+) = call i64 @block_size\(i64 (%\w+)\)", text)
+        assert chosen, text
+        assert re.search(rf"%blocks\d+ = udiv i64 %rounded\d+, {chosen.group(1)}\n", text)
+        narrowed = re.search(rf"(%block32\d+) = trunc i64 {chosen.group(1)} to i32", text)
+        launch = re.search(r"call i32 %launchfn\d+\(ptr %\w+, i32 %\w+, i32 1, i32 1, i32 (%?\w+), ", text)
+        assert narrowed and launch and launch.group(1) == narrowed.group(1)
+        handlers.CompiledHandler(text)
