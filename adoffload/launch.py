@@ -455,7 +455,6 @@ def _launch_device(dev, compiled, signature, values, grid, threads, status, zero
     divided by the entry's elements per thread), copy Out/InOut arrays and the status record back."""
     from .codegen.abi import pack_slots
     from .codegen.rows import row_blocks
-    from .runtime.gpu import spread_block
     buffers, pointers = [], []
     try:
         for k, (param, value) in enumerate(zip(signature.params, values)):
@@ -491,8 +490,6 @@ def _launch_device(dev, compiled, signature, values, grid, threads, status, zero
             from .codegen.vectorize import launch_threads
             threads = launch_threads(compiled, int(np.prod(grid, dtype=np.int64)), function.resident_threads(block))
         rows = row_blocks(grid, block) if compiled.row_launch and block else None
-        if block and rows is None and "block_threads" not in compiled.extra:       # a grid kernel
-            block = spread_block(threads, block, getattr(dev, "multiprocessors", 0) or 0)
         if rows is not None:        # rank 2/3: the block indices are the tids (codegen/rows.py)
             dev.launch(function, threads, slots, block_size=block, blocks=rows)
         else:

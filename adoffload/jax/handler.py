@@ -30,9 +30,6 @@ from ..errors import JaxIntegrationError
 from ..signature import HIDDEN_PREFIX, KernelSignature
 
 BLOCK_SIZE = 256
-# A grid kernel too small to give every multiprocessor a block of BLOCK_SIZE runs in smaller
-# blocks, down to this size (a whole AMD wavefront), so it spreads over the GPU (gpu_handler_ir).
-SPREAD_MIN_BLOCK = 64
 MESSAGE_BYTES = 512
 TRAIT_COMMAND_BUFFER_COMPATIBLE = 1
 ERROR_OUT_OF_RANGE, ERROR_INTERNAL = 11, 13
@@ -496,8 +493,7 @@ class GpuTables:
 
 
 def gpu_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool = False,
-                   elements_per_thread: int = 1, block_size: int = BLOCK_SIZE, max_threads: int = 0,
-                   spread_over: int = 0) -> str:
+                   elements_per_thread: int = 1, block_size: int = BLOCK_SIZE, max_threads: int = 0) -> str:
     """The CUDA/ROCm handler: slots (scalars by reference), stream, per-device function, launch.
 
     Without ``sync`` the handler never waits on the device, so XLA may capture it in a
@@ -506,10 +502,7 @@ def gpu_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool = Fal
     launch has ``ceil(total / k)`` threads. ``block_size``: threads per block (a block kernel's
     block, codegen/blocks.py; the grid is then a whole number of blocks). ``max_threads`` (> 0
     only for entries that loop over the grid, codegen/grid_stride.py): launch at most this many
-    threads, one resident wave. ``spread_over`` (> 0 only for grid kernels, whose block shape is
-    free): the multiprocessor count; a launch with fewer blocks than that halves its block size,
-    down to SPREAD_MIN_BLOCK, so a small problem (10^4 atoms) runs on every multiprocessor
-    instead of a third of them.
+    threads, one resident wave.
     """
     if layout.tape is not None:
         if elements_per_thread != 1:
@@ -556,13 +549,9 @@ def gpu_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool = Fal
         e.emit(f"{capped} = call i64 @llvm.umin.i64(i64 {threads}, i64 {int(max_threads)})")
         extra.append("declare i64 @llvm.umin.i64(i64, i64)")
         threads = capped
-    block_threads = e.fresh("block_threads")
-    e.emit(f"{block_threads} = call i64 @block_size(i64 {threads})")
-    extra.append(block_size_ir(block_size, spread_over))
-    blocks64, rounded, less = e.fresh("blocks"), e.fresh("rounded"), e.fresh("less")
-    e.emit(f"{less} = sub i64 {block_threads}, 1")
-    e.emit(f"{rounded} = add i64 {threads}, {less}")
-    e.emit(f"{blocks64} = udiv i64 {rounded}, {block_threads}")
+    blocks64, rounded = e.fresh("blocks"), e.fresh("rounded")
+    e.emit(f"{rounded} = add i64 {threads}, {block_size - 1}")
+    e.emit(f"{blocks64} = udiv i64 {rounded}, {block_size}")
     fits = e.fresh("fits")
     e.emit(f"{fits} = icmp ule i64 {blocks64}, 2147483647")
     e.emit(f"br i1 {fits}, label %do_launch, label %too_big")
@@ -576,9 +565,8 @@ def gpu_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool = Fal
     function = e.element("@functions", ordinal)
     launch = e.fresh("launchfn")
     e.emit(f"{launch} = inttoptr i64 {tables.launch} to ptr")
-    rc, block32 = e.fresh("rc"), e.fresh("block32")
-    e.emit(f"{block32} = trunc i64 {block_threads} to i32")
-    e.emit(f"{rc} = call i32 {launch}(ptr {function}, i32 {blocks}, i32 1, i32 1, i32 {block32}, "
+    rc = e.fresh("rc")
+    e.emit(f"{rc} = call i32 {launch}(ptr {function}, i32 {blocks}, i32 1, i32 1, i32 {block_size}, "
            f"i32 1, i32 1, i32 0, ptr {stream}, ptr {params}, ptr null)")
     launched = e.fresh("launched")
     e.emit(f"{launched} = icmp eq i32 {rc}, 0")
@@ -599,20 +587,6 @@ def gpu_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool = Fal
     e.emit("ret ptr null")
     e.lines.append("}")
     return "\n".join(_globals(layout, extra) + e.lines) + "\n"
-
-
-def block_size_ir(block_size: int, spread_over: int, name: str = "block_size", linkage: str = "private") -> str:
-    """``i64 @block_size(i64 threads)``: ``block_size``, halved while blocks of twice the result
-    would leave some of the ``spread_over`` multiprocessors without one (not below SPREAD_MIN_BLOCK)."""
-    lines = [f"define {linkage} i64 @{name}(i64 %count) {{", "entry:"]
-    size, candidate, k = str(block_size), block_size // 2, 0
-    while spread_over > 0 and candidate >= SPREAD_MIN_BLOCK:
-        # ceil(count / (2 * candidate)) < spread_over  <=>  count <= 2 * candidate * (spread_over - 1)
-        lines.append(f"  %few{k} = icmp ule i64 %count, {2 * candidate * (int(spread_over) - 1)}")
-        lines.append(f"  %size{k} = select i1 %few{k}, i64 {candidate}, i64 {size}")
-        size, candidate, k = f"%size{k}", candidate // 2, k + 1
-    lines += [f"  ret i64 {size}", "}"]
-    return "\n".join(lines)
 
 
 def _table(name: str, values) -> str:

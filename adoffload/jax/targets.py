@@ -182,7 +182,7 @@ def _cuda_target(kernel, name: str, variant: Variant) -> Target:
     counters = [counter for counter, _, _ in _levels(kernel)]
     count_functions = [0] * (n * len(counters))
     scan_functions = [0] * (n * len(_scan_kernels())) if counters else []
-    max_threads = spread = None
+    max_threads = None
     for d in devices:
         ordinal = d.local_hardware_id
         dev = _check("cuDeviceGet", driver.cuDeviceGet(ordinal))
@@ -196,9 +196,6 @@ def _cuda_target(kernel, name: str, variant: Variant) -> Target:
         try:
             module = _check("cuModuleLoadData", driver.cuModuleLoadData(compiled.ptx.encode() + b"\0"))
             function = _check("cuModuleGetFunction", driver.cuModuleGetFunction(module, compiled.entry_name.encode()))
-            if "block_threads" not in compiled.extra:       # a grid kernel: small launches spread (handler.py)
-                count = _multiprocessors(driver, dev)
-                spread = count if spread is None else min(spread, count)
             if compiled.grid_stride:       # the entry loops over the grid: launch one resident wave
                 wave = _resident_threads(driver, function, dev, compiled.extra.get("block_threads", handlers.BLOCK_SIZE))
                 max_threads = wave if max_threads is None else min(max_threads, wave)
@@ -234,20 +231,10 @@ def _cuda_target(kernel, name: str, variant: Variant) -> Target:
                                  levels=_layout_levels(kernel))
     text = handlers.gpu_handler_ir(layout, tables, sync=sync_gpu_errors, elements_per_thread=compiled.elements_per_thread,
                                    block_size=compiled.extra.get("block_threads", handlers.BLOCK_SIZE),
-                                   max_threads=max_threads or 0 if layout.tape is None else 0,
-                                   spread_over=spread or 0)
+                                   max_threads=max_threads or 0 if layout.tape is None else 0)
     target = Target(name, kernel, "cuda", handlers.CompiledHandler(text, keep_alive=keep))
     target.host_statuses = views
     return target
-
-
-def _multiprocessors(driver, device) -> int:
-    """The device's multiprocessor count (0 where unknown: launches keep their block size)."""
-    try:
-        return int(_check("cuDeviceGetAttribute", driver.cuDeviceGetAttribute(
-            driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device)))
-    except Exception:     # noqa: BLE001 - an old binding: no spreading (still correct)
-        return 0
 
 
 def _resident_threads(driver, function, device, block: int) -> int:

@@ -29,16 +29,6 @@ ROLES = ("alloc", "free", "htod", "dtoh", "htod_async", "dtoh_async", "memset", 
          "event_destroy", "event_record", "event_sync", "event_elapsed", "synchronize")
 
 
-def spread_block(total_threads: int, block: int, multiprocessors: int, minimum: int = 64) -> int:
-    """``block`` halved while blocks of the current size would leave one of the ``multiprocessors``
-    without a block, and the half is still whole warps and at least ``minimum``: a small grid
-    kernel then runs on the whole GPU (the JAX handler does the same: jax/handler.block_size_ir)."""
-    while multiprocessors > 0 and block % 64 == 0 and block // 2 >= minimum \
-            and -(-total_threads // block) < multiprocessors:
-        block //= 2
-    return block
-
-
 def launch_grid(total_threads: int, block: int, max_x: int = MAX_GRID_X, max_y: int = MAX_GRID_Y):
     """``(grid_x, grid_y)`` blocks covering ``total_threads`` threads of ``block`` each.
 
