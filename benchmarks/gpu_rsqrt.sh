@@ -13,7 +13,7 @@ out="$OUT/rsqrt"
 mkdir -p "$out"
 log="$out/log.txt"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader > "$log" 2>&1
-echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)" >> "$log"
+echo "commit ${GIT_REV:-unknown (set GIT_REV)}" >> "$log"      # a copied tree may sit inside another checkout
 echo "=== gpu tests $(date -u +%T)" >> "$log"
 timeout "${TESTS_TIMEOUT:-60}" python3 -m pytest -q -s -p no:cacheprovider tests/gpu/test_rsqrt.py \
   "tests/codegen/test_cuda_run.py::test_libdevice_math" >> "$log" 2>&1
