@@ -26,7 +26,7 @@ _LAZY = {
     "func": "language", "tid": "language", "atomic_add": "language", "atomic_min": "language",
     "atomic_max": "language", "zeros": "language", "grad": "language",
     "value_and_grad": "language",
-    "sqrt": "language", "exp": "language", "log": "language", "sin": "language", "cos": "language",
+    "sqrt": "language", "rsqrt": "language", "exp": "language", "log": "language", "sin": "language", "cos": "language",
     "tan": "language", "tanh": "language", "pow": "language", "abs": "language", "min": "language",
     "max": "language", "floor": "language", "erf": "language", "atan2": "language",
     "exp2": "language", "log2": "language", "log1p": "language", "expm1": "language",

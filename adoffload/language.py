@@ -60,6 +60,11 @@ def _scalar_math(numpy_fn):
     return lambda *args: numpy_fn(*args)
 
 
+def _rsqrt(x):
+    """1 / sqrt(x), the IEEE composition (what the host computes; GPUs use their device rsqrt)."""
+    return 1 / np.sqrt(x)
+
+
 def _erf(x):
     if isinstance(x, np.ndarray):
         return np.vectorize(math.erf, otypes=[x.dtype])(x)
@@ -68,7 +73,7 @@ def _erf(x):
 
 # name -> (numpy implementation used outside kernels, number of arguments)
 MATH_FUNCTIONS = {
-    "sqrt": (np.sqrt, 1), "exp": (np.exp, 1), "exp2": (np.exp2, 1), "log": (np.log, 1),
+    "sqrt": (np.sqrt, 1), "rsqrt": (_rsqrt, 1), "exp": (np.exp, 1), "exp2": (np.exp2, 1), "log": (np.log, 1),
     "log2": (np.log2, 1), "log1p": (np.log1p, 1), "expm1": (np.expm1, 1),
     "sin": (np.sin, 1), "cos": (np.cos, 1), "tan": (np.tan, 1), "sinh": (np.sinh, 1),
     "cosh": (np.cosh, 1), "tanh": (np.tanh, 1), "asin": (np.arcsin, 1), "acos": (np.arccos, 1),

@@ -85,7 +85,7 @@ class OurLaunch:
 # The tuned CUDA reductions (cuda/rajaperf.cu) are grid-stride loops: one resident wave of 256-thread
 # blocks (the occupancy calculator's count, as for ours; 132 SMs x 8 where it is unknown), each
 # thread summing at least 8 elements.
-REDUCTIONS = {"stream_dot", "basic_pi_reduce", "basic_trap_int", "basic_reduce3_int"}
+REDUCTIONS = {"stream_dot", "basic_pi_reduce", "basic_trap_int", "basic_trap_int_rsqrt", "basic_reduce3_int"}
 REDUCTION_BLOCKS = 132 * 8
 # Arrays above this many elements are checked at sampled positions (plus their ends), not in full:
 # a full numpy comparison of 2^26-element arrays costs about a second per array on the host.

@@ -103,6 +103,14 @@ def basic_trap_int(x0: F64, xp: F64, y: F64, yp: F64, h: F64, sumx: ado.InOut[F6
 
 
 @ado.kernel
+def basic_trap_int_rsqrt(x0: F64, xp: F64, y: F64, yp: F64, h: F64, sumx: ado.InOut[F64]):
+    """basic_trap_int asking for the device's reciprocal square root (not RAJAPerf's; see _trap_jnp)."""
+    i = ado.tid()
+    x = x0 + float(i) * h
+    ado.atomic_add(sumx, 0, ado.rsqrt((x - xp) * (x - xp) + (y - yp) * (y - yp)))
+
+
+@ado.kernel
 def basic_reduce3_int(vec: ado.In[ado.i32], vsum: ado.InOut[ado.i64], vmin: ado.InOut[ado.i32],
                       vmax: ado.InOut[ado.i32]):
     i = ado.tid()
@@ -223,6 +231,8 @@ def _cases() -> list[Case]:
              _pi_jnp, lambda n: 0, ["dx"]),
         Case(basic_trap_int, lambda n, r: dict(x0=0.0, xp=0.5, y=0.3, yp=0.1, h=1.0 / n, sumx=np.zeros(1)),
              lambda n: (n,), _trap_reference, _trap_jnp, lambda n: 0, ["x0", "xp", "y", "yp", "h"]),
+        Case(basic_trap_int_rsqrt, lambda n, r: dict(x0=0.0, xp=0.5, y=0.3, yp=0.1, h=1.0 / n, sumx=np.zeros(1)),
+             lambda n: (n,), _trap_reference, _trap_jnp, lambda n: 0, ["x0", "xp", "y", "yp", "h"]),
         Case(basic_reduce3_int, lambda n, r: dict(vec=r.integers(-1000, 1000, n).astype(np.int32),
                                                   vsum=np.zeros(1, np.int64),
                                                   vmin=np.full(1, np.iinfo(np.int32).max, np.int32),
@@ -262,6 +272,8 @@ def _pi_jnp(d, jnp):
     return jnp.sum(d["dx"] / (1.0 + x * x))
 
 
+# Also the XLA side of basic_trap_int_rsqrt: XLA's algebraic simplifier rewrites 1/sqrt(x) into
+# rsqrt(x) (libdevice's __nv_rsqrt on NVIDIA), so this program already is the rsqrt form.
 def _trap_jnp(d, jnp):
     x = d["x0"] + jnp.arange(d["n"], dtype=jnp.float64) * d["h"]
     return jnp.sum(1.0 / jnp.sqrt((x - d["xp"]) * (x - d["xp"]) + (d["y"] - d["yp"]) * (d["y"] - d["yp"])))

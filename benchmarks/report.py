@@ -26,7 +26,7 @@ def table(rows: list[dict], columns: list[str]) -> str:
     return "\n".join(lines)
 
 
-REDUCTIONS = ("stream_dot", "basic_pi_reduce", "basic_trap_int", "basic_reduce3_int")
+REDUCTIONS = ("stream_dot", "basic_pi_reduce", "basic_trap_int", "basic_trap_int_rsqrt", "basic_reduce3_int")
 
 
 def _coverage(rows: list[dict], key: str) -> str:

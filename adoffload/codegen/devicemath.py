@@ -377,11 +377,17 @@ def _erf(o, x):
     return o.copysign(r, x)
 
 
+def _rsqrt(o, x):
+    """1/sqrt(x), the IEEE composition (the host's meaning of ``rsqrt``; ocml's is its own)."""
+    return o.div(o.c(1.0), o.intrinsic("llvm.sqrt.f64", x))
+
+
 # op -> (arity, f64 generator)
 FUNCTIONS: dict[str, tuple[int, Callable]] = {
     "exp": (1, _exp), "log": (1, _log), "log2": (1, _log2), "log10": (1, _log10), "pow": (2, _pow),
     "sin": (1, _sin), "cos": (1, _cos), "tan": (1, _tan), "tanh": (1, _tanh),
     "atan2": (2, _atan2), "atan": (1, _atan), "erf": (1, _erf),
+    "rsqrt": (1, _rsqrt),
 }
 
 

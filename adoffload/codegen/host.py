@@ -19,6 +19,12 @@ _LIBM_SYMBOLS = ("sin", "cos", "tan", "exp", "exp2", "log", "log2", "log10", "po
                  "erf", "erfc", "sinh", "cosh", "asin", "acos", "atan", "expm1", "log1p", "cbrt",
                  "fmod", "hypot", "lgamma", "tgamma")
 
+# Device math names no libm defines, given their IEEE meaning on the host: name -> (LLVM type, body).
+# ``rsqrt`` is 1/sqrt correctly rounded twice (libdevice and ocml approximate it on GPUs).
+_HOST_MATH = {
+    "rsqrt": ("double", "%s = call double @llvm.sqrt.f64(double %x)\n  %r = fdiv double 1.0, %s"),
+    "rsqrtf": ("float", "%s = call float @llvm.sqrt.f32(float %x)\n  %r = fdiv float 1.0, %s"),
+}
 
 # a thread_local global, or one placed in a TLS section
 _THREAD_LOCAL = re.compile(r'^@\S+\s*=[^"]*?\bthread_local\b|section "\.t(data|bss)\b')
@@ -77,6 +83,28 @@ def _load_cxx_runtime() -> bool:
     return True
 
 
+def define_host_math(module: llvm.ModuleRef) -> list[str]:
+    """Define the device math functions of ``_HOST_MATH`` the module declares (with their C
+    type) and nothing loaded defines; returns their names. Linked in before the IR pipeline, so
+    they inline."""
+    defined = []
+    for fn in module.functions:
+        spec = _HOST_MATH.get(fn.name)
+        if spec is None or not fn.is_declaration or llvm.address_of_symbol(fn.name):
+            continue
+        ty = spec[0]
+        if str(fn.global_value_type) != f"{ty} ({ty})":
+            continue        # some other function of that name: left to the unresolved-symbol check
+        defined.append(fn.name)
+    for name in defined:
+        ty, body = _HOST_MATH[name]
+        lib = llvm.parse_assembly(f"define linkonce_odr {ty} @{name}({ty} %x) nounwind willreturn memory(none) {{\n"
+                                  f"  {body}\n  ret {ty} %r\n}}\n")
+        lib.triple, lib.data_layout = module.triple, module.data_layout
+        module.link_in(lib)
+    return defined
+
+
 def unresolved_functions(module: llvm.ModuleRef) -> list[str]:
     """Functions the module declares that neither LLVM's symbol table nor the process defines."""
     process = ctypes.CDLL(None)
@@ -111,6 +139,7 @@ class HostProgram:
             module = llvm.parse_assembly(text)
             module.triple = tm.triple
             module.data_layout = str(tm.target_data)
+            define_host_math(module)
             module.verify()
         except RuntimeError as exc:
             raise CompilationError(f"host module does not parse or verify: {exc}") from exc

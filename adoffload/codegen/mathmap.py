@@ -13,8 +13,9 @@ from collections.abc import Callable
 # Operations that have an LLVM intrinsic spelling ``llvm.<op>.f32|f64`` as well as libm's.
 INTRINSIC_OPS = ("sin", "cos", "tan", "exp", "exp2", "exp10", "log", "log2", "log10", "pow", "tanh",
                  "atan2", "sinh", "cosh", "asin", "acos", "atan")
-# Operations known only by their libm name (``erf`` / ``erff``).
-LIBM_ONLY_OPS = ("erf", "erfc", "expm1", "log1p", "cbrt", "hypot", "lgamma", "tgamma", "fmod")
+# Operations known only by their libm name (``erf`` / ``erff``). ``rsqrt`` is no libm function but
+# libdevice's and ocml's (the host defines it: codegen/host.py).
+LIBM_ONLY_OPS = ("erf", "erfc", "expm1", "log1p", "cbrt", "hypot", "lgamma", "tgamma", "fmod", "rsqrt")
 ALL_OPS = INTRINSIC_OPS + LIBM_ONLY_OPS
 
 _IDENT_CHAR = r"[-a-zA-Z$._0-9]"

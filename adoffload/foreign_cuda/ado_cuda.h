@@ -190,8 +190,11 @@ __ADO_DEV float fma(float x, float y, float z) { return fmaf(x, y, z); }
 __ADO_DEV float abs(float x) { return fabsf(x); }
 __ADO_DEV double abs(double x) { return fabs(x); }
 __ADO_DEV int abs(int x) { return x < 0 ? -x : x; }
-__ADO_DEV float rsqrtf(float x) { return 1.0f / sqrtf(x); }
-__ADO_DEV double rsqrt(double x) { return 1.0 / sqrt(x); }
+/* rsqrt as CUDA and HIP mean it: the device's approximation (libdevice's __nv_rsqrt on NVIDIA, ocml's on
+ * AMD); the host runs the IEEE 1.0 / sqrt (adoffload/codegen/host.py). const: clang knows no rsqrt, so
+ * say it touches no memory. */
+extern "C" __device__ __attribute__((const)) double rsqrt(double);
+extern "C" __device__ __attribute__((const)) float rsqrtf(float);
 __ADO_DEV float rsqrt(float x) { return rsqrtf(x); }
 __ADO_DEV float __expf(float x) { return expf(x); }
 __ADO_DEV float __logf(float x) { return logf(x); }

@@ -36,7 +36,7 @@ _PURE_CALL_PREFIXES = ("llvm.fabs", "llvm.sqrt", "llvm.exp", "llvm.log", "llvm.s
                        "llvm.assume", "llvm.ctpop", "llvm.cttz", "llvm.ctlz", "llvm.bitreverse")
 _PURE_LIBM = frozenset(f + suffix for f in ("sin", "cos", "tan", "exp", "log", "sqrt", "pow", "fabs", "fmin", "fmax",
                                             "tanh", "erf", "exp2", "log2", "log1p", "expm1", "atan2", "floor",
-                                            "ceil", "fma", "copysign") for suffix in ("", "f"))
+                                            "ceil", "fma", "copysign", "rsqrt") for suffix in ("", "f"))
 _EXCHANGES = frozenset({"shuffle", "lane_id", "warp_size", "warp_sum", "warp_max", "thread_rank", "warp_ballot"})
 _DIVISIONS = frozenset({"sdiv", "udiv", "srem", "urem"})
 MAX_ROUNDS = 64

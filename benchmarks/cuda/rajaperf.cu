@@ -122,6 +122,20 @@ __global__ void basic_trap_int(double x0, double xp, double y, double yp, double
   const double v = block_sum(s0 + s1);
   if (threadIdx.x == 0) atomicAdd(sumx, v);
 }
+// basic_trap_int with CUDA's rsqrt (libdevice's __nv_rsqrt), the form XLA rewrites 1.0 / sqrt into
+__global__ void basic_trap_int_rsqrt(double x0, double xp, double y, double yp, double h, double* __restrict__ sumx, int64_t n) {
+  GRID_STRIDE
+  const double dy = y - yp, dy2 = dy * dy;
+  double s0 = 0.0, s1 = 0.0;
+  int64_t i = first;
+  for (; i + stride < n; i += 2 * stride) {
+    const double a = x0 + i * h - xp, b = x0 + (i + stride) * h - xp;
+    s0 += rsqrt(a * a + dy2); s1 += rsqrt(b * b + dy2);
+  }
+  if (i < n) { const double a = x0 + i * h - xp; s0 += rsqrt(a * a + dy2); }
+  const double v = block_sum(s0 + s1);
+  if (threadIdx.x == 0) atomicAdd(sumx, v);
+}
 __global__ void basic_reduce3_int(const int* __restrict__ vec, long long* __restrict__ vsum, int* __restrict__ vmin,
                                   int* __restrict__ vmax, int64_t n) {
   GRID_STRIDE

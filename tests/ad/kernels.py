@@ -175,6 +175,12 @@ def m_sqrt(s: f64, x: In[f64], y: Out[f64]):
 
 
 @ado.kernel
+def m_rsqrt(s: f64, x: In[f64], y: Out[f64]):
+    i = ado.tid()
+    y[i] = ado.rsqrt(s * x[i])
+
+
+@ado.kernel
 def m_exp(s: f64, x: In[f64], y: Out[f64]):
     i = ado.tid()
     y[i] = ado.exp(s * x[i])
@@ -325,13 +331,13 @@ def _math_inputs(lo: float = 0.2, hi: float = 0.9, s: float = 1.1):
 
 
 def _math_specs() -> list[Spec]:
-    unary = [(m_sqrt, 0.2, 2.0), (m_exp, -1.0, 1.0), (m_exp2, -1.0, 1.0), (m_log, 0.2, 2.0),
+    unary = [(m_sqrt, 0.2, 2.0), (m_rsqrt, 0.2, 2.0), (m_exp, -1.0, 1.0), (m_exp2, -1.0, 1.0), (m_log, 0.2, 2.0),
              (m_log2, 0.2, 2.0), (m_log1p, -0.5, 1.0), (m_expm1, -1.0, 1.0), (m_sin, -2.0, 2.0),
              (m_cos, -2.0, 2.0), (m_tan, -1.0, 1.0), (m_tanh, -1.5, 1.5), (m_sinh, -1.5, 1.5),
              (m_cosh, -1.5, 1.5), (m_asin, -0.8, 0.8), (m_acos, -0.8, 0.8), (m_atan, -2.0, 2.0),
              (m_abs, -1.0, 1.0), (m_floor_ceil, 0.05, 2.0), (m_erf, -1.5, 1.5)]
     specs = [Spec(k.name, k, _math_inputs(lo, hi, s=0.85), ["s", "x"], N,
-                  width=4 if k in (m_sin, m_log, m_abs) else None) for k, lo, hi in unary]
+                  width=4 if k in (m_sin, m_log, m_abs, m_rsqrt) else None) for k, lo, hi in unary]
     two = lambda lo, hi, zlo, zhi: lambda r: dict(s=0.9, x=U(r, N, lo, hi), z=U(r, N, zlo, zhi),  # noqa: E731
                                                    y=np.zeros(N))
     specs += [

@@ -74,7 +74,29 @@ def test_small_arrays_are_checked_in_full():
 
 def test_reductions_run_first():
     names = [c.name for c in rajaperf.ordered_cases()]
-    assert set(names[:4]) == rajaperf.REDUCTIONS and len(names) == len(CASES)
+    assert set(names[:len(rajaperf.REDUCTIONS)]) == rajaperf.REDUCTIONS and len(names) == len(CASES)
+
+
+def test_the_report_knows_every_reduction():
+    """The report's issue-12 rows (tuned CUDA / ours, XLA / ours) cover the cases launched as reductions."""
+    import report
+    assert set(report.REDUCTIONS) == rajaperf.REDUCTIONS <= {c.name for c in CASES}
+
+
+def test_rsqrt_trap_int_is_trap_int_with_the_device_rsqrt():
+    """basic_trap_int_rsqrt differs from basic_trap_int only in calling ado.rsqrt (on the host the
+    same IEEE 1/sqrt), and both compute numpy's sum."""
+    import inspect
+    from rajaperf_kernels import basic_trap_int, basic_trap_int_rsqrt
+    assert "ado.rsqrt(" in inspect.getsource(basic_trap_int_rsqrt.pyfunc)
+    assert "ado.rsqrt(" not in inspect.getsource(basic_trap_int.pyfunc)
+    case = next(c for c in CASES if c.name == "basic_trap_int_rsqrt")
+    host = case.make(1000, None)
+    want = case.numpy(host)["sumx"]
+    for k in (basic_trap_int, basic_trap_int_rsqrt):
+        args = {**host, "sumx": np.zeros(1)}
+        k(*[args[p.name] for p in k.signature.params], grid=case.grid(1000))
+        np.testing.assert_allclose(args["sumx"], want, rtol=1e-13)
 
 
 def test_a_wrong_reduction_never_meets_its_target():

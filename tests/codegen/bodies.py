@@ -93,13 +93,15 @@ entry:
 def math_body(ty: str) -> str:
     suffix = "f32" if ty == "float" else "f64"
     erf = "erff" if ty == "float" else "erf"
+    rsqrt = "rsqrtf" if ty == "float" else "rsqrt"
     lines = []
     ops = [("sin", f"call {ty} @llvm.sin.{suffix}({ty} %v)"),
            ("exp", f"call {ty} @llvm.exp.{suffix}({ty} %v)"),
            ("pow", f"call {ty} @llvm.pow.{suffix}({ty} %v, {ty} 1.5)"),
            ("erf", f"call {ty} @{erf}({ty} %v)"),
            ("tanh", f"call {ty} @llvm.tanh.{suffix}({ty} %v)"),
-           ("atan2", f"call {ty} @llvm.atan2.{suffix}({ty} %v, {ty} 0.75)")]
+           ("atan2", f"call {ty} @llvm.atan2.{suffix}({ty} %v, {ty} 0.75)"),
+           ("rsqrt", f"call {ty} @{rsqrt}({ty} %v)")]
     for row, (name, call) in enumerate(ops):
         lines.append(f"  %{name} = {call}")
         lines.append(f"  %{name}.row = mul i64 {row}, %out.shape1")
@@ -114,6 +116,7 @@ declare {ty} @llvm.pow.{suffix}({ty}, {ty})
 declare {ty} @llvm.tanh.{suffix}({ty})
 declare {ty} @llvm.atan2.{suffix}({ty}, {ty})
 declare {ty} @{erf}({ty})
+declare {ty} @{rsqrt}({ty})
 
 define void @mathfn(i64 %tid0, ptr %x, i64 %x.shape0, ptr %out, i64 %out.shape0, i64 %out.shape1,
                     ptr %status) {{
@@ -127,4 +130,4 @@ entry:
 
 
 MATH_TYPES = ["ptr", "i64", "ptr", "i64", "i64"]
-MATH_OPS = 6
+MATH_OPS = 7

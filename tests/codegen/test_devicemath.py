@@ -83,13 +83,14 @@ def _reference(op):
     return {
         "exp": np.exp, "log": np.log, "log2": np.log2, "log10": np.log10, "sin": np.sin, "cos": np.cos,
         "tan": np.tan, "tanh": np.tanh, "atan": np.arctan, "pow": np.power, "atan2": np.arctan2,
-        "erf": np.vectorize(math.erf, otypes=[np.float64]),
+        "erf": np.vectorize(math.erf, otypes=[np.float64]), "rsqrt": lambda x: 1.0 / np.sqrt(x),
     }[op]
 
 
 # op -> (argument generator, f64 ulp bound)
 CASES = {
     "exp": (lambda: [_mix(-745, 709.7)], 2.0),
+    "rsqrt": (lambda: [np.concatenate([np.exp(rng.uniform(-740, 709, N)), _mix(0.5, 2.0)])], 1.0),
     "log": (lambda: [np.concatenate([np.exp(rng.uniform(-740, 709, N)), _mix(0.5, 2.0)])], 2.0),
     "log2": (lambda: [np.exp(rng.uniform(-700, 700, N))], 3.0),
     "log10": (lambda: [np.exp(rng.uniform(-700, 700, N))], 3.0),
@@ -134,6 +135,7 @@ SPECIALS = {
     "tan": [[0.0, -0.0, np.inf, np.nan]],
     "tanh": [[0.0, -0.0, np.inf, -np.inf, np.nan, 1e-300]],
     "erf": [[0.0, -0.0, np.inf, -np.inf, np.nan, 1e-310]],
+    "rsqrt": [[0.0, -0.0, np.inf, -1.0, np.nan, 5e-324, 4.0]],
     "atan": [[0.0, -0.0, np.inf, -np.inf, np.nan]],
     "pow": [[0.0, -0.0, -0.0, 0.0, -0.0, np.inf, -np.inf, -np.inf, -1.0, -1.0, 1.0, np.nan, -2.0, -2.0, 0.5, 2.0, 10.0, -10.0, -8.0],
             [-1.0, -1.0, 3.0, 0.5, -0.5, -2.0, 3.0, 0.5, np.inf, 0.5, np.nan, 0.0, 3.0, 2.0, np.inf, -np.inf, 400.0, 401.0, 1.0 / 3.0]],

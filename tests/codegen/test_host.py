@@ -81,9 +81,9 @@ def test_math_intrinsics_resolve_to_libm(dtype):
     _, run = host_entry(bodies.math_body(ty), "mathfn", bodies.MATH_TYPES, 1)
     run(abi.pack_slots([x, n, out, *out.shape], bodies.MATH_TYPES, [n], status).ctypes.data, 0, n)
     xd = x.astype(np.float64)
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore"):
         expect = [np.sin(xd), np.exp(xd), np.power(xd, 1.5), [math.erf(v) for v in xd], np.tanh(xd),
-                  np.arctan2(xd, 0.75)]
+                  np.arctan2(xd, 0.75), 1.0 / np.sqrt(xd)]
     tol = 1e-5 if dtype == np.float32 else 1e-13
     for row, e in enumerate(expect):
         np.testing.assert_allclose(out[row], np.asarray(e, dtype), rtol=tol, atol=tol, equal_nan=True)
@@ -106,3 +106,32 @@ def test_pack_slots_layout():
     assert np.frombuffer(raw[16:20].tobytes(), np.int32)[0] == -2
     assert slots[3] == 3 and slots[4] == 2**40
     assert list(slots[5:7]) == [4, 5] and slots[7] == status.ctypes.data
+
+
+def _calls_rsqrt(declaration: str, definition: str = "") -> str:
+    return f"""{declaration}
+{definition}
+define double @f(double %x) {{
+  %r = call double @rsqrt(double %x)
+  ret double %r
+}}
+"""
+
+
+def test_rsqrt_is_defined_as_ieee_one_over_sqrt_and_inlined():
+    import ctypes
+    program = HostProgram(_calls_rsqrt("declare double @rsqrt(double)"))
+    f = program.function("f", ctypes.c_double, ctypes.c_double)
+    assert [f(v) for v in (0.25, 3.0)] == [2.0, 1.0 / math.sqrt(3.0)]
+    assert "@rsqrt" not in program.optimized_ir.split("define double @f")[1].split("}")[0]    # inlined
+
+
+def test_a_module_own_rsqrt_is_kept_and_another_signature_is_not_replaced():
+    import ctypes
+    from adoffload.errors import CompilationError
+    own = "define double @rsqrt(double %x) {\n  ret double 7.0\n}"
+    program = HostProgram(_calls_rsqrt("", own))
+    assert program.function("f", ctypes.c_double, ctypes.c_double)(4.0) == 7.0
+    with pytest.raises(CompilationError, match="@rsqrt"):
+        HostProgram("declare float @rsqrt(float, float)\ndefine float @g(float %x) {\n"
+                    "  %r = call float @rsqrt(float %x, float %x)\n  ret float %r\n}\n")

@@ -12,6 +12,7 @@ import itertools
 import llvmlite.binding as llvm
 import numpy as np
 
+from adoffload.codegen.host import define_host_math
 from adoffload.frontend import compile_kernel
 
 llvm.initialize_native_target()
@@ -24,6 +25,7 @@ _KEEP_ALIVE = []     # execution engines must outlive the functions taken from t
 
 def jit_body(llvm_ir: str, name: str, arg_types: list[str], optimize: bool = True):
     module = llvm.parse_assembly(llvm_ir)
+    define_host_math(module)        # rsqrt: no libm defines it
     module.verify()
     target_machine = llvm.Target.from_default_triple().create_target_machine()
     if optimize:
