@@ -109,6 +109,8 @@ class Kernel:
             options.update(block=self.block, shared=tuple((a.nbytes, a.zero) for a in self.shared))
             if getattr(self, "deterministic", False):       # shared-memory adds in thread order on GPUs
                 options["ordered_shared_adds"] = True
+        if getattr(self, "deterministic", False):           # atomics keep their per-thread form
+            options["lane_combining"] = False
         options = codegen.normalize_options(options, target, self.signature.grid_rank)
         key = (target, arch, scalars_by_reference, proven, tuple(sorted(options.items())))
         with self._lock:

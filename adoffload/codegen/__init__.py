@@ -13,7 +13,7 @@ from .rows import PTX_ROW_LAUNCH_LINE, ROW_LAUNCH_MARK, launches_rows  # noqa: F
 TARGETS = {"host": "host", "cpu": "host", "nvptx": "nvptx", "cuda": "nvptx", "amdgpu": "amdgpu", "hip": "amdgpu"}
 DEFAULT_ARCH = {"nvptx": "sm_90", "amdgpu": "gfx942"}
 # Bumped whenever the generated code changes for the same inputs (part of the cache key).
-CODEGEN_REVISION = 4
+CODEGEN_REVISION = 5
 
 
 def _canonical_target(target: str) -> str:
@@ -55,6 +55,8 @@ def normalize_options(opts: dict, target: str, grid_rank: int) -> dict:
         opts["shared"] = tuple((int(n), bool(z)) for n, z in opts.get("shared", ()))
         if not opts.get("ordered_shared_adds") or _canonical_target(target) == "host":
             opts.pop("ordered_shared_adds", None)       # the host's block loop orders them already
+    if opts.get("lane_combining", True) or _canonical_target(target) != "nvptx":
+        opts.pop("lane_combining", None)    # on by default; NVPTX only (codegen/lane_combining.py)
     if "elements_per_thread" in opts:
         k = abi.check_elements_per_thread(opts["elements_per_thread"], grid_rank)
         if k == 1 or _canonical_target(target) == "host":
@@ -62,6 +64,12 @@ def normalize_options(opts: dict, target: str, grid_rank: int) -> dict:
         else:
             opts["elements_per_thread"] = k
     return opts
+
+
+def _has_activemask(arch: str) -> bool:
+    """``activemask`` (codegen/lane_combining.py) needs PTX ISA 6.2: every architecture but sm_70."""
+    from .nvptx import PTX_VERSION
+    return PTX_VERSION.get(arch, 0) >= 62
 
 
 PTX_GRID_STRIDE_LINE = "// adoffload: grid-stride entry (any thread count is correct; launch one resident wave)\n"
@@ -84,7 +92,8 @@ def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_ran
     uniform-address atomics are combined: "block" (default) | "warp" | "thread" | "off";
     see codegen/reductions.py), ``elements_per_thread`` (GPU, rank-1 grids: k linear ids per
     thread, launched with ``ceil(total / k)`` threads; see abi.add_gpu_entry and
-    codegen/vectorize.py; ignored on the host). ``cache``: True for the default
+    codegen/vectorize.py; ignored on the host), ``lane_combining`` (NVPTX, default True:
+    a thread's stencil atomics summed across warp lanes, codegen/lane_combining.py). ``cache``: True for the default
     on-disk cache, a ``CompileCache``, or False/None for none.
     """
     from ..cache import CompileCache
@@ -131,6 +140,10 @@ def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_ran
     if module is None and opts.get("noalias", False):
         from .schedule import hoist_loads
         text = hoist_loads(text, body_name)     # several loads in flight per thread (adjoints)
+    if module is None and target == "nvptx" and opts.get("lane_combining", True) \
+            and opts.get("elements_per_thread", 1) == 1 and _has_activemask(arch):
+        from .lane_combining import combine_lane_atomics
+        text, _ = combine_lane_atomics(text, body_name, grid_rank, opts.get("noalias", False))
     module = module or abi.add_gpu_entry(text, body_name, flat_types, grid_rank, target,
                                scalars_by_reference=opts.get("scalars_by_reference", False),
                                noalias=opts.get("noalias", False), reductions=reductions,
