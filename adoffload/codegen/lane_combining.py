@@ -33,7 +33,9 @@ What this pass does, on the kernel body before the NVPTX entry is added (codegen
 * Moving the adds: the group's atomics move to its last site. Only when nothing between its first
   and last site may touch their memory: loads, stores and atomics there must be rooted in another
   pointer argument and the launch must promise ``noalias`` (codegen option); calls other than pure
-  math intrinsics, fences and volatile accesses refuse the group.
+  math intrinsics, fences and volatile accesses refuse the group. Other unused-result monotonic
+  float adds may be in between, to any address (a 2-D stencil's ``d_u[i +- 1, j]``): such adds
+  commute, and they are already unordered against the other threads' adds to the same elements.
 
 Float sums are reassociated, the freedom the atomics already had. Not used with
 ``deterministic=True`` (Kernel.compiled turns it off; such adjoints log contributions anyway), nor
@@ -125,9 +127,13 @@ def decompose(pointer: core.Value):
     return p, frozenset(Counter(terms).items()), offset
 
 
-def _is_site(inst: core.Instruction, uses: dict) -> bool:
+def _is_commuting_add(inst: core.Instruction, uses: dict) -> bool:
     return (inst.opcode == "atomicrmw" and inst.op == "fadd" and inst.ordering == "monotonic"
-            and "volatile" not in inst.flags and str(inst.type) in ("float", "double") and not uses.get(inst))
+            and "volatile" not in inst.flags and not uses.get(inst))
+
+
+def _is_site(inst: core.Instruction, uses: dict) -> bool:
+    return _is_commuting_add(inst, uses) and str(inst.type) in ("float", "double")
 
 
 def find_groups(body: core.Function, grid_rank: int, noalias: bool, exclude=frozenset()) -> list[Group]:
@@ -146,9 +152,9 @@ def find_groups(body: core.Function, grid_rank: int, noalias: bool, exclude=froz
             root, terms, offset = parts
             key = (root, terms, str(inst.type), str(inst.operands[0].type))
             keyed.setdefault(key, []).append((inst, offset))
-        for (root, _, type_name, _), sites in keyed.items():
+        for (_, _, type_name, _), sites in keyed.items():
             group = _best_group(block, sites, 8 if type_name == "double" else 4)
-            if group is not None and movable(group, root, noalias):
+            if group is not None and movable(group, noalias, uses):
                 groups.append(group)
     return groups
 
@@ -171,7 +177,7 @@ def _best_group(block, sites, size) -> Group | None:
     return Group(block, [i for i, o in sites if o == pivot], others, size)
 
 
-def movable(group: Group, root: core.Value, noalias: bool) -> bool:
+def movable(group: Group, noalias: bool, uses: dict) -> bool:
     """Whether the group's atomics may move to its last site: nothing in between may touch their memory."""
     sites = set(group.sites)
     positions = [k for k, i in enumerate(group.block.instructions) if i in sites]
@@ -179,6 +185,8 @@ def movable(group: Group, root: core.Value, noalias: bool) -> bool:
     for inst in group.block.instructions[positions[0]:positions[-1]]:
         if inst in sites:
             continue
+        if _is_commuting_add(inst, uses):
+            continue    # another unused-result float add: the two adds commute, as across threads
         if inst.opcode in _MEMORY_OPS:
             other = argument_root(inst.operands[_MEMORY_OPS[inst.opcode]])
             if not (noalias and group_root is not None and other is not None and other is not group_root) \
