@@ -261,6 +261,7 @@ def rewrite(module: core.Module, group: Group) -> set:
         skips[d] = b.binary("and", b.icmp("ule", lane, _c(i32, MAX_DISTANCE - d)),
                             _bits_set(b, ballot, b.binary("and", b.add(lane, _c(i32, 1)), _c(i32, 31)), run))
     own_atomic = b.atomicrmw("fadd", pivot_pointer, own, name="lc.own")
+    own_atomic.align = group.pivot[0].align
     new = {own_atomic}
     for s in sites:
         block.instructions.remove(s)
