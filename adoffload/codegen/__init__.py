@@ -66,10 +66,18 @@ def normalize_options(opts: dict, target: str, grid_rank: int) -> dict:
     return opts
 
 
-def _has_activemask(arch: str) -> bool:
-    """``activemask`` (codegen/lane_combining.py) needs PTX ISA 6.2: every architecture but sm_70."""
+def _combine_lanes(text: str, body_name: str, grid_rank: int, target: str, arch: str, opts: dict) -> str:
+    """A thread's stencil atomics summed across warp lanes (codegen/lane_combining.py): NVPTX from
+    sm_75 (``activemask`` needs PTX 6.2), one element per thread, not for deterministic kernels
+    (option ``lane_combining=False``; ordered shared adds). A block kernel's adds into its shared
+    arrays (the body's last params before the status) are left to codegen/shared_atomics.py."""
     from .nvptx import PTX_VERSION
-    return PTX_VERSION.get(arch, 0) >= 62
+    if target != "nvptx" or not opts.get("lane_combining", True) or opts.get("elements_per_thread", 1) != 1 \
+            or opts.get("ordered_shared_adds") or PTX_VERSION.get(arch, 0) < 62:
+        return text
+    from .lane_combining import combine_lane_atomics
+    skip = len(opts.get("shared", ())) if opts.get("block") is not None else 0
+    return combine_lane_atomics(text, body_name, grid_rank, opts.get("noalias", False), skip_args=skip)[0]
 
 
 PTX_GRID_STRIDE_LINE = "// adoffload: grid-stride entry (any thread count is correct; launch one resident wave)\n"
@@ -131,6 +139,7 @@ def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_ran
         return cached.decode() if target == "nvptx" else cached
     if block is not None:
         from .blocks import add_block_gpu_entry
+        text = _combine_lanes(text, body_name, grid_rank, target, arch, opts)
         module = add_block_gpu_entry(text, body_name, flat_types, grid_rank, target, block, opts.get("shared", ()),
                                      arch=arch, scalars_by_reference=opts.get("scalars_by_reference", False),
                                      noalias=opts.get("noalias", False),
@@ -140,10 +149,8 @@ def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_ran
     if module is None and opts.get("noalias", False):
         from .schedule import hoist_loads
         text = hoist_loads(text, body_name)     # several loads in flight per thread (adjoints)
-    if module is None and target == "nvptx" and opts.get("lane_combining", True) \
-            and opts.get("elements_per_thread", 1) == 1 and _has_activemask(arch):
-        from .lane_combining import combine_lane_atomics
-        text, _ = combine_lane_atomics(text, body_name, grid_rank, opts.get("noalias", False))
+    if module is None:
+        text = _combine_lanes(text, body_name, grid_rank, target, arch, opts)
     module = module or abi.add_gpu_entry(text, body_name, flat_types, grid_rank, target,
                                scalars_by_reference=opts.get("scalars_by_reference", False),
                                noalias=opts.get("noalias", False), reductions=reductions,

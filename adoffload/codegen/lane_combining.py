@@ -37,9 +37,11 @@ What this pass does, on the kernel body before the NVPTX entry is added (codegen
   float adds may be in between, to any address (a 2-D stencil's ``d_u[i +- 1, j]``): such adds
   commute, and they are already unordered against the other threads' adds to the same elements.
 
-Float sums are reassociated, the freedom the atomics already had. Not used with
-``deterministic=True`` (Kernel.compiled turns it off; such adjoints log contributions anyway), nor
-for block kernels, ``elements_per_thread > 1`` builds (lanes are k elements apart: nothing would
+Float sums are reassociated, the freedom the atomics already had. Block kernels (CUDA sources
+included) get it for their global arrays; adds into their shared arrays are left to
+codegen/shared_atomics.py. Not used with ``deterministic=True`` (Kernel.compiled turns it off; such
+adjoints log contributions anyway; block kernels' ordered shared adds), nor for
+``elements_per_thread > 1`` builds (lanes are k elements apart: nothing would
 match), sm_70 (``activemask`` needs PTX 6.2) or AMDGPU (wavefronts of 64: not done yet).
 """
 from __future__ import annotations
@@ -136,10 +138,14 @@ def _is_site(inst: core.Instruction, uses: dict) -> bool:
     return _is_commuting_add(inst, uses) and str(inst.type) in ("float", "double")
 
 
-def find_groups(body: core.Function, grid_rank: int, noalias: bool, exclude=frozenset()) -> list[Group]:
-    """The groups of ``body`` (see the module docstring), at most one per (block, address key)."""
+def find_groups(body: core.Function, grid_rank: int, noalias: bool, exclude=frozenset(),
+                skip_args: int = 0) -> list[Group]:
+    """The groups of ``body`` (see the module docstring), at most one per (block, address key).
+    ``skip_args``: adds rooted in the last ``skip_args`` params before the status (a block kernel's
+    shared arrays) are not sites."""
     uses = body.users()
     thread_args = set(body.args[:grid_rank])
+    skipped = set(body.args[len(body.args) - 1 - skip_args:-1]) if skip_args else set()
     groups = []
     for block in body.blocks:
         keyed: dict = {}
@@ -150,6 +156,8 @@ def find_groups(body: core.Function, grid_rank: int, noalias: bool, exclude=froz
             if parts is None or uniform_slice(inst.operands[0], thread_args) is not None:
                 continue
             root, terms, offset = parts
+            if skip_args and (root in skipped or not isinstance(root, core.Argument)):
+                continue        # (maybe) a shared array
             key = (root, terms, str(inst.type), str(inst.operands[0].type))
             keyed.setdefault(key, []).append((inst, offset))
         for (_, _, type_name, _), sites in keyed.items():
@@ -203,7 +211,8 @@ def movable(group: Group, noalias: bool, uses: dict) -> bool:
 
 # ---- rewriting --------------------------------------------------------------------------------
 
-def combine_lane_atomics(text: str, body_name: str, grid_rank: int, noalias: bool) -> tuple[str, int]:
+def combine_lane_atomics(text: str, body_name: str, grid_rank: int, noalias: bool,
+                         skip_args: int = 0) -> tuple[str, int]:
     """``text`` with every group of ``body_name`` combined across lanes; and how many groups."""
     if "atomicrmw fadd" not in text:
         return text, 0
@@ -213,7 +222,7 @@ def combine_lane_atomics(text: str, body_name: str, grid_rank: int, noalias: boo
     done: set = set()
     count = 0
     while True:
-        groups = find_groups(body, grid_rank, noalias, exclude=done)
+        groups = find_groups(body, grid_rank, noalias, exclude=done, skip_args=skip_args)
         if not groups:
             break
         done |= rewrite(module, groups[0])

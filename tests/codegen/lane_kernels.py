@@ -58,3 +58,10 @@ def with_total(h: ado.InOut[F64], total: ado.InOut[F64], v: ado.In[F64]):
     ado.atomic_add(total, 0, v[i])
     ado.atomic_add(h, i, v[i])
     ado.atomic_add(h, i + 1, v[i] * v[i])
+
+
+@ado.kernel(block=(64,))
+def block_stencil(out: ado.Out[F64], u: ado.In[F64]):
+    """A block kernel (codegen/blocks.py's entry): its adjoint adds to d_u[i .. i+2]."""
+    i = ado.tid()
+    out[i] = u[i] + 2.0 * u[i + 1] + 3.0 * u[i + 2]
