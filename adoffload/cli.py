@@ -161,6 +161,7 @@ def kernel_stats(k, label: str) -> str:
     lines = [f"{k.name} ({label})",
              f"  atomics: {format_counts(counts.atomics)}",
              f"  uniform-address adds (one atomic per warp/block on GPUs): {format_counts(counts.uniform_adds)}",
+             f"  lane-combined adds (NVPTX, noalias launches): {_lane_groups(k, module.functions[body_name])}",
              f"  loads: {_per(counts.loads)}"]
     base = getattr(k, "base", None)
     if base is not None:
@@ -174,6 +175,17 @@ def kernel_stats(k, label: str) -> str:
                   f"  recomputed loads as the AD engine emits them (LLVM merges repeats): {_per(rs.recomputed_loads)}",
                   f"  updates summed in registers: {rs.deferred_sites} in loops, added once as {rs.deferred_adds}"]
     return "\n".join(lines)
+
+
+def _lane_groups(k, body) -> str:
+    """Groups codegen/lane_combining.py would combine (the numpy launcher's GPU path is noalias)."""
+    from .codegen.lane_combining import find_groups
+    shared = len(getattr(k, "shared", ()) or ()) if getattr(k, "block", None) is not None else 0
+    groups = find_groups(body, k.signature.grid_rank, True, skip_args=shared)
+    if not groups:
+        return "none"
+    sizes = ", ".join(str(len(g.sites)) for g in groups)
+    return f"{len(groups)} group(s) of {sizes} adds, one atomic per lane where neighbouring lanes' addresses line up"
 
 
 def _per(counts) -> str:

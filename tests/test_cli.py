@@ -191,6 +191,11 @@ def test_stats_of_the_primal_lists_every_derivative_and_a_dynamic_tape():
     assert out.count("  atomics: none\n") == 3
 
 
+def test_stats_count_lane_combined_groups():
+    out = compile_ok("benchmarks/rajaperf_kernels.py:lcals_eos", "--stats", "--mode", "vjp", "--lean", "--wrt", "u,y,z")
+    assert "  lane-combined adds (NVPTX, noalias launches): 1 group(s) of 7 adds," in out
+
+
 def test_stats_refuses_a_width():
     done = cli("compile", f"{STATS}:bounce", "--stats", "--mode", "jvp", "--width", "2")
     assert done.returncode == 1 and done.stderr.startswith("error: --stats reports width-1 kernels")

@@ -124,6 +124,23 @@ def test_adjoint_groups(make, expected):
     assert [tuple(sorted(g.others)) for g in groups] == expected
 
 
+def test_clang_cuda_stencil_adjoint_has_a_group():
+    """clang's IR (benchmarks/cuda/rajaperf.cu's lcals_eos): its adjoint adds d_u[i] in place (its own
+    element) and d_u[i+1 .. i+6] atomically, as ``gep i8, (gep double, d_u, i), 8*c``."""
+    from adoffload.errors import ToolNotFoundError
+    root = Path(__file__).resolve().parents[2]
+    try:
+        module = ado.from_cuda((root / "benchmarks" / "cuda" / "rajaperf.cu").read_text())
+    except ToolNotFoundError as exc:
+        pytest.skip(f"no clang (pip install ziglang): {exc}")
+    In, Out, f64, i64 = ado.In[ado.f64], ado.Out[ado.f64], ado.f64, ado.i64
+    eos = module.kernel("lcals_eos", x=Out, y=In, z=In, u=In, q=f64, r=f64, t=f64, n=i64)
+    k = ado.vjp(eos, ["u", "y", "z"]).specialize((256,))
+    body = ir.import_module(k.module_text()).functions[k.body_name]
+    (group,) = lc.find_groups(body, k.signature.grid_rank, True, skip_args=len(k.shared))
+    assert sorted(group.others) == [1, 2, 3, 4, 5]
+
+
 def test_rajaperf_stencil_adjoints_have_one_group():
     import rajaperf_kernels as rk
     for kernel, wrt, distances in ((rk.lcals_eos, ["u", "y", "z"], (1, 2, 3, 4, 5, 6)),
@@ -262,6 +279,44 @@ def test_emulated_warp_adds_exactly_once(layout):
         assert counts[0] > counts[1] > 2 * len(tids)
     elif layout in ("reversed", "two iterations"):
         assert counts[1] == counts[0]       # no lane's neighbour holds the next element: nothing moves
+
+
+def _random_kernels(tmp_path, seed: int, count: int):
+    """Kernels of our language with random offset sets (negative, duplicated, past a warp)."""
+    import importlib.util
+    rng = np.random.default_rng(seed)
+    lines = ["import adoffload as ado", ""]
+    for s in range(count):
+        offsets = rng.integers(-8, 40, size=rng.integers(2, 9)).tolist()
+        lines += ["@ado.kernel(bounds_check=False)", f"def random_{s}(h: ado.InOut[ado.f64], v: ado.In[ado.f64]):",
+                  "    i = ado.tid() + 8"]
+        lines += [f"    ado.atomic_add(h, i + ({c}), {k + 1}.0 * v[i])" for k, c in enumerate(offsets)]
+        lines.append("")
+    path = tmp_path / f"random_lane_kernels_{seed}.py"
+    path.write_text("\n".join(lines))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return [getattr(module, f"random_{s}") for s in range(count)]
+
+
+@pytest.mark.parametrize("layout", ["whole warp", "partial", "shuffled"])
+def test_emulated_warp_random_offsets(tmp_path, layout):
+    tids = _LAYOUTS[layout]
+    v = np.random.default_rng(10).standard_normal(200)
+    combined = 0
+    for k in _random_kernels(tmp_path, 11, 4):
+        module = ir.import_module(k.module_text())
+        if not lc.find_groups(module.functions[k.body_name], 1, True):
+            continue
+        combined += 1
+        results = []
+        for combine in (False, True):
+            h = np.zeros(250)
+            _run_warp(_emulated(k.module_text(), k.body_name, combine), k.body_name, tids, _arrays(h, v))
+            results.append(h)
+        np.testing.assert_allclose(results[1], results[0], rtol=1e-13, atol=1e-13)
+    assert combined >= 2
 
 
 def test_emulated_warp_grid_stride_kernel():
