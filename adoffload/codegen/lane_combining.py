@@ -29,7 +29,9 @@ What this pass does, on the kernel body before the NVPTX entry is added (codegen
   ballot is straight-line code whose ``shfl.sync``/``vote.sync`` name that mask (CUDA's
   opportunistic ``coalesced_threads`` pattern). Lanes that arrive separately form their own
   masks. So any subset of lanes, any placement (loops, divergent branches) is correct; a partial
-  warp only combines less.
+  warp only combines less. This needs each group's warp operations to stay on its own path: LLVM
+  never merges convergent calls of two paths (SimplifyCFG's hoisting and sinking refuse them;
+  tests/gpu has groups on both sides of a branch).
 * Moving the adds: the group's atomics move to its last site. Only when nothing between its first
   and last site may touch their memory: loads, stores and atomics there must be rooted in another
   pointer argument and the launch must promise ``noalias`` (codegen option); calls other than pure

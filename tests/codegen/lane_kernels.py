@@ -65,3 +65,16 @@ def block_stencil(out: ado.Out[F64], u: ado.In[F64]):
     """A block kernel (codegen/blocks.py's entry): its adjoint adds to d_u[i .. i+2]."""
     i = ado.tid()
     out[i] = u[i] + 2.0 * u[i + 1] + 3.0 * u[i + 2]
+
+
+@ado.kernel(bounds_check=False)
+def two_arms(h: ado.InOut[F64], v: ado.In[F64], c: ado.In[F64]):
+    """A group on each side of a branch on data (neighbouring lanes on different sides): LLVM must not
+    merge the two groups' warp operations (it does not merge convergent calls)."""
+    i = ado.tid()
+    if c[i] > 0.0:
+        ado.atomic_add(h, i, v[i])
+        ado.atomic_add(h, i + 1, 2.0 * v[i])
+    else:
+        ado.atomic_add(h, i, v[i])
+        ado.atomic_add(h, i + 2, 3.0 * v[i])

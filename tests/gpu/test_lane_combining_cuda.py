@@ -91,6 +91,15 @@ def test_divergent_and_looped_groups_match_the_host(cuda, name, n):
 
 
 @pytest.mark.parametrize("n", SIZES)
+def test_groups_on_both_sides_of_a_branch_match_the_host(cuda, n):
+    assert _combined(L.two_arms)
+    rng = np.random.default_rng(12)
+    c = rng.standard_normal(n)
+    c[: n // 2] = np.where(np.arange(n // 2) % 3 == 0, 1.0, -1.0)     # neighbours on different sides
+    _compare(L.two_arms, dict(h=np.zeros(n + 2), v=rng.standard_normal(n), c=c), n, 1e-11)
+
+
+@pytest.mark.parametrize("n", SIZES)
 def test_primal_atomics_with_odd_offsets_and_a_grid_stride_entry(cuda, n):
     rng = np.random.default_rng(6)
     assert _combined(L.odd_offsets) and _combined(L.with_total)
