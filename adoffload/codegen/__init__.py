@@ -5,6 +5,7 @@ modules (``host``, ``nvptx``, ``amdgpu``) can be used directly for inspection an
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 from . import abi
@@ -12,6 +13,7 @@ from .rows import PTX_ROW_LAUNCH_LINE, ROW_LAUNCH_MARK, launches_rows  # noqa: F
 
 TARGETS = {"host": "host", "cpu": "host", "nvptx": "nvptx", "cuda": "nvptx", "amdgpu": "amdgpu", "hip": "amdgpu"}
 DEFAULT_ARCH = {"nvptx": "sm_90", "amdgpu": "gfx942"}
+LANE_COMBINING_ENV = "ADOFFLOAD_LANE_COMBINING"     # "0": no lane combining (codegen/lane_combining.py)
 # Bumped whenever the generated code changes for the same inputs (part of the cache key).
 CODEGEN_REVISION = 4
 
@@ -55,6 +57,8 @@ def normalize_options(opts: dict, target: str, grid_rank: int) -> dict:
         opts["shared"] = tuple((int(n), bool(z)) for n, z in opts.get("shared", ()))
         if not opts.get("ordered_shared_adds") or _canonical_target(target) == "host":
             opts.pop("ordered_shared_adds", None)       # the host's block loop orders them already
+    if os.environ.get(LANE_COMBINING_ENV) == "0":
+        opts["lane_combining"] = False      # A/B measurements (part of every cache key)
     if opts.get("lane_combining", True) or _canonical_target(target) != "nvptx":
         opts.pop("lane_combining", None)    # on by default; NVPTX only (codegen/lane_combining.py)
     if "elements_per_thread" in opts:

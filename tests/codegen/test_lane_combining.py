@@ -392,3 +392,5 @@ def test_off_for_deterministic_kernels_sm_70_k_elements_and_by_option(monkeypatc
     assert codegen.normalize_options({"lane_combining": False}, "nvptx", 1) == {"lane_combining": False}
     assert codegen.normalize_options({"lane_combining": True}, "nvptx", 1) == {}
     assert codegen.normalize_options({"lane_combining": False}, "host", 1) == {}
+    monkeypatch.setenv("ADOFFLOAD_LANE_COMBINING", "0")
+    assert codegen.normalize_options({}, "nvptx", 1) == {"lane_combining": False}
