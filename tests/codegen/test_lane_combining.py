@@ -319,6 +319,41 @@ def test_emulated_warp_random_offsets(tmp_path, layout):
     assert combined >= 2
 
 
+def _flat_args(kernel, values: dict) -> list:
+    """(ctypes type, value) per flattened body parameter but the thread ids and the status."""
+    args = []
+    for f in kernel.signature.flat_params():
+        value = values[f.name.split(".")[0]]
+        if f.role == "array":
+            args.append((ctypes.c_void_p, value.ctypes.data))
+        elif f.role == "shape":
+            args.append((ctypes.c_int64, value.shape[f.dim]))
+        else:
+            args.append((ctypes.c_double, value))
+    return args
+
+
+def test_emulated_warp_eos_adjoint_adds_53_times_instead_of_224():
+    """lcals_eos's lean adjoint: 7 adds per lane (d_u[i] .. d_u[i+6]); combined, 32 pivot adds and
+    the d top lanes' site-d adds (1 + 2 + ... + 6): 53 per whole warp."""
+    import rajaperf_kernels as rk
+    k = ado.vjp(rk.lcals_eos, ["u", "y", "z"], primal_outputs=False)
+    rng = np.random.default_rng(12)
+    n = 200
+    base = rk.CASES[[c.name for c in rk.CASES].index("lcals_eos")].make(n, rng)
+    seed = rng.standard_normal(n)
+    counts, results = [], []
+    for combine in (False, True):
+        values = dict(base, d_x=seed, d_y=np.zeros(n), d_z=np.zeros(n), d_u=np.zeros(n + 7))
+        program = _emulated(k.module_text(), k.body_name, combine)
+        counts.append(_run_warp(program, k.body_name, _LAYOUTS["whole warp"], _flat_args(k, values)))
+        results.append(values)
+    assert counts == [224, 53]
+    for name in ("d_u", "d_y", "d_z"):
+        np.testing.assert_allclose(results[1][name], results[0][name], rtol=1e-14, atol=1e-14)
+    assert np.count_nonzero(results[1]["d_u"]) == 32 + 6
+
+
 def test_emulated_warp_grid_stride_kernel():
     k = L.with_total                  # its body (the entry would loop over the grid around it)
     rng = np.random.default_rng(9)
