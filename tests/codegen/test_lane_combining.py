@@ -401,6 +401,19 @@ def test_eos_adjoint_ptx_is_combined_and_assembles():
     guarded = sum(1 for k in adds if re.match(r"\s*@%p\d+ bra", lines[k - 1]))
     assert guarded >= 6
     nvptx.ptxas_check(ptx, "sm_90")
+    cuobjdump = tools.find_ptxas().parent / "cuobjdump"
+    if cuobjdump.exists():      # the SASS: 7 REDG, 6 of them behind a branch or exit of their own
+        import subprocess
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            Path(tmp, "k.ptx").write_text(ptx)
+            subprocess.run([str(tools.find_ptxas()), "-arch=sm_90", f"{tmp}/k.ptx", "-o", f"{tmp}/k.cubin"], check=True)
+            sass = subprocess.run([str(cuobjdump), "-sass", f"{tmp}/k.cubin"], capture_output=True, text=True,
+                                  check=True).stdout
+        code = [line for line in sass.splitlines() if "/*" in line and ";" in line]
+        reds = [k for k, line in enumerate(code) if "REDG.E.ADD.F64" in line]
+        assert len(reds) == 7
+        assert sum(1 for k in reds if re.search(r"@!?P\d+ (BRA|EXIT)", code[k - 1])) == 6
 
 
 def test_off_for_deterministic_kernels_sm_70_k_elements_and_by_option(monkeypatch, tmp_path):
