@@ -104,9 +104,9 @@ def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_ran
     uniform-address atomics are combined: "block" (default) | "warp" | "thread" | "off";
     see codegen/reductions.py), ``elements_per_thread`` (GPU, rank-1 grids: k linear ids per
     thread, launched with ``ceil(total / k)`` threads; see abi.add_gpu_entry and
-    codegen/vectorize.py; ignored on the host), ``lane_combining`` (NVPTX, default True:
-    a thread's stencil atomics summed across warp lanes, codegen/lane_combining.py). ``cache``: True for the default
-    on-disk cache, a ``CompileCache``, or False/None for none.
+    codegen/vectorize.py; ignored on the host), ``lane_combining`` (NVPTX, default True: a
+    thread's stencil atomics summed across warp lanes, codegen/lane_combining.py). ``cache``:
+    True for the default on-disk cache, a ``CompileCache``, or False/None for none.
     """
     from ..cache import CompileCache
     from ..enzyme.parallel import lower_uniform_adds_text
