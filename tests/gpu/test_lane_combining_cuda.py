@@ -51,7 +51,7 @@ def _adjoint_values(kernel, base, rng):
 
 
 @pytest.mark.parametrize("lean", [True, False])
-@pytest.mark.parametrize("name", ["lcals_eos", "lcals_hydro_1d"])
+@pytest.mark.parametrize("name", ["lcals_eos", "lcals_hydro_1d", "lcals_first_diff"])
 @pytest.mark.parametrize("n", SIZES)
 def test_rajaperf_stencil_adjoints_match_the_host(cuda, name, n, lean):
     case = next(c for c in CASES if c.name == name)
