@@ -55,7 +55,8 @@ def _groups(text, noalias=True):
 
 def test_a_pair_of_neighbouring_adds_is_a_group():
     (group,) = _groups(_ir())
-    assert [s.name for s in group.pivot] == ["x0"] and {d: [s.name for s in v] for d, v in group.others.items()} == {1: ["x1"]}
+    assert [s.name for s in group.pivot] == ["x0"]
+    assert {d: [s.name for s in v] for d, v in group.others.items()} == {1: ["x1"]}
 
 
 @pytest.mark.parametrize("first, second", [
@@ -205,8 +206,10 @@ _CALLBACKS = {
     "adoffload.test.fadd": ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_double)(
         lambda a, v: _Warp.current.fadd(a, v)),
 }
-_RENAMES = {"llvm.nvvm.activemask": "adoffload.test.activemask", "llvm.nvvm.read.ptx.sreg.laneid": "adoffload.test.laneid",
-            "llvm.nvvm.shfl.sync.up.i32": "adoffload.test.shfl_up", "llvm.nvvm.vote.ballot.sync": "adoffload.test.ballot"}
+_RENAMES = {"llvm.nvvm.activemask": "adoffload.test.activemask",
+            "llvm.nvvm.read.ptx.sreg.laneid": "adoffload.test.laneid",
+            "llvm.nvvm.shfl.sync.up.i32": "adoffload.test.shfl_up",
+            "llvm.nvvm.vote.ballot.sync": "adoffload.test.ballot"}
 _ATOMIC = re.compile(r'%"?[\w.]+"? = atomicrmw fadd ptr (%"?[\w.]+"?), double (%"?[\w.]+"?|\S+) monotonic[^\n]*')
 
 
