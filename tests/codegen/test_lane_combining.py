@@ -189,9 +189,9 @@ class _Warp:
         bit = (predicate & 1) << self.local.lane
         return self.exchange(mask, bit, lambda lane: sum(self.slots[k] for k in range(32) if self.mask >> k & 1))
 
-    def fadd(self, address, value):
+    def fadd(self, address, value, ctype=ctypes.c_double):
         with self.lock:
-            cell = ctypes.c_double.from_address(address)
+            cell = ctype.from_address(address)
             cell.value += value
             self.atomics += 1
 
@@ -205,12 +205,14 @@ _CALLBACKS = {
     "adoffload.test.ballot": ctypes.CFUNCTYPE(_U32, _U32, _U32)(lambda m, p: _Warp.current.ballot(m, p)),
     "adoffload.test.fadd": ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_double)(
         lambda a, v: _Warp.current.fadd(a, v)),
+    "adoffload.test.fadd32": ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_float)(
+        lambda a, v: _Warp.current.fadd(a, v, ctypes.c_float)),
 }
 _RENAMES = {"llvm.nvvm.activemask": "adoffload.test.activemask",
             "llvm.nvvm.read.ptx.sreg.laneid": "adoffload.test.laneid",
             "llvm.nvvm.shfl.sync.up.i32": "adoffload.test.shfl_up",
             "llvm.nvvm.vote.ballot.sync": "adoffload.test.ballot"}
-_ATOMIC = re.compile(r'%"?[\w.]+"? = atomicrmw fadd ptr (%"?[\w.]+"?), double (%"?[\w.]+"?|\S+) monotonic[^\n]*')
+_ATOMIC = re.compile(r'%"?[\w.]+"? = atomicrmw fadd ptr (%"?[\w.]+"?), (float|double) (%"?[\w.]+"?|\S+) monotonic[^\n]*')
 
 
 def _emulated(text: str, body: str, combine: bool) -> HostProgram:
@@ -221,8 +223,9 @@ def _emulated(text: str, body: str, combine: bool) -> HostProgram:
         assert count == 1
     for old, new in _RENAMES.items():
         text = text.replace(f'@"{old}"', f'@"{new}"')
-    text = _ATOMIC.sub(r'call void @"adoffload.test.fadd"(ptr \1, double \2)', text)
-    text += '\ndeclare void @"adoffload.test.fadd"(ptr, double)\n'
+    text = _ATOMIC.sub(lambda m: f'call void @"adoffload.test.fadd{"32" if m[2] == "float" else ""}"'
+                       f'(ptr {m[1]}, {m[2]} {m[3]})', text)
+    text += '\ndeclare void @"adoffload.test.fadd"(ptr, double)\ndeclare void @"adoffload.test.fadd32"(ptr, float)\n'
     return HostProgram(text, opt_level=1, codegen_level=0)
 
 
@@ -355,6 +358,22 @@ def test_emulated_warp_eos_adjoint_adds_53_times_instead_of_224():
     for name in ("d_u", "d_y", "d_z"):
         np.testing.assert_allclose(results[1][name], results[0][name], rtol=1e-14, atol=1e-14)
     assert np.count_nonzero(results[1]["d_u"]) == 32 + 6
+
+
+def test_emulated_warp_f32_adjoint_with_a_duplicate_and_a_far_site():
+    """stencil_f32's adjoint: d_u[i], d_u[i+1], d_u[i+3] (u[i+3]**2: one add) and d_u[i+9], 32-bit shuffles."""
+    k = ado.vjp(L.stencil_f32, ["u"], primal_outputs=False)
+    rng = np.random.default_rng(13)
+    n = 200
+    u, seed = rng.standard_normal(n + 9).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    counts, results = [], []
+    for combine in (False, True):
+        values = dict(out=np.zeros(n, np.float32), u=u, d_out=seed, d_u=np.zeros(n + 9, np.float32))
+        program = _emulated(k.module_text(), k.body_name, combine)
+        counts.append(_run_warp(program, k.body_name, _LAYOUTS["whole warp"], _flat_args(k, values)))
+        results.append(values["d_u"])
+    assert counts == [4 * 32, 32 + 1 + 3 + 9]
+    np.testing.assert_allclose(results[1], results[0], rtol=2e-6, atol=2e-6)
 
 
 def test_emulated_warp_grid_stride_kernel():
