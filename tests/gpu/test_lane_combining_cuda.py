@@ -56,7 +56,8 @@ def _adjoint_values(kernel, base, rng):
 def test_rajaperf_stencil_adjoints_match_the_host(cuda, name, n, lean):
     case = next(c for c in CASES if c.name == name)
     k = ado.vjp(case.kernel, case.wrt, primal_outputs=not lean)
-    assert _combined(k)
+    # lcals_eos's default adjoint reads d_y, d_z between its sites: left alone (lane_combining.py)
+    assert _combined(k) == (lean or name != "lcals_eos")
     rng = np.random.default_rng(n)
     _compare(k, _adjoint_values(k, case.make(n, rng), rng), n, 1e-11)
 
