@@ -193,10 +193,11 @@ def _per(counts) -> str:
     return f"{counts[PER_ITERATION]} per iteration, {counts[PER_THREAD]} per thread"
 
 
-def stats_report(k, mode: str, wrt: str | None) -> str:
-    """``--stats``: the selected kernel; for ``--mode primal``, the primal and both derivatives."""
+def stats_report(k, mode: str, wrt: str | None, lean: bool = False) -> str:
+    """``--stats``: the selected kernel (``lean``: the lean derivative); for ``--mode primal``, the
+    primal and both derivatives."""
     if mode != "primal":
-        return kernel_stats(select(k, mode, wrt, 1), f"{mode} of {k.name}")
+        return kernel_stats(select(k, mode, wrt, 1, lean), f"{'lean ' if lean else ''}{mode} of {k.name}")
     parts = [kernel_stats(k, "primal")]
     if default_wrt(k):
         parts += [kernel_stats(select(k, m, None, 1), f"{m} of {k.name}") for m in ("jvp", "vjp")]
@@ -240,7 +241,7 @@ def main(argv=None) -> int:
         if args.stats:
             if args.width != 1:
                 raise ArgumentError("--stats reports width-1 kernels; leave out --width")
-            sys.stdout.write(stats_report(load_kernel(args.target), args.mode, args.wrt) + "\n")
+            sys.stdout.write(stats_report(load_kernel(args.target), args.mode, args.wrt, args.lean) + "\n")
             return 0
         k = select(load_kernel(args.target), args.mode, args.wrt, args.width, args.lean)
         sys.stdout.write(emit(k, args.emit, arch).rstrip() + "\n")
