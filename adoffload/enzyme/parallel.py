@@ -24,7 +24,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from ..ir.core import Argument, Block, Constant, Instruction, Value
+from ..ir.core import Argument, Block, Constant, GlobalVariable, Instruction, Value
 
 _STRIP = frozenset({"sext", "zext"})
 _UNIFORM_OPS = frozenset({"add", "sub", "mul", "shl", "sext", "zext", "trunc", "and", "or", "xor",
@@ -121,7 +121,7 @@ class AddressClassifier:
         # the thread index, but thread i's x[i + 1] is thread i+1's x[i]; and accesses of one
         # element each (a <2 x double> load at x[i] also reads x[i + 1]).
         accesses = self.patterns.get(root, ())
-        if (len(indices) == 1 and len(accesses) <= 1 and all(e in (None, t) for _, e, t in accesses)
+        if (len(indices) == 1 and len(accesses) <= 1 and ANY_ROOT not in self.patterns and all(e in (None, t) for _, e, t in accesses)
                 and self.injective(indices[0], set(self.thread_args), at)):
             return AddressClass.PRIVATE
         return AddressClass.SHARED
@@ -220,22 +220,60 @@ def _aliases(v: Value) -> set[Value]:
     return {_strip(v)}
 
 
+ANY_ROOT = "any root"      # _access_patterns' key for accesses through pointers of unknown origin
+
+
 def _access_patterns(function) -> dict[Value, set]:
     """Per pointer root: the distinct accesses of its loads, stores and atomics, each as (index
     expressions (structurally), the GEPs' element type, the type accessed). An access wider than
-    its element (``load <2 x double>`` at ``x[i]``) reaches the next thread's element too."""
+    its element (``load <2 x double>`` at ``x[i]``) reaches the next thread's element too.
+
+    An access whose address is no plain GEP chain over one element type (clang's byte offsets
+    ``gep i8, (gep double, u, i), 8``, a phi or select of pointers) counts as a pattern of its own
+    for every argument it may point into, so ``u[i]`` is not taken for thread i's alone while
+    ``u[i + 1]`` is reached another way; one through a pointer of unknown origin (loaded,
+    ``inttoptr``, returned by a call) counts against every root (key ``ANY_ROOT``)."""
     patterns: dict[Value, set] = {}
     for inst in function.instructions():
         if inst.opcode not in ("load", "store", "atomicrmw", "cmpxchg"):
             continue
         pointer = inst.operands[1] if inst.opcode == "store" else inst.operands[0]
         root, indices = _decompose(pointer)
-        if root is not None:
+        if isinstance(root, Argument | Constant | GlobalVariable) or \
+                isinstance(root, Instruction) and root.opcode == "alloca":
             accessed = inst.type if inst.opcode == "load" else inst.operands[0 if inst.opcode == "store" else 1].type
             element = _gep_element(pointer)
             patterns.setdefault(root, set()).add((tuple(_structure(i) for i in indices),
                                                   None if element is None else str(element), str(accessed)))
+            continue
+        opaque = ("opaque", id(inst), None)
+        roots = _pointer_roots(pointer)
+        for r in roots if roots is not None else (ANY_ROOT,):
+            patterns.setdefault(r, set()).add(opaque)
     return patterns
+
+
+def _pointer_roots(pointer: Value, depth: int = 0, seen=None) -> set | None:
+    """The arguments, allocas and globals ``pointer`` may point into (through GEPs, casts, phis and
+    selects), or None when it may come from anywhere (a loaded pointer, ``inttoptr``, a call)."""
+    seen = set() if seen is None else seen
+    if pointer in seen:
+        return set()
+    seen.add(pointer)
+    while isinstance(pointer, Instruction) and pointer.opcode in ("getelementptr", "bitcast", "addrspacecast"):
+        pointer = pointer.operands[0]
+    if isinstance(pointer, Argument | Constant | GlobalVariable) or \
+            isinstance(pointer, Instruction) and pointer.opcode == "alloca":
+        return {pointer}
+    if isinstance(pointer, Instruction) and pointer.opcode in ("phi", "select") and depth < 32:
+        found = set()
+        for value in (pointer.operands if pointer.opcode == "phi" else pointer.operands[1:]):
+            more = _pointer_roots(value, depth + 1, seen)
+            if more is None:
+                return None
+            found |= more
+        return found
+    return None
 
 
 def _gep_element(pointer: Value):

@@ -352,3 +352,38 @@ def test_a_row_through_two_geps_is_private():
     module, result = derive(unchecked, "f", [CONST, CONST, DUP, CONST, CONST, DUP], canonical=False,
                             parallel=ParallelInfo((0, 1)))
     assert "atomicrmw fadd" in _reverse_text(module, result)     # no proof that t1 < s1: atomic
+
+
+@pytest.mark.parametrize("other", [
+    "%q0 = getelementptr double, ptr %x, i64 %tid\n  %q = getelementptr i8, ptr %q0, i64 8",   # clang's u[i + 1]
+    "%q = select i1 %c, ptr %x, ptr %out",                                                  # maybe x
+    "%q = load ptr, ptr %table",                                                            # from anywhere
+])
+def test_an_element_reached_another_way_is_not_private(other):
+    """x[tid] is thread tid's only if no other access reaches x: one through a byte offset (clang
+    -O2 writes u[i + 1] as ``gep i8, (gep double, u, i), 8``), a select or a loaded pointer may be
+    another thread's x[tid]. The CUDA source of RAJAPerf's lcals_eos lost gradient contributions
+    on an H200 that way (plain adds at d_u[i] racing with neighbours' atomics)."""
+    src = f"""
+define void @f(i64 %tid, ptr %x, ptr %out, ptr %table, i1 %c) {{
+entry:
+  %p = getelementptr double, ptr %x, i64 %tid
+  %v = load double, ptr %p
+  {other}
+  %w = load double, ptr %q
+  %s = fadd double %v, %w
+  %po = getelementptr double, ptr %out, i64 %tid
+  store double %s, ptr %po
+  ret void
+}}
+"""
+    from adoffload.enzyme.parallel import AddressClassifier
+    from adoffload.enzyme.reverse_cfg import Dominators, reachable_blocks
+    from adoffload.ir import import_module
+    fn = import_module(src)["f"]
+    classifier = AddressClassifier(ParallelInfo((0,)), Dominators(reachable_blocks(fn)), fn.args, function=fn)
+    x_gep = next(i for i in fn.instructions() if i.opcode == "getelementptr")
+    assert classifier.classify(x_gep, x_gep.parent) is AddressClass.SHARED
+    out_gep = [i for i in fn.instructions() if i.opcode == "getelementptr"][-1]
+    private_out = "select" not in other and "load ptr" not in other      # out may be the other pointer
+    assert (classifier.classify(out_gep, out_gep.parent) is AddressClass.PRIVATE) == private_out

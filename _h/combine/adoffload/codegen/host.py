@@ -1,0 +1,162 @@
+"""The host (CPU) target: MCJIT-compiled machine code for the native CPU at O3."""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import re
+
+import llvmlite.binding as llvm
+
+from ..errors import CompilationError
+from .numba_runtime import load_numba_runtime, needs_numba_runtime
+from .optimize import optimize_module
+from .targets import host_target_machine, initialize
+
+# libm functions LLVM may lower math intrinsics to; registered explicitly in case the
+# process's own symbol table does not export them to MCJIT.
+_LIBM_SYMBOLS = ("sin", "cos", "tan", "exp", "exp2", "log", "log2", "log10", "pow", "tanh", "atan2",
+                 "erf", "erfc", "sinh", "cosh", "asin", "acos", "atan", "expm1", "log1p", "cbrt",
+                 "fmod", "hypot", "lgamma", "tgamma")
+
+
+# a thread_local global, or one placed in a TLS section
+_THREAD_LOCAL = re.compile(r'^@\S+\s*=[^"]*?\bthread_local\b|section "\.t(data|bss)\b')
+
+# compiler-rt builtins the backend itself calls (they appear in no declaration): llvm.powi with a
+# variable exponent, C complex products/quotients, i128 arithmetic and conversions, half-precision
+# conversions. Without them MCJIT jumps to address 0. libgcc_s provides them on Linux.
+_BUILTINS = ("__powidf2", "__powisf2", "__muldc3", "__mulsc3", "__divdc3", "__divsc3",
+             "__multi3", "__divti3", "__modti3", "__udivti3", "__umodti3", "__floattidf", "__floattisf",
+             "__floatuntidf", "__floatuntisf", "__fixdfti", "__fixsfti", "__fixunsdfti", "__fixunssfti",
+             "__extendhfsf2", "__truncsfhf2", "__truncdfhf2")
+
+
+@functools.cache
+def _register_builtins() -> None:
+    for path in (ctypes.util.find_library("gcc_s"), "libgcc_s.so.1"):
+        try:
+            lib = ctypes.CDLL(path) if path else None
+        except OSError:
+            continue
+        if lib is None:
+            continue
+        for name in _BUILTINS:
+            fn = getattr(lib, name, None)
+            if fn is not None and not llvm.address_of_symbol(name):
+                llvm.add_symbol(name, ctypes.cast(fn, ctypes.c_void_p).value)
+        return
+
+
+@functools.cache
+def _register_libm() -> None:
+    path = ctypes.util.find_library("m")
+    if path is None:
+        return
+    libm = ctypes.CDLL(path)
+    for base in _LIBM_SYMBOLS:
+        for name in (base, base + "f"):
+            if llvm.address_of_symbol(name):
+                continue
+            fn = getattr(libm, name, None)
+            if fn is not None:
+                llvm.add_symbol(name, ctypes.cast(fn, ctypes.c_void_p).value)
+
+
+@functools.cache
+def _load_cxx_runtime() -> bool:
+    """C++ code calls operator new/delete and the Itanium ABI's ``__cxa_*`` (exceptions), which
+    this Python process may not have loaded: take them from the system's C++ runtime."""
+    path = ctypes.util.find_library("stdc++")
+    if path is None:
+        return False
+    try:
+        llvm.load_library_permanently(path)
+    except RuntimeError:
+        return False
+    return True
+
+
+def unresolved_functions(module: llvm.ModuleRef) -> list[str]:
+    """Functions the module declares that neither LLVM's symbol table nor the process defines."""
+    process = ctypes.CDLL(None)
+    missing = []
+    # (llvm.address_of_symbol also sees libraries loaded by load_library_permanently)
+    for fn in module.functions:
+        if not fn.is_declaration or fn.name.startswith("llvm.") or llvm.address_of_symbol(fn.name):
+            continue
+        try:
+            process[fn.name]
+        except AttributeError:
+            missing.append(fn.name)
+    return missing
+
+
+class HostProgram:
+    """A module JIT-compiled for this CPU. Keeps its execution engine (and code) alive."""
+
+    def __init__(self, text: str, opt_level: int = 3, optimized: bool = False, codegen_level: int = 3,
+                 guarded: tuple = ()):
+        """``opt_level``: the IR pipeline run first (none when ``optimized``); ``codegen_level``:
+        the backend's (0 selects instructions about 4x faster, for code that runs once: tests).
+        ``guarded``: functions to call through failure guards (host_guard.py) when the module
+        has failure paths nothing defines (a Rust crate's panics)."""
+        initialize()
+        _register_libm()
+        _register_builtins()
+        self.entry_name: str | None = None       # set by compile_for_target
+        self.entry_address: int | None = None
+        tm = host_target_machine(fresh=True, codegen_level=codegen_level)   # owned by the engine below
+        try:
+            module = llvm.parse_assembly(text)
+            module.triple = tm.triple
+            module.data_layout = str(tm.target_data)
+            module.verify()
+        except RuntimeError as exc:
+            raise CompilationError(f"host module does not parse or verify: {exc}") from exc
+        if not optimized:
+            optimize_module(module, opt_level, tm)
+        thread_locals = [g.name for g in module.global_variables if _THREAD_LOCAL.search(str(g).split("\n")[0])]
+        if thread_locals:   # MCJIT aborts the process on them ("allocation of TLS not implemented")
+            raise CompilationError(f"the host JIT cannot run code with thread-local globals "
+                                   f"({', '.join('@' + n for n in thread_locals)})")
+        missing = unresolved_functions(module)
+        if missing:
+            from .rust_runtime import define_allocator_shims
+            missing = define_allocator_shims(module, missing)
+        if any(name.startswith(("_Z", "__cxa_", "__gxx_")) for name in missing) and _load_cxx_runtime():
+            missing = unresolved_functions(module)
+        if needs_numba_runtime(missing) and load_numba_runtime():
+            missing = unresolved_functions(module)
+        from .host_guard import guard, provide_failure_stubs
+        missing, has_failures = provide_failure_stubs(module, missing)
+        defined = {f.name for f in module.functions if not f.is_declaration}
+        self.guarded = frozenset(n for n in guarded if has_failures and n in defined)
+        if self.guarded:
+            guard(module, sorted(self.guarded))
+        if missing:
+            raise CompilationError(f"the host code calls {', '.join('@' + n for n in missing)}, which no "
+                                   f"loaded library defines; refusing to run it (the call would jump to "
+                                   f"address 0). Define it in the module or load a library providing it.")
+        self.optimized_ir = str(module)
+        self._engine = llvm.create_mcjit_compiler(module, tm)
+        self._engine.finalize_object()
+        self._engine.run_static_constructors()
+
+    def address(self, name: str) -> int:
+        addr = self._engine.get_function_address(name)
+        if not addr:
+            raise CompilationError(f"host program has no function @{name}")
+        return addr
+
+    def function(self, name: str, restype, *argtypes):
+        """A ctypes callable for ``name`` (a CFUNCTYPE, so calls release the GIL); through its
+        failure guard when it has one (a failure path raises ForeignPanicError)."""
+        if name in getattr(self, "guarded", ()):
+            from .host_guard import guarded_callable
+            return guarded_callable(self.address(name + ".guarded"), name, restype, argtypes)
+        return ctypes.CFUNCTYPE(restype, *argtypes)(self.address(name))
+
+    def entry(self, name: str):
+        """The ``void(ptr slots, i64 start, i64 end)`` host entry as a ctypes callable."""
+        return self.function(name, None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)

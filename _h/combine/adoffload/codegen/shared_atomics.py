@@ -1,0 +1,108 @@
+"""Warp-aggregated float adds into block-shared memory (NVPTX).
+
+Why: sm_90 has no native float atomic add on shared memory; ptxas turns ``atom.shared.add.f32``
+into a compare-and-swap loop (``ATOMS.CAST.SPIN``) that retries once per lane hitting the same
+address. Reverse-mode AD makes many such adds: the adjoint of a tile element that a whole row of
+threads reads (``a[m] = As[k, ti * 8 + m]`` in a register-tiled matmul) is 16 lanes adding to one
+address. Here a lane first sums its value with its butterfly partners (lane xor 1, 2, 4, 8, 16)
+whenever *every* lane's partner at that distance adds to the same address (``match.any`` and a
+warp vote, so the choice is uniform), and then one lane per group of equal addresses does the
+atomic; a warp whose lanes all add to distinct addresses skips that. A warp that is
+not whole and converged (``activemask`` not all 32 lanes) adds plainly, as before.
+
+Only adds whose old value is unused and whose address is rooted in one of the body's shared-array
+parameters are rewritten, so the low 32 bits of an address tell it apart (a block's shared window
+is far smaller than 4 GiB). Host entries are untouched: their blocks run one thread at a time.
+"""
+from __future__ import annotations
+
+from .. import ir as adoir
+from ..ir.builder import Builder
+from ..ir.core import FunctionType, Instruction, void
+from .block_ops import _exchange
+
+_TYPES = {"float": "f32", "double": "f64"}
+_OFFSETS = (1, 2, 4, 8, 16)
+
+
+def _root(pointer):
+    while isinstance(pointer, Instruction) and pointer.opcode in ("getelementptr", "bitcast", "addrspacecast"):
+        pointer = pointer.operands[0]
+    return pointer
+
+
+def aggregate_shared_adds(module_text: str, body_name: str, shared_args: range) -> tuple[str, bool]:
+    """``module_text`` with the body's unused-result float ``atomicrmw fadd`` on shared arrays
+    (parameters ``shared_args`` of the body) made calls of ``@adoffload.shared_fadd.<t>``;
+    and whether any was."""
+    if "atomicrmw fadd" not in module_text:
+        return module_text, False
+    module = adoir.import_module(module_text)
+    fn = module.functions[body_name]
+    shared = {fn.args[k] for k in shared_args}
+    used = fn.users()
+    found = [inst for inst in fn.instructions()
+             if inst.opcode == "atomicrmw" and getattr(inst, "op", None) == "fadd"
+             and str(inst.type) in _TYPES and _root(inst.operands[0]) in shared and not used.get(inst)]
+    for inst in found:
+        pointer, value = inst.operands
+        callee = module.get_or_declare(f"adoffload.shared_fadd.{_TYPES[str(inst.type)]}",
+                                       FunctionType(void, (pointer.type, value.type)))
+        b = Builder()
+        b.position_before(inst)
+        b.location = inst.location
+        b.call(callee, [pointer, value])
+        inst.parent.instructions.remove(inst)
+    return (adoir.export_module(module) if found else module_text), bool(found)
+
+
+def nvptx_definitions() -> str:
+    """``@adoffload.shared_fadd.f32`` / ``.f64`` for NVPTX (needs block_ops' exchange helpers).
+
+    ``match.any`` gives each lane the set of lanes adding to its address: when every lane is
+    alone (a stencil's adjoint) the add is plain at once; otherwise a lane sums with its partner
+    at xor distance d whenever every lane's partner at d is in its set (a warp vote)."""
+    out = ["declare i32 @llvm.nvvm.activemask()\ndeclare i1 @llvm.nvvm.vote.all.sync(i32, i1)\n"
+           "declare i32 @llvm.nvvm.match.any.sync.i32(i32, i32)\n"]
+    for t, suffix in _TYPES.items():
+        steps, value, groups = [], "%v", "0"
+        for off in _OFFSETS:
+            steps.append(f"  %partner.{off} = xor i32 %lane, {off}\n"
+                         f"  %shifted.{off} = lshr i32 %same, %partner.{off}\n"
+                         f"  %eq.{off} = trunc i32 %shifted.{off} to i1\n"
+                         f"  %all.{off} = call i1 @llvm.nvvm.vote.all.sync(i32 -1, i1 %eq.{off})\n"
+                         + _exchange(t, "xor", value, str(off), f"%p.{off}")
+                         + f"  %sum.{off} = fadd {t} {value}, %p.{off}\n"
+                         f"  %v.{off} = select i1 %all.{off}, {t} %sum.{off}, {t} {value}\n"
+                         f"  %bit.{off} = select i1 %all.{off}, i32 {off}, i32 0\n"
+                         f"  %g.{off} = or i32 {groups}, %bit.{off}\n")
+            value, groups = f"%v.{off}", f"%g.{off}"
+        out.append(f"""define void @adoffload.shared_fadd.{suffix}(ptr %a, {t} %v) alwaysinline convergent nounwind {{
+entry:
+  %mask = call i32 @llvm.nvvm.activemask()
+  %whole = icmp eq i32 %mask, -1
+  br i1 %whole, label %match, label %plain
+match:
+  %addr = ptrtoint ptr %a to i64
+  %lo = trunc i64 %addr to i32
+  %same = call i32 @llvm.nvvm.match.any.sync.i32(i32 -1, i32 %lo)
+  %lane = call i32 @adoffload.lane_id()
+  %me = shl i32 1, %lane
+  %alone = icmp eq i32 %same, %me
+  %all.alone = call i1 @llvm.nvvm.vote.all.sync(i32 -1, i1 %alone)
+  br i1 %all.alone, label %plain, label %combine
+plain:
+  %old = atomicrmw fadd ptr %a, {t} %v monotonic
+  ret void
+combine:
+{"".join(steps)}  %mine = and i32 %lane, {groups}
+  %leader = icmp eq i32 %mine, 0
+  br i1 %leader, label %add, label %done
+add:
+  %old.sum = atomicrmw fadd ptr %a, {t} {value} monotonic
+  br label %done
+done:
+  ret void
+}}
+""")
+    return "".join(out)

@@ -1,0 +1,97 @@
+"""Barrier intervals of a block-kernel body, for the race check (shared_races.py).
+
+A barrier (``sync_threads``, and the block operations, which hold barriers on every target) ends an
+interval. A *piece* is the code of a block between two of its barriers; an interval *starts* at the
+entry or right after a barrier, and its *region* is every piece that start reaches without passing
+another barrier. Two accesses may run in one interval when a start's region holds both, unless a
+block-uniform branch that runs at most once per interval (on no barrier-free cycle) separates
+them: every path from the start to one takes one side and every path to the other the other side,
+and all threads of a block take the same side (a loop around a barrier: its exit and its next trip).
+"""
+from __future__ import annotations
+
+from .. import collectives
+from ..ir.core import Block, Function, Instruction
+
+# Calls after which every thread of the block has finished what it did before (they hold barriers).
+BOUNDARIES = frozenset({"sync_threads", "block_sum", "block_max", "block_broadcast", "block_first_thread"})
+
+
+def is_boundary(inst: Instruction) -> bool:
+    if inst.opcode != "call":
+        return False
+    parsed = collectives.parse(getattr(inst.callee, "name", ""))
+    return parsed is not None and parsed[0] in BOUNDARIES
+
+
+class Intervals:
+    """Pieces, interval starts and regions of ``fn``; ``unstable``: blocks on barrier-free cycles."""
+
+    def __init__(self, fn: Function):
+        self.pieces = {b: sum(map(is_boundary, b.instructions)) for b in fn.blocks}
+        self.regions: dict[tuple, set] = {}
+        self.starts: dict[tuple, set] = {}
+        for start in [(fn.entry, 0)] + [(b, k) for b in fn.blocks for k in range(1, self.pieces[b] + 1)]:
+            region = self._reach(start, None)
+            self.regions[start] = region
+            for node in region:
+                self.starts.setdefault(node, set()).add(start)
+        self.unstable = _on_cycles([b for b in fn.blocks if not self.pieces[b]])
+        self._sides: dict[tuple, dict] = {}
+
+    def node(self, inst: Instruction) -> tuple:
+        block = inst.parent
+        return block, sum(map(is_boundary, block.instructions[:block.instructions.index(inst)]))
+
+    def _reach(self, start: tuple, banned) -> set:
+        """Pieces reachable from ``start`` without passing a barrier or the edge ``banned``."""
+        seen, todo = set(), [start]
+        while todo:
+            node = todo.pop()
+            if node in seen:
+                continue
+            seen.add(node)
+            b, k = node
+            if k == self.pieces[b]:
+                todo.extend((s, 0) for s in b.successors if (b, s) != banned)
+        return seen
+
+    def settle(self, divergence) -> None:
+        """Which uniform branch sides each piece needs, per start (``divergence``: the uniformity analysis)."""
+        for start, region in self.regions.items():
+            needs: dict[tuple, set] = {}
+            for b, k in region:
+                term = b.terminator
+                if k != self.pieces[b] or term is None or term.opcode != "br" or len(term.blocks) != 2 \
+                        or term.blocks[0] is term.blocks[1] or b in self.unstable \
+                        or divergence.is_varying(term.operands[0]):
+                    continue
+                for side, target in zip((True, False), term.blocks):
+                    for node in region - self._reach(start, (b, target)):
+                        needs.setdefault(node, set()).add((id(b), side))
+            self._sides[start] = needs
+
+    def together(self, a: tuple, b: tuple) -> bool:
+        """Whether pieces ``a`` and ``b`` may run in one interval (after ``settle``)."""
+        for start in self.starts.get(a, set()) & self.starts.get(b, set()):
+            needs = self._sides.get(start, {})
+            na, nb = needs.get(a, set()), needs.get(b, set())
+            if not any((branch, not side) in nb for branch, side in na):
+                return True
+        return False
+
+
+def _on_cycles(blocks: list[Block]) -> set[Block]:
+    """The blocks of ``blocks`` that lie on a cycle of ``blocks``."""
+    inside = set(blocks)
+    found = set()
+    for b in blocks:
+        seen, todo = set(), [s for s in b.successors if s in inside]
+        while todo:
+            x = todo.pop()
+            if x not in seen:
+                seen.add(x)
+                todo.extend(s for s in x.successors if s in inside)
+        if b in seen:
+            found.add(b)
+    return found

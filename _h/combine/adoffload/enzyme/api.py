@@ -1,0 +1,170 @@
+"""Enzyme-style calls on any function, including foreign LLVM IR: ``autodiff(mode, fn, *args)``.
+
+Arguments are wrapped like Enzyme.jl's annotations: ``Const(x)`` (no derivative), ``Active(x)``
+(a float scalar whose adjoint is returned; reverse mode), ``Duplicated(x, dx)`` (an array
+with its shadow array, or in forward mode a float scalar with its tangent). A bare value is
+Const. ``fn`` is an ``adoffload.foreign.ForeignFunction`` (``mod["lj"]``) or an ir Function
+that belongs to a Module.
+
+* ``autodiff(Reverse, f, ...)`` returns one entry per argument: the adjoint (a Python float)
+  for Active arguments, None otherwise; Duplicated shadows accumulate the adjoints in place.
+  A float-returning function is seeded with 1.0; a void one is seeded through its Duplicated
+  output shadows (which are consumed, as in Enzyme).
+* ``autodiff(Forward, f, ...)`` returns the tangent of the result (None for a void function,
+  whose Duplicated shadows then hold the output tangents).
+
+The derivative is built once per function and activity, JIT-compiled for this CPU and
+called through ctypes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ArgumentError, ShapeError
+from ..ir.core import Function, Module
+from .activity import ACTIVE, CONST, DUP, Activity, is_float_type
+from .forward import forward
+from .host import HostFunction, compile_host
+
+
+class Mode:
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+Forward = Mode("Forward")
+Reverse = Mode("Reverse")
+
+
+@dataclass(frozen=True)
+class Const:
+    value: object
+
+
+@dataclass(frozen=True)
+class Active:
+    value: float
+
+
+@dataclass(frozen=True)
+class Duplicated:
+    value: object
+    shadow: object
+
+
+def _resolve(fn) -> tuple[Function, Module]:
+    ir_fn = getattr(fn, "ir", fn)
+    if not isinstance(ir_fn, Function):
+        raise ArgumentError(f"autodiff needs a ForeignFunction (from ado.from_llvm) or an ir Function, got {fn!r}")
+    owner = getattr(getattr(fn, "module", None), "ir", None) or ir_fn.parent
+    if not isinstance(owner, Module):
+        raise ArgumentError(f"function @{ir_fn.name} belongs to no module")
+    return ir_fn, owner
+
+
+def _activity(mode: Mode, fn: Function, args) -> list[Activity]:
+    if len(args) != len(fn.args):
+        raise ArgumentError(f"@{fn.name} takes {len(fn.args)} arguments ({', '.join(a.name for a in fn.args)}), "
+                            f"got {len(args)}")
+    acts = []
+    for arg, value in zip(fn.args, args):
+        where = f"argument %{arg.name} of @{fn.name}"
+        if isinstance(value, Active):
+            if mode is Forward:
+                raise ArgumentError(f"{where}: Active is for reverse mode; use Duplicated(x, dx) in forward mode")
+            if arg.type.is_pointer or not is_float_type(arg.type):
+                raise ArgumentError(f"{where}: Active needs a float scalar, the argument is {arg.type}")
+            acts.append(ACTIVE)
+        elif isinstance(value, Duplicated):
+            if not arg.type.is_pointer and (mode is Reverse or not is_float_type(arg.type)):
+                raise ArgumentError(f"{where}: Duplicated needs an array" +
+                                    (" (use Active for a scalar in reverse mode)" if mode is Reverse else
+                                     f" or a float scalar, the argument is {arg.type}"))
+            if arg.type.is_pointer:
+                _check_shadow(where, value)
+            acts.append(DUP)
+        else:
+            acts.append(CONST)
+    return acts
+
+
+def _check_shadow(where: str, dup: Duplicated) -> None:
+    x, dx = dup.value, dup.shadow
+    if not isinstance(x, np.ndarray) or not isinstance(dx, np.ndarray):
+        raise ArgumentError(f"{where}: Duplicated(x, dx) of a pointer needs two numpy arrays")
+    if x.shape != dx.shape or x.dtype != dx.dtype:
+        raise ShapeError(f"{where}: shadow {dx.dtype}{list(dx.shape)} does not match the array "
+                         f"{x.dtype}{list(x.shape)}")
+
+
+def _raw(value):
+    return value.value if isinstance(value, (Const, Active, Duplicated)) else value
+
+
+# (id(module), function name, mode, activity) -> (derived name, HostFunction, tape count HostFunction)
+_CACHE: dict[tuple, tuple] = {}
+
+
+def _derived(mode: Mode, fn: Function, module: Module, acts: list[Activity]):
+    key = (id(module), fn.name, mode.name, tuple(acts))
+    hit = _CACHE.get(key)
+    if hit is not None and hit[0] in module.functions:
+        return hit
+    tape = None
+    if mode is Forward:
+        derived = forward(module, fn, acts)
+    else:
+        from .reverse import reverse
+        name = f"{fn.name}.adoffload.rev." + "".join(a.value[0] for a in acts)
+        result = reverse(module, fn, acts, name=name)
+        derived, tape = result.function, result.tape
+    names = [derived.name] + ([tape.count_function] if tape is not None else [])
+    funcs = compile_host(module, names)
+    entry = (derived.name, funcs[derived.name], funcs.get(tape.count_function) if tape is not None else None)
+    _CACHE[key] = entry
+    return entry
+
+
+def autodiff(mode: Mode, fn, *args):
+    """Differentiate ``fn`` at ``args`` (see the module docstring for the conventions)."""
+    if mode not in (Forward, Reverse):
+        raise ArgumentError(f"mode must be Forward or Reverse, got {mode!r}")
+    ir_fn, module = _resolve(fn)
+    acts = _activity(mode, ir_fn, args)
+    _, call, count = _derived(mode, ir_fn, module, acts)
+    primal = [_raw(a) for a in args]
+    if mode is Forward:
+        shadows = [a.shadow for a, act in zip(args, acts) if act is not CONST]
+        result = call(*primal, *shadows)
+        return result if is_float_type(ir_fn.return_type) else None
+    slots: list[np.ndarray | None] = []
+    shadows = []
+    for arg, a, act in zip(ir_fn.args, args, acts):
+        if act is ACTIVE:
+            slot = np.zeros(1, dtype=np.float32 if str(arg.type) == "float" else np.float64)
+            shadows.append(slot)
+            slots.append(slot)
+        else:
+            if act is DUP:
+                shadows.append(a.shadow)
+            slots.append(None)
+    seed = [1.0] if is_float_type(ir_fn.return_type) else []
+    tape = _tape_args(count, primal) if count is not None else []
+    call(*primal, *shadows, *seed, *tape)
+    return tuple(float(s[0]) if s is not None else None for s in slots)
+
+
+def _tape_args(count: HostFunction, primal: list) -> list:
+    """A dynamic tape for one call: count its bytes on scratch copies, then allocate it."""
+    scratch = [p.copy() if isinstance(p, np.ndarray) else p for p in primal]
+    nbytes = np.zeros(1, np.int64)
+    count(*scratch, nbytes)
+    return [np.zeros(max(int(nbytes[0]) // 8, 1), np.int64), 0]
+
+
+__all__ = ["Forward", "Reverse", "Const", "Active", "Duplicated", "autodiff"]

@@ -1,0 +1,448 @@
+"""Chemistry benchmark: LJ energy + forces, neighbor lists, an MD step and a force-matching gradient;
+adoffload against the same physics in plain JAX, in jax-md and in hand-written CUDA.
+
+    python benchmarks/chemistry.py --out benchmarks/results/chemistry [--device cpu|cuda] [--quick]
+        [--max-atoms 'jax-md Dense=108000' ...] [--isolate SECONDS]
+
+Every side computes the truncated-and-shifted LJ (sigma = epsilon = 1, cutoff 2.5, skin 0.3,
+float64) on the same fcc-lattice liquid (density 0.8, positions jittered):
+
+* ``adoffload``: ``ForceField.energy_and_forces`` under ``jax.jit`` (the fused kernel: a gather
+  over the full list, pair force from ``ado.value_and_grad`` of the pair potential, one launch),
+  and for comparison ``jax.value_and_grad`` of the energy (energy kernel, then its adjoint);
+* ``jax``: the same ``ForceField`` with the plain-JAX reference (``chemistry/reference.py``);
+* ``jax-md <format>``: jax-md's pair machinery and neighbor lists (``jaxmd_lj.py``), when installed;
+* ``cuda``: ``cuda/lj.cu``, one thread per atom over our neighbor list (the ceiling; per-atom
+  energies and forces, no total), on the GPU when nvcc is found.
+
+One timer for all (``harness.time_calls``: same warm-up, repetitions and batch, host wall clock
+after the device is done); each size is reported on its own, with median, IQR, min and max; a
+side that fails is an error row; device memory is released between sides. Each side's forces
+are compared with the plain-JAX reference's (``max_force_diff``), and the force-matching
+gradient with the reference's (``grad_rel_diff``). Also callable from ``benchmarks/run.py`` as
+``run(rows, device=..., quick=...)``.
+
+A side need not run every size: ``--max-atoms SIDE=N`` skips it above N atoms (a row says so),
+and ``--isolate SECONDS`` runs each (size, side) in a child process with that time limit, so a
+side that exhausts device memory or runs past its limit is an error row with the reason and the
+rest are still measured (the child streams its rows as it goes: rows measured before a timeout
+are kept); ``--budget SECONDS`` bounds the whole isolated run the same way (no child outlives
+it). The report files are rewritten after every side, so a run cut short by an outer
+time limit still leaves every size measured so far.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import gc
+import json
+import re
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+
+from harness import BATCH, REPS, environment, time_calls, time_jax  # noqa: E402
+
+SIZES = {"cpu": (4_000,), "cuda": (10_976, 108_000, 1_048_576)}     # 4 n^3 (n = 10, 14, 30, 64)
+QUICK_SIZES = {"cpu": (256,), "cuda": (108_000,)}
+CUTOFF, SKIN, DENSITY = 2.5, 0.3, 0.8
+
+EF = "LJ energy + forces"
+EF_ADJOINT = "LJ energy + forces (energy kernel, then its adjoint)"
+BUILD = "neighbor-list build"
+STEP = "MD step (Verlet, list kept)"
+FIT = "force-matching loss gradient (LJ parameters)"
+MEASURE_KEYS = {"ef": EF, "ef_adjoint": EF_ADJOINT, "build": BUILD, "step": STEP, "fit": FIT}
+SIDES = ["adoffload", "jax", "jax-md Dense", "jax-md Sparse", "jax-md OrderedSparse", "cuda"]
+COLUMNS = ["measure", "atoms", "side", "median_ms", "iqr_ms", "min_ms", "max_ms", "reps", "batch",
+           "max_force_diff", "grad_rel_diff", "atom_steps_per_s", "error"]
+FIT_PARAMS = {"sigma": 1.0, "epsilon": 1.0}
+
+
+def force_loss(ff, pos, neighbors):
+    """The force-matching loss of every side: mean squared force, a function of the LJ parameters."""
+    import jax.numpy as jnp
+
+    def loss(params):
+        return jnp.mean(ff.forces(pos, neighbors, params) ** 2)
+    return loss
+
+
+class System:
+    """The benchmark's liquid at one size, with our neighbor list and the reference forces."""
+
+    def __init__(self, n_atoms: int, device, measures=None):
+        import jax
+        import jax.numpy as jnp
+        from adoffload.chemistry import ForceField, LennardJones, as_box
+        from adoffload.chemistry.dynamics import fcc_lattice
+        pos, edge = fcc_lattice(round((n_atoms / 4) ** (1 / 3)), DENSITY)
+        pos = pos + 0.05 * jax.random.normal(jax.random.PRNGKey(0), pos.shape, dtype=jnp.float64)
+        self.edge, self.n = float(edge), len(pos)
+        self.pos = jax.device_put(jnp.asarray(pos), device)
+        self.device, self.measures = device, measures       # measures: None = all
+        self.forcefield = lambda backend: ForceField((LennardJones(cutoff=CUTOFF),), as_box(edge), backend=backend)
+        self.spec = self.forcefield("jax").neighbor_list(self.n, skin=SKIN)
+        self.nl = jax.jit(self.spec.build)(self.pos)
+        self.spec.check_overflow(self.nl)
+        self.reference_forces = jax.jit(self.forcefield("jax").energy_and_forces)(self.pos, self.nl.neighbors)[1]
+        self._reference_gradient = None
+
+    def grad_diff(self, gradient) -> float:
+        """Largest relative difference of a force-matching gradient ({sigma, epsilon}) from the reference's."""
+        import jax
+        if self._reference_gradient is None:
+            ff = self.forcefield("jax")
+            self._reference_gradient = jax.jit(jax.grad(force_loss(ff, self.pos, self.nl.neighbors)))(
+                {ff.terms[0].name: dict(FIT_PARAMS)})[ff.terms[0].name]
+        return max(abs(float(gradient[k]) - float(v)) / max(abs(float(v)), 1e-300)
+                   for k, v in self._reference_gradient.items())
+
+    def force_diff(self, forces) -> float:
+        import jax.numpy as jnp
+        return float(jnp.max(jnp.abs(jnp.asarray(forces) - self.reference_forces)))
+
+
+def row(measure, system, side, timing=None, batch=BATCH, **extra) -> dict:
+    out = {"measure": measure, "atoms": system.n, "side": side, **extra}
+    if timing is not None:
+        out.update(median_ms=timing.median_ms, iqr_ms=timing.q3_ms - timing.q1_ms, min_ms=timing.min_ms,
+                   max_ms=timing.max_ms, reps=timing.reps, batch=batch)
+    return out
+
+
+def attempt(rows, measure, system, side, fn) -> None:
+    """Run one case; a failure becomes an error row (never a missing or invented one)."""
+    if system.measures is not None and measure not in system.measures:
+        return
+    try:
+        rows.append(fn())
+    except Exception as error:        # noqa: BLE001 - one case failing is reported
+        rows.append(row(measure, system, side, error=f"{type(error).__name__}: {str(error)[:300]}"))
+
+
+def forcefield_side(rows, system, backend, reps) -> None:
+    """adoffload or the plain-JAX reference, through the same ForceField."""
+    import jax
+    import jax.numpy as jnp
+    from adoffload.chemistry.dynamics import initial_state, maxwell_boltzmann, verlet_step
+    ff = system.forcefield(backend)
+    spec = ff.neighbor_list(system.n, skin=SKIN)
+    pos, neighbors = system.pos, system.nl.neighbors
+    energy_forces = jax.jit(ff.energy_and_forces)
+
+    def fused():
+        t = time_jax(energy_forces, pos, neighbors, reps=reps)
+        return row(EF, system, backend, t, max_force_diff=system.force_diff(energy_forces(pos, neighbors)[1]))
+    attempt(rows, EF, system, backend, fused)
+    if backend == "adoffload":
+        by_adjoint = jax.jit(jax.value_and_grad(ff.energy))
+        attempt(rows, EF_ADJOINT, system, backend, lambda: row(
+            EF_ADJOINT, system, backend, time_jax(by_adjoint, pos, neighbors, reps=reps),
+            max_force_diff=system.force_diff(-by_adjoint(pos, neighbors)[1])))
+    build = jax.jit(spec.build)
+    attempt(rows, BUILD, system, backend, lambda: row(BUILD, system, backend, time_jax(build, pos, reps=reps)))
+    key_v, key = jax.random.split(jax.random.PRNGKey(1))
+
+    def md_step():
+        state = initial_state(ff, spec, pos, maxwell_boltzmann(key_v, system.n, 1.0), key)
+        step = jax.jit(lambda s: verlet_step(ff, spec, s, 0.004))
+        t = time_jax(step, state, reps=reps)
+        return row(STEP, system, backend, t, atom_steps_per_s=round(system.n / (t.median_ms * 1e-3)))
+    attempt(rows, STEP, system, backend, md_step)
+
+    # force matching in the parameters: one vector-forward launch of the fused kernel (jax/scalar_jvp.py)
+    gradient = jax.jit(jax.grad(force_loss(ff, pos, neighbors)))
+    params = jax.device_put({ff.terms[0].name: dict(FIT_PARAMS)}, system.device)   # a fitting loop keeps them there
+    attempt(rows, FIT, system, backend, lambda: row(
+        FIT, system, backend, time_jax(gradient, params, reps=reps),
+        grad_rel_diff=system.grad_diff(gradient(params)[ff.terms[0].name])))
+
+
+def jaxmd_side(rows, system, fmt, reps) -> None:
+    import jax
+    from jaxmd_lj import JaxMdLJ
+    side = f"jax-md {fmt}"
+    try:
+        with jax.default_device(system.device):
+            peer = JaxMdLJ(system.pos, system.edge, CUTOFF, SKIN, fmt)
+    except Exception as error:         # noqa: BLE001
+        rows.append(row(EF, system, side, error=f"{type(error).__name__}: {str(error)[:300]}"))
+        return
+    attempt(rows, EF, system, side, lambda: row(
+        EF, system, side, time_jax(peer.energy_and_forces, system.pos, peer.neighbors, reps=reps),
+        max_force_diff=system.force_diff(peer.energy_and_forces(system.pos, peer.neighbors)[1])))
+    attempt(rows, BUILD, system, side, lambda: row(
+        BUILD, system, side, time_jax(peer.rebuild, system.pos, peer.neighbors, reps=reps)))
+    params = jax.device_put(dict(FIT_PARAMS), system.device)
+    attempt(rows, FIT, system, side, lambda: row(
+        FIT, system, side, time_jax(peer.force_loss_gradient, params, system.pos, peer.neighbors, reps=reps),
+        grad_rel_diff=system.grad_diff(peer.force_loss_gradient(params, system.pos, peer.neighbors))))
+
+
+def cuda_side(rows, system, reps) -> None:
+    """cuda/lj.cu through adoffload's CUDA runtime, on our neighbor list, timed like the rest."""
+    import subprocess
+    import tempfile
+    import numpy as np
+    from harness import Gpu
+    gpu = Gpu()
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = Path(tmp) / "lj.cubin"
+        subprocess.run(["nvcc", "-O3", "-arch=sm_90", "-cubin", "-o", str(cubin), str(HERE / "cuda" / "lj.cu")],
+                       check=True, capture_output=True)
+        function = gpu.device.load_module(cubin.read_bytes()).function("lj_energy_forces")
+    neighbors = np.ascontiguousarray(np.asarray(system.nl.neighbors, dtype=np.int64))
+    n, capacity = neighbors.shape
+    host = {"pos": np.ascontiguousarray(np.asarray(system.pos)), "box": np.full(3, system.edge),
+            "neighbors": neighbors, "e": np.zeros(n), "forces": np.zeros((n, 3))}
+    dev = gpu.upload(host)
+    try:
+        args = [dev["pos"].ptr, dev["box"].ptr, dev["neighbors"].ptr, 1.0, 1.0, CUTOFF, dev["e"].ptr,
+                dev["forces"].ptr, n, capacity]
+        launch = lambda: gpu.launch_raw(function, ((n + 127) // 128, 1, 1), (128, 1, 1), args)   # noqa: E731
+        launch()
+        forces = gpu.download(dev["forces"], host["forces"])
+        t = gpu.time(launch, reps)
+        rows.append(row(EF + " (per-atom e, no total)", system, "cuda", t, max_force_diff=system.force_diff(forces)))
+    finally:
+        gpu.free(dev)
+
+
+def run(rows, device="cpu", quick=False, reps=None, sides=None, measures=None, sizes=None, max_atoms=None,
+        after_side=None):
+    """Append result rows for every size and side (see the module docstring); ``sides`` and
+    ``measures`` (e.g. ``[chemistry.EF]``) select a subset. ``max_atoms``: {side: N}, the sizes a
+    side runs at most (larger ones give a skipped row); ``after_side(rows)`` is called after each side."""
+    import shutil
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    from adoffload.chemistry import available
+    from jaxmd_lj import available as jaxmd_available
+    platform_name = {"cpu": "cpu", "cuda": "gpu"}[device]
+    try:
+        jax_device = jax.devices(platform_name)[0]
+    except RuntimeError as error:
+        rows.append({"measure": "all", "error": f"JAX has no {platform_name} device here: {error}"})
+        return rows
+    reps = reps or (5 if quick else REPS)
+    for n in sizes or (QUICK_SIZES if quick else SIZES)[device]:
+        with jax.default_device(jax_device):
+            system = System(n, jax_device, measures)
+            for side in sides or SIDES:
+                limit = (max_atoms or {}).get(side)
+                if limit is not None and system.n > limit:
+                    rows.append(row("all", system, side, error=f"skipped: {system.n} atoms is above this side's "
+                                                                f"limit of {limit} (--max-atoms)"))
+                    continue
+                try:
+                    if side in ("adoffload", "jax"):
+                        ok, why = available(side)
+                        if not ok:
+                            rows.append(row("all", system, side, error=f"backend unavailable: {why}"))
+                            continue
+                        forcefield_side(rows, system, side, reps)
+                    elif side.startswith("jax-md"):
+                        ok, why = jaxmd_available()
+                        if not ok:
+                            rows.append(row("all", system, side, error=why))
+                            continue
+                        jaxmd_side(rows, system, side.split()[1], reps)
+                    elif side == "cuda":
+                        if device != "cuda" or shutil.which("nvcc") is None:
+                            rows.append(row(EF, system, side, error="needs a CUDA GPU and nvcc"))
+                            continue
+                        cuda_side(rows, system, reps)
+                finally:
+                    jax.clear_caches()
+                    gc.collect()
+                    if after_side is not None:
+                        after_side(rows)
+            del system
+            gc.collect()
+    return rows
+
+
+class StreamedRows(list):
+    """A child's rows, each also written as a JSON line as soon as it is appended (kept on a timeout)."""
+
+    def __init__(self, path: Path):
+        super().__init__()
+        self.path = path
+
+    def append(self, item) -> None:
+        super().append(item)
+        with open(self.path, "a") as f:
+            f.write(json.dumps(item, default=float) + "\n")
+
+
+def run_isolated(rows, seconds, device, sizes, sides, reps=None, quick=False, max_atoms=None, after_side=None,
+                 measure_keys=None, budget=None):
+    """``run`` with each (size, side) in a child process limited to ``seconds``: device memory is the
+    child's alone, and a side that fails, runs out of memory or past the limit is an error row.
+    ``budget``: seconds for the whole run; a child gets at most what is left, and once less than
+    10 s is left the remaining sides are rows saying they were not run."""
+    import subprocess
+    import tempfile
+    import time
+    deadline = None if budget is None else time.monotonic() + budget
+    for n in sizes or (QUICK_SIZES if quick else SIZES)[device]:
+        for side in sides or SIDES:
+            limit = (max_atoms or {}).get(side)
+            if limit is not None and n > limit:
+                rows.append({"measure": "all", "atoms": n, "side": side,
+                             "error": f"skipped: {n} atoms is above this side's limit of {limit} (--max-atoms)"})
+                continue
+            left = seconds if deadline is None else min(seconds, int(deadline - time.monotonic()))
+            if left < 10:
+                rows.append({"measure": "all", "atoms": n, "side": side,
+                             "error": f"not run: the run's --budget of {budget} s was spent"})
+                continue
+            with tempfile.TemporaryDirectory() as tmp:
+                stream = Path(tmp) / "rows.jsonl"
+                command = [sys.executable, str(Path(__file__).resolve()), "--device", device, "--sizes", str(n),
+                           "--sides", side, "--rows-jsonl", str(stream)]
+                command += ["--reps", str(reps)] if reps else []
+                command += ["--measures", *measure_keys] if measure_keys else []
+                try:
+                    done = subprocess.run(command, capture_output=True, text=True, timeout=left)
+                    failure = None if done.returncode == 0 else \
+                        f"child process exited with {done.returncode}: {_last_line(done.stderr)}"
+                except subprocess.TimeoutExpired:
+                    failure = (f"child process ran past its {left} s limit (--isolate/--budget); "
+                               "rows measured before are kept")
+                child_rows = [json.loads(line) for line in stream.read_text().splitlines()] if stream.exists() else []
+            rows.extend(child_rows)
+            if failure is not None:
+                atoms = next((r["atoms"] for r in child_rows if "atoms" in r), n)
+                rows.append({"measure": "all", "atoms": atoms, "side": side, "error": failure})
+            if after_side is not None:
+                after_side(rows)
+    return rows
+
+
+def _last_line(text: str) -> str:
+    """The child's Python exception line if it printed one (XLA logs lines after it), else its last line."""
+    lines = [line for line in (text or "").splitlines() if line.strip()]
+    errors = [line for line in lines if re.match(r"^[\w.]+(Error|Exception|Interrupt)\b", line)]
+    return (errors or lines or ["(no output)"])[-1][:300]
+
+
+# (name, numerator side/measure, denominator side/measure, target) -- issue 12's chemistry targets
+RATIOS = [
+    ("adoffload fused E+F / hand-written CUDA (time)", ("adoffload", EF), ("cuda", EF + " (per-atom e, no total)"), "<= 2"),
+    ("jax-md Dense E+F / adoffload fused E+F (speed-up)", ("jax-md Dense", EF), ("adoffload", EF), ">= 4"),
+    ("jax-md OrderedSparse E+F / adoffload fused E+F (speed-up)", ("jax-md OrderedSparse", EF), ("adoffload", EF), ">= 4"),
+    ("plain JAX E+F / adoffload fused E+F (speed-up)", ("jax", EF), ("adoffload", EF), "(none)"),
+    ("adoffload energy kernel + adjoint / fused (time)", ("adoffload", EF_ADJOINT), ("adoffload", EF), "(none)"),
+    ("jax-md Dense force-matching grad / adoffload (speed-up)", ("jax-md Dense", FIT), ("adoffload", FIT), ">= 3"),
+    ("plain JAX force-matching grad / adoffload (speed-up)", ("jax", FIT), ("adoffload", FIT), "(none)"),
+    ("adoffload force-matching grad / adoffload fused E+F (time)", ("adoffload", FIT), ("adoffload", EF), "(none)"),
+]
+
+
+def ratios(rows):
+    times = {(r["side"], r["measure"], r["atoms"]): r["median_ms"] for r in rows if "median_ms" in r}
+    sizes = sorted({r["atoms"] for r in rows if "atoms" in r})
+    out = []
+    for n in sizes:
+        for name, (sa, ma), (sb, mb), target in RATIOS:
+            a, b = times.get((sa, ma, n)), times.get((sb, mb, n))
+            out.append({"atoms": n, "ratio": name, "value": a / b if a and b else None, "target": target})
+    return out
+
+
+def write(out: Path, env, rows):
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "chemistry.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({k: r.get(k, "") for k in COLUMNS})
+    fmt = lambda v: f"{v:.4g}" if isinstance(v, float) else ("" if v is None else str(v))   # noqa: E731
+    lines = ["# Chemistry benchmark: adoffload vs plain JAX vs jax-md vs hand-written CUDA", ""]
+    lines += [f"- {k}: {v}" for k, v in env.items()]
+    lines += [f"- system: fcc-lattice LJ liquid, density {DENSITY}, cutoff {CUTOFF}, skin {SKIN}, float64; one "
+              f"timer for all sides (harness.time_calls: batches of calls, wall clock after the device is done); "
+              "median, IQR and min/max over the repetitions; max_force_diff is against the plain-JAX reference", ""]
+    for n in sorted({r["atoms"] for r in rows if "atoms" in r}):
+        lines += [f"## {n} atoms", "", "| " + " | ".join(COLUMNS[:1] + COLUMNS[2:]) + " |",
+                  "|" + "---|" * (len(COLUMNS) - 1)]
+        lines += ["| " + " | ".join(fmt(r.get(k)) for k in COLUMNS[:1] + COLUMNS[2:]) + " |"
+                  for r in rows if r.get("atoms") == n]
+        lines += ["", "| ratio | value | target |", "|---|---|---|"]
+        lines += [f"| {r['ratio']} | {fmt(r['value'])} | {r['target']} |" for r in ratios(rows) if r["atoms"] == n]
+        lines.append("")
+    other = [r for r in rows if "atoms" not in r]
+    lines += [f"- {r.get('measure')}: {r.get('error')}" for r in other]
+    (out / "chemistry.md").write_text("\n".join(lines) + "\n")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(HERE / "results" / "chemistry"))
+    parser.add_argument("--device", choices=["cpu", "cuda", "auto"], default="auto")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--sizes", type=int, nargs="*", help="atom counts (default: the device's three sizes)")
+    parser.add_argument("--reps", type=int)
+    parser.add_argument("--sides", nargs="*", help="adoffload jax 'jax-md Dense' 'jax-md Sparse' "
+                                                    "'jax-md OrderedSparse' cuda (default: all)")
+    parser.add_argument("--measures", nargs="*", choices=sorted(MEASURE_KEYS),
+                        help="measure only these (default: all)")
+    parser.add_argument("--max-atoms", action="append", default=[], metavar="SIDE=N",
+                        help="run SIDE only at sizes up to N atoms (repeatable)")
+    parser.add_argument("--isolate", type=int, metavar="SECONDS",
+                        help="run each (size, side) in a child process with this time limit")
+    parser.add_argument("--budget", type=int, metavar="SECONDS",
+                        help="with --isolate: seconds for the whole run (later sides become 'not run' rows)")
+    parser.add_argument("--rows-jsonl", help=argparse.SUPPRESS)      # a child of --isolate: stream rows here
+    args = parser.parse_args(argv)
+    max_atoms = _max_atoms(parser, args.max_atoms)
+    measures = [MEASURE_KEYS[m] for m in args.measures] if args.measures else None
+    for side in args.sides or ():
+        if side not in SIDES:
+            parser.error(f"unknown side {side!r}; choose from {', '.join(SIDES)}")
+    device = args.device
+    if device == "auto":
+        import jax
+        try:
+            device = "cuda" if jax.devices("gpu") else "cpu"
+        except RuntimeError:
+            device = "cpu"
+            print("no GPU found by JAX: running the CPU comparison at small sizes")
+    if args.rows_jsonl:                 # child: rows go to the stream only
+        run(StreamedRows(Path(args.rows_jsonl)), device=device, quick=args.quick, reps=args.reps, sides=args.sides,
+            sizes=args.sizes, max_atoms=max_atoms, measures=measures)
+        return 0
+    env = {**environment(), "requested device": device}
+    out = Path(args.out)
+
+    def save(rows):
+        write(out, env, rows)
+    if args.isolate:
+        rows = run_isolated([], args.isolate, device, args.sizes, args.sides, reps=args.reps, quick=args.quick,
+                            max_atoms=max_atoms, after_side=save, measure_keys=args.measures, budget=args.budget)
+    else:
+        rows = run([], device=device, quick=args.quick, reps=args.reps, sides=args.sides, sizes=args.sizes,
+                   max_atoms=max_atoms, after_side=save, measures=measures)
+    save(rows)
+    for r in rows:
+        print({k: v for k, v in r.items() if v not in ("", None)}, flush=True)
+    print(f"wrote {args.out}/chemistry.md and chemistry.csv")
+    return 0
+
+
+def _max_atoms(parser, items) -> dict:
+    limits = {}
+    for item in items:
+        side, _, n = item.rpartition("=")
+        if side not in SIDES or not n.isdigit():
+            parser.error(f"--max-atoms {item!r}: expected SIDE=N with SIDE one of {', '.join(SIDES)}")
+        limits[side] = int(n)
+    return limits
+
+
+if __name__ == "__main__":
+    sys.exit(main())

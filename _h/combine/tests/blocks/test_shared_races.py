@@ -1,0 +1,362 @@
+"""Shared-memory races inside a barrier interval are refused at compile time (codegen/shared_races.py),
+in our block kernels and in CUDA sources; race-free patterns (tree reductions, single writers,
+tiles, strided fills, atomics) are accepted and run right on the host."""
+import importlib.util
+
+import numpy as np
+import pytest
+
+import adoffload as ado
+from adoffload.errors import Error, SharedMemoryRaceError
+
+REDUCTIONS = r"""
+__global__ void red_tree(const float* x, float* out, unsigned int n) {
+  __shared__ float sdata[256];
+  unsigned int tid = threadIdx.x;
+  unsigned int i = blockIdx.x * 256 + tid;
+  sdata[tid] = i < n ? x[i] : 0.f;
+  __syncthreads();
+  for (unsigned s = 128; s > 0; s >>= 1) { if (tid < s) sdata[tid] += sdata[tid + s]; __syncthreads(); }
+  if (tid == 0) atomicAdd(out, sdata[0]);
+}
+__global__ void red_warpsync(const float* x, float* out, unsigned int n) {
+  __shared__ float sdata[256];
+  unsigned int tid = threadIdx.x;
+  unsigned int i = blockIdx.x * 256 + tid;
+  sdata[tid] = i < n ? x[i] : 0.f;
+  __syncthreads();
+  if (tid < 128) sdata[tid] += sdata[tid + 128]; __syncthreads();
+  if (tid < 64) sdata[tid] += sdata[tid + 64]; __syncthreads();
+  if (tid < 32) { volatile float* v = sdata; v[tid] += v[tid + 32]; v[tid] += v[tid + 16]; v[tid] += v[tid + 8];
+                  v[tid] += v[tid + 4]; v[tid] += v[tid + 2]; v[tid] += v[tid + 1]; }
+  if (tid == 0) atomicAdd(out, sdata[0]);
+}
+__global__ void red_syncwarp(const float* x, float* out, unsigned int n) {
+  __shared__ float sdata[64];
+  unsigned int tid = threadIdx.x;
+  unsigned int i = blockIdx.x * 64 + tid;
+  sdata[tid] = i < n ? x[i] : 0.f;
+  __syncthreads();
+  if (tid < 32) {                                     // the Volta-safe form: __syncwarp between steps
+    float v = sdata[tid] + sdata[tid + 32]; __syncwarp();
+    sdata[tid] = v; __syncwarp();
+    v += sdata[tid + 16]; __syncwarp();
+    sdata[tid] = v; __syncwarp();
+    v += sdata[tid + 8]; __syncwarp();
+    sdata[tid] = v; __syncwarp();
+    v += sdata[tid + 4]; __syncwarp();
+    sdata[tid] = v; __syncwarp();
+    v += sdata[tid + 2]; __syncwarp();
+    sdata[tid] = v; __syncwarp();
+    v += sdata[tid + 1];
+    if (tid == 0) atomicAdd(out, v);
+  }
+}
+__global__ void broadcast_without_barrier(const float* x, float* y) {
+  __shared__ float total;
+  if (threadIdx.x == 0) total = x[blockIdx.x];
+  y[blockIdx.x * blockDim.x + threadIdx.x] = total;
+}
+__global__ void broadcast(const float* x, float* y) {
+  __shared__ float total;
+  if (threadIdx.x == 0) total = x[blockIdx.x];
+  __syncthreads();
+  y[blockIdx.x * blockDim.x + threadIdx.x] = total;
+}
+__global__ void strided_fill(const float* x, float* y, int n) {
+  __shared__ float s[512];
+  for (int i = threadIdx.x; i < 512; i += blockDim.x) s[i] = x[i];
+  __syncthreads();
+  int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t < n) y[t] = s[(threadIdx.x * 7) % 512];
+}
+__global__ void two_reductions(const double* x, double* y) {
+  __shared__ double red[64];
+  int t = threadIdx.x;
+  red[t] = x[blockIdx.x * 64 + t]; __syncthreads();
+  for (int s = 32; s > 0; s >>= 1) { if (t < s) red[t] = fmax(red[t], red[t + s]); __syncthreads(); }
+  double m = red[0]; __syncthreads();                // the loop's exit and its next trip never meet
+  red[t] = exp(x[blockIdx.x * 64 + t] - m); __syncthreads();
+  for (int s = 32; s > 0; s >>= 1) { if (t < s) red[t] += red[t + s]; __syncthreads(); }
+  y[blockIdx.x * 64 + t] = exp(x[blockIdx.x * 64 + t] - m) / red[0];
+}
+__global__ void shift_in_a_loop(float* x, int steps) {
+  __shared__ float s[65];
+  int t = threadIdx.x;
+  s[t] = x[t];
+  for (int k = 0; k < steps; ++k) {
+    __syncthreads();
+    float v = s[t + 1];                               // next trip's s[t] = v: no barrier between
+    s[t] = v;
+  }
+  x[t] = s[t];
+}
+__global__ void plain_read_of_an_atomic(const float* x, float* y) {
+  __shared__ float total;
+  if (threadIdx.x == 0) total = 0.f;
+  __syncthreads();
+  atomicAdd(&total, x[threadIdx.x]);
+  y[threadIdx.x] = total;
+}
+__global__ void shared_histogram(const int* keys, int* counts) {
+  __shared__ int h[16];
+  if (threadIdx.x < 16) h[threadIdx.x] = 0;
+  __syncthreads();
+  atomicAdd(&h[keys[blockIdx.x * blockDim.x + threadIdx.x] & 15], 1);
+  __syncthreads();
+  if (threadIdx.x < 16) atomicAdd(&counts[threadIdx.x], h[threadIdx.x]);
+}
+"""
+
+
+def _reduction(mod, name):
+    return mod.kernel(name, x=ado.In[ado.f32], out=ado.InOut[ado.f32], n=ado.i32)
+
+
+@pytest.mark.parametrize("level", ["-O0", "-O1", "-O2", "-O3"])
+def test_cuda_warp_synchronous_reduction_is_refused_and_the_tree_and_syncwarp_ones_accepted(level):
+    mod = ado.from_cuda(REDUCTIONS, options=[level])
+    with pytest.raises(SharedMemoryRaceError, match=r"race on 'sdata'.*sdata\[threadIdx\.x\].*"
+                                                    r"sdata\[threadIdx\.x \+ 16\].*__syncthreads\(\)") as info:
+        _reduction(mod, "red_warpsync")(np.zeros(256, np.float32), np.zeros(1, np.float32), 256,
+                                        blocks=1, threads=256)
+    assert isinstance(info.value, Error)
+    x = np.random.default_rng(0).standard_normal(1000).astype(np.float32)
+    out = np.zeros(1, np.float32)
+    _reduction(mod, "red_tree")(x, out, 1000, blocks=4, threads=256)
+    np.testing.assert_allclose(out[0], x.astype(np.float64).sum(), rtol=1e-5)
+    out[:] = 0
+    _reduction(mod, "red_syncwarp")(x, out, 1000, blocks=16, threads=64)       # __syncwarp: a barrier here
+    np.testing.assert_allclose(out[0], x.astype(np.float64).sum(), rtol=1e-5)
+
+
+def test_cuda_single_writer_needs_a_barrier_before_the_readers():
+    mod = ado.from_cuda(REDUCTIONS)
+    with pytest.raises(SharedMemoryRaceError, match=r"race on 'total'.*thread 1's read and thread 0's write"):
+        mod.kernel("broadcast_without_barrier", x=ado.In[ado.f32], y=ado.Out[ado.f32]).specialize((64,))
+    x, y = np.arange(3, dtype=np.float32), np.zeros(192, np.float32)
+    mod.kernel("broadcast", x=ado.In[ado.f32], y=ado.Out[ado.f32])(x, y, blocks=3, threads=64)
+    np.testing.assert_array_equal(y, np.repeat(x, 64))
+
+
+def test_cuda_block_strided_fill_and_shared_atomics_are_accepted():
+    mod = ado.from_cuda(REDUCTIONS)
+    x, y = np.arange(512, dtype=np.float32), np.zeros(256, np.float32)
+    mod.kernel("strided_fill", x=ado.In[ado.f32], y=ado.Out[ado.f32], n=ado.i32)(x, y, 256, blocks=2, threads=128)
+    np.testing.assert_array_equal(y, x[(np.arange(256) % 128 * 7) % 512])
+    keys = np.random.default_rng(1).integers(0, 1000, 256).astype(np.int32)
+    counts = np.zeros(16, np.int32)
+    mod.kernel("shared_histogram", keys=ado.In[ado.i32], counts=ado.InOut[ado.i32])(keys, counts, blocks=2,
+                                                                                     threads=128)
+    np.testing.assert_array_equal(counts, np.bincount(keys & 15, minlength=16))
+
+
+def test_cuda_barrier_loop_exits_are_apart_and_loop_carried_races_refused():
+    mod = ado.from_cuda(REDUCTIONS)
+    x, y = np.random.default_rng(3).standard_normal(128), np.zeros(128)
+    mod.kernel("two_reductions", x=ado.In[ado.f64], y=ado.Out[ado.f64])(x, y, blocks=2, threads=64)
+    e = np.exp(x.reshape(2, 64) - x.reshape(2, 64).max(1, keepdims=True))
+    np.testing.assert_allclose(y.reshape(2, 64), e / e.sum(1, keepdims=True), rtol=1e-13)
+    with pytest.raises(SharedMemoryRaceError, match=r"race on 's': the read of s\[threadIdx\.x \+ 1\].*"
+                                                    r"the write of s\[threadIdx\.x\]"):
+        mod.kernel("shift_in_a_loop", x=ado.InOut[ado.f32], steps=ado.i32).specialize((64,))
+    with pytest.raises(SharedMemoryRaceError, match=r"race on 'total': the atomic update .* and the read"):
+        mod.kernel("plain_read_of_an_atomic", x=ado.In[ado.f32], y=ado.Out[ado.f32]).specialize((64,))
+
+
+def test_rajaperf_kernels_are_accepted():
+    """No false positive on the tuned RAJAPerf CUDA kernels (warp partials in shared memory)."""
+    from pathlib import Path
+    source = (Path(__file__).resolve().parents[2] / "benchmarks" / "cuda" / "rajaperf.cu").read_text()
+    mod = ado.from_cuda(source)
+    f64, i64 = ado.In[ado.f64], ado.i64
+    kernels = [mod.kernel("stream_dot", a=f64, b=f64, dot=ado.Out[ado.f64], n=i64),
+               mod.kernel("basic_pi_reduce", dx=ado.f64, pi=ado.Out[ado.f64], n=i64),
+               mod.kernel("basic_reduce3_int", vec=ado.In[ado.i32], vsum=ado.Out[ado.i64], vmin=ado.Out[ado.i32],
+                          vmax=ado.Out[ado.i32], n=i64)]
+    for k in kernels:                       # tests/foreign_cuda/test_corpus.py runs them at 256 threads
+        assert k.specialize((1024,)).shared
+
+
+def _compile(source: str, tmp_path, name="k"):
+    """A kernel defined in a file of its own (the front end reads kernel source from files)."""
+    path = tmp_path / f"{name}_{abs(hash(source))}.py"
+    path.write_text("import adoffload as ado\n" + source)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, name)
+
+
+TREE = """
+@ado.kernel(block=64)
+def k(x: ado.In[ado.f64], out: ado.Out[ado.f64]):
+    i = ado.tid()
+    t = ado.thread_id()
+    S = ado.shared(64, ado.f64)
+    S[t] = x[i]
+    ado.sync_threads()
+    s = 32
+    while s > 0:
+        if t < s:
+            S[t] += S[t + s]
+        ado.sync_threads()
+        s = s // 2
+    if t == 0:
+        out[ado.block_id()] = S[0]
+"""
+
+WARP_SYNCHRONOUS = """
+@ado.kernel(block=64)
+def k(x: ado.In[ado.f64], out: ado.Out[ado.f64]):
+    i = ado.tid()
+    t = ado.thread_id()
+    S = ado.shared(64, ado.f64)
+    S[t] = x[i]
+    ado.sync_threads()
+    if t < 32:
+        S[t] += S[t + 32]
+        S[t] += S[t + 16]
+    if t == 0:
+        out[ado.block_id()] = S[0]
+"""
+
+
+def test_our_tree_reduction_is_accepted_and_the_warp_synchronous_one_refused(tmp_path):
+    k = _compile(TREE, tmp_path)
+    x, out = np.random.default_rng(2).random(256), np.zeros(4)
+    k(x, out, grid=256)
+    np.testing.assert_allclose(out, x.reshape(4, 64).sum(1), rtol=1e-13)
+    with pytest.raises(SharedMemoryRaceError, match=r"race on 'S': the write of S\[thread_id\(\)\] at .*\.py:11 "
+                                                    r"and the read of S\[thread_id\(\) \+ 16\] at .*\.py:12"):
+        _compile(WARP_SYNCHRONOUS, tmp_path)
+
+
+RACES = {
+    "neighbour": """
+@ado.kernel(block=16)
+def k(x: ado.InOut[ado.f64]):
+    i = ado.tid()
+    t = ado.thread_id()
+    S = ado.shared(17, ado.f64)
+    S[t] = x[i]
+    x[i] = S[t + 1]
+""",
+    "data-dependent index": """
+@ado.kernel(block=16)
+def k(x: ado.InOut[ado.f64], idx: ado.In[ado.i64]):
+    i = ado.tid()
+    t = ado.thread_id()
+    S = ado.shared(16, ado.f64)
+    S[idx[i]] = x[i]
+    ado.sync_threads()
+    x[i] = S[t]
+""",
+    "every thread writes one element": """
+@ado.kernel(block=16)
+def k(x: ado.InOut[ado.f64]):
+    i = ado.tid()
+    S = ado.shared(1, ado.f64)
+    S[0] = x[i]
+    ado.sync_threads()
+    x[i] = S[0]
+""",
+    "columns of a 2-D tile": """
+@ado.kernel(block=(4, 4))
+def k(x: ado.InOut[ado.f64, 2]):
+    i, j = ado.tid()
+    ti, tj = ado.thread_id()
+    S = ado.shared((4, 4), ado.f64)
+    S[0, tj] = x[i, j]
+    ado.sync_threads()
+    x[i, j] = S[ti, tj]
+""",
+}
+
+
+@pytest.mark.parametrize("case", sorted(RACES))
+def test_our_races_are_refused(case, tmp_path):
+    with pytest.raises(SharedMemoryRaceError, match=r"race on 'S'"):
+        _compile(RACES[case], tmp_path)
+
+
+FREE = """
+@ado.kernel(block=(4, 8))
+def k(x: ado.InOut[ado.f64, 2], steps: ado.i64):
+    i, j = ado.tid()
+    ti, tj = ado.thread_id()
+    S = ado.shared((4, 8), ado.f64)
+    T = ado.shared(64, ado.f64)
+    for q in range(2):
+        T[2 * (ti * 8 + tj) + q] = 0.0          # each thread fills two elements of its own
+    S[ti, (tj + steps) % 8] = x[i, j]           # a permutation of each row
+    if ti == 0 and tj == 0:
+        T[0] = 1.0                              # the thread that filled T[0]
+    ado.sync_threads()
+    x[i, j] = S[ti, tj] + T[ti * 8 + tj]
+"""
+
+
+def test_our_race_free_patterns_are_accepted(tmp_path):
+    """A loop filling per-thread elements, a rotated row index and a single writer: apart."""
+    k = _compile(FREE, tmp_path)
+    x = np.arange(64.0).reshape(8, 8)
+    want = np.roll(x, 3, axis=1)
+    want[[0, 4], 0] += 1.0
+    k(x, 3, grid=(8, 8))
+    np.testing.assert_array_equal(x, want)
+    with pytest.raises(SharedMemoryRaceError,
+                       match=r"race on 'T'.*thread \(0, [01]\)'s write and thread \(0, [01]\)'s write"):
+        _compile(FREE.replace("2 * (ti * 8 + tj) + q", "(ti * 8 + tj) // 2 + 32 * q"), tmp_path)
+
+
+SHIFTED = """
+@ado.kernel(block=16)
+def k(x: ado.InOut[ado.f64], k: ado.i64):
+    i = ado.tid()
+    t = ado.thread_id()
+    S = ado.shared(40, ado.f64)
+    S[t + k] = x[i]                             # 64-bit index arithmetic that may wrap: still one per thread
+    ado.sync_threads()
+    x[i] = S[15 - t + k]
+"""
+
+
+def test_a_shift_by_a_parameter_is_accepted_and_reading_it_unsynchronized_refused(tmp_path):
+    k = _compile(SHIFTED, tmp_path)
+    x = np.arange(32.0)
+    k(x, 5, grid=32)
+    np.testing.assert_array_equal(x, np.concatenate([np.arange(15.0, -1, -1), np.arange(31.0, 15, -1)]))
+    with pytest.raises(SharedMemoryRaceError, match=r"the write of S\[thread_id\(\) \+ %k\] .* and the read"):
+        _compile(SHIFTED.replace("    ado.sync_threads()\n", ""), tmp_path)
+
+
+HALVING_FROM_A_PARAMETER = """
+@ado.kernel(block=64)
+def k(x: ado.In[ado.f64], start: ado.i64, out: ado.Out[ado.f64]):
+    i = ado.tid()
+    t = ado.thread_id()
+    S = ado.shared(64, ado.f64)
+    S[t] = x[i]
+    ado.sync_threads()
+    h = start
+    while h > 0:
+        if t < h:
+            S[t] += S[t + h]
+        ado.sync_threads()
+        h = h // 2
+    if t == 0:
+        out[ado.block_id()] = S[0]
+"""
+
+
+def test_a_tree_reduction_whose_start_is_a_parameter_is_accepted_and_an_overlap_refused(tmp_path):
+    """``t + h`` is 64-bit arithmetic that may wrap, but under ``t < h`` (so h > 0) it cannot: the
+    writes [0, h) and the reads [h, 2h) are apart (benchmarks/halving.py's dynamic block sum).
+    Reading ``S[t + h - 1]`` overlaps the writes and stays refused."""
+    k = _compile(HALVING_FROM_A_PARAMETER, tmp_path)
+    x, out = np.random.default_rng(3).random(128), np.zeros(2)
+    k(x, 32, out, grid=128)
+    np.testing.assert_allclose(out, x.reshape(2, 64).sum(1), rtol=1e-13)
+    with pytest.raises(SharedMemoryRaceError, match=r"race on 'S'"):
+        _compile(HALVING_FROM_A_PARAMETER.replace("S[t + h]", "S[t + h - 1]"), tmp_path)

@@ -1,0 +1,38 @@
+"""The examples run at small size, on the adoffload backend, and reach what they claim; their
+outputs land in the folder named by --out (issue 14, items 10 and 13)."""
+from __future__ import annotations
+
+import pytest
+
+# LJ13's putative global minimum, Cambridge Cluster Database (Wales & Doye 1997), reduced units.
+LJ13_MINIMUM = -44.326801
+
+
+def test_lj13_global_minimum_is_reached(examples_path, tmp_path, capsys):
+    import lj_clusters
+    result = lj_clusters.main(["--clusters", "64", "--steps", "10", "--fire-steps", "300", "--seed", "3",
+                               "--backend", "adoffload", "--out", str(tmp_path)])
+    assert result["best"] == pytest.approx(LJ13_MINIMUM, abs=1e-5)
+    assert result["walkers_at_minimum"] >= 1
+    assert len(result["history"]) == 11 and result["history"][-1] == result["best"]
+    assert all(later <= earlier for earlier, later in zip(result["history"], result["history"][1:]))
+    assert (tmp_path / "lj13_best_energy.png").exists()
+    out = capsys.readouterr().out
+    assert "backend adoffload" in out and f"output folder: {tmp_path}" in out
+
+
+def test_fit_recovers_morse_parameters_with_adoffload_gradients_of_forces(examples_path, tmp_path):
+    import fit_potential
+    result = fit_potential.main(["--potential", "morse", "--configs", "2", "--steps", "150", "--loss", "energy+forces",
+                                 "--backend", "adoffload", "--out", str(tmp_path)])
+    assert max(result["relative_errors"].values()) < 1e-3
+    start = fit_potential.START["morse"]
+    assert all(abs(start[k] - result["true"][k]) / result["true"][k] > 0.05 for k in start)
+    assert (tmp_path / "fit_morse_loss.png").exists()
+
+
+def test_fit_recovers_lj_parameters_with_adoffload_gradients(examples_path, tmp_path):
+    import fit_potential
+    result = fit_potential.main(["--potential", "lj", "--configs", "2", "--steps", "400", "--loss", "energy",
+                                 "--backend", "adoffload", "--out", str(tmp_path)])
+    assert max(result["relative_errors"].values()) < 1e-3

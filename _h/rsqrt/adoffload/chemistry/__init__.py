@@ -1,0 +1,31 @@
+"""Gradient-based molecular simulation on adoffload kernels.
+
+Force fields (Lennard-Jones, Morse, damped shifted-force Coulomb, harmonic bonds and angles)
+over fixed-capacity Verlet neighbor lists built on device from cell lists; forces are
+minus the gradient of the energy, from the energy kernels' adjoints. Each piece runs on
+the adoffload kernels (``backend="adoffload"``) or on a plain-JAX reference of the same
+physics (``backend="jax"``). Also: FIRE minimization and basin hopping (``optimize``),
+velocity Verlet and BAOAB Langevin dynamics (``dynamics``), and an ASE calculator
+(``ase_calculator``, needs ``pip install ase``). Everything computes in float64: enable
+``jax_enable_x64``.
+"""
+from .backend import BACKENDS, available, default_backend, get_backend
+from ..errors import (BackendUnavailableError, BoxError, Float64RequiredError, NeighborListOverflowError,
+                     OptionalDependencyError)
+from .forcefield import Coulomb, ForceField, HarmonicAngles, HarmonicBonds, LennardJones, Morse, as_box
+from .neighbors import NeighborList, NeighborListSpec, brute_force_neighbors, estimate_capacity
+
+__all__ = [
+    "BACKENDS", "available", "default_backend", "get_backend",
+    "BackendUnavailableError", "BoxError", "Float64RequiredError", "NeighborListOverflowError",
+    "OptionalDependencyError",
+    "Coulomb", "ForceField", "HarmonicAngles", "HarmonicBonds", "LennardJones", "Morse", "as_box",
+    "NeighborList", "NeighborListSpec", "brute_force_neighbors", "estimate_capacity",
+]
+
+
+def __getattr__(name):
+    if name == "AdoCalculator":
+        from .ase_calculator import AdoCalculator
+        return AdoCalculator
+    raise AttributeError(name)

@@ -1,0 +1,125 @@
+"""Fixed-capacity Verlet neighbor lists built on device from a cell list.
+
+A ``NeighborListSpec`` holds the static choices (box, cutoff, skin, capacity, backend);
+its ``build``, ``update`` and ``needs_rebuild`` are pure JAX functions usable inside
+``jax.jit`` and ``lax.scan``. Rows hold the neighbors within ``cutoff + skin``; the list
+stays valid until some atom has moved more than ``skin / 2`` since the build (the
+rebuild criterion). Capacity overflow cannot raise inside a jitted loop, so the list
+carries the largest count it has seen and ``check_overflow`` raises on the host.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import reference
+from .backend import get_backend
+from ..errors import BoxError, NeighborListOverflowError
+
+# A box side needs at least this many cells for the 27-cell stencil to visit each cell once.
+MIN_CELLS_PER_SIDE = 3
+
+
+class NeighborList(NamedTuple):
+    neighbors: jax.Array        # (N, capacity) int64, padded with -1
+    counts: jax.Array           # (N,) true neighbor counts (may exceed capacity)
+    reference: jax.Array        # (N, 3) positions at the last build
+    peak: jax.Array             # largest count (or over-full cell) seen since creation
+    builds: jax.Array           # how many times the list was built
+
+
+@dataclass(frozen=True)
+class NeighborListSpec:
+    box: tuple[float, float, float]
+    cutoff: float
+    skin: float = 0.3
+    capacity: int = 128
+    backend: str = "adoffload"
+    max_per_cell: int = 64      # the JAX reference scans a fixed number of slots per cell
+    method: str = "auto"        # "cells", "all_pairs", or "auto" (cells when >= 3 per side)
+
+    def __post_init__(self):
+        if self.method not in ("auto", "cells", "all_pairs"):
+            raise ValueError(f"method must be 'auto', 'cells' or 'all_pairs', got {self.method!r}")
+        if self.method == "cells" and min(self.cells_per_side) < MIN_CELLS_PER_SIDE:
+            raise BoxError(f"a cell list needs >= {MIN_CELLS_PER_SIDE} cells per side; box {self.box} with "
+                           f"cutoff + skin {self.radius:g} gives {self.cells_per_side}: use method='all_pairs'")
+        if any(b <= 0 for b in self.box):
+            raise BoxError(f"box edges must be positive, got {self.box}")
+        if 2 * self.radius > min(self.box):
+            raise BoxError(f"cutoff + skin = {self.radius:g} is more than half the smallest box edge "
+                           f"{min(self.box):g}; the minimum image would miss pairs: use a larger box")
+
+    @property
+    def radius(self) -> float:
+        return self.cutoff + self.skin
+
+    @property
+    def cells_per_side(self) -> tuple[int, int, int]:
+        if self.radius <= 0:
+            return (0, 0, 0)
+        return tuple(int(math.floor(b / self.radius)) for b in self.box)
+
+    @property
+    def uses_cells(self) -> bool:
+        if self.method != "auto":
+            return self.method == "cells"
+        return min(self.cells_per_side) >= MIN_CELLS_PER_SIDE
+
+    def build(self, pos, previous_peak=0, previous_builds=0) -> NeighborList:
+        backend = get_backend(self.backend, adjoint=False)
+        box = jnp.asarray(self.box, dtype=pos.dtype)
+        if self.uses_cells:
+            cps = jnp.asarray(self.cells_per_side, dtype=jnp.int64)
+            n_cells = int(np.prod(self.cells_per_side))
+            cell = backend.cell_index(pos, box, cps)
+            order = jnp.argsort(cell).astype(jnp.int64)
+            start, count = backend.cell_ranges(cell[order], n_cells)
+            neighbors, counts = backend.cell_neighbors(pos, box, cps, cell, order, start, count,
+                                                       self.radius, self.capacity, self.max_per_cell)
+        else:
+            neighbors, counts = backend.all_pairs_neighbors(pos, box, self.radius, self.capacity)
+        peak = jnp.maximum(jnp.max(counts), previous_peak)
+        return NeighborList(neighbors, counts, pos, peak, jnp.asarray(previous_builds) + 1)
+
+    def needs_rebuild(self, nl: NeighborList, pos) -> jax.Array:
+        moved = reference.minimum_image(pos - nl.reference, jnp.asarray(self.box, dtype=pos.dtype))
+        return jnp.max(jnp.sum(moved * moved, axis=-1)) > (0.5 * self.skin) ** 2
+
+    def update(self, nl: NeighborList, pos) -> NeighborList:
+        """Rebuild if any atom moved more than skin/2 since the last build, else keep ``nl``."""
+        return jax.lax.cond(self.needs_rebuild(nl, pos),
+                            lambda: self.build(pos, nl.peak, nl.builds),
+                            lambda: nl)
+
+    def check_overflow(self, nl: NeighborList) -> None:
+        """Raise ``NeighborListOverflowError`` if any row (or cell) ever overflowed its capacity."""
+        peak = int(nl.peak)
+        if peak > self.capacity:
+            raise NeighborListOverflowError(
+                f"an atom has {peak} neighbors within cutoff+skin = {self.radius:g} but the list holds "
+                f"{self.capacity} per atom (or a cell held more than max_per_cell = {self.max_per_cell} atoms "
+                f"in the JAX reference); results computed with this list are wrong. "
+                f"Create the NeighborListSpec with capacity >= {max(peak, self.capacity) + 16}")
+
+
+def estimate_capacity(n_atoms: int, box, cutoff: float, skin: float, margin: float = 1.5) -> int:
+    """A capacity with room to spare for a roughly uniform system: margin x the mean count, rounded to 8."""
+    density = n_atoms / float(np.prod(box))
+    mean = density * 4.0 / 3.0 * math.pi * (cutoff + skin) ** 3
+    return int(8 * math.ceil((margin * mean + 16) / 8))
+
+
+def brute_force_neighbors(pos, box, radius) -> list[set[int]]:
+    """The exact neighbor sets, in numpy (test oracle)."""
+    pos, box = np.asarray(pos), np.asarray(box)
+    d = pos[None, :, :] - pos[:, None, :]
+    d -= box * np.floor(d / box + 0.5)
+    r2 = (d * d).sum(-1)
+    np.fill_diagonal(r2, np.inf)
+    return [set(np.nonzero(row < radius * radius)[0].tolist()) for row in r2]

@@ -1,0 +1,151 @@
+"""Code generation: a kernel body -> target entry (abi) -> O3 -> host code | PTX | HSACO.
+
+``compile_for_target`` is the one call the launcher and the JAX layer need; the target
+modules (``host``, ``nvptx``, ``amdgpu``) can be used directly for inspection and tests.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from . import abi
+from .rows import PTX_ROW_LAUNCH_LINE, ROW_LAUNCH_MARK, launches_rows  # noqa: F401 (re-exported)
+
+TARGETS = {"host": "host", "cpu": "host", "nvptx": "nvptx", "cuda": "nvptx", "amdgpu": "amdgpu", "hip": "amdgpu"}
+DEFAULT_ARCH = {"nvptx": "sm_90", "amdgpu": "gfx942"}
+# Bumped whenever the generated code changes for the same inputs (part of the cache key).
+CODEGEN_REVISION = 4
+
+
+def _canonical_target(target: str) -> str:
+    from ..errors import CompilationError
+    try:
+        return TARGETS[target]
+    except KeyError:
+        raise CompilationError(f"unknown target {target!r}; expected one of {sorted(TARGETS)}") from None
+
+
+def kernel_symbol(body_name: str, target: str) -> str:
+    """The entry's symbol in the compiled artifact (what the runtime looks up)."""
+    target = _canonical_target(target)
+    if target == "host":
+        return abi.host_entry_name(body_name)
+    if target == "nvptx":
+        from .nvptx import ptx_symbol
+        return ptx_symbol(abi.kernel_entry_name(body_name))
+    return abi.kernel_entry_name(body_name)
+
+
+def _host_cpu_key() -> str:
+    import llvmlite.binding as llvm
+    from .targets import initialize
+    initialize()
+    return f"{llvm.get_process_triple()}|{llvm.get_host_cpu_name()}|{llvm.get_host_cpu_features().flatten()}"
+
+
+def normalize_options(opts: dict, target: str, grid_rank: int) -> dict:
+    """``opts`` with defaults that change nothing removed, so equal requests share one cache
+    key: ``elements_per_thread`` is dropped when 1 and on the host (whose entry loops over
+    its chunk anyway), and checked otherwise (abi.check_elements_per_thread)."""
+    opts = dict(opts)
+    if opts.get("block") is not None:
+        # block kernels: one GPU thread per logical thread, no deferred reductions (codegen/blocks.py)
+        opts.pop("elements_per_thread", None)
+        opts.pop("reductions", None)
+        opts["block"] = tuple(int(e) for e in opts["block"])
+        opts["shared"] = tuple((int(n), bool(z)) for n, z in opts.get("shared", ()))
+        if not opts.get("ordered_shared_adds") or _canonical_target(target) == "host":
+            opts.pop("ordered_shared_adds", None)       # the host's block loop orders them already
+    if "elements_per_thread" in opts:
+        k = abi.check_elements_per_thread(opts["elements_per_thread"], grid_rank)
+        if k == 1 or _canonical_target(target) == "host":
+            del opts["elements_per_thread"]
+        else:
+            opts["elements_per_thread"] = k
+    return opts
+
+
+PTX_GRID_STRIDE_LINE = "// adoffload: grid-stride entry (any thread count is correct; launch one resident wave)\n"
+
+
+def loops_over_grid(artifact) -> bool:
+    """Whether a compiled GPU artifact's entry loops over the grid (codegen/grid_stride.py): the
+    PTX says so in its first line. Such an entry is correct for any thread count; launchers launch
+    one resident wave (vectorize.launch_threads), so each block's one atomic covers many elements."""
+    return isinstance(artifact, str) and artifact.startswith(PTX_GRID_STRIDE_LINE)
+
+
+def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_rank: int, target: str,
+                       arch: str | None = None, *, cache=True, **opts):
+    """Compile the body in ``text`` for ``target`` ("host" | "nvptx" | "amdgpu", or cpu/cuda/hip).
+
+    Returns a ``HostProgram`` (``.entry_name``, ``.entry_address``) for the host, PTX text for
+    NVPTX, HSACO bytes for AMDGPU. ``opts``: ``noalias`` (all targets), ``scalars_by_reference``
+    (GPU), ``math`` (AMDGPU: "auto" | "ocml" | "devicemath"), ``reductions`` (how
+    uniform-address atomics are combined: "block" (default) | "warp" | "thread" | "off";
+    see codegen/reductions.py), ``elements_per_thread`` (GPU, rank-1 grids: k linear ids per
+    thread, launched with ``ceil(total / k)`` threads; see abi.add_gpu_entry and
+    codegen/vectorize.py; ignored on the host). ``cache``: True for the default
+    on-disk cache, a ``CompileCache``, or False/None for none.
+    """
+    from ..cache import CompileCache
+    from ..enzyme.parallel import lower_uniform_adds_text
+    target = _canonical_target(target)
+    opts = normalize_options(opts, target, grid_rank)
+    text = lower_uniform_adds_text(text, target)   # adjoint reductions: warp pre-reduction on GPUs
+    arch = arch or DEFAULT_ARCH.get(target) or _host_cpu_key()
+    store = CompileCache() if cache is True else (cache or None)
+    types = abi.flat_type_names(flat_types)
+    by_ref = abi._by_reference_mask(flat_types, opts.get("scalars_by_reference", False))
+    key = [CODEGEN_REVISION, text, body_name, ",".join(types), grid_rank, target, arch, sorted(opts.items()), by_ref]
+    reductions = opts.get("reductions", "block")
+    cached = store.get(key) if store is not None else None
+    block = opts.get("block")
+    if target == "host":
+        from .host import HostProgram
+        if cached is not None:
+            program = HostProgram(cached.decode(), optimized=True)
+        elif block is not None:
+            from .blocks import add_block_host_entry
+            program = HostProgram(add_block_host_entry(text, body_name, flat_types, grid_rank, block,
+                                                       opts.get("shared", ()), noalias=opts.get("noalias", False)))
+            if store is not None:
+                store.put(key, program.optimized_ir.encode())
+        else:
+            program = HostProgram(abi.add_host_entry(text, body_name, flat_types, grid_rank,
+                                                     noalias=opts.get("noalias", False), reductions=reductions))
+            if store is not None:
+                store.put(key, program.optimized_ir.encode())
+        program.entry_name = abi.host_entry_name(body_name)
+        program.entry_address = program.address(program.entry_name)
+        return program
+    if cached is not None:
+        return cached.decode() if target == "nvptx" else cached
+    if block is not None:
+        from .blocks import add_block_gpu_entry
+        module = add_block_gpu_entry(text, body_name, flat_types, grid_rank, target, block, opts.get("shared", ()),
+                                     arch=arch, scalars_by_reference=opts.get("scalars_by_reference", False),
+                                     noalias=opts.get("noalias", False),
+                                     ordered=opts.get("ordered_shared_adds", False))
+    else:
+        module = None
+    if module is None and opts.get("noalias", False):
+        from .schedule import hoist_loads
+        text = hoist_loads(text, body_name)     # several loads in flight per thread (adjoints)
+    module = module or abi.add_gpu_entry(text, body_name, flat_types, grid_rank, target,
+                               scalars_by_reference=opts.get("scalars_by_reference", False),
+                               noalias=opts.get("noalias", False), reductions=reductions,
+                               elements_per_thread=opts.get("elements_per_thread", 1))
+    if target == "nvptx":
+        from .nvptx import compile_ptx
+        artifact = compile_ptx(module, arch)
+        if f"!{abi.GRID_STRIDE_MARK} =" in module:       # the entry loops: the artifact says so (loops_over_grid)
+            artifact = PTX_GRID_STRIDE_LINE + artifact
+        elif f"!{ROW_LAUNCH_MARK} =" in module:           # it takes row launches (rows.launches_rows)
+            artifact = PTX_ROW_LAUNCH_LINE + artifact
+        data = artifact.encode()
+    else:
+        from .amdgpu import compile_hsaco
+        artifact = data = compile_hsaco(module, arch, math=opts.get("math", "auto"))
+    if store is not None:
+        store.put(key, data)
+    return artifact

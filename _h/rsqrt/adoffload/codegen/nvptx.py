@@ -1,0 +1,114 @@
+"""The NVIDIA target: LLVM IR (with a GPU entry) -> PTX, math through libdevice.
+
+Steps: map math calls to libdevice ``__nv_*`` names, set the ``nvvm-reflect-ftz`` flag
+(libdevice branches on it), link libdevice, internalize everything but the kernels, O3
+with the NVPTX target machine (its pipeline runs NVVMReflect), emit PTX. Internalizing
+first lets global DCE drop the unused libdevice functions: the PTX stays small.
+"""
+from __future__ import annotations
+
+import functools
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
+import llvmlite.binding as llvm
+
+from ..errors import CompilationError
+from .mathmap import libm_name, rename_math_calls
+from .optimize import optimize_module
+from .targets import NVPTX_TRIPLE, target_machine
+
+# The PTX ISA version each architecture needs at least (LLVM feature "+ptxNN").
+PTX_VERSION = {"sm_70": 60, "sm_75": 63, "sm_80": 70, "sm_86": 71, "sm_87": 74, "sm_89": 78,
+               "sm_90": 78, "sm_90a": 80, "sm_100": 86, "sm_120": 87}
+_FTZ_FLAG_MODULE = '!llvm.module.flags = !{!0}\n!0 = !{i32 4, !"nvvm-reflect-ftz", i32 0}\n'
+
+
+def nvptx_target_machine(arch: str):
+    if arch not in PTX_VERSION:
+        raise CompilationError(f"unsupported NVIDIA architecture {arch!r}; expected one of {sorted(PTX_VERSION)}")
+    return target_machine(NVPTX_TRIPLE, arch, f"+ptx{PTX_VERSION[arch]}")
+
+
+def ptx_symbol(name: str) -> str:
+    """The name a kernel gets in PTX: characters PTX forbids ('.', '@') become '_$_' (as LLVM
+    does for internal symbols). The runtime looks kernels up by this name."""
+    return re.sub(r"[.@]", "_$_", name)
+
+
+def libdevice_name(op: str, kind: str) -> str:
+    return "__nv_" + libm_name(op, kind)
+
+
+@functools.cache
+def _libdevice_bitcode() -> bytes:
+    from .tools import find_libdevice
+    return find_libdevice().read_bytes()
+
+
+def _kernel_names(module: llvm.ModuleRef) -> list[str]:
+    """Defined functions with the ptx_kernel calling convention."""
+    names = []
+    for fn in module.functions:
+        if not fn.is_declaration:
+            header = str(fn).lstrip().split("\n", 1)[0]
+            if header.startswith("define") and "ptx_kernel" in header.split("@", 1)[0]:
+                names.append(fn.name)
+    return names
+
+
+def internalize_except(module: llvm.ModuleRef, keep) -> None:
+    """Give every defined function and global internal linkage, except ``keep``."""
+    keep = set(keep)
+    for value in list(module.functions) + list(module.global_variables):
+        if not value.is_declaration and value.name not in keep:
+            value.linkage = llvm.Linkage.internal
+
+
+def prepare_nvptx_module(text: str, arch: str = "sm_90", kernels=None) -> llvm.ModuleRef:
+    """Parse, map math to libdevice, link it, internalize, optimize at O3 for ``arch``."""
+    tm = nvptx_target_machine(arch)
+    text, used = rename_math_calls(text, libdevice_name)
+    try:
+        module = llvm.parse_assembly(text)
+        module.triple, module.data_layout = NVPTX_TRIPLE, str(tm.target_data)
+        module.link_in(llvm.parse_assembly(_FTZ_FLAG_MODULE))
+        keep = list(kernels) if kernels is not None else _kernel_names(module)
+        if not keep:
+            raise CompilationError("the module has no ptx_kernel function; add one with abi.add_gpu_entry")
+        if used:
+            libdevice = llvm.parse_bitcode(_libdevice_bitcode())
+            libdevice.triple, libdevice.data_layout = module.triple, module.data_layout
+            module.link_in(libdevice)
+        internalize_except(module, keep)
+        for name in keep:     # LLVM renames only internal symbols; kernels we rename ourselves
+            module.get_function(name).name = ptx_symbol(name)
+        module.verify()
+    except RuntimeError as exc:
+        raise CompilationError(f"preparing the module for {arch} failed: {exc}") from exc
+    return optimize_module(module, 3, tm)
+
+
+def compile_ptx(text: str, arch: str = "sm_90", kernels=None) -> str:
+    """PTX assembly for ``arch`` from LLVM IR containing ptx_kernel entries."""
+    module = prepare_nvptx_module(text, arch, kernels)
+    try:
+        return nvptx_target_machine(arch).emit_assembly(module)
+    except RuntimeError as exc:
+        raise CompilationError(f"PTX emission for {arch} failed: {exc}") from exc
+
+
+def ptxas_check(ptx: str, arch: str = "sm_90") -> str:
+    """Assemble ``ptx`` with ptxas -v (output discarded); return its resource report."""
+    from .tools import find_ptxas
+    with tempfile.TemporaryDirectory(prefix="adoffload-ptxas-") as tmp:
+        src = Path(tmp) / "kernel.ptx"
+        src.write_text(ptx)
+        proc = subprocess.run([str(find_ptxas()), f"-arch={arch}", "-v", "-o", str(Path(tmp) / "kernel.cubin"),
+                               str(src)], capture_output=True, text=True, timeout=120)
+    report = (proc.stdout + proc.stderr).strip()
+    if proc.returncode != 0:
+        raise CompilationError(f"ptxas rejected the PTX for {arch}:\n{report}")
+    return report

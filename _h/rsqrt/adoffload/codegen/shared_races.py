@@ -1,0 +1,631 @@
+"""Shared-memory races between the threads of a block, refused at compile time.
+
+On a GPU, two threads of a block that touch one shared element between the same two barriers,
+one of them writing, race: the order is undefined (warp-synchronous code such as
+``if (tid < 32) { v[tid] += v[tid + 16]; ... }`` without ``__syncwarp`` is such a race since
+Volta). The host runs a block's threads one after another between barriers (block_split.py), so
+such code would run, deterministically and wrongly, and the reverse sweep of it would be wrong on
+every target. ``check_shared_races`` proves every pair of conflicting accesses apart, or raises
+``SharedMemoryRaceError`` naming both.
+
+* **Intervals** (shared_intervals.py): a barrier (``sync_threads``, and the block operations, which
+  hold barriers on every target) ends one. Two accesses may run in one interval when one barrier (or
+  the entry) reaches both without passing another barrier, and no block-uniform branch taken once
+  per interval puts them on different sides; accesses of different intervals never conflict.
+* **Pairs**: in one interval, every two accesses of the same shared array (an access with itself
+  included) of which one writes; two atomics do not race.
+* **Roots**: a shared-array argument, or a phi/select choosing whole arrays alike for the block
+  (double buffers; two phis of one block that start apart and swap are apart).
+* **Proofs** on byte offsets, affine forms (shared_forms.py) in the thread's index per axis, values
+  alike for the block in the interval, trip counts of barrier-free loops and permuted thread
+  indices; the branches on every path to an access restrict where it runs (``t < s``, ``t == 0``,
+  ``lane == 0``, a loop's bound; shared_guards.py). (1) Equal thread coefficients and a constant
+  difference of the rest: the accesses of two different threads lie apart (mixed-radix gap). (2) The byte ranges of
+  the two accesses over all their threads are disjoint, with symbolic bounds (``if (t < s) s[t] +=
+  s[t + s]``: elements [0, s) and [s, 2s)). (3) Enumeration of the block's threads and the trip
+  counts, the guards evaluated bit-exactly: no byte one thread touches is touched by another.
+  Anything else is refused.
+* Failure paths of bounds checks and traps are ignored: a launch where one is taken raises.
+
+It relies on the assumption the uniformity analysis makes (foreign_cuda/uniformity.py): values
+loaded at one address by the whole block are alike, which holds when this check passes.
+"""
+from __future__ import annotations
+
+import itertools
+import re
+
+from .. import collectives
+from ..errors import SharedMemoryRaceError
+from ..ir import format_instruction
+from ..ir.core import (Argument, ArrayType, Block, FloatType, Function, Instruction, IntType, PointerType,
+                       StructType, Value, VectorType)
+from ..ir.cfg import dominator_sets
+from .shared_forms import Concrete, Forms, Lin, Modular, const_int, signed
+from .shared_guards import guards
+from .shared_intervals import Intervals
+
+_NO_MEMORY = ("llvm.lifetime.", "llvm.assume", "llvm.dbg.", "llvm.experimental.noalias", "llvm.invariant.")
+_MAX_BOUND_CHOICES = 4
+_MAX_ENUMERATED_BYTES = 1 << 18
+_MAX_POINTS = 1 << 15
+
+
+def _layout(t) -> tuple[int, int, int] | None:
+    """(allocation size, alignment, store size) in bytes of type ``t`` (LLVM's default data layout)."""
+    if isinstance(t, IntType):
+        size = 1 << max(0, ((t.bits + 7) // 8 - 1).bit_length())
+        return size, min(size, 16), (t.bits + 7) // 8
+    if isinstance(t, FloatType):
+        size = t.bits // 8
+        return size, size, size
+    if isinstance(t, PointerType):
+        return 8, 8, 8
+    if isinstance(t, (VectorType, ArrayType)):
+        inner = _layout(t.element)
+        if inner is None:
+            return None
+        if isinstance(t, ArrayType):
+            return inner[0] * t.count, inner[1], inner[0] * t.count
+        stored = inner[2] * t.count
+        align = 1 << max(0, (stored - 1).bit_length())
+        return -(-stored // align) * align, align, stored
+    if isinstance(t, StructType):
+        offset, align = 0, 1
+        for field in t.elements:
+            inner = _layout(field)
+            if inner is None:
+                return None
+            a = 1 if t.packed else inner[1]
+            offset = -(-offset // a) * a + inner[0]
+            align = max(align, a)
+        size = -(-offset // align) * align
+        return size, align, size
+    return None
+
+
+def _size(t) -> int | None:
+    """Bytes a load or store of type ``t`` touches."""
+    layout = _layout(t)
+    return None if layout is None else layout[2]
+
+
+def _gep_terms(gep: Instruction) -> tuple[list[tuple[Value, int]], int] | None:
+    """A getelementptr's byte offset as (index, bytes per unit) terms plus a constant (struct fields)."""
+    t, terms, constant = gep.element_type, [], 0
+    for k, index in enumerate(gep.operands[1:]):
+        if k > 0 and isinstance(t, StructType):
+            field = const_int(index)
+            if field is None or not 0 <= field < len(t.elements):
+                return None
+            for before in t.elements[:field]:
+                inner = _layout(before)
+                if inner is None:
+                    return None
+                a = 1 if t.packed else inner[1]
+                constant = -(-constant // a) * a + inner[0]
+            inner = _layout(t.elements[field])
+            if inner is None:
+                return None
+            a = 1 if t.packed else inner[1]
+            constant = -(-constant // a) * a
+            t = t.elements[field]
+            continue
+        if k > 0:
+            if not isinstance(t, (ArrayType, VectorType)):
+                return None
+            t = t.element
+        layout = _layout(t)
+        if layout is None:
+            return None
+        terms.append((index, layout[0]))
+    return terms, constant
+
+
+# --- accesses, intervals and guards ---------------------------------------------------------------
+
+class Access:
+    """One memory access of a shared array: its byte offset form (None: unknown), size, kind."""
+
+    def __init__(self, inst: Instruction, pointer: Value, root: Argument, offset: Lin | None, size: int | None,
+                 kind: str):
+        self.inst, self.pointer, self.root, self.offset, self.size, self.kind = inst, pointer, root, offset, size, kind
+        self.node: tuple = ()                             # (block, piece): where it runs (shared_intervals.py)
+        self.facts: list[tuple[Lin, str]] = []           # form <= 0 ("le") or == 0 ("eq") where it runs
+        self.conditions: list[tuple[Value, bool]] = []    # the branch conditions (and sides) that dominate it
+        self._points = False
+
+    @property
+    def writes(self) -> bool:
+        return self.kind in ("store", "atomic", "call")
+
+
+def _pointer(forms: Forms, p: Value, roots: set, depth: int = 0):
+    """(root, byte offset form or None) of pointer ``p``: the root is a shared-array argument, a
+    *switch* (a phi or select choosing whole shared arrays, alike for the block in an interval:
+    double buffers), or a tuple of the arrays ``p`` may point into (offset None); (None, None) when
+    ``p`` is not into shared memory."""
+    if p in roots:
+        return p, Lin()
+    if depth > 64 or not isinstance(p, Instruction):
+        return None, None
+    if p.opcode == "getelementptr":
+        root, base = _pointer(forms, p.operands[0], roots, depth + 1)
+        if root is None or base is None:
+            return root, None
+        offset = _gep_offset(forms, p)
+        if offset is None:
+            return root, None
+        total = base + offset
+        return root, (Modular(total.coef, total.const) if Modular in (type(base), type(offset)) else total)
+    if p.opcode in ("phi", "select"):
+        if _switched(p, roots) and not forms.divergence.is_varying(p) and p.parent not in forms.unstable:
+            return p, Lin()
+        found = _reachable_roots(p, roots)
+        if found:
+            return tuple(sorted(found, key=lambda r: r.index)), None
+    return None, None
+
+
+def _switched(p: Value, roots: set, seen=None) -> set | None:
+    """The shared arrays a phi/select of whole shared arrays chooses from (None if it is not one)."""
+    seen = set() if seen is None else seen
+    if p in roots:
+        return {p}
+    if not (isinstance(p, Instruction) and p.opcode in ("phi", "select")):
+        return None
+    if id(p) in seen:
+        return set()
+    seen.add(id(p))
+    found = set()
+    for o in (p.operands[1:] if p.opcode == "select" else p.operands):
+        inner = _switched(o, roots, seen)
+        if inner is None:
+            return None
+        found |= inner
+    return found
+
+
+def _reachable_roots(p: Value, roots: set) -> set:
+    found, seen, todo = set(), set(), [p]
+    while todo:
+        x = todo.pop()
+        if x in roots:
+            found.add(x)
+        elif isinstance(x, Instruction) and id(x) not in seen and x.opcode in ("getelementptr", "phi", "select"):
+            seen.add(id(x))
+            todo.extend(x.operands[:1] if x.opcode == "getelementptr" else
+                        x.operands[1:] if x.opcode == "select" else x.operands)
+    return found
+
+
+def _apart(a: Value, b: Value, roots: set) -> bool:
+    """Whether roots ``a`` and ``b`` are always different arrays: two different arguments, switches
+    over disjoint arrays, or two phis of one block that start on different arrays and swap."""
+    if a is b:
+        return False
+    pa, pb = _switched(a, roots), _switched(b, roots)
+    if pa is not None and pb is not None and not (pa & pb):
+        return True
+    if not (isinstance(a, Instruction) and isinstance(b, Instruction) and a.opcode == b.opcode == "phi"
+            and a.parent is b.parent):
+        return False
+    incoming_b = dict(zip(map(id, b.blocks), b.operands))
+    for block, x in zip(a.blocks, a.operands):
+        y = incoming_b.get(id(block))
+        if not ((x is b and y is a) or (x in roots and y in roots and x is not y)):
+            return False
+    return True
+
+
+def _gep_offset(forms: Forms, gep: Instruction) -> Lin | None:
+    found = _gep_terms(gep)
+    if found is None:
+        return None
+    total, wraps = Lin(const=found[1]), False
+    for index, size in found[0]:
+        f = forms.form(index, "s")
+        if f is None and "nuw" in gep.flags:      # offsets that do not wrap unsigned: the index is below 2^61
+            f = forms.form(index, "u")
+        if f is None and index.type.bits == 64:   # exact modulo 2^64, as the address itself
+            f, wraps = forms.modular(index), True
+        if f is None:
+            return None
+        total = total + f.scale(size)
+    return Modular(total.coef, total.const) if wraps else total
+
+
+def _accesses(forms: Forms, fn: Function, roots: set, kernel: str) -> list[Access]:
+    """Every access of shared memory (an access through a pointer that may point into several arrays
+    is one per array, at an unknown offset); a pointer into shared memory that escapes is refused."""
+    found = []
+
+    def add(inst, pointer, size, kind):
+        root, offset = _pointer(forms, pointer, roots)
+        if root is None:
+            return
+        for r in (root if isinstance(root, tuple) else (root,)):
+            found.append(Access(inst, pointer, r, offset if not isinstance(root, tuple) else None, size, kind))
+
+    for inst in fn.instructions():
+        op = inst.opcode
+        escaping = inst.operands[:1] if op in ("store", "insertvalue", "insertelement") else []
+        if op == "inttoptr" or any(isinstance(o.type, PointerType) and _pointer(forms, o, roots)[0] is not None
+                                   for o in escaping):
+            raise SharedMemoryRaceError(f"kernel '{kernel}': a pointer into shared memory is stored, or a pointer is "
+                                        f"made from an integer (`{format_instruction(inst).strip()}`); the "
+                                        f"shared-memory race check cannot follow accesses through it. Index the "
+                                        f"shared array directly")
+        if op == "load":
+            add(inst, inst.operands[0], _size(inst.type), "load")
+        elif op == "store":
+            add(inst, inst.operands[1], _size(inst.operands[0].type), "store")
+        elif op in ("atomicrmw", "cmpxchg"):
+            add(inst, inst.operands[0], _size(inst.type if op == "atomicrmw" else inst.operands[1].type), "atomic")
+        elif op == "call":
+            name = getattr(inst.callee, "name", "")
+            if name.startswith(_NO_MEMORY) or collectives.parse(name) is not None:
+                continue
+            length = const_int(inst.operands[2]) if name.startswith(("llvm.memset", "llvm.memcpy", "llvm.memmove")) \
+                and len(inst.operands) > 2 else None
+            for k, operand in enumerate(inst.operands):
+                if isinstance(operand.type, PointerType):
+                    reads = name.startswith(("llvm.memcpy", "llvm.memmove")) and k == 1
+                    add(inst, operand, length, "load" if reads else "call")
+    return found
+
+
+def _is_failure(block: Block, status: Argument) -> bool:
+    """Whether ``block`` starts by claiming the status record (a failed check, codegen/uniform_checks.py)."""
+    first = next((i for i in block.instructions if i.opcode != "phi"), None)
+    return first is not None and first.opcode == "atomicrmw" and first.op == "xchg" and first.operands[0] is status
+
+
+def _drop_failure_paths(fn: Function) -> None:
+    """Branches to failed checks (bounds, traps) become jumps to the other side: a launch where a
+    check fails raises, so only launches where none fails must be race-free (and the failure paths,
+    which leave the body early, would make the uniformity analysis see divergence everywhere)."""
+    status = fn.args[-1]
+    for b in fn.blocks:
+        term = b.terminator
+        if term is None or term.opcode != "br" or len(term.blocks) != 2:
+            continue
+        fails = [_is_failure(s, status) for s in term.blocks]
+        if fails[0] != fails[1]:
+            term.operands, term.blocks = [], [term.blocks[1 if fails[0] else 0]]
+    reached, todo = set(), [fn.entry]
+    while todo:
+        b = todo.pop()
+        if b not in reached:
+            reached.add(b)
+            todo.extend(b.successors)
+    fn.blocks = [b for b in fn.blocks if b in reached]
+    for b in fn.blocks:
+        for phi in b.phis:
+            keep = [k for k, p in enumerate(phi.blocks) if p in reached and b in p.successors]
+            phi.operands = [phi.operands[k] for k in keep]
+            phi.blocks = [phi.blocks[k] for k in keep]
+
+
+# --- the proofs -----------------------------------------------------------------------------------
+
+class Proofs:
+    """Whether two accesses can touch one byte from two different threads (module docstring)."""
+
+    def __init__(self, forms: Forms):
+        self.forms = forms
+        self.concrete = Concrete(forms)
+        self._opaque: set[int] = set()        # conditions found not to be functions of the thread alone
+
+    def conflict(self, a: Access, b: Access):
+        """None when proven apart; else a witness (thread of ``a``, thread of ``b``) or () if none is known."""
+        if a.size is not None and b.size is not None and a.offset is not None and b.offset is not None:
+            diff = (a.offset - b.offset).uniform().constant()
+            wraps = isinstance(a.offset, Modular) or isinstance(b.offset, Modular)
+            if diff is not None and a.offset.threads() == b.offset.threads() \
+                    and self._gap(a, b, a.offset.threads(), wraps) >= max(b.size - diff, a.size + diff):
+                return None
+            if not wraps and self._disjoint_spans(a, b):
+                return None
+        if a.size is None or b.size is None:
+            return ()
+        return self._witness(a, b)
+
+    # -- the accesses of different threads lie apart (mixed radix) --
+    def upper(self, x: Access, atom) -> int | None:
+        """A constant upper bound of per-thread atom ``atom`` where ``x`` runs (all are >= 0)."""
+        if atom[0] == "t":
+            return self.forms.block[atom[1]] - 1
+        if atom[0] == "p":
+            return atom[2] - 1
+        best = None
+        for f, kind in x.facts:
+            th = f.threads()
+            rest = f.uniform().constant()
+            if list(th) == [atom] and th[atom] > 0 and rest is not None:
+                bound = (-rest) // th[atom]
+                best = bound if best is None else min(best, bound)
+        return best
+
+    def _gap(self, a: Access, b: Access, coef: dict, wraps: bool = False) -> int:
+        """The least |sum coef * (atoms of one thread - atoms of another)| over two different threads
+        (0 when unknown; offsets modulo 2^64 (``wraps``) need every atom bounded, far below 2^62)."""
+        axes = [atom[1] for atom in coef if atom[0] in ("t", "p")]
+        if len(axes) != len(set(axes)) or any(e > 1 and a_ not in axes for a_, e in enumerate(self.forms.block)):
+            return 0
+        parts = []
+        for atom, c in coef.items():
+            ua, ub = self.upper(a, atom), self.upper(b, atom)
+            parts.append((abs(c), None if ua is None or ub is None else max(ua, ub)))
+        parts.sort(key=lambda p: p[0])
+        if wraps and (any(top is None for _, top in parts) or sum(c * top for c, top in parts) >= 2 ** 62):
+            return 0
+        gap, below = None, 0
+        for k, (c, top) in enumerate(parts):
+            gap = c - below if gap is None else min(gap, c - below)
+            if top is None and k < len(parts) - 1:
+                return 0
+            below += c * (top or 0)
+        return max(gap, 0) if gap is not None else 0
+
+    # -- the byte ranges of the two accesses are disjoint --
+    def _choices(self, x: Access, atom):
+        lows, highs = [Lin()], []
+        top = self.upper(x, atom)
+        if top is not None:
+            highs.append(Lin(const=top))
+        for f, kind in x.facts:
+            th = f.threads()
+            if list(th) != [atom] or th[atom] not in (1, -1):
+                continue
+            rest = f - Lin(th)
+            if th[atom] == 1:
+                highs.append(rest.scale(-1))
+                if kind == "eq":
+                    lows.append(rest.scale(-1))
+            else:
+                lows.append(rest)
+                if kind == "eq":
+                    highs.append(rest)
+        return lows[:_MAX_BOUND_CHOICES], highs[:_MAX_BOUND_CHOICES]
+
+    def _spans(self, x: Access):
+        """Candidate [lo, hi) byte ranges of ``x`` over all its threads (forms in the uniform atoms)."""
+        th = x.offset.threads()
+        atoms = sorted(th, key=str)
+        choices = [self._choices(x, atom) for atom in atoms]
+        if any(not highs for _, highs in choices):
+            return
+        for picks in itertools.product(*[itertools.product(lo, hi) for lo, hi in choices]):
+            lo = hi = x.offset.uniform()
+            for atom, (low, high) in zip(atoms, picks):
+                c = th[atom]
+                lo = lo + (low if c > 0 else high).scale(c)
+                hi = hi + (high if c > 0 else low).scale(c)
+            yield lo, hi + Lin(const=x.size)
+
+    def _disjoint_spans(self, a: Access, b: Access) -> bool:
+        spans_b = list(self._spans(b))
+        for lo_a, hi_a in self._spans(a):
+            for lo_b, hi_b in spans_b:
+                for gap in (hi_a - lo_b, hi_b - lo_a):
+                    if gap.constant() is not None and gap.constant() <= 0:
+                        return True
+        return False
+
+    # -- no byte that one thread touches is touched by another (enumerated) --
+    def points(self, x: Access):
+        """(uniform base form, [(thread, byte offset from the base)]) over every thread and trip count
+        where ``x`` may run, or None when they cannot be enumerated."""
+        if x._points is not False:
+            return x._points
+        x._points = None
+        block = self.forms.block
+        ks = {atom for f, _ in x.facts for atom in f.threads() if atom[0] == "k" and self.upper(x, atom) is not None}
+        affine = x.offset is not None and not isinstance(x.offset, Modular) \
+            and all(atom[0] in ("t", "k") for atom in x.offset.threads())
+        if affine:
+            ks |= {atom for atom in x.offset.threads() if atom[0] == "k"}
+        tops = {k: self.upper(x, k) for k in ks}
+        total = len(list(itertools.product(*map(range, block))))
+        for top in tops.values():
+            total *= (top + 1) if top is not None and top >= 0 else 0
+        if any(top is None for top in tops.values()) or total > _MAX_POINTS:
+            return None
+        ks = sorted(ks, key=str)
+        base = x.offset.uniform() if affine else Lin()
+        rel = Lin(x.offset.threads()) if affine else None
+        found = []
+        for thread in itertools.product(*map(range, block)):
+            for trips in itertools.product(*(range(tops[k] + 1) for k in ks)):
+                env = {("t", a): v for a, v in enumerate(thread)}
+                env.update(zip(ks, trips))
+                if not self._holds(x, env):
+                    continue
+                offset = rel.at(env) if affine else self._offset(x.pointer, x.root, env)
+                if offset is None:
+                    return None
+                found.append((thread, offset))
+        x._points = (base, found)
+        return x._points
+
+    def _holds(self, x: Access, env: dict) -> bool:
+        """False when a fact or a condition dominating ``x`` is known false at ``env``."""
+        for f, kind in x.facts:
+            value = f.at(env)
+            if value is not None and (value > 0 if kind == "le" else value != 0):
+                return False
+        for condition, side in x.conditions:
+            if id(condition) in self._opaque:
+                continue
+            value = self.concrete.value(condition, env)
+            if value is None:                  # it depends on more than the thread: ignore it (a superset)
+                self._opaque.add(id(condition))
+                continue
+            if side is True or side is False:
+                if bool(value) != side:
+                    return False
+            elif value != side[1] % (1 << condition.type.bits):      # ("case", c): a switch's case
+                return False
+        return True
+
+    def _offset(self, p: Value, root: Argument, env: dict) -> int | None:
+        total = 0
+        while p is not root:
+            found = _gep_terms(p) if isinstance(p, Instruction) and p.opcode == "getelementptr" else None
+            if found is None:
+                return None
+            total += found[1]
+            for index, size in found[0]:
+                value = self.concrete.value(index, env)
+                if value is None:
+                    return None
+                total += signed(value, index.type.bits) * size
+            p = p.operands[0]
+        return total
+
+    def _witness(self, a: Access, b: Access):
+        pa, pb = self.points(a), self.points(b)
+        if pa is None or pb is None:
+            return ()
+        shift = (pa[0] - pb[0]).constant()
+        if shift is None or len(pa[1]) * a.size + len(pb[1]) * b.size > _MAX_ENUMERATED_BYTES:
+            return ()
+        holders: dict[int, set] = {}
+        for thread, offset in pa[1]:
+            for byte in range(offset + shift, offset + shift + a.size):
+                holders.setdefault(byte, set()).add(thread)
+        for thread, offset in pb[1]:
+            for byte in range(offset, offset + b.size):
+                for owner in sorted(holders.get(byte, ())):
+                    if owner != thread:
+                        return owner, thread
+        return None
+
+
+# --- the check ------------------------------------------------------------------------------------
+
+def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...], shared: list[Argument],
+                       names: list[str], kernel: str, thread_names: list[str] | None = None) -> None:
+    """Raise SharedMemoryRaceError for the first pair of accesses of one shared array that two
+    threads of a block may make between the same two barriers, one writing (module docstring).
+    ``shared`` are the body's shared-array arguments, ``names`` their source names. ``fn`` (a body:
+    status pointer last) is changed: its failure paths are dropped."""
+    _drop_failure_paths(fn)
+    intervals = Intervals(fn)
+    dom = dominator_sets(fn)
+    forms = Forms(fn, tids, block, intervals.unstable, dom)
+    intervals.settle(forms.divergence)
+    roots = set(shared)
+    accesses = _accesses(forms, fn, roots, kernel)
+    if not any(x.writes for x in accesses):
+        return
+    facts = guards(forms, fn, dom)
+    for x in accesses:
+        x.node = intervals.node(x.inst)
+        x.facts, x.conditions = facts[x.inst.parent]
+        nonnegative = _nonnegative_symbols(x.facts)
+        if (x.offset is None or isinstance(x.offset, Modular)) and nonnegative and not isinstance(x.root, tuple):
+            # a guard such as ``h > 0`` makes ``t + h`` exact (no wrap): bounds then apply to it
+            root, offset = _pointer(forms.assuming(nonnegative), x.pointer, roots)
+            if root is x.root and offset is not None and (x.offset is None or not isinstance(offset, Modular)):
+                x.offset = offset
+    proof = Proofs(forms)
+    for i, a in enumerate(accesses):
+        for b in accesses[i:]:
+            if _apart(a.root, b.root, roots) or not (a.writes or b.writes) or (a.kind == "atomic" == b.kind) \
+                    or not intervals.together(a.node, b.node):
+                continue
+            found = proof.conflict(a, b)
+            if found is not None:
+                arrays = sorted(_switched(a.root, roots) or {a.root}, key=lambda r: r.index)
+                array = "/".join(names[shared.index(r)] for r in arrays)
+                raise SharedMemoryRaceError(_message(forms, a, b, found, array, kernel, thread_names))
+
+
+def _nonnegative_symbols(facts) -> frozenset:
+    """Ids of the symbols that the facts bound below by 0 (``-c * v + k <= 0`` with k >= 0)."""
+    found = set()
+    for f, kind in facts:
+        if len(f.coef) == 1 and f.const >= 0:
+            (atom, c), = f.coef.items()
+            if atom[0] == "v" and (c < 0 or (kind == "eq" and f.const == 0)):
+                found.add(atom[1])
+    return frozenset(found)
+
+
+_VERB = {"load": "read", "store": "write", "atomic": "atomic update", "call": "call"}
+
+
+def _message(forms: Forms, a: Access, b: Access, witness, array: str, kernel: str, thread_names) -> str:
+    def where(x: Access) -> str:
+        text = f"the {_VERB[x.kind]} of {array}{_index(forms, x, thread_names)}"
+        if x.inst.location is not None:
+            return f"{text} at {x.inst.location}"
+        return f"{text} (`{format_instruction(x.inst).strip()}` in block %{x.inst.parent.name})"
+    same = a.inst is b.inst
+    pair = f"{where(a)}, run by two threads," if same else f"{where(a)} and {where(b)}"
+    who = ""
+    if witness:
+        t1, t2 = (_thread(t) for t in witness)
+        who = f" (thread {t1}'s {_VERB[a.kind]} and thread {t2}'s {_VERB[b.kind]} touch one element)"
+    return (f"kernel '{kernel}': shared-memory race on '{array}': {pair} may touch the same element from two "
+            f"threads of a block between the same two barriers{who}. On a GPU their order is undefined "
+            f"(warp-synchronous code without __syncwarp is a data race since Volta), and adoffload runs "
+            f"a block's threads one after another between barriers, so the result would be silently wrong. "
+            f"Put a barrier between them (__syncthreads() / ado.sync_threads(); __syncwarp() where supported), "
+            f"or give each thread its own elements")
+
+
+def _index(forms: Forms, x: Access, thread_names) -> str:
+    """The element index of an access as a formula of the thread index ("[?]" where not affine)."""
+    if x.offset is None or x.size is None or any(atom[0] in ("k", "p") for atom in x.offset.coef):
+        return "[?]"
+    element = x.size
+    f = x.offset
+    if element and all(c % element == 0 for c in f.coef.values()) and f.const % element == 0:
+        f = Lin({k: c // element for k, c in f.coef.items()}, f.const // element)
+        unit = ""
+    else:
+        unit = " (bytes)"
+    terms = []
+    for atom, c in sorted(f.coef.items(), key=lambda kv: str(kv[0])):
+        if atom[0] == "t":
+            name = thread_names[atom[1]] if thread_names else f"thread_id()[{atom[1]}]"
+        elif atom[0] == "blk":
+            name = f"block_id()[{atom[1]}]" if len(forms.block) > 1 else "block_id()"
+        else:
+            v = forms.symbols.get(atom[1])
+            name = f"%{getattr(v, 'name', '?')}"
+        terms.append(name if c == 1 else f"{c}*{name}")
+    if f.const or not terms:
+        terms.append(str(f.const))
+    return "[" + " + ".join(terms).replace("+ -", "- ") + "]" + unit
+
+
+def _thread(t: tuple[int, ...]) -> str:
+    if len(t) == 1:
+        return str(t[0])
+    return "(" + ", ".join(map(str, t)) + ")"
+
+
+def shared_array_name(name: str) -> str:
+    """A source-like name for a CUDA ``__shared__`` global (``_ZZ4kernPfE5sdata`` -> ``sdata``)."""
+    match = re.search(r"E(\d+)(\w+)$", name)
+    if match and int(match.group(1)) == len(match.group(2)):
+        return match.group(2)
+    return name
+
+
+def check_block_kernel(kernel, thread_names: list[str] | None = None) -> None:
+    """``check_shared_races`` on a block kernel's body (a Kernel with ``block`` and ``shared``):
+    the first ``grid_rank`` arguments are the thread ids, the shared arrays come before the status."""
+    if not kernel.shared:
+        return
+    from .. import ir
+    module = ir.import_module(kernel.module_text())
+    fn = module.functions[kernel.body_name]
+    rank = kernel.signature.grid_rank
+    shared = fn.args[-1 - len(kernel.shared):-1]
+    names = [shared_array_name(s.name) for s in kernel.shared]
+    check_shared_races(fn, fn.args[:rank], tuple(kernel.block), shared, names, kernel.name, thread_names)

@@ -1,0 +1,95 @@
+"""Canonicalization with LLVM's new pass manager, run before import (and so before AD).
+
+Inline ``alwaysinline`` helpers, drop the ones left unused, then SROA (allocas to SSA),
+early CSE, instcombine, simplifycfg, loop-simplify and LCSSA: the shape the AD engine
+expects (Enzyme differentiates after the same clean-up, for the same reasons).
+llvmlite 0.50 exposes no early-cse pass; new-GVN after instcombine takes its place.
+"""
+from __future__ import annotations
+
+import re
+
+import llvmlite.binding as llvm
+
+from ..errors import IRError
+from .llvm_import import parse_llvm
+
+_FUNCTION_PASSES = ("add_sroa_pass", "add_instruction_combine_pass", "add_new_gvn_pass",
+                    "add_instruction_combine_pass", "add_simplify_cfg_pass", "add_loop_simplify_pass",
+                    "add_lcssa_pass")
+
+_initialized = False
+
+
+def _target_machine() -> llvm.TargetMachine:
+    global _initialized
+    if not _initialized:
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        _initialized = True
+    return llvm.Target.from_default_triple().create_target_machine()
+
+
+def canonicalize_module(module: llvm.ModuleRef, *, inline: bool = True) -> llvm.ModuleRef:
+    """Run the canonical pipeline in place on a parsed llvmlite module; returns it."""
+    tuning = llvm.create_pipeline_tuning_options()
+    pass_builder = llvm.create_pass_builder(_target_machine(), tuning)
+    passes = llvm.create_new_module_pass_manager()
+    if inline:
+        passes.add_always_inliner_pass()
+        passes.add_global_dead_code_eliminate_pass()
+    for name in _FUNCTION_PASSES:
+        getattr(passes, name)()
+    passes.add_verifier()
+    passes.run(module, pass_builder)
+    return module
+
+
+def canonicalize(source: str | bytes, *, inline: bool = True) -> str:
+    """Canonical LLVM IR text for LLVM IR text or bitcode (see the module docstring)."""
+    return str(canonicalize_module(parse_llvm(source), inline=inline))
+
+
+# Attributes that keep LLVM from optimizing or inlining a function: clang -O0 puts
+# ``noinline optnone`` on every function, and users mark helpers ``noinline``.
+_BLOCKING_ATTRIBUTES = re.compile(r"\b(optnone|noinline)\b ?")
+_ATTRIBUTE_GROUP = re.compile(r"^(attributes #\d+ = \{)(.*)\}$", re.M)
+# what may stand between a definition's parameter list and its function attributes
+_AFTER_PARAMETERS = re.compile(r"(?:\s+(?:local_unnamed_addr|unnamed_addr|addrspace\(\d+\)))*")
+_DEFINE = re.compile(r"^define\b[^\n]*?@(?:\"[^\"]*\"|[-\w$.]+)\(", re.M)
+
+
+def prepare_for_analysis(source: str | bytes) -> str:
+    """LLVM IR text in which every defined function can be optimized and inlined.
+
+    Foreign IR is differentiated in its optimized form whatever its attributes, as Enzyme
+    does: ``optnone``/``noinline`` (every function at clang -O0) are dropped and every defined
+    function is marked ``alwaysinline``, so canonicalization promotes stack slots to SSA and
+    inlines callees (a call left afterwards is recursive or external). Semantics are unchanged.
+    """
+    text = str(parse_llvm(source)) if isinstance(source, (bytes, bytearray)) else source
+    text = _ATTRIBUTE_GROUP.sub(lambda m: m.group(1) + (_BLOCKING_ATTRIBUTES.sub("", m.group(2)).strip()
+                                                       or "alwaysinline") + " }", text)   # a group may not be empty
+    pieces, last = [], 0
+    for match in _DEFINE.finditer(text):
+        after = _AFTER_PARAMETERS.match(text, _matching_paren(text, match.end() - 1) + 1).end()
+        pieces += [text[last:after], " alwaysinline"]
+        last = after
+    text = "".join(pieces) + text[last:]
+    # a define line may also carry the blocking attributes inline, after its parameter list
+    return re.sub(r"^(define\b[^\n]*)$", lambda m: _BLOCKING_ATTRIBUTES.sub("", m.group(1)), text, flags=re.M)
+
+
+def _matching_paren(text: str, open_at: int) -> int:
+    depth, k = 0, open_at
+    while k < len(text):
+        if text[k] == "(":
+            depth += 1
+        elif text[k] == ")":
+            depth -= 1
+            if depth == 0:
+                return k
+        elif text[k] == '"':                       # a quoted name or string may hold parentheses
+            k = text.index('"', k + 1)
+        k += 1
+    raise IRError("unbalanced parentheses in a function definition")

@@ -1,0 +1,190 @@
+"""``ado.jax_kernel``: a kernel as a JAX function (jit, grad, vmap, shard_map all work on it).
+
+The returned function takes the kernel's In, InOut and scalar params positionally in
+parameter order (Out params are skipped) and returns its Out and InOut arrays in
+parameter order, a single array when there is one. Arguments are checked at trace time:
+dtypes and ranks must match the kernel's annotations (Python scalars are converted).
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+
+from ..errors import GridError, JaxIntegrationError
+from ..launch import check_block_grid
+from . import rules  # noqa: F401  (registers the JVP, transpose and batching rules)
+from . import scalar_jvp  # noqa: F401  (the JVP rule: one vector-forward call when a few scalars vary)
+from .primitive import CallSpec, bind
+from .rules import TapeCallSpec
+
+
+def jax_kernel(kernel, *, grid=None, out_shapes=None, blocks=None, threads=None, shared_bytes=0):
+    """Wrap ``kernel`` as a JAX function; see the module docstring for the calling convention.
+
+    ``grid``: an int, a tuple, or a callable taking the function's arguments and returning
+    one (default: the shape of the first Out array, cut to the kernel's grid rank).
+    ``out_shapes``: ``{out_name: shape}`` or a callable returning that dict (default: derived
+    from the kernel where it indexes the Out array and some input arrays with the same thread
+    ids, ``out[i] = ... x[i] ...``; otherwise out_shapes is required).
+    ``blocks``/``threads``/``shared_bytes``: instead of ``grid``, for CUDA kernels (foreign_cuda/jax_support.py).
+    """
+    from ..kernel import Kernel
+    if hasattr(kernel, "__ado_jax__") and not isinstance(kernel, Kernel):   # CUDA kernels (foreign_cuda)
+        if grid is not None or blocks is None or threads is None:
+            raise JaxIntegrationError(f"ado.jax_kernel of the CUDA kernel '{kernel.name}' takes blocks= and "
+                                      f"threads= (as its launches do), not grid=")
+        return kernel.__ado_jax__(blocks=blocks, threads=threads, out_shapes=out_shapes, shared_bytes=shared_bytes)
+    if blocks is not None or threads is not None:
+        raise JaxIntegrationError(f"ado.jax_kernel: blocks=/threads= are for CUDA kernels (ado.from_cuda); "
+                                  f"give kernel '{getattr(kernel, 'name', kernel)}' a grid=")
+    if not isinstance(kernel, Kernel):
+        raise JaxIntegrationError(f"ado.jax_kernel expects a kernel made with @ado.kernel, got "
+                                  f"{type(kernel).__name__}")
+    signature = kernel.signature
+    # Hidden params (a reverse kernel's dynamic tape) are filled by the FFI handler itself.
+    inputs = [p for p in signature.visible_params if not (p.is_array and p.type.intent == "out")]
+    spec_type = CallSpec if len(signature.visible_params) == len(signature.params) else TapeCallSpec
+
+    @functools.wraps(getattr(kernel, "pyfunc", lambda *a: None), assigned=("__doc__",))
+    def call(*args):
+        if len(args) != len(inputs):
+            names = ", ".join(p.name for p in inputs)
+            raise JaxIntegrationError(f"kernel '{kernel.name}' as a JAX function takes {len(inputs)} "
+                                      f"arguments ({names}), got {len(args)}")
+        operands = [_convert(kernel, p, a) for p, a in zip(inputs, args)]
+        given_grid = None if grid is None else _grid(kernel, grid, args, operands, ())
+        shapes = _out_shapes(kernel, out_shapes, args, operands, given_grid)
+        call_grid = given_grid or _grid(kernel, grid, args, operands, shapes)
+        check_block_grid(kernel, call_grid)        # a block kernel's grid is whole blocks
+        spec = spec_type(kernel, call_grid, shapes)
+        results = bind(operands, spec)
+        return results[0] if len(results) == 1 else tuple(results)
+
+    call.__name__ = kernel.name
+    call.kernel = kernel
+    return call
+
+
+def _convert(kernel, param, value):
+    """``value`` as a JAX array of the param's dtype; raises JaxIntegrationError on a mismatch."""
+    expected = param.dtype.dtype
+    ndim = param.type.ndim if param.is_array else 0
+    what = f"{'array' if param.is_array else 'scalar'} parameter '{param.name}' of kernel '{kernel.name}'"
+    if isinstance(value, (bool, int, float)) and not param.is_array:
+        if isinstance(value, float) and not param.dtype.is_float:
+            raise JaxIntegrationError(f"{what} expects {expected} (ndim 0), got the Python float {value!r}")
+        _check_x64(kernel, param)
+        return jnp.asarray(value, dtype=expected)
+    if isinstance(value, (bool, int, float)):
+        raise JaxIntegrationError(f"{what} expects a {expected} array of ndim {ndim}, got the Python "
+                                  f"scalar {value!r}")
+    given_dtype = getattr(value, "dtype", None)
+    given_shape = getattr(value, "shape", None)
+    if given_dtype is None or given_shape is None:
+        raise JaxIntegrationError(f"{what} expects {expected} with ndim {ndim}, got {type(value).__name__}")
+    if len(given_shape) != ndim:
+        raise JaxIntegrationError(f"{what} expects ndim {ndim} ({expected}), got ndim {len(given_shape)} "
+                                  f"(shape {tuple(given_shape)})")
+    weak = getattr(jax.typeof(value), "weak_type", False) if isinstance(value, jax.Array) else False
+    if np.dtype(given_dtype) != expected and not (weak and _same_kind(given_dtype, expected)):
+        raise JaxIntegrationError(f"{what} expects dtype {expected}, got {np.dtype(given_dtype)}")
+    _check_x64(kernel, param)
+    return jnp.asarray(value, dtype=expected)
+
+
+def _same_kind(given, expected) -> bool:
+    return np.dtype(given).kind == np.dtype(expected).kind
+
+
+def _check_x64(kernel, param) -> None:
+    if param.dtype.dtype.itemsize == 8 and not jax.config.jax_enable_x64:
+        raise JaxIntegrationError(f"parameter '{param.name}' of kernel '{kernel.name}' is "
+                                  f"{param.dtype.dtype}; enable 64-bit types in JAX first "
+                                  "(jax.config.update('jax_enable_x64', True))")
+
+
+def _out_shapes(kernel, given, args, operands, grid) -> tuple[tuple[int, ...], ...]:
+    outs = [p for p in kernel.signature.visible_params if p.is_array and p.type.intent == "out"]
+    table = given(*args) if callable(given) else (given or {})
+    if not isinstance(table, dict):
+        raise JaxIntegrationError(f"out_shapes for kernel '{kernel.name}' must be a dict from Out "
+                                  f"parameter name to shape, got {type(table).__name__}")
+    unknown = set(table) - {p.name for p in outs}
+    if unknown:
+        raise JaxIntegrationError(f"out_shapes for kernel '{kernel.name}' names {sorted(unknown)}, which "
+                                  f"are not Out parameters ({[p.name for p in outs]})")
+    shapes = []
+    for p in outs:
+        if p.name in table:
+            shape = table[p.name]
+            shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(s) for s in shape)
+            if len(shape) != p.type.ndim:
+                raise JaxIntegrationError(f"out_shapes['{p.name}'] of kernel '{kernel.name}' has rank "
+                                          f"{len(shape)}, but the parameter has ndim {p.type.ndim}")
+        else:
+            shape = _shape_from_thread_indices(kernel, p, operands, grid)
+        shapes.append(shape)
+    return tuple(shapes)
+
+
+def _shape_from_thread_indices(kernel, out, operands, grid) -> tuple[int, ...]:
+    """The shape of Out param ``out`` when the kernel proves it: every dim d of ``out`` is indexed
+    by the thread id of some grid axis (``out[i, j]``), and the inputs indexed by that same thread
+    id (``x[i]``) agree on its extent; where no input is, a ``grid`` given to jax_kernel sets it.
+    Anything else is not guessed: out_shapes is required."""
+    signature = kernel.signature
+    visible_inputs = [k for k, p in enumerate(signature.params)
+                      if p in signature.visible_params and not (p.is_array and p.type.intent == "out")]
+    extents = {}                      # grid axis -> the extents that input arrays give it
+    for param, dim, axis in kernel.thread_indexed:
+        if param in visible_inputs:
+            extents.setdefault(axis, set()).add(int(operands[visible_inputs.index(param)].shape[dim]))
+    index = signature.params.index(out)
+    axes = {dim: axis for param, dim, axis in kernel.thread_indexed if param == index}
+    shape = []
+    for dim in range(out.type.ndim):
+        known = extents.get(axes.get(dim), set())
+        if not known and grid is not None and dim in axes:
+            known = {grid[axes[dim]]}
+        if len(known) != 1:
+            why = ("is not indexed by a thread id there" if dim not in axes else
+                   "is indexed by a thread id that indexes no input array (and no grid= was given)"
+                   if not known else
+                   f"is indexed by a thread id whose input arrays disagree on its extent ({sorted(known)})")
+            raise JaxIntegrationError(
+                f"kernel '{kernel.name}': the shape of Out parameter '{out.name}' cannot be derived (its "
+                f"axis {dim} {why}); pass out_shapes={{'{out.name}': shape}} to ado.jax_kernel")
+        shape.append(known.pop())
+    return tuple(shape)
+
+
+def _grid(kernel, given, args, operands, out_shapes) -> tuple[int, ...]:
+    rank = kernel.signature.grid_rank
+    if given is None:
+        inouts = [o.shape for p, o in zip([p for p in kernel.signature.visible_params
+                                           if not (p.is_array and p.type.intent == "out")], operands)
+                  if p.is_array and p.type.intent == "inout"]
+        candidates = list(out_shapes) + inouts
+        if not candidates:
+            raise GridError(f"kernel '{kernel.name}' has no Out or InOut array to take the grid from; "
+                            "pass grid= to ado.jax_kernel")
+        shape = candidates[0]
+        if len(shape) < rank:
+            raise GridError(f"kernel '{kernel.name}' has grid rank {rank} but its first output has shape "
+                            f"{tuple(shape)}; pass grid= to ado.jax_kernel")
+        return tuple(int(s) for s in shape[:rank])
+    value = given(*args) if callable(given) else given
+    grid = (value,) if np.ndim(value) == 0 else tuple(value)
+    try:
+        grid = tuple(int(g) for g in grid)
+    except TypeError as exc:
+        raise GridError(f"grid for kernel '{kernel.name}' must be static ints, got {value!r}") from exc
+    if len(grid) != rank:
+        raise GridError(f"kernel '{kernel.name}' has grid rank {rank}, got grid {grid}")
+    if any(g < 0 for g in grid):
+        raise GridError(f"grid for kernel '{kernel.name}' must be non-negative, got {grid}")
+    return grid
