@@ -38,7 +38,6 @@ REFUSED = {
     "hr_lj_energy": ((2, 3), "stores a pointer to differentiated memory",
                      "Vec<&[f64]> keeps slices of the input in heap memory; shadows are not followed through memory"),
     "hr_sorted_weights": ((2, 3), "escapes through 'invoke'", "core's sort is not inlined (recursive)"),
-    "hr_sse2": (ALL, r"no derivative rule for @llvm\.x86\.sse2\.max\.pd", "a target intrinsic without a rule"),
     "hr_swap_relu": (ALL, "float bits carried as an integer", "slice::swap moves the f64s as i64 loads and stores"),
     "hr_rotate": ((2, 3), "float bits carried as an integer", "rotate_left moves the f64s as integers"),
     "hr_fn_table": (ALL, "no derivative rule for 'invoke'", "a call through a table of std's f64::sin/exp, "
