@@ -38,8 +38,8 @@ REFUSED = {
     "hr_lj_energy": ((2, 3), "stores a pointer to differentiated memory",
                      "Vec<&[f64]> keeps slices of the input in heap memory; shadows are not followed through memory"),
     "hr_sorted_weights": ((2, 3), "escapes through 'invoke'", "core's sort is not inlined (recursive)"),
-    "hr_swap_relu": (ALL, "float bits carried as an integer", "slice::swap moves the f64s as i64 loads and stores"),
-    "hr_rotate": ((2, 3), "float bits carried as an integer", "rotate_left moves the f64s as integers"),
+    "hr_rotate": ((2, 3), "float bits carried as an integer", "rotate_left moves the f64s as i64 next to "
+                  "memcpy calls on the same memory, so which float it holds is not known (ir/float_moves.py)"),
     "hr_fn_table": (ALL, "no derivative rule for 'invoke'", "a call through a table of std's f64::sin/exp, "
                     "whose bodies are not in the .ll"),
     "hr_pairwise": (ALL, r"recursive|escapes through 'invoke'", "recursion is not differentiated"),
