@@ -94,6 +94,12 @@ def _cases() -> list[Case]:
         Case("hr_sret", [(OUT, np.zeros(3)), (REAL, 0.4), (REAL, -0.9), (REAL, 1.3), (REAL, 0.8)]),
         Case("hr_pairwise", [(IN, u(7)), (INT, 7)]),
         Case("hr_black_box", [(REAL, 0.7)]),
+        Case("hr_verlet", [(INOUT, np.arange(5.0) + u(5, lo=-0.1, hi=0.1)), (INOUT, u(5, lo=-0.2, hi=0.2)), (INT, 5),
+                           (REAL, 1.5), (REAL, 0.05), (INT, 4)]),
+        Case("hr_unit_vectors", [(INOUT, u(9, lo=0.3, hi=1.0)), (INT, 3)]),
+        Case("hr_scan", [(IN, u(6)), (INT, 6)]),
+        Case("hr_vec_of_vecs", [(IN, u(4)), (INT, 4)]),
+        Case("hr_break_option", [(IN, np.array([0.2, 0.4, 0.9, 0.1, -0.8, 0.3])), (INT, 6), (REAL, 0.5)]),
     ]
 
 

@@ -37,6 +37,8 @@ ALL = (0, 1, 2, 3)
 REFUSED = {
     "hr_lj_energy": ((2, 3), "stores a pointer to differentiated memory",
                      "Vec<&[f64]> keeps slices of the input in heap memory; shadows are not followed through memory"),
+    "hr_vec_of_vecs": ((2, 3), "stores a pointer to differentiated memory",
+                       "Vec<Vec<f64>>: the rows' heap blocks are pointers in heap memory (as hr_lj_energy)"),
     "hr_sorted_weights": ((2, 3), "escapes through 'invoke'", "core's sort is not inlined (recursive)"),
     "hr_rotate": ((2, 3), "float bits carried as an integer", "rotate_left moves the f64s as i64 next to "
                   "memcpy calls on the same memory, so which float it holds is not known (ir/float_moves.py)"),
@@ -57,7 +59,7 @@ def _text(level: int) -> str:
 
 # at -O0/-O1 these call liballoc's RawVecInner functions, which the .ll does not define: they skip there
 OPTIMIZED_ONLY = {"hr_lj_energy", "hr_vec_zeros", "hr_recurrence", "hr_table", "hr_arc_length",
-                  "hr_sorted_weights", "hr_springs", "hr_rotate", "hr_extend"}
+                  "hr_sorted_weights", "hr_springs", "hr_rotate", "hr_extend", "hr_verlet", "hr_vec_of_vecs"}
 FULL = os.environ.get("ADOFFLOAD_RUST_HUNT") == "all"
 
 
