@@ -22,8 +22,8 @@ def byval_wrappers(module: llvm.ModuleRef) -> dict[str, str]:
     parameters; returns {name: wrapper name}."""
     lines, wrappers = [], {}
     for fn in module.functions:
-        if fn.is_declaration:
-            continue
+        if fn.is_declaration or fn.linkage in (llvm.Linkage.internal, llvm.Linkage.private):
+            continue                    # Python calls only exported functions; a local one cannot be linked to
         attributes = [[a.decode() for a in arg.attributes] for arg in fn.arguments]
         if not any(a.startswith("byval(") for attrs in attributes for a in attrs):
             continue
