@@ -75,3 +75,18 @@ def test_derivatives_of_a_struct_by_value():
     v = np.array([0.3, -1.1, 0.7])
     tangent = ez.autodiff(ez.Forward, fn, ez.Duplicated(p.copy(), v.copy()), ez.Duplicated(k, 0.0))
     assert tangent == pytest.approx(float(expected @ v), rel=1e-14)
+
+
+def test_an_internal_function_with_a_struct_by_value_needs_no_wrapper():
+    """Only exported functions get wrappers: a declaration cannot be linked to a local definition."""
+    text = """
+define internal double @first(ptr byval([16 x i8]) align 8 %p) {
+  %x = load double, ptr %p
+  ret double %x
+}
+define double @g(ptr %q) {
+  %r = call double @first(ptr byval([16 x i8]) align 8 %q)
+  ret double %r
+}
+"""
+    assert ado.from_llvm(text, canonical=False)["g"](np.array([2.5, 1.0])) == 2.5
