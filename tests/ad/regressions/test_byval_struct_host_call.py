@@ -89,4 +89,10 @@ define double @g(ptr %q) {
   ret double %r
 }
 """
-    assert ado.from_llvm(text, canonical=False)["g"](np.array([2.5, 1.0])) == 2.5
+    import ctypes
+
+    from adoffload.codegen.host import HostProgram
+    program = HostProgram(text, opt_level=0)          # unoptimized: @first stays a function of its own
+    assert program.byref == {}
+    x = np.array([2.5, 1.0])
+    assert program.function("g", ctypes.c_double, ctypes.c_void_p)(x.ctypes.data) == 2.5
