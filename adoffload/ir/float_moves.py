@@ -19,11 +19,15 @@ derivative needs it).
 """
 from __future__ import annotations
 
+import re
+
 from .core import Argument, Constant, Function, Instruction, Module, Value
 from .core import f32, f64
 
 _DERIVING = ("getelementptr", "bitcast", "addrspacecast", "phi", "select")
 _FLOAT_OF_WIDTH = {32: f32, 64: f64}
+# heap allocations (C, C++, Rust's shims, v0-mangled or not): a fresh block is memory of its own
+_ALLOCATION = re.compile(r"^(malloc|calloc|realloc|_Znwm|_Znam)$|__rust_(alloc|alloc_zeroed|realloc)$")
 _HARMLESS_CALLS = ("llvm.lifetime.", "llvm.experimental.noalias.scope.decl", "llvm.assume", "llvm.prefetch")
 
 
@@ -81,8 +85,8 @@ def _is_move(inst: Instruction, users: dict) -> bool:
 
 
 class _Roots:
-    """The memory a pointer may point into: arguments, allocas and calls (allocations), through
-    GEPs, casts, phis and selects; None when a source is anything else (a loaded pointer)."""
+    """The memory a pointer may point into: arguments, allocas and heap allocations, through GEPs,
+    casts, phis and selects; None when a source is anything else (a loaded pointer, another call)."""
 
     def __init__(self):
         self._memo: dict[int, frozenset | None] = {}
@@ -97,7 +101,8 @@ class _Roots:
             if id(p) in seen:
                 continue
             seen.add(id(p))
-            if isinstance(p, Argument) or (isinstance(p, Instruction) and p.opcode in ("alloca", "call")):
+            if isinstance(p, Argument) or (isinstance(p, Instruction) and (
+                    p.opcode == "alloca" or (p.opcode == "call" and _ALLOCATION.search(getattr(p.callee, "name", ""))))):
                 found.add(p)
             elif isinstance(p, Instruction) and p.opcode in _DERIVING:
                 work.extend(p.operands[1:] if p.opcode == "select" else

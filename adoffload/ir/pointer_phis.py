@@ -11,8 +11,9 @@ The AD engine cannot tell where an ``inttoptr`` points and refuses the float sto
 through it. ``%q`` is the same address as ``phi ptr [ %p, %alloc ], [ inttoptr (i64 8 to ptr),
 %empty ]``, which the engine follows: ``%p`` is the heap block and ``inttoptr (i64 8)`` a pointer
 nothing is accessed through. The rewrite is taken only when every integer reaching ``%q`` through
-phis and selects is a ``ptrtoint`` of a pointer of ``%q``'s type or an integer constant; any
-arithmetic on the integer leaves the ``inttoptr`` as it is (and refused where it matters).
+phis and selects (64-bit: the whole address) is a ``ptrtoint`` of a pointer of ``%q``'s type or an
+integer constant; any arithmetic on the integer leaves the ``inttoptr`` as it is (and refused where
+it matters).
 """
 from __future__ import annotations
 
@@ -30,8 +31,8 @@ def _rewrite_function(fn: Function) -> int:
     rewritten = 0
     for cast in [i for i in fn.instructions() if i.opcode == "inttoptr"]:
         source = cast.operands[0]
-        if not (isinstance(source, Instruction) and source.opcode in _NETWORK):
-            continue
+        if not (isinstance(source, Instruction) and source.opcode in _NETWORK and source.type.bits == 64):
+            continue                    # a narrower integer holds a truncated address: not the pointer
         nodes = _network(source, cast.type)
         if nodes is None:
             continue
