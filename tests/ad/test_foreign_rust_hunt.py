@@ -107,3 +107,17 @@ def test_the_oracles_catch_a_wrong_gradient(monkeypatch):
     monkeypatch.setattr(rust_hunt_cases.ez, "autodiff", skewed)
     with pytest.raises(rust_hunt_cases.Mismatch, match="<J v, w>"):
         check(fn, CASES[name])
+
+
+def test_a_struct_in_registers_is_refused_by_host_calls():
+    """hr_byval(p: V3, q: V2, k): V2 travels as ``{ double, double }`` in two registers, which
+    ctypes cannot pass; the call and the derivative say so instead of running."""
+    import numpy as np
+
+    from adoffload import enzyme as ez
+    from adoffload.errors import ArgumentError
+    fn = ado.from_llvm(module_subset(_text(2), ["hr_byval"]))["hr_byval"]
+    with pytest.raises(ArgumentError, match=r"\{ double, double \}"):
+        fn(np.ones(3), (1.0, 2.0), 1.5)
+    with pytest.raises(ArgumentError, match=r"\{ double, double \}"):
+        ez.autodiff(ez.Reverse, fn, ez.Duplicated(np.ones(3), np.zeros(3)), (1.0, 2.0), ez.Active(1.5))
