@@ -22,7 +22,7 @@ TOLERANCES = {np.float64: dict(step=1e-5, fd=2e-5, identity=1e-10),
 @dataclass
 class Case:
     name: str
-    params: list            # [(role, value)]: value is an int, a float or a numpy array (out: its zeros)
+    params: list            # [(role, value)]: an int, a float or an array (out: its zeros; int: Const indices)
     dtype: type = np.float64
     rounds_through_f32: bool = False   # float64 code that rounds through f32: f32's tolerances
 
@@ -99,6 +99,10 @@ def _cases() -> list[Case]:
         Case("hr_unit_vectors", [(INOUT, u(9, lo=0.3, hi=1.0)), (INT, 3)]),
         Case("hr_scan", [(IN, u(6)), (INT, 6)]),
         Case("hr_vec_of_vecs", [(IN, u(4)), (INT, 4)]),
+        Case("hr_gather_inplace", [(INOUT, u(6)), (INT, 6), (INT, np.array([3, 0, 0, 5, 2, 4], np.int32))]),
+        Case("hr_scatter_add", [(IN, u(6)), (INT, 6), (INT, np.array([1, 0, 1, 2, 1, 0], np.int32)),
+                                (INOUT, u(3)), (INT, 3)]),
+        Case("hr_mirror_inplace", [(INOUT, u(7)), (INT, 7)]),
         Case("hr_break_option", [(IN, np.array([0.2, 0.4, 0.9, 0.1, -0.8, 0.3])), (INT, 6), (REAL, 0.5)]),
     ]
 
