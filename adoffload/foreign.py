@@ -15,6 +15,8 @@ import numpy as np
 
 from . import ir
 from .ir.devirtualize import devirtualize
+from .ir.float_moves import float_moves
+from .ir.pointer_phis import pointer_phis
 from .errors import ArgumentError, IRError
 
 _CTYPES = {ir.f32: ctypes.c_float, ir.f64: ctypes.c_double, ir.i1: ctypes.c_bool, ir.i8: ctypes.c_int8,
@@ -31,13 +33,15 @@ def from_llvm(source: str | bytes, *, canonical: bool = True) -> "ForeignModule"
     calls through read-only function tables become direct calls (``ir.devirtualize``)."""
     if not canonical:
         return ForeignModule(ir.import_module(source))
-    module = ir.import_module(ir.canonicalize(ir.prepare_for_analysis(source)))
+    module = ir.import_module(ir.canonicalize(ir.prepare_for_analysis(source), promote_again=True))
     for _ in range(MAX_INLINE_ROUNDS):
         # calls that became direct after inlining (a callback passed down, a devirtualized table)
         # are inlined by one more round
         if not (devirtualize(module) or _inlinable_calls(module)):
             break
-        module = ir.import_module(ir.canonicalize(ir.prepare_for_analysis(ir.export_module(module))))
+        module = ir.import_module(ir.canonicalize(ir.prepare_for_analysis(ir.export_module(module)), promote_again=True))
+    pointer_phis(module)        # rustc's Vec pointers rebuilt from integer phis: followed by the AD engine
+    float_moves(module)         # f64s moved as i64 (slice::swap) moved as f64: the AD engine follows them
     return ForeignModule(module)
 
 

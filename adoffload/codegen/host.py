@@ -157,12 +157,14 @@ class HostProgram:
             missing = unresolved_functions(module)
         if needs_numba_runtime(missing) and load_numba_runtime():
             missing = unresolved_functions(module)
+        from .host_byval import byval_wrappers
         from .host_guard import guard, provide_failure_stubs
         missing, has_failures = provide_failure_stubs(module, missing)
         defined = {f.name for f in module.functions if not f.is_declaration}
+        self.byref = byval_wrappers(module)      # ctypes calls of structs passed by value go through these
         self.guarded = frozenset(n for n in guarded if has_failures and n in defined)
         if self.guarded:
-            guard(module, sorted(self.guarded))
+            guard(module, sorted(self.byref.get(n, n) for n in self.guarded))
         if missing:
             raise CompilationError(f"the host code calls {', '.join('@' + n for n in missing)}, which no "
                                    f"loaded library defines; refusing to run it (the call would jump to "
@@ -181,10 +183,11 @@ class HostProgram:
     def function(self, name: str, restype, *argtypes):
         """A ctypes callable for ``name`` (a CFUNCTYPE, so calls release the GIL); through its
         failure guard when it has one (a failure path raises ForeignPanicError)."""
+        target = getattr(self, "byref", {}).get(name, name)    # host_byval.py: byval parameters
         if name in getattr(self, "guarded", ()):
             from .host_guard import guarded_callable
-            return guarded_callable(self.address(name + ".guarded"), name, restype, argtypes)
-        return ctypes.CFUNCTYPE(restype, *argtypes)(self.address(name))
+            return guarded_callable(self.address(target + ".guarded"), name, restype, argtypes)
+        return ctypes.CFUNCTYPE(restype, *argtypes)(self.address(target))
 
     def entry(self, name: str):
         """The ``void(ptr slots, i64 start, i64 end)`` host entry as a ctypes callable."""

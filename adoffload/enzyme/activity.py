@@ -207,7 +207,9 @@ def pointer_sources(inst: Instruction) -> list[Value]:
 def memory_roots(pointer: Value) -> list[Instruction]:
     """The private memory (allocas and heap allocation calls) a pointer may point into, through
     GEPs, casts, phis and selects; empty when any source is something else (an argument, a
-    loaded pointer): such memory is not private, and gets no shadow of its own."""
+    loaded pointer): such memory is not private, and gets no shadow of its own. A placeholder
+    pointer (``is_placeholder_pointer``: Rust's dangling ``inttoptr (i64 8 to ptr)`` of an empty
+    Vec) points into no memory and adds no root."""
     from .memory import is_allocation
     roots, seen, work = [], set(), [pointer]
     while work:
@@ -215,6 +217,8 @@ def memory_roots(pointer: Value) -> list[Instruction]:
         if p in seen:
             continue
         seen.add(p)
+        if is_placeholder_pointer(p) and p is not pointer:
+            continue
         if isinstance(p, Instruction) and (p.opcode == "alloca" or is_allocation(p)):
             roots.append(p)
         elif isinstance(p, Instruction) and pointer_sources(p):

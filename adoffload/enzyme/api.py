@@ -102,6 +102,51 @@ def _check_shadow(where: str, dup: Duplicated) -> None:
                          f"{x.dtype}{list(x.shape)}")
 
 
+def _check_no_written_overlap(fn: Function, args) -> None:
+    """Refuse (reverse mode) two array arguments that share memory when the function may write
+    through either: the reverse sweep re-reads an argument the function never writes from memory,
+    which the forward sweep may have overwritten through the other (raw-pointer Rust or C without
+    ``restrict`` called as ``f(x, x)`` got a silently wrong gradient). Forward mode follows the
+    memory as the primal does and needs no such check."""
+    spans = []
+    for arg, value in zip(fn.args, args):
+        array = _raw(value)
+        if arg.type.is_pointer and isinstance(array, np.ndarray) and array.nbytes:
+            spans.append((array.ctypes.data, array.ctypes.data + array.nbytes, arg))
+    spans.sort(key=lambda span: span[:2])
+    for k, (start, end, arg) in enumerate(spans):
+        for other_start, _, other in spans[k + 1:]:
+            if other_start >= end:
+                break
+            written = next((a for a in (arg, other) if _may_write_through(fn, a)), None)
+            if written is not None:
+                raise ArgumentError(
+                    f"arguments %{arg.name} and %{other.name} of @{fn.name} share memory and @{fn.name} may "
+                    f"write through %{written.name}; reverse mode assumes distinct arrays (its reverse sweep "
+                    f"re-reads memory the function never writes through that argument). Pass a copy")
+
+
+_NOT_WRITING_CALLS = ("llvm.lifetime", "llvm.assume", "llvm.experimental.noalias", "llvm.prefetch", "llvm.dbg")
+
+
+def _may_write_through(fn: Function, arg) -> bool:
+    """Whether a store, atomic or call (or a pointer escaping into memory) is reached through ``arg``."""
+    users = fn.users()
+    seen, work = {id(arg)}, [arg]
+    while work:
+        value = work.pop()
+        for inst in users.get(value, []):
+            op = inst.opcode
+            if op == "store" or op in ("atomicrmw", "cmpxchg"):
+                return True
+            if op in ("call", "invoke") and not getattr(inst.callee, "name", "").startswith(_NOT_WRITING_CALLS):
+                return True
+            if op in ("getelementptr", "bitcast", "addrspacecast", "phi", "select") and id(inst) not in seen:
+                seen.add(id(inst))
+                work.append(inst)
+    return False
+
+
 def _raw(value):
     return value.value if isinstance(value, (Const, Active, Duplicated)) else value
 
@@ -136,6 +181,8 @@ def autodiff(mode: Mode, fn, *args):
         raise ArgumentError(f"mode must be Forward or Reverse, got {mode!r}")
     ir_fn, module = _resolve(fn)
     acts = _activity(mode, ir_fn, args)
+    if mode is Reverse:
+        _check_no_written_overlap(ir_fn, args)
     _, call, count = _derived(mode, ir_fn, module, acts)
     primal = [_raw(a) for a in args]
     if mode is Forward:

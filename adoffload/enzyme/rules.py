@@ -685,6 +685,12 @@ register("call:maxnum", Rule(partials=lambda ctx, inst: _pick(ctx, inst, "oge"))
 register("call:minimum", Rule(partials=lambda ctx, inst: _pick(ctx, inst, "ole")))
 register("call:maximum", Rule(partials=lambda ctx, inst: _pick(ctx, inst, "oge")))
 defzero("call:floor", "call:ceil", "call:trunc", "call:round")
+# x86 packed max/min (std::arch's _mm_max_pd, _mm256_min_ps, ...): lane by lane ``a > b ? a : b``
+# (``a < b ? a : b``), the second operand on equality and on any NaN, as MAXPD/MINPD define them.
+# The scalar forms (max.sd, min.ss) keep the first operand's upper lanes: no rule, refused.
+for _width in ("sse.{}.ps", "sse2.{}.pd", "avx.{}.ps.256", "avx.{}.pd.256"):
+    register("call:x86." + _width.format("max"), Rule(partials=lambda ctx, inst: _pick(ctx, inst, "ogt")))
+    register("call:x86." + _width.format("min"), Rule(partials=lambda ctx, inst: _pick(ctx, inst, "olt")))
 
 
 def supported_keys() -> list[str]:

@@ -8,7 +8,10 @@ block that dominates the latch (so the test runs every iteration). Three ways to
 valid for every execution without undefined behaviour:
 
 * **simulated**: a constant start and a test against constants: run the recurrence (wrapping
-  at the counter's width, as the machine does) until the test leaves.
+  at the counter's width, as the machine does) until the test leaves; all tests of a counter
+  run in step (the first to leave ends the loop), and an equality exit of an ``add`` counter
+  that first holds beyond the simulation's limit (rustc -O0's ``i == -1`` overflow check) is
+  solved in closed form and left out, so it does not cost 2^20 steps per loop.
 * **settling**: halving and shifting steps (``h >>= 1``, ``h //= 2``, and ``s <<= 1`` or
   ``s *= 2`` as they wrap) bring *every* start value into a small set of fixed points
   (``{0}``, or ``{0, -1}`` for ``ashr``) within ``N`` steps (``N <= width``). If the test leaves
@@ -181,21 +184,6 @@ def _holds(cond: Instruction, a: int, b: int) -> bool:
     return COMPARE[cond.predicate](a, b)
 
 
-def _simulated(counter: _Counter, cond: Instruction, stays: bool) -> int | None:
-    """Header visits from the constant start, when every operand of the test is known."""
-    x = counter.start
-    for visits in range(1, MAX_SIMULATED_TRIPS + 1):
-        a, b = (counter.value(o, x) for o in cond.operands)
-        if a is None or b is None:
-            return None                         # not a test of the counter alone (a bounds check)
-        if _holds(cond, a, b) != stays:
-            return visits + 1                   # the header may run once more than the test
-        x, before = counter.next(x), x
-        if x is None or x == before:
-            return None                         # poison, or a fixed point the test stays at
-    return None
-
-
 def _leaves_for_every_operand(cond: Instruction, stays: bool, counter: _Counter, x: int) -> bool:
     """Whether the test leaves when the counter holds ``x``, whatever its other operand holds.
     Each predicate is monotone in an unknown operand (or, for eq/ne, true at one point), so it
@@ -220,20 +208,68 @@ def header_visit_bound(loop, dom) -> int | None:
     tests = list(_exit_tests(loop, dom, latch))
     best = None
     for counter in counters(loop):
-        for cond, stays in tests:
-            if not any(counter.reads(o) for o in cond.operands):
-                continue
-            bound = _counter_bound(counter, cond, stays)
+        reading = [(cond, stays) for cond, stays in tests if any(counter.reads(o) for o in cond.operands)]
+        first = _simulated_together(counter, reading) if counter.start is not None and reading else {}
+        for cond, stays in reading:
+            bound = first.get(cond)
+            if bound is None:
+                bound = _proven_bound(counter, cond, stays)
             if bound is not None:
                 best = bound if best is None else min(best, bound)
     return best
 
 
-def _counter_bound(counter: _Counter, cond: Instruction, stays: bool) -> int | None:
-    if counter.start is not None:
-        simulated = _simulated(counter, cond, stays)
-        if simulated is not None:
-            return simulated
+def _simulated_together(counter: _Counter, tests: list) -> dict:
+    """{test: header visits} for the tests that leave first when the counter is simulated from its
+    constant start against all its tests in step (each test runs every iteration, so the loop ends
+    at the first that leaves). One test at a time, a 0..3 loop with rustc -O0's overflow check
+    (``i == -1`` leaves) was first simulated for 2^20 steps against that check."""
+    live = [(cond, stays) for cond, stays in tests if not _equal_only_after_limit(counter, cond, stays)]
+    x = counter.start
+    for visits in range(1, MAX_SIMULATED_TRIPS + 1):
+        leaving = []
+        for cond, stays in list(live):
+            a, b = (counter.value(o, x) for o in cond.operands)
+            if a is None or b is None:
+                live.remove((cond, stays))     # not a test of the counter alone (a bounds check)
+            elif _holds(cond, a, b) != stays:
+                leaving.append(cond)
+        if leaving:
+            return {cond: visits + 1 for cond in leaving}   # the header may run once more than the test
+        x, before = counter.next(x), x
+        if not live or x is None or x == before:
+            return {}                           # poison, or a fixed point the tests stay at
+    return {}
+
+
+def _equal_only_after_limit(counter: _Counter, cond: Instruction, stays: bool) -> bool:
+    """Whether an ``add`` counter's test that leaves on equality with a constant (``i == -1``,
+    rustc -O0's overflow check) first holds after MAX_SIMULATED_TRIPS steps: solved, not run.
+    ``start + k*a + d == c`` (mod 2^bits, ``d`` = a when the test reads the stepped value)."""
+    if counter.step.opcode not in ("add", "sub") or cond.predicate not in ("eq", "ne") \
+            or (cond.predicate == "eq") == stays:
+        return False
+    ops = list(cond.operands)
+    if not (ops[0] is counter.phi or ops[0] is counter.step):
+        ops.reverse()
+    c = int_value(ops[1])
+    if not (ops[0] is counter.phi or ops[0] is counter.step) or c is None:
+        return False
+    bits, mask = counter.bits, (1 << counter.bits) - 1
+    a = (counter.amount if counter.step.opcode == "add" else -counter.amount) & mask
+    if a == 0:
+        return False
+    target = (c - counter.start - (a if ops[0] is counter.step else 0)) & mask
+    g = 1 << min((a & -a).bit_length() - 1, bits)          # gcd(a, 2^bits); a != 0
+    if target % g:
+        return True                                          # never equal
+    modulus = (1 << bits) // g
+    k = (target // g) * pow(a // g, -1, modulus) % modulus if modulus > 1 else 0
+    return k >= MAX_SIMULATED_TRIPS
+
+
+def _proven_bound(counter: _Counter, cond: Instruction, stays: bool) -> int | None:
+    """A bound that holds for every start: settling steps, or no-wrap growth to poison."""
     settles = settling(counter.step.opcode, counter.amount, counter.bits)
     if settles is not None:
         steps, fixed = settles

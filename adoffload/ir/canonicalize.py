@@ -17,6 +17,11 @@ from .llvm_import import parse_llvm
 _FUNCTION_PASSES = ("add_sroa_pass", "add_instruction_combine_pass", "add_new_gvn_pass",
                     "add_instruction_combine_pass", "add_simplify_cfg_pass", "add_loop_simplify_pass",
                     "add_lcssa_pass")
+# Foreign IR (``from_llvm``) gets SROA and instcombine once more after simplifycfg: rustc's inlined
+# RawVec::grow keeps the new block's address in a stack slot that the first SROA cannot promote
+# (a phi of two slots joins the error paths); once simplifycfg has merged the blocks it can, and the
+# Vec's pointer no longer reaches its users through an ``inttoptr`` the AD engine cannot follow.
+_PROMOTE_AGAIN = ("add_sroa_pass", "add_instruction_combine_pass")
 
 _initialized = False
 
@@ -30,24 +35,28 @@ def _target_machine() -> llvm.TargetMachine:
     return llvm.Target.from_default_triple().create_target_machine()
 
 
-def canonicalize_module(module: llvm.ModuleRef, *, inline: bool = True) -> llvm.ModuleRef:
-    """Run the canonical pipeline in place on a parsed llvmlite module; returns it."""
+def canonicalize_module(module: llvm.ModuleRef, *, inline: bool = True, promote_again: bool = False) -> llvm.ModuleRef:
+    """Run the canonical pipeline in place on a parsed llvmlite module; returns it
+    (``promote_again``: see ``_PROMOTE_AGAIN``)."""
     tuning = llvm.create_pipeline_tuning_options()
     pass_builder = llvm.create_pass_builder(_target_machine(), tuning)
     passes = llvm.create_new_module_pass_manager()
     if inline:
         passes.add_always_inliner_pass()
         passes.add_global_dead_code_eliminate_pass()
-    for name in _FUNCTION_PASSES:
+    names = _FUNCTION_PASSES
+    if promote_again:                   # before loop-simplify and LCSSA, which must come last
+        names = names[:5] + _PROMOTE_AGAIN + names[5:]
+    for name in names:
         getattr(passes, name)()
     passes.add_verifier()
     passes.run(module, pass_builder)
     return module
 
 
-def canonicalize(source: str | bytes, *, inline: bool = True) -> str:
+def canonicalize(source: str | bytes, *, inline: bool = True, promote_again: bool = False) -> str:
     """Canonical LLVM IR text for LLVM IR text or bitcode (see the module docstring)."""
-    return str(canonicalize_module(parse_llvm(source), inline=inline))
+    return str(canonicalize_module(parse_llvm(source), inline=inline, promote_again=promote_again))
 
 
 # Attributes that keep LLVM from optimizing or inlining a function: clang -O0 puts

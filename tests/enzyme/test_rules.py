@@ -100,6 +100,26 @@ def _reduce(name, lanes=4):
     return emit
 
 
+def _x86_minmax(name, element, lanes):
+    """Lane k compares args[k % 2] * (1 + k/4) with args[(k + 1) % 2] through an x86 packed
+    max/min (``llvm.x86.sse2.max.pd``, ...); the lanes are summed with weights k + 1."""
+    def emit(module, b, args):
+        t = VectorType(element, lanes)
+        narrow = [b.cast("fptrunc", a, element) if element is f32 else a for a in args]
+        first, second = Constant(t, None, kind="zero"), Constant(t, None, kind="zero")
+        for k in range(lanes):
+            scaled = b.fmul(narrow[k % 2], const(element, 1 + k / 4))
+            first = b.emit("insertelement", t, [first, scaled, const(i32, k)])
+            second = b.emit("insertelement", t, [second, narrow[(k + 1) % 2], const(i32, k)])
+        picked = b.call_intrinsic(module, name, t, [first, second])
+        total = None
+        for k in range(lanes):
+            lane = b.fmul(b.emit("extractelement", element, [picked, const(i32, k)]), const(element, k + 1))
+            total = lane if total is None else b.fadd(total, lane)
+        return b.cast("fpext", total, f64) if element is f32 else total
+    return emit
+
+
 def _complex_function(name, real=False):
     """Re f(z) + 0.5·Im f(z) of z = a + ib through libm's ``{double, double} f(double, double)``
     (cabs/carg: their real result)."""
@@ -220,6 +240,12 @@ CASES = {
     "call:cabs": (_complex_function("cabs", real=True), 2, [(0.3, -1.2)]),
     "call:carg": (_complex_function("carg", real=True), 2, [(0.3, -1.2)]),
 }
+for _op_name in ("max", "min"):
+    for _form, _element, _lanes in (("sse.{}.ps", f32, 4), ("sse2.{}.pd", f64, 2), ("avx.{}.ps.256", f32, 8),
+                                    ("avx.{}.pd.256", f64, 4)):
+        _key = "x86." + _form.format(_op_name)
+        CASES["call:" + _key] = (_x86_minmax("llvm." + _key, _element, _lanes), 2, [(0.7, -0.4), (-1.1, 0.9)],
+                                 *((1e-3,) if _element is f32 else ()))
 
 
 def _finite_difference(f, x, h=1e-6):

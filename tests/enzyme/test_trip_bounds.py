@@ -167,3 +167,37 @@ def test_derivatives_through_halving_and_doubling_loops(bits, start, step_ir, te
     module, result = check_reverse(loop(bits, start, step_ir, test_ir), "f", [DUP, CONST, ACTIVE], [x, n, 0.3],
                                    canonical=False)
     assert (result.tape is None) == static
+
+
+def test_an_equality_exit_far_away_is_solved_not_simulated(monkeypatch):
+    """rustc -O0 tests every range loop's counter for overflow (``i == -1`` leaves to a panic): that
+    test first holds after 2^64 steps. It is solved (trip_bounds._equal_only_after_limit) instead of
+    simulated for MAX_SIMULATED_TRIPS steps (seconds per loop), and the loop's own test gives the
+    bound. Exhaustive on i8 with a small limit: the solved answer equals the simulation's."""
+    import adoffload.enzyme.trip_bounds as tb
+    src = loop(64, "0", "add i64 %h, 1", "icmp ne i64 %h, 3")
+    two_tests = src.replace("  %c = icmp ne i64 %h, 3\n  br i1 %c, label %body, label %done",
+                            "  %ovf = icmp eq i64 %h, -1\n  br i1 %ovf, label %done, label %check\n"
+                            "check:\n  %c = icmp ne i64 %h, 3\n  br i1 %c, label %body, label %done")
+    assert two_tests != src
+    assert bound_of(two_tests) == 5
+    monkeypatch.setattr(tb, "MAX_SIMULATED_TRIPS", 40)
+    fn = import_module(loop(8, "0", "add i8 %h, 1", "icmp ne i8 %h, 3"))["f"]
+    phi = next(i for i in fn.instructions() if i.opcode == "phi" and i.type.is_int)
+    step = next(i for i in fn.instructions() if i.opcode == "add" and i.operands[0] is phi)
+    cond = next(i for i in fn.instructions() if i.opcode == "icmp")
+    for amount in range(0, 256, 3):
+        for start in range(0, 256, 29):
+            counter = tb._Counter(phi, step, amount, start)
+            for c in range(0, 256, 17):
+                for reads in (phi, step):
+                    cond.operands = [reads, tb.Constant(phi.type, c)]
+                    for predicate, stays in (("eq", False), ("ne", True)):
+                        cond.predicate = predicate
+                        x, first = start, None
+                        for k in range(tb.MAX_SIMULATED_TRIPS):
+                            if (x if reads is phi else (x + amount) & 255) == c:
+                                first = k
+                                break
+                            x = (x + amount) & 255
+                        assert tb._equal_only_after_limit(counter, cond, stays) == (amount % 256 != 0 and first is None)
