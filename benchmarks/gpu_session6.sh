@@ -23,9 +23,9 @@ fi
 
 case "$stage" in
 tests)
-  timeout 80 python3 -m pytest -q -rs -p no:cacheprovider -n 0 tests/foreign_cuda > "$OUT/foreign_cuda.txt" 2>&1
+  timeout 80 python3 -m pytest -q -rs -p no:cacheprovider tests/foreign_cuda > "$OUT/foreign_cuda.txt" 2>&1
   echo "pytest exit $?" >> "$OUT/foreign_cuda.txt"; tail -2 "$OUT/foreign_cuda.txt"
-  timeout 300 python3 -m pytest -q -p no:cacheprovider -n 0 -rfE tests/gpu tests/codegen/test_cuda_run.py \
+  timeout 300 python3 -m pytest -q -p no:cacheprovider -rfE tests/gpu tests/codegen/test_cuda_run.py \
     tests/codegen/test_reductions_cuda.py tests/codegen/test_reductions.py tests/determinism tests/reliability/test_integer_division.py \
     tests/blocks tests/jax tests/test_readme.py tests/test_tape_scan.py tests/chemistry/test_fused_forces.py \
     > "$OUT/gpu_tests.txt" 2>&1
