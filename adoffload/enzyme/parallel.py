@@ -121,7 +121,8 @@ class AddressClassifier:
         # the thread index, but thread i's x[i + 1] is thread i+1's x[i]; and accesses of one
         # element each (a <2 x double> load at x[i] also reads x[i + 1]).
         accesses = self.patterns.get(root, ())
-        if (len(indices) == 1 and len(accesses) <= 1 and ANY_ROOT not in self.patterns and all(e in (None, t) for _, e, t in accesses)
+        if (len(indices) == 1 and len(accesses) <= 1 and ANY_ROOT not in self.patterns
+                and all(e in (None, t) for _, e, t in accesses)
                 and self.injective(indices[0], set(self.thread_args), at)):
             return AddressClass.PRIVATE
         return AddressClass.SHARED
