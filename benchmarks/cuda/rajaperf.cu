@@ -109,32 +109,29 @@ __global__ void basic_pi_reduce(double dx, double* __restrict__ pi, int64_t n) {
   const double v = block_sum(s0 + s1);
   if (threadIdx.x == 0) atomicAdd(pi, v);
 }
-__global__ void basic_trap_int(double x0, double xp, double y, double yp, double h, double* __restrict__ sumx, int64_t n) {
+// basic_trap_int's sum with 1.0 / sqrt (IEEE) or CUDA's rsqrt (libdevice's __nv_rsqrt, the form XLA
+// rewrites 1.0 / sqrt into): one body, two kernels (``use_rsqrt`` is a constant after inlining)
+static __device__ __forceinline__ double trap_term(double d, bool use_rsqrt) { return use_rsqrt ? rsqrt(d) : 1.0 / sqrt(d); }
+static __device__ __forceinline__ void trap_int(double x0, double xp, double y, double yp, double h, double* sumx,
+                                                int64_t n, bool use_rsqrt) {
   GRID_STRIDE
   const double dy = y - yp, dy2 = dy * dy;
   double s0 = 0.0, s1 = 0.0;
   int64_t i = first;
   for (; i + stride < n; i += 2 * stride) {
     const double a = x0 + i * h - xp, b = x0 + (i + stride) * h - xp;
-    s0 += 1.0 / sqrt(a * a + dy2); s1 += 1.0 / sqrt(b * b + dy2);
+    s0 += trap_term(a * a + dy2, use_rsqrt); s1 += trap_term(b * b + dy2, use_rsqrt);
   }
-  if (i < n) { const double a = x0 + i * h - xp; s0 += 1.0 / sqrt(a * a + dy2); }
+  if (i < n) { const double a = x0 + i * h - xp; s0 += trap_term(a * a + dy2, use_rsqrt); }
   const double v = block_sum(s0 + s1);
   if (threadIdx.x == 0) atomicAdd(sumx, v);
 }
-// basic_trap_int with CUDA's rsqrt (libdevice's __nv_rsqrt), the form XLA rewrites 1.0 / sqrt into
-__global__ void basic_trap_int_rsqrt(double x0, double xp, double y, double yp, double h, double* __restrict__ sumx, int64_t n) {
-  GRID_STRIDE
-  const double dy = y - yp, dy2 = dy * dy;
-  double s0 = 0.0, s1 = 0.0;
-  int64_t i = first;
-  for (; i + stride < n; i += 2 * stride) {
-    const double a = x0 + i * h - xp, b = x0 + (i + stride) * h - xp;
-    s0 += rsqrt(a * a + dy2); s1 += rsqrt(b * b + dy2);
-  }
-  if (i < n) { const double a = x0 + i * h - xp; s0 += rsqrt(a * a + dy2); }
-  const double v = block_sum(s0 + s1);
-  if (threadIdx.x == 0) atomicAdd(sumx, v);
+__global__ void basic_trap_int(double x0, double xp, double y, double yp, double h, double* __restrict__ sumx, int64_t n) {
+  trap_int(x0, xp, y, yp, h, sumx, n, false);
+}
+__global__ void basic_trap_int_rsqrt(double x0, double xp, double y, double yp, double h, double* __restrict__ sumx,
+                                     int64_t n) {
+  trap_int(x0, xp, y, yp, h, sumx, n, true);
 }
 __global__ void basic_reduce3_int(const int* __restrict__ vec, long long* __restrict__ vsum, int* __restrict__ vmin,
                                   int* __restrict__ vmax, int64_t n) {
