@@ -183,7 +183,9 @@ def jaxmd_side(rows, system, fmt, reps) -> None:
 
 
 def cuda_side(rows, system, reps) -> None:
-    """cuda/lj.cu through adoffload's CUDA runtime, on our neighbor list, timed like the rest."""
+    """cuda/lj.cu through adoffload's CUDA runtime, on our neighbor list, timed like the rest: one
+    thread per atom, and 2, 4 or 8 lanes per atom (the form our GPU backend picks for small systems);
+    each is a row, so the ceiling is the fastest of them at each size."""
     import subprocess
     import tempfile
     import numpy as np
@@ -193,20 +195,27 @@ def cuda_side(rows, system, reps) -> None:
         cubin = Path(tmp) / "lj.cubin"
         subprocess.run(["nvcc", "-O3", "-arch=sm_90", "-cubin", "-o", str(cubin), str(HERE / "cuda" / "lj.cu")],
                        check=True, capture_output=True)
-        function = gpu.device.load_module(cubin.read_bytes()).function("lj_energy_forces")
+        module = gpu.device.load_module(cubin.read_bytes())
+        functions = {lanes: module.function("lj_energy_forces" + (f"_lanes{lanes}" if lanes > 1 else ""))
+                     for lanes in (1, 2, 4, 8)}
     neighbors = np.ascontiguousarray(np.asarray(system.nl.neighbors, dtype=np.int64))
     n, capacity = neighbors.shape
     host = {"pos": np.ascontiguousarray(np.asarray(system.pos)), "box": np.full(3, system.edge),
             "neighbors": neighbors, "e": np.zeros(n), "forces": np.zeros((n, 3))}
     dev = gpu.upload(host)
     try:
-        args = [dev["pos"].ptr, dev["box"].ptr, dev["neighbors"].ptr, 1.0, 1.0, CUTOFF, dev["e"].ptr,
-                dev["forces"].ptr, n, capacity]
-        launch = lambda: gpu.launch_raw(function, ((n + 127) // 128, 1, 1), (128, 1, 1), args)   # noqa: E731
-        launch()
-        forces = gpu.download(dev["forces"], host["forces"])
-        t = gpu.time(launch, reps)
-        rows.append(row(EF + " (per-atom e, no total)", system, "cuda", t, max_force_diff=system.force_diff(forces)))
+        for lanes, function in functions.items():
+            side = "cuda" if lanes == 1 else f"cuda {lanes} lanes/atom"
+            gpu.device.free(dev["forces"])                  # fresh zeros: no variant reads another's forces
+            dev["forces"] = gpu.device.to_device(np.zeros((n, 3)))
+            args = [dev["pos"].ptr, dev["box"].ptr, dev["neighbors"].ptr, 1.0, 1.0, CUTOFF, dev["e"].ptr,
+                    dev["forces"].ptr, n, capacity]
+            blocks = (n * lanes + 127) // 128
+            launch = lambda f=function, b=blocks, a=args: gpu.launch_raw(f, (b, 1, 1), (128, 1, 1), a)   # noqa: E731
+            launch()
+            forces = gpu.download(dev["forces"], host["forces"])
+            t = gpu.time(launch, reps)
+            rows.append(row(EF + " (per-atom e, no total)", system, side, t, max_force_diff=system.force_diff(forces)))
     finally:
         gpu.free(dev)
 
@@ -331,8 +340,10 @@ def _last_line(text: str) -> str:
 
 
 # (name, numerator side/measure, denominator side/measure, target) -- issue 12's chemistry targets
+FASTEST_CUDA = "cuda, fastest of its forms"
 RATIOS = [
-    ("adoffload fused E+F / hand-written CUDA (time)", ("adoffload", EF), ("cuda", EF + " (per-atom e, no total)"), "<= 2"),
+    ("adoffload fused E+F / hand-written CUDA, its fastest form (time)", ("adoffload", EF),
+     (FASTEST_CUDA, EF + " (per-atom e, no total)"), "<= 2"),
     ("jax-md Dense E+F / adoffload fused E+F (speed-up)", ("jax-md Dense", EF), ("adoffload", EF), ">= 4"),
     ("jax-md OrderedSparse E+F / adoffload fused E+F (speed-up)", ("jax-md OrderedSparse", EF), ("adoffload", EF), ">= 4"),
     ("plain JAX E+F / adoffload fused E+F (speed-up)", ("jax", EF), ("adoffload", EF), "(none)"),
@@ -345,6 +356,10 @@ RATIOS = [
 
 def ratios(rows):
     times = {(r["side"], r["measure"], r["atoms"]): r["median_ms"] for r in rows if "median_ms" in r}
+    for (side, measure, n), value in list(times.items()):       # the ceiling: every CUDA form's best
+        if side == "cuda" or side.startswith("cuda "):
+            best = times.get((FASTEST_CUDA, measure, n))
+            times[(FASTEST_CUDA, measure, n)] = value if best is None else min(best, value)
     sizes = sorted({r["atoms"] for r in rows if "atoms" in r})
     out = []
     for n in sizes:

@@ -56,7 +56,7 @@ def get_backend(name: str = "adoffload", *, adjoint: bool = True, second_order: 
     _check_device(device)
     import jax
     with jax.ensure_compile_time_eval():
-        backend = _kernel_backend()
+        backend = _kernel_backend(_platform(device))
         if adjoint:
             _adjoint_smoke_test()
         if second_order:
@@ -80,6 +80,13 @@ def default_backend(device: str | None = None) -> str:
     return "adoffload" if available("adoffload", device=device)[0] else "jax"
 
 
+def _platform(device: str | None) -> str:
+    """"cpu" or "gpu": where the kernels of a backend for ``device`` will run (it picks the
+    fused kernels' lanes per atom)."""
+    import jax
+    return "cpu" if (device or jax.default_backend()) == "cpu" else "gpu"
+
+
 def _check_device(device: str | None) -> None:
     """Raise BackendUnavailableError when adoffload cannot launch on ``device`` here."""
     import jax
@@ -99,10 +106,10 @@ def _check_device(device: str | None) -> None:
 
 
 @functools.cache
-def _kernel_backend() -> SimpleNamespace:
+def _kernel_backend(platform: str = "cpu") -> SimpleNamespace:
     import adoffload as ado
     from . import kernels           # a kernel that fails to compile raises its own located error
-    functions = {name: _wrap(ado, name, getattr(kernels, name), outs, taken)
+    functions = {name: _wrap(ado, name, getattr(kernels, name), outs, taken, platform)
                  for name, (outs, taken) in _KERNEL_TABLE.items()}
     backend = SimpleNamespace(name="adoffload", **functions)
     _smoke_test(backend)
@@ -123,7 +130,7 @@ def _smoke_test(backend) -> None:
 @functools.cache
 def _adjoint_smoke_test() -> None:
     """Forces of the neighbor-list LJ kernel through jax.grad (its adjoint) on two atoms."""
-    backend = _kernel_backend()
+    backend = _kernel_backend(_platform(None))
     import jax
     import jax.numpy as jnp
     pos = jnp.asarray(_TWO_ATOMS[0], dtype=jnp.float64)
@@ -140,7 +147,7 @@ def _second_order_smoke_test() -> None:
     Neighbor lists are padded with -1; the kernel must stay inside its arrays for those
     slots too, which is checked first on guarded buffers through the numpy launcher (a stray
     write there would corrupt memory under JAX)."""
-    backend = _kernel_backend()
+    backend = _kernel_backend(_platform(None))
     _second_order_stays_in_bounds()
     import jax
     import jax.numpy as jnp
@@ -216,14 +223,19 @@ def _grid_and_shapes(name, args, outs):
     return n, {outs[0]: (n,)}
 
 
-def _wrap(ado, name, kernel, outs, taken):
+def _wrap(ado, name, kernel, outs, taken, platform):
+    from . import kernels
     cache = {}
 
     def call(*args):
         grid, shapes = _grid_and_shapes(name, args, outs)
         key = (grid, tuple(sorted(shapes.items())))
         if key not in cache:
-            cache[key] = ado.jax_kernel(kernel, grid=grid, out_shapes=shapes)
+            chosen = kernel
+            if name.endswith("_energy_forces"):      # a fused kernel: lanes per atom by size and platform
+                lanes = kernels.lanes_per_atom(grid, platform)
+                chosen, grid = getattr(kernels, f"{name}_kernel")(lanes), kernels.fused_grid(grid, lanes)
+            cache[key] = ado.jax_kernel(chosen, grid=grid, out_shapes=shapes)
         return _outputs(cache[key](*(args if taken is None else args[:taken])), outs)
 
     call.__name__ = name

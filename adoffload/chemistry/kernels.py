@@ -16,7 +16,10 @@ silently) neighbors past the capacity so the caller reports the overflow.
 """
 from __future__ import annotations
 
+import functools
+
 import adoffload as ado
+from ..errors import ArgumentError
 
 
 # --- helpers -----------------------------------------------------------------------------
@@ -135,119 +138,205 @@ def cluster_lj_energy(pos: ado.In[ado.f64, 2], sigma: ado.f64, epsilon: ado.f64,
 # and writes them once. No atomics, no scatter. With E = 1/2 sum_i sum_j V(r_ij) and
 # d = x_j - x_i, each of the two entries of a pair gives 1/2 V' dr/dx_i, so F_i = -sum_j V' dr/dx_i.
 
-@ado.kernel
-def lj_energy_forces(pos: ado.In[ado.f64, 2], box: ado.In[ado.f64], neighbors: ado.In[ado.i64, 2],
-                     sigma: ado.f64, epsilon: ado.f64, cutoff: ado.f64,
-                     e: ado.Out[ado.f64], forces: ado.Out[ado.f64, 2]):
-    i = ado.tid()
-    rc2 = cutoff * cutoff
-    shift = lj_pair(rc2, sigma, epsilon)
-    xi = pos[i, 0]
-    yi = pos[i, 1]
-    zi = pos[i, 2]
-    bx = box[0]
-    by = box[1]
-    bz = box[2]
-    acc = 0.0
-    fx = 0.0
-    fy = 0.0
-    fz = 0.0
-    for k in range(neighbors.shape[1]):
-        j = neighbors[i, k]
-        if j < 0:
-            break                                        # rows are compacted: the rest is padding
-        dx = min_image(pos[j, 0] - xi, bx)
-        dy = min_image(pos[j, 1] - yi, by)
-        dz = min_image(pos[j, 2] - zi, bz)
-        r2 = dx * dx + dy * dy + dz * dz
-        if r2 < rc2:
-            v, dv_dr2 = ado.value_and_grad(lj_pair)(r2, sigma, epsilon)
-            acc = acc + 0.5 * (v - shift)
-            fx = fx + 2.0 * dv_dr2 * dx                  # dr2/dx_i = -2 dx
-            fy = fy + 2.0 * dv_dr2 * dy
-            fz = fz + 2.0 * dv_dr2 * dz
-    e[i] = acc
-    forces[i, 0] = fx
-    forces[i, 1] = fy
-    forces[i, 2] = fz
+# --- fused energy + forces: a gather over the full list, `lanes` threads per atom ---------------
+#
+# Each kernel below is built by a factory for a number of lanes per atom. With one lane a thread
+# walks its atom's whole neighbor row (the CPU, and GPU systems with enough atoms to fill the
+# device). With G > 1 (a power of two) the G consecutive threads of an atom take every G-th slot of
+# its row and sum their partial energy and force through `shuffle_down` (the lanes of an atom are
+# in one warp: G divides the warp size): a small system then has G times the threads to hide the
+# latency of its gathers, and the row is read in G-wide contiguous pieces. Lane 0 writes.
+
+LANE_BLOCK = 128          # threads per block of the G > 1 kernels (a multiple of every warp size)
 
 
-@ado.kernel
-def morse_energy_forces(pos: ado.In[ado.f64, 2], box: ado.In[ado.f64], neighbors: ado.In[ado.i64, 2],
-                        depth: ado.f64, alpha: ado.f64, r0: ado.f64, cutoff: ado.f64,
-                        e: ado.Out[ado.f64], forces: ado.Out[ado.f64, 2]):
-    i = ado.tid()
-    shift = morse_pair(cutoff, depth, alpha, r0)
-    xi = pos[i, 0]
-    yi = pos[i, 1]
-    zi = pos[i, 2]
-    bx = box[0]
-    by = box[1]
-    bz = box[2]
-    acc = 0.0
-    fx = 0.0
-    fy = 0.0
-    fz = 0.0
-    for k in range(neighbors.shape[1]):
-        j = neighbors[i, k]
-        if j < 0:
-            break                                        # rows are compacted: the rest is padding
-        dx = min_image(pos[j, 0] - xi, bx)
-        dy = min_image(pos[j, 1] - yi, by)
-        dz = min_image(pos[j, 2] - zi, bz)
-        r2 = dx * dx + dy * dy + dz * dz
-        if r2 < cutoff * cutoff:
-            r = ado.sqrt(r2)
-            v, dv_dr = ado.value_and_grad(morse_pair)(r, depth, alpha, r0)
-            acc = acc + 0.5 * (v - shift)
-            scale = dv_dr / r                        # dr/dx_i = -dx / r
-            fx = fx + scale * dx
-            fy = fy + scale * dy
-            fz = fz + scale * dz
-    e[i] = acc
-    forces[i, 0] = fx
-    forces[i, 1] = fy
-    forces[i, 2] = fz
+def lanes_per_atom(n_atoms: int, platform: str, target_threads: int = 200_000, most: int = 4) -> int:
+    """Lanes per atom for a fused kernel: 1 on the host; on a GPU the smallest power of two (at
+    most ``most``) giving about ``target_threads`` threads, the thread count from which the H200
+    gained nothing from more lanes (benchmarks/results/2026-12-01-h200-session7/probe)."""
+    lanes = 1
+    if platform != "cpu":
+        while lanes < most and n_atoms * lanes < target_threads:
+            lanes *= 2
+    return lanes
 
 
-@ado.kernel
-def coulomb_energy_forces(pos: ado.In[ado.f64, 2], box: ado.In[ado.f64], neighbors: ado.In[ado.i64, 2],
-                          charges: ado.In[ado.f64], alpha: ado.f64, cutoff: ado.f64, coulomb_constant: ado.f64,
-                          e: ado.Out[ado.f64], forces: ado.Out[ado.f64, 2]):
-    i = ado.tid()
-    qi = charges[i]
-    xi = pos[i, 0]
-    yi = pos[i, 1]
-    zi = pos[i, 2]
-    bx = box[0]
-    by = box[1]
-    bz = box[2]
-    acc = 0.0
-    fx = 0.0
-    fy = 0.0
-    fz = 0.0
-    for k in range(neighbors.shape[1]):
-        j = neighbors[i, k]
-        if j < 0:
-            break                                        # rows are compacted: the rest is padding
-        dx = min_image(pos[j, 0] - xi, bx)
-        dy = min_image(pos[j, 1] - yi, by)
-        dz = min_image(pos[j, 2] - zi, bz)
-        r2 = dx * dx + dy * dy + dz * dz
-        if r2 < cutoff * cutoff:
-            r = ado.sqrt(r2)
-            v, dv_dr = ado.value_and_grad(dsf_pair)(r, alpha, cutoff)
-            qq = qi * charges[j]
-            acc = acc + 0.5 * qq * v
-            scale = coulomb_constant * qq * dv_dr / r
-            fx = fx + scale * dx
-            fy = fy + scale * dy
-            fz = fz + scale * dz
-    self_term = (1.0 - ado.erf(alpha * cutoff)) / (2.0 * cutoff) + alpha / 1.7724538509055159
-    e[i] = coulomb_constant * (acc - self_term * qi * qi)
-    forces[i, 0] = fx
-    forces[i, 1] = fy
-    forces[i, 2] = fz
+def fused_grid(n_atoms: int, lanes: int) -> int:
+    """Threads to launch for ``n_atoms`` atoms at ``lanes`` per atom (whole blocks when lanes > 1)."""
+    return n_atoms if lanes == 1 else -(-n_atoms * lanes // LANE_BLOCK) * LANE_BLOCK
+
+
+def _fused_kernel(fn, name: str, lanes: int):
+    if lanes < 1 or lanes & (lanes - 1) or lanes > 32:
+        raise ArgumentError(f"lanes per atom must be a power of two from 1 to 32, not {lanes!r}")
+    fn.__name__ = fn.__qualname__ = name if lanes == 1 else f"{name}_lanes{lanes}"
+    return ado.kernel(fn) if lanes == 1 else ado.kernel(block=(LANE_BLOCK,))(fn)
+
+
+@functools.cache
+def lj_energy_forces_kernel(lanes: int = 1):
+    """Truncated-and-shifted LJ energy per atom and forces, ``lanes`` threads per atom."""
+    def kernel(pos: ado.In[ado.f64, 2], box: ado.In[ado.f64], neighbors: ado.In[ado.i64, 2],
+               sigma: ado.f64, epsilon: ado.f64, cutoff: ado.f64,
+               e: ado.Out[ado.f64], forces: ado.Out[ado.f64, 2]):
+        t = ado.tid()
+        i = t // lanes
+        first = t % lanes
+        rc2 = cutoff * cutoff
+        shift = lj_pair(rc2, sigma, epsilon)
+        acc = 0.0
+        fx = 0.0
+        fy = 0.0
+        fz = 0.0
+        if i < pos.shape[0]:
+            xi = pos[i, 0]
+            yi = pos[i, 1]
+            zi = pos[i, 2]
+            bx = box[0]
+            by = box[1]
+            bz = box[2]
+            for k in range(first, neighbors.shape[1], lanes):
+                j = neighbors[i, k]
+                if j < 0:
+                    break                                # rows are compacted: the rest is padding
+                dx = min_image(pos[j, 0] - xi, bx)
+                dy = min_image(pos[j, 1] - yi, by)
+                dz = min_image(pos[j, 2] - zi, bz)
+                r2 = dx * dx + dy * dy + dz * dz
+                if r2 < rc2:
+                    v, dv_dr2 = ado.value_and_grad(lj_pair)(r2, sigma, epsilon)
+                    acc = acc + 0.5 * (v - shift)
+                    fx = fx + 2.0 * dv_dr2 * dx          # dr2/dx_i = -2 dx
+                    fy = fy + 2.0 * dv_dr2 * dy
+                    fz = fz + 2.0 * dv_dr2 * dz
+        if lanes > 1:                                    # (decided when the kernel compiles)
+            h = lanes // 2
+            while h > 0:                                 # the atom's lanes sum into its lane 0
+                acc = acc + ado.shuffle_down(acc, h)
+                fx = fx + ado.shuffle_down(fx, h)
+                fy = fy + ado.shuffle_down(fy, h)
+                fz = fz + ado.shuffle_down(fz, h)
+                h = h // 2
+        if first == 0 and i < pos.shape[0]:
+            e[i] = acc
+            forces[i, 0] = fx
+            forces[i, 1] = fy
+            forces[i, 2] = fz
+    return _fused_kernel(kernel, "lj_energy_forces", lanes)
+
+
+@functools.cache
+def morse_energy_forces_kernel(lanes: int = 1):
+    """Shifted Morse energy per atom and forces, ``lanes`` threads per atom."""
+    def kernel(pos: ado.In[ado.f64, 2], box: ado.In[ado.f64], neighbors: ado.In[ado.i64, 2],
+               depth: ado.f64, alpha: ado.f64, r0: ado.f64, cutoff: ado.f64,
+               e: ado.Out[ado.f64], forces: ado.Out[ado.f64, 2]):
+        t = ado.tid()
+        i = t // lanes
+        first = t % lanes
+        shift = morse_pair(cutoff, depth, alpha, r0)
+        acc = 0.0
+        fx = 0.0
+        fy = 0.0
+        fz = 0.0
+        if i < pos.shape[0]:
+            xi = pos[i, 0]
+            yi = pos[i, 1]
+            zi = pos[i, 2]
+            bx = box[0]
+            by = box[1]
+            bz = box[2]
+            for k in range(first, neighbors.shape[1], lanes):
+                j = neighbors[i, k]
+                if j < 0:
+                    break                                # rows are compacted: the rest is padding
+                dx = min_image(pos[j, 0] - xi, bx)
+                dy = min_image(pos[j, 1] - yi, by)
+                dz = min_image(pos[j, 2] - zi, bz)
+                r2 = dx * dx + dy * dy + dz * dz
+                if r2 < cutoff * cutoff:
+                    r = ado.sqrt(r2)
+                    v, dv_dr = ado.value_and_grad(morse_pair)(r, depth, alpha, r0)
+                    acc = acc + 0.5 * (v - shift)
+                    scale = dv_dr / r                    # dr/dx_i = -dx / r
+                    fx = fx + scale * dx
+                    fy = fy + scale * dy
+                    fz = fz + scale * dz
+        if lanes > 1:                                    # (decided when the kernel compiles)
+            h = lanes // 2
+            while h > 0:                                 # the atom's lanes sum into its lane 0
+                acc = acc + ado.shuffle_down(acc, h)
+                fx = fx + ado.shuffle_down(fx, h)
+                fy = fy + ado.shuffle_down(fy, h)
+                fz = fz + ado.shuffle_down(fz, h)
+                h = h // 2
+        if first == 0 and i < pos.shape[0]:
+            e[i] = acc
+            forces[i, 0] = fx
+            forces[i, 1] = fy
+            forces[i, 2] = fz
+    return _fused_kernel(kernel, "morse_energy_forces", lanes)
+
+
+@functools.cache
+def coulomb_energy_forces_kernel(lanes: int = 1):
+    """Damped-shifted-force Coulomb energy per atom and forces, ``lanes`` threads per atom."""
+    def kernel(pos: ado.In[ado.f64, 2], box: ado.In[ado.f64], neighbors: ado.In[ado.i64, 2],
+               charges: ado.In[ado.f64], alpha: ado.f64, cutoff: ado.f64, coulomb_constant: ado.f64,
+               e: ado.Out[ado.f64], forces: ado.Out[ado.f64, 2]):
+        t = ado.tid()
+        i = t // lanes
+        first = t % lanes
+        acc = 0.0
+        fx = 0.0
+        fy = 0.0
+        fz = 0.0
+        qi = 0.0
+        if i < pos.shape[0]:
+            qi = charges[i]
+            xi = pos[i, 0]
+            yi = pos[i, 1]
+            zi = pos[i, 2]
+            bx = box[0]
+            by = box[1]
+            bz = box[2]
+            for k in range(first, neighbors.shape[1], lanes):
+                j = neighbors[i, k]
+                if j < 0:
+                    break                                # rows are compacted: the rest is padding
+                dx = min_image(pos[j, 0] - xi, bx)
+                dy = min_image(pos[j, 1] - yi, by)
+                dz = min_image(pos[j, 2] - zi, bz)
+                r2 = dx * dx + dy * dy + dz * dz
+                if r2 < cutoff * cutoff:
+                    r = ado.sqrt(r2)
+                    v, dv_dr = ado.value_and_grad(dsf_pair)(r, alpha, cutoff)
+                    qq = qi * charges[j]
+                    acc = acc + 0.5 * qq * v
+                    scale = coulomb_constant * qq * dv_dr / r
+                    fx = fx + scale * dx
+                    fy = fy + scale * dy
+                    fz = fz + scale * dz
+        if lanes > 1:                                    # (decided when the kernel compiles)
+            h = lanes // 2
+            while h > 0:                                 # the atom's lanes sum into its lane 0
+                acc = acc + ado.shuffle_down(acc, h)
+                fx = fx + ado.shuffle_down(fx, h)
+                fy = fy + ado.shuffle_down(fy, h)
+                fz = fz + ado.shuffle_down(fz, h)
+                h = h // 2
+        if first == 0 and i < pos.shape[0]:
+            self_term = (1.0 - ado.erf(alpha * cutoff)) / (2.0 * cutoff) + alpha / 1.7724538509055159
+            e[i] = coulomb_constant * (acc - self_term * qi * qi)
+            forces[i, 0] = fx
+            forces[i, 1] = fy
+            forces[i, 2] = fz
+    return _fused_kernel(kernel, "coulomb_energy_forces", lanes)
+
+
+lj_energy_forces = lj_energy_forces_kernel(1)
+morse_energy_forces = morse_energy_forces_kernel(1)
+coulomb_energy_forces = coulomb_energy_forces_kernel(1)
 
 
 # --- bonded energies -----------------------------------------------------------------------

@@ -55,6 +55,22 @@ def test_chemistry_benchmark_runs_on_the_cpu(tmp_path):
     assert "| ratio | value | target |" in (tmp_path / "chemistry.md").read_text()
 
 
+def test_chemistry_ratio_to_cuda_takes_its_fastest_form():
+    """The CUDA ceiling is the fastest of the hand-written forms (one thread or several lanes per
+    atom) at each size, and a failed (time-less) form is not counted."""
+    import chemistry
+    cuda = chemistry.EF + " (per-atom e, no total)"
+    rows = [{"atoms": 10, "side": "adoffload", "measure": chemistry.EF, "median_ms": 3.0},
+            {"atoms": 10, "side": "cuda", "measure": cuda, "median_ms": 2.0},
+            {"atoms": 10, "side": "cuda 4 lanes/atom", "measure": cuda, "median_ms": 1.5},
+            {"atoms": 10, "side": "cuda 8 lanes/atom", "measure": cuda, "error": "RuntimeError: x"},
+            {"atoms": 20, "side": "adoffload", "measure": chemistry.EF, "median_ms": 3.0},
+            {"atoms": 20, "side": "cuda 2 lanes/atom", "measure": cuda, "median_ms": 3.0}]
+    values = {(r["atoms"], r["ratio"]): r["value"] for r in chemistry.ratios(rows)}
+    name = chemistry.RATIOS[0][0]
+    assert values[(10, name)] == pytest.approx(2.0) and values[(20, name)] == pytest.approx(1.0)
+
+
 def test_chemistry_benchmark_skips_a_side_above_its_size_limit(tmp_path):
     """--max-atoms: a side above its limit is one row saying so; the others still run."""
     import chemistry
@@ -99,6 +115,8 @@ using std::floor;
 struct Index3 { int64_t x, y, z; };
 static Index3 blockIdx, threadIdx, blockDim;
 #define __global__
+#define __device__
+template <class T> T __shfl_down_sync(unsigned, T v, int) { return v; }   // compiled, never run (one lane)
 #include "LJ_CU"
 extern "C" void run_all(const double* pos, const double* box, const int64_t* nb, double sigma, double epsilon,
                         double cutoff, double* e, double* f, int64_t n, int64_t capacity) {

@@ -126,3 +126,89 @@ def test_force_matching_gradient_in_the_parameters_is_one_forward_launch(name, f
         down[name][key] = params[name][key] - h
         fd = (reference_loss(up) - reference_loss(down)) / (2 * h)
         assert float(value) == pytest.approx(float(fd), rel=1e-6)
+
+
+# --- several lanes (threads) per atom: the GPU form of the fused kernels ----------------------
+
+def _small_system(seed=4):
+    """108 atoms: 108 * lanes threads leave part of the last 128-thread block without an atom."""
+    from adoffload.chemistry.dynamics import fcc_lattice
+    pos, edge = fcc_lattice(3, 0.8)
+    rng = np.random.default_rng(seed)
+    pos = jnp.asarray(pos + rng.normal(0.0, 0.06, pos.shape))
+    charges = rng.normal(0.0, 0.5, len(pos))
+    box = as_box(edge)
+    nl = ForceField((LennardJones(cutoff=2.2),), box, backend="jax").neighbor_list(len(pos), skin=0.1).build(pos)
+    return pos, jnp.asarray(box), nl.neighbors, jnp.asarray(charges - charges.mean())
+
+
+_PARAMS = {"lj": (1.05, 0.9, 2.2), "morse": (0.8, 1.6, 1.1, 2.2), "coulomb": (0.3, 2.2, 1.7)}
+
+
+def _fused_call(name, lanes, n):
+    import adoffload as ado
+    from adoffload.chemistry import kernels
+    kernel = getattr(kernels, f"{name}_energy_forces_kernel")(lanes)
+    call = ado.jax_kernel(kernel, grid=kernels.fused_grid(n, lanes), out_shapes={"e": (n,), "forces": (n, 3)})
+
+    def fused(pos, box, neighbors, charges, params):
+        extra = (charges,) if name == "coulomb" else ()
+        result = call(pos, box, neighbors, *extra, *params)
+        return result if isinstance(result, (tuple, list)) else (result["e"], result["forces"])
+    return fused
+
+
+def test_lanes_per_atom_follow_size_and_platform():
+    from adoffload import ArgumentError
+    from adoffload.chemistry import kernels
+    assert [kernels.lanes_per_atom(n, "cpu") for n in (100, 10_976, 10**6)] == [1, 1, 1]
+    assert [kernels.lanes_per_atom(n, "gpu") for n in (100, 10_976, 108_000, 10**6)] == [4, 4, 2, 1]
+    assert kernels.fused_grid(108, 1) == 108 and kernels.fused_grid(108, 4) == 512
+    assert kernels.lj_energy_forces_kernel(1) is kernels.lj_energy_forces
+    assert kernels.lj_energy_forces_kernel(4).name == "lj_energy_forces_lanes4"
+    with pytest.raises(ArgumentError, match="power of two"):
+        kernels.lj_energy_forces_kernel(3)
+
+
+@pytest.mark.parametrize("name, lanes", [("lj", 2), ("lj", 4), ("lj", 8), ("morse", 4), ("coulomb", 4)])
+def test_lanes_kernels_equal_the_one_lane_kernel_with_their_derivatives(name, lanes, float64):
+    """Values, the forward derivative in the parameters (the force-matching path), the reverse
+    derivative in the positions (through the lanes' shuffles) and vmap: all as with one lane."""
+    pos, box, neighbors, charges = _small_system()
+    n, params = len(pos), _PARAMS[name]
+    one, many = _fused_call(name, 1, n), _fused_call(name, lanes, n)
+    e1, f1 = one(pos, box, neighbors, charges, params)
+    e2, f2 = many(pos, box, neighbors, charges, params)
+    assert np.abs(np.asarray(f1)).max() > 1e-2
+    np.testing.assert_allclose(e2, e1, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(f2, f1, rtol=1e-12, atol=1e-12)
+
+    w = jnp.asarray(np.random.default_rng(5).normal(size=(n, 3)))
+    direction = tuple(0.1 * (k + 1) for k in range(len(params)))
+
+    def tangent(fused):
+        return jax.jvp(lambda p: fused(pos, box, neighbors, charges, p)[1], (params,), (direction,))[1]
+    np.testing.assert_allclose(tangent(many), tangent(one), rtol=1e-10, atol=1e-10)
+
+    def position_gradient(fused):
+        return jax.grad(lambda x: jnp.sum(w * fused(x, box, neighbors, charges, params)[1])
+                        + jnp.sum(fused(x, box, neighbors, charges, params)[0]))(pos)
+    np.testing.assert_allclose(position_gradient(many), position_gradient(one), rtol=1e-9, atol=1e-9)
+
+    batch = jnp.stack([pos, pos + 0.01 * w])
+    vmapped = jax.vmap(lambda x: many(x, box, neighbors, charges, params)[1])(batch)
+    np.testing.assert_allclose(vmapped[1], one(batch[1], box, neighbors, charges, params)[1], rtol=1e-12, atol=1e-12)
+
+
+def test_the_gpu_backend_launches_the_lanes_kernels(float64):
+    """A backend built for a GPU picks 4 lanes per atom for a small system (it runs here on the host)."""
+    from adoffload.chemistry import backend as chem_backend
+    _adoffload()
+    pos, box, neighbors, _ = _small_system()
+    gpu, cpu = chem_backend._kernel_backend("gpu"), chem_backend._kernel_backend("cpu")
+    jaxpr = jax.make_jaxpr(lambda x: gpu.lj_energy_forces(x, box, neighbors, 1.0, 1.0, 2.2))(pos)
+    specs = [e.params["spec"] for e in jaxpr.eqns if e.primitive.name == "adoffload_kernel_call"]
+    assert [(s.kernel.name, s.grid) for s in specs] == [("lj_energy_forces_lanes4", (512,))], specs
+    for ours, theirs in zip(gpu.lj_energy_forces(pos, box, neighbors, 1.0, 1.0, 2.2),
+                            cpu.lj_energy_forces(pos, box, neighbors, 1.0, 1.0, 2.2)):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-12)
