@@ -6,12 +6,13 @@
 #   bash benchmarks/gpu_session7.sh verify   the GPU tests session 6 could not run at its final code
 #   bash benchmarks/gpu_session7.sh probe    LJ energy + forces and the force-matching gradient, G lanes per atom
 #   bash benchmarks/gpu_session7.sh tests    every GPU test folder
-#   bash benchmarks/gpu_session7.sh chem     the fused-force tests, then the chemistry benchmark (CHEM_ARGS: its options)
+#   bash benchmarks/gpu_session7.sh chem     the fused-force tests, then the chemistry benchmark (further arguments: chemistry.py's options)
 # Each stage writes under $OUT/<stage>/ and packs it into $OUT/<stage>.tgz.
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export ADOFFLOAD_CACHE_DIR="$PWD/.device_cache"
 stage=$1
+shift                     # the rest: options for the stage's benchmark (chem: chemistry.py's)
 base=$OUT
 export OUT="$base/$stage"
 mkdir -p "$OUT"
@@ -46,7 +47,7 @@ chem)
   timeout 150 python3 -m pytest -q -p no:cacheprovider -rfE tests/chemistry/test_fused_forces.py \
     tests/chemistry/test_backend_errors.py > "$OUT/tests.txt" 2>&1
   echo "pytest exit $?" >> "$OUT/tests.txt"; tail -4 "$OUT/tests.txt"
-  timeout ${CHEM_SECONDS:-400} python3 benchmarks/chemistry.py --device cuda --out "$OUT/chem" ${CHEM_ARGS:-} > "$OUT/chem_log.txt" 2>&1
+  timeout ${CHEM_SECONDS:-400} python3 benchmarks/chemistry.py --device cuda --out "$OUT/chem" "$@" > "$OUT/chem_log.txt" 2>&1
   echo "chemistry exit $?" >> "$OUT/chem_log.txt"; tail -30 "$OUT/chem/report.md" 2>/dev/null; tail -3 "$OUT/chem_log.txt"
   ;;
 esac
