@@ -48,7 +48,7 @@ chem)
     tests/chemistry/test_backend_errors.py > "$OUT/tests.txt" 2>&1
   echo "pytest exit $?" >> "$OUT/tests.txt"; tail -4 "$OUT/tests.txt"
   timeout ${CHEM_SECONDS:-400} python3 benchmarks/chemistry.py --device cuda --out "$OUT/chem" "$@" > "$OUT/chem_log.txt" 2>&1
-  echo "chemistry exit $?" >> "$OUT/chem_log.txt"; tail -30 "$OUT/chem/report.md" 2>/dev/null; tail -3 "$OUT/chem_log.txt"
+  echo "chemistry exit $?" >> "$OUT/chem_log.txt"; tail -40 "$OUT/chem/chemistry.md" 2>/dev/null; tail -3 "$OUT/chem_log.txt"
   ;;
 esac
 tar czf "$base/$stage.tgz" -C "$base" "$stage"
