@@ -6,6 +6,7 @@
 #   bash benchmarks/gpu_session7.sh verify   the GPU tests session 6 could not run at its final code
 #   bash benchmarks/gpu_session7.sh probe    LJ energy + forces and the force-matching gradient, G lanes per atom
 #   bash benchmarks/gpu_session7.sh tests    every GPU test folder
+#   bash benchmarks/gpu_session7.sh derivs   RAJAPerf's derivative columns at 2^26 in one run
 #   bash benchmarks/gpu_session7.sh chem     the fused-force tests, then the chemistry benchmark (further arguments: chemistry.py's options)
 # Each stage writes under $OUT/<stage>/ and packs it into $OUT/<stage>.tgz.
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
@@ -42,6 +43,15 @@ tests)
     tests/blocks tests/jax tests/test_readme.py tests/test_tape_scan.py tests/chemistry \
     > "$OUT/gpu_tests.txt" 2>&1
   echo "pytest exit $?" >> "$OUT/gpu_tests.txt"; tail -12 "$OUT/gpu_tests.txt"
+  ;;
+derivs)
+  # the RAJAPerf kernels with derivatives at 2^26 in one run (lane combining on): lean JVP / adjoint over primal
+  timeout ${DERIVS_SECONDS:-300} python3 benchmarks/run.py --only rajaperf --rajaperf-budget $(( ${DERIVS_SECONDS:-300} - 30 )) \
+    --big-reps 10 --rajaperf-sizes 67108864 --out "$OUT/bench" --rajaperf-kernels lcals_eos lcals_hydro_1d basic_if_quad \
+    stream_copy stream_add stream_mul stream_triad basic_daxpy basic_init3 basic_muladdsub lcals_planckian \
+    lcals_first_diff stream_dot basic_pi_reduce basic_trap_int "$@" > "$OUT/log.txt" 2>&1
+  echo "run.py exit $?" >> "$OUT/log.txt"
+  grep -E "adjoint|JVP|geomean" "$OUT/bench/report.md" 2>/dev/null | head -30; tail -3 "$OUT/log.txt"
   ;;
 chem)
   timeout 150 python3 -m pytest -q -p no:cacheprovider -rfE tests/chemistry/test_fused_forces.py \

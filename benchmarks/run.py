@@ -37,6 +37,7 @@ def main(argv=None) -> int:
                         help="seconds for the RAJAPerf suite; cases left when it is spent become 'not run' rows")
     parser.add_argument("--big-reps", type=int, default=None, help="RAJAPerf repetitions above 2^22 elements")
     parser.add_argument("--rajaperf-kernels", nargs="*", help="RAJAPerf cases to run (default: all)")
+    parser.add_argument("--rajaperf-sizes", nargs="*", type=int, help="RAJAPerf element counts (default: 10^6 and 2^26)")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -66,7 +67,7 @@ def main(argv=None) -> int:
                          "GB/s": Gpu().copy_bandwidth() / 1e9})
         suite("bandwidth", bandwidth)
         import rajaperf
-        sizes = (1 << 20,) if args.quick else (1_000_000, 1 << 26)
+        sizes = tuple(args.rajaperf_sizes or ((1 << 20,) if args.quick else (1_000_000, 1 << 26)))
         suite("rajaperf", lambda rows: rajaperf.run(rows, sizes=sizes, reps=5 if args.quick else rajaperf.REPS,
                                                     big_reps=args.big_reps, deadline_s=args.rajaperf_budget,
                                                     kernels=args.rajaperf_kernels,
