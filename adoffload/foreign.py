@@ -16,6 +16,7 @@ import numpy as np
 from . import ir
 from .ir.devirtualize import devirtualize
 from .ir.float_moves import float_moves
+from .ir.masked_memory import scalarize_masked_memory
 from .ir.pointer_phis import pointer_phis
 from .errors import ArgumentError, IRError
 
@@ -42,6 +43,7 @@ def from_llvm(source: str | bytes, *, canonical: bool = True) -> "ForeignModule"
         module = ir.import_module(ir.canonicalize(ir.prepare_for_analysis(ir.export_module(module)), promote_again=True))
     pointer_phis(module)        # rustc's Vec pointers rebuilt from integer phis: followed by the AD engine
     float_moves(module)         # f64s moved as i64 (slice::swap) moved as f64: the AD engine follows them
+    scalarize_masked_memory(module)   # AVX's masked vector loads/stores: one guarded scalar access per lane
     return ForeignModule(module)
 
 

@@ -13,7 +13,8 @@ pattern through which a derivative could be lost or corrupted silently:
 * a pointer to differentiated memory that escapes where shadows cannot follow it (stored into
   memory, returned, passed to a function without a derivative);
 * a float load that reaches an output through a pointer of unknown origin (loaded from
-  differentiated memory, made from an integer, returned by an unknown call);
+  differentiated memory, made from an integer, returned by an unknown call, a lane of a vector of
+  pointers), and any write through such a pointer when the function has differentiated memory;
 * a call to a defined function that is still a call after inlining (it is recursive).
 
 What is allowed is data: the tables below and the rule table (rules.py); ``REFUSED`` lists
@@ -54,7 +55,9 @@ REFUSED = (
     ("free/realloc of differentiated memory the function did not allocate", "its shadow belongs to the caller"),
     ("memcpy/memmove of differentiated memory into memory without a shadow", "its derivative would be lost"),
     ("a float load that reaches the result through a pointer of unknown origin (loaded from "
-     "differentiated memory, inttoptr, an unknown call)", "it may alias differentiated memory"),
+     "differentiated memory, inttoptr, an unknown call, a lane of a vector of pointers)", "it may alias differentiated memory"),
+    ("a write through a pointer of unknown origin in a function with differentiated memory",
+     "it may overwrite differentiated memory behind its shadow's back"),
     ("float bits carried as an integer into memory, a call, a return, a pointer or back to a float",
      "a derivative cannot follow them"),
     ("in a kernel's reverse mode: an atomic whose result the thread uses", "the adjoint's own launch "
@@ -75,6 +78,7 @@ def check(fn: Function, info: ActivityInfo) -> None:
         _check_active_operands(fn, inst, info, recursive)
         _check_shadowed_pointers(inst, info)
         _check_provenance(inst, info)
+        _check_write_target(inst, info)
     _check_float_bits(fn, info, users)
 
 
@@ -236,10 +240,14 @@ def _root(pointer: Value) -> Value:
     return pointer
 
 
-def _unknown_origin(pointer: Value, info: ActivityInfo) -> Instruction | None:
+def _unknown_origin(pointer: Value, info: ActivityInfo, *, calls_known: bool = False) -> Instruction | None:
     """The instruction a pointer comes from when the engine cannot tell whether it points into
-    differentiated memory: a pointer loaded from differentiated memory, ``inttoptr``, or a call
-    that is not an allocation. None when every source is known (arguments, globals, private memory)."""
+    differentiated memory: a pointer loaded from differentiated memory, ``inttoptr``, a call that is
+    not an allocation, a lane of a vector of pointers, anything but the sources it follows. None
+    when every source is known (arguments, globals, private memory, pointers loaded from memory
+    without a shadow). ``calls_known``: a call's result counts as known too (for writes: a call
+    never received a pointer to differentiated memory, since passing one to a call that is not
+    inlined is refused, so the pointer it returns cannot point there)."""
     seen, work = set(), [pointer]
     while work:
         p = work.pop()
@@ -253,8 +261,11 @@ def _unknown_origin(pointer: Value, info: ActivityInfo) -> Instruction | None:
         elif p.opcode == "load":
             if p.operands[0] in info.shadowed:
                 return p
-        elif (p.opcode == "inttoptr" and not is_placeholder_pointer(p)) or (p.opcode == "call" and heap_function(p) is None):
-            return p
+        elif p.opcode == "alloca" or is_placeholder_pointer(p) or (p.opcode == "call" and (
+                calls_known or heap_function(p) is not None)):
+            continue                                  # private memory, no memory at all, or (calls_known) a call's
+        else:
+            return p          # inttoptr, a call's result, a lane of a vector of pointers, ...
     return None
 
 
@@ -268,6 +279,28 @@ def _check_provenance(inst: Instruction, info: ActivityInfo) -> None:
         raise DifferentiationError(
             f"cannot differentiate {_where(inst)}: it loads a float that reaches the result through a pointer of "
             f"unknown origin ({describe(source)}); the engine cannot tell whether it points into differentiated memory")
+
+
+def _check_write_target(inst: Instruction, info: ActivityInfo) -> None:
+    """A write through a pointer of unknown origin, in a function with differentiated memory: it may
+    overwrite differentiated memory without the shadow's update (the overwritten element's tangent or
+    adjoint would survive), so it is refused, whatever value it writes."""
+    op = inst.opcode
+    if op == "store":
+        pointer = inst.operands[1]
+    elif op in ("atomicrmw", "cmpxchg"):
+        pointer = inst.operands[0]
+    elif op == "call" and _callee_name(inst).startswith(MEMORY_INTRINSICS):
+        pointer = inst.operands[0]
+    else:
+        return
+    if not info.shadowed or pointer in info.shadowed:
+        return
+    source = _unknown_origin(pointer, info, calls_known=True)
+    if source is not None:
+        raise DifferentiationError(
+            f"cannot differentiate {_where(inst)}: it writes memory through a pointer of unknown origin "
+            f"({describe(source)}); the engine cannot tell whether it overwrites differentiated memory")
 
 
 def _check_float_bits(fn: Function, info: ActivityInfo, users: dict) -> None:

@@ -1,0 +1,133 @@
+"""Masked vector loads and stores become one guarded scalar access per lane.
+
+clang -O2/-O3 for targets with masked memory instructions (AVX and later: the ziglang clang
+targets the host CPU) vectorizes a loop with a conditional access, ``if (c[i] > 0) y[i] = ...``,
+into ``llvm.masked.store`` / ``llvm.masked.load`` (and, with AVX-512, ``llvm.masked.scatter`` /
+``llvm.masked.gather`` over a vector of pointers). A lane whose mask bit is off is not accessed at
+all (its address may be out of bounds, its memory may be written by another thread).
+
+The AD engine knows scalar loads and stores (their shadows, tapes, race rules). So before AD each
+masked access is rewritten as the code LLVM itself lowers it to on targets without such
+instructions: for each lane ``k`` in order, ``if mask[k]`` then access element ``k`` (``p + k``
+elements for load/store, the lane's own pointer for gather/scatter); a load starts from its
+pass-through vector and inserts each loaded lane. The semantics are the intrinsic's, lane by lane.
+Both spellings are read: LLVM 22's (the alignment a parameter attribute, three arguments) and the
+older one with an ``i32`` alignment argument. The scalar accesses take the element's natural
+alignment, which is what the vectorizer widened (its vector accesses carry the element's).
+"""
+from __future__ import annotations
+
+import re
+
+from .builder import Builder
+from .core import Block, Function, Instruction, Module, VectorType, const, i64, ptr, void
+
+_MASKED = re.compile(r"^llvm\.masked\.(load|store|gather|scatter)\.")
+
+
+def scalarize_masked_memory(module: Module) -> int:
+    """Rewrite every masked load/store/gather/scatter in ``module``'s defined functions; returns how many."""
+    done = 0
+    for fn in module.functions.values():
+        if fn.is_declaration:
+            continue
+        calls = [i for i in fn.instructions() if i.opcode == "call" and _kind(i) is not None]
+        for call in calls:
+            _scalarize(fn, call)
+            done += 1
+    return done
+
+
+def _kind(inst: Instruction) -> str | None:
+    match = _MASKED.match(getattr(inst.callee, "name", "") or "")
+    return match.group(1) if match else None
+
+
+def _split_after(fn: Function, call: Instruction) -> Block:
+    """Move the instructions after ``call`` (and the call's block's successors) to a new block; drop the call."""
+    block = call.parent
+    index = block.instructions.index(call)
+    after = Block(fn._unique_block_name(f"{block.name}.masked.end"), parent=fn)
+    after.instructions = block.instructions[index + 1:]
+    for moved in after.instructions:
+        moved.parent = after
+    del block.instructions[index:]
+    for successor in after.successors:
+        for phi in successor.phis:
+            phi.blocks = [after if p is block else p for p in phi.blocks]
+    fn.blocks.insert(fn.blocks.index(block) + 1, after)
+    return after
+
+
+def _scalarize(fn: Function, call: Instruction) -> None:
+    kind = _kind(call)
+    loads = kind in ("load", "gather")
+    ops = call.operands
+    # load/gather: (pointer(s), [i32 align,] mask, passthru); store/scatter: (value, pointer(s), [i32 align,] mask)
+    mask, base = (ops[-2], ops[0]) if loads else (ops[-1], ops[1])
+    vector_type = call.type if loads else ops[0].type
+    assert isinstance(vector_type, VectorType), call
+    element, lanes = vector_type.element, vector_type.count
+    block = call.parent
+    after = _split_after(fn, call)
+    position = fn.blocks.index(after)
+    current, value = block, (ops[-1] if loads else None)
+
+    def emit(builder: Builder, opcode, type_, operands, name="", **fields) -> Instruction:
+        inst = builder.emit(opcode, type_, operands, name, **fields)
+        inst.location = call.location
+        return inst
+
+    for k in range(lanes):
+        lane = const(i64, k)
+        on = Block(fn._unique_block_name(f"{block.name}.masked.lane{k}"), parent=fn)
+        following = after if k == lanes - 1 else Block(fn._unique_block_name(f"{block.name}.masked.next{k}"), parent=fn)
+        fn.blocks[position:position] = [on] + ([] if following is after else [following])
+        position += 1 if following is after else 2
+        head = Builder(current)
+        bit = emit(head, "extractelement", mask.type.element, [mask, lane], "mask.bit")
+        emit(head, "br", void, [bit], blocks=[on, following])
+        body = Builder(on)
+        if kind in ("gather", "scatter"):
+            pointer = _lane_pointer(body, emit, base, lane)
+        else:
+            pointer = emit(body, "getelementptr", ptr, [base, lane], "lane.ptr", element_type=element,
+                           flags={"inbounds"})
+        size = max(1, _bytes(element))
+        if loads:
+            loaded = emit(body, "load", element, [pointer], "lane.load", align=size)
+            inserted = emit(body, "insertelement", vector_type, [value, loaded, lane], "lane.vec")
+        else:
+            part = emit(body, "extractelement", element, [ops[0], lane], "lane.value")
+            emit(body, "store", void, [part, pointer], align=size)
+        emit(body, "br", void, [], blocks=[following])
+        if loads:
+            merge = Builder(following, 0)
+            value = emit(merge, "phi", vector_type, [value, inserted], "masked.vec", blocks=[current, on])
+        current = following
+    if loads:
+        for inst in fn.instructions():
+            if inst is not value:
+                inst.operands = [value if o is call else o for o in inst.operands]
+
+
+def _lane_pointer(body: Builder, emit, pointers, lane) -> Instruction:
+    """Lane ``lane`` of a vector of pointers. The usual one, ``getelementptr T, ptr %base, <N x i64> %idx``
+    (a scalar base), becomes a scalar GEP of the base at the lane's indices, a pointer whose origin
+    the AD engine follows; any other vector of pointers gives an ``extractelement`` (whose origin it
+    does not follow: a derivative through it is refused)."""
+    if (isinstance(pointers, Instruction) and pointers.opcode == "getelementptr"
+            and not isinstance(pointers.operands[0].type, VectorType)):
+        indices = [emit(body, "extractelement", i.type.element, [i, lane], "lane.index")
+                   if isinstance(i.type, VectorType) else i for i in pointers.operands[1:]]
+        return emit(body, "getelementptr", ptr, [pointers.operands[0], *indices], "lane.ptr",
+                    element_type=pointers.element_type, flags=set(pointers.flags) & {"inbounds"})
+    return emit(body, "extractelement", ptr, [pointers, lane], "lane.ptr")
+
+
+def _bytes(type_) -> int:
+    bits = getattr(type_, "bits", None)
+    if bits is None:
+        return 8 if type_ == ptr else 0
+    return bits // 8
+
