@@ -6,6 +6,8 @@ LU and the triangular solves, |r| < 1 for Levinson-Durbin, deviations above the 
 correlation."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from .rust_hunt_cases import IN, INOUT, INT, OUT, REAL, Case
@@ -35,6 +37,7 @@ def _cases() -> list[Case]:
                         (IN, u(3, 3)), (IN, u(3, 4)), (IN, u(4, 5)), (INOUT, u(3, 5))]),
         Case("pb_3mm", [(IN, u(N, M)), (IN, u(M, N)), (IN, u(N, M)), (IN, u(M, N)), (OUT, zeros(N * N))]),
         Case("pb_atax", [(INT, 5), (INT, 4), (IN, u(5, 4)), (IN, u(4)), (OUT, zeros(4))]),
+        Case("pb_atax_static", [(IN, u(N, N)), (IN, u(N)), (OUT, zeros(N))]),
         Case("pb_bicg", [(INT, 4), (INT, 5), (IN, u(5, 4)), (OUT, zeros(4)), (OUT, zeros(5)), (IN, u(4)), (IN, u(5))]),
         Case("pb_doitgen", [(INT, 2), (INT, 3), (INT, 4), (INOUT, u(2, 3, 4)), (IN, u(4, 4)), (OUT, zeros(4))]),
         Case("pb_mvt", [(INT, 5), (INOUT, u(5)), (INOUT, u(5)), (IN, u(5)), (IN, u(5)), (IN, u(5, 5))]),
@@ -71,4 +74,12 @@ def _cases() -> list[Case]:
     ]
 
 
+def as_float(case: Case) -> Case:
+    """The same case for the DATA_TYPE float build (pbf_<name>)."""
+    params = [(role, value.astype(np.float32) if isinstance(value, np.ndarray) and role != INT else value)
+              for role, value in case.params]
+    return replace(case, name="pbf_" + case.name[3:], params=params, dtype=np.float32)
+
+
 CASES = {case.name: case for case in _cases()}
+FLOAT_CASES = {f.name: f for f in map(as_float, CASES.values())}
