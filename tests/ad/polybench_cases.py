@@ -84,6 +84,9 @@ def _cases(grow: int = 0) -> list[Case]:
         Case("pb_mvt_wide_sum", [(INT, s5), (INOUT, u(s5)), (IN, u(s5)), (IN, u(s5, s5))]),
         Case("pb_jacobi_converge", [(INT, s8), (INT, 100), (INT, 1e-2), (INOUT, u(s8)), (INOUT, u(s8)),
                                     (IN, u(s8, lo=0.0, hi=0.1))]),
+        Case("pb_trisolv_rows", [(INT, s5), (IN, dominant(s5)), (OUT, zeros(s5)), (IN, u(s5))]),
+        Case("pb_lu_pivot", [(INT, s5), (INOUT, u(s5, s5)), (INT, np.zeros(s5, np.int32))]),
+        Case("pb_grid_laplacian", [(INT, s8), (REAL, 0.5), (IN, u(s8)), (OUT, zeros(s8))]),
     ]
 
 
