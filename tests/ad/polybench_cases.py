@@ -87,6 +87,8 @@ def _cases(grow: int = 0) -> list[Case]:
         Case("pb_trisolv_rows", [(INT, s5), (IN, dominant(s5)), (OUT, zeros(s5)), (IN, u(s5))]),
         Case("pb_lu_pivot", [(INT, s5), (INOUT, u(s5, s5)), (INT, np.zeros(s5, np.int32))]),
         Case("pb_grid_laplacian", [(INT, s8), (REAL, 0.5), (IN, u(s8)), (OUT, zeros(s8))]),
+        Case("pb_lu_checked", [(INT, s5), (INOUT, dominant(s5))]),
+        Case("pb_jacobi_swap", [(INT, 3), (INT, s8), (INOUT, u(s8)), (INOUT, u(s8))]),
     ]
 
 
