@@ -23,8 +23,8 @@ _LINKAGE_NAMES = {"linkonce_any": "linkonce", "weak_any": "weak"}
 _LOC_NODE = re.compile(r'^!(\d+)\s*=\s*(?:distinct\s+)?!\{!"((?:[^"\\]|\\.)*)",\s*i32\s+(-?\d+),\s*i32\s+(-?\d+)\}',
                        re.M)
 _DI_FILE = re.compile(r'^!(\d+) = (?:distinct )?!DIFile\(filename: "((?:[^"\\]|\\.)*)"', re.M)
-_DI_SCOPE = re.compile(r'^!(\d+) = (?:distinct )?!DI(?:Subprogram|LexicalBlock|LexicalBlockFile)\([^\n]*?\bfile: !(\d+)',
-                       re.M)
+_DI_SCOPE = re.compile(
+    r'^!(\d+) = (?:distinct )?!DI(?:Subprogram|LexicalBlock|LexicalBlockFile)\([^\n]*?\bfile: !(\d+)', re.M)
 _DI_LOCATION = re.compile(r'^!(\d+) = (?:distinct )?!DILocation\(line: (\d+)(?:, column: (\d+))?, scope: !(\d+)', re.M)
 _GLOBAL_KIND = re.compile(r"(?:addrspace\((\d+)\)\s+)?(?:externally_initialized\s+)?\b(global|constant)\s")
 _NAMED_TYPE = re.compile(r'%("[^"]*"|[-\w$.]+)')

@@ -17,7 +17,7 @@ from __future__ import annotations
 import gzip
 import os
 import re
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -36,16 +36,16 @@ FULL = os.environ.get("ADOFFLOAD_POLYBENCH") == "all"
 
 # name: (levels, pattern of the refusal, why it is refused)
 _STATIC = ((0,), r"stores the active value .* into memory that has no shadow \(the global @atax_tmp\)",
-           "the scratch is a file-scope static array: a global has no shadow, so an active value stored there "
-           "would lose its derivative (from -O1 on clang keeps the scratch in registers and drops the global)")
+           ("the scratch is a file-scope static array: a global has no shadow, so an active value stored there "
+            "would lose its derivative (from -O1 on clang keeps the scratch in registers and drops the global)"))
 _ROWS = (ALL, "stores a pointer to differentiated memory .* shadows are not followed through memory",
-         "a table of row pointers into the input (double **) lives in stack memory the loop indexes, so it "
-         "stays memory at every level; the engine does not keep shadow pointers in memory")
+         ("a table of row pointers into the input (double **) lives in stack memory the loop indexes, so it "
+          "stays memory at every level; the engine does not keep shadow pointers in memory"))
 REFUSED = {"pb_atax_static": _STATIC, "pbf_atax_static": _STATIC, "pb_trisolv_rows": _ROWS, "pbf_trisolv_rows": _ROWS}
 TABLE = {**CASES, **FLOAT_CASES}
 
 
-@lru_cache(maxsize=None)
+@cache
 def _text(prefix: str, level: int) -> str:
     with gzip.open(FIXTURES / f"{prefix}_O{level}.ll.gz", "rt") as f:
         return f.read()
