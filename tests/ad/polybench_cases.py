@@ -89,6 +89,8 @@ def _cases(grow: int = 0) -> list[Case]:
         Case("pb_grid_laplacian", [(INT, s8), (REAL, 0.5), (IN, u(s8)), (OUT, zeros(s8))]),
         Case("pb_lu_checked", [(INT, s5), (INOUT, dominant(s5))]),
         Case("pb_jacobi_swap", [(INT, 3), (INT, s8), (INOUT, u(s8)), (INOUT, u(s8))]),
+        Case("pb_burgers_upwind", [(INT, 3), (INT, s8), (REAL, 0.01), (INOUT, u(s8, lo=-0.9, hi=0.9)),
+                                   (OUT, zeros(s8))]),
     ]
 
 
