@@ -18,6 +18,7 @@ from .ir.devirtualize import devirtualize
 from .ir.float_moves import float_moves
 from .ir.masked_memory import scalarize_masked_memory
 from .ir.pointer_phis import pointer_phis
+from .ir.posix_memalign import posix_memalign_as_aligned_alloc
 from .errors import ArgumentError, IRError
 
 _CTYPES = {ir.f32: ctypes.c_float, ir.f64: ctypes.c_double, ir.i1: ctypes.c_bool, ir.i8: ctypes.c_int8,
@@ -38,7 +39,9 @@ def from_llvm(source: str | bytes, *, canonical: bool = True) -> "ForeignModule"
     for _ in range(MAX_INLINE_ROUNDS):
         # calls that became direct after inlining (a callback passed down, a devirtualized table)
         # are inlined by one more round
-        if not (devirtualize(module) or _inlinable_calls(module)):
+        changed = devirtualize(module)
+        changed = posix_memalign_as_aligned_alloc(module) or changed   # its slot promoted next round
+        if not (changed or _inlinable_calls(module)):
             break
         module = ir.import_module(ir.canonicalize(ir.prepare_for_analysis(ir.export_module(module)), promote_again=True))
     pointer_phis(module)        # rustc's Vec pointers rebuilt from integer phis: followed by the AD engine

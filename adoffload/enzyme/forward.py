@@ -231,12 +231,13 @@ class ForwardPass:
             count = stack_array_count(inst)
             if count is not None:        # alloca T, N (a variable-length array): N zeroed elements
                 self.shadows[inst] = [zeroed_stack_array(self.module, self.builder, inst.element_type,
-                                                         self.value(count), f"d_{inst.name}")
+                                                         self.value(count), f"d_{inst.name}", align=inst.align)
                                       for _ in range(self.width)]
                 return
             lanes = []
             for lane in range(self.width):
                 shadow = self.builder.alloca(inst.element_type, f"d_{inst.name}")
+                shadow.align = inst.align     # the primal's accesses, copied to the shadow, claim it
                 self.builder.store(zero_of(inst.element_type), shadow)
                 # through a GEP: ir export refuses an element store straight into an array alloca
                 lanes.append(self.builder.gep(i8, shadow, [const(i64, 0)]))

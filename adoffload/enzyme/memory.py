@@ -257,10 +257,13 @@ def stack_array_count(alloca: Instruction) -> Value | None:
     return alloca.operands[0] if alloca.opcode == "alloca" and alloca.operands else None
 
 
-def zeroed_stack_array(module: Module, b: Builder, element_type, count: Value, name: str = "") -> Instruction:
+def zeroed_stack_array(module: Module, b: Builder, element_type, count: Value, name: str = "",
+                       align: int | None = None) -> Instruction:
     """``alloca element_type, count``, zero-filled at ``b``: the shadow of a stack array of
-    ``count`` elements (its size in bytes from a GEP off null, as LLVM's sizeof idiom)."""
+    ``count`` elements (its size in bytes from a GEP off null, as LLVM's sizeof idiom), aligned as
+    the primal array (``align``): the primal's loads and stores, copied to the shadow, claim that."""
     array = b.emit("alloca", ptr, [count], name, element_type=element_type)
+    array.align = align
     end = b.gep(element_type, Constant(ptr, None, kind="null"), [count], inbounds=False)
     b.call_intrinsic(module, "llvm.memset.p0.i64", void,
                      [array, const(i8, 0), b.cast("ptrtoint", end, i64), const(i1, 0)])

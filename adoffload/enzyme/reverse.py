@@ -322,9 +322,10 @@ class _Reverser:
             return b.call(shadow_alloc(self.module), [allocation_size(b, inst)])
         if op == "alloca" and stack_array_count(inst) is not None:    # beside it: its count may be computed late
             refuse_unsafe_stack_array(self.original[inst], "@" + self.primal.name)
-            return zeroed_stack_array(self.module, b, inst.element_type, inst.operands[0])
+            return zeroed_stack_array(self.module, b, inst.element_type, inst.operands[0], align=inst.align)
         if op == "alloca":
             s = self.entry.alloca(inst.element_type)
+            s.align = inst.align          # the primal's accesses, copied to the shadow, claim it
             self.entry.store(zero_of(inst.element_type), s)
             # use the array through a GEP: ir export types an alloca as a pointer to its whole
             # array, and an element store straight into it is refused (the GEP folds away)

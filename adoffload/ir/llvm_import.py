@@ -22,6 +22,10 @@ CALLING_CONVENTIONS = ("ptx_kernel", "amdgpu_kernel", "spir_kernel", "fastcc", "
 _LINKAGE_NAMES = {"linkonce_any": "linkonce", "weak_any": "weak"}
 _LOC_NODE = re.compile(r'^!(\d+)\s*=\s*(?:distinct\s+)?!\{!"((?:[^"\\]|\\.)*)",\s*i32\s+(-?\d+),\s*i32\s+(-?\d+)\}',
                        re.M)
+_DI_FILE = re.compile(r'^!(\d+) = (?:distinct )?!DIFile\(filename: "((?:[^"\\]|\\.)*)"', re.M)
+_DI_SCOPE = re.compile(
+    r'^!(\d+) = (?:distinct )?!DI(?:Subprogram|LexicalBlock|LexicalBlockFile)\([^\n]*?\bfile: !(\d+)', re.M)
+_DI_LOCATION = re.compile(r'^!(\d+) = (?:distinct )?!DILocation\(line: (\d+)(?:, column: (\d+))?, scope: !(\d+)', re.M)
 _GLOBAL_KIND = re.compile(r"(?:addrspace\((\d+)\)\s+)?(?:externally_initialized\s+)?\b(global|constant)\s")
 _NAMED_TYPE = re.compile(r'%("[^"]*"|[-\w$.]+)')
 _STRUCT_DEF = re.compile(r'^%("[^"]*"|[-\w$.]+)\s*=\s*type\s+(.*)$', re.M)
@@ -63,6 +67,7 @@ class _Importer:
         self.module = Module(name=llmod.name or "module", triple=llmod.triple, data_layout=llmod.data_layout)
         self.locations = {int(n): SourceLocation(f, int(line), int(col))
                           for n, f, line, col in _LOC_NODE.findall(self.text)}
+        self.debug_locations = _debug_locations(self.text)
         self.struct_text = {name.strip('"'): body for name, body in _STRUCT_DEF.findall(self.text)}
         self.structs: dict[str, Type] = {}
         self.attribute_groups = dict(re.findall(r"^attributes #(\d+) = \{ (.*) \}$", self.text, re.M))
@@ -256,11 +261,30 @@ class _Importer:
         loc = tp.metadata_ref(text, "adoffload.loc")
         if loc is not None:
             inst.location = self.locations.get(loc)
+        elif self.debug_locations:
+            dbg = tp.metadata_ref(text, "dbg")
+            inst.location = self.debug_locations.get(dbg) if dbg is not None else None
         scope = tp.syncscope_of(text)
         if scope is not None:
             inst.flags.add(f"syncscope={scope}")
         handler = _HANDLERS.get(opcode, _plain)
         handler(self, inst, ops, cur, text, i)
+
+
+def _debug_locations(text: str) -> dict[int, SourceLocation]:
+    """Source locations of foreign IR compiled with debug info (clang -g, rustc -g): each
+    ``!DILocation(line:, column:, scope:)`` node's file (through its scope's ``file:``), so that
+    errors about a foreign instruction name its source line, as they do for our own kernels."""
+    files = {int(n): name for n, name in _DI_FILE.findall(text)}
+    if not files:
+        return {}
+    scope_files = {int(n): files.get(int(f)) for n, f in _DI_SCOPE.findall(text)}
+    out = {}
+    for n, line, col, scope in _DI_LOCATION.findall(text):
+        filename = scope_files.get(int(scope))
+        if filename is not None and int(line) > 0:
+            out[int(n)] = SourceLocation(filename, int(line), int(col or 0))
+    return out
 
 
 def _name_unnamed_globals(llmod: llvm.ModuleRef) -> None:
