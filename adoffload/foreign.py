@@ -16,6 +16,7 @@ import numpy as np
 from . import ir
 from .ir.devirtualize import devirtualize
 from .ir.float_moves import float_moves
+from .ir.frozen_pointers import unfreeze_pointer_arguments
 from .ir.pointer_phis import pointer_phis
 from .errors import ArgumentError, IRError
 
@@ -42,6 +43,7 @@ def from_llvm(source: str | bytes, *, canonical: bool = True) -> "ForeignModule"
         module = ir.import_module(ir.canonicalize(ir.prepare_for_analysis(ir.export_module(module)), promote_again=True))
     pointer_phis(module)        # rustc's Vec pointers rebuilt from integer phis: followed by the AD engine
     float_moves(module)         # f64s moved as i64 (slice::swap) moved as f64: the AD engine follows them
+    unfreeze_pointer_arguments(module)   # numba's x[::-1]: a frozen argument is the argument
     return ForeignModule(module)
 
 

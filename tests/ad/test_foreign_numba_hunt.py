@@ -1,0 +1,134 @@
+"""numba code as users write it (tests/ad/numba_hunt_cases.py: ``@cfunc`` entries over ``carray``
+views, ``@njit`` helpers inlined or called, math-module functions, numpy calls, branches, early
+returns, while loops, gathers and scatters, f32 and f64, tuples, triangular loops, complex numbers,
+generators, ``boundscheck``, ``fastmath`` and both error models), loaded with ``ado.from_numba``,
+differentiated in both modes and checked against central differences and against each other
+(<J v, w> = <v, J^T w>; rust_hunt_cases.check). A function may be refused with an error naming the
+construct, never answered wrongly; the refusals expected are listed below with why.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import adoffload as ado
+from adoffload import enzyme as ez
+from adoffload.errors import ArgumentError, CompilationError, DifferentiationError
+
+pytest.importorskip("numba", reason="numba is a test dependency (pip install -e '.[test]')")
+
+from . import rust_hunt_cases  # noqa: E402
+from .numba_hunt_cases import CASES, compiled  # noqa: E402
+from .rust_hunt_cases import Mismatch, check  # noqa: E402
+
+_NRT = "stores the active value .* into memory that has no shadow"
+# name: (pattern of the refusal, why it is refused)
+REFUSED = {
+    "nb_np_sum": (_NRT, "x * x is a new array numba's memory manager (NRT) allocates; the engine does not "
+                  "model NRT's MemInfo, so the store of an active value into it is refused"),
+    "nb_np_zeros_scratch": (_NRT, "np.zeros scratch holding active values: NRT memory (as nb_np_sum)"),
+    "nb_np_sqrt_array": (_NRT, "np.sqrt(x) allocates its result through NRT (as nb_np_sum)"),
+    "nb_slice_sum": (_NRT, "x[1:n-1] * x[0:n-2] allocates its result through NRT (as nb_np_sum)"),
+    "nb_where_scalar": (_NRT, "np.where on scalars builds 0-d arrays through NRT (as nb_np_sum)"),
+    "nb_np_dot": ("numba_xxdot", "np.dot of 1-D arrays calls BLAS through numba's helper, whose body is not "
+                  "in the IR"),
+    "nb_argmax": ("stores a pointer to differentiated memory",
+                  "np.argmax/np.max pass the array as a struct in memory; shadows are not followed through memory"),
+    "nb_frexp_ldexp": ("numba_frexp", "math.frexp is numba's helper, which has no derivative rule"),
+    "nb_bits_abs": ("float bits carried as an integer", "x.view(np.uint64) clears sign bits as integers"),
+    "nb_cond_store": ("llvm.masked.load", "numba compiles for this CPU: the loop's conditional store "
+                      "became AVX masked loads and stores, which have no derivative rule"),
+}
+# the host call itself is refused (the derivatives too: see test_a_recursive_njit_function_is_refused)
+HOST_REFUSED = {
+    "nb_bits_read": (ArgumentError, "must have dtype int64",
+                     "numba reads x only through its int64 view: the host call wants int64 data"),
+    "nb_recursive": (CompilationError, r"numba\.unresolved",
+                     "a recursive @njit function is linked by numba later; its body is not in the IR"),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_numba_function(name):
+    fn = ado.from_numba(compiled(name))
+    pattern = REFUSED.get(name, ("", ""))[0]
+    host_error, host_pattern, _ = HOST_REFUSED.get(name, (None, "", ""))
+    try:
+        check(fn, CASES[name].case())
+    except DifferentiationError as refusal:
+        assert pattern and re.search(pattern, str(refusal)), f"unexpected refusal: {refusal}"
+        return
+    except (ArgumentError, CompilationError) as refusal:
+        assert host_error is not None and isinstance(refusal, host_error) and re.search(host_pattern, str(refusal)), \
+            f"unexpected host refusal: {refusal}"
+        return
+    assert not pattern and host_error is None, f"{name} was expected to be refused but was differentiated"
+
+
+def test_a_recursive_njit_function_is_refused():
+    """numba calls a recursive @njit function through a slot it fills when it links
+    (``@.numba.unresolved$...``): the host call used to read address 0 and crash the process; now
+    it is refused, and so is the derivative, naming the slot."""
+    fn = ado.from_numba(compiled("nb_recursive"))
+    with pytest.raises(CompilationError, match=r"reads @\.numba\.unresolved\$.*recursive @njit"):
+        fn(0.9, 4)
+    for mode, a in ((ez.Reverse, ez.Active(0.9)), (ez.Forward, ez.Duplicated(0.9, 1.0))):
+        with pytest.raises(DifferentiationError, match=r"function pointer loaded from @\.numba\.unresolved"):
+            ez.autodiff(mode, fn, a, 4)
+
+
+def test_an_indirect_call_is_not_taken_for_the_function_its_pointer_is_named_after():
+    """The allowlist of inactive calls (printf, llvm.*, ...) matched the callee's name, and an
+    indirect call's callee is a value with a name of its own: ``%printf.p`` passed for printf."""
+    fn = ado.from_llvm("""
+        @table = global ptr null
+        define double @f(double %x) {
+          %printf.p = load ptr, ptr @table
+          %r = call double %printf.p(double %x)
+          ret double %r
+        }""")["f"]
+    with pytest.raises(DifferentiationError, match="indirect: a function pointer loaded from @table"):
+        ez.autodiff(ez.Reverse, fn, ez.Active(1.0))
+
+
+def test_the_oracles_catch_a_wrong_gradient(monkeypatch):
+    """check() fails when the reverse adjoints are off by 1%: the oracles are not vacuous here."""
+    fn = ado.from_numba(compiled("nb_logsumexp"))
+    right = ez.autodiff
+
+    def skewed(mode, f, *args):
+        result = right(mode, f, *args)
+        if mode is ez.Reverse:
+            for a in args:
+                if isinstance(a, ez.Duplicated):
+                    a.shadow[...] *= 1.01
+        return result
+    monkeypatch.setattr(rust_hunt_cases.ez, "autodiff", skewed)
+    with pytest.raises(Mismatch, match="<J v, w>"):
+        check(fn, CASES["nb_logsumexp"].case())
+
+
+def test_a_division_by_zero_stops_the_primal_and_its_derivatives_alike(monkeypatch):
+    """error_model='python': y[1] == 0 raises ZeroDivisionError inside numba's function, which the
+    cfunc reports as unraisable before it returns, z[1:] unwritten. The derivatives stop at the
+    same element: z[0]'s derivatives are exact, and the seeds of the unwritten z[1:] pass through
+    (z keeps their values from before the call)."""
+    import sys
+    fn = ado.from_numba(compiled("nb_divide_python"))
+    seen = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: seen.append(u.exc_type))
+    x, y = np.array([1.5, 2.0, 3.0]), np.array([1.0, 0.0, 2.0])
+    z = np.zeros(3)
+    fn(x, y, z, 3)
+    assert seen == [ZeroDivisionError] and z.tolist() == [2.0, 0.0, 0.0]       # 1.5 / 1 + 1.5 % 1
+    z, dz = np.zeros(3), np.zeros(3)
+    ez.autodiff(ez.Forward, fn, ez.Duplicated(x.copy(), np.ones(3)), ez.Duplicated(y.copy(), np.zeros(3)),
+                ez.Duplicated(z, dz), 3)
+    assert z.tolist() == [2.0, 0.0, 0.0] and dz.tolist() == [2.0, 0.0, 0.0]
+    dx, dy, seed = np.zeros(3), np.zeros(3), np.ones(3)
+    ez.autodiff(ez.Reverse, fn, ez.Duplicated(x.copy(), dx), ez.Duplicated(y.copy(), dy), ez.Duplicated(np.zeros(3), seed),
+                3)
+    assert dx.tolist() == [2.0, 0.0, 0.0] and dy.tolist() == [-2.5, 0.0, 0.0] and seed.tolist() == [0.0, 1.0, 1.0]
+    assert set(seen) == {ZeroDivisionError}
