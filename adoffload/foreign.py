@@ -17,6 +17,7 @@ from . import ir
 from .ir.devirtualize import devirtualize
 from .ir.float_moves import float_moves
 from .ir.frozen_pointers import unfreeze_pointer_arguments
+from .ir.masked_memory import scalarize_masked_memory
 from .ir.pointer_phis import pointer_phis
 from .errors import ArgumentError, IRError
 
@@ -44,6 +45,7 @@ def from_llvm(source: str | bytes, *, canonical: bool = True) -> "ForeignModule"
     pointer_phis(module)        # rustc's Vec pointers rebuilt from integer phis: followed by the AD engine
     float_moves(module)         # f64s moved as i64 (slice::swap) moved as f64: the AD engine follows them
     unfreeze_pointer_arguments(module)   # numba's x[::-1]: a frozen argument is the argument
+    scalarize_masked_memory(module)      # AVX masked loads/stores (numba compiles for this CPU): one access per lane
     return ForeignModule(module)
 
 

@@ -767,7 +767,72 @@ def _cases() -> list[NumbaCase]:
     ]
 
 
-CASES = {case.name: case for case in _cases()}
+def _big_cases() -> list[NumbaCase]:
+    """Loops long enough (37) to run numba's vector bodies (this CPU's width), their epilogues and
+    remainders: the short cases above run only the scalar remainder loops."""
+    rng = np.random.default_rng(29)
+    n = 37
+    u = lambda *shape, lo=-1.0, hi=1.0: rng.uniform(lo, hi, shape)  # noqa: E731
+    f32 = lambda a: a.astype(np.float32)  # noqa: E731
+    fm = dict(fastmath=True)
+    idx = rng.integers(0, n, n)
+    return [
+        NumbaCase("big_sum_sq", nb_sum_sq, F64(P64, I32), [(IN, u(n)), (INT, n)]),
+        NumbaCase("big_axpy_inplace", nb_axpy_inplace, types.void(F64, P64, P64, I32),
+                  [(REAL, 0.7), (IN, u(n)), (INOUT, u(n)), (INT, n)]),
+        NumbaCase("big_axpy32", nb_axpy32, types.void(F32, P32, P32, I32),
+                  [(REAL, 0.7), (IN, f32(u(n))), (INOUT, f32(u(n))), (INT, n)], np.float32),
+        NumbaCase("big_logsumexp", nb_logsumexp, F64(P64, I64), [(IN, u(n)), (INT, n)]),
+        NumbaCase("big_clip", nb_clip, types.void(P64, P64, I32, F64, F64),
+                  [(IN, u(n, lo=-1.5, hi=1.5)), (OUT, np.zeros(n)), (INT, n), (REAL, -0.5), (REAL, 0.8)]),
+        NumbaCase("big_branches", nb_branches, types.void(P64, P64, I32),
+                  [(IN, u(n, lo=-2.0, hi=2.0)), (OUT, np.zeros(n)), (INT, n)]),
+        NumbaCase("big_gather", nb_gather, types.void(P64, PI64, P64, I32),
+                  [(IN, u(n)), (INT, idx.astype(np.int64)), (OUT, np.zeros(n)), (INT, n)]),
+        NumbaCase("big_scatter_add", nb_scatter_add, types.void(P64, PI32, P64, I32, I32),
+                  [(IN, u(n)), (INT, (idx % 5).astype(np.int32)), (INOUT, u(5)), (INT, n), (INT, 5)]),
+        NumbaCase("big_norm32", nb_norm32, F32(P32, I32), [(IN, f32(u(n))), (INT, n)], np.float32),
+        NumbaCase("big_softmax32", nb_softmax32, types.void(P32, P32, I32),
+                  [(IN, f32(u(n))), (OUT, np.zeros(n, np.float32)), (INT, n)], np.float32),
+        NumbaCase("big_iir_inplace", nb_iir_inplace, types.void(P64, I32, F64), [(INOUT, u(n)), (INT, n), (REAL, 0.6)]),
+        NumbaCase("big_stencil", nb_stencil, types.void(P64, P64, I32, F64),
+                  [(IN, u(n)), (OUT, np.zeros(n)), (INT, n), (REAL, 0.5)]),
+        NumbaCase("big_normalize_inplace", nb_normalize_inplace, types.void(P64, I32),
+                  [(INOUT, u(n, lo=0.2, hi=1.0)), (INT, n)]),
+        NumbaCase("big_powers", nb_powers, F64(P64, I32, F64), [(IN, u(n, lo=0.3, hi=1.5)), (INT, n), (REAL, 1.7)]),
+        NumbaCase("big_sigmoid_stable", nb_sigmoid_stable, types.void(P64, P64, I32),
+                  [(IN, u(n, lo=-4.0, hi=4.0)), (OUT, np.zeros(n)), (INT, n)]),
+        NumbaCase("big_fast_dot", nb_fast_dot, F64(P64, P64, I32), [(IN, u(n)), (IN, u(n)), (INT, n)], options=fm),
+        NumbaCase("big_fast_math", nb_fast_math, types.void(P64, P64, I32),
+                  [(IN, u(n)), (OUT, np.zeros(n)), (INT, n)], options=fm),
+        NumbaCase("big_fast_sum32", nb_norm32, F32(P32, I32), [(IN, f32(u(n))), (INT, n)], np.float32, fm),
+        NumbaCase("big_divide_numpy", nb_divide, types.void(P64, P64, P64, I32),
+                  [(IN, u(n)), (IN, u(n, lo=0.5, hi=2.0)), (OUT, np.zeros(n)), (INT, n)],
+                  options=dict(error_model="numpy")),
+        NumbaCase("big_f32_mixed", nb_f32_mixed, F32(P32, I32, F32), [(IN, f32(u(n))), (INT, n), (REAL, 0.6)],
+                  np.float32),
+        NumbaCase("big_reverse_view", nb_reverse_view, types.void(P64, P64, I32),
+                  [(IN, u(n)), (OUT, np.zeros(n)), (INT, n)]),
+        NumbaCase("big_matvec", nb_matvec, types.void(P64, P64, P64, I32, I32),
+                  [(IN, u(3 * n)), (IN, u(n)), (OUT, np.zeros(3)), (INT, 3), (INT, n)]),
+        NumbaCase("big_continue", nb_continue, types.void(P64, P64, I32),
+                  [(IN, u(n)), (OUT, np.zeros(n)), (INT, n)]),
+        NumbaCase("big_checked_gather", nb_checked_gather, F64(P64, PI32, I32),
+                  [(IN, u(n)), (INT, (idx - n // 2).astype(np.int32)), (INT, n)], options=dict(boundscheck=True)),
+        NumbaCase("big_cond_store", nb_cond_store, types.void(P64, P64, I32, F64),
+                  [(IN, u(n)), (INOUT, u(n, lo=0.0, hi=1.0)), (INT, n), (REAL, 1.1)]),
+        NumbaCase("big_cumprod", nb_cumprod, types.void(P64, P64, I32),
+                  [(IN, u(n, lo=0.8, hi=1.2)), (OUT, np.zeros(n)), (INT, n)]),
+        NumbaCase("big_softplus_out", nb_softplus_out, types.void(P64, P64, I32),
+                  [(IN, u(n, lo=-3.0, hi=3.0)), (OUT, np.zeros(n)), (INT, n)]),
+        NumbaCase("big_complex", nb_complex, F64(P64, P64, I32), [(IN, u(n)), (IN, u(n)), (INT, n)]),
+        NumbaCase("big_tuple_index", nb_tuple_index, F64(P64, I32), [(IN, u(n)), (INT, n)]),
+        NumbaCase("big_global_array", nb_global_array, F64(P64, I32), [(IN, u(n)), (INT, n)]),
+        NumbaCase("big_iterate", nb_iterate, F64(P64, P64, I32), [(IN, u(n)), (IN, u(n)), (INT, n)]),
+    ]
+
+
+CASES = {case.name: case for case in _cases() + _big_cases()}
 
 
 @lru_cache(maxsize=None)

@@ -38,8 +38,6 @@ REFUSED = {
                   "np.argmax/np.max pass the array as a struct in memory; shadows are not followed through memory"),
     "nb_frexp_ldexp": ("numba_frexp", "math.frexp is numba's helper, which has no derivative rule"),
     "nb_bits_abs": ("float bits carried as an integer", "x.view(np.uint64) clears sign bits as integers"),
-    "nb_cond_store": ("llvm.masked.load", "numba compiles for this CPU: the loop's conditional store "
-                      "became AVX masked loads and stores, which have no derivative rule"),
 }
 # the host call itself is refused (the derivatives too: see test_a_recursive_njit_function_is_refused)
 HOST_REFUSED = {
@@ -50,9 +48,25 @@ HOST_REFUSED = {
 }
 
 
+def _same_primal_as_numba(fn, name):
+    """The host call of numba's IR computes what numba's own compiled cfunc computes."""
+    import ctypes
+    case, cf = CASES[name].case(), compiled(name)
+    ours, theirs = rust_hunt_cases._fresh(case), rust_hunt_cases._fresh(case)
+    converted = [ctypes.cast(a.ctypes.data, t) if isinstance(a, np.ndarray) else a
+                 for a, t in zip(theirs, cf.ctypes.argtypes)]
+    want = cf.ctypes(*converted)
+    got = fn(*ours)
+    np.testing.assert_allclose(rust_hunt_cases._outputs(case, got, ours),
+                               rust_hunt_cases._outputs(case, want, theirs), rtol=1e-6 if case.dtype == np.float32
+                               else 1e-13, atol=1e-300, err_msg=f"{name}: primal differs from numba's")
+
+
 @pytest.mark.parametrize("name", list(CASES))
 def test_numba_function(name):
     fn = ado.from_numba(compiled(name))
+    if name not in HOST_REFUSED:
+        _same_primal_as_numba(fn, name)
     pattern = REFUSED.get(name, ("", ""))[0]
     host_error, host_pattern, _ = HOST_REFUSED.get(name, (None, "", ""))
     try:
@@ -91,6 +105,33 @@ def test_an_indirect_call_is_not_taken_for_the_function_its_pointer_is_named_aft
         }""")["f"]
     with pytest.raises(DifferentiationError, match="indirect: a function pointer loaded from @table"):
         ez.autodiff(ez.Reverse, fn, ez.Active(1.0))
+
+
+MASKED = """
+declare <4 x double> @llvm.masked.load.v4f64.p0(ptr, <4 x i1>, <4 x double>)
+declare void @llvm.masked.store.v4f64.p0(<4 x double>, ptr, <4 x i1>)
+define void @relu_update(ptr %x, ptr %y) {
+  %a = load <4 x double>, ptr %x, align 8
+  %m = fcmp ogt <4 x double> %a, zeroinitializer
+  %old = call <4 x double> @llvm.masked.load.v4f64.p0(ptr align 8 %y, <4 x i1> %m, <4 x double> zeroinitializer)
+  %w = fmul <4 x double> %a, %old
+  %s = fadd <4 x double> %w, %a
+  call void @llvm.masked.store.v4f64.p0(<4 x double> %s, ptr align 8 %y, <4 x i1> %m)
+  ret void
+}"""
+
+
+def test_masked_loads_and_stores_are_differentiated_lane_by_lane():
+    """numba compiles for the CPU it runs on: with AVX a conditional store in a loop becomes
+    llvm.masked.load/store (nb_cond_store on such a CPU). They are scalarized at import
+    (ir/masked_memory.py): y[l] = x[l] * y[l] + x[l] where x[l] > 0, untouched elsewhere."""
+    fn = ado.from_llvm(MASKED)["relu_update"]
+    assert not any("masked" in getattr(i.callee, "name", "") for i in fn.ir.instructions() if i.opcode == "call")
+    x, y = np.array([0.5, -0.3, 1.2, -2.0]), np.array([0.1, 0.7, -0.4, 0.9])
+    got = y.copy()
+    fn(x, got)
+    np.testing.assert_allclose(got, np.where(x > 0, x * y + x, y), rtol=1e-15)
+    check(fn, rust_hunt_cases.Case("relu_update", [(rust_hunt_cases.IN, x), (rust_hunt_cases.INOUT, y)]))
 
 
 def test_the_oracles_catch_a_wrong_gradient(monkeypatch):
