@@ -4,10 +4,14 @@ returns, while loops, gathers and scatters, f32 and f64, tuples, triangular loop
 generators, ``boundscheck``, ``fastmath`` and both error models), loaded with ``ado.from_numba``,
 differentiated in both modes and checked against central differences and against each other
 (<J v, w> = <v, J^T w>; rust_hunt_cases.check). A function may be refused with an error naming the
-construct, never answered wrongly; the refusals expected are listed below with why.
+construct, never answered wrongly; the refusals expected are listed below with why. The host call
+of numba's IR is also compared with numba's own compiled cfunc.
+
+``ADOFFLOAD_NUMBA_HUNT=all`` adds the cases of numba_hunt_cases.EXTRA (about 20 s more).
 """
 from __future__ import annotations
 
+import os
 import re
 
 import numpy as np
@@ -20,7 +24,7 @@ from adoffload.errors import ArgumentError, CompilationError, DifferentiationErr
 pytest.importorskip("numba", reason="numba is a test dependency (pip install -e '.[test]')")
 
 from . import rust_hunt_cases  # noqa: E402
-from .numba_hunt_cases import CASES, compiled  # noqa: E402
+from .numba_hunt_cases import CASES, EXTRA, compiled  # noqa: E402
 from .rust_hunt_cases import Mismatch, check  # noqa: E402
 
 _NRT = "stores the active value .* into memory that has no shadow"
@@ -62,7 +66,10 @@ def _same_primal_as_numba(fn, name):
                                else 1e-13, atol=1e-300, err_msg=f"{name}: primal differs from numba's")
 
 
-@pytest.mark.parametrize("name", list(CASES))
+FULL = os.environ.get("ADOFFLOAD_NUMBA_HUNT") == "all"
+
+
+@pytest.mark.parametrize("name", [n for n in CASES if FULL or n not in EXTRA])
 def test_numba_function(name):
     fn = ado.from_numba(compiled(name))
     if name not in HOST_REFUSED:
