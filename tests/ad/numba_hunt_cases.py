@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
+import numba
 from numba import carray, cfunc, farray, njit, types
 
 from .rust_hunt_cases import IN, INOUT, INT, OUT, REAL, Case
@@ -645,7 +646,66 @@ def nb_cond_store(xp, yp, n, t):
             y[i] = y[i] * y[i]
 
 
+def nb_raise(xp, n):
+    x = carray(xp, (n,))
+    s = 0.0
+    for i in range(n):
+        if x[i] < -5.0:
+            raise ValueError("x out of range")
+        s += x[i] * math.exp(x[i])
+    assert s == s, "nan"
+    return s
+
+
+def nb_np_scalars(a, b):
+    return (np.exp(a) * np.log1p(b) + np.arctan2(a, b) + np.hypot(a, b) + np.cbrt(b) + np.fmax(a, b) * np.fmin(a, b)
+            + np.sinc(a) + np.deg2rad(b) + np.square(a) + np.reciprocal(b) + np.sign(a) * b)
+
+
+def nb_floordiv(xp, n, m):
+    x = carray(xp, (n,))
+    s = 0.0
+    for i in range(n):
+        j = (i * 7) // m
+        s += x[j % n] * (x[i] // 0.3 + x[i] % 0.3)
+    return s
+
+
+def nb_closure(xp, n, scale):
+    x = carray(xp, (n,))
+
+    def inner(v):
+        return scale * v * v
+
+    s = 0.0
+    for i in range(n):
+        s += inner(x[i])
+    return s
+
+
+def nb_records(rp, n, g):
+    r = carray(rp, (n,))
+    e = 0.0
+    for i in range(n):
+        e += r[i].m * (0.5 * r[i].v * r[i].v + g * r[i].h) * (r[i].k + 1)
+    return e
+
+
+def nb_record_write(rp, n, dt):
+    r = carray(rp, (n,))
+    for i in range(n):
+        r[i].h += dt * r[i].v
+        r[i].v -= dt * 9.8 * r[i].m
+
+
 # ----------------------------------------------------------------------------- the table
+
+# numpy records (structs): all-float ones are passed as float64 arrays of their words, so the roles of
+# rust_hunt_cases apply; BODY_MIXED holds an integer field too (test_foreign_numba_hunt.py tests it alone).
+BODY = np.dtype([("h", np.float64), ("v", np.float64), ("k", np.float64), ("m", np.float64)])
+BODY_MIXED = np.dtype([("h", np.float64), ("v", np.float64), ("k", np.int64), ("m", np.float64)])
+PBODY, PBODY_MIXED = types.CPointer(numba.from_dtype(BODY)), types.CPointer(numba.from_dtype(BODY_MIXED))
+
 
 def _cases() -> list[NumbaCase]:
     rng = np.random.default_rng(23)
@@ -733,6 +793,13 @@ def _cases() -> list[NumbaCase]:
         NumbaCase("nb_slice_sum", nb_slice_sum, F64(P64, I32), [(IN, u(6)), (INT, 6)]),
         NumbaCase("nb_record_like", nb_record_like, F64(P64, I32, F64),
                   [(IN, u(12, lo=0.2, hi=1.0)), (INT, 3), (REAL, 9.8)]),
+        NumbaCase("nb_raise", nb_raise, F64(P64, I32), [(IN, u(6)), (INT, 6)]),
+        NumbaCase("nb_np_scalars", nb_np_scalars, F64(F64, F64), [(REAL, 0.7), (REAL, 1.3)]),
+        NumbaCase("nb_floordiv", nb_floordiv, F64(P64, I32, I32), [(IN, u(6)), (INT, 6), (INT, 4)]),
+        NumbaCase("nb_closure", nb_closure, F64(P64, I32, F64), [(IN, u(6)), (INT, 6), (REAL, 1.3)]),
+        NumbaCase("nb_records", nb_records, F64(PBODY, I32, F64), [(IN, u(16, lo=0.2, hi=1.0)), (INT, 4), (REAL, 9.8)]),
+        NumbaCase("nb_record_write", nb_record_write, types.void(PBODY, I32, F64),
+                  [(INOUT, u(16, lo=0.2, hi=1.0)), (INT, 4), (REAL, 0.1)]),
         NumbaCase("nb_bits_abs", nb_bits_abs, types.void(P64, I32), [(INOUT, u(6)), (INT, 6)]),
         NumbaCase("nb_bits_read", nb_bits_read, F64(P64, I32), [(IN, u(6)), (INT, 6)]),
         NumbaCase("nb_bubble_pass", nb_bubble_pass, types.void(P64, I32), [(INOUT, u(6)), (INT, 6)]),

@@ -141,6 +141,32 @@ def test_masked_loads_and_stores_are_differentiated_lane_by_lane():
     check(fn, rust_hunt_cases.Case("relu_update", [(rust_hunt_cases.IN, x), (rust_hunt_cases.INOUT, y)]))
 
 
+def test_records_with_an_integer_field():
+    """A numpy record with an int64 field between float64 ones (numba reads it as a struct field):
+    the adjoints of the float fields against central differences, the integer field's shadow
+    bytes untouched; forward and reverse agree."""
+    from numba import cfunc
+
+    from .numba_hunt_cases import BODY_MIXED, F64, I32, PBODY_MIXED, nb_records
+    fn = ado.from_numba(cfunc(F64(PBODY_MIXED, I32, F64))(nb_records))
+    rng = np.random.default_rng(5)
+    r = np.zeros(4, BODY_MIXED)
+    r["h"], r["v"], r["m"], r["k"] = rng.uniform(0, 1, 4), rng.uniform(-1, 1, 4), rng.uniform(0.5, 2, 4), [3, 0, 2, 1]
+    want = float(np.sum(r["m"] * (0.5 * r["v"] ** 2 + 9.8 * r["h"]) * (r["k"] + 1)))
+    assert fn(r.copy(), 4, 9.8) == pytest.approx(want, rel=1e-14)
+    d = np.zeros_like(r)
+    _, _, dg = ez.autodiff(ez.Reverse, fn, ez.Duplicated(r.copy(), d), 4, ez.Active(9.8))
+    np.testing.assert_allclose(d["h"], 9.8 * r["m"] * (r["k"] + 1), rtol=1e-13)
+    np.testing.assert_allclose(d["v"], r["m"] * r["v"] * (r["k"] + 1), rtol=1e-13)
+    np.testing.assert_allclose(d["m"], (0.5 * r["v"] ** 2 + 9.8 * r["h"]) * (r["k"] + 1), rtol=1e-13)
+    assert d["k"].tolist() == [0, 0, 0, 0]
+    assert dg == pytest.approx(float(np.sum(r["m"] * r["h"] * (r["k"] + 1))), rel=1e-13)
+    t = np.zeros_like(r)
+    t["h"], t["v"], t["m"] = rng.standard_normal(4), rng.standard_normal(4), rng.standard_normal(4)
+    jv = ez.autodiff(ez.Forward, fn, ez.Duplicated(r.copy(), t.copy()), 4, ez.Duplicated(9.8, 0.5))
+    assert jv == pytest.approx(sum(float(np.dot(t[f], d[f])) for f in ("h", "v", "m")) + 0.5 * dg, rel=1e-12)
+
+
 def test_the_oracles_catch_a_wrong_gradient(monkeypatch):
     """check() fails when the reverse adjoints are off by 1%: the oracles are not vacuous here."""
     fn = ado.from_numba(compiled("nb_logsumexp"))
