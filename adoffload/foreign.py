@@ -18,6 +18,7 @@ from .ir.devirtualize import devirtualize
 from .ir.float_moves import float_moves
 from .ir.frozen_pointers import unfreeze_pointer_arguments
 from .ir.masked_memory import scalarize_masked_memory
+from .ir.numba_arrays import separate_numba_arrays
 from .ir.pointer_phis import pointer_phis
 from .errors import ArgumentError, IRError
 
@@ -46,6 +47,7 @@ def from_llvm(source: str | bytes, *, canonical: bool = True) -> "ForeignModule"
     float_moves(module)         # f64s moved as i64 (slice::swap) moved as f64: the AD engine follows them
     unfreeze_pointer_arguments(module)   # numba's x[::-1]: a frozen argument is the argument
     scalarize_masked_memory(module)      # AVX masked loads/stores (numba compiles for this CPU): one access per lane
+    separate_numba_arrays(module)        # numba's own arrays (np.zeros, x * x): their data a heap block of its own
     return ForeignModule(module)
 
 

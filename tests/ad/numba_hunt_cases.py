@@ -698,6 +698,50 @@ def nb_record_write(rp, n, dt):
         r[i].v -= dt * 9.8 * r[i].m
 
 
+def nb_np_exprs(xp, yp, n):
+    x, y = carray(xp, (n,)), carray(yp, (n,))
+    return np.sum(np.exp(x) * y - x ** 2) + np.mean(x) * np.std(y) + np.var(x)
+
+
+def nb_np_cumsum(xp, n):
+    c = np.cumsum(carray(xp, (n,)))
+    return np.sum(c * c)
+
+
+def nb_np_2d_scratch(xp, n):
+    x = carray(xp, (n,))
+    t = np.zeros((n, 3))
+    for i in range(n):
+        for k in range(3):
+            t[i, k] = x[i] * (k + 1) + x[(i + k) % n]
+    return (t ** 2).sum() + t[n - 1, 2] * t[0, 0]
+
+
+@njit(inline="never")
+def _scaled(x, a):
+    return a * x
+
+
+def nb_np_helper_array(xp, n, a):
+    x = carray(xp, (n,))
+    r = _scaled(x, a)
+    u = r                                   # a second reference: numba increments the count
+    return np.sum(u * x) + r[0]
+
+
+def nb_np_sort(xp, wp, n):
+    s = np.sort(carray(xp, (n,)))
+    return np.sum(s * carray(wp, (n,)))
+
+
+def nb_np_copy_update(xp, yp, n):
+    x, y = carray(xp, (n,)), carray(yp, (n,))
+    t = x.copy()
+    for i in range(1, n):
+        t[i] = t[i - 1] * 0.5 + t[i] * t[i]
+    y[:] = t
+
+
 # ----------------------------------------------------------------------------- the table
 
 # numpy records (structs): all-float ones are passed as float64 arrays of their words, so the roles of
@@ -735,6 +779,13 @@ def _cases() -> list[NumbaCase]:
         NumbaCase("nb_np_zeros_scratch", nb_np_zeros_scratch, F64(P64, I32), [(IN, u(5)), (INT, 5)]),
         NumbaCase("nb_np_empty_int_scratch", nb_np_empty_int_scratch, F64(P64, I32), [(IN, u(5)), (INT, 5)]),
         NumbaCase("nb_np_sqrt_array", nb_np_sqrt_array, F64(P64, I32), [(IN, u(5, lo=0.2, hi=2.0)), (INT, 5)]),
+        NumbaCase("nb_np_exprs", nb_np_exprs, F64(P64, P64, I32), [(IN, u(6)), (IN, u(6)), (INT, 6)]),
+        NumbaCase("nb_np_cumsum", nb_np_cumsum, F64(P64, I32), [(IN, u(6)), (INT, 6)]),
+        NumbaCase("nb_np_2d_scratch", nb_np_2d_scratch, F64(P64, I32), [(IN, u(5)), (INT, 5)]),
+        NumbaCase("nb_np_helper_array", nb_np_helper_array, F64(P64, I32, F64), [(IN, u(6)), (INT, 6), (REAL, 0.7)]),
+        NumbaCase("nb_np_sort", nb_np_sort, F64(P64, P64, I32), [(IN, u(7)), (IN, u(7)), (INT, 7)]),
+        NumbaCase("nb_np_copy_update", nb_np_copy_update, types.void(P64, P64, I32),
+                  [(IN, u(6)), (OUT, np.zeros(6)), (INT, 6)]),
         NumbaCase("nb_branches", nb_branches, types.void(P64, P64, I32),
                   [(IN, np.array([-1.2, -0.3, 0.1, 0.7, 2.0, -0.8])), (OUT, np.zeros(6)), (INT, 6)]),
         NumbaCase("nb_early_return", nb_early_return, F64(P64, I32, F64),
@@ -901,12 +952,12 @@ def _big_cases() -> list[NumbaCase]:
 
 CASES = {case.name: case for case in _cases() + _big_cases()}
 # Run only with ADOFFLOAD_NUMBA_HUNT=all (test_foreign_numba_hunt.py), to keep CI's share near a minute:
-# long-loop variants whose loops do not vectorize or repeat a short case's vector code, and refusals
-# that repeat another's reason (NRT arrays).
+# long-loop variants whose loops do not vectorize or repeat a short case's vector code, a refusal that
+# repeats another's reason, and numpy calls numba takes seconds to compile (sort, copy, expressions).
 EXTRA = frozenset({"big_sum_sq", "big_norm32", "big_iir_inplace", "big_normalize_inplace", "big_powers",
                    "big_sigmoid_stable", "big_fast_math", "big_matvec", "big_continue", "big_cumprod",
                    "big_softplus_out", "big_complex", "big_tuple_index", "big_global_array", "big_iterate",
-                   "nb_slice_sum", "nb_where_scalar"})
+                   "nb_slice_sum", "nb_where_scalar", "nb_np_sort", "nb_np_copy_update", "nb_np_exprs"})
 
 
 @lru_cache(maxsize=None)

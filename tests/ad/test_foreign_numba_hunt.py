@@ -30,12 +30,10 @@ from .rust_hunt_cases import Mismatch, check  # noqa: E402
 _NRT = "stores the active value .* into memory that has no shadow"
 # name: (pattern of the refusal, why it is refused)
 REFUSED = {
-    "nb_np_sum": (_NRT, "x * x is a new array numba's memory manager (NRT) allocates; the engine does not "
-                  "model NRT's MemInfo, so the store of an active value into it is refused"),
-    "nb_np_zeros_scratch": (_NRT, "np.zeros scratch holding active values: NRT memory (as nb_np_sum)"),
-    "nb_np_sqrt_array": (_NRT, "np.sqrt(x) allocates its result through NRT (as nb_np_sum)"),
-    "nb_slice_sum": (_NRT, "x[1:n-1] * x[0:n-2] allocates its result through NRT (as nb_np_sum)"),
-    "nb_where_scalar": (_NRT, "np.where on scalars builds 0-d arrays through NRT (as nb_np_sum)"),
+    "nb_where_scalar": (_NRT, "np.where on scalars builds 0-d arrays whose MemInfo numba stores into a struct in "
+                        "memory: an array that escapes is not separated from numba's memory manager "
+                        "(ir/numba_arrays.py), so its data pointer is a pointer loaded from memory"),
+    "nb_np_cumsum": (_NRT, "np.cumsum's result: its MemInfo is stored into memory (as nb_where_scalar)"),
     "nb_np_dot": ("numba_xxdot", "np.dot of 1-D arrays calls BLAS through numba's helper, whose body is not "
                   "in the IR"),
     "nb_argmax": ("stores a pointer to differentiated memory",
