@@ -25,7 +25,7 @@ Gathers and scatters (vectors of pointers) are left alone (refused where they ma
 from __future__ import annotations
 
 from .builder import Builder
-from .core import Block, Function, Instruction, Module, VectorType, const, i64
+from .core import Block, FloatType, Function, Instruction, IntType, Module, VectorType, const, i64
 
 _LOAD, _STORE = "llvm.masked.load.", "llvm.masked.store."
 
@@ -36,7 +36,7 @@ def scalarize_masked_memory(module: Module) -> int:
     for fn in module.functions.values():
         if fn.is_declaration:
             continue
-        calls = [i for i in fn.instructions() if i.opcode == "call" and _masked_kind(i) is not None]
+        calls = [i for i in fn.instructions() if _masked_kind(i) is not None]
         for call in calls:
             _scalarize(fn, call)
         count += len(calls)
@@ -44,12 +44,14 @@ def scalarize_masked_memory(module: Module) -> int:
 
 
 def _masked_kind(inst: Instruction) -> str | None:
+    """Whether ``inst`` is a masked load or store of a vector of numbers: "load", "store" or None."""
     name = getattr(inst.callee, "name", "")
-    if name.startswith(_LOAD) and len(inst.operands) == 3 and isinstance(inst.type, VectorType):
-        return "load"
-    if name.startswith(_STORE) and len(inst.operands) == 3 and isinstance(inst.operands[0].type, VectorType):
-        return "store"
-    return None
+    if inst.opcode != "call" or len(inst.operands) != 3:
+        return None
+    vector = inst.type if name.startswith(_LOAD) else inst.operands[0].type if name.startswith(_STORE) else None
+    if not isinstance(vector, VectorType) or not isinstance(vector.element, (FloatType, IntType)):
+        return None
+    return "load" if name.startswith(_LOAD) else "store"
 
 
 def _split_after(fn: Function, inst: Instruction) -> Block:

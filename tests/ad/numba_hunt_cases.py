@@ -742,6 +742,36 @@ def nb_np_copy_update(xp, yp, n):
     y[:] = t
 
 
+def nb_strided(xp, n):
+    x = carray(xp, (n,))
+    v = x[::2]
+    s = 0.0
+    for i in range(v.shape[0]):
+        s += v[i] * x[i] + v[-1 - i] ** 2
+    return s
+
+
+def nb_transpose(ap, m, n):
+    at = carray(ap, (m, n)).T
+    s = 0.0
+    for j in range(n):
+        for i in range(m):
+            s += at[j, i] * (j + 1) * math.sin(at[j, i])
+    return s
+
+
+def nb_scratch_reuse(xp, yp, n, rounds):
+    x, y = carray(xp, (n,)), carray(yp, (n,))
+    t = np.empty(n)
+    acc = 0.0
+    for r in range(rounds):
+        for i in range(n):
+            t[i] = math.sin(x[i] * (r + 1) + acc)
+        for i in range(n):
+            acc += t[i] * t[(i + 1) % n]
+            y[i] += acc * 0.1
+
+
 # ----------------------------------------------------------------------------- the table
 
 # numpy records (structs): all-float ones are passed as float64 arrays of their words, so the roles of
@@ -786,6 +816,10 @@ def _cases() -> list[NumbaCase]:
         NumbaCase("nb_np_sort", nb_np_sort, F64(P64, P64, I32), [(IN, u(7)), (IN, u(7)), (INT, 7)]),
         NumbaCase("nb_np_copy_update", nb_np_copy_update, types.void(P64, P64, I32),
                   [(IN, u(6)), (OUT, np.zeros(6)), (INT, 6)]),
+        NumbaCase("nb_strided", nb_strided, F64(P64, I32), [(IN, u(9)), (INT, 9)]),
+        NumbaCase("nb_transpose", nb_transpose, F64(P64, I32, I32), [(IN, u(12)), (INT, 3), (INT, 4)]),
+        NumbaCase("nb_scratch_reuse", nb_scratch_reuse, types.void(P64, P64, I32, I32),
+                  [(IN, u(5)), (INOUT, u(5)), (INT, 5), (INT, 3)]),
         NumbaCase("nb_branches", nb_branches, types.void(P64, P64, I32),
                   [(IN, np.array([-1.2, -0.3, 0.1, 0.7, 2.0, -0.8])), (OUT, np.zeros(6)), (INT, 6)]),
         NumbaCase("nb_early_return", nb_early_return, F64(P64, I32, F64),
@@ -958,7 +992,7 @@ EXTRA = frozenset({"big_sum_sq", "big_norm32", "big_iir_inplace", "big_normalize
                    "big_sigmoid_stable", "big_fast_math", "big_matvec", "big_continue", "big_cumprod",
                    "big_softplus_out", "big_complex", "big_tuple_index", "big_global_array", "big_iterate",
                    "nb_slice_sum", "nb_where_scalar", "nb_np_sort", "nb_np_copy_update", "nb_np_exprs",
-                   "nb_np_2d_scratch", "nb_divide_numpy", "big_reverse_view", "nb_fast_dot", "nb_softmax32"})
+                   "nb_np_2d_scratch", "nb_divide_numpy", "big_reverse_view", "nb_fast_dot", "nb_softmax32", "nb_strided"})
 
 
 @lru_cache(maxsize=None)
