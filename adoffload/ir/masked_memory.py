@@ -25,7 +25,17 @@ Gathers and scatters (vectors of pointers) are left alone (refused where they ma
 from __future__ import annotations
 
 from .builder import Builder
-from .core import Block, FloatType, Function, Instruction, IntType, Module, VectorType, const, i64
+from .core import (
+    Block,
+    FloatType,
+    Function,
+    Instruction,
+    IntType,
+    Module,
+    VectorType,
+    const,
+    i64,
+)
 
 _LOAD, _STORE = "llvm.masked.load.", "llvm.masked.store."
 

@@ -17,7 +17,18 @@ it was, and its stores of active values stay refused.
 from __future__ import annotations
 
 from .builder import Builder
-from .core import Constant, Function, FunctionType, Instruction, Module, const, i32, i64, ptr, void
+from .core import (
+    Constant,
+    Function,
+    FunctionType,
+    Instruction,
+    Module,
+    const,
+    i32,
+    i64,
+    ptr,
+    void,
+)
 
 NRT_ALLOCATORS = ("NRT_MemInfo_alloc_aligned", "NRT_MemInfo_alloc_safe_aligned")   # (i64 size, i32 align)
 DATA_OFFSET = 24                       # offsetof(NRT_MemInfo, data)

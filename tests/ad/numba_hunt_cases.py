@@ -1,21 +1,18 @@
-"""numba code as numba users write it, for tests/ad/test_foreign_numba_hunt.py.
-
-Each case is a plain Python function, the numba signature and options of its ``@cfunc`` entry
-(compiled when a test first asks for it, so collecting the tests compiles nothing) and the
-arguments with their roles (rust_hunt_cases: ``int``, ``real``, ``in``, ``out``, ``inout``).
-Entries read their pointers through ``carray`` views and call ``@njit`` helpers, inlined by
-numba (``inline="always"``) or left as calls (the default, and ``inline="never"``).
+"""The table of tests/ad/test_foreign_numba_hunt.py: each case is a function of numba_hunt_functions.py,
+the numba signature and options of its ``@cfunc`` entry (compiled when a test first asks for it, so
+collecting the tests compiles nothing) and the arguments with their roles (rust_hunt_cases: ``int``,
+``real``, ``in``, ``out``, ``inout``).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 
-import numpy as np
 import numba
-from numba import carray, cfunc, farray, njit, types
+import numpy as np
+from numba import cfunc, types
 
+from . import numba_hunt_functions as fns
 from .rust_hunt_cases import IN, INOUT, INT, OUT, REAL, Case
 
 F64, F32, I32, I64 = types.float64, types.float32, types.intc, types.int64
@@ -36,742 +33,6 @@ class NumbaCase:
         return Case(self.name, self.params, self.dtype, self.rounds_through_f32)
 
 
-# ----------------------------------------------------------------------------- helpers (@njit)
-
-@njit
-def _sq(x):
-    return x * x
-
-
-@njit(inline="always")
-def _softplus(x):
-    if x > 20.0:
-        return x
-    return math.log1p(math.exp(x))
-
-
-@njit(inline="never")
-def _sincos(t):
-    return math.sin(t), math.cos(t)
-
-
-@njit
-def _dist3(x, i, j):
-    return math.sqrt((x[i, 0] - x[j, 0]) ** 2 + (x[i, 1] - x[j, 1]) ** 2 + (x[i, 2] - x[j, 2]) ** 2)
-
-
-@njit
-def _horner(c, t):
-    s = 0.0
-    for k in range(c.shape[0] - 1, -1, -1):
-        s = s * t + c[k]
-    return s
-
-
-@njit(boundscheck=True)
-def _checked_sum(x, n):
-    s = 0.0
-    for i in range(n):
-        s += x[i] * x[i]
-    return s
-
-
-# ----------------------------------------------------------------------------- entries
-
-def nb_sum_sq(xp, n):
-    x = carray(xp, (n,))
-    s = 0.0
-    for i in range(n):
-        s += _sq(x[i])
-    return s
-
-
-def nb_axpy_inplace(a, xp, yp, n):
-    x, y = carray(xp, (n,)), carray(yp, (n,))
-    for i in range(n):
-        y[i] += a * x[i]
-
-
-def nb_axpy32(a, xp, yp, n):
-    x, y = carray(xp, (n,)), carray(yp, (n,))
-    for i in range(n):
-        y[i] = a * x[i] + y[i]
-
-
-def nb_logsumexp(xp, n):
-    x = carray(xp, (n,))
-    m = x[0]
-    for i in range(1, n):
-        m = max(m, x[i])
-    s = 0.0
-    for i in range(n):
-        s += math.exp(x[i] - m)
-    return m + math.log(s)
-
-
-def nb_softplus_out(xp, yp, n):
-    x, y = carray(xp, (n,)), carray(yp, (n,))
-    for i in range(n):
-        y[i] = _softplus(x[i])
-
-
-def nb_math_mix(a, b):
-    return (math.exp(a) * math.log(b) + math.sqrt(a * a + b) + math.pow(b, a) + math.sin(a) * math.cos(b)
-            + math.tanh(a - b) + math.atan2(a, b) + math.hypot(a, b))
-
-
-def nb_special(a, b):
-    return math.erf(a) + math.lgamma(b) + math.gamma(b) * 0.1 + math.erfc(a * b)
-
-
-def nb_kinks(a, b):
-    return math.fabs(a) * math.floor(b) + math.copysign(a * b, b) + abs(a - b) + min(a, b) * max(a, 2.0 * b)
-
-
-def nb_clip(xp, yp, n, lo, hi):
-    x, y = carray(xp, (n,)), carray(yp, (n,))
-    for i in range(n):
-        y[i] = min(max(x[i], lo), hi)
-
-
-def nb_np_sum(xp, n):
-    x = carray(xp, (n,))
-    return np.sum(x * x) + np.sum(x)
-
-
-def nb_np_sum_view(xp, n):
-    x = carray(xp, (n,))
-    return np.sum(x) * x[0]
-
-
-def nb_np_dot(xp, yp, n):
-    x, y = carray(xp, (n,)), carray(yp, (n,))
-    return np.dot(x, y)
-
-
-def nb_np_zeros_scratch(xp, n):
-    x = carray(xp, (n,))
-    t = np.zeros(n)
-    for i in range(n):
-        t[i] = x[i] * x[i]
-    s = 0.0
-    for i in range(n):
-        s += t[i] * x[(i + 1) % n]
-    return s
-
-
-def nb_np_empty_int_scratch(xp, n):
-    x = carray(xp, (n,))
-    order = np.empty(n, np.int64)
-    for i in range(n):
-        order[i] = n - 1 - i
-    s = 0.0
-    for i in range(n):
-        s += x[order[i]] * (i + 1.0)
-    return s
-
-
-def nb_np_sqrt_array(xp, n):
-    x = carray(xp, (n,))
-    return np.sum(np.sqrt(x))
-
-
-def nb_branches(xp, yp, n):
-    x, y = carray(xp, (n,)), carray(yp, (n,))
-    for i in range(n):
-        if x[i] > 0.5:
-            y[i] = x[i] * x[i]
-        elif x[i] < -0.5:
-            y[i] = math.exp(x[i])
-        else:
-            y[i] = 0.25 + x[i] * 0.5
-
-
-def nb_early_return(xp, n, limit):
-    x = carray(xp, (n,))
-    s = 0.0
-    for i in range(n):
-        s += x[i] * x[i]
-        if s > limit:
-            return s * 2.0
-    return s
-
-
-def nb_while_newton(xp, yp, n):
-    x, y = carray(xp, (n,)), carray(yp, (n,))
-    for i in range(n):
-        g = x[i]
-        while abs(g * g - x[i]) > 1e-12 * x[i]:
-            g = 0.5 * (g + x[i] / g)
-        y[i] = g
-
-
-def nb_gather(xp, idxp, yp, n):
-    x, idx, y = carray(xp, (n,)), carray(idxp, (n,)), carray(yp, (n,))
-    for i in range(n):
-        y[i] = x[idx[i]] * x[i]
-
-
-def nb_scatter_add(xp, idxp, yp, n, m):
-    x, idx, y = carray(xp, (n,)), carray(idxp, (n,)), carray(yp, (m,))
-    for i in range(n):
-        y[idx[i]] += math.sin(x[i])
-
-
-def nb_norm32(xp, n):
-    x = carray(xp, (n,))
-    s = np.float32(0.0)
-    for i in range(n):
-        s += x[i] * x[i]
-    return math.sqrt(s)
-
-
-def nb_softmax32(xp, yp, n):
-    x, y = carray(xp, (n,)), carray(yp, (n,))
-    m = x[0]
-    for i in range(1, n):
-        if x[i] > m:
-            m = x[i]
-    s = np.float32(0.0)
-    for i in range(n):
-        y[i] = math.exp(x[i] - m)
-        s += y[i]
-    for i in range(n):
-        y[i] /= s
-
-
-def nb_tuple_helper(tp, n):
-    t = carray(tp, (n,))
-    sx, sy = 0.0, 0.0
-    for i in range(n):
-        s, c = _sincos(t[i])
-        sx += s * c
-        sy += c * c
-    return sx * sy
-
-
-def nb_tuple_index(xp, n):
-    coef = (0.5, -1.25, 2.0, 0.75)
-    x = carray(xp, (n,))
-    s = 0.0
-    for i in range(n):
-        s += coef[i % 4] * x[i] * x[i]
-    return s
-
-
-def nb_forward_subst(lp, bp, n):
-    low, b = carray(lp, (n, n)), carray(bp, (n,))
-    for i in range(n):
-        for j in range(i):
-            b[i] -= low[i, j] * b[j]
-        b[i] /= low[i, i]
-
-
-def nb_triangle_pairs(xp, n):
-    x = carray(xp, (n, 3))
-    e = 0.0
-    for i in range(n):
-        for j in range(i + 1, n):
-            r = _dist3(x, i, j)
-            e += 1.0 / r
-    return e
-
-
-def nb_iir_inplace(xp, n, a):
-    x = carray(xp, (n,))
-    for i in range(1, n):
-        x[i] = x[i] + a * x[i - 1]
-
-
-def nb_cumprod(xp, yp, n):
-    x, y = carray(xp, (n,)), carray(yp, (n,))
-    p = 1.0
-    for i in range(n):
-        p *= x[i]
-        y[i] = p
-
-
-def nb_horner(cp, n, t):
-    c = carray(cp, (n,))
-    return _horner(c, t)
-
-
-def nb_matvec(ap, xp, yp, m, n):
-    a, x, y = carray(ap, (m, n)), carray(xp, (n,)), carray(yp, (m,))
-    for i in range(m):
-        s = 0.0
-        for j in range(n):
-            s += a[i, j] * x[j]
-        y[i] = s
-
-
-def nb_stencil(xp, yp, n, k):
-    x, y = carray(xp, (n,)), carray(yp, (n,))
-    for i in range(n):
-        y[i] = k * (x[i - 1] - 2.0 * x[i] + x[(i + 1) % n])        # x[-1] wraps around, as in numpy
-
-
-def nb_normalize_inplace(xp, n):
-    x = carray(xp, (n,))
-    s = 0.0
-    for i in range(n):
-        s += x[i] * x[i]
-    r = 1.0 / math.sqrt(s)
-    for i in range(n):
-        x[i] *= r
-
-
-def nb_powers(xp, n, p):
-    x = carray(xp, (n,))
-    s = 0.0
-    for i in range(n):
-        s += x[i] ** 3 + x[i] ** p + x[i] ** 0.5 + 2.0 ** x[i]
-    return s
-
-
-def nb_int_power(xp, n, k):
-    x = carray(xp, (n,))
-    s = 0.0
-    for i in range(n):
-        s += x[i] ** k
-    return s
-
-
-def nb_sigmoid_stable(xp, yp, n):
-    x, y = carray(xp, (n,)), carray(yp, (n,))
-    for i in range(n):
-        if x[i] >= 0:
-            y[i] = 1.0 / (1.0 + math.exp(-x[i]))
-        else:
-            e = math.exp(x[i])
-            y[i] = e / (1.0 + e)
-
-
-def nb_bin_by_int(xp, yp, n, m):
-    x, y = carray(xp, (n,)), carray(yp, (m,))
-    for i in range(n):
-        k = int(math.floor(x[i] * m)) % m
-        y[k] += x[i] * x[i]
-
-
-def nb_welford(xp, n):
-    x = carray(xp, (n,))
-    mean, m2 = 0.0, 0.0
-    for i in range(n):
-        d = x[i] - mean
-        mean += d / (i + 1)
-        m2 += d * (x[i] - mean)
-    return m2 / (n - 1) + mean
-
-
-def nb_complex(xp, yp, n):
-    x, y = carray(xp, (n,)), carray(yp, (n,))
-    s = 0.0
-    for i in range(n):
-        z = complex(x[i], y[i])
-        w = z * z + 1j * z
-        s += abs(w) + (w / (z + 2.0)).real
-    return s
-
-
-def nb_break(xp, n, stop):
-    x = carray(xp, (n,))
-    s = 0.0
-    i = 0
-    while i < n:
-        if x[i] > stop:
-            break
-        s += math.sin(x[i]) * (i + 1)
-        i += 1
-    return s
-
-
-def nb_checked_sum(xp, n):
-    return _checked_sum(carray(xp, (n,)), n)
-
-
-def nb_checked_stencil(xp, yp, n):
-    x, y = carray(xp, (n,)), carray(yp, (n,))
-    for i in range(1, n - 1):
-        y[i] = x[i + 1] * x[i - 1] - x[i]
-
-
-def nb_fast_dot(xp, yp, n):
-    x, y = carray(xp, (n,)), carray(yp, (n,))
-    s = 0.0
-    for i in range(n):
-        s += x[i] * y[i]
-    return s
-
-
-def nb_fast_math(xp, yp, n):
-    x, y = carray(xp, (n,)), carray(yp, (n,))
-    for i in range(n):
-        y[i] = math.exp(-x[i] * x[i]) / math.sqrt(1.0 + x[i] * x[i])
-
-
-def nb_divide(xp, yp, zp, n):
-    x, y, z = carray(xp, (n,)), carray(yp, (n,)), carray(zp, (n,))
-    for i in range(n):
-        z[i] = x[i] / y[i] + x[i] % y[i]
-
-
-def nb_f32_mixed(xp, n, a):
-    x = carray(xp, (n,))
-    s = np.float32(0.0)
-    for i in range(n):
-        s += math.exp(a * x[i]) * 0.5 + math.log(1.0 + x[i] * x[i])
-    return s
-
-
-def nb_2d_rows(ap, m, n):
-    a = carray(ap, (m, n))
-    tot = 0.0
-    for i in range(m):
-        r = 0.0
-        for j in range(n):
-            r += a[i, j] * a[i, j]
-        tot += math.sqrt(r) * (i + 1)
-    return tot
-
-
-def nb_reverse_view(xp, yp, n):
-    x, y = carray(xp, (n,)), carray(yp, (n,))
-    xr = x[::-1]
-    for i in range(n):
-        y[i] = xr[i] * x[i] + x[n - 1 - i]
-
-
-def nb_slice_sum(xp, n):
-    x = carray(xp, (n,))
-    return np.sum(x[1:n - 1] * x[0:n - 2]) + x[n - 1] ** 2
-
-
-def nb_record_like(pp, n, g):
-    p = carray(pp, (n, 4))             # rows (x, y, vx, m): the structs users lay out by hand
-    e = 0.0
-    for i in range(n):
-        e += 0.5 * p[i, 3] * p[i, 2] * p[i, 2] + p[i, 3] * g * p[i, 1]
-    return e
-
-
-
-def nb_bits_abs(xp, n):
-    x = carray(xp, (n,))
-    b = x.view(np.uint64)
-    for i in range(n):
-        b[i] &= np.uint64(0x7FFFFFFFFFFFFFFF)          # |x| by clearing the sign bit, in place
-
-
-def nb_bits_read(xp, n):
-    x = carray(xp, (n,))
-    b = x.view(np.int64)
-    s = 0.0
-    for i in range(n):
-        s += x[i] if b[i] >= 0 else -x[i]              # the sign read from the bits
-    return s
-
-
-def nb_bubble_pass(xp, n):
-    x = carray(xp, (n,))
-    for k in range(n - 1):
-        for i in range(n - 1 - k):
-            if x[i] > x[i + 1]:
-                x[i], x[i + 1] = x[i + 1], x[i]
-
-
-def nb_iterate(xp, yp, n):
-    x, y = carray(xp, (n,)), carray(yp, (n,))
-    s = 0.0
-    for k, (a, b) in enumerate(zip(x, y)):
-        s += a * b * (k + 1)
-    for a in x:
-        s += math.cos(a)
-    return s
-
-
-def nb_fortran_view(ap, m, n):
-    a = farray(ap, (m, n))
-    s = 0.0
-    for j in range(n):
-        for i in range(m):
-            s += a[i, j] * (i + 2 * j + 1) * a[i, j]
-    return s + a[m - 1, 0] * a[0, n - 1]
-
-
-def nb_math2(a, b):
-    return (math.expm1(a) + math.log2(b) + math.log10(b) + math.asin(a * 0.5) + math.acos(a * 0.3)
-            + math.atan(b) + math.sinh(a) + math.cosh(b) + math.asinh(a) + math.acosh(b + 1.0)
-            + math.atanh(a * 0.5) + math.tan(a))
-
-
-def nb_round_trunc(a, b):
-    return math.trunc(a) * b + math.ceil(b) * a + round(a * 3.0) * b + a * int(b)
-
-
-def nb_frexp_ldexp(a, b):
-    m, e = math.frexp(a)
-    return math.ldexp(m * b, e) + m
-
-
-def nb_gauss_seidel(xp, n, iters):
-    x = carray(xp, (n,))
-    for _ in range(iters):
-        for i in range(1, n - 1):
-            x[i] = 0.5 * (math.sin(x[i - 1]) + x[i + 1] * x[i])
-
-
-def nb_swap_ends(xp, n):
-    x = carray(xp, (n,))
-    for i in range(n // 2):
-        x[i], x[n - 1 - i] = x[n - 1 - i] * 2.0, x[i]
-
-
-def nb_argmax(xp, n):
-    x = carray(xp, (n,))
-    k = np.argmax(x)
-    return x[k] * np.max(x) + np.min(x)
-
-
-@njit
-def _fib_like(a, b, k):
-    for _ in range(k):
-        a, b = b, a * 0.5 + b * math.sin(a)
-    return a, b
-
-
-def nb_tuple_recurrence(a, b, k):
-    p, q = _fib_like(a, b, k)
-    return p * q
-
-
-@njit
-def _rpow(x, k):
-    if k == 0:
-        return 1.0
-    return x * _rpow(x, k - 1)
-
-
-def nb_recursive(a, k):
-    return _rpow(a, k)
-
-
-@njit
-def _gen(x):
-    for v in x:
-        yield v * v
-
-
-def nb_generator(xp, n):
-    x = carray(xp, (n,))
-    s = 0.0
-    for v in _gen(x):
-        s += v
-    return s
-
-
-_TABLE = np.array([0.5, 1.5, -2.0, 0.25, 3.0])
-
-
-def nb_global_array(xp, n):
-    x = carray(xp, (n,))
-    s = 0.0
-    for i in range(n):
-        s += _TABLE[i % 5] * math.exp(x[i])
-    return s
-
-
-def nb_isnan_guard(xp, n):
-    x = carray(xp, (n,))
-    s = 0.0
-    for i in range(n):
-        v = math.log(x[i])
-        if not math.isnan(v) and not math.isinf(v):
-            s += v * v
-    return s
-
-
-def nb_continue(xp, yp, n):
-    x, y = carray(xp, (n,)), carray(yp, (n,))
-    for i in range(n):
-        if x[i] < 0.0:
-            continue
-        y[i] = math.sqrt(x[i]) * x[i]
-
-
-def nb_f32_roundtrip(xp, n):
-    x = carray(xp, (n,))
-    s = 0.0
-    for i in range(n):
-        s += np.float32(x[i]) * x[i]
-    return s
-
-
-def nb_reversed_loop(xp, yp, n):
-    x, y = carray(xp, (n,)), carray(yp, (n,))
-    acc = 0.0
-    for i in range(n - 1, -1, -1):
-        acc = acc * 0.9 + x[i]
-        y[i] = acc * acc
-
-
-def nb_int_gather_neg(xp, idxp, n):
-    x, idx = carray(xp, (n,)), carray(idxp, (n,))
-    s = 0.0
-    for i in range(n):
-        s += x[idx[i]] * x[i]                          # negative indices wrap around
-    return s
-
-
-def nb_where_scalar(xp, yp, n):
-    x, y = carray(xp, (n,)), carray(yp, (n,))
-    for i in range(n):
-        y[i] = np.where(x[i] > 0.0, x[i] * x[i], -x[i]) + np.exp(x[i]) * np.tanh(x[i])
-
-
-def nb_checked_gather(xp, idxp, n):
-    x, idx = carray(xp, (n,)), carray(idxp, (n,))
-    s = 0.0
-    for i in range(n):
-        s += x[idx[i]] ** 2
-    return s
-
-
-def nb_cond_store(xp, yp, n, t):
-    x, y = carray(xp, (n,)), carray(yp, (n,))
-    for i in range(n):
-        if x[i] * t > 0.2:
-            y[i] = x[i] * t
-        if y[i] > 0.5:                                  # reads back what it may have stored
-            y[i] = y[i] * y[i]
-
-
-def nb_raise(xp, n):
-    x = carray(xp, (n,))
-    s = 0.0
-    for i in range(n):
-        if x[i] < -5.0:
-            raise ValueError("x out of range")
-        s += x[i] * math.exp(x[i])
-    assert s == s, "nan"
-    return s
-
-
-def nb_np_scalars(a, b):
-    return (np.exp(a) * np.log1p(b) + np.arctan2(a, b) + np.hypot(a, b) + np.cbrt(b) + np.fmax(a, b) * np.fmin(a, b)
-            + np.sinc(a) + np.deg2rad(b) + np.square(a) + np.reciprocal(b) + np.sign(a) * b)
-
-
-def nb_floordiv(xp, n, m):
-    x = carray(xp, (n,))
-    s = 0.0
-    for i in range(n):
-        j = (i * 7) // m
-        s += x[j % n] * (x[i] // 0.3 + x[i] % 0.3)
-    return s
-
-
-def nb_closure(xp, n, scale):
-    x = carray(xp, (n,))
-
-    def inner(v):
-        return scale * v * v
-
-    s = 0.0
-    for i in range(n):
-        s += inner(x[i])
-    return s
-
-
-def nb_records(rp, n, g):
-    r = carray(rp, (n,))
-    e = 0.0
-    for i in range(n):
-        e += r[i].m * (0.5 * r[i].v * r[i].v + g * r[i].h) * (r[i].k + 1)
-    return e
-
-
-def nb_record_write(rp, n, dt):
-    r = carray(rp, (n,))
-    for i in range(n):
-        r[i].h += dt * r[i].v
-        r[i].v -= dt * 9.8 * r[i].m
-
-
-def nb_np_exprs(xp, yp, n):
-    x, y = carray(xp, (n,)), carray(yp, (n,))
-    return np.sum(np.exp(x) * y - x ** 2) + np.mean(x) * np.std(y) + np.var(x)
-
-
-def nb_np_cumsum(xp, n):
-    c = np.cumsum(carray(xp, (n,)))
-    return np.sum(c * c)
-
-
-def nb_np_2d_scratch(xp, n):
-    x = carray(xp, (n,))
-    t = np.zeros((n, 3))
-    for i in range(n):
-        for k in range(3):
-            t[i, k] = x[i] * (k + 1) + x[(i + k) % n]
-    return (t ** 2).sum() + t[n - 1, 2] * t[0, 0]
-
-
-@njit(inline="never")
-def _scaled(x, a):
-    return a * x
-
-
-def nb_np_helper_array(xp, n, a):
-    x = carray(xp, (n,))
-    r = _scaled(x, a)
-    u = r                                   # a second reference: numba increments the count
-    return np.sum(u * x) + r[0]
-
-
-def nb_np_sort(xp, wp, n):
-    s = np.sort(carray(xp, (n,)))
-    return np.sum(s * carray(wp, (n,)))
-
-
-def nb_np_copy_update(xp, yp, n):
-    x, y = carray(xp, (n,)), carray(yp, (n,))
-    t = x.copy()
-    for i in range(1, n):
-        t[i] = t[i - 1] * 0.5 + t[i] * t[i]
-    y[:] = t
-
-
-def nb_strided(xp, n):
-    x = carray(xp, (n,))
-    v = x[::2]
-    s = 0.0
-    for i in range(v.shape[0]):
-        s += v[i] * x[i] + v[-1 - i] ** 2
-    return s
-
-
-def nb_transpose(ap, m, n):
-    at = carray(ap, (m, n)).T
-    s = 0.0
-    for j in range(n):
-        for i in range(m):
-            s += at[j, i] * (j + 1) * math.sin(at[j, i])
-    return s
-
-
-def nb_scratch_reuse(xp, yp, n, rounds):
-    x, y = carray(xp, (n,)), carray(yp, (n,))
-    t = np.empty(n)
-    acc = 0.0
-    for r in range(rounds):
-        for i in range(n):
-            t[i] = math.sin(x[i] * (r + 1) + acc)
-        for i in range(n):
-            acc += t[i] * t[(i + 1) % n]
-            y[i] += acc * 0.1
-
-
 # ----------------------------------------------------------------------------- the table
 
 # numpy records (structs): all-float ones are passed as float64 arrays of their words, so the roles of
@@ -783,137 +44,137 @@ PBODY, PBODY_MIXED = types.CPointer(numba.from_dtype(BODY)), types.CPointer(numb
 
 def _cases() -> list[NumbaCase]:
     rng = np.random.default_rng(23)
-    u = lambda *shape, lo=-1.0, hi=1.0: rng.uniform(lo, hi, shape)  # noqa: E731
-    f32 = lambda a: a.astype(np.float32)  # noqa: E731
+    u = lambda *shape, lo=-1.0, hi=1.0: rng.uniform(lo, hi, shape)
+    f32 = lambda a: a.astype(np.float32)
     lower = np.tril(u(4, 4, lo=-0.3, hi=0.3)) + np.eye(4) * 2.0
     pts = (np.array([(i % 2, (i // 2) % 2, i // 4) for i in range(5)], np.float64) + u(5, 3, lo=-0.1, hi=0.1))
-    fm = dict(fastmath=True)
+    fm = {'fastmath': True}
     return [
-        NumbaCase("nb_sum_sq", nb_sum_sq, F64(P64, I32), [(IN, u(7)), (INT, 7)]),
-        NumbaCase("nb_axpy_inplace", nb_axpy_inplace, types.void(F64, P64, P64, I32),
+        NumbaCase("nb_sum_sq", fns.nb_sum_sq, F64(P64, I32), [(IN, u(7)), (INT, 7)]),
+        NumbaCase("nb_axpy_inplace", fns.nb_axpy_inplace, types.void(F64, P64, P64, I32),
                   [(REAL, 0.7), (IN, u(6)), (INOUT, u(6)), (INT, 6)]),
-        NumbaCase("nb_axpy32", nb_axpy32, types.void(F32, P32, P32, I32),
+        NumbaCase("nb_axpy32", fns.nb_axpy32, types.void(F32, P32, P32, I32),
                   [(REAL, 0.7), (IN, f32(u(9))), (INOUT, f32(u(9))), (INT, 9)], np.float32),
-        NumbaCase("nb_logsumexp", nb_logsumexp, F64(P64, I64), [(IN, u(6)), (INT, 6)]),
-        NumbaCase("nb_softplus_out", nb_softplus_out, types.void(P64, P64, I32),
+        NumbaCase("nb_logsumexp", fns.nb_logsumexp, F64(P64, I64), [(IN, u(6)), (INT, 6)]),
+        NumbaCase("nb_softplus_out", fns.nb_softplus_out, types.void(P64, P64, I32),
                   [(IN, np.array([-2.0, 0.3, 25.0, 1.1, -0.7])), (OUT, np.zeros(5)), (INT, 5)]),
-        NumbaCase("nb_math_mix", nb_math_mix, F64(F64, F64), [(REAL, 0.8), (REAL, 1.3)]),
-        NumbaCase("nb_special", nb_special, F64(F64, F64), [(REAL, 0.4), (REAL, 2.3)]),
-        NumbaCase("nb_kinks", nb_kinks, F64(F64, F64), [(REAL, -0.6), (REAL, 1.7)]),
-        NumbaCase("nb_clip", nb_clip, types.void(P64, P64, I32, F64, F64),
+        NumbaCase("nb_math_mix", fns.nb_math_mix, F64(F64, F64), [(REAL, 0.8), (REAL, 1.3)]),
+        NumbaCase("nb_special", fns.nb_special, F64(F64, F64), [(REAL, 0.4), (REAL, 2.3)]),
+        NumbaCase("nb_kinks", fns.nb_kinks, F64(F64, F64), [(REAL, -0.6), (REAL, 1.7)]),
+        NumbaCase("nb_clip", fns.nb_clip, types.void(P64, P64, I32, F64, F64),
                   [(IN, np.array([-1.3, -0.2, 0.4, 0.9, 1.6, 0.05])), (OUT, np.zeros(6)), (INT, 6), (REAL, -0.5),
                    (REAL, 0.8)]),
-        NumbaCase("nb_np_sum", nb_np_sum, F64(P64, I32), [(IN, u(6)), (INT, 6)]),
-        NumbaCase("nb_np_sum_view", nb_np_sum_view, F64(P64, I32), [(IN, u(6)), (INT, 6)]),
-        NumbaCase("nb_np_dot", nb_np_dot, F64(P64, P64, I32), [(IN, u(5)), (IN, u(5)), (INT, 5)]),
-        NumbaCase("nb_np_zeros_scratch", nb_np_zeros_scratch, F64(P64, I32), [(IN, u(5)), (INT, 5)]),
-        NumbaCase("nb_np_empty_int_scratch", nb_np_empty_int_scratch, F64(P64, I32), [(IN, u(5)), (INT, 5)]),
-        NumbaCase("nb_np_sqrt_array", nb_np_sqrt_array, F64(P64, I32), [(IN, u(5, lo=0.2, hi=2.0)), (INT, 5)]),
-        NumbaCase("nb_np_exprs", nb_np_exprs, F64(P64, P64, I32), [(IN, u(6)), (IN, u(6)), (INT, 6)]),
-        NumbaCase("nb_np_cumsum", nb_np_cumsum, F64(P64, I32), [(IN, u(6)), (INT, 6)]),
-        NumbaCase("nb_np_2d_scratch", nb_np_2d_scratch, F64(P64, I32), [(IN, u(5)), (INT, 5)]),
-        NumbaCase("nb_np_helper_array", nb_np_helper_array, F64(P64, I32, F64), [(IN, u(6)), (INT, 6), (REAL, 0.7)]),
-        NumbaCase("nb_np_sort", nb_np_sort, F64(P64, P64, I32), [(IN, u(7)), (IN, u(7)), (INT, 7)]),
-        NumbaCase("nb_np_copy_update", nb_np_copy_update, types.void(P64, P64, I32),
+        NumbaCase("nb_np_sum", fns.nb_np_sum, F64(P64, I32), [(IN, u(6)), (INT, 6)]),
+        NumbaCase("nb_np_sum_view", fns.nb_np_sum_view, F64(P64, I32), [(IN, u(6)), (INT, 6)]),
+        NumbaCase("nb_np_dot", fns.nb_np_dot, F64(P64, P64, I32), [(IN, u(5)), (IN, u(5)), (INT, 5)]),
+        NumbaCase("nb_np_zeros_scratch", fns.nb_np_zeros_scratch, F64(P64, I32), [(IN, u(5)), (INT, 5)]),
+        NumbaCase("nb_np_empty_int_scratch", fns.nb_np_empty_int_scratch, F64(P64, I32), [(IN, u(5)), (INT, 5)]),
+        NumbaCase("nb_np_sqrt_array", fns.nb_np_sqrt_array, F64(P64, I32), [(IN, u(5, lo=0.2, hi=2.0)), (INT, 5)]),
+        NumbaCase("nb_np_exprs", fns.nb_np_exprs, F64(P64, P64, I32), [(IN, u(6)), (IN, u(6)), (INT, 6)]),
+        NumbaCase("nb_np_cumsum", fns.nb_np_cumsum, F64(P64, I32), [(IN, u(6)), (INT, 6)]),
+        NumbaCase("nb_np_2d_scratch", fns.nb_np_2d_scratch, F64(P64, I32), [(IN, u(5)), (INT, 5)]),
+        NumbaCase("nb_np_helper_array", fns.nb_np_helper_array, F64(P64, I32, F64), [(IN, u(6)), (INT, 6), (REAL, 0.7)]),
+        NumbaCase("nb_np_sort", fns.nb_np_sort, F64(P64, P64, I32), [(IN, u(7)), (IN, u(7)), (INT, 7)]),
+        NumbaCase("nb_np_copy_update", fns.nb_np_copy_update, types.void(P64, P64, I32),
                   [(IN, u(6)), (OUT, np.zeros(6)), (INT, 6)]),
-        NumbaCase("nb_strided", nb_strided, F64(P64, I32), [(IN, u(9)), (INT, 9)]),
-        NumbaCase("nb_transpose", nb_transpose, F64(P64, I32, I32), [(IN, u(12)), (INT, 3), (INT, 4)]),
-        NumbaCase("nb_scratch_reuse", nb_scratch_reuse, types.void(P64, P64, I32, I32),
+        NumbaCase("nb_strided", fns.nb_strided, F64(P64, I32), [(IN, u(9)), (INT, 9)]),
+        NumbaCase("nb_transpose", fns.nb_transpose, F64(P64, I32, I32), [(IN, u(12)), (INT, 3), (INT, 4)]),
+        NumbaCase("nb_scratch_reuse", fns.nb_scratch_reuse, types.void(P64, P64, I32, I32),
                   [(IN, u(5)), (INOUT, u(5)), (INT, 5), (INT, 3)]),
-        NumbaCase("nb_branches", nb_branches, types.void(P64, P64, I32),
+        NumbaCase("nb_branches", fns.nb_branches, types.void(P64, P64, I32),
                   [(IN, np.array([-1.2, -0.3, 0.1, 0.7, 2.0, -0.8])), (OUT, np.zeros(6)), (INT, 6)]),
-        NumbaCase("nb_early_return", nb_early_return, F64(P64, I32, F64),
+        NumbaCase("nb_early_return", fns.nb_early_return, F64(P64, I32, F64),
                   [(IN, np.array([0.5, -0.7, 0.9, 1.2, 0.3])), (INT, 5), (REAL, 1.5)]),
-        NumbaCase("nb_while_newton", nb_while_newton, types.void(P64, P64, I32),
+        NumbaCase("nb_while_newton", fns.nb_while_newton, types.void(P64, P64, I32),
                   [(IN, u(5, lo=0.5, hi=4.0)), (OUT, np.zeros(5)), (INT, 5)]),
-        NumbaCase("nb_gather", nb_gather, types.void(P64, PI64, P64, I32),
+        NumbaCase("nb_gather", fns.nb_gather, types.void(P64, PI64, P64, I32),
                   [(IN, u(6)), (INT, np.array([3, 0, 0, 5, 2, 4], np.int64)), (OUT, np.zeros(6)), (INT, 6)]),
-        NumbaCase("nb_scatter_add", nb_scatter_add, types.void(P64, PI32, P64, I32, I32),
+        NumbaCase("nb_scatter_add", fns.nb_scatter_add, types.void(P64, PI32, P64, I32, I32),
                   [(IN, u(6)), (INT, np.array([1, 0, 1, 2, 1, 0], np.int32)), (INOUT, u(3)), (INT, 6), (INT, 3)]),
-        NumbaCase("nb_norm32", nb_norm32, F32(P32, I32), [(IN, f32(u(7))), (INT, 7)], np.float32),
-        NumbaCase("nb_softmax32", nb_softmax32, types.void(P32, P32, I32),
+        NumbaCase("nb_norm32", fns.nb_norm32, F32(P32, I32), [(IN, f32(u(7))), (INT, 7)], np.float32),
+        NumbaCase("nb_softmax32", fns.nb_softmax32, types.void(P32, P32, I32),
                   [(IN, f32(u(6))), (OUT, np.zeros(6, np.float32)), (INT, 6)], np.float32),
-        NumbaCase("nb_tuple_helper", nb_tuple_helper, F64(P64, I32), [(IN, u(5)), (INT, 5)]),
-        NumbaCase("nb_tuple_index", nb_tuple_index, F64(P64, I32), [(IN, u(7)), (INT, 7)]),
-        NumbaCase("nb_forward_subst", nb_forward_subst, types.void(P64, P64, I32),
+        NumbaCase("nb_tuple_helper", fns.nb_tuple_helper, F64(P64, I32), [(IN, u(5)), (INT, 5)]),
+        NumbaCase("nb_tuple_index", fns.nb_tuple_index, F64(P64, I32), [(IN, u(7)), (INT, 7)]),
+        NumbaCase("nb_forward_subst", fns.nb_forward_subst, types.void(P64, P64, I32),
                   [(IN, lower.ravel()), (INOUT, u(4)), (INT, 4)]),
-        NumbaCase("nb_triangle_pairs", nb_triangle_pairs, F64(P64, I32), [(IN, pts.ravel()), (INT, 5)]),
-        NumbaCase("nb_iir_inplace", nb_iir_inplace, types.void(P64, I32, F64), [(INOUT, u(6)), (INT, 6), (REAL, 0.6)]),
-        NumbaCase("nb_cumprod", nb_cumprod, types.void(P64, P64, I32),
+        NumbaCase("nb_triangle_pairs", fns.nb_triangle_pairs, F64(P64, I32), [(IN, pts.ravel()), (INT, 5)]),
+        NumbaCase("nb_iir_inplace", fns.nb_iir_inplace, types.void(P64, I32, F64), [(INOUT, u(6)), (INT, 6), (REAL, 0.6)]),
+        NumbaCase("nb_cumprod", fns.nb_cumprod, types.void(P64, P64, I32),
                   [(IN, u(5, lo=0.5, hi=1.5)), (OUT, np.zeros(5)), (INT, 5)]),
-        NumbaCase("nb_horner", nb_horner, F64(P64, I32, F64), [(IN, u(5)), (INT, 5), (REAL, 0.7)]),
-        NumbaCase("nb_matvec", nb_matvec, types.void(P64, P64, P64, I32, I32),
+        NumbaCase("nb_horner", fns.nb_horner, F64(P64, I32, F64), [(IN, u(5)), (INT, 5), (REAL, 0.7)]),
+        NumbaCase("nb_matvec", fns.nb_matvec, types.void(P64, P64, P64, I32, I32),
                   [(IN, u(12)), (IN, u(4)), (OUT, np.zeros(3)), (INT, 3), (INT, 4)]),
-        NumbaCase("nb_stencil", nb_stencil, types.void(P64, P64, I32, F64),
+        NumbaCase("nb_stencil", fns.nb_stencil, types.void(P64, P64, I32, F64),
                   [(IN, u(6)), (OUT, np.zeros(6)), (INT, 6), (REAL, 0.5)]),
-        NumbaCase("nb_normalize_inplace", nb_normalize_inplace, types.void(P64, I32),
+        NumbaCase("nb_normalize_inplace", fns.nb_normalize_inplace, types.void(P64, I32),
                   [(INOUT, u(5, lo=0.2, hi=1.0)), (INT, 5)]),
-        NumbaCase("nb_powers", nb_powers, F64(P64, I32, F64), [(IN, u(5, lo=0.3, hi=1.5)), (INT, 5), (REAL, 1.7)]),
-        NumbaCase("nb_int_power", nb_int_power, F64(P64, I32, I32), [(IN, u(5)), (INT, 5), (INT, 5)]),
-        NumbaCase("nb_sigmoid_stable", nb_sigmoid_stable, types.void(P64, P64, I32),
+        NumbaCase("nb_powers", fns.nb_powers, F64(P64, I32, F64), [(IN, u(5, lo=0.3, hi=1.5)), (INT, 5), (REAL, 1.7)]),
+        NumbaCase("nb_int_power", fns.nb_int_power, F64(P64, I32, I32), [(IN, u(5)), (INT, 5), (INT, 5)]),
+        NumbaCase("nb_sigmoid_stable", fns.nb_sigmoid_stable, types.void(P64, P64, I32),
                   [(IN, np.array([-3.0, -0.4, 0.2, 1.5, 4.0])), (OUT, np.zeros(5)), (INT, 5)]),
-        NumbaCase("nb_bin_by_int", nb_bin_by_int, types.void(P64, P64, I32, I32),
+        NumbaCase("nb_bin_by_int", fns.nb_bin_by_int, types.void(P64, P64, I32, I32),
                   [(IN, np.array([0.11, 0.52, 0.37, 0.93, 0.71, 0.26])), (INOUT, u(4)), (INT, 6), (INT, 4)]),
-        NumbaCase("nb_welford", nb_welford, F64(P64, I32), [(IN, u(7)), (INT, 7)]),
-        NumbaCase("nb_complex", nb_complex, F64(P64, P64, I32), [(IN, u(4)), (IN, u(4)), (INT, 4)]),
-        NumbaCase("nb_break", nb_break, F64(P64, I32, F64),
+        NumbaCase("nb_welford", fns.nb_welford, F64(P64, I32), [(IN, u(7)), (INT, 7)]),
+        NumbaCase("nb_complex", fns.nb_complex, F64(P64, P64, I32), [(IN, u(4)), (IN, u(4)), (INT, 4)]),
+        NumbaCase("nb_break", fns.nb_break, F64(P64, I32, F64),
                   [(IN, np.array([0.3, -0.2, 0.5, 1.4, 0.2])), (INT, 5), (REAL, 1.0)]),
-        NumbaCase("nb_checked_sum", nb_checked_sum, F64(P64, I32), [(IN, u(6)), (INT, 6)]),
-        NumbaCase("nb_checked_stencil", nb_checked_stencil, types.void(P64, P64, I32),
-                  [(IN, u(6)), (OUT, np.zeros(6)), (INT, 6)], options=dict(boundscheck=True)),
-        NumbaCase("nb_fast_dot", nb_fast_dot, F64(P64, P64, I32), [(IN, u(11)), (IN, u(11)), (INT, 11)], options=fm),
-        NumbaCase("nb_fast_math", nb_fast_math, types.void(P64, P64, I32),
+        NumbaCase("nb_checked_sum", fns.nb_checked_sum, F64(P64, I32), [(IN, u(6)), (INT, 6)]),
+        NumbaCase("nb_checked_stencil", fns.nb_checked_stencil, types.void(P64, P64, I32),
+                  [(IN, u(6)), (OUT, np.zeros(6)), (INT, 6)], options={'boundscheck': True}),
+        NumbaCase("nb_fast_dot", fns.nb_fast_dot, F64(P64, P64, I32), [(IN, u(11)), (IN, u(11)), (INT, 11)], options=fm),
+        NumbaCase("nb_fast_math", fns.nb_fast_math, types.void(P64, P64, I32),
                   [(IN, u(9)), (OUT, np.zeros(9)), (INT, 9)], options=fm),
-        NumbaCase("nb_fast_sum32", nb_norm32, F32(P32, I32), [(IN, f32(u(13))), (INT, 13)], np.float32, fm),
-        NumbaCase("nb_divide_python", nb_divide, types.void(P64, P64, P64, I32),
+        NumbaCase("nb_fast_sum32", fns.nb_norm32, F32(P32, I32), [(IN, f32(u(13))), (INT, 13)], np.float32, fm),
+        NumbaCase("nb_divide_python", fns.nb_divide, types.void(P64, P64, P64, I32),
                   [(IN, u(5)), (IN, u(5, lo=0.5, hi=2.0)), (OUT, np.zeros(5)), (INT, 5)]),
-        NumbaCase("nb_divide_numpy", nb_divide, types.void(P64, P64, P64, I32),
+        NumbaCase("nb_divide_numpy", fns.nb_divide, types.void(P64, P64, P64, I32),
                   [(IN, u(5)), (IN, u(5, lo=0.5, hi=2.0)), (OUT, np.zeros(5)), (INT, 5)],
-                  options=dict(error_model="numpy")),
-        NumbaCase("nb_f32_mixed", nb_f32_mixed, F32(P32, I32, F32), [(IN, f32(u(6))), (INT, 6), (REAL, 0.6)],
+                  options={'error_model': 'numpy'}),
+        NumbaCase("nb_f32_mixed", fns.nb_f32_mixed, F32(P32, I32, F32), [(IN, f32(u(6))), (INT, 6), (REAL, 0.6)],
                   np.float32),
-        NumbaCase("nb_2d_rows", nb_2d_rows, F64(P64, I32, I32), [(IN, u(12)), (INT, 3), (INT, 4)]),
-        NumbaCase("nb_reverse_view", nb_reverse_view, types.void(P64, P64, I32),
+        NumbaCase("nb_2d_rows", fns.nb_2d_rows, F64(P64, I32, I32), [(IN, u(12)), (INT, 3), (INT, 4)]),
+        NumbaCase("nb_reverse_view", fns.nb_reverse_view, types.void(P64, P64, I32),
                   [(IN, u(6)), (OUT, np.zeros(6)), (INT, 6)]),
-        NumbaCase("nb_slice_sum", nb_slice_sum, F64(P64, I32), [(IN, u(6)), (INT, 6)]),
-        NumbaCase("nb_record_like", nb_record_like, F64(P64, I32, F64),
+        NumbaCase("nb_slice_sum", fns.nb_slice_sum, F64(P64, I32), [(IN, u(6)), (INT, 6)]),
+        NumbaCase("nb_record_like", fns.nb_record_like, F64(P64, I32, F64),
                   [(IN, u(12, lo=0.2, hi=1.0)), (INT, 3), (REAL, 9.8)]),
-        NumbaCase("nb_raise", nb_raise, F64(P64, I32), [(IN, u(6)), (INT, 6)]),
-        NumbaCase("nb_np_scalars", nb_np_scalars, F64(F64, F64), [(REAL, 0.7), (REAL, 1.3)]),
-        NumbaCase("nb_floordiv", nb_floordiv, F64(P64, I32, I32), [(IN, u(6)), (INT, 6), (INT, 4)]),
-        NumbaCase("nb_closure", nb_closure, F64(P64, I32, F64), [(IN, u(6)), (INT, 6), (REAL, 1.3)]),
-        NumbaCase("nb_records", nb_records, F64(PBODY, I32, F64), [(IN, u(16, lo=0.2, hi=1.0)), (INT, 4), (REAL, 9.8)]),
-        NumbaCase("nb_record_write", nb_record_write, types.void(PBODY, I32, F64),
+        NumbaCase("nb_raise", fns.nb_raise, F64(P64, I32), [(IN, u(6)), (INT, 6)]),
+        NumbaCase("nb_np_scalars", fns.nb_np_scalars, F64(F64, F64), [(REAL, 0.7), (REAL, 1.3)]),
+        NumbaCase("nb_floordiv", fns.nb_floordiv, F64(P64, I32, I32), [(IN, u(6)), (INT, 6), (INT, 4)]),
+        NumbaCase("nb_closure", fns.nb_closure, F64(P64, I32, F64), [(IN, u(6)), (INT, 6), (REAL, 1.3)]),
+        NumbaCase("nb_records", fns.nb_records, F64(PBODY, I32, F64), [(IN, u(16, lo=0.2, hi=1.0)), (INT, 4), (REAL, 9.8)]),
+        NumbaCase("nb_record_write", fns.nb_record_write, types.void(PBODY, I32, F64),
                   [(INOUT, u(16, lo=0.2, hi=1.0)), (INT, 4), (REAL, 0.1)]),
-        NumbaCase("nb_bits_abs", nb_bits_abs, types.void(P64, I32), [(INOUT, u(6)), (INT, 6)]),
-        NumbaCase("nb_bits_read", nb_bits_read, F64(P64, I32), [(IN, u(6)), (INT, 6)]),
-        NumbaCase("nb_bubble_pass", nb_bubble_pass, types.void(P64, I32), [(INOUT, u(6)), (INT, 6)]),
-        NumbaCase("nb_iterate", nb_iterate, F64(P64, P64, I32), [(IN, u(5)), (IN, u(5)), (INT, 5)]),
-        NumbaCase("nb_fortran_view", nb_fortran_view, F64(P64, I32, I32), [(IN, u(12)), (INT, 3), (INT, 4)]),
-        NumbaCase("nb_math2", nb_math2, F64(F64, F64), [(REAL, 0.6), (REAL, 1.4)]),
-        NumbaCase("nb_round_trunc", nb_round_trunc, F64(F64, F64), [(REAL, 1.37), (REAL, 0.61)]),
-        NumbaCase("nb_frexp_ldexp", nb_frexp_ldexp, F64(F64, F64), [(REAL, 3.3), (REAL, 0.61)]),
-        NumbaCase("nb_gauss_seidel", nb_gauss_seidel, types.void(P64, I32, I32), [(INOUT, u(6)), (INT, 6), (INT, 3)]),
-        NumbaCase("nb_swap_ends", nb_swap_ends, types.void(P64, I32), [(INOUT, u(7)), (INT, 7)]),
-        NumbaCase("nb_argmax", nb_argmax, F64(P64, I32), [(IN, u(6)), (INT, 6)]),
-        NumbaCase("nb_tuple_recurrence", nb_tuple_recurrence, F64(F64, F64, I32), [(REAL, 0.3), (REAL, 0.8), (INT, 5)]),
-        NumbaCase("nb_recursive", nb_recursive, F64(F64, I32), [(REAL, 0.9), (INT, 4)]),
-        NumbaCase("nb_generator", nb_generator, F64(P64, I32), [(IN, u(6)), (INT, 6)]),
-        NumbaCase("nb_global_array", nb_global_array, F64(P64, I32), [(IN, u(7)), (INT, 7)]),
-        NumbaCase("nb_isnan_guard", nb_isnan_guard, F64(P64, I32), [(IN, u(6, lo=0.2, hi=3.0)), (INT, 6)]),
-        NumbaCase("nb_continue", nb_continue, types.void(P64, P64, I32),
+        NumbaCase("nb_bits_abs", fns.nb_bits_abs, types.void(P64, I32), [(INOUT, u(6)), (INT, 6)]),
+        NumbaCase("nb_bits_read", fns.nb_bits_read, F64(P64, I32), [(IN, u(6)), (INT, 6)]),
+        NumbaCase("nb_bubble_pass", fns.nb_bubble_pass, types.void(P64, I32), [(INOUT, u(6)), (INT, 6)]),
+        NumbaCase("nb_iterate", fns.nb_iterate, F64(P64, P64, I32), [(IN, u(5)), (IN, u(5)), (INT, 5)]),
+        NumbaCase("nb_fortran_view", fns.nb_fortran_view, F64(P64, I32, I32), [(IN, u(12)), (INT, 3), (INT, 4)]),
+        NumbaCase("nb_math2", fns.nb_math2, F64(F64, F64), [(REAL, 0.6), (REAL, 1.4)]),
+        NumbaCase("nb_round_trunc", fns.nb_round_trunc, F64(F64, F64), [(REAL, 1.37), (REAL, 0.61)]),
+        NumbaCase("nb_frexp_ldexp", fns.nb_frexp_ldexp, F64(F64, F64), [(REAL, 3.3), (REAL, 0.61)]),
+        NumbaCase("nb_gauss_seidel", fns.nb_gauss_seidel, types.void(P64, I32, I32), [(INOUT, u(6)), (INT, 6), (INT, 3)]),
+        NumbaCase("nb_swap_ends", fns.nb_swap_ends, types.void(P64, I32), [(INOUT, u(7)), (INT, 7)]),
+        NumbaCase("nb_argmax", fns.nb_argmax, F64(P64, I32), [(IN, u(6)), (INT, 6)]),
+        NumbaCase("nb_tuple_recurrence", fns.nb_tuple_recurrence, F64(F64, F64, I32), [(REAL, 0.3), (REAL, 0.8), (INT, 5)]),
+        NumbaCase("nb_recursive", fns.nb_recursive, F64(F64, I32), [(REAL, 0.9), (INT, 4)]),
+        NumbaCase("nb_generator", fns.nb_generator, F64(P64, I32), [(IN, u(6)), (INT, 6)]),
+        NumbaCase("nb_global_array", fns.nb_global_array, F64(P64, I32), [(IN, u(7)), (INT, 7)]),
+        NumbaCase("nb_isnan_guard", fns.nb_isnan_guard, F64(P64, I32), [(IN, u(6, lo=0.2, hi=3.0)), (INT, 6)]),
+        NumbaCase("nb_continue", fns.nb_continue, types.void(P64, P64, I32),
                   [(IN, np.array([0.4, -0.3, 1.2, -0.9, 0.8])), (OUT, np.zeros(5)), (INT, 5)]),
-        NumbaCase("nb_f32_roundtrip", nb_f32_roundtrip, F64(P64, I32), [(IN, u(5)), (INT, 5)],
+        NumbaCase("nb_f32_roundtrip", fns.nb_f32_roundtrip, F64(P64, I32), [(IN, u(5)), (INT, 5)],
                   rounds_through_f32=True),
-        NumbaCase("nb_reversed_loop", nb_reversed_loop, types.void(P64, P64, I32),
+        NumbaCase("nb_reversed_loop", fns.nb_reversed_loop, types.void(P64, P64, I32),
                   [(IN, u(6)), (OUT, np.zeros(6)), (INT, 6)]),
-        NumbaCase("nb_int_gather_neg", nb_int_gather_neg, F64(P64, PI64, I32),
+        NumbaCase("nb_int_gather_neg", fns.nb_int_gather_neg, F64(P64, PI64, I32),
                   [(IN, u(5)), (INT, np.array([-1, 2, -5, 0, 4], np.int64)), (INT, 5)]),
-        NumbaCase("nb_where_scalar", nb_where_scalar, types.void(P64, P64, I32),
+        NumbaCase("nb_where_scalar", fns.nb_where_scalar, types.void(P64, P64, I32),
                   [(IN, np.array([0.4, -0.3, 1.2, -0.9, 0.8])), (OUT, np.zeros(5)), (INT, 5)]),
-        NumbaCase("nb_checked_gather", nb_checked_gather, F64(P64, PI32, I32),
-                  [(IN, u(5)), (INT, np.array([4, 2, -5, 0, 4], np.int32)), (INT, 5)], options=dict(boundscheck=True)),
-        NumbaCase("nb_cond_store", nb_cond_store, types.void(P64, P64, I32, F64),
+        NumbaCase("nb_checked_gather", fns.nb_checked_gather, F64(P64, PI32, I32),
+                  [(IN, u(5)), (INT, np.array([4, 2, -5, 0, 4], np.int32)), (INT, 5)], options={'boundscheck': True}),
+        NumbaCase("nb_cond_store", fns.nb_cond_store, types.void(P64, P64, I32, F64),
                   [(IN, np.array([0.4, -0.3, 1.2, 0.9, 0.15])), (INOUT, np.array([0.1, 0.7, 0.2, 0.9, 0.6])), (INT, 5),
                    (REAL, 1.1)]),
     ]
@@ -924,63 +185,63 @@ def _big_cases() -> list[NumbaCase]:
     remainders: the short cases above run only the scalar remainder loops."""
     rng = np.random.default_rng(29)
     n = 37
-    u = lambda *shape, lo=-1.0, hi=1.0: rng.uniform(lo, hi, shape)  # noqa: E731
-    f32 = lambda a: a.astype(np.float32)  # noqa: E731
-    fm = dict(fastmath=True)
+    u = lambda *shape, lo=-1.0, hi=1.0: rng.uniform(lo, hi, shape)
+    f32 = lambda a: a.astype(np.float32)
+    fm = {'fastmath': True}
     idx = rng.integers(0, n, n)
     return [
-        NumbaCase("big_sum_sq", nb_sum_sq, F64(P64, I32), [(IN, u(n)), (INT, n)]),
-        NumbaCase("big_axpy_inplace", nb_axpy_inplace, types.void(F64, P64, P64, I32),
+        NumbaCase("big_sum_sq", fns.nb_sum_sq, F64(P64, I32), [(IN, u(n)), (INT, n)]),
+        NumbaCase("big_axpy_inplace", fns.nb_axpy_inplace, types.void(F64, P64, P64, I32),
                   [(REAL, 0.7), (IN, u(n)), (INOUT, u(n)), (INT, n)]),
-        NumbaCase("big_axpy32", nb_axpy32, types.void(F32, P32, P32, I32),
+        NumbaCase("big_axpy32", fns.nb_axpy32, types.void(F32, P32, P32, I32),
                   [(REAL, 0.7), (IN, f32(u(n))), (INOUT, f32(u(n))), (INT, n)], np.float32),
-        NumbaCase("big_logsumexp", nb_logsumexp, F64(P64, I64), [(IN, u(n)), (INT, n)]),
-        NumbaCase("big_clip", nb_clip, types.void(P64, P64, I32, F64, F64),
+        NumbaCase("big_logsumexp", fns.nb_logsumexp, F64(P64, I64), [(IN, u(n)), (INT, n)]),
+        NumbaCase("big_clip", fns.nb_clip, types.void(P64, P64, I32, F64, F64),
                   [(IN, u(n, lo=-1.5, hi=1.5)), (OUT, np.zeros(n)), (INT, n), (REAL, -0.5), (REAL, 0.8)]),
-        NumbaCase("big_branches", nb_branches, types.void(P64, P64, I32),
+        NumbaCase("big_branches", fns.nb_branches, types.void(P64, P64, I32),
                   [(IN, u(n, lo=-2.0, hi=2.0)), (OUT, np.zeros(n)), (INT, n)]),
-        NumbaCase("big_gather", nb_gather, types.void(P64, PI64, P64, I32),
+        NumbaCase("big_gather", fns.nb_gather, types.void(P64, PI64, P64, I32),
                   [(IN, u(n)), (INT, idx.astype(np.int64)), (OUT, np.zeros(n)), (INT, n)]),
-        NumbaCase("big_scatter_add", nb_scatter_add, types.void(P64, PI32, P64, I32, I32),
+        NumbaCase("big_scatter_add", fns.nb_scatter_add, types.void(P64, PI32, P64, I32, I32),
                   [(IN, u(n)), (INT, (idx % 5).astype(np.int32)), (INOUT, u(5)), (INT, n), (INT, 5)]),
-        NumbaCase("big_norm32", nb_norm32, F32(P32, I32), [(IN, f32(u(n))), (INT, n)], np.float32),
-        NumbaCase("big_softmax32", nb_softmax32, types.void(P32, P32, I32),
+        NumbaCase("big_norm32", fns.nb_norm32, F32(P32, I32), [(IN, f32(u(n))), (INT, n)], np.float32),
+        NumbaCase("big_softmax32", fns.nb_softmax32, types.void(P32, P32, I32),
                   [(IN, f32(u(n))), (OUT, np.zeros(n, np.float32)), (INT, n)], np.float32),
-        NumbaCase("big_iir_inplace", nb_iir_inplace, types.void(P64, I32, F64), [(INOUT, u(n)), (INT, n), (REAL, 0.6)]),
-        NumbaCase("big_stencil", nb_stencil, types.void(P64, P64, I32, F64),
+        NumbaCase("big_iir_inplace", fns.nb_iir_inplace, types.void(P64, I32, F64), [(INOUT, u(n)), (INT, n), (REAL, 0.6)]),
+        NumbaCase("big_stencil", fns.nb_stencil, types.void(P64, P64, I32, F64),
                   [(IN, u(n)), (OUT, np.zeros(n)), (INT, n), (REAL, 0.5)]),
-        NumbaCase("big_normalize_inplace", nb_normalize_inplace, types.void(P64, I32),
+        NumbaCase("big_normalize_inplace", fns.nb_normalize_inplace, types.void(P64, I32),
                   [(INOUT, u(n, lo=0.2, hi=1.0)), (INT, n)]),
-        NumbaCase("big_powers", nb_powers, F64(P64, I32, F64), [(IN, u(n, lo=0.3, hi=1.5)), (INT, n), (REAL, 1.7)]),
-        NumbaCase("big_sigmoid_stable", nb_sigmoid_stable, types.void(P64, P64, I32),
+        NumbaCase("big_powers", fns.nb_powers, F64(P64, I32, F64), [(IN, u(n, lo=0.3, hi=1.5)), (INT, n), (REAL, 1.7)]),
+        NumbaCase("big_sigmoid_stable", fns.nb_sigmoid_stable, types.void(P64, P64, I32),
                   [(IN, u(n, lo=-4.0, hi=4.0)), (OUT, np.zeros(n)), (INT, n)]),
-        NumbaCase("big_fast_dot", nb_fast_dot, F64(P64, P64, I32), [(IN, u(n)), (IN, u(n)), (INT, n)], options=fm),
-        NumbaCase("big_fast_math", nb_fast_math, types.void(P64, P64, I32),
+        NumbaCase("big_fast_dot", fns.nb_fast_dot, F64(P64, P64, I32), [(IN, u(n)), (IN, u(n)), (INT, n)], options=fm),
+        NumbaCase("big_fast_math", fns.nb_fast_math, types.void(P64, P64, I32),
                   [(IN, u(n)), (OUT, np.zeros(n)), (INT, n)], options=fm),
-        NumbaCase("big_fast_sum32", nb_norm32, F32(P32, I32), [(IN, f32(u(n))), (INT, n)], np.float32, fm),
-        NumbaCase("big_divide_numpy", nb_divide, types.void(P64, P64, P64, I32),
+        NumbaCase("big_fast_sum32", fns.nb_norm32, F32(P32, I32), [(IN, f32(u(n))), (INT, n)], np.float32, fm),
+        NumbaCase("big_divide_numpy", fns.nb_divide, types.void(P64, P64, P64, I32),
                   [(IN, u(n)), (IN, u(n, lo=0.5, hi=2.0)), (OUT, np.zeros(n)), (INT, n)],
-                  options=dict(error_model="numpy")),
-        NumbaCase("big_f32_mixed", nb_f32_mixed, F32(P32, I32, F32), [(IN, f32(u(n))), (INT, n), (REAL, 0.6)],
+                  options={'error_model': 'numpy'}),
+        NumbaCase("big_f32_mixed", fns.nb_f32_mixed, F32(P32, I32, F32), [(IN, f32(u(n))), (INT, n), (REAL, 0.6)],
                   np.float32),
-        NumbaCase("big_reverse_view", nb_reverse_view, types.void(P64, P64, I32),
+        NumbaCase("big_reverse_view", fns.nb_reverse_view, types.void(P64, P64, I32),
                   [(IN, u(n)), (OUT, np.zeros(n)), (INT, n)]),
-        NumbaCase("big_matvec", nb_matvec, types.void(P64, P64, P64, I32, I32),
+        NumbaCase("big_matvec", fns.nb_matvec, types.void(P64, P64, P64, I32, I32),
                   [(IN, u(3 * n)), (IN, u(n)), (OUT, np.zeros(3)), (INT, 3), (INT, n)]),
-        NumbaCase("big_continue", nb_continue, types.void(P64, P64, I32),
+        NumbaCase("big_continue", fns.nb_continue, types.void(P64, P64, I32),
                   [(IN, u(n)), (OUT, np.zeros(n)), (INT, n)]),
-        NumbaCase("big_checked_gather", nb_checked_gather, F64(P64, PI32, I32),
-                  [(IN, u(n)), (INT, (idx - n // 2).astype(np.int32)), (INT, n)], options=dict(boundscheck=True)),
-        NumbaCase("big_cond_store", nb_cond_store, types.void(P64, P64, I32, F64),
+        NumbaCase("big_checked_gather", fns.nb_checked_gather, F64(P64, PI32, I32),
+                  [(IN, u(n)), (INT, (idx - n // 2).astype(np.int32)), (INT, n)], options={'boundscheck': True}),
+        NumbaCase("big_cond_store", fns.nb_cond_store, types.void(P64, P64, I32, F64),
                   [(IN, u(n)), (INOUT, u(n, lo=0.0, hi=1.0)), (INT, n), (REAL, 1.1)]),
-        NumbaCase("big_cumprod", nb_cumprod, types.void(P64, P64, I32),
+        NumbaCase("big_cumprod", fns.nb_cumprod, types.void(P64, P64, I32),
                   [(IN, u(n, lo=0.8, hi=1.2)), (OUT, np.zeros(n)), (INT, n)]),
-        NumbaCase("big_softplus_out", nb_softplus_out, types.void(P64, P64, I32),
+        NumbaCase("big_softplus_out", fns.nb_softplus_out, types.void(P64, P64, I32),
                   [(IN, u(n, lo=-3.0, hi=3.0)), (OUT, np.zeros(n)), (INT, n)]),
-        NumbaCase("big_complex", nb_complex, F64(P64, P64, I32), [(IN, u(n)), (IN, u(n)), (INT, n)]),
-        NumbaCase("big_tuple_index", nb_tuple_index, F64(P64, I32), [(IN, u(n)), (INT, n)]),
-        NumbaCase("big_global_array", nb_global_array, F64(P64, I32), [(IN, u(n)), (INT, n)]),
-        NumbaCase("big_iterate", nb_iterate, F64(P64, P64, I32), [(IN, u(n)), (IN, u(n)), (INT, n)]),
+        NumbaCase("big_complex", fns.nb_complex, F64(P64, P64, I32), [(IN, u(n)), (IN, u(n)), (INT, n)]),
+        NumbaCase("big_tuple_index", fns.nb_tuple_index, F64(P64, I32), [(IN, u(n)), (INT, n)]),
+        NumbaCase("big_global_array", fns.nb_global_array, F64(P64, I32), [(IN, u(n)), (INT, n)]),
+        NumbaCase("big_iterate", fns.nb_iterate, F64(P64, P64, I32), [(IN, u(n)), (IN, u(n)), (INT, n)]),
     ]
 
 
@@ -995,7 +256,7 @@ EXTRA = frozenset({"big_sum_sq", "big_norm32", "big_iir_inplace", "big_normalize
                    "nb_np_2d_scratch", "nb_divide_numpy", "big_reverse_view", "nb_fast_dot", "nb_softmax32", "nb_strided"})
 
 
-@lru_cache(maxsize=None)
+@cache
 def compiled(name: str):
     """The ``numba.cfunc`` of a case, compiled on first use."""
     case = CASES[name]

@@ -23,9 +23,9 @@ from adoffload.errors import ArgumentError, CompilationError, DifferentiationErr
 
 pytest.importorskip("numba", reason="numba is a test dependency (pip install -e '.[test]')")
 
-from . import rust_hunt_cases  # noqa: E402
-from .numba_hunt_cases import CASES, EXTRA, compiled  # noqa: E402
-from .rust_hunt_cases import Mismatch, check  # noqa: E402
+from . import rust_hunt_cases
+from .numba_hunt_cases import CASES, EXTRA, compiled
+from .rust_hunt_cases import Mismatch, check
 
 _NRT = "stores the active value .* into memory that has no shadow"
 # name: (pattern of the refusal, why it is refused)
@@ -145,7 +145,8 @@ def test_records_with_an_integer_field():
     bytes untouched; forward and reverse agree."""
     from numba import cfunc
 
-    from .numba_hunt_cases import BODY_MIXED, F64, I32, PBODY_MIXED, nb_records
+    from .numba_hunt_cases import BODY_MIXED, F64, I32, PBODY_MIXED
+    from .numba_hunt_functions import nb_records
     fn = ado.from_numba(cfunc(F64(PBODY_MIXED, I32, F64))(nb_records))
     rng = np.random.default_rng(5)
     r = np.zeros(4, BODY_MIXED)
