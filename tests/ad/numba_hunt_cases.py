@@ -253,7 +253,12 @@ EXTRA = frozenset({"big_sum_sq", "big_norm32", "big_iir_inplace", "big_normalize
                    "big_sigmoid_stable", "big_fast_math", "big_matvec", "big_continue", "big_cumprod",
                    "big_softplus_out", "big_complex", "big_tuple_index", "big_global_array", "big_iterate",
                    "nb_slice_sum", "nb_where_scalar", "nb_np_sort", "nb_np_copy_update", "nb_np_exprs",
-                   "nb_np_2d_scratch", "nb_divide_numpy", "big_reverse_view", "nb_fast_dot", "nb_softmax32", "nb_strided"})
+                   "nb_np_2d_scratch", "nb_divide_numpy", "big_reverse_view", "nb_fast_dot", "nb_softmax32",
+                   "nb_strided",
+                   "nb_np_sqrt_array", "nb_np_empty_int_scratch", "nb_isnan_guard", "nb_checked_sum",
+                   "big_axpy_inplace", "nb_cond_store", "nb_clip", "nb_np_sum_view", "nb_cumprod", "nb_2d_rows",
+                   "nb_record_like", "nb_logsumexp", "nb_fast_sum32", "nb_axpy32", "nb_gather", "nb_scatter_add",
+                   "nb_branches", "nb_stencil", "nb_checked_gather", "nb_f32_mixed"})
 
 
 @cache
