@@ -16,7 +16,9 @@ import numpy as np
 from . import ir
 from .ir.devirtualize import devirtualize
 from .ir.float_moves import float_moves
+from .ir.frozen_pointers import unfreeze_pointer_arguments
 from .ir.masked_memory import scalarize_masked_memory
+from .ir.numba_arrays import separate_numba_arrays
 from .ir.pointer_phis import pointer_phis
 from .ir.posix_memalign import posix_memalign_as_aligned_alloc
 from .errors import ArgumentError, IRError
@@ -46,7 +48,9 @@ def from_llvm(source: str | bytes, *, canonical: bool = True) -> "ForeignModule"
         module = ir.import_module(ir.canonicalize(ir.prepare_for_analysis(ir.export_module(module)), promote_again=True))
     pointer_phis(module)        # rustc's Vec pointers rebuilt from integer phis: followed by the AD engine
     float_moves(module)         # f64s moved as i64 (slice::swap) moved as f64: the AD engine follows them
-    scalarize_masked_memory(module)   # AVX's masked vector loads/stores: one guarded scalar access per lane
+    unfreeze_pointer_arguments(module)   # numba's x[::-1]: a frozen argument is the argument
+    scalarize_masked_memory(module)      # AVX masked loads/stores/gathers/scatters: one guarded access per lane
+    separate_numba_arrays(module)        # numba's own arrays (np.zeros, x * x): their data a heap block of its own
     return ForeignModule(module)
 
 

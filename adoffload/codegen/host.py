@@ -120,6 +120,28 @@ def unresolved_functions(module: llvm.ModuleRef) -> list[str]:
     return missing
 
 
+def unresolved_globals(module: llvm.ModuleRef) -> list[str]:
+    """Global variables the module declares (``external global``) that nothing defines: MCJIT would
+    place them at address 0, and the first load would crash the process."""
+    process = ctypes.CDLL(None)
+    missing = []
+    for g in module.global_variables:
+        if not g.is_declaration or g.linkage == llvm.Linkage.external_weak or llvm.address_of_symbol(g.name):
+            continue                  # (an extern_weak global may be absent: its address is null by design)
+        try:
+            process[g.name]
+        except AttributeError:
+            missing.append(g.name)
+    return missing
+
+
+def _unresolved_global_hint(names: list[str]) -> str:
+    if any(n.startswith(".numba.unresolved$") for n in names):
+        return (" numba links such a slot to a function compiled on its own (a recursive @njit function), "
+                "whose body is not in this IR")
+    return ""
+
+
 class HostProgram:
     """A module JIT-compiled for this CPU. Keeps its execution engine (and code) alive."""
 
@@ -169,6 +191,11 @@ class HostProgram:
             raise CompilationError(f"the host code calls {', '.join('@' + n for n in missing)}, which no "
                                    f"loaded library defines; refusing to run it (the call would jump to "
                                    f"address 0). Define it in the module or load a library providing it.")
+        data = unresolved_globals(module)
+        if data:
+            raise CompilationError(f"the host code reads {', '.join('@' + n for n in data)}, which no loaded library "
+                                   f"defines; refusing to run it (the read would be at address 0)."
+                                   f"{_unresolved_global_hint(data)}")
         self.optimized_ir = str(module)
         self._engine = llvm.create_mcjit_compiler(module, tm)
         self._engine.finalize_object()

@@ -50,6 +50,8 @@ ALLOCATORS: dict[str, HeapFunction] = {
     "_ZdlPvSt11align_val_t": HeapFunction("free", pointer=0),
     "_ZdlPvmSt11align_val_t": HeapFunction("free", pointer=0),
     "__rust_dealloc": HeapFunction("free", pointer=0),
+    "NRT_Allocate": HeapFunction("alloc", size=(0,)),           # numba's memory manager: malloc and free
+    "NRT_Free": HeapFunction("free", pointer=0),
     "realloc": HeapFunction("realloc", size=(1,), pointer=0),
     "__rust_realloc": HeapFunction("realloc", size=(3,), pointer=0),
 }

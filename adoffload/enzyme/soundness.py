@@ -76,7 +76,7 @@ def check(fn: Function, info: ActivityInfo) -> None:
     recursive = recursive_functions(fn.parent) if fn.parent is not None else set()
     for inst in fn.instructions():
         _check_active_operands(fn, inst, info, recursive)
-        _check_shadowed_pointers(inst, info)
+        _check_shadowed_pointers(inst, info, users)
         _check_provenance(inst, info)
         _check_write_target(inst, info)
     _check_float_bits(fn, info, users)
@@ -89,7 +89,14 @@ def _where(inst: Instruction) -> str:
 
 
 def _callee_name(inst: Instruction) -> str:
-    return getattr(inst.callee, "name", "") or "<indirect>"
+    """The function called; for an indirect call a description that no table of names matches (a
+    function pointer named %printf.p is not printf)."""
+    callee = inst.callee
+    if isinstance(callee, Instruction) and callee.opcode == "load" and isinstance(callee.operands[0], GlobalVariable):
+        return f"<indirect: a function pointer loaded from @{callee.operands[0].name}>"
+    if isinstance(callee, (Instruction, Argument)):
+        return f"<indirect: %{callee.name}>"
+    return getattr(callee, "name", "") or "<indirect>"
 
 
 def _is_inactive_call(inst: Instruction) -> bool:
@@ -153,7 +160,7 @@ def _writes_no_memory(call: Instruction) -> bool:
     return "readnone" in attributes or "memory(none)" in attributes
 
 
-def _check_shadowed_pointers(inst: Instruction, info: ActivityInfo) -> None:
+def _check_shadowed_pointers(inst: Instruction, info: ActivityInfo, users: dict) -> None:
     shadowed = [k for k, o in enumerate(inst.operands) if o in info.shadowed]
     if not shadowed:
         return
@@ -166,6 +173,8 @@ def _check_shadowed_pointers(inst: Instruction, info: ActivityInfo) -> None:
         return
     if op in POINTER_USES:
         return
+    if op == "freeze" and all(u.opcode == "icmp" for u in users.get(inst, [])):
+        return              # only compared (a vectorizer's overlap check): never accessed, no shadow needed
     if op == "call":
         name = _callee_name(inst)
         if name.startswith(("llvm.memcpy", "llvm.memmove")) and inst.operands[0] not in info.shadowed:

@@ -117,7 +117,7 @@ def _lgamma(ctx, x, y):
     return digamma(ctx, x)
 
 
-@defunary("call:tgamma")
+@defunary("call:tgamma", "call:numba_gamma")   # numba_gamma: numba's math.gamma (Python's algorithm)
 def _tgamma(ctx, x, y):
     return ctx.mul(y, digamma(ctx, x))
 

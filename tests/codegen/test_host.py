@@ -135,3 +135,16 @@ def test_a_module_own_rsqrt_is_kept_and_another_signature_is_not_replaced():
     with pytest.raises(CompilationError, match="@rsqrt"):
         HostProgram("declare float @rsqrt(float, float)\ndefine float @g(float %x) {\n"
                     "  %r = call float @rsqrt(float %x, float %x)\n  ret float %r\n}\n")
+
+
+def test_an_external_global_nothing_defines_is_refused_not_read_at_address_zero():
+    """numba calls a recursive @njit function through ``@.numba.unresolved$<fn>``, a slot it fills
+    when it links; MCJIT placed such a global at address 0 and the first load crashed the process.
+    An ``extern_weak`` global stays allowed (its address is null by design)."""
+    from adoffload.codegen.host import HostProgram
+    from adoffload.errors import CompilationError
+    with pytest.raises(CompilationError, match=r"reads @missing_slot"):
+        HostProgram("@missing_slot = external global ptr\n"
+                    "define ptr @f() {\n  %p = load ptr, ptr @missing_slot\n  ret ptr %p\n}\n")
+    HostProgram("@maybe = extern_weak global i32\n"
+                "define i1 @g() {\n  %c = icmp eq ptr @maybe, null\n  ret i1 %c\n}\n")
