@@ -205,3 +205,18 @@ def check(fn, case: Case, seed: int = 1) -> None:
                              f"near the point): {fd} vs {others}")
     if not np.all(np.isfinite(jv)) or np.max(np.abs(jv - fd), initial=0.0) > tol["fd"] * fd_scale:
         raise Mismatch(f"{case.name}: J v = {jv} but central differences give {fd}")
+
+
+def skew_reverse_adjoints(monkeypatch, factor: float = 1.01) -> None:
+    """Make ``check``'s reverse mode return every Duplicated adjoint times ``factor``: a test that
+    ``check`` then fails shows the oracles are not vacuous for its kernels."""
+    right = ez.autodiff
+
+    def skewed(mode, f, *args):
+        result = right(mode, f, *args)
+        if mode is ez.Reverse:
+            for a in args:
+                if isinstance(a, ez.Duplicated):
+                    a.shadow[...] *= factor
+        return result
+    monkeypatch.setattr(ez, "autodiff", skewed)

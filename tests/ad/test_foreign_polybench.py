@@ -129,18 +129,7 @@ def test_posix_memalign_scratch_is_a_heap_block_the_engine_follows():
 
 def test_the_oracles_catch_a_wrong_gradient(monkeypatch):
     """check() fails on these kernels when the reverse adjoints are off by 1%: not vacuous here either."""
-    from adoffload import enzyme as ez
-
     from . import rust_hunt_cases
-    right = ez.autodiff
-
-    def skewed(mode, f, *args):
-        result = right(mode, f, *args)
-        if mode is ez.Reverse:
-            for a in args:
-                if isinstance(a, ez.Duplicated):
-                    a.shadow[...] *= 1.01
-        return result
-    monkeypatch.setattr(rust_hunt_cases.ez, "autodiff", skewed)
+    rust_hunt_cases.skew_reverse_adjoints(monkeypatch)
     with pytest.raises(rust_hunt_cases.Mismatch, match="<J v, w>"):
         check(_load("pb_seidel_2d", 3), CASES["pb_seidel_2d"])
