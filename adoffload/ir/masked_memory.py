@@ -31,7 +31,8 @@ def scalarize_masked_memory(module: Module) -> int:
     for fn in module.functions.values():
         if fn.is_declaration:
             continue
-        calls = [i for i in fn.instructions() if i.opcode == "call" and _kind(i) is not None]
+        calls = [i for i in fn.instructions() if i.opcode == "call" and _kind(i) is not None
+                 and isinstance(_vector_type(i), VectorType)]    # anything else stays (and is refused)
         for call in calls:
             _scalarize(fn, call)
             done += 1
@@ -43,8 +44,13 @@ def _kind(inst: Instruction) -> str | None:
     return match.group(1) if match else None
 
 
+def _vector_type(call: Instruction):
+    """The accessed vector's type: a load's or gather's result, a store's or scatter's value."""
+    return call.type if _kind(call) in ("load", "gather") else call.operands[0].type
+
+
 def _split_after(fn: Function, call: Instruction) -> Block:
-    """Move the instructions after ``call`` (and the call's block's successors) to a new block; drop the call."""
+    """Move the instructions after ``call`` to a new block (the successors' phis now name it); drop the call."""
     block = call.parent
     index = block.instructions.index(call)
     after = Block(fn._unique_block_name(f"{block.name}.masked.end"), parent=fn)
@@ -65,8 +71,7 @@ def _scalarize(fn: Function, call: Instruction) -> None:
     ops = call.operands
     # load/gather: (pointer(s), [i32 align,] mask, passthru); store/scatter: (value, pointer(s), [i32 align,] mask)
     mask, base = (ops[-2], ops[0]) if loads else (ops[-1], ops[1])
-    vector_type = call.type if loads else ops[0].type
-    assert isinstance(vector_type, VectorType), call
+    vector_type = _vector_type(call)
     element, lanes = vector_type.element, vector_type.count
     block = call.parent
     after = _split_after(fn, call)
