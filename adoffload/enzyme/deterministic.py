@@ -167,6 +167,8 @@ class ContributionLog:
         offset = Argument(i64, "log_offset", len(fn.args) + 1)
         fn.args += [log, offset]
         fn.function_type = FunctionType(void, fn.function_type.params + (ptr, i64))
+        # placed again: removing an unused tape slot from the entry block may have moved the end
+        self.entry.position_before_terminator(fn.entry)
         self.entry.store(self.entry.gep(i8, log, [offset], "log.base", inbounds=False), self.cursor)
 
 

@@ -173,6 +173,7 @@ def check_case(kernel: GeneratedBlockKernel, seed: int, folder: Path, *, jax: bo
         stage = "vjp"
         reverse = ado.vjp(compiled, list(DIFFERENTIABLE_INPUTS))
         rev_primal, vjt = run_vjp(reverse, inputs, cotangent, grid)
+        stage = "deterministic vjp"
         vjt_det = _deterministic(result, compiled, inputs, cotangent, grid)
         stage = "finite differences"
         fd = finite_differences(compiled, inputs, tangent, grid, FD_STEP)
@@ -184,7 +185,7 @@ def check_case(kernel: GeneratedBlockKernel, seed: int, folder: Path, *, jax: bo
         _refusal(result, exc, stage)
         return result
 
-    problems = result.details
+    problems: list[str] = []
     for what, got in (("jvp kernel's primal", fwd_primal), ("vjp kernel's primal", rev_primal)):
         bad = _differs(got, primal, FLOAT_OUTPUTS, 1e-12, 1e-12)
         if bad:
@@ -206,6 +207,7 @@ def check_case(kernel: GeneratedBlockKernel, seed: int, folder: Path, *, jax: bo
                                                                                 FD_RTOL, FD_ATOL)))
     if problems:
         result.outcome = "mismatch"
+        result.details.extend(problems)
     if fd_skipped:
         result.notes.append("fd skipped (not smooth)")
     if jax:
