@@ -104,6 +104,18 @@ def shadow_root(v: Value, seen: set | None = None) -> Argument | None:
     return None
 
 
+def _nearby_location(load: Instruction) -> str:
+    """Where a load without a source location comes from: its address or that address's inputs
+    (LLVM's instcombine merges the loads of ``a[i] if c else b[j]`` into one load of a phi/select)."""
+    if load.location is not None:
+        return ""
+    pointer = load.operands[0]
+    for candidate in [pointer] + list(getattr(pointer, "operands", [])):
+        if isinstance(candidate, Instruction) and candidate.location is not None:
+            return f", from the address at {candidate.location}"
+    return ""
+
+
 _CYCLE = Argument(ptr, "<cycle>", -1)       # a phi reached again through its own cycle: no new root
 _PRIVATE = Argument(ptr, "<private>", -1)   # a thread's own shadow (a local array's): never logged
 PRIVATE_ROOT = _PRIVATE                     # shadow_root's answer for a thread's own memory
@@ -127,8 +139,11 @@ class ContributionLog:
         ``forward`` the forward sweep's shadow pointer (``shadow_pointer`` may be its reload)."""
         root = shadow_root(shadow_pointer if forward is None else forward)
         if root is None or root is _CYCLE:
+            where = f" (the adjoint of {describe(origin)}{_nearby_location(origin)})" if origin is not None else ""
             raise DifferentiationError(f"deterministic mode: cannot tell which shadow argument "
-                                       f"{shadow_pointer.ref()} points into (its address mixes several)")
+                                       f"{shadow_pointer.ref()}{where} points into (its address mixes "
+                                       f"several, such as a global and a shared array). Use the default "
+                                       f"(atomic) mode for this kernel, or load each array separately")
         if root not in self.shadows:
             raise DifferentiationError(f"deterministic mode: {shadow_pointer.ref()} points into "
                                        f"{root.name}, which is not a shadow argument")

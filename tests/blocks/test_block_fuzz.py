@@ -104,6 +104,28 @@ def test_deterministic_log_base_stays_in_the_entry_block(folder):
     assert result.outcome == "pass" and not result.notes, result.details
 
 
+# deterministic=True refuses one load whose address may be a global or a shared array (instcombine
+# merges the loads of ``w[i] if t < 7 else S0[31 - t]``); the refusal named no source line.
+GLOBAL_OR_SHARED_LOAD = """
+@ado.kernel(block=32)
+def block_fuzzed(a: ado.f64, x: ado.In[ado.f64], w: ado.In[ado.f64], z: ado.InOut[ado.f64],
+                 out: ado.Out[ado.f64], acc: ado.Out[ado.f64]):
+    i = ado.tid()
+    t = ado.thread_id()
+    S0 = ado.shared(32, ado.f64)
+    S0[t] = x[i] * a
+    ado.sync_threads()
+    out[i] = ado.sin((w[i]) if t < 7 else (S0[31 - t]))
+"""
+
+
+def test_deterministic_refusal_of_a_mixed_address_names_the_line(folder):
+    result = _check(GLOBAL_OR_SHARED_LOAD, (32,), folder)
+    assert result.outcome == "pass", result.details          # the default modes are right
+    assert result.notes == ["deterministic refused (DifferentiationError)"]
+    assert "mixes several" in result.details[0] and ".py:12" in result.details[0], result.details
+
+
 def test_the_harness_reports_a_wrong_gradient(folder, monkeypatch):
     """Not vacuous: a reverse kernel whose gradient is off is a mismatch."""
     real = block_fuzz.run_vjp
