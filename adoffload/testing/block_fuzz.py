@@ -180,6 +180,7 @@ def check_case(kernel: GeneratedBlockKernel, seed: int, folder: Path, *, jax: bo
         fd_small = None
         if _differs(jv, fd, FLOAT_OUTPUTS, FD_RTOL, FD_ATOL):
             fd_small = finite_differences(compiled, inputs, tangent, grid, FD_STEP / 8)
+        stage = "jax"
         jax_problems = _jax_checks(compiled, inputs, tangent, cotangent, jv, vjt, grid) if jax else []
     except Exception as exc:        # noqa: BLE001 -- any exception is classified
         _refusal(result, exc, stage)
@@ -239,13 +240,13 @@ def _jax_checks(compiled, inputs, tangent, cotangent, jv, vjt, grid) -> list[str
     f = ado.jax_kernel(compiled, grid=grid, out_shapes={"out": grid, "acc": (1,)})
     primals = tuple(np.float64(inputs[k]) if k == "a" else inputs[k] for k in DIFFERENTIABLE_INPUTS)
     tangents = tuple(np.float64(tangent[k]) if k == "a" else tangent[k] for k in DIFFERENTIABLE_INPUTS)
-    _, (d_out, d_acc, d_z) = jax.jvp(f, primals, tangents)
+    _, (d_z, d_out, d_acc) = jax.jvp(f, primals, tangents)      # InOut and Out arrays in parameter order
     problems = []
     bad = _differs({"out": d_out, "acc": d_acc, "z": d_z}, jv, FLOAT_OUTPUTS, 1e-10, 1e-12)
     if bad:
         problems.append(f"jax.jvp differs from ado.jvp: {', '.join(bad)}")
     _, pullback = jax.vjp(f, *primals)
-    grads = pullback((cotangent["out"], cotangent["acc"], cotangent["z"]))
+    grads = pullback((cotangent["z"], cotangent["out"], cotangent["acc"]))
     bad = _differs(dict(zip(DIFFERENTIABLE_INPUTS, grads)), vjt, DIFFERENTIABLE_INPUTS, 1e-10, 1e-12)
     if bad:
         problems.append(f"jax.vjp differs from ado.vjp: {', '.join(bad)}")
