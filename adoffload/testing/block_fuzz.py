@@ -298,8 +298,14 @@ def main(argv=None) -> int:
         os.environ.setdefault("ADOFFLOAD_CACHE_DIR", str(folder / "cache"))    # keep the user cache clean
         sys.path.insert(0, tmp)
 
+        def watchdog():
+            try:                       # a hang stops the run with its traceback (current_case.py names it)
+                faulthandler.dump_traceback_later(args.case_timeout, exit=True)
+            except (OSError, ValueError, AttributeError):
+                pass                   # stderr without a file descriptor (captured)
+
         def report(index, result):
-            faulthandler.dump_traceback_later(args.case_timeout, exit=True)   # a hang stops the run, named
+            watchdog()
             if args.show or result.outcome != "pass":
                 print(f"--- case {index} (seed {result.seed}): {result.outcome}")
                 if args.show or not result.ok or result.outcome.startswith("refused"):
@@ -310,10 +316,7 @@ def main(argv=None) -> int:
                 print(f"... {index + 1} cases", flush=True)
             sys.stdout.flush()
 
-        try:
-            faulthandler.dump_traceback_later(args.case_timeout, exit=True)
-        except (OSError, ValueError, AttributeError):
-            pass
+        watchdog()
         results = run_cases(args.count, args.seed, folder, jax_every=args.jax_every, on_result=report)
         faulthandler.cancel_dump_traceback_later()
     print(summarize(results))

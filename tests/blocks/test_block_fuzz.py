@@ -2,6 +2,7 @@
 
 A fixed seed list, cheap for CI. Longer runs: ``python -m adoffload.testing.block_fuzz --count 200 --seed 1``.
 """
+import importlib.util
 import random
 
 import numpy as np
@@ -11,7 +12,7 @@ from adoffload.testing import block_fuzz
 from adoffload.testing.block_generator import GeneratedBlockKernel, generate
 
 # Seeds whose kernels cover 1-D and 2-D blocks, tile loops, exchanges and atomics (outcome: pass).
-SEEDS = [1000006, 1000008, 2000003]
+SEEDS = [3000010, 3000014, 3000021]
 
 
 @pytest.fixture
@@ -62,14 +63,10 @@ def block_fuzzed(a: ado.f64, x: ado.In[ado.f64], w: ado.In[ado.f64], z: ado.InOu
 
 
 def test_exchange_needed_by_a_divergent_adjoint_is_taped_not_recomputed(folder):
-    pytest.importorskip("jax", reason="the JAX oracle needs jax; the numpy oracles run in the next test")
-    result = _check(EXCHANGE_UNDER_DIVERGENT_REVERSE, (32,), folder, jax=True)
-    assert result.outcome == "pass" and "jax checked" in result.notes, result.details
-
-
-def test_exchange_needed_by_a_divergent_adjoint_without_jax(folder):
-    result = _check(EXCHANGE_UNDER_DIVERGENT_REVERSE, (32,), folder, seed=2)
-    assert result.outcome == "pass", result.details
+    """Both numpy oracles, and the JAX one where jax is installed."""
+    jax = importlib.util.find_spec("jax") is not None
+    result = _check(EXCHANGE_UNDER_DIVERGENT_REVERSE, (32,), folder, jax=jax)
+    assert result.outcome == "pass" and ("jax checked" in result.notes) == jax, result.details
 
 
 # deterministic=True: the contribution log's base pointer was stored after the entry block's
@@ -129,7 +126,9 @@ def test_deterministic_refusal_of_a_mixed_address_names_the_line(folder):
     result = _check(GLOBAL_OR_SHARED_LOAD, (32,), folder)
     assert result.outcome == "pass", result.details          # the default modes are right
     assert result.notes == ["deterministic refused (DifferentiationError)"]
-    assert "mixes several" in result.details[0] and ".py:12" in result.details[0], result.details
+    lines = ("import adoffload as ado\n\n\n" + GLOBAL_OR_SHARED_LOAD).splitlines()   # as load_kernel writes it
+    line = 1 + next(k for k, text in enumerate(lines) if "out[i] =" in text)
+    assert "mixes several" in result.details[0] and f".py:{line}" in result.details[0], result.details
 
 
 def test_the_harness_reports_a_wrong_gradient(folder, monkeypatch):
@@ -145,6 +144,6 @@ def test_the_harness_reports_a_wrong_gradient(folder, monkeypatch):
 
 
 def test_command_line_counts_outcomes(capsys):
-    assert block_fuzz.main(["--count", "1", "--seed", "2"]) == 0
+    assert block_fuzz.main(["--count", "1", "--seed", "18"]) == 0
     text = capsys.readouterr().out
     assert "cases: 1" in text and "failures: 0" in text
