@@ -109,11 +109,15 @@ def _nearby_location(load: Instruction) -> str:
     (LLVM's instcombine merges the loads of ``a[i] if c else b[j]`` into one load of a phi/select)."""
     if load.location is not None:
         return ""
-    pointer = load.operands[0]
-    for candidate in [pointer] + list(getattr(pointer, "operands", [])):
-        if isinstance(candidate, Instruction) and candidate.location is not None:
-            return f", from the address at {candidate.location}"
-    return ""
+    frontier, seen = [load.operands[0]], set()
+    for _ in range(4):              # the address, its inputs, theirs...: the nearest with a location
+        for candidate in frontier:
+            if isinstance(candidate, Instruction) and candidate.location is not None:
+                return f", from the address at {candidate.location}"
+        seen.update(id(v) for v in frontier)
+        frontier = [o for v in frontier if isinstance(v, Instruction) for o in v.operands if id(o) not in seen]
+    near = [i.location for i in (load.parent.instructions if load.parent is not None else []) if i.location is not None]
+    return f", near {near[0]}" if near else ""
 
 
 _CYCLE = Argument(ptr, "<cycle>", -1)       # a phi reached again through its own cycle: no new root
@@ -142,7 +146,8 @@ class ContributionLog:
             where = f" (the adjoint of {describe(origin)}{_nearby_location(origin)})" if origin is not None else ""
             raise DifferentiationError(f"deterministic mode: cannot tell which shadow argument "
                                        f"{shadow_pointer.ref()}{where} points into (its address mixes "
-                                       f"several, such as a global and a shared array). Use the default "
+                                       f"several: a phi or select of two arrays, as LLVM makes of "
+                                       f"'x[i] if c else w[i]'). Use the default "
                                        f"(atomic) mode for this kernel, or load each array separately")
         if root not in self.shadows:
             raise DifferentiationError(f"deterministic mode: {shadow_pointer.ref()} points into "
