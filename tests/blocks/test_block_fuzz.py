@@ -131,6 +131,27 @@ def test_deterministic_refusal_of_a_mixed_address_names_the_line(folder):
     assert "mixes several" in result.details[0] and f".py:{line}" in result.details[0], result.details
 
 
+def test_race_check_drops_a_branch_condition_too_deep_to_follow(tmp_path):
+    """shared_guards.py tested ``None & set`` (TypeError while making the kernel) when a branch
+    condition depended on a chain of more than 24 instructions."""
+    body = "\n".join(["    v = x[i]"] + ["    v = ado.sin(v) * 1.5 + 0.25"] * 30)
+    path = tmp_path / "deep_guard_kernel.py"
+    path.write_text("import adoffload as ado\n\n\n@ado.kernel(block=32)\n"
+                    "def deep_guard(x: ado.In[ado.f64], out: ado.Out[ado.f64]):\n"
+                    "    i = ado.tid()\n    t = ado.thread_id()\n    S = ado.shared(32, ado.f64)\n"
+                    f"{body}\n    if v > 0.5:\n        S[t] = v\n    else:\n        S[t] = 2.0 * v\n"
+                    "    ado.sync_threads()\n    out[i] = S[31 - t]\n")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    x, out = np.linspace(-1.0, 1.0, 32), np.zeros(32)
+    module.deep_guard(x, out, grid=32)
+    v = x.copy()
+    for _ in range(30):
+        v = np.sin(v) * 1.5 + 0.25
+    np.testing.assert_allclose(out, np.where(v > 0.5, v, 2.0 * v)[::-1], rtol=1e-13)
+
+
 def test_the_harness_reports_a_wrong_gradient(folder, monkeypatch):
     """Not vacuous: a reverse kernel whose gradient is off is a mismatch."""
     real = block_fuzz.run_vjp
