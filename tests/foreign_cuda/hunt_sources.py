@@ -181,6 +181,19 @@ extern "C" __global__ void heat2d(const float* __restrict__ u, float* __restrict
   v[y * nx + x] = c + dt * (lap - c * c * c);
 }
 
+// The same tile with the bottom halo written into row 1, which thread row 0 writes too: a race.
+extern "C" __global__ void heat2d_bad_halo(const float* __restrict__ u, float* __restrict__ v, float dt, int nx,
+                                           int ny) {
+  __shared__ float tile[TY + 2][TX + 2];
+  int x = blockIdx.x * TX + threadIdx.x, y = blockIdx.y * TY + threadIdx.y;
+  int lx = threadIdx.x + 1, ly = threadIdx.y + 1;
+  tile[ly][lx] = (x < nx && y < ny) ? u[y * nx + x] : 0.0f;
+  if (threadIdx.y == 0) tile[0][lx] = (y > 0 && x < nx) ? u[(y - 1) * nx + x] : 0.0f;
+  if (threadIdx.y == TY - 1) tile[1][lx] = (y + 1 < ny && x < nx) ? u[(y + 1) * nx + x] : 0.0f;
+  __syncthreads();
+  if (x < nx && y < ny) v[y * nx + x] = tile[ly - 1][lx] + tile[ly + 1][lx] - 2.0f * tile[ly][lx] + dt;
+}
+
 // ---------------------------------------------------------------- dense linear algebra
 #define TILE 16
 extern "C" __global__ void matmul_tiled(const double* A, const double* B, double* C, int M, int N, int K) {
