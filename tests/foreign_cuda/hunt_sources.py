@@ -326,6 +326,19 @@ extern "C" __global__ void logsumexp_warp(const double* x, double* out, int rows
   if (lane == 0) out[warp] = m + log(s);
 }
 
+// The same without the early return: the last warps redo the last row and do not store.
+extern "C" __global__ void logsumexp_warp_clamped(const double* x, double* out, int rows, int cols) {
+  int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x & 31;
+  const double* r = x + min(warp, rows - 1) * cols;
+  double m = -1e300;
+  for (int j = lane; j < cols; j += 32) m = fmax(m, r[j]);
+  for (int o = 16; o > 0; o >>= 1) m = fmax(m, __shfl_xor_sync(FULL, m, o));
+  double s = 0.0;
+  for (int j = lane; j < cols; j += 32) s += exp(r[j] - m);
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(FULL, s, o);
+  if (lane == 0 && warp < rows) out[warp] = m + log(s);
+}
+
 // Block-wide inclusive scan (Hillis-Steele, double buffered) then a nonlinear use of the prefix.
 extern "C" __global__ void scan_then_map(const double* x, double* y) {
   __shared__ double buf[2][64];
