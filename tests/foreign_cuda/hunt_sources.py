@@ -508,4 +508,101 @@ extern "C" __global__ void racy_accumulate(const double* x, double* y) {
   __syncthreads();
   y[threadIdx.x] = s[0];
 }
+
+// ---------------------------------------------------------------- more warp and atomic patterns
+// atomicAdd's old value used in the math: each thread sees the sum of the threads before it.
+extern "C" __global__ void ticket_prefix(const float* x, float* acc, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    float before = atomicAdd(acc, x[i]);
+    y[i] = before * x[i];
+  }
+}
+
+// Weighted histogram in shared memory with float atomics, then one global atomicAdd per bin.
+extern "C" __global__ void weighted_histogram(const int* bin, const double* w, double* hist, int n) {
+  __shared__ double local[8];
+  int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+  if (t < 8) local[t] = 0.0;
+  __syncthreads();
+  if (i < n) atomicAdd(&local[bin[i] & 7], w[i] * w[i]);
+  __syncthreads();
+  if (t < 8) atomicAdd(&hist[t], local[t]);
+}
+
+// Segmented reductions with width 16, a broadcast from lane 0, and an inclusive warp scan (shfl_up).
+extern "C" __global__ void warp_segments(const double* x, double* half_sums, double* centered, double* scan) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x, lane = threadIdx.x & 31;
+  double v = x[i];
+  double h = v;
+  for (int o = 8; o > 0; o >>= 1) h += __shfl_down_sync(FULL, h, o, 16);
+  if ((lane & 15) == 0) half_sums[i / 16] = h;
+  double first = __shfl_sync(FULL, v, 0);
+  centered[i] = v - first * first;
+  double s = v;
+  for (int o = 1; o < 32; o <<= 1) {
+    double up = __shfl_up_sync(FULL, s, o);
+    if (lane >= o) s += up;
+  }
+  scan[i] = s;
+}
+
+// Filter coefficients in __constant__ memory (initialized in the source), a per-thread local array.
+__constant__ double horner[5] = {0.5, -1.25, 0.75, 0.125, -0.0625};
+extern "C" __global__ void poly_window(const double* x, double* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  double win[4];
+  for (int k = 0; k < 4; ++k) win[k] = x[min(i + k, n - 1)];
+  double acc = 0.0;
+  for (int k = 0; k < 4; ++k) {
+    double p = horner[4];
+    for (int d = 3; d >= 0; --d) p = p * win[k] + horner[d];
+    acc += p * win[(k + 1) & 3];
+  }
+  y[i] = acc;
+}
+
+// Piecewise physics: a smooth cutoff switched by data-dependent branches.
+extern "C" __global__ void switched_potential(const double* r, double* e, double rc, double rs, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  double x = r[i], v;
+  if (x < rs) {
+    v = 1.0 / (x * x);
+  } else if (x < rc) {
+    double s = (x - rs) / (rc - rs);
+    v = (1.0 / (x * x)) * (1.0 - s * s * (3.0 - 2.0 * s));
+  } else {
+    v = 0.0;
+  }
+  e[i] = v;
+}
+
+// A grid-stride loop with a barrier inside: threads leave it after different trip counts.
+extern "C" __global__ void grid_stride_barrier(const double* x, double* y, int n) {
+  __shared__ double s[64];
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    s[threadIdx.x] = x[i];
+    __syncthreads();
+    y[i] = s[63 - threadIdx.x];
+    __syncthreads();
+  }
+}
+
+// Recursion in a device function (clang cannot inline it).
+__device__ double power_rec(double b, int e) { return e == 0 ? 1.0 : b * power_rec(b, e - 1); }
+extern "C" __global__ void recursive_power(const double* x, double* y, const int* e) {
+  int i = threadIdx.x;
+  y[i] = power_rec(x[i], e[i]);
+}
+
+// Values exchanged through global memory between a block's threads across a barrier.
+extern "C" __global__ void global_exchange(const double* x, double* tmp, double* y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  tmp[i] = x[i] * x[i];
+  __syncthreads();
+  int partner = blockIdx.x * blockDim.x + (threadIdx.x ^ 1);
+  y[i] = tmp[partner] * x[i];
+}
 """

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import adoffload as ado
-from adoffload.errors import DivergentBarrierError, SharedMemoryRaceError, ToolNotFoundError
+from adoffload.errors import CudaTranslationError, DivergentBarrierError, SharedMemoryRaceError, ToolNotFoundError
 
 from .checks import run, written
 from .hunt_sources import HUNT
@@ -269,7 +269,48 @@ def case_values():
             dict(x=In[f64], y=Out[f64], n=i32),
             dict(x=g.standard_normal(150), y=np.zeros(150), n=150), dict(blocks=3, threads=64), ["x"],
             lambda v: {"y": np.append(v["x"][1:], 0.0) ** 2 - v["x"]}),
+        "ticket_prefix": (
+            dict(x=In[f32], acc=Out[f32], y=Out[f32], n=i32),
+            dict(x=xf[:64], acc=np.zeros(1, np.float32), y=np.zeros(64, np.float32), n=64), dict(blocks=1, threads=64),
+            ["x"], lambda v: (lambda x: {"acc": [x.sum()], "y": (np.cumsum(x) - x) * x})(v["x"].astype(np.float64))),
+        "weighted_histogram": (
+            dict(bin=In[i32], w=In[f64], hist=Out[f64], n=i32),
+            dict(bin=g.integers(0, 8, 150).astype(np.int32), w=g.standard_normal(150), hist=np.zeros(8), n=150),
+            dict(blocks=3, threads=64), ["w"],
+            lambda v: {"hist": np.bincount(v["bin"], v["w"] ** 2, minlength=8)}),
+        "warp_segments": (
+            dict(x=In[f64], half_sums=Out[f64], centered=Out[f64], scan=Out[f64]),
+            dict(x=g.standard_normal(128), half_sums=np.zeros(8), centered=np.zeros(128), scan=np.zeros(128)),
+            dict(blocks=2, threads=64), ["x"],
+            lambda v: (lambda x: {"half_sums": x.reshape(8, 16).sum(1),
+                                  "centered": (x.reshape(4, 32) - x.reshape(4, 32)[:, :1] ** 2).ravel(),
+                                  "scan": np.cumsum(x.reshape(4, 32), 1).ravel()})(v["x"])),
+        "poly_window": (
+            dict(x=In[f64], y=Out[f64], n=i32),
+            dict(x=g.standard_normal(100), y=np.zeros(100), n=100), dict(blocks=2, threads=64), ["x"],
+            lambda v: {"y": poly_window_ref(v["x"])}),
+        "switched_potential": (
+            dict(r=In[f64], e=Out[f64], rc=f64, rs=f64, n=i32),
+            dict(r=g.uniform(0.5, 3.0, 100), e=np.zeros(100), rc=np.float64(2.5), rs=np.float64(1.0), n=100),
+            dict(blocks=2, threads=64), ["r", "rc", "rs"], lambda v: {"e": switched_ref(v["r"], 2.5, 1.0)}),
+        "global_exchange": (
+            dict(x=In[f64], tmp=Out[f64], y=Out[f64]),
+            dict(x=g.standard_normal(128), tmp=np.zeros(128), y=np.zeros(128)), dict(blocks=2, threads=64), ["x"],
+            lambda v: {"tmp": v["x"] ** 2, "y": v["x"].reshape(-1, 2)[:, ::-1].ravel() ** 2 * v["x"]}),
     }
+
+
+def poly_window_ref(x):
+    n = len(x)
+    coef = [0.5, -1.25, 0.75, 0.125, -0.0625]
+    win = np.stack([x[np.minimum(np.arange(n) + k, n - 1)] for k in range(4)])
+    p = np.polynomial.polynomial.polyval(win, coef)
+    return sum(p[k] * win[(k + 1) & 3] for k in range(4))
+
+
+def switched_ref(r, rc, rs):
+    s = (r - rs) / (rc - rs)
+    return np.where(r < rs, 1 / r ** 2, np.where(r < rc, 1 / r ** 2 * (1 - s * s * (3 - 2 * s)), 0.0))
 
 
 CASES = case_values()
@@ -282,6 +323,10 @@ REFUSED = {      # name: (parameters, launch, the error, what its message must s
                         SharedMemoryRaceError, "race on 'tile'"),
     "logsumexp_warp": (dict(x=In[f64], out=Out[f64], rows=i32, cols=i32), dict(blocks=3, threads=64),
                        DivergentBarrierError, "warp shuffle"),     # loops a lane leaves on its own, then shuffles
+    "grid_stride_barrier": (dict(x=In[f64], y=Out[f64], n=i32), dict(blocks=2, threads=64), DivergentBarrierError,
+                            "barrier"),
+    "recursive_power": (dict(x=In[f64], y=Out[f64], e=In[i32]), dict(blocks=1, threads=64), CudaTranslationError,
+                        "could not be inlined"),
     "racy_accumulate": (dict(x=In[f64], y=Out[f64]), dict(blocks=1, threads=64), SharedMemoryRaceError, "race"),
     "sum_volatile_tail": (dict(x=In[f32], partial=Out[f32]), dict(blocks=2, threads=64), SharedMemoryRaceError,
                           "race"),
