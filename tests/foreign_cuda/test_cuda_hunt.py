@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import adoffload as ado
-from adoffload.errors import CudaTranslationError, DivergentBarrierError, SharedMemoryRaceError, ToolNotFoundError
+from adoffload.errors import CudaTranslationError, DifferentiationError, DivergentBarrierError, SharedMemoryRaceError, ToolNotFoundError
 
 from .checks import run, written
 from .hunt_sources import HUNT
@@ -314,6 +314,7 @@ def switched_ref(r, rc, rs):
 
 
 CASES = case_values()
+CASES_WITHOUT_DERIVATIVES = {name: CASES.pop(name) for name in ["ticket_prefix"]}
 REFUSED = {      # name: (parameters, launch, the error, what its message must say)
     "neighbor_diff_return_before": (dict(x=In[f64], y=Out[f64], n=i32), dict(blocks=2, threads=64),
                                     DivergentBarrierError, "barrier"),
@@ -407,6 +408,22 @@ def test_undefined_cuda_is_refused_with_its_reason(mod, name):
                   if isinstance(t, ado.types.ArrayType) else 100) for p, t in params.items()}
     with pytest.raises(error, match=says):
         run(k, values, launch)
+
+
+@pytest.mark.parametrize("mode", ["jvp", "vjp"])
+def test_an_atomics_old_value_runs_but_has_no_derivative(mod, mode):
+    """``before = atomicAdd(acc, x[i])``: in forward mode the tangent would come from a second atomic
+    on the shadow, which threads reach in another order; in reverse mode the adjoint's own launch
+    would hand out other old values. Both refuse, naming the atomic; the primal runs."""
+    params, values, launch, wrt, reference = CASES_WITHOUT_DERIVATIVES["ticket_prefix"]
+    k = mod.kernel("ticket_prefix", **params)
+    got = run(k, values, launch)
+    for out, expected in reference(values).items():
+        np.testing.assert_allclose(np.ravel(got[out]), np.ravel(expected), rtol=2e-5, atol=2e-5, err_msg=out)
+    derived = getattr(ado, mode)(k, wrt=wrt)
+    shadows = {f"d_{n}": np.zeros_like(values[n]) for n in ["x", "acc", "y"]}
+    with pytest.raises(DifferentiationError, match="atomicrmw fadd.*old value"):
+        run(derived, values, launch, **shadows)
 
 
 @pytest.mark.parametrize("name, skew", [("matmul_tiled", 1.01), ("softmax_rows", 1.01), ("dot_shfl_atomic", 0.0)])
