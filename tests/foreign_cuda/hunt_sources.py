@@ -605,4 +605,63 @@ extern "C" __global__ void global_exchange(const double* x, double* tmp, double*
   int partner = blockIdx.x * blockDim.x + (threadIdx.x ^ 1);
   y[i] = tmp[partner] * x[i];
 }
+
+// ---------------------------------------------------------------- shared state across phases
+// A block total through a shared float atomic, then every thread normalizes by it.
+extern "C" __global__ void normalize_by_shared_total(const float* x, float* y) {
+  __shared__ float total;
+  int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+  if (t == 0) total = 0.0f;
+  __syncthreads();
+  float v = x[i];
+  atomicAdd(&total, v * v);
+  __syncthreads();
+  y[i] = v * rsqrtf(total);
+}
+
+// Jacobi sweeps in shared memory, the two buffers swapped through pointers.
+extern "C" __global__ void jacobi_shared(const double* u0, double* u, const double* f, int iters) {
+  __shared__ double a[66], b[66];
+  int t = threadIdx.x, g = blockIdx.x * 64 + t;
+  double* cur = a;
+  double* nxt = b;
+  cur[t + 1] = u0[g];
+  if (t == 0) { a[0] = 0.0; a[65] = 0.0; b[0] = 0.0; b[65] = 0.0; }
+  __syncthreads();
+  double fi = f[g];
+  for (int it = 0; it < iters; ++it) {
+    nxt[t + 1] = 0.5 * (cur[t] + cur[t + 2]) + 0.1 * fi * cur[t + 1] * cur[t + 1];
+    __syncthreads();
+    double* tmp = cur; cur = nxt; nxt = tmp;
+  }
+  u[g] = cur[t + 1];
+}
+
+// Tiles of an InOut array read in a loop, then the array is overwritten.
+extern "C" __global__ void tiles_then_overwrite(double* y, int tiles) {
+  __shared__ double s[64];
+  int t = threadIdx.x;
+  double acc = 0.0;
+  for (int k = 0; k < tiles; ++k) {
+    s[t] = y[k * 64 + t];
+    __syncthreads();
+    acc += s[t] * s[63 - t];
+    __syncthreads();
+  }
+  for (int k = 0; k < tiles; ++k) y[k * 64 + t] = acc * y[k * 64 + t];
+}
+
+// A shared accumulator updated in every trip of a barrier loop (read-modify-write across trips).
+extern "C" __global__ void rotating_accumulator(const double* x, double* y, int tiles) {
+  __shared__ double acc[64];
+  int t = threadIdx.x;
+  acc[t] = 0.0;
+  __syncthreads();
+  for (int k = 0; k < tiles; ++k) {
+    double v = x[(blockIdx.x * tiles + k) * 64 + t];
+    acc[(t + k) % 64] = 0.5 * acc[(t + k) % 64] * acc[(t + k) % 64] + v * v + v;
+    __syncthreads();
+  }
+  y[blockIdx.x * 64 + t] = acc[t] * acc[63 - t];
+}
 """

@@ -297,7 +297,44 @@ def case_values():
             dict(x=In[f64], tmp=Out[f64], y=Out[f64]),
             dict(x=g.standard_normal(128), tmp=np.zeros(128), y=np.zeros(128)), dict(blocks=2, threads=64), ["x"],
             lambda v: {"tmp": v["x"] ** 2, "y": v["x"].reshape(-1, 2)[:, ::-1].ravel() ** 2 * v["x"]}),
+        "normalize_by_shared_total": (
+            dict(x=In[f32], y=Out[f32]), dict(x=xf[:128], y=np.zeros(128, np.float32)), dict(blocks=2, threads=64),
+            ["x"], lambda v: (lambda x: {"y": (x / np.sqrt((x ** 2).sum(1, keepdims=True))).ravel()})(
+                v["x"].astype(np.float64).reshape(2, 64))),
+        "jacobi_shared": (
+            dict(u0=In[f64], u=Out[f64], f=In[f64], iters=i32),
+            dict(u0=g.standard_normal(128) * 0.5, u=np.zeros(128), f=g.standard_normal(128), iters=5),
+            dict(blocks=2, threads=64), ["u0", "f"], lambda v: {"u": jacobi_ref(v["u0"], v["f"], 5)}),
+        "tiles_then_overwrite": (
+            dict(y=InOut[f64], tiles=i32), dict(y=g.standard_normal(192), tiles=3), dict(blocks=1, threads=64), ["y"],
+            lambda v: (lambda y: {"y": ((y * y[:, ::-1]).sum(0) * y).ravel()})(v["y"].reshape(3, 64))),
+        "rotating_accumulator": (
+            dict(x=In[f64], y=Out[f64], tiles=i32), dict(x=g.standard_normal(2 * 3 * 64) * 0.5, y=np.zeros(128), tiles=3),
+            dict(blocks=2, threads=64), ["x"], lambda v: {"y": rotating_ref(v["x"], 3)}),
     }
+
+
+def jacobi_ref(u0, f, iters):
+    out = []
+    for a, fb in zip(u0.reshape(-1, 64), f.reshape(-1, 64)):
+        cur = np.pad(a, 1)
+        for _ in range(iters):
+            nxt = np.zeros(66)
+            nxt[1:65] = 0.5 * (cur[:64] + cur[2:]) + 0.1 * fb * cur[1:65] ** 2
+            cur = nxt
+        out.append(cur[1:65])
+    return np.concatenate(out)
+
+
+def rotating_ref(x, tiles):
+    out = []
+    for xb in x.reshape(-1, tiles, 64):
+        acc = np.zeros(64)
+        for k in range(tiles):
+            j = (np.arange(64) + k) % 64
+            acc[j] = 0.5 * acc[j] ** 2 + xb[k] ** 2 + xb[k]
+        out.append(acc * acc[::-1])
+    return np.concatenate(out)
 
 
 def poly_window_ref(x):
