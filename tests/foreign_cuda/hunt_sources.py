@@ -664,4 +664,46 @@ extern "C" __global__ void rotating_accumulator(const double* x, double* y, int 
   }
   y[blockIdx.x * 64 + t] = acc[t] * acc[63 - t];
 }
+
+// ---------------------------------------------------------------- CUDA-samples-style reduction, gathers
+// Two loads per thread, unsigned indices, template block size with compile-time-unrolled steps.
+template <unsigned int blockSize>
+__global__ void __launch_bounds__(blockSize) reduce_two_loads(const double* g_idata, double* g_odata, unsigned int n) {
+  __shared__ double sdata[blockSize];
+  unsigned int tid = threadIdx.x;
+  unsigned int i = blockIdx.x * (blockSize * 2) + threadIdx.x;
+  double mySum = (i < n) ? g_idata[i] : 0.0;
+  if (i + blockSize < n) mySum += g_idata[i + blockSize];
+  sdata[tid] = mySum * mySum;
+  __syncthreads();
+  if (blockSize >= 128) { if (tid < 64) sdata[tid] = mySum = sdata[tid] + sdata[tid + 64]; __syncthreads(); }
+  for (unsigned int s = 32; s > 0; s >>= 1) {
+    if (tid < s) sdata[tid] = sdata[tid] + sdata[tid + s];
+    __syncthreads();
+  }
+  if (tid == 0) g_odata[blockIdx.x] = sdata[0];
+}
+template __global__ void reduce_two_loads<128>(const double*, double*, unsigned int);
+
+// A gather inside each warp from data-dependent lanes (many lanes may read one lane).
+extern "C" __global__ void warp_gather(const double* x, const int* src, double* y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  double v = x[i] * x[i];
+  double got = __shfl_sync(FULL, v, src[i] & 31);
+  y[i] = got * x[i];
+}
+
+// Per-thread scratch rows in shared memory, and a value thread 0 broadcasts through a shared scalar.
+extern "C" __global__ void scratch_and_broadcast(const double* x, double* y) {
+  __shared__ double scratch[64][5];
+  __shared__ double first;
+  int t = threadIdx.x, i = blockIdx.x * 64 + t;
+  double v = x[i];
+  for (int k = 0; k < 5; ++k) scratch[t][k] = k == 0 ? v : scratch[t][k - 1] * v;
+  double p = 0.0;
+  for (int k = 0; k < 5; ++k) p += scratch[t][k] / (k + 1);
+  if (t == 0) first = p;
+  __syncthreads();
+  y[i] = p - first * v;
+}
 """

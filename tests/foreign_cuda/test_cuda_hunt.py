@@ -311,6 +311,20 @@ def case_values():
         "rotating_accumulator": (
             dict(x=In[f64], y=Out[f64], tiles=i32), dict(x=g.standard_normal(2 * 3 * 64) * 0.5, y=np.zeros(128), tiles=3),
             dict(blocks=2, threads=64), ["x"], lambda v: {"y": rotating_ref(v["x"], 3)}),
+        "reduce_two_loads": (
+            dict(x=In[f64], out=Out[f64], n=i32),
+            dict(x=g.standard_normal(600), out=np.zeros(3), n=600), dict(blocks=3, threads=128), ["x"],
+            lambda v: {"out": (np.pad(v["x"], (0, 168)).reshape(3, 2, 128).sum(1) ** 2).sum(1)}),
+        "warp_gather": (
+            dict(x=In[f64], src=In[i32], y=Out[f64]),
+            dict(x=g.standard_normal(128), src=g.integers(0, 8, 128).astype(np.int32), y=np.zeros(128)),
+            dict(blocks=2, threads=64), ["x"],
+            lambda v: {"y": (v["x"] ** 2).reshape(4, 32)[np.arange(4)[:, None], v["src"].reshape(4, 32) & 31].ravel()
+                       * v["x"]}),
+        "scratch_and_broadcast": (
+            dict(x=In[f64], y=Out[f64]), dict(x=g.standard_normal(128), y=np.zeros(128)), dict(blocks=2, threads=64),
+            ["x"], lambda v: (lambda x: (lambda p: {"y": (p - p[:, :1] * x).ravel()})(
+                sum(x ** (k + 1) / (k + 1) for k in range(5))))(v["x"].reshape(2, 64))),
     }
 
 
