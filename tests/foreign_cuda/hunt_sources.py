@@ -706,4 +706,34 @@ extern "C" __global__ void scratch_and_broadcast(const double* x, double* y) {
   __syncthreads();
   y[i] = p - first * v;
 }
+
+// ---------------------------------------------------------------- state across barriers, 2-D warps
+// A per-thread array live across barriers, a barrier under a branch on a kernel parameter.
+extern "C" __global__ void private_rows_across_barrier(const double* x, double* y, int mode) {
+  __shared__ double s[64];
+  int t = threadIdx.x, base = blockIdx.x * 256;
+  double r[4];
+  for (int k = 0; k < 4; ++k) r[k] = x[base + 64 * k + t];
+  s[t] = r[0] * r[1];
+  __syncthreads();
+  double left = s[(t + 63) % 64];
+  if (mode == 1) {
+    __syncthreads();
+    s[t] = r[2] * left;
+    __syncthreads();
+    left = s[(t + 1) % 64];
+  }
+  for (int k = 0; k < 4; ++k) y[base + 64 * k + t] = r[k] * left + r[(k + 1) & 3];
+}
+
+// A 16x8 block: a warp is two rows; shuffles cross from one row into the next.
+extern "C" __global__ void rows_in_warps(const float* x, float* y, int nx) {
+  int col = blockIdx.x * 16 + threadIdx.x, row = blockIdx.y * 8 + threadIdx.y;
+  int i = row * nx + col;
+  float v = x[i];
+  float below = __shfl_down_sync(FULL, v, 16);     // the next row's element for the warp's first row
+  float sum = v;
+  for (int o = 8; o > 0; o >>= 1) sum += __shfl_xor_sync(FULL, sum, o);   // the row's 16 lanes
+  y[i] = (threadIdx.y & 1) == 0 ? v * below + sum : v * sum;
+}
 """

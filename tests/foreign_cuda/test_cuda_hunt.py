@@ -327,7 +327,32 @@ def case_values():
             dict(x=In[f64], y=Out[f64]), dict(x=g.standard_normal(128), y=np.zeros(128)), dict(blocks=2, threads=64),
             ["x"], lambda v: (lambda x: (lambda p: {"y": (p - p[:, :1] * x).ravel()})(
                 sum(x ** (k + 1) / (k + 1) for k in range(5))))(v["x"].reshape(2, 64))),
+        "private_rows_across_barrier": (
+            dict(x=In[f64], y=Out[f64], mode=i32), dict(x=g.standard_normal(512), y=np.zeros(512), mode=1),
+            dict(blocks=2, threads=64), ["x"], lambda v: {"y": private_rows_ref(v["x"])}),
+        "rows_in_warps": (
+            dict(x=In[f32], y=Out[f32], nx=i32),
+            dict(x=g.standard_normal((16, 32)).astype(np.float32), y=np.zeros((16, 32), np.float32), nx=32),
+            dict(blocks=(2, 2), threads=(16, 8)), ["x"], lambda v: {"y": rows_in_warps_ref(v["x"].astype(np.float64))}),
     }
+
+
+def private_rows_ref(x):
+    out = []
+    for r in x.reshape(-1, 4, 64):
+        s = r[0] * r[1]
+        left = np.roll(s, 1)
+        s = r[2] * left
+        left = np.roll(s, -1)
+        out.append(r * left + r[[1, 2, 3, 0]])
+    return np.concatenate(out).ravel()
+
+
+def rows_in_warps_ref(x):
+    sums = (x.reshape(16, 2, 16).sum(2, keepdims=True) * np.ones((1, 1, 16))).reshape(16, 32)
+    below = np.roll(x, -1, 0)
+    even = (np.arange(16) % 2 == 0)[:, None]
+    return np.where(even, x * below + sums, x * sums)
 
 
 def jacobi_ref(u0, f, iters):
