@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import adoffload as ado
-from adoffload.errors import CudaTranslationError, DifferentiationError, DivergentBarrierError, SharedMemoryRaceError, ToolNotFoundError
+from adoffload.errors import CudaTranslationError, Error, DifferentiationError, DivergentBarrierError, SharedMemoryRaceError, ToolNotFoundError
 
 from .checks import run, written
 from .hunt_sources import HUNT
@@ -430,7 +430,7 @@ def outputs(k, values):
     return np.concatenate([np.ravel(values[n]).astype(np.float64) for n in written(k)])
 
 
-def both_oracles(k, wrt, values, launch, *, seed=0, skew=1.0):
+def both_oracles(k, wrt, values, launch, *, seed=0, skew=1.0, device="cpu"):
     """Forward mode against central differences, reverse mode against forward mode through
     <J v, w> = <v, J^T w>; ``skew`` scales the reverse-mode gradients (the oracle self-check)."""
     g = rng(seed)
@@ -442,12 +442,12 @@ def both_oracles(k, wrt, values, launch, *, seed=0, skew=1.0):
     shadows = {f"d_{n}": (t.copy() if isinstance(t, np.ndarray) else t) for n, t in typed.items()}
     for name in written(k):
         shadows.setdefault(f"d_{name}", np.zeros_like(values[name]))
-    run(ado.jvp(k, wrt=wrt), values, launch, **shadows)
+    run(ado.jvp(k, wrt=wrt), values, launch, device, **shadows)
     jv = np.concatenate([np.ravel(shadows[f"d_{n}"]).astype(np.float64) for n in written(k)])
 
     h = 1e-3 if single else 1e-6
-    fd = (outputs(k, run(k, shifted(values, tangents, h), launch))
-          - outputs(k, run(k, shifted(values, tangents, -h), launch))) / (2 * h)
+    fd = (outputs(k, run(k, shifted(values, tangents, h), launch, device))
+          - outputs(k, run(k, shifted(values, tangents, -h), launch, device))) / (2 * h)
     scale = np.abs(fd).max()
     assert scale > 0, "the outputs do not depend on the inputs: the case checks nothing"
     assert np.abs(jv - fd).max() <= (2e-2 if single else 1e-6) * scale, ("J v vs differences", jv, fd)
@@ -457,7 +457,7 @@ def both_oracles(k, wrt, values, launch, *, seed=0, skew=1.0):
     for name in wrt:
         v = values[name]
         seeds.setdefault(f"d_{name}", np.zeros_like(v) if isinstance(v, np.ndarray) else np.zeros(1, type(v)))
-    run(ado.vjp(k, wrt=wrt), values, launch, **seeds)
+    run(ado.vjp(k, wrt=wrt), values, launch, device, **seeds)
     grads = {n: np.ravel(seeds[f"d_{n}"]).astype(np.float64) * skew for n in wrt}
     terms = np.concatenate([jv * np.concatenate([np.ravel(w[n]).astype(np.float64) for n in written(k)])]
                            + [np.ravel(tangents[n]) * grads[n] for n in wrt])
@@ -499,6 +499,29 @@ def test_kernel_matches_numpy_and_both_oracles(mod, name):
     for out, expected in reference(values).items():
         np.testing.assert_allclose(np.ravel(got[out]), np.ravel(expected), rtol=tol, atol=tol, err_msg=out)
     both_oracles(k, wrt, values, launch)
+
+
+@pytest.fixture(scope="module")
+def cuda_device():
+    from adoffload.runtime import get_device
+    try:
+        get_device("cuda")
+    except Error as exc:
+        pytest.skip(f"no CUDA device: {exc}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", chosen(CASES, CORE))
+def test_on_the_gpu_as_on_the_host_and_both_oracles(cuda_device, mod, name):
+    """The same kernels on an NVIDIA GPU: outputs as the host's (float: the device's rsqrtf, __expf
+    may differ in the last bits), derivatives through both oracles on the device."""
+    params, values, launch, wrt, _ = CASES[name]
+    k = hunt_kernel(mod, name, params)
+    on_gpu, on_host = run(k, values, launch, "cuda"), run(k, values, launch)
+    tol = 1e-5 if is_f32(values) else 1e-10
+    for out in written(k):
+        np.testing.assert_allclose(on_gpu[out], on_host[out], rtol=tol, atol=tol, err_msg=out)
+    both_oracles(k, wrt, values, launch, device="cuda")
 
 
 @pytest.mark.parametrize("name", chosen(REFUSED, CORE_REFUSED))
