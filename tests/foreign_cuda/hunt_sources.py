@@ -736,4 +736,32 @@ extern "C" __global__ void rows_in_warps(const float* x, float* y, int nx) {
   for (int o = 8; o > 0; o >>= 1) sum += __shfl_xor_sync(FULL, sum, o);   // the row's 16 lanes
   y[i] = (threadIdx.y & 1) == 0 ? v * below + sum : v * sum;
 }
+
+// Each trip reads a chunk of an InOut array into a tile and overwrites the chunk from the tile.
+extern "C" __global__ void chunks_in_place(double* y, int chunks) {
+  __shared__ double s[64];
+  int t = threadIdx.x;
+  for (int k = 0; k < chunks; ++k) {
+    s[t] = y[k * 64 + t];
+    __syncthreads();
+    y[k * 64 + t] = s[63 - t] * s[t] + (k > 0 ? y[(k - 1) * 64 + t] : 0.0);
+    __syncthreads();
+  }
+}
+
+// A serial section: thread 0 sums the tile, every thread divides by it.
+extern "C" __global__ void serial_section(const double* x, double* y) {
+  __shared__ double s[64];
+  __shared__ double total;
+  int t = threadIdx.x, i = blockIdx.x * 64 + t;
+  s[t] = exp(x[i]);
+  __syncthreads();
+  if (t == 0) {
+    double acc = 0.0;
+    for (int j = 0; j < 64; ++j) acc += s[j];
+    total = acc;
+  }
+  __syncthreads();
+  y[i] = s[t] / total;
+}
 """

@@ -334,7 +334,20 @@ def case_values():
             dict(x=In[f32], y=Out[f32], nx=i32),
             dict(x=g.standard_normal((16, 32)).astype(np.float32), y=np.zeros((16, 32), np.float32), nx=32),
             dict(blocks=(2, 2), threads=(16, 8)), ["x"], lambda v: {"y": rows_in_warps_ref(v["x"].astype(np.float64))}),
+        "chunks_in_place": (
+            dict(y=InOut[f64], chunks=i32), dict(y=g.standard_normal(192), chunks=3), dict(blocks=1, threads=64), ["y"],
+            lambda v: {"y": chunks_ref(v["y"])}),
+        "serial_section": (
+            dict(x=In[f64], y=Out[f64]), dict(x=g.standard_normal(128), y=np.zeros(128)), dict(blocks=2, threads=64),
+            ["x"], lambda v: {"y": softmax_ref(v["x"].reshape(2, 64)).ravel()}),
     }
+
+
+def chunks_ref(y):
+    y = y.reshape(-1, 64).copy()
+    for k in range(len(y)):
+        y[k] = y[k][::-1] * y[k] + (y[k - 1] if k > 0 else 0)
+    return y.ravel()
 
 
 def private_rows_ref(x):
