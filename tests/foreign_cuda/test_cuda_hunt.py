@@ -452,6 +452,7 @@ def both_oracles(k, wrt, values, launch, *, seed=0, skew=1.0, device="cpu"):
                     else g.standard_normal()) for n in wrt}
     typed = {n: (t.astype(values[n].dtype) if isinstance(values[n], np.ndarray) else type(values[n])(t))
              for n, t in tangents.items()}
+    tangents = {n: np.asarray(t, np.float64) for n, t in typed.items()}      # the ones the JVP gets
     shadows = {f"d_{n}": (t.copy() if isinstance(t, np.ndarray) else t) for n, t in typed.items()}
     for name in written(k):
         shadows.setdefault(f"d_{name}", np.zeros_like(values[name]))
