@@ -764,4 +764,18 @@ extern "C" __global__ void serial_section(const double* x, double* y) {
   __syncthreads();
   y[i] = s[t] / total;
 }
+
+// Half a warp in a branch (a valid 16-lane mask): the other lanes run it speculatively on zeros,
+// where log and sqrt are infinite or have infinite derivatives.
+extern "C" __global__ void half_warp_logsum(const double* x, double* out) {
+  __shared__ double s[64];
+  int t = threadIdx.x;
+  s[t] = x[blockIdx.x * 64 + t];
+  __syncthreads();
+  if (t < 16) {
+    double v = log(s[t] * s[t] + s[t + 16] * s[t + 16]) + sqrt(s[t + 32] * s[t + 32]);
+    for (int o = 8; o > 0; o >>= 1) v += __shfl_down_sync(0x0000ffffu, v, o, 16);
+    if (t == 0) out[blockIdx.x] = v;
+  }
+}
 """

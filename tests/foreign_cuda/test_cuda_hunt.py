@@ -340,6 +340,10 @@ def case_values():
         "serial_section": (
             dict(x=In[f64], y=Out[f64]), dict(x=g.standard_normal(128), y=np.zeros(128)), dict(blocks=2, threads=64),
             ["x"], lambda v: {"y": softmax_ref(v["x"].reshape(2, 64)).ravel()}),
+        "half_warp_logsum": (
+            dict(x=In[f64], out=Out[f64]), dict(x=g.standard_normal(128), out=np.zeros(2)), dict(blocks=2, threads=64),
+            ["x"], lambda v: (lambda x: {"out": (np.log(x[:, :16] ** 2 + x[:, 16:32] ** 2)
+                                                 + np.abs(x[:, 32:48])).sum(1)})(v["x"].reshape(2, 64))),
     }
 
 
