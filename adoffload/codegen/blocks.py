@@ -242,7 +242,8 @@ def add_block_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, 
                                                       range(first, first + len(shared)), body_name)
     if target == "nvptx":          # no native float add on shared memory there (shared_atomics.py)
         first = grid_rank + len(types)
-        module_text, aggregated = aggregate_shared_adds(module_text, body_name, range(first, first + len(shared)))
+        module_text, aggregated = aggregate_shared_adds(module_text, body_name, range(first, first + len(shared)),
+                                                         block)
     body_module = abi._parse(module_text)
     _check(body_module, body_name, types, grid_rank, block, shared)
     threads = block_threads(block)

@@ -8,7 +8,10 @@ address. Here a lane first sums its value with its butterfly partners (lane xor 
 whenever *every* lane's partner at that distance adds to the same address (``match.any`` and a
 warp vote, so the choice is uniform), and then one lane per group of equal addresses does the
 atomic; a warp whose lanes all add to distinct addresses skips that. A warp that is
-not whole and converged (``activemask`` not all 32 lanes) adds plainly, as before.
+not whole and converged (``activemask`` not all 32 lanes) adds plainly, as before. Adds whose
+address visibly keeps the lanes apart (``_lanes_apart``: a stencil's adjoint) are not rewritten
+at all: there ``match.any`` finds every lane alone and only costs time (22% of the H200 stencil
+adjoint, benchmarks/stencil_probe.py).
 
 Only adds whose old value is unused and whose address is rooted in one of the body's shared-array
 parameters are rewritten, so the low 32 bits of an address tell it apart (a block's shared window
@@ -31,10 +34,67 @@ def _root(pointer):
     return pointer
 
 
-def aggregate_shared_adds(module_text: str, body_name: str, shared_args: range) -> tuple[str, bool]:
+# index operations after which lanes that differed in a thread index still differ (``and`` and
+# ``urem`` by a large enough constant: checked in _lane_values_kept)
+_KEEPS_LANES = frozenset({"getelementptr", "bitcast", "addrspacecast", "add", "sub", "mul", "shl", "or", "xor",
+                          "sext", "zext", "trunc", "and", "urem"})
+
+
+def _warp_axes(block, warp: int = 32) -> dict[int, int]:
+    """{axis: how many values its thread index takes within one warp} for the axes that vary
+    inside a warp (threads are numbered row-major, the last axis fastest)."""
+    axes, stride = {}, 1
+    for k in reversed(range(len(block))):
+        if block[k] > 1 and stride < warp:
+            axes[k] = min(block[k], -(-warp // stride))
+        stride *= block[k]
+    return axes
+
+
+def _lanes_apart(pointer, fn, block) -> bool:
+    """A guess, for speed only: whether the lanes of a warp add at different addresses -- the
+    address uses every thread index that varies inside a warp, through operations that keep
+    distinct values distinct. Then ``match.any`` would find every lane alone and only cost time;
+    a wrong guess leaves a correct atomic that retries where lanes collide."""
+    axes = _warp_axes(block)
+    reached: set[int] = set()
+    seen: set = set()
+    work = [pointer]
+    while work:
+        v = work.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        for k in axes:
+            if v is fn.args[k]:
+                reached.add(k)
+        if not isinstance(v, Instruction) or v.opcode not in _KEEPS_LANES:
+            continue
+        if v.opcode in ("and", "urem"):
+            tid = next((k for k in axes if v.operands[0] is fn.args[k]), None)
+            if tid is not None and not _lane_values_kept(v, axes[tid]):
+                return False
+        work.extend(v.operands)
+    return reached == set(axes)
+
+
+def _lane_values_kept(inst, count: int) -> bool:
+    """``and t, mask`` / ``urem t, m`` on a thread index that takes ``count`` consecutive values in
+    a warp keeps them apart (mask covering their low bits, or m at least count)."""
+    c = inst.operands[1]
+    if not (isinstance(c, adoir.Constant) and isinstance(c.value, int)):
+        return False
+    if inst.opcode == "urem":
+        return c.value >= count
+    low = (1 << max(count - 1, 1).bit_length()) - 1
+    return c.value & low == low
+
+
+def aggregate_shared_adds(module_text: str, body_name: str, shared_args: range, block=None) -> tuple[str, bool]:
     """``module_text`` with the body's unused-result float ``atomicrmw fadd`` on shared arrays
     (parameters ``shared_args`` of the body) made calls of ``@adoffload.shared_fadd.<t>``;
-    and whether any was."""
+    and whether any was. With the ``block`` shape given, adds whose lanes are apart
+    (``_lanes_apart``) stay plain atomics."""
     if "atomicrmw fadd" not in module_text:
         return module_text, False
     module = adoir.import_module(module_text)
@@ -43,7 +103,8 @@ def aggregate_shared_adds(module_text: str, body_name: str, shared_args: range) 
     used = fn.users()
     found = [inst for inst in fn.instructions()
              if inst.opcode == "atomicrmw" and getattr(inst, "op", None) == "fadd"
-             and str(inst.type) in _TYPES and _root(inst.operands[0]) in shared and not used.get(inst)]
+             and str(inst.type) in _TYPES and _root(inst.operands[0]) in shared and not used.get(inst)
+             and not (block is not None and _lanes_apart(inst.operands[0], fn, block))]
     for inst in found:
         pointer, value = inst.operands
         callee = module.get_or_declare(f"adoffload.shared_fadd.{_TYPES[str(inst.type)]}",
