@@ -27,7 +27,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.plain_shared_adds:
         from adoffload.codegen import blocks as codegen_blocks
-        codegen_blocks.aggregate_shared_adds = lambda text, body, shared: (text, False)
+        codegen_blocks.aggregate_shared_adds = lambda text, body, shared, block=None: (text, frozenset())
     import jax
     import jax.numpy as jnp
 

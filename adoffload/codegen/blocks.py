@@ -249,7 +249,7 @@ def add_block_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, 
     threads = block_threads(block)
     warp = 32 if target == "nvptx" else 64
     _check_warp_ops(body_module, threads, warp, target, arch)
-    body_module.link_in(abi._parse(gpu_definitions(target, threads) + (nvptx_definitions() if aggregated else "")
+    body_module.link_in(abi._parse(gpu_definitions(target, threads) + (nvptx_definitions(aggregated) if aggregated else "")
                                    + (ordered_definitions(target, threads) if ordered_adds else "")))
     m = ir.Module()
     m.triple, m.data_layout = body_module.triple, body_module.data_layout
