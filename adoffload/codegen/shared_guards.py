@@ -43,7 +43,7 @@ def guards(forms: Forms, fn: Function, dom: dict[Block, set[Block]]) -> dict[Blo
             if len(preds[b]) == 1:
                 mine.update(edges.get((preds[b][0], b), {}))
         defined = {id(i) for i in b.instructions}
-        known[b] = {k: v for k, v in mine.items() if not (_mentions(v) & defined) and _mentions(v) is not None}
+        known[b] = {k: v for k, v in mine.items() if _still_true(v, defined)}
     out = {}
     for b in fn.blocks:
         items = known.get(b, {}).values()
@@ -82,6 +82,13 @@ def _edge_knowledge(forms: Forms, p: Block) -> dict:
 
 def _key(f: Lin, kind: str):
     return ("f", tuple(sorted(f.coef.items(), key=str)), f.const, kind)
+
+
+def _still_true(item, defined: set) -> bool:
+    """Whether an item may be kept in a block defining ``defined``: it mentions none of them (an item
+    too deep to tell is dropped; the test was evaluated the other way round, and None & set raised)."""
+    mentioned = _mentions(item)
+    return mentioned is not None and not (mentioned & defined)
 
 
 def _mentions(item) -> set | None:

@@ -104,6 +104,22 @@ def shadow_root(v: Value, seen: set | None = None) -> Argument | None:
     return None
 
 
+def _nearby_location(load: Instruction) -> str:
+    """Where a load without a source location comes from: its address or that address's inputs
+    (LLVM's instcombine merges the loads of ``a[i] if c else b[j]`` into one load of a phi/select)."""
+    if load.location is not None:
+        return ""
+    frontier, seen = [load.operands[0]], set()
+    for _ in range(4):              # the address, its inputs, theirs...: the nearest with a location
+        for candidate in frontier:
+            if isinstance(candidate, Instruction) and candidate.location is not None:
+                return f", from the address at {candidate.location}"
+        seen.update(id(v) for v in frontier)
+        frontier = [o for v in frontier if isinstance(v, Instruction) for o in v.operands if id(o) not in seen]
+    near = [i.location for i in (load.parent.instructions if load.parent is not None else []) if i.location is not None]
+    return f", near {near[0]}" if near else ""
+
+
 _CYCLE = Argument(ptr, "<cycle>", -1)       # a phi reached again through its own cycle: no new root
 _PRIVATE = Argument(ptr, "<private>", -1)   # a thread's own shadow (a local array's): never logged
 PRIVATE_ROOT = _PRIVATE                     # shadow_root's answer for a thread's own memory
@@ -127,8 +143,12 @@ class ContributionLog:
         ``forward`` the forward sweep's shadow pointer (``shadow_pointer`` may be its reload)."""
         root = shadow_root(shadow_pointer if forward is None else forward)
         if root is None or root is _CYCLE:
+            where = f" (the adjoint of {describe(origin)}{_nearby_location(origin)})" if origin is not None else ""
             raise DifferentiationError(f"deterministic mode: cannot tell which shadow argument "
-                                       f"{shadow_pointer.ref()} points into (its address mixes several)")
+                                       f"{shadow_pointer.ref()}{where} points into (its address mixes "
+                                       f"several: a phi or select of two arrays, as LLVM makes of "
+                                       f"'x[i] if c else w[i]'). Use the default "
+                                       f"(atomic) mode for this kernel, or load each array separately")
         if root not in self.shadows:
             raise DifferentiationError(f"deterministic mode: {shadow_pointer.ref()} points into "
                                        f"{root.name}, which is not a shadow argument")
@@ -167,6 +187,8 @@ class ContributionLog:
         offset = Argument(i64, "log_offset", len(fn.args) + 1)
         fn.args += [log, offset]
         fn.function_type = FunctionType(void, fn.function_type.params + (ptr, i64))
+        # placed again: removing an unused tape slot from the entry block may have moved the end
+        self.entry.position_before_terminator(fn.entry)
         self.entry.store(self.entry.gep(i8, log, [offset], "log.base", inbounds=False), self.cursor)
 
 

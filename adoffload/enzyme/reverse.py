@@ -26,6 +26,7 @@ import copy
 from dataclasses import dataclass
 from typing import Callable
 
+from .. import collectives
 from ..errors import DifferentiationError
 from ..ir.builder import Builder
 from ..ir.core import (Argument, Block, Constant, Function, FunctionType, GlobalVariable, Instruction,
@@ -70,8 +71,14 @@ _WRITES = frozenset({"store", "atomicrmw", "cmpxchg"})
 
 
 def _is_pure_math_call(v: Instruction) -> bool:
-    """A call of a math function with a derivative rule (sqrt, exp, ...): no memory, recomputable."""
+    """A call of a math function with a derivative rule (sqrt, exp, ...): no memory, recomputable.
+    Not a block kernel's exchange (block_sum, shuffle, ...): every thread of the block must run it
+    together, and a recomputation sits wherever its use's reverse does, under divergent branches
+    too (the other threads would never arrive)."""
     if v.opcode != "call" or any(o.type.is_pointer for o in v.operands):
+        return False
+    exchange = isinstance(v.callee, Function) and collectives.parse(v.callee.name)
+    if exchange and exchange[0] in collectives.EXCHANGES:
         return False
     try:
         rule_for(v)

@@ -177,6 +177,8 @@ class _Uniformity:
             callee = resolve(node.func, self.names)
             if callee is None:
                 return False
+            if callee is builtins.len and len(node.args) == 1 and isinstance(node.args[0], ast.Name):
+                return True             # len(x) is x.shape[0]: a parameter (or a constant) like any shape
             return all(self.expr(a) for a in node.args) and not node.keywords
         if isinstance(node, (ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.IfExp, ast.Tuple)):
             return all(self.expr(child) for child in ast.iter_child_nodes(node)

@@ -7,7 +7,8 @@
   an InOut one its input, as before.
 * Transpose of such a call: one call of ``ado.vjp(k, wrt, primal_outputs=False)`` (output
   cotangents are the seeds, In where the lean kernel only reads them; input adjoints accumulate
-  from zero, or are Out results where the lean kernel writes them once).
+  from zero, or are Out results where the lean kernel writes them once; an InOut whose seed the
+  lean kernel never writes passes its cotangent through as its input's gradient).
 * Batching: a call of ``adoffload.batching.batched_kernel`` with the batch as a leading
   grid axis. A tangent call is batched consistently with its base kernel (a param and its
   shadow share one batch flag), so it stays transposable.
@@ -207,7 +208,13 @@ def _transpose(cts, *operands, spec: CallSpec):
             result.append(None)
             continue
         r = adjoint_of.get(forward_base.get(k))
-        if r not in rspec.result_params:
+        if r is not None and r not in rspec.result_params and r in rspec.operand_params:
+            # a read-only seed (lean.py: an InOut the adjoint never writes, e.g. only read or only
+            # atomically updated): its input's gradient is the seed, unchanged
+            value = r_operands[rspec.operand_params.index(r)]
+            value = jnp.asarray(value).reshape(operand.aval.shape).astype(operand.aval.dtype)
+            result.append(_sum_over_unshared_axes(value, operand.aval))
+        elif r not in rspec.result_params:
             result.append(ad.Zero(operand.aval))
         else:
             value = outs[rspec.result_params.index(r)].reshape(operand.aval.shape).astype(operand.aval.dtype)

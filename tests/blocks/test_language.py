@@ -158,6 +158,9 @@ def k(x: ado.InOut[ado.f64], n: ado.i64):
         ado.sync_threads()
     for s in range(x.shape[0] // 4 + n):
         ado.sync_threads()
+    m = len(x)                  # a shape, like x.shape[0] (block fuzzer's finding: was refused)
+    for s in range(m // 4):
+        ado.sync_threads()
     while total > 1.0:
         total = ado.block_sum(total * 0.125)
     x[i] = total

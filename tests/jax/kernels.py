@@ -82,3 +82,25 @@ def saxpy32(a: ado.f32, x: ado.In[ado.f32], y: ado.In[ado.f32], out: ado.Out[ado
 def outer(x: ado.In[ado.f64], y: ado.In[ado.f64], out: ado.Out[ado.f64, 2]):
     i, j = ado.tid()
     out[i, j] = x[i] * y[j]
+
+
+@ado.kernel
+def gate(x: ado.In[ado.f64], z: ado.InOut[ado.f64], out: ado.Out[ado.f64]):
+    """z is only read (a branch condition): its output is its input, its gradient the seed."""
+    i = ado.tid()
+    out[i] = 2.0 * x[i] if z[i] > 0.0 else x[i]
+
+
+def gate_ref(x, z):
+    return z, jnp.where(z > 0.0, 2.0 * x, x)
+
+
+@ado.kernel
+def tally(x: ado.In[ado.f64], total: ado.InOut[ado.f64]):
+    """An InOut updated by atomic adds only."""
+    i = ado.tid()
+    ado.atomic_add(total, 0, x[i] * x[i])
+
+
+def tally_ref(x, total):
+    return total + jnp.sum(x * x)
