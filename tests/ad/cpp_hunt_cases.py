@@ -28,6 +28,9 @@ def _cases() -> list[Case]:
     matrix = (np.eye(3) * 2.0 + u(3, 3, lo=-0.4, hi=0.4).reshape(3, 3)).ravel()
     rotation = np.linalg.qr(rng.standard_normal((3, 3)))[0].ravel()
     knots = np.cumsum(u(9, lo=0.3, hi=0.8))
+    pivoting = (u(4, 4).reshape(4, 4) + np.diag([0.1, 2.0, 0.3, 1.5])).ravel()       # pivots swap rows
+    spd_root = u(4, 4).reshape(4, 4)
+    spd = (spd_root @ spd_root.T + 4 * np.eye(4)).ravel()
     away = np.array([-0.83, -0.34, 0.12, 0.37, 0.91, -0.63, 0.55, 0.27, -0.22, 0.74])  # from 0, +-0.1/0.2/0.5, lo/hi
     return [
         Case("cpp_vec3_ops", [(IN, u(3)), (IN, u(3)), (REAL, 0.7)]),
@@ -70,6 +73,28 @@ def _cases() -> list[Case]:
         Case("cpp_static_table", [(IN, u(9)), (INT, 9)]),
         Case("cpp_transform_reduce", [(IN, u(9)), (IN, u(9)), (INT, 9)]),
         Case("cpp_recursive_pow", [(REAL, 1.1), (INT, 5)]),
+        Case("cpp_lu_solve", [(IN, pivoting), (IN, u(4)), (INT, 4), (OUT, np.zeros(4))]),
+        Case("cpp_cholesky_logdet", [(IN, spd), (INT, 4)]),
+        Case("cpp_min_image", [(IN, u(15, lo=0.0, hi=3.0)), (INT, 5), (REAL, 3.1)]),
+        Case("cpp_interp_table", [(IN, np.array([0.13, 0.41, 0.77, 0.58, 0.02, 0.95, 0.36, 0.69, 0.21])), (INT, 9),
+                                  (IN, u(6)), (INT, 6)]),
+        Case("cpp_long_double_sum", [(IN, u(9)), (INT, 9)]),
+        Case("cpp_dual_numbers", [(IN, u(9)), (INT, 9)]),
+        Case("cpp_static_init", [(IN, u(9)), (INT, 9)]),
+        Case("cpp_fast_rsqrt", [(IN, u(9, lo=0.5, hi=4.0).astype(np.float32)), (INT, 9)], np.float32),
+        Case("cpp_scan_diff", [(IN, u(9)), (INT, 9), (OUT, np.zeros(9))]),
+        Case("cpp_special", [(REAL, 0.7), (REAL, 1.3)]),
+        Case("cpp_nan_guard", [(IN, np.r_[u(4), np.nan, u(2), 11.0, u(2)]), (INT, 10)]),
+        Case("cpp_complex_float", [(IN, u(8, lo=0.3, hi=1.0).astype(np.float32)), (INT, 4)], np.float32),
+        Case("cpp_vector_at", [(IN, u(9)), (INT, 9), (INT, 2)]),
+        Case("cpp_optional", [(IN, np.array([0.5, -0.3, 1.7, 0.9, -1.2, 2.2, 0.1, -0.6, 1.1])), (INT, 9)]),
+        Case("cpp_member_ptr", [(IN, u(10)), (INT, 5), (INT, 1)]),
+        Case("cpp_member_ptr:area", [(IN, u(10)), (INT, 5), (INT, 0)]),
+        Case("cpp_gnu_vector", [(IN, u(12)), (INT, 12)]),
+        Case("cpp_swap_structs", [(IN, u(15)), (INT, 5)]),
+        Case("cpp_vec_of_vec", [(IN, u(12)), (INT, 3), (INT, 4)]),
+        Case("cpp_sort_by_key", [(IN, np.array([0.3, -1.2, 0.8, 1.1, -0.2, 0.55, -0.65, 0.95, 0.05])), (INT, 9)]),
+        Case("cpp_product", [(IN, u(9, lo=0.5, hi=1.5)), (INT, 9)]),
     ]
 
 

@@ -1,4 +1,5 @@
-"""Virtual calls on objects the function builds become direct calls (before AD).
+"""Virtual calls on objects the function builds, and calls through a choice of functions, become
+direct calls (before AD).
 
 clang++ calls a virtual function through the object's vtable pointer::
 
@@ -17,6 +18,10 @@ at the slot's offset. The call becomes a comparison of ``%f`` with each candidat
 (then inlined); no match (the object's type changed in a way this function does not show) calls
 ``adoffload.unknown_virtual_target``, a failure function: the host stops the call there with an
 error instead of jumping anywhere, and the AD engine sees no indirect call.
+
+A call through a phi or select whose every leaf is a function (a member function pointer chosen at
+run time, ``which ? &Shape::perimeter : &Shape::area``) is dispatched the same way, over those
+functions (the failure call is then never reached).
 """
 from __future__ import annotations
 
@@ -29,7 +34,7 @@ _ALLOCATORS = frozenset({"_Znwm", "_Znam", "_ZnwmSt11align_val_t", "_ZnamSt11ali
                          "aligned_alloc"})
 
 
-def devirtualize_vtable_calls(module: Module) -> int:
+def devirtualize_indirect_calls(module: Module) -> int:
     """Rewrite the virtual calls described above; returns how many."""
     rewritten = 0
     for fn in [f for f in module.functions.values() if not f.is_declaration]:
@@ -100,8 +105,31 @@ def _entries(c) -> list:
     return [c]
 
 
+def _chosen(p: Value, seen: set) -> list[Function] | None:
+    """The functions a phi/select tree of functions chooses from, or None if a leaf is anything else."""
+    if isinstance(p, Function):
+        return [p]
+    if p in seen:
+        return []
+    seen.add(p)
+    if isinstance(p, Instruction) and p.opcode in ("phi", "select"):
+        found = []
+        for q in (p.operands if p.opcode == "phi" else p.operands[1:]):
+            inner = _chosen(q, seen)
+            if inner is None:
+                return None
+            found += inner
+        return found
+    return None
+
+
 def _targets(call: Instruction, users: dict) -> list[Function]:
     slot_load = call.callee
+    if slot_load.opcode in ("phi", "select"):
+        chosen = _chosen(slot_load, set()) or []
+        if any(call.element_type is not None and f.function_type != call.element_type for f in chosen):
+            return []
+        return list(dict.fromkeys(chosen))
     if slot_load.opcode != "load":
         return []
     based = _constant_offset(slot_load.operands[0])
