@@ -1,0 +1,139 @@
+"""C++ as scientific code is written (tests/fixtures/foreign/cpp_hunt/hunt.cpp: Vec3/Mat3 class
+templates with operators, std::array/std::vector/std::unique_ptr scratch, virtual interfaces, lambdas
+passed to <algorithm>/<numeric>, std::complex, <cmath> overloads, recursive templates, Newton, RK4,
+splines, LU/Cholesky, periodic boxes, exceptions), from the ziglang wheel's clang++ 22 (libc++) at
+-O0..-O3, differentiated in both modes and checked against central differences and against each
+other (<J v, w> = <v, J^T w>; rust_hunt_cases.check). A function may be refused with an error naming
+the construct, never answered wrongly; the refusals expected are listed below with why. Each function
+is cut from the .ll text with what it references before it is loaded, so a case costs its own size.
+
+The whole matrix (every function at every level, about three minutes) runs with
+``ADOFFLOAD_CPP_HUNT=all``; by default each function runs at one level, the levels taken in turn."""
+from __future__ import annotations
+
+import gzip
+import os
+import re
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import adoffload as ado
+from adoffload import enzyme as ez
+from adoffload.errors import CompilationError, DifferentiationError, Error, ForeignPanicError
+from adoffload.testing.irtext import module_subset
+
+from .cpp_hunt_cases import CASES, function_of
+from .rust_hunt_cases import Mismatch, check, skew_reverse_adjoints
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "foreign" / "cpp_hunt"
+ALL = (0, 1, 2, 3)
+
+# name: (levels, pattern of the refusal, why it is refused)
+REFUSED = {
+    "cpp_std_function": (ALL, "stores a pointer to differentiated memory",
+                         "std::function keeps its lambda (which captured the active a) in its own buffer and calls "
+                         "it through a table of function pointers; shadows are not followed through memory"),
+    "cpp_recursive_pow": (ALL, "is recursive", "recursion is not differentiated"),
+    "cpp_long_double_sum": (ALL, "no derivative rule for @sqrtl", "std::sqrt(long double) is libm's sqrtl on "
+                            "x86_fp80, which has no derivative rule"),
+    "cpp_fast_rsqrt": (ALL, "float bits carried as an integer", "the bit-level guess: its derivative is not "
+                       "the derivative of the integer arithmetic"),
+    "cpp_vec_of_vec": (ALL, "memory that has no shadow", "std::vector<std::vector<double>>: the rows' heap "
+                       "blocks are pointers in heap memory, which shadows do not follow"),
+    "cpp_sort_by_key": (ALL, "stores a pointer to differentiated memory", "the comparator lambda captures x, "
+                        "and std::sort keeps the comparator in memory"),
+}
+# the host call itself is refused: libc++ declares std::sort<double*> an extern template of its
+# shared library, so the .ll has no body for it (the system's C++ runtime is libstdc++)
+HOST_REFUSED = {"cpp_median_sort": (ALL, r"__sort")}
+
+
+@lru_cache(maxsize=None)
+def _text(level: int) -> str:
+    with gzip.open(FIXTURES / f"hunt_O{level}.ll.gz", "rt") as f:
+        return f.read()
+
+
+@lru_cache(maxsize=None)
+def _module(level: int, function: str):
+    return ado.from_llvm(module_subset(_text(level), [function]))
+
+
+FULL = os.environ.get("ADOFFLOAD_CPP_HUNT") == "all"
+MATRIX = [(name, level) for k, name in enumerate(CASES) for level in ALL if FULL or level == ALL[k % len(ALL)]]
+
+
+@pytest.mark.parametrize("name,level", MATRIX, ids=[f"{n}-O{o}" for n, o in MATRIX])
+def test_cpp_function(name, level):
+    function = function_of(name)
+    levels, pattern, _ = REFUSED.get(function, ((), "", ""))
+    host_levels, host_pattern = HOST_REFUSED.get(function, ((), ""))
+    try:
+        check(_module(level, function)[function], CASES[name])
+    except DifferentiationError as refusal:
+        assert level in levels and re.search(pattern, str(refusal)), f"unexpected refusal: {refusal}"
+    except Error as refusal:
+        if isinstance(refusal, DifferentiationError) or level not in host_levels:
+            raise
+        assert re.search(host_pattern, str(refusal)), refusal
+    else:
+        assert level not in levels and level not in host_levels, f"{name} at -O{level} was expected to be refused"
+
+
+def test_the_oracles_catch_a_wrong_gradient(monkeypatch):
+    """check() fails when the reverse adjoints are off by 1%: the oracles are not vacuous."""
+    name = "cpp_lj_virtual"
+    fn = _module(2, name)[name]
+    skew_reverse_adjoints(monkeypatch)
+    with pytest.raises(Mismatch, match="<J v, w>"):
+        check(fn, CASES[name])
+
+
+def test_a_refusal_names_the_source_line():
+    """The .ll carries line tables (-gline-tables-only): a refusal says where in hunt.cpp."""
+    fn = _module(2, "cpp_fast_rsqrt")["cpp_fast_rsqrt"]
+    x = np.linspace(0.5, 2.0, 4, dtype=np.float32)
+    with pytest.raises(DifferentiationError, match=r"hunt\.cpp:\d+"):
+        ez.autodiff(ez.Reverse, fn, ez.Duplicated(x, np.zeros_like(x)), 4)
+
+
+@pytest.mark.parametrize("level", [0, 2])
+def test_an_uncaught_exception_is_an_error_not_a_dead_process(level):
+    """cpp_checked_sqrt_sum throws std::domain_error on a negative entry: the call, and each
+    derivative, raise ForeignPanicError naming the exception; before, the process terminated."""
+    fn = _module(level, "cpp_checked_sqrt_sum")["cpp_checked_sqrt_sum"]
+    good, bad = np.array([1.0, 4.0]), np.array([1.0, -4.0])
+    assert fn(good, 2) == pytest.approx(3.0)
+    with pytest.raises(ForeignPanicError, match=r"domain_error.*negative entry"):
+        fn(bad, 2)
+    for mode in (ez.Forward, ez.Reverse):
+        with pytest.raises(ForeignPanicError, match="domain_error"):
+            ez.autodiff(mode, fn, ez.Duplicated(bad.copy(), np.ones(2)), 2)
+    vector_at = _module(level, "cpp_vector_at")["cpp_vector_at"]
+    with pytest.raises(ForeignPanicError, match="out_of_range"):
+        vector_at(np.ones(4), 4, 7)
+
+
+def test_an_exception_caught_inside_gives_the_fallback_and_its_zero_derivative():
+    """cpp_catch_fallback catches the singular matrix's std::domain_error and returns -1: a constant."""
+    fn = _module(2, "cpp_catch_fallback")["cpp_catch_fallback"]
+    a, b = np.zeros(9), np.ones(3)
+    assert fn(a, b) == -1.0
+    da, db = np.full(9, 7.0), np.full(3, 7.0)
+    ez.autodiff(ez.Reverse, fn, ez.Duplicated(a, da), ez.Duplicated(b, db))
+    np.testing.assert_array_equal(np.r_[da, db], 7.0)       # nothing added
+    assert ez.autodiff(ez.Forward, fn, ez.Duplicated(a, np.ones(9)), ez.Duplicated(b, np.ones(3))) == 0.0
+
+
+def test_a_function_libcxx_throws_from_runs_with_libstdcxx():
+    """std::vector's growth path calls std::bad_array_new_length's constructor, which libstdc++ keeps
+    inline: defined for the host (codegen/libcxx_compat.py), so the function runs."""
+    fn = _module(1, "cpp_vector_resize")["cpp_vector_resize"]
+    x = np.array([0.5, -1.0, 2.0])
+    a = np.r_[x, x * x - 1.0]
+    assert fn(x, 3) == pytest.approx(float(a @ a))
+    with pytest.raises(CompilationError, match="__sort"):      # what libc++'s shared library holds stays missing
+        _module(1, "cpp_median_sort")["cpp_median_sort"](x, 3)
