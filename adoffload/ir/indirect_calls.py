@@ -98,6 +98,23 @@ def _vtable_address(v: Value) -> tuple[GlobalVariable, int] | None:
     return table, int(offset.value)
 
 
+def _vtable_addresses(v: Value, seen: set) -> list[tuple[GlobalVariable, int]] | None:
+    """The vtable addresses a stored value is (one, or a phi/select of them), or None."""
+    if isinstance(v, Instruction) and v.opcode in ("phi", "select"):
+        if v in seen:
+            return []
+        seen.add(v)
+        found = []
+        for q in (v.operands if v.opcode == "phi" else v.operands[1:]):
+            inner = _vtable_addresses(q, seen)
+            if inner is None:
+                return None
+            found += inner
+        return found
+    address = _vtable_address(v)
+    return None if address is None else [address]
+
+
 def _entries(c) -> list:
     """The pointer-sized items of a vtable's initializer, in order (nested aggregates flattened)."""
     if isinstance(c, Constant) and c.kind == "aggregate":
@@ -145,10 +162,10 @@ def _targets(call: Instruction, users: dict) -> list[Function]:
         if not stored:
             return []
         for store in stored:
-            address = _vtable_address(store.operands[0])
-            if address is None:
+            addresses = _vtable_addresses(store.operands[0], set())
+            if addresses is None:
                 return []               # something else lives there: not (only) a vtable pointer
-            tables.append(address)
+            tables += addresses
     targets = []
     for table, offset in tables:
         entries, at = _entries(table.initializer), offset + slot
