@@ -136,3 +136,17 @@ define double @f(i32 %which, double %x) {
     fn = ado.from_llvm(text)["f"]
     for which, expected in ((0, 2 * 0.7), (1, 2.0)):
         assert ez.autodiff(ez.Reverse, fn, which, ez.Active(0.7))[1] == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("kind", ["x86_fp80", "fp128"])
+def test_a_wide_float_constant_the_engine_makes_is_spelled_in_hex(kind):
+    """The engine's constants of a long double (its zero tangent, 1.0) are Python floats; LLVM reads
+    only hex literals for x86_fp80/fp128: the export spells them so, and they convert back exactly."""
+    import ctypes
+
+    from adoffload.codegen.host import HostProgram
+    from adoffload.ir.llvm_export import wide_float_literal
+    for value in (0.0, -0.0, 1.0, -2.5, 0.1, 1e-310, 3e300, float("inf")):
+        text = f"define double @f() {{\n  %r = fptrunc {kind} {wide_float_literal(kind, value)} to double\n  ret double %r\n}}"
+        got = HostProgram(text, opt_level=0).function("f", ctypes.c_double)()
+        assert got == value and np.signbit(got) == np.signbit(value)
