@@ -95,6 +95,7 @@ def _cases() -> list[Case]:
         Case("cpp_vec_of_vec", [(IN, u(12)), (INT, 3), (INT, 4)]),
         Case("cpp_sort_by_key", [(IN, np.array([0.3, -1.2, 0.8, 1.1, -0.2, 0.55, -0.65, 0.95, 0.05])), (INT, 9)]),
         Case("cpp_product", [(IN, u(9, lo=0.5, hi=1.5)), (INT, 9)]),
+        Case("cpp_long_double_math", [(REAL, 0.7), (REAL, 1.3)]),
         Case("cpp_heat_pingpong", [(INOUT, u(9)), (INT, 9), (REAL, 0.2), (INT, 5)]),
         Case("cpp_static_scratch", [(IN, u(9)), (INT, 9)]),
         Case("cpp_static_array", [(IN, u(9)), (INT, 9)]),

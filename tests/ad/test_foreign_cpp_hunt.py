@@ -38,8 +38,6 @@ REFUSED = {
                          "it through a table of function pointers; shadows are not followed through memory"),
     "cpp_recursive_pow": (ALL[:4], "is recursive", "recursion is not differentiated (with fast-math, clang "
                           "turns the recursion into a loop)"),
-    "cpp_long_double_sum": (ALL[:4], "no derivative rule for @sqrtl", "std::sqrt(long double) is libm's sqrtl "
-                            "on x86_fp80, which has no derivative rule (fast-math makes it llvm.sqrt.f80, which has)"),
     "cpp_fast_rsqrt": (ALL, "float bits carried as an integer", "the bit-level guess: its derivative is not "
                        "the derivative of the integer arithmetic"),
     "cpp_vec_of_vec": (ALL, "memory that has no shadow", "std::vector<std::vector<double>>: the rows' heap "
