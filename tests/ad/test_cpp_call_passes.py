@@ -148,5 +148,6 @@ def test_a_wide_float_constant_the_engine_makes_is_spelled_in_hex(kind):
     from adoffload.ir.llvm_export import wide_float_literal
     for value in (0.0, -0.0, 1.0, -2.5, 0.1, 1e-310, 3e300, float("inf")):
         text = f"define double @f() {{\n  %r = fptrunc {kind} {wide_float_literal(kind, value)} to double\n  ret double %r\n}}"
-        got = HostProgram(text, opt_level=0).function("f", ctypes.c_double)()
+        program = HostProgram(text, opt_level=0)        # (its code lives as long as the program)
+        got = program.function("f", ctypes.c_double)()
         assert got == value and np.signbit(got) == np.signbit(value)
