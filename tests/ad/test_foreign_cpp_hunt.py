@@ -83,6 +83,9 @@ def _marks(name: str, level: str) -> list:
         return [pytest.mark.skip(reason=NOT_RUN[function_of(name), level])]
     if name in FULL_ONLY and not FULL:
         return [pytest.mark.skip(reason=f"{name} costs seconds per level: ADOFFLOAD_CPP_HUNT=all runs it")]
+    if ":" in name and not FULL:      # a second point of a function the default run covers already
+        return [pytest.mark.skip(reason=f"{name} is a second point of {function_of(name)}: "
+                                        f"ADOFFLOAD_CPP_HUNT=all runs it")]
     return []
 
 
