@@ -332,6 +332,8 @@ def _check_float_bits(fn: Function, info: ActivityInfo, users: dict) -> None:
             if op in _BITS_END or (op == "call" and _is_inactive_call(user)):
                 continue
             integer_call = op == "call" and _is_integer_intrinsic(user)
+            if op == "bitcast" and is_float_type(user.type) and user not in info.useful:
+                continue        # a float rebuilt from the bits that reaches no result: no derivative to get wrong
             if (op in _BITS_SINKS and not integer_call) or (op == "bitcast" and is_float_type(user.type)):
                 source = origin[value]
                 raise DifferentiationError(
