@@ -4,7 +4,7 @@
 # test folders here with the same ADOFFLOAD_CACHE_DIR) and .whl (jax-md, pytest-xdist) carried:
 #   bash benchmarks/gpu_session8.sh bench   RAJAPerf's derivative columns at 2^26 (16 kernels, lcals_diff_predict
 #                                           included) and the block-kernel benchmark (matmul at 4096, DOT, stencil)
-#   bash benchmarks/gpu_session8.sh tests   every GPU test folder, 6 pytest workers
+#   bash benchmarks/gpu_session8.sh tests   every GPU test folder, 6 pytest workers; random block kernels, GPU vs host
 # Each stage writes under $OUT/<stage>/.
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
@@ -33,9 +33,13 @@ bench)
   echo "blocks exit $?" >> "$OUT/blocks_log.txt"; tail -2 "$OUT/blocks_log.txt"
   ;;
 tests)
-  timeout 540 python3 -m pytest -q -p no:cacheprovider -rfE -n 6 tests/gpu tests/codegen tests/determinism \
-    tests/reliability/test_integer_division.py tests/blocks tests/jax tests/test_readme.py tests/test_tape_scan.py \
-    tests/chemistry tests/foreign_cuda "$@" > "$OUT/gpu_tests.txt" 2>&1
+  # the CUDA hunt's whole set (its GPU variants included); then random block kernels, GPU against host
+  ADOFFLOAD_CUDA_HUNT=all timeout ${TESTS_SECONDS:-480} python3 -m pytest -q -p no:cacheprovider -rfE -n 6 tests/gpu \
+    tests/codegen tests/determinism tests/reliability/test_integer_division.py tests/blocks tests/jax \
+    tests/test_readme.py tests/test_tape_scan.py tests/chemistry tests/foreign_cuda "$@" > "$OUT/gpu_tests.txt" 2>&1
   echo "pytest exit $?" >> "$OUT/gpu_tests.txt"; tail -25 "$OUT/gpu_tests.txt"
+  timeout ${FUZZ_SECONDS:-70} python3 -m adoffload.testing.block_fuzz_gpu --count 400 --seed 9 \
+    --seconds $(( ${FUZZ_SECONDS:-70} - 20 )) > "$OUT/block_fuzz_gpu.txt" 2>&1
+  echo "block_fuzz_gpu exit $?" >> "$OUT/block_fuzz_gpu.txt"; tail -3 "$OUT/block_fuzz_gpu.txt"
   ;;
 esac
