@@ -31,7 +31,7 @@ _LAZY = {
     "max": "language", "floor": "language", "erf": "language", "atan2": "language",
     "exp2": "language", "log2": "language", "log1p": "language", "expm1": "language",
     "sinh": "language", "cosh": "language", "asin": "language", "acos": "language", "atan": "language",
-    "ceil": "language", "fma": "language", "copysign": "language",
+    "ceil": "language", "fma": "language", "copysign": "language", "static_range": "language",
     # block-level kernels
     "thread_id": "language", "block_id": "language", "block_dim": "language", "lane_id": "language",
     "warp_size": "language", "shared": "language", "sync_threads": "language", "warp_sum": "language",

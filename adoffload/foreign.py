@@ -17,6 +17,8 @@ from . import ir
 from .ir.devirtualize import devirtualize
 from .ir.float_moves import float_moves
 from .ir.frozen_pointers import unfreeze_pointer_arguments
+from .ir.invoked_allocations import calls_for_invoked_allocations
+from .ir.indirect_calls import devirtualize_indirect_calls
 from .ir.masked_memory import scalarize_masked_memory
 from .ir.numba_arrays import separate_numba_arrays
 from .ir.pointer_phis import pointer_phis
@@ -43,6 +45,8 @@ def from_llvm(source: str | bytes, *, canonical: bool = True) -> "ForeignModule"
         # are inlined by one more round
         changed = devirtualize(module)
         changed = posix_memalign_as_aligned_alloc(module) or changed   # its slot promoted next round
+        changed = calls_for_invoked_allocations(module) or changed     # C++ new's cleanup pads dropped next round
+        changed = devirtualize_indirect_calls(module) or changed          # virtual calls, calls of chosen functions
         if not (changed or _inlinable_calls(module)):
             break
         module = ir.import_module(ir.canonicalize(ir.prepare_for_analysis(ir.export_module(module)), promote_again=True))

@@ -219,6 +219,19 @@ for _name, _doc in BLOCK_BUILTINS.items():
     globals()[_name] = _builtin(_name, _doc)(_block_builtin_outside(_name))
 
 
+# --- loops unrolled by the front end ----------------------------------------------------------
+
+MAX_STATIC_ITERATIONS = 1024
+
+static_range = _builtin(
+    "static_range",
+    "static_range(stop) / (start, stop[, step]): a loop the front end unrolls (``for m in "
+    "ado.static_range(8):``), its counter a compile-time constant in each copy; arguments must be "
+    "compile-time integers, at most 1024 iterations. A register tile indexed by such counters stays "
+    "in registers in the derivative kernels too (their loops are not reversed: there are none). "
+    "Outside a kernel it is range().")(range)
+
+
 # --- derivatives of helpers, callable inside kernels ----------------------------------------
 
 class FuncDerivative:

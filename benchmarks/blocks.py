@@ -2,11 +2,13 @@
 shared-memory 2-D stencil and its adjoint, each against its baseline in the same run.
 
 * matmul: a register-tiled SGEMM in our language (128x128 block tiles, 8x8 per thread, shared
-  A/B tiles; ``sgemm_strided``: the same with each thread's outputs strided by 16) under ``jax.jit`` against ``jnp.dot(precision="highest")`` (cuBLAS SGEMM, no TF32);
+  A/B tiles; ``sgemm_strided``: the same with each thread's outputs strided by 16; ``sgemm_static``:
+  ``sgemm_strided`` with its tile loops ``ado.static_range``) under ``jax.jit`` against ``jnp.dot(precision="highest")`` (cuBLAS SGEMM, no TF32);
   its VJP (``jax.vjp`` of the custom call: our reverse-mode kernel) against XLA's VJP of the same
   product. Targets: primal within 3x, VJP within 2x.
 * dot: a block-reduction DOT (grid-stride loop, ``ado.block_sum``, one atomic per block) against
-  RAJAPerf's hand-written CUDA ``stream_dot`` (benchmarks/cuda/rajaperf.cu, nvcc -O3) and
+  the tuned CUDA ``stream_dot`` (benchmarks/cuda/rajaperf.cu, nvcc -O3; launched with one resident
+  wave of blocks, as benchmarks/rajaperf.py does) and
   ``jnp.vdot``, as a fraction of the measured copy bandwidth. Target: >= 0.95 of the CUDA DOT.
 * stencil: a 5-point stencil reading a shared-memory tile with halo (``shared``: 32-wide rows, 4
   points per thread, vertical neighbours in registers; ``shared16``: the first 16x16 version) against the one-thread-per-point
@@ -102,6 +104,38 @@ def sgemm_strided(A: ado.In[ado.f32, 2], B: ado.In[ado.f32, 2], C: ado.Out[ado.f
         ado.sync_threads()
     for m in range(TM):
         for n in range(TM):
+            C[bi * BM + ti + 16 * m, bj * BM + tj + 16 * n] = acc[m, n]
+
+
+@ado.kernel(block=(16, 16))
+def sgemm_static(A: ado.In[ado.f32, 2], B: ado.In[ado.f32, 2], C: ado.Out[ado.f32, 2]):
+    """``sgemm_strided`` with its inner loops written ``ado.static_range`` (unrolled by the front end):
+    the reverse sweep then has no loop over the register tile, whose adjoint stays in registers."""
+    ti, tj = ado.thread_id()
+    bi, bj = ado.block_id()
+    As = ado.shared((BK, BM), ado.f32)
+    Bs = ado.shared((BK, BM), ado.f32)
+    acc = ado.zeros((TM, TM), ado.f32)
+    a = ado.zeros(TM, ado.f32)
+    b = ado.zeros(TM, ado.f32)
+    r = ti * 16 + tj
+    for t in range(A.shape[1] // BK):
+        for q in range(4):
+            e = r + q * 256
+            As[e % BK, e // BK] = A[bi * BM + e // BK, t * BK + e % BK]
+            Bs[e // BM, e % BM] = B[t * BK + e // BM, bj * BM + e % BM]
+        ado.sync_threads()
+        for k in range(BK):
+            for m in ado.static_range(TM):
+                a[m] = As[k, ti + 16 * m]
+            for n in ado.static_range(TM):
+                b[n] = Bs[k, tj + 16 * n]
+            for m in ado.static_range(TM):
+                for n in ado.static_range(TM):
+                    acc[m, n] = ado.fma(a[m], b[n], acc[m, n])
+        ado.sync_threads()
+    for m in ado.static_range(TM):
+        for n in ado.static_range(TM):
             C[bi * BM + ti + 16 * m, bj * BM + tj + 16 * n] = acc[m, n]
 
 
@@ -261,7 +295,7 @@ def bench_matmul(sizes, reps, rows, vjp_sizes=()):
     import jax
     import jax.numpy as jnp
     for name, kernel, per_thread in (("sgemm_regtile", sgemm, TM), ("sgemm_strided", sgemm_strided, TM),
-                                     ("matmul16", matmul16, 1)):
+                                     ("sgemm_static", sgemm_static, TM), ("matmul16", matmul16, 1)):
         ours = ado.jax_kernel(kernel, grid=lambda A, B, p=per_thread: (A.shape[0] // p, B.shape[1] // p),
                               out_shapes=lambda A, B: {"C": (A.shape[0], B.shape[1])})
         for n in sizes:
@@ -325,7 +359,7 @@ def _dot_events(kernel, a, b, per_thread, reps) -> dict:
     from adoffload.codegen.abi import pack_slots
     from adoffload.launch import flat_values, proven_facts
     from harness import Gpu
-    from rajaperf import build_cuda_baselines
+    from rajaperf import build_cuda_baselines, cuda_launch_grid
     gpu = Gpu()
     n = a.shape[0]
     host = {"a": a, "b": b, "out": np.zeros(1)}
@@ -343,7 +377,9 @@ def _dot_events(kernel, a, b, per_thread, reps) -> dict:
     t_ours = gpu.time(ours, reps)
     baselines = gpu.device.load_module(build_cuda_baselines(Path("/tmp")).read_bytes())
     fn = baselines.function("stream_dot")
-    t_cuda = gpu.time(lambda: gpu.launch_raw(fn, ((n + 255) // 256, 1, 1), (256, 1, 1),
+    # the tuned CUDA DOT is a grid-stride loop: launched as rajaperf.py launches it (one resident wave)
+    blocks = cuda_launch_grid("stream_dot", n, {}, fn.resident_threads(256))
+    t_cuda = gpu.time(lambda: gpu.launch_raw(fn, blocks, (256, 1, 1),
                                              [dev["a"].ptr, dev["b"].ptr, dev["out"].ptr, n]), reps)
     copy = gpu.copy_bandwidth()
     return {"ours_ms": t_ours.median_ms, "cuda_stream_dot_ms": t_cuda.median_ms,

@@ -242,13 +242,14 @@ def add_block_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, 
                                                       range(first, first + len(shared)), body_name)
     if target == "nvptx":          # no native float add on shared memory there (shared_atomics.py)
         first = grid_rank + len(types)
-        module_text, aggregated = aggregate_shared_adds(module_text, body_name, range(first, first + len(shared)))
+        module_text, aggregated = aggregate_shared_adds(module_text, body_name, range(first, first + len(shared)),
+                                                         block)
     body_module = abi._parse(module_text)
     _check(body_module, body_name, types, grid_rank, block, shared)
     threads = block_threads(block)
     warp = 32 if target == "nvptx" else 64
     _check_warp_ops(body_module, threads, warp, target, arch)
-    body_module.link_in(abi._parse(gpu_definitions(target, threads) + (nvptx_definitions() if aggregated else "")
+    body_module.link_in(abi._parse(gpu_definitions(target, threads) + (nvptx_definitions(aggregated) if aggregated else "")
                                    + (ordered_definitions(target, threads) if ordered_adds else "")))
     m = ir.Module()
     m.triple, m.data_layout = body_module.triple, body_module.data_layout

@@ -176,17 +176,20 @@ class HostProgram:
             from .rust_runtime import define_allocator_shims
             missing = define_allocator_shims(module, missing)
         if any(name.startswith(("_Z", "__cxa_", "__gxx_")) for name in missing) and _load_cxx_runtime():
+            from .libcxx_compat import define_libcxx_gaps       # libc++'s throw paths: what libstdc++ lacks
+            define_libcxx_gaps(module, set(unresolved_functions(module)) | set(unresolved_globals(module)))
             missing = unresolved_functions(module)
         if needs_numba_runtime(missing) and load_numba_runtime():
             missing = unresolved_functions(module)
         from .host_byval import byval_wrappers
-        from .host_guard import guard, provide_failure_stubs
+        from .host_guard import guard, provide_failure_stubs, throws_cxx
         missing, has_failures = provide_failure_stubs(module, missing)
+        throws = throws_cxx(module) and _load_cxx_runtime()
         defined = {f.name for f in module.functions if not f.is_declaration}
         self.byref = byval_wrappers(module)      # ctypes calls of structs passed by value go through these
-        self.guarded = frozenset(n for n in guarded if has_failures and n in defined)
+        self.guarded = frozenset(n for n in guarded if (has_failures or throws) and n in defined)
         if self.guarded:
-            guard(module, sorted(self.byref.get(n, n) for n in self.guarded))
+            guard(module, sorted(self.byref.get(n, n) for n in self.guarded), catch_cxx=throws)
         if missing:
             raise CompilationError(f"the host code calls {', '.join('@' + n for n in missing)}, which no "
                                    f"loaded library defines; refusing to run it (the call would jump to "

@@ -8,7 +8,14 @@ address. Here a lane first sums its value with its butterfly partners (lane xor 
 whenever *every* lane's partner at that distance adds to the same address (``match.any`` and a
 warp vote, so the choice is uniform), and then one lane per group of equal addresses does the
 atomic; a warp whose lanes all add to distinct addresses skips that. A warp that is
-not whole and converged (``activemask`` not all 32 lanes) adds plainly, as before.
+not whole and converged (``activemask`` not all 32 lanes) adds plainly, as before. Adds whose
+address visibly keeps the lanes apart (``_lanes_apart``: a stencil's adjoint) are not rewritten
+at all: there ``match.any`` finds every lane alone and only costs time (22% of the H200 stencil
+adjoint, benchmarks/stencil_probe.py). Where the block shape predicts which lanes share an address
+(the lane-id bits of the thread indices the address does not use: ``_group_mask``), the add is a
+call of ``@adoffload.shared_fadd_group.<t>.<mask>`` instead: one exchange and one vote check the
+prediction, a butterfly over those bits sums each group and its first lane adds; a failed check
+takes the general path. The prediction only decides speed, never the sum.
 
 Only adds whose old value is unused and whose address is rooted in one of the body's shared-array
 parameters are rewritten, so the low 32 bits of an address tell it apart (a block's shared window
@@ -31,33 +38,174 @@ def _root(pointer):
     return pointer
 
 
-def aggregate_shared_adds(module_text: str, body_name: str, shared_args: range) -> tuple[str, bool]:
+# index operations after which lanes that differed in a thread index still differ (``and`` and
+# ``urem`` by a large enough constant: checked in _lane_values_kept)
+_KEEPS_LANES = frozenset({"getelementptr", "bitcast", "addrspacecast", "add", "sub", "mul", "shl", "or", "xor",
+                          "sext", "zext", "trunc", "and", "urem"})
+
+
+def _warp_axes(block, warp: int = 32) -> dict[int, int]:
+    """{axis: how many values its thread index takes within one warp} for the axes that vary
+    inside a warp (threads are numbered row-major, the last axis fastest)."""
+    axes, stride = {}, 1
+    for k in reversed(range(len(block))):
+        if block[k] > 1 and stride < warp:
+            axes[k] = min(block[k], -(-warp // stride))
+        stride *= block[k]
+    return axes
+
+
+def _lanes_apart(pointer, fn, block) -> bool:
+    """A guess, for speed only: whether the lanes of a warp add at different addresses -- the
+    address uses every thread index that varies inside a warp, through operations that keep
+    distinct values distinct. Then ``match.any`` would find every lane alone and only cost time;
+    a wrong guess leaves a correct atomic that retries where lanes collide."""
+    axes = _warp_axes(block)
+    reached: set[int] = set()
+    seen: set = set()
+    work = [pointer]
+    while work:
+        v = work.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        for k in axes:
+            if v is fn.args[k]:
+                reached.add(k)
+        if not isinstance(v, Instruction) or v.opcode not in _KEEPS_LANES:
+            continue
+        if v.opcode in ("and", "urem"):
+            tid = next((k for k in axes if v.operands[0] is fn.args[k]), None)
+            if tid is not None and not _lane_values_kept(v, axes[tid]):
+                return False
+        work.extend(v.operands)
+    return reached == set(axes)
+
+
+def _lane_values_kept(inst, count: int) -> bool:
+    """``and t, mask`` / ``urem t, m`` on a thread index that takes ``count`` consecutive values in
+    a warp keeps them apart (mask covering their low bits, or m at least count)."""
+    c = inst.operands[1]
+    if not (isinstance(c, adoir.Constant) and isinstance(c.value, int)):
+        return False
+    if inst.opcode == "urem":
+        return c.value >= count
+    low = (1 << max(count - 1, 1).bit_length()) - 1
+    return c.value & low == low
+
+
+def _lane_bits(block, warp: int = 32) -> dict[int, int] | None:
+    """{axis: the lane-id bits its thread index occupies within a warp} for the axes that vary
+    inside a warp, or None when an extent is not a power of two (lanes then mix axes unevenly)."""
+    if any(e & (e - 1) for e in block):
+        return None
+    bits, stride = {}, 1
+    for k in reversed(range(len(block))):
+        if block[k] > 1 and stride < warp:
+            bits[k] = (min(stride * block[k], warp) - 1) & ~(stride - 1)
+        stride *= block[k]
+    return bits
+
+
+def _group_mask(pointer, fn, block) -> int:
+    """The lane-id bits over which the address is expected not to change (those of the thread
+    indices it does not use; 0 when it uses them all or the block is not a power of two). Only a
+    prediction: ``shared_fadd_group`` checks it at run time."""
+    bits = _lane_bits(block)
+    if not bits:
+        return 0
+    uses: set[int] = set()
+    seen: set = set()
+    work = [pointer]
+    while work:
+        v = work.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        uses |= {k for k in bits if v is fn.args[k]}
+        if isinstance(v, Instruction):
+            work.extend(v.operands)
+    mask = 0
+    for k, b in bits.items():
+        if k not in uses:
+            mask |= b
+    return mask
+
+
+def aggregate_shared_adds(module_text: str, body_name: str, shared_args: range, block=None) -> tuple[str, frozenset]:
     """``module_text`` with the body's unused-result float ``atomicrmw fadd`` on shared arrays
-    (parameters ``shared_args`` of the body) made calls of ``@adoffload.shared_fadd.<t>``;
-    and whether any was."""
+    (parameters ``shared_args`` of the body) made calls of ``@adoffload.shared_fadd.<t>``, or of
+    ``@adoffload.shared_fadd_group.<t>.<mask>`` where the ``block`` shape predicts which lanes add at
+    one address (``_group_mask``); and the masks used (``nvptx_definitions``' argument; -1 for the
+    plain form), empty when nothing was rewritten. With ``block`` given, adds whose lanes are apart
+    (``_lanes_apart``) stay plain atomics."""
     if "atomicrmw fadd" not in module_text:
-        return module_text, False
+        return module_text, frozenset()
     module = adoir.import_module(module_text)
     fn = module.functions[body_name]
     shared = {fn.args[k] for k in shared_args}
     used = fn.users()
     found = [inst for inst in fn.instructions()
              if inst.opcode == "atomicrmw" and getattr(inst, "op", None) == "fadd"
-             and str(inst.type) in _TYPES and _root(inst.operands[0]) in shared and not used.get(inst)]
+             and str(inst.type) in _TYPES and _root(inst.operands[0]) in shared and not used.get(inst)
+             and not (block is not None and _lanes_apart(inst.operands[0], fn, block))]
+    masks = set()
     for inst in found:
         pointer, value = inst.operands
-        callee = module.get_or_declare(f"adoffload.shared_fadd.{_TYPES[str(inst.type)]}",
-                                       FunctionType(void, (pointer.type, value.type)))
+        mask = _group_mask(pointer, fn, block) if block is not None else 0
+        name = (f"adoffload.shared_fadd_group.{_TYPES[str(inst.type)]}.{mask}" if mask
+                else f"adoffload.shared_fadd.{_TYPES[str(inst.type)]}")
+        masks.add(mask or -1)
+        callee = module.get_or_declare(name, FunctionType(void, (pointer.type, value.type)))
         b = Builder()
         b.position_before(inst)
         b.location = inst.location
         b.call(callee, [pointer, value])
         inst.parent.instructions.remove(inst)
-    return (adoir.export_module(module) if found else module_text), bool(found)
+    return (adoir.export_module(module) if found else module_text), frozenset(masks)
 
 
-def nvptx_definitions() -> str:
-    """``@adoffload.shared_fadd.f32`` / ``.f64`` for NVPTX (needs block_ops' exchange helpers).
+def _group_definition(t: str, suffix: str, mask: int) -> str:
+    """``@adoffload.shared_fadd_group.<suffix>.<mask>``: when the warp is whole and every lane's
+    address equals that of the lane with its ``mask`` bits cleared (one exchange and one vote), a
+    butterfly over the mask's bits sums each group and its first lane adds; otherwise the general
+    ``shared_fadd``."""
+    steps, value = [], "%v"
+    for bit in (1 << k for k in range(5) if mask >> k & 1):
+        steps.append(_exchange(t, "xor", value, str(bit), f"%p.{bit}") + f"  %s.{bit} = fadd {t} {value}, %p.{bit}\n")
+        value = f"%s.{bit}"
+    return f"""define void @adoffload.shared_fadd_group.{suffix}.{mask}(ptr %a, {t} %v) alwaysinline convergent nounwind {{
+entry:
+  %active = call i32 @llvm.nvvm.activemask()
+  %whole = icmp eq i32 %active, -1
+  br i1 %whole, label %check, label %general
+check:
+  %addr = ptrtoint ptr %a to i64
+  %lo = trunc i64 %addr to i32
+  %lane = call i32 @adoffload.lane_id()
+  %leader = and i32 %lane, {~mask & 31}
+  %leader.lo = call i32 @adoffload.exchange.idx(i32 %lo, i32 %leader)
+  %same = icmp eq i32 %lo, %leader.lo
+  %grouped = call i1 @llvm.nvvm.vote.all.sync(i32 -1, i1 %same)
+  br i1 %grouped, label %group, label %general
+group:
+{"".join(steps)}  %first = icmp eq i32 %lane, %leader
+  br i1 %first, label %add, label %done
+add:
+  %old = atomicrmw fadd ptr %a, {t} {value} monotonic
+  br label %done
+general:
+  call void @adoffload.shared_fadd.{suffix}(ptr %a, {t} %v)
+  br label %done
+done:
+  ret void
+}}
+"""
+
+
+def nvptx_definitions(masks=frozenset()) -> str:
+    """``@adoffload.shared_fadd.f32`` / ``.f64`` for NVPTX (needs block_ops' exchange helpers), and
+    ``@adoffload.shared_fadd_group.<t>.<mask>`` for each of ``masks`` (aggregate_shared_adds').
 
     ``match.any`` gives each lane the set of lanes adding to its address: when every lane is
     alone (a stencil's adjoint) the add is plain at once; otherwise a lane sums with its partner
@@ -105,4 +253,5 @@ done:
   ret void
 }}
 """)
+        out += [_group_definition(t, suffix, mask) for mask in sorted(m for m in masks if m > 0)]
     return "".join(out)

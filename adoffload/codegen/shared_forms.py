@@ -334,6 +334,28 @@ class Concrete:
     def __init__(self, forms: Forms):
         self.forms = forms
 
+    def low_bits(self, v: Value, n: int, env: dict, depth: int = 0) -> int | None:
+        """``v`` modulo 2^n: the bits a thread decides even where higher bits depend on its block
+        (``tid & 31``; ``(tid >> 5) & 3``, the warp of a 128-thread block, through the shift)."""
+        n = min(n, v.type.bits)
+        f = self.forms.modular(v)
+        if f is not None:                   # atoms whose coefficients are multiples of 2^n drop out
+            x = Lin({a: c for a, c in f.coef.items() if c % (1 << n)}, f.const).at(env)
+            if x is not None:
+                return x % (1 << n)
+        if isinstance(v, Instruction) and depth <= 48:
+            k = const_int(v.operands[1]) if v.opcode in ("lshr", "and") else None
+            if v.opcode == "lshr" and k is not None and 0 <= k < v.type.bits:
+                x = self.low_bits(v.operands[0], n + k, env, depth + 1)
+                return None if x is None else (x >> k) % (1 << n)
+            if v.opcode == "and" and k is not None:
+                x = self.low_bits(v.operands[0], n, env, depth + 1)
+                return None if x is None else x & k % (1 << n)
+            if v.opcode == "trunc":
+                return self.low_bits(v.operands[0], n, env, depth + 1)
+        x = self.value(v, env, depth + 1)
+        return None if x is None else x % (1 << n)
+
     def value(self, v: Value, env: dict, depth: int = 0) -> int | None:
         """``v``'s unsigned value (None where it depends on anything ``env`` does not give)."""
         bits = v.type.bits if isinstance(v.type, IntType) else None
@@ -348,10 +370,8 @@ class Concrete:
             return None
         op = v.opcode
         m = const_int(v.operands[1]) if op == "and" else None
-        if m is not None:                   # low bits: atoms whose coefficients are multiples drop out
-            f = self.forms.modular(v.operands[0])
-            keep = 1 << (m % (1 << bits)).bit_length()
-            x = None if f is None else Lin({a: c for a, c in f.coef.items() if c % keep}, f.const).at(env)
+        if m is not None:
+            x = self.low_bits(v.operands[0], (m % (1 << bits)).bit_length(), env, depth + 1)
             if x is not None:
                 return x & m % (1 << bits)
         if op == "select":

@@ -49,6 +49,8 @@ _NO_MEMORY = ("llvm.lifetime.", "llvm.assume", "llvm.dbg.", "llvm.experimental.n
 _MAX_BOUND_CHOICES = 4
 _MAX_ENUMERATED_BYTES = 1 << 18
 _MAX_POINTS = 1 << 15
+UNREACHED = object()        # _offset: the thread cannot reach the pointer
+_MAX_PHI_DEPTH = 8          # pointer phis followed back through one another (loops end there)
 
 
 def _layout(t) -> tuple[int, int, int] | None:
@@ -312,8 +314,9 @@ def _drop_failure_paths(fn: Function) -> None:
 class Proofs:
     """Whether two accesses can touch one byte from two different threads (module docstring)."""
 
-    def __init__(self, forms: Forms):
+    def __init__(self, forms: Forms, facts: dict | None = None):
         self.forms = forms
+        self.facts = facts or {}              # per block: guards(), to follow pointer phis
         self.concrete = Concrete(forms)
         self._opaque: set[int] = set()        # conditions found not to be functions of the thread alone
 
@@ -445,17 +448,22 @@ class Proofs:
                 offset = rel.at(env) if affine else self._offset(x.pointer, x.root, env)
                 if offset is None:
                     return None
+                if offset is UNREACHED:
+                    continue
                 found.append((thread, offset))
         x._points = (base, found)
         return x._points
 
     def _holds(self, x: Access, env: dict) -> bool:
         """False when a fact or a condition dominating ``x`` is known false at ``env``."""
-        for f, kind in x.facts:
+        return self._guards_hold(x.facts, x.conditions, env)
+
+    def _guards_hold(self, facts, conditions, env: dict) -> bool:
+        for f, kind in facts:
             value = f.at(env)
             if value is not None and (value > 0 if kind == "le" else value != 0):
                 return False
-        for condition, side in x.conditions:
+        for condition, side in conditions:
             if id(condition) in self._opaque:
                 continue
             value = self.concrete.value(condition, env)
@@ -469,9 +477,18 @@ class Proofs:
                 return False
         return True
 
-    def _offset(self, p: Value, root: Argument, env: dict) -> int | None:
+    def _offset(self, p: Value, root: Argument, env: dict, depth: int = 0) -> int | None:
         total = 0
         while p is not root:
+            if isinstance(p, Instruction) and p.opcode == "phi" and depth < _MAX_PHI_DEPTH:
+                # a pointer phi (two halo stores merged into one): the incoming pointers of the
+                # predecessors whose guards do not exclude the thread must agree
+                # (none: the thread cannot reach the phi, which dominates the access)
+                offsets = {self._offset(q, root, env, depth + 1) for q, b in zip(p.operands, p.blocks)
+                           if self._guards_hold(*self.facts.get(b, ([], [])), env)} - {UNREACHED}
+                if not offsets:
+                    return UNREACHED
+                return total + offsets.pop() if len(offsets) == 1 and None not in offsets else None
             found = _gep_terms(p) if isinstance(p, Instruction) and p.opcode == "getelementptr" else None
             if found is None:
                 return None
@@ -530,7 +547,7 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
             root, offset = _pointer(forms.assuming(nonnegative), x.pointer, roots)
             if root is x.root and offset is not None and (x.offset is None or not isinstance(offset, Modular)):
                 x.offset = offset
-    proof = Proofs(forms)
+    proof = Proofs(forms, facts)
     for i, a in enumerate(accesses):
         for b in accesses[i:]:
             if _apart(a.root, b.root, roots) or not (a.writes or b.writes) or (a.kind == "atomic" == b.kind) \

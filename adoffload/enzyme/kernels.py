@@ -19,11 +19,12 @@ from ..ir.core import (Argument, Constant, Function, FunctionType, Module, Type,
 from ..signature import HIDDEN_PREFIX, KernelSignature, Param
 from ..types import ArrayType
 from ..types import i64 as I64
-from .activity import ACTIVE, CONST, DUP, Activity
+from .activity import ACTIVE, CONST, DUP, Activity, analyze
 from .blocks import shared_activity
 from .forward import forward
 from .lean import LeanPlan, drop_primal_stores, lean_derivative
 from .parallel import ParallelInfo
+from .soundness import check_forward_atomics
 
 _LLVM_TYPES: dict[str, Type] = {"float": f32, "double": f64, "i32": i32, "i64": i64, "i1": i1, "ptr": ptr}
 
@@ -163,6 +164,7 @@ def derive_kernel(signature: KernelSignature, module: Module, body_name: str, mo
     parallel = ParallelInfo(thread_args=tuple(range(rank)), uniform_args=frozenset(range(rank, len(body.args))),
                             block_shared_args=frozenset(range(first_shared, first_shared + len(shared))))
     if mode == "jvp":
+        check_forward_atomics(body, analyze(body, activity))      # threads run concurrently
         inner = forward(module, body, activity, width=width, name=f"{body_name}.adoffload.jvp{width}")
     else:
         from .reverse import reverse

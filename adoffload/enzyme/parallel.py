@@ -2,7 +2,8 @@
 
 The derived body runs once per logical thread. A shadow update ``shadow[idx] += v`` is
 
-* PRIVATE when ``idx`` is injective in the thread-index vector (no two threads can hit the
+* PRIVATE when the address lies in the thread's own stack arrays (allocas, however indexed), or
+  when ``idx`` is injective in the thread-index vector (no two threads can hit the
   same element): a plain load/add/store;
 * UNIFORM when ``idx`` is the same for every thread and every point of the run (``d_sigma[0]``,
   an active scalar's accumulator): summed per thread in a register and added once, through
@@ -110,8 +111,12 @@ class AddressClassifier:
     def classify(self, pointer: Value, at: Block) -> AddressClass:
         root, indices = _decompose(pointer)
         if root is None:
-            return AddressClass.SHARED
-        if isinstance(root, Instruction) and root.opcode == "alloca":
+            # a GEP chain over mixed element types (``gep float, (gep i8, %local, off), k``: a row
+            # of a local 2-D array) or a phi/select of pointers: private when it can only point
+            # into the thread's own stack arrays
+            roots = _pointer_roots(pointer)
+            return AddressClass.PRIVATE if roots and all(_is_alloca(r) for r in roots) else AddressClass.SHARED
+        if _is_alloca(root):
             return AddressClass.PRIVATE
         if not isinstance(root, Argument) or root in self.thread_args:
             return AddressClass.SHARED
@@ -275,6 +280,10 @@ def _pointer_roots(pointer: Value, depth: int = 0, seen=None) -> set | None:
             found |= more
         return found
     return None
+
+
+def _is_alloca(v: Value) -> bool:
+    return isinstance(v, Instruction) and v.opcode == "alloca"
 
 
 def _gep_element(pointer: Value):

@@ -80,8 +80,8 @@ def constant_value(v: Value) -> float | None:
         return None
     if v.kind == "zero":
         return 0.0
-    if v.kind == "scalar":
-        return float(v.value)
+    if v.kind == "scalar":      # (a long double's or fp128's literal is LLVM's hex text: not folded)
+        return None if isinstance(v.value, str) else float(v.value)
     if v.kind == "aggregate" and v.value:
         xs = {constant_value(c) for c in v.value}
         return xs.pop() if len(xs) == 1 else None
@@ -237,8 +237,8 @@ def callee_key(name: str) -> str:
     else:
         if base.startswith("__nv_"):
             base = base[5:]
-        if f"call:{base}" not in RULES and base not in _ALIASES and base.endswith("f"):
-            base = base[:-1]            # C float variants: sinf, erff, atan2f
+        if f"call:{base}" not in RULES and base not in _ALIASES and base.endswith(("f", "l")):
+            base = base[:-1]            # C float and long double variants: sinf, erff, atan2f, sqrtl
     base = _ALIASES.get(base, base)
     return f"call:{base}"
 

@@ -62,6 +62,9 @@ REFUSED = (
      "a derivative cannot follow them"),
     ("in a kernel's reverse mode: an atomic whose result the thread uses", "the adjoint's own launch "
      "re-runs the forward pass and gets other results"),
+    ("in a kernel's forward mode: a float atomic on differentiated memory whose old value the thread uses",
+     "the tangent would be the old value of the shadow's own atomic, which the threads may reach in "
+     "another order than the primal's"),
 )
 # Where integer-carried float bits stop mattering: decisions, indices, numeric conversions.
 _BITS_END = frozenset({"icmp", "br", "switch", "getelementptr", "sitofp", "uitofp"})
@@ -329,6 +332,8 @@ def _check_float_bits(fn: Function, info: ActivityInfo, users: dict) -> None:
             if op in _BITS_END or (op == "call" and _is_inactive_call(user)):
                 continue
             integer_call = op == "call" and _is_integer_intrinsic(user)
+            if op == "bitcast" and is_float_type(user.type) and user not in info.useful:
+                continue        # a float rebuilt from the bits that reaches no result: no derivative to get wrong
             if (op in _BITS_SINKS and not integer_call) or (op == "bitcast" and is_float_type(user.type)):
                 source = origin[value]
                 raise DifferentiationError(
@@ -348,6 +353,20 @@ def _is_integer_intrinsic(inst: Instruction) -> bool:
 
 def _bits(t) -> int:
     return getattr(t, "bits", 0) or getattr(getattr(t, "element", None), "bits", 0)
+
+
+def check_forward_atomics(fn: Function, info: ActivityInfo) -> None:
+    """A kernel's tangent of ``old = atomicAdd(p, v)`` on differentiated memory would be the old value
+    of the same add on the shadow, a second atomic: threads reach the two in different orders (on a
+    GPU; across the host's block threads), so ``old``'s tangent would not match ``old``. Refuse."""
+    users = fn.users()
+    for inst in fn.instructions():
+        if inst.opcode == "atomicrmw" and users.get(inst) and is_float_type(inst.type) and info.writes_shadow(inst):
+            raise DifferentiationError(
+                f"cannot differentiate {_where(inst)} in forward mode: the thread uses the old value the atomic "
+                f"returns, and its tangent would be the old value of a second atomic on the shadow, which the "
+                f"kernel's threads may reach in another order than the primal atomic. Compute such partial sums "
+                f"in a separate kernel (a prefix sum) and pass them in as an input")
 
 
 def check_rerun(fn: Function, status: Value | None) -> None:

@@ -65,9 +65,11 @@ def digamma(ctx: RuleContext, x: Value) -> Value:
     fn = ctx.module.functions.get("adoffload.digamma")
     if fn is None:
         fn = _define_digamma(ctx.module)
-    wide = x if x.type == f64 else ctx.cast("fpext", x, f64)
-    psi = ctx.builder.call(fn, [wide])
-    return psi if x.type == f64 else ctx.cast("fptrunc", psi, x.type)
+    if x.type == f64:
+        return ctx.builder.call(fn, [x])
+    wider = getattr(x.type, "bits", 0) > 64          # long double, fp128: psi in double precision
+    psi = ctx.builder.call(fn, [ctx.cast("fptrunc" if wider else "fpext", x, f64)])
+    return ctx.cast("fpext" if wider else "fptrunc", psi, x.type)
 
 
 def _define_digamma(module) -> Function:

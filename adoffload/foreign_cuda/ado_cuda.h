@@ -16,6 +16,18 @@
 #define __restrict__ __restrict
 #define __ADO_DEV static __device__ __forceinline__
 
+/* what CUDA's runtime headers bring in from the C and C++ libraries (stddef.h, stdint.h, math.h) */
+typedef __SIZE_TYPE__ size_t;
+typedef __PTRDIFF_TYPE__ ptrdiff_t;
+typedef __INT32_TYPE__ int32_t;
+typedef __UINT32_TYPE__ uint32_t;
+typedef __INT64_TYPE__ int64_t;
+typedef __UINT64_TYPE__ uint64_t;
+#define INFINITY __builtin_inff()
+#define NAN __builtin_nanf("")
+#define HUGE_VALF __builtin_huge_valf()
+#define HUGE_VAL __builtin_huge_val()
+
 struct uint3 { unsigned int x, y, z; };
 struct dim3 { unsigned int x, y, z; };
 
@@ -180,13 +192,19 @@ __ADO_MATH1(sin) __ADO_MATH1(cos) __ADO_MATH1(tan) __ADO_MATH1(exp) __ADO_MATH1(
 __ADO_MATH1(sqrt) __ADO_MATH1(fabs) __ADO_MATH1(floor) __ADO_MATH1(ceil) __ADO_MATH1(tanh)
 __ADO_MATH1(sinh) __ADO_MATH1(cosh) __ADO_MATH1(asin) __ADO_MATH1(acos) __ADO_MATH1(atan)
 __ADO_MATH1(erf) __ADO_MATH1(exp2) __ADO_MATH1(log2) __ADO_MATH1(log10) __ADO_MATH1(log1p)
-__ADO_MATH1(expm1) __ADO_MATH1(trunc) __ADO_MATH1(round)
+__ADO_MATH1(expm1) __ADO_MATH1(trunc) __ADO_MATH1(round) __ADO_MATH1(cbrt)
 __ADO_MATH2(pow) __ADO_MATH2(fmin) __ADO_MATH2(fmax) __ADO_MATH2(atan2) __ADO_MATH2(copysign)
+__ADO_MATH2(hypot) __ADO_MATH2(fmod)
 #undef __ADO_MATH1
 #undef __ADO_MATH2
 extern "C" __device__ double fma(double, double, double);
 extern "C" __device__ float fmaf(float, float, float);
 __ADO_DEV float fma(float x, float y, float z) { return fmaf(x, y, z); }
+/* sincos as two calls (the targets fuse them where they can): no pointer results for the engine */
+__ADO_DEV void sincos(double x, double *s, double *c) { *s = sin(x); *c = cos(x); }
+__ADO_DEV void sincosf(float x, float *s, float *c) { *s = sinf(x); *c = cosf(x); }
+__ADO_DEV void sincos(float x, float *s, float *c) { sincosf(x, s, c); }
+__ADO_DEV void __sincosf(float x, float *s, float *c) { sincosf(x, s, c); }
 __ADO_DEV float abs(float x) { return fabsf(x); }
 __ADO_DEV double abs(double x) { return fabs(x); }
 __ADO_DEV int abs(int x) { return x < 0 ? -x : x; }

@@ -14,11 +14,12 @@ from __future__ import annotations
 from ..abi_status import OUT_OF_BOUNDS, SHARED_INDEX_BASE
 from ..errors import IRError, IntentError, UncheckableAccessError
 from ..ir.builder import Builder
-from ..ir.core import (ArrayType, Block, Constant, FloatType, Function, GlobalVariable, Instruction, IntType,
+from ..ir.core import (ArrayType, Block, Constant, ConstantExpr, FloatType, Function, GlobalVariable, Instruction, IntType,
                        PointerType, StructType, Value, VectorType, i64)
 
 _FOLLOW = ("getelementptr", "bitcast", "phi", "select", "freeze")
 _MEMORY_INTRINSICS = ("llvm.memcpy", "llvm.memmove", "llvm.memset")
+_CONSTANT_FOLLOW = ("getelementptr", "bitcast", "addrspacecast")
 
 
 def shared_param_index(n: int) -> int:
@@ -71,6 +72,8 @@ def leaves(pointer: Value) -> list[Value]:
         if isinstance(value, Instruction) and value.opcode in _FOLLOW:
             todo.extend(value.operands[1:] if value.opcode == "select" else
                         value.operands if value.opcode == "phi" else value.operands[:1])
+        elif isinstance(value, ConstantExpr) and value.opcode in _CONSTANT_FOLLOW:
+            todo.append(value.operands[0])      # ``coeffs[4]`` of a __constant__ table: a constant GEP
         else:
             found.append(value)
     return found

@@ -67,4 +67,5 @@ def _compile(source: str, language: str, arch: str, options) -> str:
         if done.returncode != 0:
             message = done.stderr.replace(str(path), f"<{language} source>").strip()
             raise ForeignCompileError(f"clang could not compile the {language} source for {arch}:\n{message}")
-        return out.read_text()
+        # debug info (options=["-gline-tables-only"]) names the temporary file: name it as clang's errors do
+        return out.read_text().replace(str(path), f"<{language} source>")

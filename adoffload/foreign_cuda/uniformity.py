@@ -31,8 +31,11 @@ def describe(inst: Instruction, branch: Instruction, kernel: str, syncwarp: bool
     if syncwarp:
         what = ("__syncwarp() (a barrier of the whole block here: adoffload runs a block's warps "
                 "together, so every thread of the block must reach it)")
+    if inst.location is not None:
+        what += f" at {inst.location}"
+    where = f"at {branch.location}" if branch.location is not None else f"ending block %{branch.parent.name}"
     return (f"kernel '{kernel}': {what} runs under control flow that is not uniform across the block "
-            f"(the branch ending block %{branch.parent.name} depends on threadIdx, a lane, an atomic "
+            f"(the branch {where} depends on threadIdx, a lane, an atomic "
             f"or data the threads load differently); every thread of a block must reach the same "
             f"barriers and shuffles. Move it out of the branch or loop, or make the condition depend "
             f"only on blockIdx, blockDim, gridDim and kernel parameters")

@@ -12,6 +12,7 @@ import builtins
 
 from llvmlite import ir
 
+from .. import language
 from ..abi_status import TRAP
 from ..errors import KernelTypeError, UnsupportedConstructError
 from . import typing_rules as rules
@@ -138,6 +139,8 @@ class StatementLowering:
     def visit_For(self, node: ast.For):
         if node.orelse:
             raise UnsupportedConstructError("'for ... else' is not supported in kernels")
+        if self.is_static_range(node.iter):
+            return self.static_for(node)
         start, stop, step = self.range_bounds(node.iter)
         b = self.builder
         counter_type = self.range_type(start, stop, step)
@@ -158,6 +161,38 @@ class StatementLowering:
         b.store(b.add(b.load(counter), step_value.value), counter)
         b.branch(header)
         b.position_at_end(exit_)
+
+    def is_static_range(self, iterator: ast.expr) -> bool:
+        if not isinstance(iterator, ast.Call):
+            return False
+        func = self.visit(iterator.func)
+        return isinstance(func, PyObject) and func.obj is language.static_range
+
+    def static_for(self, node: ast.For) -> None:
+        """``for v in ado.static_range(...)``: the body once per value, ``v`` a constant in each copy;
+        ``continue`` goes to the next copy, ``break`` past the last."""
+        if node.iter.keywords or not 1 <= len(node.iter.args) <= 3:
+            raise KernelTypeError("ado.static_range() takes 1 to 3 positional arguments")
+        bounds = [self.visit(a) for a in node.iter.args]
+        if not all(isinstance(v, Literal) and isinstance(v.value, int) and not isinstance(v.value, bool)
+                   for v in bounds):
+            raise KernelTypeError("ado.static_range() arguments must be compile-time integers (literals or "
+                                  "module-level int constants), got " + ", ".join(describe(v) for v in bounds)
+                                  + "; use range() for a loop whose bounds are known at run time")
+        if len(bounds) == 3 and bounds[2].value == 0:
+            raise KernelTypeError("ado.static_range() step must not be zero")
+        values = range(*(v.value for v in bounds))
+        if len(values) > language.MAX_STATIC_ITERATIONS:
+            raise KernelTypeError(f"ado.static_range() unrolls {len(values)} iterations, more than "
+                                  f"{language.MAX_STATIC_ITERATIONS}; use range()")
+        exit_ = self.new_block("static.end")
+        for value in values:
+            following = self.new_block("static.next")
+            self.assign(node.target, Literal(value))
+            self.loop_body(node.body, following, exit_)
+            self.builder.position_at_end(following)
+        self.branch_to(exit_)
+        self.builder.position_at_end(exit_)
 
     def range_bounds(self, iterator: ast.expr):
         if not (isinstance(iterator, ast.Call) and isinstance(self.visit(iterator.func), PyObject)

@@ -9,6 +9,8 @@ prints directly.
 """
 from __future__ import annotations
 
+import struct
+
 from llvmlite import ir as llir
 
 from . import core
@@ -91,8 +93,10 @@ def llconstant(c: core.Constant, reference=None) -> llir.Constant:
             raise IRError(f"constant {c.ref()[:120]} names a global; it needs the module's globals")
         return _Literal(t, _spell(c, reference))
     match c.kind:
-        case "scalar" if isinstance(c.value, str) or isinstance(t, _NamedType):
+        case "scalar" if isinstance(c.value, str):
             return _Literal(t, c.ref())
+        case "scalar" if isinstance(t, _NamedType):
+            return _Literal(t, wide_float_literal(c.type.kind, float(c.value)))
         case "scalar":
             return llir.Constant(t, float(c.value) if c.type.is_float else int(c.value))
         case "null":
@@ -103,6 +107,40 @@ def llconstant(c: core.Constant, reference=None) -> llir.Constant:
             return llir.Constant(t, [llconstant(item) for item in c.value])
         case _:
             raise IRError(f"cannot export constant of kind {c.kind!r} ({c.type})")
+
+
+def wide_float_literal(kind: str, value: float) -> str:
+    """LLVM's hex spelling of a Python float as an ``x86_fp80`` (``0xK``), ``fp128`` (``0xL``, low
+    64 bits first) or ``bfloat`` (``0xR``) constant: LLVM reads a decimal literal only for half,
+    float and double (the engine makes such constants: a long double's zero tangent, its 1.0)."""
+    bits = struct.unpack("<Q", struct.pack("<d", value))[0]
+    sign, exponent, fraction = bits >> 63, (bits >> 52) & 0x7FF, bits & ((1 << 52) - 1)
+    if kind == "bfloat":
+        single = struct.unpack("<I", struct.pack("<f", value))[0]
+        if single & 0xFFFF:
+            raise IRError(f"cannot spell {value!r} exactly as a bfloat constant")
+        return f"0xR{single >> 16:04X}"
+    if exponent == 0 and fraction:            # a subnormal double is a normal wide float
+        shift = 53 - fraction.bit_length()
+        exponent, fraction = 1 - shift, (fraction << shift) & ((1 << 52) - 1)
+    if kind == "x86_fp80":
+        if exponent == 0x7FF:
+            wide_exponent, mantissa = 0x7FFF, (1 << 63) | (fraction << 11)
+        elif exponent == 0 and not fraction:
+            wide_exponent, mantissa = 0, 0
+        else:
+            wide_exponent, mantissa = exponent - 1023 + 16383, (1 << 63) | (fraction << 11)
+        return f"0xK{(sign << 15 | wide_exponent):04X}{mantissa:016X}"
+    if kind == "fp128":
+        if exponent == 0x7FF:
+            wide_exponent = 0x7FFF
+        elif exponent == 0 and not fraction:
+            wide_exponent = 0
+        else:
+            wide_exponent = exponent - 1023 + 16383
+        wide = (sign << 127) | (wide_exponent << 112) | (fraction << 60)
+        return f"0xL{wide & ((1 << 64) - 1):016X}{wide >> 64:016X}"
+    raise IRError(f"cannot export a {kind} constant from the float {value!r}")
 
 
 def _names_globals(c: core.Value) -> bool:

@@ -50,6 +50,16 @@ def test_reverse_refuses_an_atomic_add_whose_old_value_is_used():
     assert f"{__file__}:{_line_of(uses_old_value, 'atomic_add')}" in message
 
 
+def test_forward_refuses_an_atomic_add_whose_old_value_is_used():
+    """Its tangent would be the old value of the shadow's own atomic, which the threads may reach in
+    another order than the primal atomic (found by the CUDA hunt, tests/foreign_cuda/test_cuda_hunt.py)."""
+    with pytest.raises(DifferentiationError) as info:
+        ado.jvp(uses_old_value, wrt=["x"])
+    message = str(info.value)
+    assert "atomicrmw fadd" in message and "forward mode" in message and "old value" in message
+    assert f"{__file__}:{_line_of(uses_old_value, 'atomic_add')}" in message
+
+
 def test_atomic_max_on_integer_data_is_fine():
     """Integer atomics carry no derivative: only float output arrays get shadows."""
     @ado.kernel

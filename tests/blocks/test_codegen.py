@@ -148,3 +148,75 @@ def test_shadow_shared_adds_are_warp_aggregated_on_nvidia(dtype):
     nvptx.ptxas_check(ptx, "sm_90")
     plain = kernels.TILED_MATMUL_8[dtype].compiled("nvptx", arch="sm_90").artifact
     assert "activemask" not in plain           # the primal adds nothing into shared memory
+
+def _neighbour_product_kernel(dtype):
+    import adoffload as ado
+
+    @ado.kernel(block=(2, 32))
+    def neighbour_product(x: ado.In[dtype, 2], y: ado.Out[dtype, 2]):
+        """y = own slot times the right neighbour's slot (cyclic) of a shared row: in the adjoint
+        the lanes of a warp add at different addresses."""
+        i, j = ado.tid()
+        ti, tj = ado.thread_id()
+        T = ado.shared((2, 32), dtype)
+        T[ti, tj] = x[i, j]
+        ado.sync_threads()
+        y[i, j] = T[ti, tj] * T[ti, (tj + 1) % 32]
+    return neighbour_product
+
+
+@needs_ptxas
+def test_shadow_shared_adds_whose_lanes_are_apart_are_plain_atomics():
+    """match.any only costs time when every lane of a warp adds at its own address (a stencil's
+    adjoint: the address uses the lane's thread index): such adds stay plain atomics, while the
+    tiled matmul's (a whole row of lanes on one address) keep the combining."""
+    import adoffload as ado
+    from adoffload.codegen.shared_atomics import _warp_axes
+    assert _warp_axes((2, 32)) == {1: 32} and _warp_axes((16, 16)) == {1: 16, 0: 2} and _warp_axes((64,)) == {0: 32}
+    ptx = ado.vjp(_neighbour_product_kernel(ado.f32), ("x",)).compiled("nvptx", arch="sm_90").artifact
+    assert "atom.shared.add.f32" in ptx and "match.any" not in ptx
+    nvptx.ptxas_check(ptx, "sm_90")
+    matmul = ado.vjp(kernels.TILED_MATMUL_8["f32"], ("A", "B")).compiled("nvptx", arch="sm_90").artifact
+    assert "match.any.sync.b32" in matmul
+
+
+def test_tile_adds_predict_their_lane_groups():
+    """8x8 blocks: the adjoint of ``As[ti, k]`` adds from the lanes of one ti (lane bits 0-2: mask 7),
+    that of ``Bs[k, tj]`` from the lanes of one tj (bits 3-4: mask 24); codegen/shared_atomics.py
+    calls the grouped add for each (a butterfly over those bits after a one-vote check)."""
+    from adoffload.codegen.shared_atomics import _lane_bits, aggregate_shared_adds
+    assert _lane_bits((8, 8)) == {1: 7, 0: 24} and _lane_bits((16, 16)) == {1: 15, 0: 16}
+    assert _lane_bits((2, 32)) == {1: 31} and _lane_bits((6, 32)) is None
+    import adoffload as ado
+    from adoffload.ir import import_module
+    reverse = ado.vjp(kernels.TILED_MATMUL_8["f64"], ("A", "B"))
+    args = import_module(reverse.module_text()).functions[reverse.body_name].args
+    shared = [k for k, a in enumerate(args) if a.name.startswith(("shared.", "d_shared."))]
+    assert len(shared) == 4
+    text, masks = aggregate_shared_adds(reverse.module_text(), reverse.body_name, range(shared[0], shared[-1] + 1),
+                                        (8, 8))
+    assert masks == {7, 24}
+    assert "adoffload.shared_fadd_group.f64.7\"" in text and "adoffload.shared_fadd_group.f64.24\"" in text
+
+
+@needs_ptxas
+def test_grouped_tile_adds_assemble():
+    import adoffload as ado
+    for dtype in ("f32", "f64"):
+        ptx = ado.vjp(kernels.TILED_MATMUL_8[dtype], ("A", "B")).compiled("nvptx", arch="sm_90").artifact
+        assert "shfl.sync.idx.b32" in ptx and "shfl.sync.bfly.b32" in ptx
+        nvptx.ptxas_check(ptx, "sm_90")
+
+
+def test_lane_apart_adjoint_is_right_on_the_host():
+    import numpy as np
+
+    import adoffload as ado
+    rng = np.random.default_rng(5)
+    x, w = rng.standard_normal((4, 64)), rng.standard_normal((4, 64))
+    right = lambda a: a.reshape(4, 2, 32)[:, :, np.r_[1:32, 0]].reshape(4, 64)      # noqa: E731
+    left = lambda a: a.reshape(4, 2, 32)[:, :, np.r_[31, 0:31]].reshape(4, 64)      # noqa: E731
+    y, gx = np.zeros((4, 64)), np.zeros((4, 64))
+    ado.vjp(_neighbour_product_kernel(ado.f64), ("x",))(x, y, gx, w.copy(), grid=(4, 64))
+    np.testing.assert_allclose(y, x * right(x), rtol=1e-14)
+    np.testing.assert_allclose(gx, w * right(x) + left(w * x), rtol=1e-12, atol=1e-12)

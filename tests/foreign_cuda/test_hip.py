@@ -6,7 +6,7 @@ import pytest
 
 import adoffload as ado
 
-from .checks import check_derivatives, run
+from .checks import check_derivatives, needs_lld, run
 from .sources import KERNELS
 
 
@@ -39,6 +39,7 @@ def test_stencil_and_its_derivatives(hip):
     check_derivatives(k, ["u"], values, dict(blocks=(2, 2), threads=(16, 8)))
 
 
+@needs_lld
 def test_amdgpu_code_object_builds(hip):
     k = hip.kernel("warp_sum", x=ado.In[ado.f64], out=ado.Out[ado.f64])
     compiled = ado.vjp(k, wrt=["x"]).specialize((64,)).compiled("amdgpu", arch="gfx942")

@@ -7,7 +7,7 @@ import pytest
 import adoffload as ado
 from adoffload.errors import CompilationError, DivergentBarrierError, ForeignCompileError
 
-from .checks import check_derivatives, needs_clang, run
+from .checks import check_derivatives, needs_clang, needs_lld, run
 from .sources import WARP_VOTES
 
 VOTES = dict(x=ado.In[ado.f32], ballot=ado.Out[ado.i32], any=ado.Out[ado.i32], all=ado.Out[ado.i32],
@@ -173,6 +173,7 @@ def test_votes_need_whole_warps(mod):
         k(x, *outs, 48, blocks=1, threads=48)
 
 
+@needs_lld
 def test_gpu_code_uses_the_targets_votes(mod):
     k = mod.kernel("vote_flow", x=ado.In[ado.f64], y=ado.Out[ado.f64], c=ado.f64).specialize((128,))
     assert "vote.sync.ballot.b32" in k.compiled("nvptx", arch="sm_90").ptx
