@@ -17,7 +17,7 @@ import llvmlite.binding as llvm
 
 from ..errors import CompilationError
 from . import devicemath
-from .mathmap import rename_math_calls
+from .mathmap import libm_to_intrinsics, rename_math_calls
 from .nvptx import internalize_except
 from .optimize import optimize_module
 from .targets import AMDGPU_ARCHS, AMDGPU_TRIPLE, target_machine
@@ -59,6 +59,7 @@ def _ocml_libraries(ocml: Path, arch: str) -> list[Path]:
 def _math_libraries(text: str, arch: str, math: str, tm) -> tuple[str, list[llvm.ModuleRef]]:
     """Rename math calls for the chosen library; return the text and the modules to link."""
     from .tools import find_ocml
+    text = libm_to_intrinsics(text)
     ocml = find_ocml() if math in ("auto", "ocml") else None
     if math == "ocml" and ocml is None:
         raise CompilationError("math='ocml' but ROCm's ocml.bc was not found (set ROCM_PATH)")

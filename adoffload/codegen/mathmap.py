@@ -56,7 +56,32 @@ def rename_math_calls(text: str, new_name: Callable[[str, str], str | None]) -> 
         used.add(target)
         return f'@"{target}"'
 
-    text = _CALLEE.sub(replace, text)
+    return _drop_duplicate_declarations(_CALLEE.sub(replace, text)), used
+
+
+# libm functions that are single LLVM intrinsics every GPU backend selects natively (sqrt.rn.f64,
+# fma.rn, abs, cvt.rmi, min/max...), with the same semantics: a CUDA or HIP source calls them by
+# their libm name (``sqrt``, ``fmaf``), which no GPU library defines under that name.
+NATIVE_LIBM = {"sqrt": "sqrt", "fma": "fma", "fabs": "fabs", "floor": "floor", "ceil": "ceil", "trunc": "trunc",
+               "round": "round", "rint": "rint", "nearbyint": "nearbyint", "fmin": "minnum", "fmax": "maxnum",
+               "copysign": "copysign"}
+_NATIVE_NAMES = {f"{name}{suffix}": f"llvm.{intrinsic}.{kind}" for name, intrinsic in NATIVE_LIBM.items()
+                 for suffix, kind in (("", "f64"), ("f", "f32"))}
+
+
+def libm_to_intrinsics(text: str) -> str:
+    """Calls and declarations of the libm functions in ``NATIVE_LIBM`` renamed to their LLVM
+    intrinsics (for GPU targets; a declaration that becomes a duplicate is dropped)."""
+    if not any(f"@{name}(" in text or f'@"{name}"(' in text for name in _NATIVE_NAMES):
+        return text
+
+    def replace(match: re.Match) -> str:
+        name = match.group(1) or match.group(2)
+        return f"@{_NATIVE_NAMES[name]}" if name in _NATIVE_NAMES else match.group(0)
+    return _drop_duplicate_declarations(_CALLEE.sub(replace, text))
+
+
+def _drop_duplicate_declarations(text: str) -> str:
     seen: set[str] = set()
     lines = []
     for line in text.splitlines():
@@ -67,7 +92,7 @@ def rename_math_calls(text: str, new_name: Callable[[str, str], str | None]) -> 
                 continue
             seen.add(name)
         lines.append(line)
-    return "\n".join(lines) + "\n", used
+    return "\n".join(lines) + "\n"
 
 
 def libm_name(op: str, kind: str) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 import llvmlite.binding as llvm
 
 from ..errors import CompilationError
-from .mathmap import libm_name, rename_math_calls
+from .mathmap import libm_name, libm_to_intrinsics, rename_math_calls
 from .optimize import optimize_module
 from .targets import NVPTX_TRIPLE, target_machine
 
@@ -70,7 +70,7 @@ def internalize_except(module: llvm.ModuleRef, keep) -> None:
 def prepare_nvptx_module(text: str, arch: str = "sm_90", kernels=None) -> llvm.ModuleRef:
     """Parse, map math to libdevice, link it, internalize, optimize at O3 for ``arch``."""
     tm = nvptx_target_machine(arch)
-    text, used = rename_math_calls(text, libdevice_name)
+    text, used = rename_math_calls(libm_to_intrinsics(text), libdevice_name)
     try:
         module = llvm.parse_assembly(text)
         module.triple, module.data_layout = NVPTX_TRIPLE, str(tm.target_data)

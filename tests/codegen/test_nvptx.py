@@ -89,3 +89,42 @@ def test_module_without_kernel_is_an_error():
     from adoffload.errors import CompilationError
     with pytest.raises(CompilationError, match="no ptx_kernel"):
         nvptx.compile_ptx(bodies.AXPY, "sm_90")
+
+
+# what clang emits for CUDA's sqrt(x), fmaf(...), fabs, fmin, round and friends: libm names
+LIBM_BODY = """
+declare dso_local double @sqrt(double noundef)
+declare dso_local float @fmaf(float noundef, float noundef, float noundef)
+declare dso_local double @fabs(double noundef)
+declare dso_local float @fminf(float noundef, float noundef)
+declare dso_local double @round(double noundef)
+declare double @llvm.sqrt.f64(double)
+define void @libm(i64 %tid0, ptr %x, i64 %x.s, ptr %y, i64 %y.s, ptr %status) {
+entry:
+  %px = getelementptr double, ptr %x, i64 %tid0
+  %v = load double, ptr %px
+  %a = call double @sqrt(double %v)
+  %b = call double @llvm.sqrt.f64(double %v)
+  %c = call double @fabs(double %a)
+  %d = call double @round(double %c)
+  %f = fptrunc double %d to float
+  %g = call float @fmaf(float %f, float %f, float 1.0)
+  %h = call float @fminf(float %g, float 2.0)
+  %i = fpext float %h to double
+  %s = fadd double %i, %b
+  %py = getelementptr double, ptr %y, i64 %tid0
+  store double %s, ptr %py
+  ret void
+}
+"""
+
+
+@needs_ptxas
+def test_libm_calls_of_cuda_sources_become_native_instructions():
+    """CUDA's sqrt/fmaf/fabs/fminf/round reach us as libm calls, which no GPU library defines under
+    those names: they are renamed to their LLVM intrinsics (before, the PTX kept `.extern .func
+    sqrt` and the driver refused to load it)."""
+    ptx = nvptx.compile_ptx(abi.add_gpu_entry(LIBM_BODY, "libm", ["ptr", "i64", "ptr", "i64"], 1, "nvptx"), "sm_90")
+    assert ".extern .func" not in ptx
+    assert "sqrt.rn.f64" in ptx and "fma.rn.f32" in ptx and "min.f32" in ptx
+    nvptx.ptxas_check(ptx, "sm_90")

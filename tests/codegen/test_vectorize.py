@@ -215,11 +215,8 @@ def test_policy_thresholds(monkeypatch):
     assert [vectorize.threads(n, 4) for n in (0, 1, 3, 4, 5, 8, 9)] == [0, 1, 1, 1, 2, 2, 3]
 
 
-def test_k_is_kept_only_where_the_build_vectorizes(monkeypatch):
-    # A straight-line body becomes 128-bit accesses; a body with a data-dependent branch does
-    # not, and k > 1 would then only make each warp's accesses strided: keep one per thread.
+def _triad_and_quad():
     import adoffload as ado
-    monkeypatch.delenv(vectorize.ENV_VAR, raising=False)
 
     @ado.kernel(bounds_check=False)
     def triad(a: ado.Out[ado.f64], b: ado.In[ado.f64], c: ado.In[ado.f64], s: ado.f64):
@@ -234,13 +231,26 @@ def test_k_is_kept_only_where_the_build_vectorizes(monkeypatch):
             x[i] = ado.sqrt(d) + ado.exp(a[i])
         else:
             x[i] = 0.0
+    return triad, quad
 
+
+def test_k_is_kept_only_where_the_build_vectorizes(monkeypatch):
+    # A straight-line body becomes 128-bit accesses; a body with a data-dependent branch does
+    # not, and k > 1 would then only make each warp's accesses strided: keep one per thread.
+    monkeypatch.delenv(vectorize.ENV_VAR, raising=False)
+    triad, quad = _triad_and_quad()
     assert vectorize.choose_compiled(triad, "nvptx", 2, arch="sm_90", noalias=True).elements_per_thread == 2
     assert vectorize.choose_compiled(quad, "nvptx", 2, arch="sm_90", noalias=True).elements_per_thread == 1
     assert vectorize.choose_compiled(triad, "nvptx", 1, arch="sm_90", noalias=True).elements_per_thread == 1
-    assert vectorize.choose_compiled(triad, "amdgpu", 2, arch="gfx942", noalias=True).elements_per_thread == 1
     monkeypatch.setenv(vectorize.ENV_VAR, "2")             # forced (for A/B runs): kept either way
     assert vectorize.choose_compiled(quad, "nvptx", 2, arch="sm_90", noalias=True).elements_per_thread == 2
+
+
+@needs_lld
+def test_amd_builds_keep_one_element_per_thread(monkeypatch):
+    monkeypatch.delenv(vectorize.ENV_VAR, raising=False)
+    triad, _ = _triad_and_quad()
+    assert vectorize.choose_compiled(triad, "amdgpu", 2, arch="gfx942", noalias=True).elements_per_thread == 1
 
 
 def test_policy_env_override(monkeypatch):
