@@ -44,15 +44,51 @@ _KEEPS_LANES = frozenset({"getelementptr", "bitcast", "addrspacecast", "add", "s
                           "sext", "zext", "trunc", "and", "urem"})
 
 
-def _warp_axes(block, warp: int = 32) -> dict[int, int]:
-    """{axis: how many values its thread index takes within one warp} for the axes that vary
-    inside a warp (threads are numbered row-major, the last axis fastest)."""
-    axes, stride = {}, 1
+def _warp_strides(block, warp: int = 32):
+    """(axis, stride) of the axes whose thread index varies inside a warp (threads are numbered
+    row-major, the last axis fastest)."""
+    stride = 1
     for k in reversed(range(len(block))):
         if block[k] > 1 and stride < warp:
-            axes[k] = min(block[k], -(-warp // stride))
+            yield k, stride
         stride *= block[k]
-    return axes
+
+
+def _warp_axes(block, warp: int = 32) -> dict[int, int]:
+    """{axis: how many values its thread index takes within one warp} for the axes that vary
+    inside a warp."""
+    return {k: min(block[k], -(-warp // stride)) for k, stride in _warp_strides(block, warp)}
+
+
+def _lane_bits(block, warp: int = 32) -> dict[int, int] | None:
+    """{axis: the lane-id bits its thread index occupies within a warp} for the axes that vary
+    inside a warp, or None when an extent is not a power of two (lanes then mix axes unevenly)."""
+    if any(e & (e - 1) for e in block):
+        return None
+    return {k: (min(stride * block[k], warp) - 1) & ~(stride - 1) for k, stride in _warp_strides(block, warp)}
+
+
+def _axes_used(pointer, fn, axes: dict[int, int], keep_lanes: bool) -> set[int] | None:
+    """The axes of ``axes`` whose thread index the address uses. ``keep_lanes``: follow only
+    operations that keep distinct values distinct (``_KEEPS_LANES``), and answer None where an
+    ``and``/``urem`` of a thread index may merge its lanes."""
+    used: set[int] = set()
+    seen: set = set()
+    work = [pointer]
+    while work:
+        v = work.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        used |= {k for k in axes if v is fn.args[k]}
+        if not isinstance(v, Instruction) or keep_lanes and v.opcode not in _KEEPS_LANES:
+            continue
+        if keep_lanes and v.opcode in ("and", "urem"):
+            tid = next((k for k in axes if v.operands[0] is fn.args[k]), None)
+            if tid is not None and not _lane_values_kept(v, axes[tid]):
+                return None
+        work.extend(v.operands)
+    return used
 
 
 def _lanes_apart(pointer, fn, block) -> bool:
@@ -61,25 +97,7 @@ def _lanes_apart(pointer, fn, block) -> bool:
     distinct values distinct. Then ``match.any`` would find every lane alone and only cost time;
     a wrong guess leaves a correct atomic that retries where lanes collide."""
     axes = _warp_axes(block)
-    reached: set[int] = set()
-    seen: set = set()
-    work = [pointer]
-    while work:
-        v = work.pop()
-        if v in seen:
-            continue
-        seen.add(v)
-        for k in axes:
-            if v is fn.args[k]:
-                reached.add(k)
-        if not isinstance(v, Instruction) or v.opcode not in _KEEPS_LANES:
-            continue
-        if v.opcode in ("and", "urem"):
-            tid = next((k for k in axes if v.operands[0] is fn.args[k]), None)
-            if tid is not None and not _lane_values_kept(v, axes[tid]):
-                return False
-        work.extend(v.operands)
-    return reached == set(axes)
+    return _axes_used(pointer, fn, axes, keep_lanes=True) == set(axes)
 
 
 def _lane_values_kept(inst, count: int) -> bool:
@@ -94,19 +112,6 @@ def _lane_values_kept(inst, count: int) -> bool:
     return c.value & low == low
 
 
-def _lane_bits(block, warp: int = 32) -> dict[int, int] | None:
-    """{axis: the lane-id bits its thread index occupies within a warp} for the axes that vary
-    inside a warp, or None when an extent is not a power of two (lanes then mix axes unevenly)."""
-    if any(e & (e - 1) for e in block):
-        return None
-    bits, stride = {}, 1
-    for k in reversed(range(len(block))):
-        if block[k] > 1 and stride < warp:
-            bits[k] = (min(stride * block[k], warp) - 1) & ~(stride - 1)
-        stride *= block[k]
-    return bits
-
-
 def _group_mask(pointer, fn, block) -> int:
     """The lane-id bits over which the address is expected not to change (those of the thread
     indices it does not use; 0 when it uses them all or the block is not a power of two). Only a
@@ -114,22 +119,8 @@ def _group_mask(pointer, fn, block) -> int:
     bits = _lane_bits(block)
     if not bits:
         return 0
-    uses: set[int] = set()
-    seen: set = set()
-    work = [pointer]
-    while work:
-        v = work.pop()
-        if v in seen:
-            continue
-        seen.add(v)
-        uses |= {k for k in bits if v is fn.args[k]}
-        if isinstance(v, Instruction):
-            work.extend(v.operands)
-    mask = 0
-    for k, b in bits.items():
-        if k not in uses:
-            mask |= b
-    return mask
+    used = _axes_used(pointer, fn, bits, keep_lanes=False)
+    return sum(b for k, b in bits.items() if k not in used)
 
 
 def aggregate_shared_adds(module_text: str, body_name: str, shared_args: range, block=None) -> tuple[str, frozenset]:
