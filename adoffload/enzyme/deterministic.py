@@ -230,7 +230,7 @@ def add_counting_function(module, primal: Function, name: str, counters: list[tu
     """``@name(primal args..., ptr %<counter>...)``: runs the primal and stores, per counter, the
     bytes this thread needs (one i64 each). A counter maps a primal block's index (in
     ``primal.blocks``) to the bytes each visit of that block adds."""
-    from .reverse import clone_function_body
+    from ..ir.clone import clone_function_body
 
     params = tuple(a.type for a in primal.args) + (ptr,) * len(counters)
     fn = Function(name, FunctionType(void, params),

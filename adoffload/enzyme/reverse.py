@@ -29,6 +29,7 @@ from typing import Callable
 from .. import collectives
 from ..errors import DifferentiationError
 from ..ir.builder import Builder
+from ..ir.clone import clone_function_body
 from ..ir.core import (Argument, Block, Constant, Function, FunctionType, GlobalVariable, Instruction,
                        Module, StructType, Value, const, i8, i32, i64, ptr, void)
 from .activity import (CONST, Activity, analyze, derived_attributes, is_float_type, is_placeholder_pointer,
@@ -124,41 +125,6 @@ def _strip_pointer(pointer: Value) -> Value:
     while isinstance(pointer, Instruction) and pointer.opcode in ("getelementptr", "bitcast", "addrspacecast"):
         pointer = pointer.operands[0]
     return pointer
-
-
-def clone_function_body(src: Function, dst: Function, value_map: dict) -> tuple[dict[Block, Block], list[Instruction]]:
-    """Copy ``src``'s reachable blocks into ``dst`` (``value_map`` seeded with args); returns
-    the block map and the cloned ``ret`` instructions."""
-    blocks = reachable_blocks(src)
-    block_map = {b: dst.add_block(b.name) for b in blocks}
-    clones = []
-    for b in blocks:
-        for inst in b.instructions:
-            new = copy.copy(inst)
-            new.flags = set(inst.flags)
-            block_map[b].append(new)
-            value_map[inst] = new
-            clones.append((inst, new))
-    returns = []
-    for inst, new in clones:
-        if inst.opcode == "phi":
-            pairs = [(v, blk) for v, blk in zip(inst.operands, inst.blocks) if blk in block_map]
-            new.operands = [value_map.get(v, v) for v, _ in pairs]
-            new.blocks = [block_map[blk] for _, blk in pairs]
-        else:
-            new.operands = [value_map.get(v, v) for v in inst.operands]
-            new.blocks = [block_map[blk] for blk in inst.blocks]
-        if inst.callee is not None:          # an indirect call's callee is a value of this function too
-            new.callee = value_map.get(inst.callee, inst.callee)
-        if inst.opcode == "ret":
-            returns.append(new)
-    return block_map, returns
-
-
-def _pointer_root(p: Value) -> Value:
-    while isinstance(p, Instruction) and p.opcode in ("getelementptr", "bitcast", "addrspacecast"):
-        p = p.operands[0]
-    return p
 
 
 def _sum(b: Builder, a: Value, d: Value) -> Value:
@@ -422,7 +388,7 @@ class _Reverser:
                 edge.store(self.need(ind.phi, exit_block) if last is None else last, self._induction_slot(ind.phi))
 
     def _readonly(self, load: Instruction) -> bool:
-        return self.readonly_root(_pointer_root(self.original.get(load.operands[0], load.operands[0])))
+        return self.readonly_root(_strip_pointer(self.original.get(load.operands[0], load.operands[0])))
 
     def readonly_root(self, root: Value) -> bool:
         """The primal never writes through ``root`` (an argument or global), nor calls anything
@@ -437,7 +403,7 @@ class _Reverser:
                 elif inst.opcode == "call" and any(o.type.is_pointer for o in inst.operands):
                     unknown = True
                 if target is not None:
-                    roots.add(_pointer_root(self.original.get(target, target)))
+                    roots.add(_strip_pointer(self.original.get(target, target)))
             self._written_roots, self._writes_unknown = roots, unknown or any(
                 not isinstance(r, (Argument, GlobalVariable)) for r in roots)
         return (not self._writes_unknown and isinstance(root, (Argument, GlobalVariable))
