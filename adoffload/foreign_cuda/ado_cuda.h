@@ -177,8 +177,42 @@ __ADO_ATOMIC(atomicMin, __atomic_fetch_min, unsigned int)
 __ADO_ATOMIC(atomicExch, __atomic_exchange_n, int)
 __ADO_ATOMIC(atomicExch, __atomic_exchange_n, unsigned int)
 #undef __ADO_ATOMIC
-__ADO_DEV int atomicCAS(int *p, int expected, int desired) {
+#define __ADO_CAS(T) __ADO_DEV T atomicCAS(T *p, T expected, T desired) {                          \
   __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED); return expected; }
+__ADO_CAS(int) __ADO_CAS(unsigned int) __ADO_CAS(__ado_u64)
+#undef __ADO_CAS
+__ADO_DEV float atomicExch(float *p, float v) { float old; __atomic_exchange(p, &v, &old, __ATOMIC_RELAXED); return old; }
+/* CUDA's wrapping counters: ((old >= limit) ? 0 : old + 1) and ((old == 0 || old > limit) ? limit : old - 1) */
+__ADO_DEV unsigned atomicInc(unsigned *p, unsigned limit) {
+  unsigned old = __atomic_load_n(p, __ATOMIC_RELAXED), seen;
+  do { seen = old; old = atomicCAS(p, seen, seen >= limit ? 0u : seen + 1u); } while (old != seen);
+  return old; }
+__ADO_DEV unsigned atomicDec(unsigned *p, unsigned limit) {
+  unsigned old = __atomic_load_n(p, __ATOMIC_RELAXED), seen;
+  do { seen = old; old = atomicCAS(p, seen, (seen == 0u || seen > limit) ? limit : seen - 1u); } while (old != seen);
+  return old; }
+/* memory fences (the threadfence reduction's "publish the partial, then take a ticket") */
+__ADO_DEV void __threadfence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+__ADO_DEV void __threadfence_block(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+__ADO_DEV void __threadfence_system(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+/* __syncthreads_count/_and/_or: a barrier that also counts the threads whose predicate holds, through
+ * one shared counter (reset by thread 0, atomics, read after a second barrier, a third before the next
+ * reset), so that the block-kernel machinery sees only barriers and shared-memory atomics. */
+__ADO_DEV int __ado_block_count(int p) {
+  __shared__ int count;
+  bool first = threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0;
+  if (first) count = 0;
+  __syncthreads();
+  if (p) atomicAdd(&count, 1);
+  __syncthreads();
+  int c = count;
+  __syncthreads();
+  return c;
+}
+__ADO_DEV int __syncthreads_count(int p) { return __ado_block_count(p); }
+__ADO_DEV int __syncthreads_and(int p) {
+  return __ado_block_count(p) == (int)(blockDim.x * blockDim.y * blockDim.z); }
+__ADO_DEV int __syncthreads_or(int p) { return __ado_block_count(p) != 0; }
 
 /* math: the C library's names, which adoffload's engine and targets know (libm on the host,
  * libdevice on NVIDIA, device math on AMD); C++ overloads for float as in CUDA */

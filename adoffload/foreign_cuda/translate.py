@@ -74,7 +74,11 @@ def kernel_names(module: ir.Module) -> dict[str, list[str]]:
 
 def source_name(symbol: str) -> str:
     """The function name of an Itanium-mangled symbol (``_Z5saxpyfPKfPfi`` -> ``saxpy``,
-    ``_ZN2ns5saxpyEv`` -> ``ns::saxpy``); other symbols as they are."""
+    ``_ZN2ns5saxpyEv`` -> ``ns::saxpy``; a function's ``static``/``__shared__`` variable
+    ``_ZZ15threadfence_sumE6amLast`` -> ``threadfence_sum::amLast``); other symbols as they are."""
+    local = re.fullmatch(r"_ZZ(.+)E(\d+)(\w+)", symbol)
+    if local and len(local.group(3)) == int(local.group(2)):
+        return f"{source_name('_Z' + local.group(1))}::{local.group(3)}"
     nested = symbol.startswith("_ZN")
     if not (nested or re.match(r"_Z\d", symbol)):
         return symbol
@@ -245,9 +249,11 @@ def _shared_array(g: GlobalVariable, shared_bytes: int, kernel: str) -> SharedAr
     leaves = _scalar_leaves(t)
     dtype = _storage_type(leaves)
     if dtype is None or (len(shape) > 3 and len(leaves) == 1):
-        raise CudaTranslationError(f"__shared__ variable @{g.name} has type {g.value_type}; shared memory of "
-                                   f"float, double, int or long long (arrays of up to 3 dimensions), or of "
-                                   f"structs of such fields all of one size (4 or 8 bytes), is supported")
+        byte = " (adoffload has no byte type: declare a bool or char flag as int)" if "i8" in map(str, leaves) else ""
+        raise CudaTranslationError(f"__shared__ variable '{source_name(g.name)}' (@{g.name}) of kernel '{kernel}' "
+                                   f"has type {g.value_type}{byte}; shared memory of float, double, int or long "
+                                   f"long (arrays of up to 3 dimensions), or of structs of such fields all of one "
+                                   f"size (4 or 8 bytes), is supported")
     if is_dynamic(g):
         unit = dtype.bits // 8
         if shared_bytes < unit * len(leaves):
