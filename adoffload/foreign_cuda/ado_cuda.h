@@ -255,6 +255,27 @@ __ADO_DEV float __cosf(float x) { return cosf(x); }
 __ADO_DEV float __powf(float x, float y) { return powf(x, y); }
 __ADO_DEV float __fdividef(float x, float y) { return x / y; }
 __ADO_DEV float __saturatef(float x) { return fminf(fmaxf(x, 0.0f), 1.0f); }
+/* IEEE round-to-nearest arithmetic, kept apart (each its own function) so that clang never fuses it into an fma */
+__ADO_DEV float __fadd_rn(float a, float b) { return a + b; }
+__ADO_DEV float __fsub_rn(float a, float b) { return a - b; }
+__ADO_DEV float __fmul_rn(float a, float b) { return a * b; }
+__ADO_DEV float __fdiv_rn(float a, float b) { return a / b; }
+__ADO_DEV float __frcp_rn(float a) { return 1.0f / a; }
+__ADO_DEV float __fsqrt_rn(float a) { return sqrtf(a); }
+__ADO_DEV float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
+__ADO_DEV double __dadd_rn(double a, double b) { return a + b; }
+__ADO_DEV double __dsub_rn(double a, double b) { return a - b; }
+__ADO_DEV double __dmul_rn(double a, double b) { return a * b; }
+__ADO_DEV double __ddiv_rn(double a, double b) { return a / b; }
+__ADO_DEV double __drcp_rn(double a) { return 1.0 / a; }
+__ADO_DEV double __dsqrt_rn(double a) { return sqrt(a); }
+__ADO_DEV double __fma_rn(double a, double b, double c) { return fma(a, b, c); }
+__ADO_DEV float __int2float_rn(int x) { return (float)x; }
+__ADO_DEV double __int2double_rn(int x) { return (double)x; }
+__ADO_DEV int __float2int_rz(float x) { return (int)x; }
+__ADO_DEV int __float2int_rd(float x) { return (int)floorf(x); }
+__ADO_DEV int __float2int_ru(float x) { return (int)ceilf(x); }
+__ADO_DEV int __double2int_rz(double x) { return (int)x; }
 __ADO_DEV int min(int a, int b) { return a < b ? a : b; }
 __ADO_DEV int max(int a, int b) { return a > b ? a : b; }
 __ADO_DEV unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }

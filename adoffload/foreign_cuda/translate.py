@@ -33,6 +33,7 @@ from ..types import f32, f64
 from ..types import i32 as ado_i32
 from ..types import i64 as ado_i64
 from . import bounds, structs
+from .header_locations import call_site_locations
 from .structs import Struct
 from .speculate import make_exchanges_uniform
 
@@ -57,7 +58,9 @@ class Body:
 
 
 def host_neutral(text: str) -> str:
-    """The device module with no target: triple, data layout and per-function CPU attributes dropped."""
+    """The device module with no target: triple, data layout and per-function CPU attributes dropped;
+    debug locations inside adoffload's header moved to the user's calls (header_locations.py)."""
+    text = call_site_locations(text)
     text = re.sub(r'^target (triple|datalayout) = "[^"]*"\n', "", text, flags=re.M)
     return _TARGET_ATTRIBUTE.sub("", text)
 
@@ -249,7 +252,11 @@ def _shared_array(g: GlobalVariable, shared_bytes: int, kernel: str) -> SharedAr
     leaves = _scalar_leaves(t)
     dtype = _storage_type(leaves)
     if dtype is None or (len(shape) > 3 and len(leaves) == 1):
-        byte = " (adoffload has no byte type: declare a bool or char flag as int)" if "i8" in map(str, leaves) else ""
+        byte = ""
+        if "i8" in map(str, leaves):
+            byte = (" (adoffload has no byte type: declare the extern __shared__ buffer with the element type, "
+                    "extern __shared__ float buf[], and carve arrays of that type from it)" if is_dynamic(g) else
+                    " (adoffload has no byte type: declare a bool or char flag as int)")
         raise CudaTranslationError(f"__shared__ variable '{source_name(g.name)}' (@{g.name}) of kernel '{kernel}' "
                                    f"has type {g.value_type}{byte}; shared memory of float, double, int or long "
                                    f"long (arrays of up to 3 dimensions), or of structs of such fields all of one "

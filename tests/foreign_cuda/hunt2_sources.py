@@ -238,6 +238,99 @@ extern "C" __global__ void unrolled_fir(const float* __restrict__ x, const float
   y[i] = acc * acc;
 }
 
+// Welford's running (count, mean, M2) per thread over a grid-stride range, merged across the warp
+// with butterfly shuffles (Chan et al.'s pairwise formula), the variance of each warp's range
+struct Welford { float n, mean, m2; };
+
+__device__ __forceinline__ Welford welford_merge(Welford a, Welford b) {
+  float n = a.n + b.n;
+  if (n == 0.0f) return a;
+  float delta = b.mean - a.mean;
+  Welford r;
+  r.n = n;
+  r.mean = a.mean + delta * b.n / n;
+  r.m2 = a.m2 + b.m2 + delta * delta * a.n * b.n / n;
+  return r;
+}
+
+extern "C" __global__ void welford_warp_variance(const float* __restrict__ x, float* __restrict__ var, int per_lane) {
+  int lane = threadIdx.x & 31, warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  Welford w = {0.0f, 0.0f, 0.0f};
+  for (int k = 0; k < per_lane; ++k) {
+    float v = x[warp * 32 * per_lane + k * 32 + lane];
+    w.n += 1.0f;
+    float d = v - w.mean;
+    w.mean += d / w.n;
+    w.m2 += d * (v - w.mean);
+  }
+  for (int m = 16; m > 0; m >>= 1) {
+    Welford o;
+    o.n = __shfl_xor_sync(FULL_MASK, w.n, m);
+    o.mean = __shfl_xor_sync(FULL_MASK, w.mean, m);
+    o.m2 = __shfl_xor_sync(FULL_MASK, w.m2, m);
+    w = welford_merge(w, o);
+  }
+  if (lane == 0) var[warp] = w.m2 / w.n;
+}
+
+// online softmax (flash-attention style): each lane keeps a running max and a rescaled sum over its
+// strided part of a row, the warp merges the pairs, then every lane writes its normalized values
+extern "C" __global__ void online_softmax_rows(const double* __restrict__ x, double* __restrict__ y, int cols) {
+  int lane = threadIdx.x & 31, row = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  const double* xr = x + (size_t)row * cols;
+  double m = -INFINITY, s = 0.0;
+  for (int c = lane; c < cols; c += 32) {
+    double v = xr[c];
+    double m_new = fmax(m, v);
+    s = s * exp(m - m_new) + exp(v - m_new);
+    m = m_new;
+  }
+  for (int d = 16; d > 0; d >>= 1) {
+    double m_o = __shfl_xor_sync(FULL_MASK, m, d), s_o = __shfl_xor_sync(FULL_MASK, s, d);
+    double m_new = fmax(m, m_o);
+    s = s * exp(m - m_new) + s_o * exp(m_o - m_new);
+    m = m_new;
+  }
+  for (int c = lane; c < cols; c += 32) y[(size_t)row * cols + c] = exp(xr[c] - m) / s;
+}
+
+// Kahan-compensated sums per thread, then __fmul_rn/__fadd_rn and friends (unfused arithmetic)
+extern "C" __global__ void kahan_rn(const float* __restrict__ x, float* __restrict__ out, int per_thread) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float sum = 0.0f, c = 0.0f;
+  for (int k = 0; k < per_thread; ++k) {
+    float v = x[i * per_thread + k];
+    float y = __fsub_rn(__fmul_rn(v, v), c);
+    float t = __fadd_rn(sum, y);
+    c = __fsub_rn(__fsub_rn(t, sum), y);
+    sum = t;
+  }
+  out[i] = __fdiv_rn(__fsqrt_rn(sum), __int2float_rn(per_thread)) + __fmaf_rn(sum, __frcp_rn(1.0f + sum), 0.5f);
+}
+
+// float4 stores into a float array in shared memory, scalar reads of other threads' elements
+extern "C" __global__ void shared_float4_stores(const float* __restrict__ x, float* __restrict__ y) {
+  __shared__ __attribute__((aligned(16))) float tile[256];
+  int t = threadIdx.x, base = blockIdx.x * 256;
+  float4 v = reinterpret_cast<const float4*>(x + base)[t];
+  v.x *= v.x; v.y *= v.y; v.z *= v.z; v.w *= v.w;
+  reinterpret_cast<float4*>(tile)[t] = v;
+  __syncthreads();
+  for (int k = 0; k < 4; ++k) {
+    int j = 4 * t + k;
+    y[base + j] = tile[255 - j] * x[base + j];
+  }
+}
+
+// atomicExch on floats: as a store (old value unused), and as a swap whose old value is used
+extern "C" __global__ void exch_store_and_swap(const float* __restrict__ x, float* __restrict__ slot,
+                                               float* __restrict__ swapped, float* __restrict__ got) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  atomicExch(&slot[i], x[i] * x[i]);
+  float old = atomicExch(&swapped[i], 2.0f * x[i]);
+  got[i] = old * x[i];
+}
+
 // ---------------------------------------------------------------- scans and sorts in shared memory
 // Blelloch's work-efficient exclusive scan (GPU Gems 3, 39.2), 128 elements per block of 64
 extern "C" __global__ void blelloch_scan(const double* __restrict__ x, double* __restrict__ y) {

@@ -219,6 +219,22 @@ def case_values():
             dict(a=xf, b=xf[::-1].copy(), y=np.zeros(128, np.float32)), dict(blocks=2, threads=64, shared_bytes=128 * 4),
             ["a", "b"], lambda v: (lambda a, b: {"y": (a[:, ::-1] * b * b + np.sin(b[:, ::-1] ** 2)).ravel()})(
                 per_block(v["a"].astype(np.float64), 64), per_block(v["b"].astype(np.float64), 64))),
+        "welford_warp_variance": (
+            dict(x=In[f32], var=Out[f32], per_lane=i32), dict(x=xf * 2 + 1, var=np.zeros(2, np.float32), per_lane=2),
+            dict(blocks=1, threads=64), ["x"],
+            lambda v: {"var": per_block(v["x"].astype(np.float64), 64).var(1)}),
+        "online_softmax_rows": (
+            dict(x=In[f64], y=Out[f64], cols=i32), dict(x=g.standard_normal((4, 45)) * 2, y=np.zeros((4, 45)), cols=45),
+            dict(blocks=2, threads=64), ["x"], lambda v: {"y": softmax_rows(v["x"], 45)}),
+        "kahan_rn": (
+            dict(x=In[f32], out=Out[f32], per_thread=i32), dict(x=xf, out=np.zeros(32, np.float32), per_thread=4),
+            dict(blocks=1, threads=32), ["x"],
+            lambda v: (lambda s: {"out": np.sqrt(s) / 4 + s / (1 + s) + 0.5})(
+                (per_block(v["x"].astype(np.float64), 4) ** 2).sum(1))),
+        "shared_float4_stores": (
+            dict(x=In[f32], y=Out[f32]), dict(x=g.standard_normal(512).astype(np.float32), y=np.zeros(512, np.float32)),
+            dict(blocks=2, threads=64), ["x"],
+            lambda v: (lambda x: {"y": (x[:, ::-1] ** 2 * x).ravel()})(per_block(v["x"].astype(np.float64), 256))),
         "exch_flag_double_add": (
             dict(x=In[f64], out=Out[f64], flags=InOut[i32]),
             dict(x=x128, out=np.zeros(2), flags=np.zeros(2, np.int32)), dict(blocks=2, threads=64), ["x"],
