@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 import adoffload as ado
-from adoffload.errors import DifferentiationError, DivergentBarrierError, Error, ToolNotFoundError
+from adoffload.errors import (ArgumentError, CudaTranslationError, DifferentiationError, DivergentBarrierError, Error,
+                              ForeignCompileError,
+                              SharedMemoryRaceError, ToolNotFoundError)
 
 from .checks import run, written
 from .hunt2_sources import BLOCK_SYNC, HUNT2
@@ -276,3 +278,300 @@ def case_values():
 
 
 CASES = case_values()
+
+# Kernels whose primal and forward derivative are right but whose reverse mode is refused: the thread
+# uses an atomic's old value (a ticket, a reserved slot, a flag), which the adjoint launch would not see
+# again. name: (module, parameters, values, launch, wrt, reference, what the refusal says)
+FORWARD_ONLY = {
+    "warp_aggregated_append": ("hunt2",) + CASES.pop("warp_aggregated_append") + ("atomicrmw add.*old value",),
+    "exch_flag_double_add": ("hunt2",) + CASES.pop("exch_flag_double_add") + ("atomicrmw xchg.*old value",),
+    "threadfence_sum_int": (
+        "sync", dict(x=In[f32], partial=Out[f32], total=Out[f32]),
+        dict(x=np.linspace(-2, 2, 128, dtype=np.float32), partial=np.zeros(2, np.float32),
+             total=np.zeros(1, np.float32)),
+        dict(blocks=2, threads=64), ["x"],
+        lambda v: (lambda x: {"partial": (per_block(x, 64) ** 2).sum(1), "total": [(x ** 2).sum()]})(
+            v["x"].astype(np.float64)),
+        "cmpxchg.*old value"),
+}
+
+
+def away_from_zero(x):
+    return np.where(np.abs(x) < 0.05, x + 0.1, x).astype(x.dtype)
+
+
+def block_count_values():
+    g = rng(91)
+    x = away_from_zero(g.standard_normal(128).astype(np.float32))
+    mixed = x.copy()
+    mixed[:64] = np.clip(mixed[:64], -1.9, 1.9)      # block 0: no |v| > 2, all > -3: sin; block 1: squares
+    mixed[70] = 2.5
+    return x, mixed
+
+
+def count_ref(x):
+    x = per_block(x.astype(np.float64), 64)
+    return ((x > 0).sum(1, keepdims=True) * x).ravel()
+
+
+def and_or_ref(x):
+    x = per_block(x.astype(np.float64), 64)
+    big, positive = (np.abs(x) > 2).any(1, keepdims=True), (x > -3).all(1, keepdims=True)
+    return np.where(big, x * x, np.where(positive, np.sin(x), x)).ravel()
+
+
+_X, _MIXED = block_count_values()
+SYNC_CASES = {
+    "syncthreads_count_scale": (dict(x=In[f32], y=Out[f32]), dict(x=_X, y=np.zeros(128, np.float32)),
+                                dict(blocks=2, threads=64), ["x"], lambda v: {"y": count_ref(v["x"])}),
+    "syncthreads_and_or": (dict(x=In[f32], y=Out[f32]), dict(x=_MIXED, y=np.zeros(128, np.float32)),
+                           dict(blocks=2, threads=64), ["x"], lambda v: {"y": and_or_ref(v["x"])}),
+}
+
+# name: (module, parameters, launch, the error, what its message must say)
+REFUSED = {
+    "cas_atomic_max": ("hunt2", dict(x=In[f32], m=Out[f32], n=i32), dict(blocks=1, threads=64), DifferentiationError,
+                       "'cmpxchg'.*float bits carried as an integer"),
+    "cas_atomic_mul": ("hunt2", dict(x=In[f32], prod=InOut[f32], n=i32), dict(blocks=1, threads=64),
+                       DifferentiationError, "'cmpxchg'.*float bits carried as an integer"),
+    "exch_store_and_swap": ("hunt2", dict(x=In[f32], slot=Out[f32], swapped=InOut[f32], got=Out[f32]),
+                            dict(blocks=1, threads=64), DifferentiationError,
+                            "'atomicrmw xchg'.*float bits carried as an integer"),
+    "warp_exit_then_syncthreads": ("hunt2", dict(x=In[f64], out=Out[f64], active_warps=i32), dict(blocks=2, threads=64),
+                                   DivergentBarrierError, r"__syncthreads\(\).*not uniform"),
+    "bitonic_sort_pairs": ("hunt2", dict(keys=In[f32], vals=In[f64], out=Out[f64]), dict(blocks=1, threads=64),
+                           SharedMemoryRaceError, "race on '(k|v)'"),
+    "bitonic_samples": ("hunt2", dict(keys=In[f32], vals=In[f64], out=Out[f64]), dict(blocks=1, threads=64),
+                        SharedMemoryRaceError, "race on 's(k|v)'"),
+    "dynamic_shared_carved": ("hunt2", dict(a=In[f32], b=In[f64], y=Out[f64]),
+                              dict(blocks=1, threads=64, shared_bytes=64 * 12), CudaTranslationError,
+                              "'smem'.*extern __shared__ float buf"),
+    "threadfence_sum": ("sync", dict(x=In[f32], partial=Out[f32], total=Out[f32]), dict(blocks=1, threads=64),
+                        CudaTranslationError, "'threadfence_sum::amLast'.*bool or char flag as int"),
+}
+
+# refused kernels (REFUSED below) launched with their own values
+REFUSED_CASES = {name: CASES.pop(name) for name in ["bitonic_sort_pairs", "bitonic_samples", "dynamic_shared_carved"]}
+
+# Each case compiles three kernels (1-3 s on one core): CI runs these (one of each kind, and those that
+# needed a change); ADOFFLOAD_CUDA_HUNT=all runs every case (the GPU machine's call).
+CORE = {"saxpy_float4", "aos_shared_pairs", "butterfly_softmax", "half_warp_width16", "ballot_compact",
+        "reduce6_64_any", "blelloch_scan", "transpose_padded", "online_softmax_rows", "kinks_f32",
+        "warp_exit_then_syncwarp", "dynamic_shared_floats"}
+CORE_REFUSED = {"cas_atomic_max", "warp_exit_then_syncthreads", "threadfence_sum", "dynamic_shared_carved"}
+EVERY_CASE = os.environ.get("ADOFFLOAD_CUDA_HUNT") == "all"
+
+
+def chosen(names, core):
+    skip = pytest.mark.skipif(not EVERY_CASE, reason="a further hunt case (1-3 s each): set ADOFFLOAD_CUDA_HUNT=all")
+    return [name if name in core else pytest.param(name, marks=skip) for name in sorted(names)]
+
+
+_kernels = {}
+
+
+def hunt_kernel(module, name, params):
+    """One CudaKernel per case and module (its compiled specializations are reused)."""
+    key = (id(module), name)
+    if key not in _kernels:
+        _kernels[key] = module.kernel(name, **params)
+    return _kernels[key]
+
+
+def check_primal(k, values, launch, reference, device="cpu"):
+    got = run(k, values, launch, device)
+    tol = 2e-5 if is_f32(values) else 1e-12
+    for out, expected in reference(values).items():
+        np.testing.assert_allclose(np.ravel(got[out]).astype(np.float64), np.ravel(expected), rtol=tol, atol=tol,
+                                   err_msg=out)
+    return got
+
+
+@pytest.mark.parametrize("name", chosen(CASES, CORE))
+def test_kernel_matches_numpy_and_both_oracles(mod, name):
+    params, values, launch, wrt, reference = CASES[name]
+    k = hunt_kernel(mod, name, params)
+    check_primal(k, values, launch, reference)
+    both_oracles(k, wrt, values, launch)
+
+
+@pytest.mark.parametrize("name", sorted(SYNC_CASES))
+def test_syncthreads_count_and_or(sync_mod, name):
+    """The header's __syncthreads_count/_and/_or (a shared counter between barriers): the count
+    scales or chooses the formula, and derivatives follow the branches taken."""
+    params, values, launch, wrt, reference = SYNC_CASES[name]
+    k = hunt_kernel(sync_mod, name, params)
+    check_primal(k, values, launch, reference)
+    both_oracles(k, wrt, values, launch)
+
+
+def _forward_only(mod, sync_mod, name):
+    module, params, values, launch, wrt, reference, says = FORWARD_ONLY[name]
+    return hunt_kernel(mod if module == "hunt2" else sync_mod, name, params), values, launch, wrt, reference, says
+
+
+@pytest.mark.parametrize("name", sorted(FORWARD_ONLY))
+def test_an_atomics_old_value_allows_the_forward_derivative_only(mod, sync_mod, name):
+    """The primal and forward mode are right (the threadfence reduction's last block sums the
+    partials: the tangents follow); reverse mode is refused, naming the atomic."""
+    k, values, launch, wrt, reference, says = _forward_only(mod, sync_mod, name)
+    check_primal(k, values, launch, reference)
+    g = rng(5)
+    tangents = {n: g.standard_normal(np.shape(values[n])).astype(values[n].dtype) for n in wrt}
+    shadows = {f"d_{n}": t.copy() for n, t in tangents.items()}
+    for out in written(k):
+        shadows.setdefault(f"d_{out}", np.zeros_like(values[out]))
+    run(ado.jvp(k, wrt=wrt), values, launch, **shadows)
+    h = 1e-3 if is_f32(values) else 1e-6
+    plus = {n: (values[n].astype(np.float64) + h * tangents[n]).astype(values[n].dtype) if n in tangents else values[n]
+            for n in values}
+    minus = {n: (values[n].astype(np.float64) - h * tangents[n]).astype(values[n].dtype) if n in tangents
+             else values[n] for n in values}
+    for out in written(k):
+        fd = (run(k, plus, launch)[out].astype(np.float64) - run(k, minus, launch)[out].astype(np.float64)) / (2 * h)
+        assert np.abs(fd).max() > 0, out
+        np.testing.assert_allclose(shadows[f"d_{out}"], fd, rtol=0, atol=(2e-2 if is_f32(values) else 1e-6)
+                                   * np.abs(fd).max(), err_msg=out)
+    seeds = {f"d_{n}": np.zeros_like(values[n]) for n in list(wrt) + written(k)}
+    with pytest.raises(DifferentiationError, match=says):
+        run(ado.vjp(k, wrt=wrt), values, launch, **seeds)
+
+
+@pytest.mark.parametrize("name", chosen(REFUSED, CORE_REFUSED))
+def test_refused_with_its_reason(mod, sync_mod, name):
+    module, params, launch, error, says = REFUSED[name]
+    k = hunt_kernel(mod if module == "hunt2" else sync_mod, name, params)
+    values = REFUSED_CASES[name][1] if name in REFUSED_CASES else {
+        p: (np.zeros(1024, np.float32 if t.dtype == f32 else np.float64 if t.dtype == f64 else np.int32)
+            if isinstance(t, ado.types.ArrayType) else 1) for p, t in params.items()}
+    wrt = [p for p, t in params.items() if isinstance(t, ado.types.ArrayType) and t.dtype.is_float and not t.writes]
+    with pytest.raises(error, match=says):
+        run(k, values, launch)
+        shadows = {f"d_{p}": np.zeros_like(values[p]) for p in wrt + written(k)}
+        run(ado.vjp(k, wrt=wrt), values, launch, **shadows)
+
+
+def test_header_lines_are_reported_at_the_users_call():
+    """With line tables, an atomicCAS inlined from ado_cuda.h into a hand-written float atomicMax is
+    refused at the user's line (it was 'ado_cuda.h:182'), as is the divergent __syncthreads."""
+    try:
+        m = ado.from_cuda(HUNT2, options=["-gline-tables-only"])
+    except ToolNotFoundError as exc:
+        pytest.skip(f"no clang and no cached clang IR of this source: {exc}")
+    lines = HUNT2.split("\n")
+    cas = 1 + next(n for n, text in enumerate(lines) if "old = atomicCAS(a, assumed, __float_as_int(value))" in text)
+    k = m.kernel("cas_atomic_max", x=In[f32], m=Out[f32], n=i32)
+    with pytest.raises(DifferentiationError, match=rf"'cmpxchg' %\w+ at <cuda source>:{cas}:"):
+        ado.vjp(k, wrt=["x"])(np.ones(64, np.float32), np.zeros(1, np.float32), 64, d_x=np.zeros(64, np.float32),
+                              d_m=np.ones(1, np.float32), blocks=1, threads=64)
+    start = next(n for n, text in enumerate(lines) if "void warp_exit_then_syncthreads" in text)
+    exit_line = 1 + next(n for n in range(start, len(lines)) if "return;" in lines[n])
+    k = m.kernel("warp_exit_then_syncthreads", x=In[f64], out=Out[f64], active_warps=i32)
+    with pytest.raises(DivergentBarrierError, match=rf"__syncthreads\(\) at <cuda source>:{exit_line + 2} .*"
+                                                    rf"the branch at <cuda source>:{exit_line} "):
+        k(np.zeros(128), np.zeros(128), 1, blocks=2, threads=64)
+
+
+def test_kinks_at_ties_take_a_one_sided_derivative_in_both_modes(mod):
+    """fminf/fmaxf at a tie, fabsf at 0 and floorf at a step: each forward derivative is one of the
+    two one-sided derivatives there (the engine takes the first argument at a tie), and reverse mode
+    is the transpose of that same linear map (no mode disagrees with the other)."""
+    k = hunt_kernel(mod, "kinks_f32", CASES["kinks_f32"][0])
+    a = np.array([0.5, 0.0, 0.25, 1.0, -0.0], np.float32)
+    b = np.array([0.5, 0.75, -2.0, 1.0, 1.5], np.float32)
+    values, launch = dict(a=a, b=b, y=np.zeros(25, np.float32), n=5), dict(blocks=1, threads=32)
+
+    def f(da, db, h):
+        return run(k, dict(values, a=(a + h * da).astype(np.float32), b=(b + h * db).astype(np.float32)),
+                   launch)["y"].astype(np.float64)
+    h = 2.0 ** -8
+    columns = []
+    for ta, tb in [(1, 0), (0, 1), (1, 1), (-1, 0), (1, -1)]:
+        da, db = np.full(5, ta, np.float32), np.full(5, tb, np.float32)
+        shadows = dict(d_a=da.copy(), d_b=db.copy(), d_y=np.zeros(25, np.float32))
+        run(ado.jvp(k, wrt=["a", "b"]), values, launch, **shadows)
+        jv = shadows["d_y"].astype(np.float64)
+        right, left = (f(da, db, h) - f(da, db, 0)) / h, (f(da, db, 0) - f(da, db, -h)) / h
+        assert np.all(np.minimum(abs(jv - right), abs(jv - left)) <= 0.02), ((ta, tb), jv, left, right)
+        columns.append(jv)
+    assert columns[0].reshape(5, 5)[0, 0] == 2.0 and columns[1].reshape(5, 5)[0, 0] == 0.0   # fminf: first argument
+    g = rng(7)
+    v = {n: g.standard_normal(5).astype(np.float32) for n in "ab"}
+    w = g.standard_normal(25).astype(np.float32)
+    shadows = dict(d_a=v["a"].copy(), d_b=v["b"].copy(), d_y=np.zeros(25, np.float32))
+    run(ado.jvp(k, wrt=["a", "b"]), values, launch, **shadows)
+    left = float(shadows["d_y"].astype(np.float64) @ w)
+    seeds = dict(d_a=np.zeros(5, np.float32), d_b=np.zeros(5, np.float32), d_y=w.copy())
+    run(ado.vjp(k, wrt=["a", "b"]), values, launch, **seeds)
+    right = float(v["a"].astype(np.float64) @ seeds["d_a"] + v["b"].astype(np.float64) @ seeds["d_b"])
+    assert abs(left - right) <= 1e-5 * (abs(left) + abs(right)), (left, right)
+
+
+def test_restrict_pointers_given_one_buffer_are_refused(mod):
+    """`__restrict__` promises that x and y do not overlap; a launch that passes one buffer (or
+    overlapping views) for both, in the primal or as shadows of a derivative, is refused before it runs."""
+    k = hunt_kernel(mod, "restrict_scale", CASES["restrict_scale"][0])
+    a = np.arange(1, 10, dtype=np.float32)
+    launch = dict(blocks=1, threads=32)
+    with pytest.raises(ArgumentError, match="'x' and 'y' share memory"):
+        k(a, a, np.float32(2), 9, **launch)
+    with pytest.raises(ArgumentError, match="share memory"):
+        k(a[1:], a[:-1], np.float32(2), 8, **launch)
+    d = np.ones(9, np.float32)
+    with pytest.raises(ArgumentError, match="'d_x' and 'd_y' share memory"):
+        ado.vjp(k, wrt=["x"])(a, np.zeros(9, np.float32), np.float32(2), 9, d_x=d, d_y=d, **launch)
+    np.testing.assert_array_equal(a, np.arange(1, 10, dtype=np.float32))        # nothing ran
+
+
+def test_activemask_is_refused_by_clang_with_the_reason():
+    source = r"""
+extern "C" __global__ void active_lanes(const float* x, float* y) {
+  unsigned m = __activemask();
+  y[threadIdx.x] = x[threadIdx.x] * __popc(m);
+}
+"""
+    try:
+        ado.from_cuda(source)
+    except ToolNotFoundError as exc:
+        pytest.skip(f"no clang and no cached clang IR of this source: {exc}")
+    except ForeignCompileError as exc:
+        assert "__activemask is not supported" in str(exc) and "<cuda source>:3" in str(exc)
+    else:
+        pytest.fail("__activemask compiled")
+
+
+@pytest.fixture(scope="module")
+def cuda_device():
+    from adoffload.runtime import get_device
+    try:
+        get_device("cuda")
+    except Error as exc:
+        pytest.skip(f"no CUDA device: {exc}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", chosen(CASES, CORE) + sorted(SYNC_CASES))
+def test_on_the_gpu_as_on_the_host_and_both_oracles(cuda_device, mod, sync_mod, name):
+    """The same kernels on an NVIDIA GPU: outputs as the host's (float: last bits may differ),
+    derivatives through both oracles on the device."""
+    module = sync_mod if name in SYNC_CASES else mod
+    params, values, launch, wrt, reference = (SYNC_CASES if name in SYNC_CASES else CASES)[name]
+    k = hunt_kernel(module, name, params)
+    on_gpu = check_primal(k, values, launch, reference, "cuda")
+    on_host = run(k, values, launch)
+    tol = 1e-5 if is_f32(values) else 1e-10
+    for out in written(k):
+        np.testing.assert_allclose(on_gpu[out], on_host[out], rtol=tol, atol=tol, err_msg=out)
+    both_oracles(k, wrt, values, launch, device="cuda")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(FORWARD_ONLY))
+def test_forward_only_cases_on_the_gpu(cuda_device, mod, sync_mod, name):
+    """The threadfence reduction and the atomic tickets on the device: the primal as numpy's, the
+    reverse mode refused as on the host."""
+    k, values, launch, wrt, reference, says = _forward_only(mod, sync_mod, name)
+    check_primal(k, values, launch, reference, "cuda")
+    seeds = {f"d_{n}": np.zeros_like(values[n]) for n in list(wrt) + written(k)}
+    with pytest.raises(DifferentiationError, match=says):
+        run(ado.vjp(k, wrt=wrt), values, launch, "cuda", **seeds)
