@@ -333,7 +333,11 @@ def _check_float_bits(fn: Function, info: ActivityInfo, users: dict) -> None:
                 continue
             integer_call = op == "call" and _is_integer_intrinsic(user)
             if op == "bitcast" and is_float_type(user.type) and user not in info.useful:
-                continue        # a float rebuilt from the bits that reaches no result: no derivative to get wrong
+                # a float rebuilt from the bits that reaches no result through float operations: still bits,
+                # followed on (a double's halves shuffled as floats, then joined back into the double)
+                origin[user] = origin[value]
+                work.append(user)
+                continue
             if (op in _BITS_SINKS and not integer_call) or (op == "bitcast" and is_float_type(user.type)):
                 source = origin[value]
                 raise DifferentiationError(

@@ -285,4 +285,12 @@ __ADO_DEV float max(float a, float b) { return fmaxf(a, b); }
 __ADO_DEV double min(double a, double b) { return fmin(a, b); }
 __ADO_DEV double max(double a, double b) { return fmax(a, b); }
 __ADO_DEV float __int_as_float(int x) { return __builtin_bit_cast(float, x); }
+__ADO_DEV float __uint_as_float(unsigned x) { return __builtin_bit_cast(float, x); }
+__ADO_DEV unsigned __float_as_uint(float x) { return __builtin_bit_cast(unsigned, x); }
+__ADO_DEV double __longlong_as_double(long long x) { return __builtin_bit_cast(double, x); }
+__ADO_DEV long long __double_as_longlong(double x) { return __builtin_bit_cast(long long, x); }
+__ADO_DEV int __double2hiint(double x) { return (int)(__builtin_bit_cast(unsigned long long, x) >> 32); }
+__ADO_DEV int __double2loint(double x) { return (int)__builtin_bit_cast(unsigned long long, x); }
+__ADO_DEV double __hiloint2double(int hi, int lo) {
+  return __builtin_bit_cast(double, ((unsigned long long)(unsigned)hi << 32) | (unsigned)lo); }
 __ADO_DEV int __float_as_int(float x) { return __builtin_bit_cast(int, x); }

@@ -642,6 +642,91 @@ extern "C" __global__ void warp_exit_then_syncthreads(const double* __restrict__
   __syncthreads();
   out[blockIdx.x * 64 + t] = s[t] * s[t ^ 1];
 }
+
+// ---------------------------------------------------------------- more layouts, bits and branches
+// a double shuffled as two 32-bit halves (code written before CUDA had double shuffles)
+__device__ __forceinline__ double shfl_xor_halves(double v, int m) {
+  int hi = __double2hiint(v), lo = __double2loint(v);
+  hi = __shfl_xor_sync(FULL_MASK, hi, m);
+  lo = __shfl_xor_sync(FULL_MASK, lo, m);
+  return __hiloint2double(hi, lo);
+}
+extern "C" __global__ void double_halves_allreduce(const double* __restrict__ x, double* __restrict__ y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  double v = x[i] * x[i];
+  for (int m = 16; m > 0; m >>= 1) v += shfl_xor_halves(v, m);
+  y[i] = x[i] / sqrt(v);
+}
+// the same through __double_as_longlong
+extern "C" __global__ void double_bits_allreduce(const double* __restrict__ x, double* __restrict__ y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  double v = x[i] * x[i];
+  for (int m = 16; m > 0; m >>= 1)
+    v += __longlong_as_double(__shfl_xor_sync(FULL_MASK, __double_as_longlong(v), m));
+  y[i] = x[i] / sqrt(v);
+}
+// partial unrolling of a loop with a runtime trip count
+extern "C" __global__ void unroll4_runtime(const float* __restrict__ x, float* __restrict__ y, int per_thread) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float acc = 0.0f;
+#pragma unroll 4
+  for (int k = 0; k < per_thread; ++k) acc += sinf(x[i * per_thread + k]) * (float)(k + 1);
+  y[i] = acc;
+}
+// weighted histogram in shared memory with float atomics, merged into global with atomicAdd
+extern "C" __global__ void shared_float_histogram(const int* __restrict__ bin, const float* __restrict__ w,
+                                                  float* __restrict__ hist, int n) {
+  __shared__ float local[16];
+  int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+  if (t < 16) local[t] = 0.0f;
+  __syncthreads();
+  if (i < n) atomicAdd(&local[bin[i] & 15], w[i] * w[i]);
+  __syncthreads();
+  if (t < 16) atomicAdd(&hist[t], local[t]);
+}
+// rows through a pointer with negative offsets
+extern "C" __global__ void row_pointer_neighbors(const double* __restrict__ x, double* __restrict__ y, int cols) {
+  int r = blockIdx.x, c = threadIdx.x + 1;
+  const double* row = x + (size_t)r * cols + c;
+  if (c < cols - 1) y[r * cols + c] = row[-1] * row[1] - row[0] * row[0];
+}
+// the last block handles the remainder under a block-uniform branch holding a barrier
+extern "C" __global__ void last_block_tail(const float* __restrict__ x, float* __restrict__ out, int n) {
+  __shared__ float s[64];
+  int t = threadIdx.x, i = blockIdx.x * 64 + t;
+  s[t] = i < n ? x[i] : 0.0f;
+  __syncthreads();
+  if (blockIdx.x == gridDim.x - 1) {
+    s[t] = s[t] * s[t];
+    __syncthreads();
+    if (i < n) out[i] = s[t] + s[63 - t];
+  } else {
+    out[i] = s[t] * s[(t + 1) & 63];
+  }
+}
+// a parameter struct holding pointers, as many codes pass their arguments
+struct Args { const float* x; float* y; int n; float a; };
+extern "C" __global__ void struct_of_pointers(Args p) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < p.n) p.y[i] = p.a * p.x[i];
+}
+// a shared union: the same 64 words as floats and as ints (keys packed with values)
+union Word { float f; int i; };
+extern "C" __global__ void shared_union(const float* __restrict__ x, float* __restrict__ y) {
+  __shared__ Word s[64];
+  int t = threadIdx.x, i = blockIdx.x * 64 + t;
+  s[t].f = x[i];
+  __syncthreads();
+  int bits = s[63 - t].i;
+  y[i] = __int_as_float(bits) * x[i];
+}
+// a shuffle whose source lane comes from data, within segments of 8 lanes
+extern "C" __global__ void data_lane_width8(const double* __restrict__ x, const int* __restrict__ src,
+                                            double* __restrict__ y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  double v = x[i] * x[i];
+  y[i] = __shfl_sync(FULL_MASK, v, src[i], 8) + x[i];
+}
 """
 
 # Block votes and the threadfence reduction: CUDA functions the header may lack, compiled on their own
