@@ -114,7 +114,7 @@ class AddressClassifier:
             # a GEP chain over mixed element types (``gep float, (gep i8, %local, off), k``: a row
             # of a local 2-D array) or a phi/select of pointers: private when it can only point
             # into the thread's own stack arrays
-            roots = _pointer_roots(pointer)
+            roots = pointer_roots(pointer)
             return AddressClass.PRIVATE if roots and all(_is_alloca(r) for r in roots) else AddressClass.SHARED
         if _is_alloca(root):
             return AddressClass.PRIVATE
@@ -253,13 +253,13 @@ def _access_patterns(function) -> dict[Value, set]:
                                                   None if element is None else str(element), str(accessed)))
             continue
         opaque = ("opaque", id(inst), None)
-        roots = _pointer_roots(pointer)
+        roots = pointer_roots(pointer)
         for r in roots if roots is not None else (ANY_ROOT,):
             patterns.setdefault(r, set()).add(opaque)
     return patterns
 
 
-def _pointer_roots(pointer: Value, depth: int = 0, seen=None) -> set | None:
+def pointer_roots(pointer: Value, depth: int = 0, seen=None) -> set | None:
     """The arguments, allocas and globals ``pointer`` may point into (through GEPs, casts, phis and
     selects), or None when it may come from anywhere (a loaded pointer, ``inttoptr``, a call)."""
     seen = set() if seen is None else seen
@@ -274,7 +274,7 @@ def _pointer_roots(pointer: Value, depth: int = 0, seen=None) -> set | None:
     if isinstance(pointer, Instruction) and pointer.opcode in ("phi", "select") and depth < 32:
         found = set()
         for value in (pointer.operands if pointer.opcode == "phi" else pointer.operands[1:]):
-            more = _pointer_roots(value, depth + 1, seen)
+            more = pointer_roots(value, depth + 1, seen)
             if more is None:
                 return None
             found |= more

@@ -45,7 +45,8 @@ from .custom import custom_cotangents, extractvalue_reverse, find_custom, insert
 from .forward import _IGNORED_CALLS
 from .deferred import DeferredAdds
 from .deterministic import ContributionLog, LogSpec, attach_log
-from .parallel import UNIFORM_ADD_PREFIX, AddressClassifier, ParallelInfo
+from .parallel import UNIFORM_ADD_PREFIX, AddressClass, AddressClassifier, ParallelInfo, pointer_roots
+from .store_seeds import stored_by_the_block
 from .reverse_cfg import Dominators, LoopInfo, exit_value, inductions, predecessor_map, reachable_blocks
 from .rules import RuleContext, describe, reverse_contributions, rule_for, rule_key
 from .soundness import check_rerun
@@ -676,9 +677,28 @@ class _Reverser:
             return
         if self.log is not None:
             self.log.note_readback(self.shadow[pointer], inst)
+        if self._stored_by_others(pointer, block):
+            # other threads may store the same element (every thread writing its block's result): one
+            # of them takes the seed; a load then a store of zero would hand it to all that read first
+            seed = b.atomicrmw("xchg", shadow, zero_of(value.type), name="d.stored")
+            if self.has_adjoint(value):
+                self.add_adjoint(value, seed, b)
+            return
         if self.has_adjoint(value):
             self.add_adjoint(value, b.load(value.type, shadow, "d.stored", align=inst.align), b)
         b.store(zero_of(value.type), shadow, align=inst.align)
+
+    def _stored_by_others(self, pointer: Value, block: Block) -> bool:
+        """Whether other threads of the launch store the element ``pointer`` addresses too (store_seeds.py),
+        outside a block's shared arrays (where the race check allows one writer of an element between two
+        barriers, which the reverse sweep replays in order)."""
+        if self.classifier is None or self.classifier.classify(pointer, block) is AddressClass.PRIVATE:
+            return False
+        roots = pointer_roots(pointer)
+        if roots is not None and roots <= {self.fn.args[k] for k in self.parallel.block_shared_args}:
+            return False
+        threads = {self.fn.args[k] for k in self.parallel.thread_args}
+        return stored_by_the_block(pointer, threads, block, self.dom, self.preds)
 
     def _reverse_atomic(self, inst: Instruction, block: Block, b: Builder) -> None:
         pointer, value = inst.operands

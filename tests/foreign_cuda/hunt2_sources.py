@@ -727,6 +727,41 @@ extern "C" __global__ void data_lane_width8(const double* __restrict__ x, const 
   double v = x[i] * x[i];
   y[i] = __shfl_sync(FULL_MASK, v, src[i], 8) + x[i];
 }
+
+// ---------------------------------------------------------------- one element stored by many threads
+// every thread of the block stores the block's result (the same value), no "if (t == 0)"
+extern "C" __global__ void all_threads_store_result(const double* __restrict__ x, double* __restrict__ out) {
+  __shared__ double s[64];
+  int t = threadIdx.x;
+  s[t] = x[blockIdx.x * 64 + t] * x[blockIdx.x * 64 + t];
+  __syncthreads();
+  for (int h = 32; h > 0; h >>= 1) {
+    if (t < h) s[t] += s[t + h];
+    __syncthreads();
+  }
+  out[blockIdx.x] = sqrt(s[0]);
+}
+// a loop whose trip count thread 0 computes into shared memory, with barriers in the body
+extern "C" __global__ void shared_trip_count(const double* __restrict__ x, double* __restrict__ y,
+                                             const int* __restrict__ rounds) {
+  __shared__ int count;
+  __shared__ double s[64];
+  int t = threadIdx.x, i = blockIdx.x * 64 + t;
+  if (t == 0) count = rounds[blockIdx.x];
+  double v = x[i];
+  __syncthreads();
+  for (int k = 0; k < count; ++k) {
+    s[t] = v;
+    __syncthreads();
+    v = 0.5 * v + 0.25 * s[(t + 1) & 63] * s[(t + 63) & 63];
+    __syncthreads();
+  }
+  y[i] = v;
+}
+// every thread stores the same scalar-parameter product into one slot
+extern "C" __global__ void same_value_everywhere(const double* __restrict__ x, double* __restrict__ out, double a) {
+  out[0] = a * x[0];
+}
 """
 
 # Block votes and the threadfence reduction: CUDA functions the header may lack, compiled on their own

@@ -1,6 +1,7 @@
 """Second soundness hunt with CUDA written the way others write it (hunt2_sources.py): vector loads,
 butterfly and scan shuffles, block votes, compaction, hand-written atomics, shared-memory scans and
-sorts, constant memory, aliasing and index arithmetic. Each kernel runs on the host CPU against numpy
+sorts, constant memory, aliasing, index arithmetic, and one element stored by every thread of a block.
+Each kernel runs on the host CPU against numpy
 and its derivatives pass both oracles (test_cuda_hunt.both_oracles: forward mode against central
 differences, reverse mode through <J v, w> = <v, J^T w>), or it is refused with an adoffload.Error
 that names the construct."""
@@ -11,8 +12,7 @@ import pytest
 
 import adoffload as ado
 from adoffload.errors import (ArgumentError, CudaTranslationError, DifferentiationError, DivergentBarrierError, Error,
-                              ForeignCompileError,
-                              SharedMemoryRaceError, ToolNotFoundError)
+                              ForeignCompileError, SharedMemoryRaceError, ToolNotFoundError)
 
 from .checks import run, written
 from .hunt2_sources import BLOCK_SYNC, HUNT2
@@ -56,6 +56,15 @@ def softmax_rows(x, width):
 def unit_rows(x, width):
     x = per_block(x, width)
     return (x / np.sqrt((x ** 2).sum(1, keepdims=True))).ravel()
+
+
+def shared_rounds_ref(x, rounds):
+    out = []
+    for b, v in enumerate(per_block(x, 64)):
+        for _ in range(rounds[b]):
+            v = 0.5 * v + 0.25 * np.roll(v, -1) * np.roll(v, 1)
+        out.append(v)
+    return np.concatenate(out)
 
 
 def aos_ref(pos):
@@ -265,6 +274,15 @@ def case_values():
             dict(x=In[f64], src=In[i32], y=Out[f64]),
             dict(x=x128, src=g.integers(0, 64, 128).astype(np.int32), y=np.zeros(128)), dict(blocks=2, threads=64),
             ["x"], lambda v: {"y": (v["x"] ** 2)[(np.arange(128) & ~7) + (v["src"] & 7)] + v["x"]}),
+        "all_threads_store_result": (
+            dict(x=In[f64], out=Out[f64]), dict(x=x128, out=np.zeros(2)), dict(blocks=2, threads=64), ["x"],
+            lambda v: {"out": np.sqrt((per_block(v["x"], 64) ** 2).sum(1))}),
+        "same_value_everywhere": (
+            dict(x=In[f64], out=Out[f64], a=f64), dict(x=x128, out=np.zeros(1), a=np.float64(1.7)),
+            dict(blocks=2, threads=64), ["x", "a"], lambda v: {"out": [v["a"] * v["x"][0]]}),
+        "shared_trip_count": (
+            dict(x=In[f64], y=Out[f64], rounds=In[i32]), dict(x=x128, y=np.zeros(128), rounds=np.array([3, 5], np.int32)),
+            dict(blocks=2, threads=64), ["x"], lambda v: {"y": shared_rounds_ref(v["x"], v["rounds"])}),
         "exch_flag_double_add": (
             dict(x=In[f64], out=Out[f64], flags=InOut[i32]),
             dict(x=x128, out=np.zeros(2), flags=np.zeros(2, np.int32)), dict(blocks=2, threads=64), ["x"],
@@ -384,14 +402,14 @@ REFUSED = {
                         CudaTranslationError, "'threadfence_sum::amLast'.*bool or char flag as int"),
 }
 
-# refused kernels (REFUSED below) launched with their own values
+# refused kernels (REFUSED above) launched with their own values
 REFUSED_CASES = {name: CASES.pop(name) for name in ["bitonic_sort_pairs", "bitonic_samples", "dynamic_shared_carved"]}
 
 # Each case compiles three kernels (1-3 s on one core): CI runs these (one of each kind, and those that
 # needed a change); ADOFFLOAD_CUDA_HUNT=all runs every case (the GPU machine's call).
-CORE = {"double_bits_allreduce", "saxpy_float4", "aos_shared_pairs", "butterfly_softmax", "half_warp_width16", "ballot_compact",
-        "reduce6_64_any", "blelloch_scan", "transpose_padded", "online_softmax_rows", "kinks_f32",
-        "warp_exit_then_syncwarp", "dynamic_shared_floats"}
+CORE = {"all_threads_store_result", "same_value_everywhere", "double_bits_allreduce", "saxpy_float4",
+        "butterfly_softmax", "ballot_compact", "reduce6_64_any", "blelloch_scan", "transpose_padded",
+        "online_softmax_rows", "warp_exit_then_syncwarp", "dynamic_shared_floats"}
 CORE_REFUSED = {"cas_atomic_max", "warp_exit_then_syncthreads", "threadfence_sum", "dynamic_shared_carved",
                 "double_halves_allreduce"}
 EVERY_CASE = os.environ.get("ADOFFLOAD_CUDA_HUNT") == "all"
