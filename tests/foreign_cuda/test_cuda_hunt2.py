@@ -197,6 +197,10 @@ def case_values():
             dict(x=In[f32], out=Out[f32]), dict(x=xf, out=np.zeros(4, np.float32)), dict(blocks=2, threads=64),
             ["x"], lambda v: (lambda x: {"out": (x ** 2).sum(1) - x.sum(1) ** 2 / 32})(
                 per_block(v["x"].astype(np.float64), 32))),
+        "struct_shuffle_words": (
+            dict(x=In[f32], out=Out[f32]), dict(x=xf, out=np.zeros(4, np.float32)), dict(blocks=2, threads=64),
+            ["x"], lambda v: (lambda x: {"out": (x ** 2).sum(1) - x.sum(1) ** 2 / 32})(
+                per_block(v["x"].astype(np.float64), 32))),
         "ballot_compact": (
             dict(x=In[f64], y=Out[f64]), dict(x=x128, y=np.zeros(128)), dict(blocks=2, threads=64), ["x"],
             lambda v: {"y": compact_ref(v["x"])}),
