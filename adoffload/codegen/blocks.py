@@ -25,6 +25,7 @@ from .. import ir as adoir
 from ..errors import CompilationError
 from . import abi
 from .block_ops import gpu_definitions, host_definitions
+from .shared_alignment import aligned_shared_pointer
 from .shared_atomics import aggregate_shared_adds, nvptx_definitions
 from .block_split import SCRATCH_SLOT, resume_name, split_at_barriers
 from .ordered_shared import order_shared_adds, ordered_definitions
@@ -299,7 +300,7 @@ def add_block_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, 
         block_coords = _coords(b, block_index, blocks_per_axis)
         thread_coords = _coords(b, thread, [_I64(e) for e in block])
         tids = _tids(b, block_coords, thread_coords, block)
-        pointers = [b.addrspacecast(storage, _PTR) for storage, _, _ in shared_ptrs]
+        pointers = [aligned_shared_pointer(b, storage, SHARED_ALIGN) for storage, _, _ in shared_ptrs]
         b.call(body, tids + params + pointers + [status], attrs=("alwaysinline",))
     b.ret_void()
     text = abi._link(body_module, m, body_name)      # the entry's barrier resolves to the definition

@@ -18,6 +18,7 @@ import llvmlite.binding as llvm
 from ..errors import CompilationError
 from .mathmap import libm_name, libm_to_intrinsics, rename_math_calls
 from .optimize import optimize_module
+from .shared_alignment import unmask_shared_pointers
 from .targets import NVPTX_TRIPLE, target_machine
 
 # The PTX ISA version each architecture needs at least (LLVM feature "+ptxNN").
@@ -88,7 +89,7 @@ def prepare_nvptx_module(text: str, arch: str = "sm_90", kernels=None) -> llvm.M
         module.verify()
     except RuntimeError as exc:
         raise CompilationError(f"preparing the module for {arch} failed: {exc}") from exc
-    return optimize_module(module, 3, tm)
+    return unmask_shared_pointers(optimize_module(module, 3, tm))
 
 
 def compile_ptx(text: str, arch: str = "sm_90", kernels=None) -> str:
