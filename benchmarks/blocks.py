@@ -139,6 +139,52 @@ def sgemm_static(A: ado.In[ado.f32, 2], B: ado.In[ado.f32, 2], C: ado.Out[ado.f3
             C[bi * BM + ti + 16 * m, bj * BM + tj + 16 * n] = acc[m, n]
 
 
+
+@ado.kernel(block=(16, 16))
+def sgemm_prefetch(A: ado.In[ado.f32, 2], B: ado.In[ado.f32, 2], C: ado.Out[ado.f32, 2]):
+    """``sgemm_static`` with the next A/B tiles loaded into registers while the current one is
+    multiplied (the usual prefetch of a hand-written SGEMM), and the A tile's rows padded by 4
+    floats so that its transposed stores do not collide in one bank."""
+    ti, tj = ado.thread_id()
+    bi, bj = ado.block_id()
+    As = ado.shared((BK, BM + 4), ado.f32)
+    Bs = ado.shared((BK, BM), ado.f32)
+    acc = ado.zeros((TM, TM), ado.f32)
+    a = ado.zeros(TM, ado.f32)
+    b = ado.zeros(TM, ado.f32)
+    pa = ado.zeros(4, ado.f32)
+    pb = ado.zeros(4, ado.f32)
+    r = ti * 16 + tj
+    tiles = A.shape[1] // BK
+    for q in ado.static_range(4):
+        e = r + q * 256
+        pa[q] = A[bi * BM + e // BK, e % BK]
+        pb[q] = B[e // BM, bj * BM + e % BM]
+    for t in range(tiles):
+        for q in ado.static_range(4):
+            e = r + q * 256
+            As[e % BK, e // BK] = pa[q]
+            Bs[e // BM, e % BM] = pb[q]
+        ado.sync_threads()
+        if t + 1 < tiles:
+            for q in ado.static_range(4):
+                e = r + q * 256
+                pa[q] = A[bi * BM + e // BK, (t + 1) * BK + e % BK]
+                pb[q] = B[(t + 1) * BK + e // BM, bj * BM + e % BM]
+        for k in range(BK):
+            for m in ado.static_range(TM):
+                a[m] = As[k, ti + 16 * m]
+            for n in ado.static_range(TM):
+                b[n] = Bs[k, tj + 16 * n]
+            for m in ado.static_range(TM):
+                for n in ado.static_range(TM):
+                    acc[m, n] = ado.fma(a[m], b[n], acc[m, n])
+        ado.sync_threads()
+    for m in ado.static_range(TM):
+        for n in ado.static_range(TM):
+            C[bi * BM + ti + 16 * m, bj * BM + tj + 16 * n] = acc[m, n]
+
+
 TILE = 16
 
 

@@ -22,21 +22,18 @@ if ls .whl/*.whl > /dev/null 2>&1; then
 fi
 case "$stage" in
 profile)
-  timeout 120 python3 benchmarks/sgemm_vjp_probe.py --n 4096 --reps 3 --kernels sgemm sgemm_static matmul16 \
+  timeout 120 python3 benchmarks/sgemm_vjp_probe.py --n 4096 --reps 10 --kernels sgemm sgemm_static sgemm_prefetch \
     > "$OUT/probe.txt" 2>&1; echo "probe exit $?" >> "$OUT/probe.txt"; cat "$OUT/probe.txt"
   ADOFFLOAD_CONTRACT_ADJOINTS=1 ADOFFLOAD_CACHE_DIR=/tmp/contract timeout 120 python3 benchmarks/sgemm_vjp_probe.py \
-    --n 4096 --reps 3 --kernels sgemm sgemm_static matmul16 > "$OUT/probe_contract.txt" 2>&1
+    --n 4096 --reps 10 --kernels sgemm sgemm_static sgemm_prefetch > "$OUT/probe_contract.txt" 2>&1
   echo "probe exit $?" >> "$OUT/probe_contract.txt"; cat "$OUT/probe_contract.txt"
   for k in sgemm_static sgemm; do
-    timeout 150 ncu --clock-control none -k "regex:${k}_\\$_vjp" -c 1 --section SpeedOfLight --section WarpStateStats \
+    timeout 150 ncu --clock-control none -k regex:vjp -c 1 --section SpeedOfLight --section WarpStateStats \
       --section InstructionStats --section LaunchStats --section Occupancy --section MemoryWorkloadAnalysis \
       --metrics sass__inst_executed_per_opcode --print-metric-instances values \
       python3 benchmarks/sgemm_vjp_probe.py --n 2048 --reps 0 --kernels $k > "$OUT/ncu_$k.txt" 2>&1
     echo "ncu exit $?" >> "$OUT/ncu_$k.txt"; tail -5 "$OUT/ncu_$k.txt"
   done
-  timeout 200 python3 benchmarks/blocks.py --out "$OUT/blocks" --reps 10 --only matmul --matmul-sizes 4096 \
-    --matmul-vjp-sizes 4096 > "$OUT/blocks_log.txt" 2>&1
-  echo "blocks exit $?" >> "$OUT/blocks_log.txt"; tail -8 "$OUT/blocks_log.txt"
   ;;
 bench)
   timeout 300 python3 benchmarks/blocks.py --out "$OUT/blocks" --reps 10 --matmul-sizes 4096 --matmul-vjp-sizes 4096 \
