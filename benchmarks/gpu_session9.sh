@@ -24,9 +24,6 @@ case "$stage" in
 profile)
   timeout 120 python3 benchmarks/sgemm_vjp_probe.py --n 4096 --reps 10 --kernels sgemm sgemm_static sgemm_prefetch \
     > "$OUT/probe.txt" 2>&1; echo "probe exit $?" >> "$OUT/probe.txt"; cat "$OUT/probe.txt"
-  ADOFFLOAD_CONTRACT_ADJOINTS=1 ADOFFLOAD_CACHE_DIR=/tmp/contract timeout 120 python3 benchmarks/sgemm_vjp_probe.py \
-    --n 4096 --reps 10 --kernels sgemm sgemm_static sgemm_prefetch > "$OUT/probe_contract.txt" 2>&1
-  echo "probe exit $?" >> "$OUT/probe_contract.txt"; cat "$OUT/probe_contract.txt"
   for k in sgemm_static sgemm; do
     timeout 150 ncu --clock-control none -k regex:vjp -c 1 --section SpeedOfLight --section WarpStateStats \
       --section InstructionStats --section LaunchStats --section Occupancy --section MemoryWorkloadAnalysis \

@@ -130,8 +130,7 @@ def _strip_pointer(pointer: Value) -> Value:
 def _sum(b: Builder, a: Value, d: Value) -> Value:
     """``a + d`` for floats, and field by field for a struct (a tuple-returning helper's result)."""
     if not isinstance(a.type, StructType):
-        from .rules import CONTRACT
-        return b.binary("fadd", a, d, flags=CONTRACT)
+        return b.fadd(a, d)
     out = a
     for k, element in enumerate(a.type.elements):
         if is_float_type(element):

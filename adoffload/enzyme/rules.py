@@ -88,10 +88,6 @@ def constant_value(v: Value) -> float | None:
     return None
 
 
-import os as _os
-CONTRACT = ("contract",) if _os.environ.get("ADOFFLOAD_CONTRACT_ADJOINTS") == "1" else ()
-
-
 class RuleContext:
     """What a rule may use: a builder at the insertion point, the module, primal values, helpers.
 
@@ -124,7 +120,7 @@ class RuleContext:
             return b
         if b is None or constant_value(b) == 0.0:
             return a
-        return self.builder.binary("fadd", a, b, flags=CONTRACT)
+        return self.builder.fadd(a, b)
 
     def sub(self, a: Value, b: Value) -> Value:
         if constant_value(b) == 0.0:
@@ -140,7 +136,7 @@ class RuleContext:
                 return y
             if c == -1.0:
                 return self.neg(y)
-        return self.builder.binary("fmul", a, b, flags=CONTRACT)
+        return self.builder.fmul(a, b)
 
     def div(self, a: Value, b: Value) -> Value:
         return a if constant_value(b) == 1.0 else self.builder.fdiv(a, b)
