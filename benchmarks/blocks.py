@@ -3,7 +3,8 @@ shared-memory 2-D stencil and its adjoint, each against its baseline in the same
 
 * matmul: a register-tiled SGEMM in our language (128x128 block tiles, 8x8 per thread, shared
   A/B tiles; ``sgemm_strided``: the same with each thread's outputs strided by 16; ``sgemm_static``:
-  ``sgemm_strided`` with its tile loops ``ado.static_range``) under ``jax.jit`` against ``jnp.dot(precision="highest")`` (cuBLAS SGEMM, no TF32);
+  ``sgemm_strided`` with its tile loops ``ado.static_range``; ``sgemm_prefetch``: ``sgemm_static``
+  loading the next tiles into registers during the multiply) under ``jax.jit`` against ``jnp.dot(precision="highest")`` (cuBLAS SGEMM, no TF32);
   its VJP (``jax.vjp`` of the custom call: our reverse-mode kernel) against XLA's VJP of the same
   product. Targets: primal within 3x, VJP within 2x.
 * dot: a block-reduction DOT (grid-stride loop, ``ado.block_sum``, one atomic per block) against
@@ -341,7 +342,8 @@ def bench_matmul(sizes, reps, rows, vjp_sizes=()):
     import jax
     import jax.numpy as jnp
     for name, kernel, per_thread in (("sgemm_regtile", sgemm, TM), ("sgemm_strided", sgemm_strided, TM),
-                                     ("sgemm_static", sgemm_static, TM), ("matmul16", matmul16, 1)):
+                                     ("sgemm_static", sgemm_static, TM), ("sgemm_prefetch", sgemm_prefetch, TM),
+                                     ("matmul16", matmul16, 1)):
         ours = ado.jax_kernel(kernel, grid=lambda A, B, p=per_thread: (A.shape[0] // p, B.shape[1] // p),
                               out_shapes=lambda A, B: {"C": (A.shape[0], B.shape[1])})
         for n in sizes:

@@ -279,3 +279,31 @@ def cube_mirror(x: ado.In[ado.f64, 3], y: ado.Out[ado.f64, 3]):
     S[a, b, c] = ado.sin(x[i, j, k])
     ado.sync_threads()
     y[i, j, k] = S[1 - a, 1 - b, 7 - c] * x[i, j, k] + ado.warp_sum(x[i, j, k]) + (bi * 100 + bj * 10 + bk)
+
+
+@ado.kernel(block=(TILE, TILE))
+def prefetched_matmul(A: ado.In[ado.f64, 2], B: ado.In[ado.f64, 2], C: ado.Out[ado.f64, 2]):
+    """The tiled matmul as a hand-written SGEMM prefetches: the next step's elements are loaded
+    into a register array while this step's tile is used, and stored into the tiles at the next
+    step. The fill's values are loads of memory the kernel writes, so a refill takes them from the
+    tape: one value per filled element and step instead of every k step's read."""
+    i, j = ado.tid()
+    ti, tj = ado.thread_id()
+    As = ado.shared((TILE, TILE), ado.f64)
+    Bs = ado.shared((TILE, TILE), ado.f64)
+    ahead = ado.zeros(2, ado.f64)
+    for q in ado.static_range(2):
+        ahead[q] = A[i, tj] if q == 0 else B[ti, j]
+    steps = A.shape[1] // TILE
+    acc = 0.0
+    for t in range(steps):
+        As[ti, tj] = ahead[0]
+        Bs[ti, tj] = ahead[1]
+        ado.sync_threads()
+        if t + 1 < steps:
+            ahead[0] = A[i, (t + 1) * TILE + tj]
+            ahead[1] = B[(t + 1) * TILE + ti, j]
+        for k in range(TILE):
+            acc += ado.sin(As[ti, k]) * Bs[k, tj]
+        ado.sync_threads()
+    C[i, j] = acc
