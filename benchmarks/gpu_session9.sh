@@ -32,14 +32,6 @@ profile)
     echo "ncu exit $?" >> "$OUT/ncu_$k.txt"; tail -5 "$OUT/ncu_$k.txt"
   done
   ;;
-occupancy)
-  for n in 0 2; do
-    ADOFFLOAD_EXPERIMENT_BLOCKS_PER_SM=$([ $n = 0 ] || echo $n) ADOFFLOAD_CACHE_DIR=/tmp/occ$n timeout 150 \
-      python3 benchmarks/sgemm_vjp_probe.py --n 4096 --reps 10 --kernels sgemm_static sgemm_prefetch \
-      > "$OUT/probe_blocks_per_sm_$n.txt" 2>&1
-    echo "probe exit $?" >> "$OUT/probe_blocks_per_sm_$n.txt"; cat "$OUT/probe_blocks_per_sm_$n.txt"
-  done
-  ;;
 bench)
   timeout 300 python3 benchmarks/blocks.py --out "$OUT/blocks" --reps 10 --matmul-sizes 4096 --matmul-vjp-sizes 4096 \
     > "$OUT/blocks_log.txt" 2>&1

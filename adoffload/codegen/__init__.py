@@ -5,6 +5,7 @@ modules (``host``, ``nvptx``, ``amdgpu``) can be used directly for inspection an
 """
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 
@@ -15,7 +16,7 @@ TARGETS = {"host": "host", "cpu": "host", "nvptx": "nvptx", "cuda": "nvptx", "am
 DEFAULT_ARCH = {"nvptx": "sm_90", "amdgpu": "gfx942"}
 LANE_COMBINING_ENV = "ADOFFLOAD_LANE_COMBINING"     # "0": no lane combining (codegen/lane_combining.py)
 # Bumped whenever the generated code changes for the same inputs (part of the cache key).
-CODEGEN_REVISION = 5
+CODEGEN_REVISION = 6
 
 
 def _canonical_target(target: str) -> str:
@@ -82,14 +83,6 @@ def _combine_lanes(text: str, body_name: str, grid_rank: int, target: str, arch:
     from .lane_combining import combine_lane_atomics
     skip = len(opts.get("shared", ())) if opts.get("block") is not None else 0
     return combine_lane_atomics(text, body_name, grid_rank, opts.get("noalias", False), skip_args=skip)[0]
-
-
-def _blocks_per_sm(ptx: str, block, count: int) -> str:
-    """An experiment (not a mode; run it with its own compile cache): ask ptxas for ``count`` resident
-    blocks per multiprocessor (``.maxntid`` and ``.minnctapersm``), capping registers per thread."""
-    import math
-    at = ptx.index("\n{", ptx.index(".entry"))
-    return ptx[:at] + f"\n.maxntid {math.prod(block)}, 1, 1\n.minnctapersm {count}" + ptx[at:]
 
 
 PTX_GRID_STRIDE_LINE = "// adoffload: grid-stride entry (any thread count is correct; launch one resident wave)\n"
@@ -170,8 +163,9 @@ def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_ran
     if target == "nvptx":
         from .nvptx import compile_ptx
         artifact = compile_ptx(module, arch)
-        if block is not None and os.environ.get("ADOFFLOAD_EXPERIMENT_BLOCKS_PER_SM"):
-            artifact = _blocks_per_sm(artifact, block, int(os.environ["ADOFFLOAD_EXPERIMENT_BLOCKS_PER_SM"]))
+        if block is not None:
+            from .nvptx import resident_threads
+            artifact = resident_threads(artifact, math.prod(block))
         if f"!{abi.GRID_STRIDE_MARK} =" in module:       # the entry loops: the artifact says so (loops_over_grid)
             artifact = PTX_GRID_STRIDE_LINE + artifact
         elif f"!{ROW_LAUNCH_MARK} =" in module:           # it takes row launches (rows.launches_rows)
