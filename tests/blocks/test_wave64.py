@@ -167,3 +167,37 @@ def test_cuda_shuffles_and_votes_mean_the_same_on_wavefronts():
     total(x, out, blocks=4, threads=64, device=WAVE64)
     np.testing.assert_allclose(out, x.reshape(4, 64).sum(axis=1), rtol=1e-13)
     check_derivatives(total, ["x"], dict(x=x, out=np.zeros(4)), dict(blocks=4, threads=64), device=WAVE64)
+
+
+# --- the passes that combine lanes are NVPTX-only: the AMD entry has no 32-lane assumption ------------
+
+def test_amd_adjoint_adds_stay_per_thread_and_are_right_on_wavefronts():
+    """Lane combining (codegen/lane_combining.py), warp-aggregated shared adds (shared_atomics.py)
+    and the uniform-add shuffle tree (enzyme/parallel.py) assume 32-lane warps and run on NVPTX only:
+    the AMDGPU entry of an adjoint with shadow-tile and uniform-address adds keeps one plain atomic
+    per thread and no NVVM operation. The same adjoint on 64-lane wavefronts against numpy."""
+    from adoffload.codegen import blocks
+    from adoffload.enzyme.parallel import lower_uniform_adds_text
+    reverse = ado.vjp(K.scaled_tile, ("a", "x"))
+    text = reverse.module_text()
+    assert "adoffload.uniform_fadd" in text
+    flat = [f.llvm_type for f in reverse.signature.flat_params()]
+    shared = tuple((a.nbytes, a.zero) for a in reverse.shared)
+    entries = {target: blocks.add_block_gpu_entry(lower_uniform_adds_text(text, target), reverse.body_name, flat, 1,
+                                                  target, reverse.block, shared, arch=arch)
+               for target, arch in (("amdgpu", "gfx942"), ("nvptx", "sm_90"))}
+    assert "match.any" in entries["nvptx"] and "shfl" in entries["nvptx"]        # the NVPTX lowering is there
+    amd = entries["amdgpu"]
+    assert "nvvm" not in amd and "shared_fadd" not in amd and "match" not in amd
+    assert amd.count("atomicrmw fadd") == 3 and "ret i32 64" in amd
+    rng = np.random.default_rng(8)
+    a, x, w = 0.7, _x(9), rng.standard_normal(N)
+    i = np.arange(N)
+    nxt = i - i % K.BLOCK + (i + 1) % K.BLOCK
+    prev = i - i % K.BLOCK + (i - 1) % K.BLOCK
+    da, gx = np.zeros(1), np.zeros(N)
+    y = np.zeros(N)
+    reverse(a, x, y, da, gx, w.copy(), grid=N, device=WAVE64)
+    np.testing.assert_allclose(y, a * x[nxt] * x, rtol=1e-14)
+    np.testing.assert_allclose(da[0], np.sum(w * x[nxt] * x), rtol=1e-12)
+    np.testing.assert_allclose(gx, a * (w * x[nxt] + w[prev] * x[prev]), rtol=1e-12, atol=1e-12)

@@ -128,3 +128,14 @@ def ref_block_ops_96(x, W):
 CASES = {"warp_sum": (wsum, ref_wsum), "warp_max": (wmax, ref_wmax), "shuffle": (shfl, ref_shfl),
          "shuffle_far": (shfl_far, ref_shfl_far), "shuffle_down": (shfl_down, ref_shfl_down),
          "block_ops_96": (block_ops_96, ref_block_ops_96)}
+
+
+@ado.kernel(block=BLOCK)
+def scaled_tile(a: ado.f64, x: ado.In[ado.f64], y: ado.Out[ado.f64]):
+    """A reverse sweep with adds into a shadow tile (d_tile) and into a uniform address (d_a)."""
+    i = ado.tid()
+    t = ado.thread_id()
+    tile = ado.shared(BLOCK, ado.f64)
+    tile[t] = x[i]
+    ado.sync_threads()
+    y[i] = a * tile[(t + 1) % BLOCK] * tile[t]
