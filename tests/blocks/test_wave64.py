@@ -201,3 +201,31 @@ def test_amd_adjoint_adds_stay_per_thread_and_are_right_on_wavefronts():
     np.testing.assert_allclose(y, a * x[nxt] * x, rtol=1e-14)
     np.testing.assert_allclose(da[0], np.sum(w * x[nxt] * x), rtol=1e-12)
     np.testing.assert_allclose(gx, a * (w * x[nxt] + w[prev] * x[prev]), rtol=1e-12, atol=1e-12)
+
+
+def test_a_wavefront_spans_two_rows_of_a_2d_block():
+    rng = np.random.default_rng(10)
+    x, dx, w = (rng.standard_normal((8, 64)) for _ in range(3))
+
+    def reference(x, W):
+        y = np.empty_like(x)
+        for bi in range(0, x.shape[0], 4):
+            for bj in range(0, x.shape[1], 32):
+                block = x[bi:bi + 4, bj:bj + 32]
+                lanes = block.reshape(-1, W)          # a block's row-major threads, W per warp
+                total = np.repeat(np.sin(lanes).sum(axis=1), W).reshape(block.shape)
+                mirrored = lanes[:, (63 - np.arange(W)) % W].reshape(block.shape)
+                y[bi:bi + 4, bj:bj + 32] = total * block + mirrored
+        return y
+    for device, W in (("cpu", 32), (WAVE64, 64)):
+        y = np.zeros_like(x)
+        K.rows_wsum(x, y, grid=x.shape, device=device)
+        np.testing.assert_allclose(y, reference(x, W), rtol=1e-13, atol=1e-13)
+    y, dy = np.zeros_like(x), np.zeros_like(x)
+    ado.jvp(K.rows_wsum, "x")(x, y, dx, dy, grid=x.shape, device=WAVE64)
+    h = 1e-6
+    np.testing.assert_allclose(dy, (reference(x + h * dx, 64) - reference(x - h * dx, 64)) / (2 * h),
+                               rtol=1e-6, atol=1e-6)
+    gx = np.zeros_like(x)
+    ado.vjp(K.rows_wsum, "x")(x, np.zeros_like(x), gx, w.copy(), grid=x.shape, device=WAVE64)
+    assert abs(np.sum(dy * w) - np.sum(dx * gx)) <= 1e-10 * (1 + np.abs(dy * w).sum())

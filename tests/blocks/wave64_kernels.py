@@ -139,3 +139,10 @@ def scaled_tile(a: ado.f64, x: ado.In[ado.f64], y: ado.Out[ado.f64]):
     tile[t] = x[i]
     ado.sync_threads()
     y[i] = a * tile[(t + 1) % BLOCK] * tile[t]
+
+
+@ado.kernel(block=(4, 32))
+def rows_wsum(x: ado.In[ado.f64, 2], y: ado.Out[ado.f64, 2]):
+    """A 2-D block: warps are consecutive row-major threads, so a wavefront spans two rows."""
+    i, j = ado.tid()
+    y[i, j] = ado.warp_sum(ado.sin(x[i, j])) * x[i, j] + ado.shuffle(x[i, j], 63 - ado.lane_id())
