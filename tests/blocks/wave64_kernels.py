@@ -125,11 +125,6 @@ def ref_block_ops_96(x, W):
             + (i % 96) % W)
 
 
-CASES = {"warp_sum": (wsum, ref_wsum), "warp_max": (wmax, ref_wmax), "shuffle": (shfl, ref_shfl),
-         "shuffle_far": (shfl_far, ref_shfl_far), "shuffle_down": (shfl_down, ref_shfl_down),
-         "block_ops_96": (block_ops_96, ref_block_ops_96)}
-
-
 @ado.kernel(block=BLOCK)
 def scaled_tile(a: ado.f64, x: ado.In[ado.f64], y: ado.Out[ado.f64]):
     """A reverse sweep with adds into a shadow tile (d_tile) and into a uniform address (d_a)."""
@@ -146,3 +141,29 @@ def rows_wsum(x: ado.In[ado.f64, 2], y: ado.Out[ado.f64, 2]):
     """A 2-D block: warps are consecutive row-major threads, so a wavefront spans two rows."""
     i, j = ado.tid()
     y[i, j] = ado.warp_sum(ado.sin(x[i, j])) * x[i, j] + ado.shuffle(x[i, j], 63 - ado.lane_id())
+
+
+@ado.kernel(block=64)
+def warp_steps(x: ado.In[ado.f64], y: ado.Out[ado.f64]):
+    """A trip count from a warp sum (64 lanes: more steps): a dynamic tape, which a counting kernel
+    sizes; it must run with the adjoint's warp size."""
+    i = ado.tid()
+    steps = ado.i64(ado.warp_sum(x[i] * x[i]) * 0.25)
+    v = x[i]
+    for k in range(steps):
+        v = ado.sin(v) + 0.1 * x[i]
+    y[i] = v
+
+
+def ref_warp_steps(x, W):
+    steps = np.repeat(np.floor(_groups(x * x, W).sum(axis=1) * 0.25), W).astype(int)
+    y = x.copy()
+    for k in range(steps.max()):
+        y = np.where(k < steps, np.sin(y) + 0.1 * x, y)
+    return y
+
+
+CASES = {"warp_sum": (wsum, ref_wsum), "warp_max": (wmax, ref_wmax), "shuffle": (shfl, ref_shfl),
+         "shuffle_far": (shfl_far, ref_shfl_far), "shuffle_down": (shfl_down, ref_shfl_down),
+         "block_ops_96": (block_ops_96, ref_block_ops_96),
+         "warp_steps": (warp_steps, ref_warp_steps)}
