@@ -5,6 +5,7 @@
 #                                            Nsight Compute sections of the reverse kernels at 2048, blocks.py matmul
 #   bash benchmarks/gpu_session9.sh tests    every GPU test folder, 6 pytest workers; random block kernels, GPU vs host
 #   bash benchmarks/gpu_session9.sh bench    blocks.py (matmul at 4096, DOT, stencil)
+#   bash benchmarks/gpu_session9.sh quick    tests/blocks/test_cuda.py and test_codegen.py, the SGEMM probe at 4096
 # Each stage writes under $OUT/<stage>/.
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
@@ -31,6 +32,12 @@ profile)
       python3 benchmarks/sgemm_vjp_probe.py --n 2048 --reps 0 --kernels $k > "$OUT/ncu_$k.txt" 2>&1
     echo "ncu exit $?" >> "$OUT/ncu_$k.txt"; tail -5 "$OUT/ncu_$k.txt"
   done
+  ;;
+quick)
+  timeout 200 python3 -m pytest -q -p no:cacheprovider -rfE -n 4 tests/blocks/test_cuda.py tests/blocks/test_codegen.py \
+    > "$OUT/tests_blocks_cuda.txt" 2>&1; echo "pytest exit $?" >> "$OUT/tests_blocks_cuda.txt"; tail -6 "$OUT/tests_blocks_cuda.txt"
+  timeout 150 python3 benchmarks/sgemm_vjp_probe.py --n 4096 --reps 10 --kernels sgemm_static sgemm_prefetch \
+    > "$OUT/probe.txt" 2>&1; echo "probe exit $?" >> "$OUT/probe.txt"; cat "$OUT/probe.txt"
   ;;
 bench)
   timeout 300 python3 benchmarks/blocks.py --out "$OUT/blocks" --reps 10 --matmul-sizes 4096 --matmul-vjp-sizes 4096 \

@@ -307,3 +307,48 @@ def prefetched_matmul(A: ado.In[ado.f64, 2], B: ado.In[ado.f64, 2], C: ado.Out[a
             acc += ado.sin(As[ti, k]) * Bs[k, tj]
         ado.sync_threads()
     C[i, j] = acc
+
+
+def make_register_sgemm(side: int, tm: int, bk: int, dtype):
+    """A register-tiled matmul as benchmarks/blocks.py's ``sgemm_static`` writes it: blocks of
+    ``side`` x ``side`` threads, ``tm`` x ``tm`` outputs per thread strided by ``side``, K steps of
+    ``bk``; the register tiles unrolled (``ado.static_range``). Its adjoint adds ``tm`` values in a
+    row into each shadow tile: the batched grouped adds of codegen/shared_batches.py. Grid
+    (M / tm, N / tm); M, N multiples of side * tm, K of bk."""
+    bm = side * tm
+    per = bk * bm // (side * side)
+
+    @ado.kernel(block=(side, side))
+    def register_sgemm(A: ado.In[dtype, 2], B: ado.In[dtype, 2], C: ado.Out[dtype, 2]):
+        ti, tj = ado.thread_id()
+        bi, bj = ado.block_id()
+        As = ado.shared((bk, bm), dtype)
+        Bs = ado.shared((bk, bm), dtype)
+        acc = ado.zeros((tm, tm), dtype)
+        a = ado.zeros(tm, dtype)
+        b = ado.zeros(tm, dtype)
+        r = ti * side + tj
+        for t in range(A.shape[1] // bk):
+            for q in range(per):
+                e = r + q * side * side
+                As[e % bk, e // bk] = A[bi * bm + e // bk, t * bk + e % bk]
+                Bs[e // bm, e % bm] = B[t * bk + e // bm, bj * bm + e % bm]
+            ado.sync_threads()
+            for k in range(bk):
+                for m in ado.static_range(tm):
+                    a[m] = As[k, ti + side * m]
+                for n in ado.static_range(tm):
+                    b[n] = Bs[k, tj + side * n]
+                for m in ado.static_range(tm):
+                    for n in ado.static_range(tm):
+                        acc[m, n] = ado.fma(a[m], b[n], acc[m, n])
+            ado.sync_threads()
+        for m in ado.static_range(tm):
+            for n in ado.static_range(tm):
+                C[bi * bm + ti + side * m, bj * bm + tj + side * n] = acc[m, n]
+    return register_sgemm
+
+
+# (block side, outputs per thread per axis, K step): lane groups of 8 and 4 lanes for 4 values
+# (8x8 blocks) and of 16 and 2 lanes for 8 values (16x16 blocks, the benchmark's shape)
+REGISTER_SGEMM_SHAPES = {"8x8": (8, 4, 4), "16x16": (16, 8, 8)}

@@ -167,6 +167,22 @@ def test_prefetched_tiles_are_refilled_from_their_taped_fill_values():
     assert abs(np.sum(w * dC) - (np.sum(gA * dA) + np.sum(gB * dB))) < 1e-10 * max(1.0, abs(np.sum(w * dC)))
     assert reverse_stats(reverse).recomputed_loads[PER_ITERATION] >= 2
 
+
+def test_register_sgemm_gradient_on_the_host():
+    """The benchmark-shaped register-tiled matmul (kernels.make_register_sgemm, the GPU test's kernel
+    for batched shadow-tile adds): both oracles and the exact gradient, without a tape."""
+    side, tm, bk = kernels.REGISTER_SGEMM_SHAPES["8x8"]
+    kernel = kernels.make_register_sgemm(side, tm, bk, ado.f64)
+    n, k = side * tm, 3 * bk
+    reverse, _, _ = _fd_check(kernel, [(n, k), (k, n), (n, n)], (n // tm, n // tm))
+    assert reverse.tape is None
+    rng = np.random.default_rng(12)
+    A, B, w = rng.standard_normal((n, k)), rng.standard_normal((k, n)), rng.standard_normal((n, n))
+    gA, gB = np.zeros_like(A), np.zeros_like(B)
+    reverse(A, B, np.zeros((n, n)), gA, gB, w.copy(), grid=(n // tm, n // tm))
+    np.testing.assert_allclose(gA, w @ B.T, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gB, A.T @ w, rtol=1e-12, atol=1e-12)
+
 def _stencil(x):
     p = np.pad(x, 1)
     return 0.5 * x + 0.125 * (p[:-2, 1:-1] + p[2:, 1:-1] + p[1:-1, :-2] + p[1:-1, 2:])

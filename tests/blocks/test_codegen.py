@@ -201,6 +201,27 @@ def test_tile_adds_predict_their_lane_groups():
     assert "adoffload.shared_fadd_group.f64.7\"" in text and "adoffload.shared_fadd_group.f64.24\"" in text
 
 
+
+@pytest.mark.parametrize("shape, forms", [("8x8", {("f32", 7, 4), ("f32", 24, 4)}),
+                                          ("16x16", {("f32", 15, 8), ("f32", 16, 8)})])
+def test_rows_of_tile_adds_are_batched(shape, forms):
+    """The register tile's adjoint adds ``tm`` values in a row into each shadow tile: one batched call
+    per row and tile (codegen/shared_batches.py), which assembles."""
+    import adoffload as ado
+    from adoffload.codegen.shared_atomics import aggregate_shared_adds
+    from adoffload.ir import import_module
+    side, tm, bk = kernels.REGISTER_SGEMM_SHAPES[shape]
+    reverse = ado.vjp(kernels.make_register_sgemm(side, tm, bk, ado.f32), ("A", "B"))
+    args = import_module(reverse.module_text()).functions[reverse.body_name].args
+    shared = [k for k, a in enumerate(args) if a.name.startswith(("shared.", "d_shared."))]
+    text, used = aggregate_shared_adds(reverse.module_text(), reverse.body_name, range(shared[0], shared[-1] + 1),
+                                       (side, side))
+    assert forms <= used
+    assert "call void @\"adoffload.shared_fadd_group." not in text     # every row went into a batch
+    if _have(tools.find_ptxas):
+        nvptx.ptxas_check(reverse.compiled("nvptx", arch="sm_90").artifact, "sm_90")
+
+
 @needs_ptxas
 def test_grouped_tile_adds_assemble():
     import adoffload as ado
