@@ -39,6 +39,18 @@ quick)
   timeout 150 python3 benchmarks/sgemm_vjp_probe.py --n 4096 --reps 10 --kernels sgemm_static sgemm_prefetch \
     > "$OUT/probe.txt" 2>&1; echo "probe exit $?" >> "$OUT/probe.txt"; cat "$OUT/probe.txt"
   ;;
+profile2)
+  timeout 120 python3 benchmarks/sgemm_vjp_probe.py --n 4096 --reps 10 --kernels sgemm_static sgemm_prefetch \
+    > "$OUT/probe.txt" 2>&1; echo "probe exit $?" >> "$OUT/probe.txt"; cat "$OUT/probe.txt"
+  ADOFFLOAD_CONTRACT_ADJOINTS=1 ADOFFLOAD_CACHE_DIR=/tmp/contract timeout 120 python3 benchmarks/sgemm_vjp_probe.py \
+    --n 4096 --reps 10 --kernels sgemm_static sgemm_prefetch > "$OUT/probe_contract.txt" 2>&1
+  echo "probe exit $?" >> "$OUT/probe_contract.txt"; cat "$OUT/probe_contract.txt"
+  timeout 150 ncu --clock-control none -k regex:vjp -c 1 --section SpeedOfLight --section WarpStateStats \
+    --section InstructionStats --section LaunchStats --section Occupancy --section MemoryWorkloadAnalysis \
+    --section SchedulerStats --section SourceCounters --metrics sass__inst_executed_per_opcode --print-metric-instances values \
+    python3 benchmarks/sgemm_vjp_probe.py --n 4096 --reps 0 --kernels sgemm_static > "$OUT/ncu_sgemm_static.txt" 2>&1
+  echo "ncu exit $?" >> "$OUT/ncu_sgemm_static.txt"; grep -E "Duration|Registers|Achieved Occupancy|Issued Instructions|ncu exit" "$OUT/ncu_sgemm_static.txt"
+  ;;
 bench)
   timeout 300 python3 benchmarks/blocks.py --out "$OUT/blocks" --reps 10 --matmul-sizes 4096 --matmul-vjp-sizes 4096 \
     > "$OUT/blocks_log.txt" 2>&1
