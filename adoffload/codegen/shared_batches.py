@@ -10,7 +10,9 @@ group's lanes share the work: at each lane bit of the group, a lane keeps half o
 sends the other half to its partner (the *transposed* reduction: ``n/2`` exchanges, then ``n/4``,
 ...), so each lane ends with the group's sums for ``n / group`` addresses (or, with fewer values
 than lanes, lanes pairwise finish with a plain butterfly), and all lanes do their
-compare-and-swap loops at once.
+compare-and-swap loops at once. The halves are interleaved (the lane with the bit keeps the odd
+values): ``d_Bs[k, tj + 16 n]`` summed over lane pairs ``tj``, ``tj + 16`` then puts the pair's adds
+in different banks (the low and high halves would put both lanes' addresses in one bank).
 
 Batched are calls of one form in one basic block with nothing between them that touches memory
 or calls anything but pure math: the adds only move later past arithmetic. One exchange per value
@@ -103,13 +105,13 @@ def batch_definition(t: str, suffix: str, mask: int, n: int) -> str:
             group.append(f"  %b{bit} = and i32 %lane, {bit}\n  %up{bit} = icmp ne i32 %b{bit}, 0\n")
             kept, kept_ptrs = [], []
             for j in range(half):
-                lo, hi = values[j], values[half + j]
+                even, odd = values[2 * j], values[2 * j + 1]
                 name = f"%r{bit}.{j}"
-                group.append(f"  %send{bit}.{j} = select i1 %up{bit}, {t} {lo}, {t} {hi}\n"
-                             f"  %keep{bit}.{j} = select i1 %up{bit}, {t} {hi}, {t} {lo}\n"
+                group.append(f"  %send{bit}.{j} = select i1 %up{bit}, {t} {even}, {t} {odd}\n"
+                             f"  %keep{bit}.{j} = select i1 %up{bit}, {t} {odd}, {t} {even}\n"
                              + _exchange(t, "xor", f"%send{bit}.{j}", str(bit), f"%x{bit}.{j}")
                              + f"  {name} = fadd {t} %keep{bit}.{j}, %x{bit}.{j}\n"
-                             f"  %q{bit}.{j} = select i1 %up{bit}, ptr {pointers[half + j]}, ptr {pointers[j]}\n")
+                             f"  %q{bit}.{j} = select i1 %up{bit}, ptr {pointers[2 * j + 1]}, ptr {pointers[2 * j]}\n")
                 kept.append(name)
                 kept_ptrs.append(f"%q{bit}.{j}")
             values, pointers = kept, kept_ptrs
