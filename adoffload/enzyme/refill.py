@@ -303,9 +303,13 @@ class Refills:
                 or len(plan.taped) < len(loads))
 
     def _tapeable(self, v: Instruction, plan: Plan) -> bool:
-        """A fill value the refill may take from the tape: a load whose block runs in every iteration
-        that reaches the latch (the tape then holds its value for the iteration being reversed)."""
+        """A fill value the refill may take from the tape: a load that runs once in every iteration
+        that reaches the latch (its block dominates the latch and is in no loop inside L), so the
+        tape holds its one value for the iteration being reversed. Inside an inner loop the tape
+        would give only its last iteration's value to every inner iteration of the refill."""
+        containing = self.r.loops.containing
         return (v.opcode == "load" and v.parent in plan.loop.blocks and v.parent is not plan.loop.header
+                and len(containing[v.parent]) == len(containing[plan.loop.header])
                 and self.r.dom.dominates(v.parent, plan.loop.latches[0]))
 
     def _external(self, v: Instruction, loop: Loop) -> bool:

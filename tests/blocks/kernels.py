@@ -352,3 +352,34 @@ def make_register_sgemm(side: int, tm: int, bk: int, dtype):
 # (block side, outputs per thread per axis, K step): lane groups of 8 and 4 lanes for 4 values
 # (8x8 blocks) and of 16 and 2 lanes for 8 values (16x16 blocks, the benchmark's shape)
 REGISTER_SGEMM_SHAPES = {"8x8": (8, 4, 4), "16x16": (16, 8, 8)}
+
+
+@ado.kernel(block=(TILE, TILE))
+def prefetched_matmul_looped_fill(A: ado.In[ado.f64, 2], B: ado.In[ado.f64, 2], C: ado.Out[ado.f64, 2]):
+    """``prefetched_matmul`` with K steps of 2 * TILE, each thread filling two elements of each tile
+    in a loop (not unrolled) from its register arrays: the fill's values are loads inside a loop in
+    the step, so one taped value per step would not do (refill.py keeps those tiles' reads taped)."""
+    i, j = ado.tid()
+    ti, tj = ado.thread_id()
+    As = ado.shared((TILE, 2 * TILE), ado.f64)
+    Bs = ado.shared((2 * TILE, TILE), ado.f64)
+    a_ahead = ado.zeros(2, ado.f64)
+    b_ahead = ado.zeros(2, ado.f64)
+    for q in range(2):
+        a_ahead[q] = A[i, 2 * tj + q]
+        b_ahead[q] = B[2 * ti + q, j]
+    steps = A.shape[1] // (2 * TILE)
+    acc = 0.0
+    for t in range(steps):
+        for q in range(2):
+            As[ti, 2 * tj + q] = a_ahead[q]
+            Bs[2 * ti + q, tj] = b_ahead[q]
+        ado.sync_threads()
+        if t + 1 < steps:
+            for q in range(2):
+                a_ahead[q] = A[i, (t + 1) * 2 * TILE + 2 * tj + q]
+                b_ahead[q] = B[(t + 1) * 2 * TILE + 2 * ti + q, j]
+        for k in range(2 * TILE):
+            acc += ado.sin(As[ti, k]) * Bs[k, tj]
+        ado.sync_threads()
+    C[i, j] = acc

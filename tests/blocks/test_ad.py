@@ -168,6 +168,22 @@ def test_prefetched_tiles_are_refilled_from_their_taped_fill_values():
     assert reverse_stats(reverse).recomputed_loads[PER_ITERATION] >= 2
 
 
+
+def test_fill_values_loaded_in_an_inner_loop_are_not_taken_from_the_tape():
+    """The fill's values are loads in a loop inside the step: one taped value per step would give
+    every inner iteration the last one. The gradient must still be exact (the reads stay taped)."""
+    M, K, N = 8, 16, 8
+    rng = np.random.default_rng(13)
+    A, B, w = rng.standard_normal((M, K)), rng.standard_normal((K, N)), rng.standard_normal((M, N))
+    C = np.zeros((M, N))
+    kernels.prefetched_matmul_looped_fill(A, B, C, grid=(M, N))
+    np.testing.assert_allclose(C, np.sin(A) @ B, rtol=1e-12)
+    reverse, _, _ = _fd_check(kernels.prefetched_matmul_looped_fill, [(M, K), (K, N), (M, N)], (M, N))
+    gA, gB = np.zeros_like(A), np.zeros_like(B)
+    reverse(A, B, np.zeros((M, N)), gA, gB, w.copy(), grid=(M, N))
+    np.testing.assert_allclose(gA, np.cos(A) * (w @ B.T), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gB, np.sin(A).T @ w, rtol=1e-12, atol=1e-12)
+
 def test_register_sgemm_gradient_on_the_host():
     """The benchmark-shaped register-tiled matmul (kernels.make_register_sgemm, the GPU test's kernel
     for batched shadow-tile adds): both oracles and the exact gradient, without a tape."""
