@@ -21,9 +21,11 @@ from ..errors import CompilationError
 _PTR = ir.PointerType()
 _MASK_NAME = "llvm.ptrmask.p0.i64"
 
-# a mask the entry wrote (possibly with attributes O3 added: "tail", "align 16", "nonnull", ...)
-_MASKED = re.compile(r"^(\s*%[-\w.$]+) = (?:tail |notail )?call [^@\n]*@llvm\.ptrmask\.p0\.i64\("
-                     r"ptr (addrspacecast \(ptr addrspace\(3\) @[-\w.$]+ to ptr\)), i64 (-\d+)\)([^\n]*)$", re.M)
+# a call of the mask (with whatever attributes O3 added: "tail", "align 16", "nonnull", ...)
+_MASK_CALL = re.compile(r"^(\s*%[-\w.$]+) = (?:tail |notail )?call [^@\n]*@llvm\.ptrmask\.p0\.i64\("
+                        r"ptr (.+), i64 (-?\d+|%[-\w.$]+)\)([^\n]*)$", re.M)
+_SHARED_GLOBAL = re.compile(r"^@([-\w.$]+) = [^\n]*addrspace\(3\) global [^\n]*, align (\d+)$", re.M)
+_CAST = re.compile(r"^addrspacecast \(ptr addrspace\(3\) @([-\w.$]+) to ptr\)$")
 
 
 def aligned_shared_pointer(builder: ir.IRBuilder, storage: ir.GlobalVariable, align: int):
@@ -38,28 +40,35 @@ def aligned_shared_pointer(builder: ir.IRBuilder, storage: ir.GlobalVariable, al
 
 
 def unmask_shared_pointers(module: llvm.ModuleRef) -> llvm.ModuleRef:
-    """``module`` (optimized) with each mask of a shared array replaced by the pointer itself
-    (``getelementptr i8, ptr p, i64 0``), which is the same address; the module unchanged when it has
-    none. A mask of a shared array left in another form is a compilation error, not a crash later."""
+    """``module`` (optimized) with every ``llvm.ptrmask`` of a generic pointer gone: a mask of a shared
+    array aligned at least as much is the pointer itself (``getelementptr i8, ptr p, i64 0``); any
+    other mask (O3 may have moved ours, foreign IR may have its own) is done on the integer
+    address, the same value by another route. The module unchanged when it has none."""
     text = str(module)
-    if "@llvm.ptrmask.p0.i64(ptr addrspacecast (ptr addrspace(3)" not in text:
+    if "@llvm.ptrmask.p0.i64(ptr " not in text:
         return module
-    names = {g.name for g in module.global_variables}
+    aligned = {name: int(align) for name, align in _SHARED_GLOBAL.findall(text)}
 
     def plain(match: re.Match) -> str:
-        name = match.group(2).split("@", 1)[1].split(" ", 1)[0]
-        if name not in names:
-            raise CompilationError(f"an alignment mask refers to unknown shared array @{name}")
-        return f"{match.group(1)} = getelementptr i8, ptr {match.group(2)}, i64 0{_metadata(match.group(4))}"
-    text = _MASKED.sub(plain, text)
-    if "@llvm.ptrmask.p0.i64(ptr addrspacecast (ptr addrspace(3)" in text:
-        raise CompilationError("a shared array's alignment mask was left in a form the code generator "
-                               "cannot take (codegen/shared_alignment.py)")
+        result, pointer, mask, rest = match.groups()
+        cast = _CAST.match(pointer)
+        keep = _metadata(rest)
+        if cast and mask.lstrip("-").isdigit() and int(mask) < 0 and aligned.get(cast.group(1), 0) >= -int(mask):
+            return f"{result} = getelementptr i8, ptr {pointer}, i64 0{keep}"
+        indent, base = result[:len(result) - len(result.lstrip())], result.strip()[1:].strip('"')
+        address, masked = f'%"unmask.{base}.address"', f'%"unmask.{base}.masked"'
+        return (f"{indent}{address} = ptrtoint ptr {pointer} to i64{keep}\n"
+                f"{indent}{masked} = and i64 {address}, {mask}{keep}\n"
+                f"{result} = inttoptr i64 {masked} to ptr{keep}")
+    text = _MASK_CALL.sub(plain, text)
+    if "@llvm.ptrmask.p0.i64(ptr " in text:
+        raise CompilationError("a pointer mask was left in a form the code generator cannot take "
+                               "(codegen/shared_alignment.py)")
     try:
         unmasked = llvm.parse_assembly(text)
         unmasked.verify()
     except RuntimeError as exc:
-        raise CompilationError(f"removing shared arrays' alignment masks failed: {exc}") from exc
+        raise CompilationError(f"removing pointer masks failed: {exc}") from exc
     return unmasked
 
 

@@ -270,6 +270,40 @@ def test_neighbouring_shared_loads_merge_into_vector_loads():
     assert "ds_read_b128" in asm
 
 
+
+def test_pointer_masks_are_removed_before_code_generation():
+    """unmask_shared_pointers: a mask of a shared array aligned enough is the pointer; any other mask
+    (a less aligned array, a variable mask, foreign IR's own) is done on the integer address; the
+    PTX computes the masks it must and assembles without NVPTX's address-space inference seeing one."""
+    import llvmlite.binding as llvm
+    from adoffload.codegen.shared_alignment import unmask_shared_pointers
+    text = f"""target triple = "{nvptx.NVPTX_TRIPLE}"
+@g = addrspace(3) global [64 x i32] undef, align 16
+@h = addrspace(3) global [64 x i32] undef, align 4
+declare ptr @llvm.ptrmask.p0.i64(ptr, i64)
+define ptx_kernel void @k(ptr %out, i64 %m, i64 %t) {{
+  %1 = call ptr @llvm.ptrmask.p0.i64(ptr addrspacecast (ptr addrspace(3) @g to ptr), i64 -16)
+  %2 = call ptr @llvm.ptrmask.p0.i64(ptr addrspacecast (ptr addrspace(3) @h to ptr), i64 -16)
+  %p = getelementptr i8, ptr %out, i64 %t
+  %3 = tail call align 8 ptr @llvm.ptrmask.p0.i64(ptr %p, i64 %m)
+  %a = load float, ptr %1
+  %b = load float, ptr %2
+  %c = load float, ptr %3
+  %s = fadd float %a, %b
+  %s2 = fadd float %s, %c
+  store float %s2, ptr %out
+  ret void
+}}
+"""
+    unmasked = unmask_shared_pointers(llvm.parse_assembly(text))
+    body = str(unmasked)
+    assert "call ptr @llvm.ptrmask" not in body
+    assert "%1 = getelementptr i8, ptr addrspacecast (ptr addrspace(3) @g to ptr), i64 0" in body
+    assert "and i64 %unmask.2.address, -16" in body and "and i64 %unmask.3.address, %m" in body
+    ptx = nvptx.nvptx_target_machine("sm_90").emit_assembly(unmasked)
+    assert ptx.count("and.b64") == 2
+
+
 def test_rows_of_four_and_their_gradient_on_the_host():
     x = np.linspace(-1.0, 2.0, 512).astype(np.float32)
     y = np.zeros(128, np.float32)
