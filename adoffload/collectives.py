@@ -14,7 +14,7 @@ PREFIX = "adoffload."
 OPS: dict[str, tuple[str, tuple[str, ...]]] = {
     "sync_threads": ("void", ()),
     "lane_id": ("i32", ()),              # index in the warp
-    "warp_size": ("i32", ()),            # 32 (NVIDIA, host CPU) or 64 (AMD)
+    "warp_size": ("i32", ()),            # 32 (NVIDIA, host CPU) or 64 (AMD, the cpu:wave64 host)
     "thread_rank": ("i32", ()),          # row-major index in the block
     "warp_sum": ("T", ("T",)),
     "warp_max": ("T", ("T",)),

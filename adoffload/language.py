@@ -201,7 +201,8 @@ BLOCK_BUILTINS = {
     "block_dim": "The block shape given to @ado.kernel(block=...): an int or a tuple of ints.",
     "lane_id": "Index of the running thread inside its warp (0..warp_size-1; warps are consecutive "
                "threads of the block in row-major order).",
-    "warp_size": "Threads per warp on the target: 32 on NVIDIA and the host CPU, 64 on AMD (wavefronts).",
+    "warp_size": "Threads per warp on the target: 32 on NVIDIA and the host CPU, 64 on AMD (wavefronts) and on "
+                 "the host device 'cpu:wave64' (AMD's semantics, for testing).",
     "shared": "shared(shape, dtype): an array of compile-time shape shared by the threads of a block "
               "(one copy per block; uninitialized). Only at the kernel's top level, assigned to a name.",
     "sync_threads": "Barrier: every thread of the block waits here until all have arrived; shared-memory "

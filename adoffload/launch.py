@@ -218,6 +218,8 @@ def launch(kernel, args: tuple, kwargs: dict, *, grid, device="cpu", hidden: dic
         # On a GPU the launcher gives every numpy array its own device buffer; arrays already on the
         # device may overlap (the same array passed twice, only read), and then nothing is promised to LLVM.
         options = {"noalias": True} if dev.kind != "cpu" and not _overlapping_residents(values) else {}
+        if getattr(dev, "warp_size", 32) != 32 and getattr(kernel, "block", None) is not None:
+            options["warp_size"] = dev.warp_size        # 'cpu:wave64': AMD's 64-lane warps on the host
         # On a GPU, k logical threads per GPU thread where that gives 128-bit accesses (codegen/vectorize.py)
         from .codegen.vectorize import choose_compiled, elements_per_thread, streamed_params, threads
         k = elements_per_thread(signature, total, streamed_params(kernel)) if dev.kind != "cpu" else 1

@@ -3,7 +3,8 @@ shared-memory 2-D stencil and its adjoint, each against its baseline in the same
 
 * matmul: a register-tiled SGEMM in our language (128x128 block tiles, 8x8 per thread, shared
   A/B tiles; ``sgemm_strided``: the same with each thread's outputs strided by 16; ``sgemm_static``:
-  ``sgemm_strided`` with its tile loops ``ado.static_range``) under ``jax.jit`` against ``jnp.dot(precision="highest")`` (cuBLAS SGEMM, no TF32);
+  ``sgemm_strided`` with its tile loops ``ado.static_range``; ``sgemm_prefetch``: ``sgemm_static``
+  loading the next tiles into registers during the multiply) under ``jax.jit`` against ``jnp.dot(precision="highest")`` (cuBLAS SGEMM, no TF32);
   its VJP (``jax.vjp`` of the custom call: our reverse-mode kernel) against XLA's VJP of the same
   product. Targets: primal within 3x, VJP within 2x.
 * dot: a block-reduction DOT (grid-stride loop, ``ado.block_sum``, one atomic per block) against
@@ -125,6 +126,52 @@ def sgemm_static(A: ado.In[ado.f32, 2], B: ado.In[ado.f32, 2], C: ado.Out[ado.f3
             As[e % BK, e // BK] = A[bi * BM + e // BK, t * BK + e % BK]
             Bs[e // BM, e % BM] = B[t * BK + e // BM, bj * BM + e % BM]
         ado.sync_threads()
+        for k in range(BK):
+            for m in ado.static_range(TM):
+                a[m] = As[k, ti + 16 * m]
+            for n in ado.static_range(TM):
+                b[n] = Bs[k, tj + 16 * n]
+            for m in ado.static_range(TM):
+                for n in ado.static_range(TM):
+                    acc[m, n] = ado.fma(a[m], b[n], acc[m, n])
+        ado.sync_threads()
+    for m in ado.static_range(TM):
+        for n in ado.static_range(TM):
+            C[bi * BM + ti + 16 * m, bj * BM + tj + 16 * n] = acc[m, n]
+
+
+
+@ado.kernel(block=(16, 16))
+def sgemm_prefetch(A: ado.In[ado.f32, 2], B: ado.In[ado.f32, 2], C: ado.Out[ado.f32, 2]):
+    """``sgemm_static`` with the next A/B tiles loaded into registers while the current one is
+    multiplied (the usual prefetch of a hand-written SGEMM), and the A tile's rows padded by 4
+    floats so that its transposed stores do not collide in one bank."""
+    ti, tj = ado.thread_id()
+    bi, bj = ado.block_id()
+    As = ado.shared((BK, BM + 4), ado.f32)
+    Bs = ado.shared((BK, BM), ado.f32)
+    acc = ado.zeros((TM, TM), ado.f32)
+    a = ado.zeros(TM, ado.f32)
+    b = ado.zeros(TM, ado.f32)
+    pa = ado.zeros(4, ado.f32)
+    pb = ado.zeros(4, ado.f32)
+    r = ti * 16 + tj
+    tiles = A.shape[1] // BK
+    for q in ado.static_range(4):
+        e = r + q * 256
+        pa[q] = A[bi * BM + e // BK, e % BK]
+        pb[q] = B[e // BM, bj * BM + e % BM]
+    for t in range(tiles):
+        for q in ado.static_range(4):
+            e = r + q * 256
+            As[e % BK, e // BK] = pa[q]
+            Bs[e // BM, e % BM] = pb[q]
+        ado.sync_threads()
+        if t + 1 < tiles:
+            for q in ado.static_range(4):
+                e = r + q * 256
+                pa[q] = A[bi * BM + e // BK, (t + 1) * BK + e % BK]
+                pb[q] = B[(t + 1) * BK + e // BM, bj * BM + e % BM]
         for k in range(BK):
             for m in ado.static_range(TM):
                 a[m] = As[k, ti + 16 * m]
@@ -295,7 +342,8 @@ def bench_matmul(sizes, reps, rows, vjp_sizes=()):
     import jax
     import jax.numpy as jnp
     for name, kernel, per_thread in (("sgemm_regtile", sgemm, TM), ("sgemm_strided", sgemm_strided, TM),
-                                     ("sgemm_static", sgemm_static, TM), ("matmul16", matmul16, 1)):
+                                     ("sgemm_static", sgemm_static, TM), ("sgemm_prefetch", sgemm_prefetch, TM),
+                                     ("matmul16", matmul16, 1)):
         ours = ado.jax_kernel(kernel, grid=lambda A, B, p=per_thread: (A.shape[0] // p, B.shape[1] // p),
                               out_shapes=lambda A, B: {"C": (A.shape[0], B.shape[1])})
         for n in sizes:

@@ -5,6 +5,7 @@ modules (``host``, ``nvptx``, ``amdgpu``) can be used directly for inspection an
 """
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 
@@ -15,7 +16,7 @@ TARGETS = {"host": "host", "cpu": "host", "nvptx": "nvptx", "cuda": "nvptx", "am
 DEFAULT_ARCH = {"nvptx": "sm_90", "amdgpu": "gfx942"}
 LANE_COMBINING_ENV = "ADOFFLOAD_LANE_COMBINING"     # "0": no lane combining (codegen/lane_combining.py)
 # Bumped whenever the generated code changes for the same inputs (part of the cache key).
-CODEGEN_REVISION = 4
+CODEGEN_REVISION = 6
 
 
 def _canonical_target(target: str) -> str:
@@ -49,6 +50,7 @@ def normalize_options(opts: dict, target: str, grid_rank: int) -> dict:
     key: ``elements_per_thread`` is dropped when 1 and on the host (whose entry loops over
     its chunk anyway), and checked otherwise (abi.check_elements_per_thread)."""
     opts = dict(opts)
+    _check_warp_size(opts, target)
     if opts.get("block") is not None:
         # block kernels: one GPU thread per logical thread, no deferred reductions (codegen/blocks.py)
         opts.pop("elements_per_thread", None)
@@ -68,6 +70,24 @@ def normalize_options(opts: dict, target: str, grid_rank: int) -> dict:
         else:
             opts["elements_per_thread"] = k
     return opts
+
+
+def _check_warp_size(opts: dict, target: str) -> None:
+    """``warp_size`` (host block kernels only): 32, the default (dropped, so the cache key is the
+    default's), or 64, AMD's wavefronts emulated on the host (codegen/block_split.py). A GPU's warp
+    size is its hardware's."""
+    from ..errors import CompilationError
+    if "warp_size" not in opts:
+        return
+    size = opts.pop("warp_size")
+    if size not in (32, 64):
+        raise CompilationError(f"warp_size={size!r}: the host emulates warps of 32 (NVIDIA's) or 64 (AMD's "
+                               f"wavefronts) lanes")
+    if _canonical_target(target) != "host":
+        raise CompilationError(f"warp_size={size} is a host option (AMD's wavefronts emulated on the CPU); "
+                               f"target {target!r} has its hardware's warp size")
+    if size != 32 and opts.get("block") is not None:
+        opts["warp_size"] = size
 
 
 def _combine_lanes(text: str, body_name: str, grid_rank: int, target: str, arch: str, opts: dict) -> str:
@@ -105,7 +125,8 @@ def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_ran
     see codegen/reductions.py), ``elements_per_thread`` (GPU, rank-1 grids: k linear ids per
     thread, launched with ``ceil(total / k)`` threads; see abi.add_gpu_entry and
     codegen/vectorize.py; ignored on the host), ``lane_combining`` (NVPTX, default True: a
-    thread's stencil atomics summed across warp lanes, codegen/lane_combining.py). ``cache``:
+    thread's stencil atomics summed across warp lanes, codegen/lane_combining.py), ``warp_size``
+    (host block kernels: 32, or 64 to emulate AMD's wavefronts; the 'cpu:wave64' device). ``cache``:
     True for the default on-disk cache, a ``CompileCache``, or False/None for none.
     """
     from ..cache import CompileCache
@@ -128,7 +149,8 @@ def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_ran
         elif block is not None:
             from .blocks import add_block_host_entry
             program = HostProgram(add_block_host_entry(text, body_name, flat_types, grid_rank, block,
-                                                       opts.get("shared", ()), noalias=opts.get("noalias", False)))
+                                                       opts.get("shared", ()), noalias=opts.get("noalias", False),
+                                                       warp_size=opts.get("warp_size", 32)))
             if store is not None:
                 store.put(key, program.optimized_ir.encode())
         else:
@@ -162,6 +184,9 @@ def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_ran
     if target == "nvptx":
         from .nvptx import compile_ptx
         artifact = compile_ptx(module, arch)
+        if block is not None:
+            from .nvptx import resident_threads
+            artifact = resident_threads(artifact, math.prod(block))
         if f"!{abi.GRID_STRIDE_MARK} =" in module:       # the entry loops: the artifact says so (loops_over_grid)
             artifact = PTX_GRID_STRIDE_LINE + artifact
         elif f"!{ROW_LAUNCH_MARK} =" in module:           # it takes row launches (rows.launches_rows)

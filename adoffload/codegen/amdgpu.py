@@ -20,6 +20,7 @@ from . import devicemath
 from .mathmap import libm_to_intrinsics, rename_math_calls
 from .nvptx import internalize_except
 from .optimize import optimize_module
+from .shared_alignment import unmask_shared_pointers
 from .targets import AMDGPU_ARCHS, AMDGPU_TRIPLE, target_machine
 
 # gfx arch -> (ISA version number in oclc_isa_version_<N>.bc, wavefront size)
@@ -139,7 +140,7 @@ def prepare_amdgpu_module(text: str, arch: str = "gfx942", kernels=None, math: s
         module.verify()
     except RuntimeError as exc:
         raise CompilationError(f"preparing the module for {arch} failed: {exc}") from exc
-    return optimize_module(module, 3, tm)
+    return unmask_shared_pointers(optimize_module(module, 3, tm))
 
 
 def compile_gcn_assembly(text: str, arch: str = "gfx942", **opts) -> str:

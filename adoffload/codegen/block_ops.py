@@ -2,7 +2,9 @@
 
 * host: ``@adoffload.cpu.<op>(ptr scratch, i32 rank, i32 threads)`` combine the operands that the
   block's threads wrote to ``scratch`` (16 bytes each: float at 0, i32 at 8) before a barrier
-  (codegen/block_split.py). Reductions run in lane order, so every lane gets the same bits.
+  (codegen/block_split.py). Reductions run in lane order, so every lane gets the same bits. Warps
+  of 32 lanes, or of 64 (``host_definitions(64)``: the AMDGPU definitions' semantics below, to test
+  them on the CPU).
 * NVPTX (32-lane warps): ``shfl.sync``, ``vote.ballot.sync`` and ``bar.sync`` (barrier.cta).
 * AMDGPU (64-lane wavefronts, gfx9): ``ds_bpermute``, ``ballot`` and ``s_barrier`` between
   workgroup fences; ``warp_ballot`` gives the 32 bits of the caller's half of the wavefront.
@@ -27,12 +29,13 @@ def _combine(kind: str, t: str, a: str, b: str, out: str) -> str:
 # --- host ----------------------------------------------------------------------------------------
 
 def _host_loop(name: str, ret: str, lo: str, count: str, body: str, init: str, result: str,
-               prologue: str = "") -> str:
+               prologue: str = "", lanes: int = 32) -> str:
     """A helper looping ``%l`` over ``count`` slots from ``lo``; ``body`` sees ``%p`` (slot pointer)
-    and the accumulator ``%acc``, defines ``%acc.next``."""
+    and the accumulator ``%acc``, defines ``%acc.next``; ``%lane``/``%base``: the caller's place in
+    its group of ``lanes`` threads."""
     return f"""define {ret} @adoffload.cpu.{name}(ptr %s, i32 %rank, i32 %n) alwaysinline nounwind {{
 entry:
-  %lane = urem i32 %rank, 32
+  %lane = urem i32 %rank, {lanes}
   %base = sub i32 %rank, %lane
 {prologue}  br label %loop
 loop:
@@ -52,12 +55,14 @@ exit:
 """
 
 
-def host_definitions() -> str:
+def host_definitions(warp: int = 32) -> str:
+    """The host's operations for warps of ``warp`` lanes (32, or 64 as AMD's wavefronts)."""
     out = []
     for suffix, t in FLOAT_SUFFIXES.items():
         for kind in ("sum", "max"):
             body = f"  %v = load {t}, ptr %p\n" + _combine(kind, t, "%acc", "%v", "%acc.next")
-            out.append(_host_loop(f"warp_{kind}.{suffix}", t, "%base", "32", body, _IDENTITY[kind], "%acc.next"))
+            out.append(_host_loop(f"warp_{kind}.{suffix}", t, "%base", str(warp), body, _IDENTITY[kind], "%acc.next",
+                                  lanes=warp))
             out.append(_host_loop(f"block_{kind}.{suffix}", t, "0", "%n", body, _IDENTITY[kind], "%acc.next"))
         mine = """  %mine.off = mul i64 %rank64, 16
   %mine = getelementptr i8, ptr %s, i64 %mine.off
@@ -65,10 +70,10 @@ def host_definitions() -> str:
   %src = load i32, ptr %mine.q
 """
         out.append(f"""define {t} @adoffload.cpu.shuffle.{suffix}(ptr %s, i32 %rank, i32 %n) alwaysinline nounwind {{
-  %lane = urem i32 %rank, 32
+  %lane = urem i32 %rank, {warp}
   %base = sub i32 %rank, %lane
   %rank64 = zext i32 %rank to i64
-{mine}  %src.lane = and i32 %src, 31
+{mine}  %src.lane = and i32 %src, {warp - 1}
   %i = add i32 %base, %src.lane
   %i64 = zext i32 %i to i64
   %off = mul i64 %i64, 16
@@ -87,19 +92,20 @@ define {t} @adoffload.cpu.block_broadcast.{suffix}(ptr %s, i32 %rank, i32 %n) al
 """)
         body = f"""  %v = load {t}, ptr %p
   %from = load i32, ptr %q
-  %from.lane = and i32 %from, 31
+  %from.lane = and i32 %from, {warp - 1}
   %to.me = icmp eq i32 %from.lane, %lane
   %add = select i1 %to.me, {t} %v, {t} -0.0
   %acc.next = fadd {t} %acc, %add
 """
-        out.append(_host_loop(f"shuffle_t.{suffix}", t, "%base", "32", body, "-0.0", "%acc.next"))
+        out.append(_host_loop(f"shuffle_t.{suffix}", t, "%base", str(warp), body, "-0.0", "%acc.next", lanes=warp))
     first = """  %pred = load i32, ptr %q
   %set = icmp ne i32 %pred, 0
   %none = icmp eq i32 %acc, {none}
   %take = and i1 %set, %none
   %acc.next = select i1 %take, i32 %l, i32 %acc
 """
-    out.append(_host_loop("warp_first_lane", "i32", "%base", "32", first.format(none="32"), "32", "%acc.next"))
+    out.append(_host_loop("warp_first_lane", "i32", "%base", str(warp), first.format(none=warp), str(warp), "%acc.next",
+                          lanes=warp))
     out.append(_host_loop("block_first_thread", "i32", "0", "%n", first.format(none="%n"), "%n", "%acc.next"))
     ballot = """  %pred = load i32, ptr %q
   %set = icmp ne i32 %pred, 0
@@ -107,6 +113,8 @@ define {t} @adoffload.cpu.block_broadcast.{suffix}(ptr %s, i32 %rank, i32 %n) al
   %add = select i1 %set, i32 %bit, i32 0
   %acc.next = or i32 %acc, %add
 """
+    # 32 bits: the caller's 32-lane segment (its warp; on AMD its half of the wavefront, as ballot.i64
+    # shifted by lane & 32 in the AMDGPU definition below)
     out.append(_host_loop("warp_ballot", "i32", "%base", "32", ballot, "0", "%acc.next"))
     out.append("declare float @llvm.maxnum.f32(float, float)\ndeclare double @llvm.maxnum.f64(double, double)\n")
     return "".join(out)

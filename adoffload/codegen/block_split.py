@@ -16,7 +16,13 @@ every SSA value live into a block that starts after a barrier is stored there ri
 definition and reloaded at each use (LLVM forwards the stores to the loads inside a phase), and
 every ``alloca`` becomes a fixed slice of the state. Exchanges between threads (warp and block
 operations) become "write my operands to ``scratch[rank]``; barrier; combine the lanes'
-slots (``@adoffload.cpu.*``); barrier". The host emulates 32-lane warps.
+slots (``@adoffload.cpu.*``); barrier".
+
+The host emulates 32-lane warps (NVIDIA's), or, with ``warp_size=64`` (the ``cpu:wave64`` device),
+AMD's 64-lane wavefronts exactly as codegen/block_ops.py's AMDGPU definitions behave: lane_id in
+0..63, shuffles modulo 64, warp reductions over 64 lanes, warp_first_lane 64 when no lane holds,
+ballots of the caller's 32-lane half, warp operations refused in blocks that are not whole
+wavefronts. That mode is a testing aid for AMD semantics (we run no AMD GPU), not a faster path.
 """
 from __future__ import annotations
 
@@ -26,7 +32,8 @@ from ..ir.builder import Builder
 from ..ir.core import (Argument, ArrayType, Block, Constant, FloatType, Function, FunctionType, Instruction,
                        IntType, Module, PointerType, Value, const, i1, i8, i32, i64, ptr, void)
 
-HOST_WARP_SIZE = 32
+HOST_WARP_SIZE = 32         # the default; 64 emulates AMD's wavefronts
+WARP_SIZES = (32, 64)
 SCRATCH_SLOT = 16           # bytes of scratch per thread: the float operand at 0, an i32 operand at 8
 STATE_ALIGN = 16
 _BARRIER = collectives.callee("sync_threads")
@@ -49,9 +56,11 @@ def _size_of(t) -> int:
                            f"target cannot keep it in the thread state (floats, integers, pointers only)")
 
 
-def split_at_barriers(module: Module, body_name: str, block_threads: int) -> int:
-    """Turn ``@body_name`` into ``@<body>.resume`` in place (see the module docstring). Returns the
-    number of state bytes each thread needs."""
+def split_at_barriers(module: Module, body_name: str, block_threads: int, warp_size: int = HOST_WARP_SIZE) -> int:
+    """Turn ``@body_name`` into ``@<body>.resume`` in place (see the module docstring), with warps of
+    ``warp_size`` lanes. Returns the number of state bytes each thread needs."""
+    if warp_size not in WARP_SIZES:
+        raise CompilationError(f"the host emulates warps of {' or '.join(map(str, WARP_SIZES))} lanes, not {warp_size}")
     fn = module.functions.pop(body_name)
     fn.name = resume_name(body_name)
     module.functions[fn.name] = fn
@@ -66,7 +75,7 @@ def split_at_barriers(module: Module, body_name: str, block_threads: int) -> int
     fn.attributes.discard("noinline")
     fn.attributes.add("alwaysinline")
     state, _, rank, scratch = extra
-    _lower_exchanges(module, fn, rank, scratch, block_threads)
+    _lower_exchanges(module, fn, rank, scratch, block_threads, warp_size)
     resumes = _split_blocks(fn)
     live = _liveness(fn)
     demoted = sorted({v for _, after in resumes for v in live[after] if v.opcode != "alloca"}, key=lambda v: v.name)
@@ -125,7 +134,8 @@ def _keep_only_reachable(module: Module, root: Function) -> None:
 
 # --- exchanges -----------------------------------------------------------------------------------
 
-def _lower_exchanges(module: Module, fn: Function, rank: Value, scratch: Value, block_threads: int) -> None:
+def _lower_exchanges(module: Module, fn: Function, rank: Value, scratch: Value, block_threads: int,
+                     warp_size: int) -> None:
     """Calls of @adoffload.* other than the barrier: values (lane id, warp size) or exchanges
     through ``scratch`` between two barriers."""
     for inst in [i for i in fn.instructions() if i.opcode == "call"]:
@@ -137,18 +147,19 @@ def _lower_exchanges(module: Module, fn: Function, rank: Value, scratch: Value, 
         b.position_before(inst)
         b.location = inst.location
         if name == "lane_id":
-            result = b.binary("urem", rank, const(i32, HOST_WARP_SIZE))
+            result = b.binary("urem", rank, const(i32, warp_size))
         elif name == "warp_size":
-            result = const(i32, HOST_WARP_SIZE)
+            result = const(i32, warp_size)
         elif name == "thread_rank":
             result = rank
         else:
             if name in ("warp_sum", "warp_max", "shuffle", "shuffle_t", "warp_first_lane",
                         "warp_ballot") \
-                    and block_threads % HOST_WARP_SIZE:
+                    and block_threads % warp_size:
+                mode = " (64-lane wavefronts: the cpu:wave64 host, as AMD GPUs)" if warp_size == 64 else ""
                 raise CompilationError(f"ado.{name.split('_t')[0]}() needs whole warps: the block has "
                                        f"{block_threads} threads, not a multiple of the warp size "
-                                       f"{HOST_WARP_SIZE} (at {inst.location or '?'})")
+                                       f"{warp_size}{mode} (at {inst.location or '?'})")
             slot = b.gep(i8, scratch, [b.binary("mul", b.cast("zext", rank, i64), const(i64, SCRATCH_SLOT))])
             for operand in inst.operands:
                 if operand.type == i1:

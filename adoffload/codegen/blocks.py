@@ -25,6 +25,7 @@ from .. import ir as adoir
 from ..errors import CompilationError
 from . import abi
 from .block_ops import gpu_definitions, host_definitions
+from .shared_alignment import aligned_shared_pointer
 from .shared_atomics import aggregate_shared_adds, nvptx_definitions
 from .block_split import SCRATCH_SLOT, resume_name, split_at_barriers
 from .ordered_shared import order_shared_adds, ordered_definitions
@@ -97,14 +98,15 @@ def _tids(b: ir.IRBuilder, block_coords: list, thread_coords: list, block: Seque
 # --- host ----------------------------------------------------------------------------------------
 
 def add_block_host_entry(module_text: str, body_name: str, flat_types: Sequence, grid_rank: int, block,
-                         shared, noalias: bool = False) -> str:
+                         shared, noalias: bool = False, warp_size: int = 32) -> str:
+    """``warp_size`` 64: AMD's wavefronts on the host (block_split.py), to test AMD semantics."""
     types = abi.flat_type_names(flat_types)
     _check(abi._parse(module_text), body_name, types, grid_rank, block, shared)
     threads = block_threads(block)
     module = _inline_everything(module_text, body_name)
-    state_bytes = split_at_barriers(module, body_name, threads)
+    state_bytes = split_at_barriers(module, body_name, threads, warp_size)
     body_module = abi._parse(adoir.export_module(module))
-    body_module.link_in(abi._parse(host_definitions()))
+    body_module.link_in(abi._parse(host_definitions(warp_size)))
     m = ir.Module()
     m.triple, m.data_layout = body_module.triple, body_module.data_layout
     resume_type = ir.FunctionType(_I32, [_PTR, _I32, _I32, _PTR] + [_I64] * grid_rank
@@ -299,7 +301,7 @@ def add_block_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, 
         block_coords = _coords(b, block_index, blocks_per_axis)
         thread_coords = _coords(b, thread, [_I64(e) for e in block])
         tids = _tids(b, block_coords, thread_coords, block)
-        pointers = [b.addrspacecast(storage, _PTR) for storage, _, _ in shared_ptrs]
+        pointers = [aligned_shared_pointer(b, storage, SHARED_ALIGN) for storage, _, _ in shared_ptrs]
         b.call(body, tids + params + pointers + [status], attrs=("alwaysinline",))
     b.ret_void()
     text = abi._link(body_module, m, body_name)      # the entry's barrier resolves to the definition

@@ -18,6 +18,7 @@ import llvmlite.binding as llvm
 from ..errors import CompilationError
 from .mathmap import libm_name, libm_to_intrinsics, rename_math_calls
 from .optimize import optimize_module
+from .shared_alignment import unmask_shared_pointers
 from .targets import NVPTX_TRIPLE, target_machine
 
 # The PTX ISA version each architecture needs at least (LLVM feature "+ptxNN").
@@ -88,7 +89,7 @@ def prepare_nvptx_module(text: str, arch: str = "sm_90", kernels=None) -> llvm.M
         module.verify()
     except RuntimeError as exc:
         raise CompilationError(f"preparing the module for {arch} failed: {exc}") from exc
-    return optimize_module(module, 3, tm)
+    return unmask_shared_pointers(optimize_module(module, 3, tm))
 
 
 def compile_ptx(text: str, arch: str = "sm_90", kernels=None) -> str:
@@ -98,6 +99,22 @@ def compile_ptx(text: str, arch: str = "sm_90", kernels=None) -> str:
         return nvptx_target_machine(arch).emit_assembly(module)
     except RuntimeError as exc:
         raise CompilationError(f"PTX emission for {arch} failed: {exc}") from exc
+
+
+RESIDENT_THREADS = 512     # per SM: block kernels keep at most 128 registers per thread (65536 / 512)
+MAX_BLOCKS_PER_SM = 32     # sm_70 to sm_90
+
+
+def resident_threads(ptx: str, block_threads: int, threads: int = RESIDENT_THREADS) -> str:
+    """``ptx`` with its entry telling ptxas its exact block size (``.maxntid``) and asking for enough
+    resident blocks per SM to hold ``threads`` threads (``.minnctapersm``), which caps registers per
+    thread at 65536 / ``threads``. Why: a block kernel's adjoint (a tiled SGEMM's: 186 registers, one
+    block of 8 warps per SM) waits on shared memory with too few warps to switch to; capped at 128
+    registers it spills a little and ran 1.4-1.6x faster on the H200
+    (benchmarks/results/2026-12-01-h200-session9/occupancy/)."""
+    blocks = min(MAX_BLOCKS_PER_SM, max(1, -(-threads // block_threads)))
+    at = ptx.index("\n{", ptx.index(".entry"))
+    return ptx[:at] + f"\n.maxntid {block_threads}, 1, 1\n.minnctapersm {blocks}" + ptx[at:]
 
 
 def ptxas_check(ptx: str, arch: str = "sm_90") -> str:

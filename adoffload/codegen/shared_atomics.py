@@ -27,6 +27,7 @@ from .. import ir as adoir
 from ..ir.builder import Builder
 from ..ir.core import FunctionType, Instruction, void
 from .block_ops import _exchange
+from .shared_batches import batch_definition, batch_group_adds
 
 _TYPES = {"float": "f32", "double": "f64"}
 _OFFSETS = (1, 2, 4, 8, 16)
@@ -127,8 +128,9 @@ def aggregate_shared_adds(module_text: str, body_name: str, shared_args: range, 
     """``module_text`` with the body's unused-result float ``atomicrmw fadd`` on shared arrays
     (parameters ``shared_args`` of the body) made calls of ``@adoffload.shared_fadd.<t>``, or of
     ``@adoffload.shared_fadd_group.<t>.<mask>`` where the ``block`` shape predicts which lanes add at
-    one address (``_group_mask``); and the masks used (``nvptx_definitions``' argument; -1 for the
-    plain form), empty when nothing was rewritten. With ``block`` given, adds whose lanes are apart
+    one address (``_group_mask``), several such calls in a row batched (shared_batches.py); and the
+    forms used (``nvptx_definitions``' argument: masks, -1 for the plain form, ``(type, mask, n)``
+    for batches), empty when nothing was rewritten. With ``block`` given, adds whose lanes are apart
     (``_lanes_apart``) stay plain atomics."""
     if "atomicrmw fadd" not in module_text:
         return module_text, frozenset()
@@ -153,7 +155,8 @@ def aggregate_shared_adds(module_text: str, body_name: str, shared_args: range, 
         b.location = inst.location
         b.call(callee, [pointer, value])
         inst.parent.instructions.remove(inst)
-    return (adoir.export_module(module) if found else module_text), frozenset(masks)
+    batches = batch_group_adds(module, fn) if found else frozenset()
+    return (adoir.export_module(module) if found else module_text), frozenset(masks) | batches
 
 
 def _group_definition(t: str, suffix: str, mask: int) -> str:
@@ -244,5 +247,7 @@ done:
   ret void
 }}
 """)
-        out += [_group_definition(t, suffix, mask) for mask in sorted(m for m in masks if m > 0)]
+        out += [_group_definition(t, suffix, mask) for mask in sorted(m for m in masks if isinstance(m, int) and m > 0)]
+        out += [batch_definition(t, suffix, mask, n) for form, mask, n in sorted(m for m in masks if isinstance(m, tuple))
+                if form == suffix]
     return "".join(out)

@@ -22,6 +22,12 @@ the reverse sweep (``reloadable``) instead of reading the tape. Sound only becau
   outside L; no barrier separates two stores of the fill (threads may overwrite each other's
   elements in that order, which the refill, run without the barrier, would not keep).
 
+A fill value that cannot be re-executed (a load of memory the kernel writes: the registers a
+prefetching SGEMM loaded the tile into during the previous step) is taken from the tape instead
+(``Plan.taped``): the forward sweep's own value, so the refill still stores what the forward
+iteration stored. That is done only where it tapes fewer values than the loads of M it takes off
+the tape (one value per filled element against every k step's reads of it).
+
 A branch one of whose successors cannot reach the function's normal exit (a failed bounds check)
 is followed to the other successor: a thread that reaches the reverse sweep went that way.
 Anything else is refused (no plan: the loads stay on the tape).
@@ -79,6 +85,7 @@ class Plan:
     stores: list[Instruction]
     region: list[Block] = field(default_factory=list)     # blocks of L that can reach a store of M
     slice: set[Instruction] = field(default_factory=set)  # the instructions the refill re-executes
+    taped: set[Instruction] = field(default_factory=set)  # fill values taken from the tape (need)
 
 
 class Refills:
@@ -260,6 +267,8 @@ class Refills:
                 continue
             term = block.terminator
             targets = [s for s in term.blocks if s in self.live]
+            if not any(t in region for t in targets if t is not loop.header):
+                continue              # the fill is over wherever it goes (the refill ends there)
             if term.opcode not in ("br", "switch") or (term.opcode == "switch" and len(set(targets)) > 1):
                 raise _Refused
             if term.opcode == "br" and len(set(targets)) == 2:
@@ -274,10 +283,34 @@ class Refills:
             if v.parent not in region:
                 raise _Refused
             if not self._sliceable(v, plan):
-                raise _Refused
+                if not self._tapeable(v, plan):
+                    raise _Refused
+                plan.taped.add(v)
+                continue
             chosen.add(v)
             wanted.extend(v.operands)
+        if plan.taped and not self._fill_cheaper(plan):
+            raise _Refused            # taping the fill would cost as much as taping the tile's loads
         return chosen
+
+    def _fill_cheaper(self, plan: Plan) -> bool:
+        """Whether taping ``plan.taped`` once per iteration of L costs less than taping M's loads:
+        a load of M in a loop inside L is taped once per inner iteration; else count them."""
+        depth = len(self.r.loops.containing[plan.loop.header])
+        loads = [i for b in plan.loop.blocks if b in self.live for i in b.instructions
+                 if i.opcode == "load" and root_of(i.operands[0]) is plan.root]
+        return (any(len(self.r.loops.containing[i.parent]) > depth for i in loads)
+                or len(plan.taped) < len(loads))
+
+    def _tapeable(self, v: Instruction, plan: Plan) -> bool:
+        """A fill value the refill may take from the tape: a load that runs once in every iteration
+        that reaches the latch (its block dominates the latch and is in no loop inside L), so the
+        tape holds its one value for the iteration being reversed. Inside an inner loop the tape
+        would give only its last iteration's value to every inner iteration of the refill."""
+        containing = self.r.loops.containing
+        return (v.opcode == "load" and v.parent in plan.loop.blocks and v.parent is not plan.loop.header
+                and len(containing[v.parent]) == len(containing[plan.loop.header])
+                and self.r.dom.dominates(v.parent, plan.loop.latches[0]))
 
     def _external(self, v: Instruction, loop: Loop) -> bool:
         """Taken from the forward sweep (``need``) rather than re-executed."""
@@ -358,6 +391,8 @@ class Refills:
             if old is loop.header:
                 inside = [s for s in live if s in loop.blocks]
                 nb.br(target(inside[0]))
+            elif len({target(s) for s in live}) == 1:
+                nb.br(target(live[0]))
             elif len(set(live)) == 1:
                 nb.br(target(live[0]))
             else:

@@ -9,7 +9,8 @@ numbering of block kernels is CUDA's linear thread index (and lanes are the same
   (``a = R-1-c``; 0, 0, 1 on axes the launch does not have); ``gridDim.c`` is the hidden i32
   parameter ``gridDim_<c>`` that the launcher fills;
 * barriers (``llvm.nvvm.barrier*``, and the header's ``__syncwarp``) are
-  ``@adoffload.sync_threads``; ``%laneid`` is ``@adoffload.lane_id``;
+  ``@adoffload.sync_threads``; ``%laneid`` is ``@adoffload.lane_id & 31`` (CUDA's 32-lane warps,
+  also on AMD's wavefronts);
 * each ``addrspace(3)`` global (``__shared__``) is one shared-array argument; every address
   space becomes the generic one (the host has one, and the GPU entries add their own).
 
@@ -423,7 +424,10 @@ def _assume_thread_range(module: ir.Module, fn: Function, tids) -> None:
 def _special_register(b: ir.Builder, what: str, axis: str, tids, block, grid: dict, lane):
     rank = len(block)
     if what == "laneid":
-        return b.call(lane, [], "laneid")
+        # CUDA's lane: 0..31 in a warp of warpSize (32) lanes. On AMD's 64-lane wavefronts that is the
+        # lane in the caller's half, as the header's shuffles and ballots count lanes (lane_id & 31;
+        # the same value where warps have 32 lanes)
+        return b.binary("and", b.call(lane, [], "laneid.hw"), Constant(i32, 31), "laneid")
     if what == "warpsize":
         return Constant(i32, 32)
     if axis not in _AXES or what not in ("tid", "ctaid", "ntid", "nctaid"):

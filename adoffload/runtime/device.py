@@ -183,22 +183,27 @@ def parse_spec(spec: str) -> tuple[str, int]:
     name, _, number = text.partition(":")
     kind = _KIND_ALIASES.get(name)
     if kind is None:
-        raise DeviceNotFoundError(f"unknown device '{spec}': use one of 'cpu', 'cuda', 'cuda:N', 'hip', 'hip:N'")
+        raise DeviceNotFoundError(f"unknown device '{spec}': use one of 'cpu', 'cpu:wave64', 'cuda', 'cuda:N', "
+                                  f"'hip', 'hip:N'")
     if not number:
         return kind, 0
     if not number.isdigit() or (kind == "cpu" and int(number) != 0):
-        raise DeviceNotFoundError(f"bad device ordinal in '{spec}'")
+        raise DeviceNotFoundError(f"bad device ordinal in '{spec}'" + (" (the host's variant with 64-lane warps "
+                                                                       "is 'cpu:wave64')" if kind == "cpu" else ""))
     return kind, int(number)
 
 
+# The host device whose block kernels run 64-lane warps, as AMD's wavefronts (HostDevice.warp_size).
+WAVE64 = "cpu-wave64"
+WAVE64_SPECS = ("cpu:wave64", "host:wave64")
 _devices: dict[tuple[str, int], Device] = {}
 _devices_lock = threading.Lock()
 
 
 def _construct(kind: str, ordinal: int) -> Device:
-    if kind == "cpu":
+    if kind in ("cpu", WAVE64):
         from .host import HostDevice
-        return HostDevice()
+        return HostDevice(warp_size=64 if kind == WAVE64 else 32)
     if kind == "cuda":
         from .cuda import CudaDevice
         return CudaDevice(ordinal)
@@ -207,14 +212,16 @@ def _construct(kind: str, ordinal: int) -> Device:
 
 
 def get_device(spec="cpu") -> Device:
-    """The process-wide device for ``spec``: 'cpu'|'host'|'cuda'|'cuda:N'|'hip'|'hip:N' or a Device."""
+    """The process-wide device for ``spec``: 'cpu'|'host'|'cuda'|'cuda:N'|'hip'|'hip:N' or a Device.
+    'cpu:wave64' is the host running block kernels with AMD's 64-lane wavefronts (a testing aid for
+    AMD semantics without an AMD GPU: codegen/block_split.py)."""
     if isinstance(spec, Device):
         return spec
     if spec is None:
         spec = "cpu"
     if not isinstance(spec, str):
         raise ArgumentError(f"a device is a string like 'cuda:0' or a Device, got {type(spec).__name__}")
-    key = parse_spec(spec)
+    key = (WAVE64, 0) if spec.strip().lower() in WAVE64_SPECS else parse_spec(spec)
     with _devices_lock:
         device = _devices.get(key)
         if device is None:

@@ -98,12 +98,16 @@ class HostEvent(Event):
 
 
 class HostDevice(Device):
+    """The host CPU. ``warp_size``: the lanes of a warp in block kernels, 32 (NVIDIA's) or 64
+    (``get_device("cpu:wave64")``: AMD's wavefronts, to test AMD semantics on the host)."""
     kind = "cpu"
 
-    def __init__(self, workers: int | None = None):
+    def __init__(self, workers: int | None = None, warp_size: int = 32):
         self.ordinal = 0
         self.workers = max(1, workers or os.cpu_count() or 1)
-        self.name = f"host CPU ({self.workers} worker threads)"
+        self.warp_size = warp_size
+        self.name = f"host CPU ({self.workers} worker threads)" + (
+            ", 64-lane warps (AMD wavefront emulation)" if warp_size == 64 else "")
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
 

@@ -18,6 +18,7 @@ For each case (``check_case``) one of these outcomes:
 Long runs (the command line prints the source of every non-pass case)::
 
     python -m adoffload.testing.block_fuzz --count 200 --seed 1
+    python -m adoffload.testing.block_fuzz --count 200 --seed 1 --wave64    # AMD's 64-lane wavefronts
 """
 from __future__ import annotations
 
@@ -81,29 +82,29 @@ def random_inputs(rng: np.random.Generator, grid) -> dict:
             "z": rng.uniform(-1, 1, grid)}
 
 
-def run_primal(compiled, inputs: dict, grid) -> dict:
+def run_primal(compiled, inputs: dict, grid, device="cpu") -> dict:
     values = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in inputs.items()}
     values.update(out=np.zeros(grid), acc=np.zeros(1))
-    compiled(**values, grid=grid)
+    compiled(**values, grid=grid, device=device)
     return {"out": values["out"], "acc": values["acc"], "z": values["z"]}
 
 
-def run_jvp(forward, inputs: dict, tangent: dict, grid) -> tuple[dict, dict]:
+def run_jvp(forward, inputs: dict, tangent: dict, grid, device="cpu") -> tuple[dict, dict]:
     """(primal outputs, output tangents) of the forward kernel."""
     values = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in inputs.items()}
     values.update(out=np.zeros(grid), acc=np.zeros(1), d_a=tangent["a"], d_x=tangent["x"].copy(),
                   d_w=tangent["w"].copy(), d_z=tangent["z"].copy(), d_out=np.zeros(grid), d_acc=np.zeros(1))
-    forward(**values, grid=grid)
+    forward(**values, grid=grid, device=device)
     return ({"out": values["out"], "acc": values["acc"], "z": values["z"]},
             {"out": values["d_out"], "acc": values["d_acc"], "z": values["d_z"]})
 
 
-def run_vjp(reverse, inputs: dict, cotangent: dict, grid) -> tuple[dict, dict]:
+def run_vjp(reverse, inputs: dict, cotangent: dict, grid, device="cpu") -> tuple[dict, dict]:
     """(primal outputs, input gradients) of the reverse kernel seeded with ``cotangent``."""
     values = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in inputs.items()}
     values.update(out=np.zeros(grid), acc=np.zeros(1), d_a=np.zeros(1), d_x=np.zeros(grid), d_w=np.zeros(grid),
                   d_z=cotangent["z"].copy(), d_out=cotangent["out"].copy(), d_acc=cotangent["acc"].copy())
-    reverse(**values, grid=grid)
+    reverse(**values, grid=grid, device=device)
     return ({"out": values["out"], "acc": values["acc"], "z": values["z"]},
             {"a": values["d_a"][0], "x": values["d_x"], "w": values["d_w"], "z": values["d_z"]})
 
@@ -132,9 +133,9 @@ def _shifted(inputs: dict, tangent: dict, h: float) -> dict:
     return {k: inputs[k] + h * tangent[k] for k in DIFFERENTIABLE_INPUTS}
 
 
-def finite_differences(compiled, inputs, tangent, grid, h: float) -> dict:
-    plus = run_primal(compiled, _shifted(inputs, tangent, h), grid)
-    minus = run_primal(compiled, _shifted(inputs, tangent, -h), grid)
+def finite_differences(compiled, inputs, tangent, grid, h: float, device="cpu") -> dict:
+    plus = run_primal(compiled, _shifted(inputs, tangent, h), grid, device)
+    minus = run_primal(compiled, _shifted(inputs, tangent, -h), grid, device)
     return {k: (plus[k] - minus[k]) / (2 * h) for k in FLOAT_OUTPUTS}
 
 
@@ -151,8 +152,10 @@ def _refusal(result: CaseResult, exc: Exception, stage: str) -> None:
         result.details.append(text + "\n" + traceback.format_exc(limit=6))
 
 
-def check_case(kernel: GeneratedBlockKernel, seed: int, folder: Path, *, jax: bool = False) -> CaseResult:
-    """Every check on one generated kernel with inputs drawn from ``seed``."""
+def check_case(kernel: GeneratedBlockKernel, seed: int, folder: Path, *, jax: bool = False,
+               device: str = "cpu") -> CaseResult:
+    """Every check on one generated kernel with inputs drawn from ``seed``, launched on ``device``
+    (a host device: 'cpu', or 'cpu:wave64' for AMD's 64-lane wavefronts; the JAX check runs 'cpu')."""
     import adoffload as ado
     result = CaseResult(seed, kernel.source)
     rng = np.random.default_rng(seed)
@@ -161,7 +164,7 @@ def check_case(kernel: GeneratedBlockKernel, seed: int, folder: Path, *, jax: bo
     stage = "primal"
     try:
         compiled = load_kernel(kernel, folder, f"{seed}_{os.getpid()}")
-        primal = run_primal(compiled, inputs, grid)
+        primal = run_primal(compiled, inputs, grid, device)
         if not all(np.isfinite(primal[k]).all() for k in FLOAT_OUTPUTS):
             result.outcome = "non-finite"
             return result
@@ -169,17 +172,17 @@ def check_case(kernel: GeneratedBlockKernel, seed: int, folder: Path, *, jax: bo
         cotangent = {"out": rng.normal(size=grid), "acc": rng.normal(size=1), "z": rng.normal(size=grid)}
         stage = "jvp"
         forward = ado.jvp(compiled, list(DIFFERENTIABLE_INPUTS))
-        fwd_primal, jv = run_jvp(forward, inputs, tangent, grid)
+        fwd_primal, jv = run_jvp(forward, inputs, tangent, grid, device)
         stage = "vjp"
         reverse = ado.vjp(compiled, list(DIFFERENTIABLE_INPUTS))
-        rev_primal, vjt = run_vjp(reverse, inputs, cotangent, grid)
+        rev_primal, vjt = run_vjp(reverse, inputs, cotangent, grid, device)
         stage = "deterministic vjp"
-        vjt_det = _deterministic(result, compiled, inputs, cotangent, grid)
+        vjt_det = _deterministic(result, compiled, inputs, cotangent, grid, device)
         stage = "finite differences"
-        fd = finite_differences(compiled, inputs, tangent, grid, FD_STEP)
+        fd = finite_differences(compiled, inputs, tangent, grid, FD_STEP, device)
         fd_small = None
         if _differs(jv, fd, FLOAT_OUTPUTS, FD_RTOL, FD_ATOL):
-            fd_small = finite_differences(compiled, inputs, tangent, grid, FD_STEP / 8)
+            fd_small = finite_differences(compiled, inputs, tangent, grid, FD_STEP / 8, device)
         stage = "jax"
         jax_problems = _jax_checks(compiled, inputs, tangent, cotangent, jv, vjt, grid) if jax else []
     except Exception as exc:        # noqa: BLE001 -- any exception is classified
@@ -216,14 +219,14 @@ def check_case(kernel: GeneratedBlockKernel, seed: int, folder: Path, *, jax: bo
     return result
 
 
-def _deterministic(result: CaseResult, compiled, inputs, cotangent, grid):
+def _deterministic(result: CaseResult, compiled, inputs, cotangent, grid, device="cpu"):
     """J^T w from ``deterministic=True``, or None where that mode refuses the kernel (a note when
     the refusal names the line, else the case's outcome)."""
     import adoffload as ado
     from ..errors import Error
     try:
         reverse = ado.vjp(compiled, list(DIFFERENTIABLE_INPUTS), deterministic=True)
-        return run_vjp(reverse, inputs, cotangent, grid)[1]
+        return run_vjp(reverse, inputs, cotangent, grid, device)[1]
     except Error as exc:
         if "line" in str(exc) or ".py:" in str(exc):
             result.notes.append(f"deterministic refused ({type(exc).__name__})")
@@ -259,13 +262,16 @@ def case_seed(seed: int, index: int) -> int:
     return seed * 1_000_003 + index
 
 
-def run_cases(count: int, seed: int, folder: Path, *, jax_every: int = 0, on_result=None) -> list[CaseResult]:
+def run_cases(count: int, seed: int, folder: Path, *, jax_every: int = 0, on_result=None,
+              wave64: bool = False) -> list[CaseResult]:
+    """``wave64``: kernels for 64-lane warps, run on the 'cpu:wave64' host (AMD's wavefronts)."""
     results = []
     for index in range(count):
         s = case_seed(seed, index)
-        kernel = generate(random.Random(s))
+        kernel = generate(random.Random(s), warp=64 if wave64 else 32)
         (folder / "current_case.py").write_text(f"# seed {s}\n{kernel.source}")     # survives a crash
-        result = check_case(kernel, s, folder, jax=bool(jax_every) and index % jax_every == 0)
+        result = check_case(kernel, s, folder, jax=bool(jax_every) and index % jax_every == 0 and not wave64,
+                            device="cpu:wave64" if wave64 else "cpu")
         results.append(result)
         if on_result is not None:
             on_result(index, result)
@@ -290,6 +296,8 @@ def main(argv=None) -> int:
     parser.add_argument("--case-timeout", type=float, default=600.0,
                         help="seconds one case may take before the run stops as a hang (its traceback printed)")
     parser.add_argument("--show", action="store_true", help="print every kernel's source")
+    parser.add_argument("--wave64", action="store_true",
+                        help="64-lane warps (AMD's wavefronts) on the 'cpu:wave64' host; no JAX check")
     args = parser.parse_args(argv)
     import faulthandler
     started = time.perf_counter()
@@ -317,7 +325,8 @@ def main(argv=None) -> int:
             sys.stdout.flush()
 
         watchdog()
-        results = run_cases(args.count, args.seed, folder, jax_every=args.jax_every, on_result=report)
+        results = run_cases(args.count, args.seed, folder, jax_every=args.jax_every, on_result=report,
+                            wave64=args.wave64)
         faulthandler.cancel_dump_traceback_later()
     print(summarize(results))
     print(f"time: {time.perf_counter() - started:.1f} s")

@@ -25,6 +25,7 @@ from .generator import BINARY, FLOAT_CONSTANTS, UNARY
 KERNEL_NAME = "block_fuzzed"
 BLOCKS = (32, 64, 128, (8, 8), (4, 32), (16, 16))
 WARP = 32                                  # the host's warp size (warp ops need whole warps: all blocks have them)
+# generate(warp=64): kernels for AMD's 64-lane wavefronts (the cpu:wave64 host), blocks of whole wavefronts
 DIFFERENTIABLE_INPUTS = ("a", "x", "w", "z")
 FLOAT_OUTPUTS = ("out", "acc", "z")
 MAX_ARRAYS = 2
@@ -60,8 +61,8 @@ class _Shared:
 
 
 class _Writer:
-    def __init__(self, rng, block: tuple[int, ...], max_depth: int):
-        self.rng, self.block, self.max_depth = rng, block, max_depth
+    def __init__(self, rng, block: tuple[int, ...], max_depth: int, warp: int = WARP):
+        self.rng, self.block, self.max_depth, self.warp = rng, block, max_depth, warp
         self.T = block[0] * (block[1] if len(block) == 2 else 1)
         self.lines: list[str] = []
         self.floats = ["f0"]
@@ -182,7 +183,7 @@ class _Writer:
             return f"t % 2 == {self.rng.randint(0, 1)}"
         if kind == 2:
             return f"t < {self.rng.randint(1, self.T - 1)}"
-        return f"lane < {self.rng.randint(1, WARP - 1)}"
+        return f"lane < {self.rng.randint(1, self.warp - 1)}"
 
     # ---- statements of a phase (no barrier inside) ------------------------------------------
     def exchange(self, level: int) -> None:
@@ -191,14 +192,14 @@ class _Writer:
         e = self.fexpr(self.max_depth - 1)
         kind = self.rng.choice(("warp_sum", "warp_max", "shuffle", "shuffle_down", "block_sum", "block_max"))
         if kind == "warp_sum":
-            text = f"ado.warp_sum({e}) * {1.0 / WARP!r}"
+            text = f"ado.warp_sum({e}) * {1.0 / self.warp!r}"
         elif kind == "block_sum":
             text = f"ado.block_sum({e}) * {1.0 / T!r}"
         elif kind in ("warp_max", "block_max"):
             text = f"ado.{kind}({e})"
         elif kind == "shuffle":
-            lane = self.rng.choice(["lane // 2 + 7", f"{WARP - 1} - lane", str(self.rng.randint(0, WARP - 1)),
-                                    f"lane + {self.rng.randint(1, WARP - 1)}", "t * 3"])
+            lane = self.rng.choice(["lane // 2 + 7", f"{self.warp - 1} - lane", str(self.rng.randint(0, self.warp - 1)),
+                                    f"lane + {self.rng.randint(1, self.warp - 1)}", "t * 3"])
             text = f"ado.shuffle({e}, {lane})"
         else:
             delta = self.rng.choice([str(self.rng.randint(1, 16)), "1 + b % 3" if self.rank == 1 else "1 + b0 % 3"])
@@ -358,11 +359,16 @@ def _shared_shapes(rng, block: tuple[int, ...]) -> tuple[int, ...]:
     return rng.choice(choices)
 
 
-def generate(rng, *, max_depth: int = 2, max_phases: int = 4) -> GeneratedBlockKernel:
-    """A random block kernel (see the module docstring)."""
-    block = rng.choice(BLOCKS)
+def _threads(block) -> int:
+    return block if isinstance(block, int) else block[0] * block[1]
+
+
+def generate(rng, *, max_depth: int = 2, max_phases: int = 4, warp: int = WARP) -> GeneratedBlockKernel:
+    """A random block kernel (see the module docstring) for warps of ``warp`` lanes (32, or 64 for
+    AMD's wavefronts: only blocks of whole wavefronts)."""
+    block = rng.choice([b for b in BLOCKS if _threads(b) % warp == 0])
     block = (block,) if isinstance(block, int) else block
-    w = _Writer(rng, block, max_depth)
+    w = _Writer(rng, block, max_depth, warp)
     w.arrays = [_Shared(f"S{k}", _shared_shapes(rng, block)) for k in range(rng.randint(1, MAX_ARRAYS))]
     shape = block[0] if len(block) == 1 else block
     w.emit(0, f"@ado.kernel(block={shape})")

@@ -279,3 +279,107 @@ def cube_mirror(x: ado.In[ado.f64, 3], y: ado.Out[ado.f64, 3]):
     S[a, b, c] = ado.sin(x[i, j, k])
     ado.sync_threads()
     y[i, j, k] = S[1 - a, 1 - b, 7 - c] * x[i, j, k] + ado.warp_sum(x[i, j, k]) + (bi * 100 + bj * 10 + bk)
+
+
+@ado.kernel(block=(TILE, TILE))
+def prefetched_matmul(A: ado.In[ado.f64, 2], B: ado.In[ado.f64, 2], C: ado.Out[ado.f64, 2]):
+    """The tiled matmul as a hand-written SGEMM prefetches: the next step's elements are loaded
+    into a register array while this step's tile is used, and stored into the tiles at the next
+    step. The fill's values are loads of memory the kernel writes, so a refill takes them from the
+    tape: one value per filled element and step instead of every k step's read."""
+    i, j = ado.tid()
+    ti, tj = ado.thread_id()
+    As = ado.shared((TILE, TILE), ado.f64)
+    Bs = ado.shared((TILE, TILE), ado.f64)
+    ahead = ado.zeros(2, ado.f64)
+    for q in ado.static_range(2):
+        ahead[q] = A[i, tj] if q == 0 else B[ti, j]
+    steps = A.shape[1] // TILE
+    acc = 0.0
+    for t in range(steps):
+        As[ti, tj] = ahead[0]
+        Bs[ti, tj] = ahead[1]
+        ado.sync_threads()
+        if t + 1 < steps:
+            ahead[0] = A[i, (t + 1) * TILE + tj]
+            ahead[1] = B[(t + 1) * TILE + ti, j]
+        for k in range(TILE):
+            acc += ado.sin(As[ti, k]) * Bs[k, tj]
+        ado.sync_threads()
+    C[i, j] = acc
+
+
+def make_register_sgemm(side: int, tm: int, bk: int, dtype):
+    """A register-tiled matmul as benchmarks/blocks.py's ``sgemm_static`` writes it: blocks of
+    ``side`` x ``side`` threads, ``tm`` x ``tm`` outputs per thread strided by ``side``, K steps of
+    ``bk``; the register tiles unrolled (``ado.static_range``). Its adjoint adds ``tm`` values in a
+    row into each shadow tile: the batched grouped adds of codegen/shared_batches.py. Grid
+    (M / tm, N / tm); M, N multiples of side * tm, K of bk."""
+    bm = side * tm
+    per = bk * bm // (side * side)
+
+    @ado.kernel(block=(side, side))
+    def register_sgemm(A: ado.In[dtype, 2], B: ado.In[dtype, 2], C: ado.Out[dtype, 2]):
+        ti, tj = ado.thread_id()
+        bi, bj = ado.block_id()
+        As = ado.shared((bk, bm), dtype)
+        Bs = ado.shared((bk, bm), dtype)
+        acc = ado.zeros((tm, tm), dtype)
+        a = ado.zeros(tm, dtype)
+        b = ado.zeros(tm, dtype)
+        r = ti * side + tj
+        for t in range(A.shape[1] // bk):
+            for q in range(per):
+                e = r + q * side * side
+                As[e % bk, e // bk] = A[bi * bm + e // bk, t * bk + e % bk]
+                Bs[e // bm, e % bm] = B[t * bk + e // bm, bj * bm + e % bm]
+            ado.sync_threads()
+            for k in range(bk):
+                for m in ado.static_range(tm):
+                    a[m] = As[k, ti + side * m]
+                for n in ado.static_range(tm):
+                    b[n] = Bs[k, tj + side * n]
+                for m in ado.static_range(tm):
+                    for n in ado.static_range(tm):
+                        acc[m, n] = ado.fma(a[m], b[n], acc[m, n])
+            ado.sync_threads()
+        for m in ado.static_range(tm):
+            for n in ado.static_range(tm):
+                C[bi * bm + ti + side * m, bj * bm + tj + side * n] = acc[m, n]
+    return register_sgemm
+
+
+# (block side, outputs per thread per axis, K step): lane groups of 8 and 4 lanes for 4 values
+# (8x8 blocks) and of 16 and 2 lanes for 8 values (16x16 blocks, the benchmark's shape)
+REGISTER_SGEMM_SHAPES = {"8x8": (8, 4, 4), "16x16": (16, 8, 8)}
+
+
+@ado.kernel(block=(TILE, TILE))
+def prefetched_matmul_looped_fill(A: ado.In[ado.f64, 2], B: ado.In[ado.f64, 2], C: ado.Out[ado.f64, 2]):
+    """``prefetched_matmul`` with K steps of 2 * TILE, each thread filling two elements of each tile
+    in a loop (not unrolled) from its register arrays: the fill's values are loads inside a loop in
+    the step, so one taped value per step would not do (refill.py keeps those tiles' reads taped)."""
+    i, j = ado.tid()
+    ti, tj = ado.thread_id()
+    As = ado.shared((TILE, 2 * TILE), ado.f64)
+    Bs = ado.shared((2 * TILE, TILE), ado.f64)
+    a_ahead = ado.zeros(2, ado.f64)
+    b_ahead = ado.zeros(2, ado.f64)
+    for q in range(2):
+        a_ahead[q] = A[i, 2 * tj + q]
+        b_ahead[q] = B[2 * ti + q, j]
+    steps = A.shape[1] // (2 * TILE)
+    acc = 0.0
+    for t in range(steps):
+        for q in range(2):
+            As[ti, 2 * tj + q] = a_ahead[q]
+            Bs[2 * ti + q, tj] = b_ahead[q]
+        ado.sync_threads()
+        if t + 1 < steps:
+            for q in range(2):
+                a_ahead[q] = A[i, (t + 1) * 2 * TILE + 2 * tj + q]
+                b_ahead[q] = B[(t + 1) * 2 * TILE + 2 * ti + q, j]
+        for k in range(2 * TILE):
+            acc += ado.sin(As[ti, k]) * Bs[k, tj]
+        ado.sync_threads()
+    C[i, j] = acc

@@ -143,6 +143,62 @@ def test_a_fill_that_reads_memory_the_kernel_writes_is_not_refilled():
     assert reverse.tape is not None
 
 
+
+def test_prefetched_tiles_are_refilled_from_their_taped_fill_values():
+    """A fill whose values are registers loaded in the previous step (a prefetching SGEMM's) is
+    refilled with those values from the tape (enzyme/refill.py ``Plan.taped``): both oracles, the
+    exact gradient, and the tile's reads recomputed instead of taped."""
+    from adoffload.cli import reverse_stats
+    from adoffload.enzyme.stats import PER_ITERATION
+    M, K, N = 8, 12, 8
+    rng = np.random.default_rng(11)
+    A, B, w = rng.standard_normal((M, K)), rng.standard_normal((K, N)), rng.standard_normal((M, N))
+    C = np.zeros((M, N))
+    kernels.prefetched_matmul(A, B, C, grid=(M, N))
+    np.testing.assert_allclose(C, np.sin(A) @ B, rtol=1e-12)
+    reverse, _, _ = _fd_check(kernels.prefetched_matmul, [(M, K), (K, N), (M, N)], (M, N))
+    gA, gB = np.zeros_like(A), np.zeros_like(B)
+    reverse(A, B, np.zeros((M, N)), gA, gB, w.copy(), grid=(M, N))
+    np.testing.assert_allclose(gA, np.cos(A) * (w @ B.T), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gB, np.sin(A).T @ w, rtol=1e-12, atol=1e-12)
+    dA, dB = rng.standard_normal(A.shape), rng.standard_normal(B.shape)
+    dC = np.zeros((M, N))
+    ado.jvp(kernels.prefetched_matmul, ("A", "B"))(A, B, np.zeros((M, N)), dA, dB, dC, grid=(M, N))
+    assert abs(np.sum(w * dC) - (np.sum(gA * dA) + np.sum(gB * dB))) < 1e-10 * max(1.0, abs(np.sum(w * dC)))
+    assert reverse_stats(reverse).recomputed_loads[PER_ITERATION] >= 2
+
+
+
+def test_fill_values_loaded_in_an_inner_loop_are_not_taken_from_the_tape():
+    """The fill's values are loads in a loop inside the step: one taped value per step would give
+    every inner iteration the last one. The gradient must still be exact (the reads stay taped)."""
+    M, K, N = 8, 16, 8
+    rng = np.random.default_rng(13)
+    A, B, w = rng.standard_normal((M, K)), rng.standard_normal((K, N)), rng.standard_normal((M, N))
+    C = np.zeros((M, N))
+    kernels.prefetched_matmul_looped_fill(A, B, C, grid=(M, N))
+    np.testing.assert_allclose(C, np.sin(A) @ B, rtol=1e-12)
+    reverse, _, _ = _fd_check(kernels.prefetched_matmul_looped_fill, [(M, K), (K, N), (M, N)], (M, N))
+    gA, gB = np.zeros_like(A), np.zeros_like(B)
+    reverse(A, B, np.zeros((M, N)), gA, gB, w.copy(), grid=(M, N))
+    np.testing.assert_allclose(gA, np.cos(A) * (w @ B.T), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gB, np.sin(A).T @ w, rtol=1e-12, atol=1e-12)
+
+def test_register_sgemm_gradient_on_the_host():
+    """The benchmark-shaped register-tiled matmul (kernels.make_register_sgemm, the GPU test's kernel
+    for batched shadow-tile adds): both oracles and the exact gradient, without a tape."""
+    side, tm, bk = kernels.REGISTER_SGEMM_SHAPES["8x8"]
+    kernel = kernels.make_register_sgemm(side, tm, bk, ado.f64)
+    n, k = side * tm, 3 * bk
+    reverse, _, _ = _fd_check(kernel, [(n, k), (k, n), (n, n)], (n // tm, n // tm))
+    assert reverse.tape is None
+    rng = np.random.default_rng(12)
+    A, B, w = rng.standard_normal((n, k)), rng.standard_normal((k, n)), rng.standard_normal((n, n))
+    gA, gB = np.zeros_like(A), np.zeros_like(B)
+    reverse(A, B, np.zeros((n, n)), gA, gB, w.copy(), grid=(n // tm, n // tm))
+    np.testing.assert_allclose(gA, w @ B.T, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gB, A.T @ w, rtol=1e-12, atol=1e-12)
+
 def _stencil(x):
     p = np.pad(x, 1)
     return 0.5 * x + 0.125 * (p[:-2, 1:-1] + p[2:, 1:-1] + p[1:-1, :-2] + p[1:-1, 2:])

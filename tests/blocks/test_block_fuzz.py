@@ -156,8 +156,8 @@ def test_the_harness_reports_a_wrong_gradient(folder, monkeypatch):
     """Not vacuous: a reverse kernel whose gradient is off is a mismatch."""
     real = block_fuzz.run_vjp
 
-    def off(reverse, inputs, cotangent, grid):
-        primal, grads = real(reverse, inputs, cotangent, grid)
+    def off(reverse, inputs, cotangent, grid, device="cpu"):
+        primal, grads = real(reverse, inputs, cotangent, grid, device)
         return primal, {**grads, "x": grads["x"] + 1e-6 * np.arange(grads["x"].size).reshape(grads["x"].shape)}
     monkeypatch.setattr(block_fuzz, "run_vjp", off)
     result = _check(EXCHANGE_UNDER_DIVERGENT_REVERSE, (32,), folder)

@@ -35,6 +35,31 @@ def test_tiled_matmul_and_its_derivatives(cuda):
     np.testing.assert_allclose(gB, A.T @ w, rtol=1e-12, atol=1e-12)
 
 
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("shape", sorted(kernels.REGISTER_SGEMM_SHAPES))
+def test_batched_shadow_tile_adds_give_the_matmul_gradient(cuda, shape, dtype):
+    """The register-tiled matmul's adjoint on the GPU, whose rows of shadow-tile adds are batched
+    (codegen/shared_batches.py: transposed reductions over lane groups of 2 to 16 lanes), against
+    numpy's gradient."""
+    side, tm, bk = kernels.REGISTER_SGEMM_SHAPES[shape]
+    t = getattr(ado, dtype)
+    np_t = np.float32 if dtype == "f32" else np.float64
+    kernel = kernels.make_register_sgemm(side, tm, bk, t)
+    n, k = 2 * side * tm, 3 * bk
+    rng = np.random.default_rng(3)
+    A, B, w = (rng.standard_normal(s).astype(np_t) for s in ((n, k), (k, n), (n, n)))
+    grid = (n // tm, n // tm)
+    C = np.zeros((n, n), np_t)
+    kernel(A, B, C, grid=grid, device="cuda")
+    tol = 1e-4 if dtype == "f32" else 1e-12
+    np.testing.assert_allclose(C, A @ B, rtol=tol, atol=tol)
+    gA, gB = np.zeros_like(A), np.zeros_like(B)
+    ado.vjp(kernel, ("A", "B"))(A, B, np.zeros_like(C), gA, gB, w.copy(), grid=grid, device="cuda")
+    np.testing.assert_allclose(gA, w @ B.T, rtol=tol, atol=tol)
+    np.testing.assert_allclose(gB, A.T @ w, rtol=tol, atol=tol)
+
+
 @pytest.mark.parametrize("dtype", ["f32", "f64"])
 def test_warp_aggregated_shadow_tile_adds_match_the_host(cuda, dtype):
     """8x8 blocks (whole warps): each adjoint add into a shadow tile element comes from 8 lanes of
