@@ -37,22 +37,15 @@ from .block_generator import generate
 RTOL, ATOL = 1e-9, 1e-12
 
 
-def _on(device: str, kernel):
-    """``kernel`` launched on ``device`` ("cpu": the host, the launcher's default)."""
-    if device == "cpu":
-        return kernel
-    return lambda **values: kernel(**values, device=device)
-
-
 def _runs(kernel, inputs, tangent, cotangent, grid, device: str) -> dict:
     import adoffload as ado
     wrt = list(DIFFERENTIABLE_INPUTS)
-    out = {"primal": run_primal(_on(device, kernel), inputs, grid),
-           "jvp": run_jvp(_on(device, ado.jvp(kernel, wrt)), inputs, tangent, grid)[1],
-           "vjp": run_vjp(_on(device, ado.vjp(kernel, wrt)), inputs, cotangent, grid)[1]}
+    out = {"primal": run_primal(kernel, inputs, grid, device),
+           "jvp": run_jvp(ado.jvp(kernel, wrt), inputs, tangent, grid, device)[1],
+           "vjp": run_vjp(ado.vjp(kernel, wrt), inputs, cotangent, grid, device)[1]}
     try:
         deterministic = ado.vjp(kernel, wrt, deterministic=True)
-        out["deterministic vjp"] = run_vjp(_on(device, deterministic), inputs, cotangent, grid)[1]
+        out["deterministic vjp"] = run_vjp(deterministic, inputs, cotangent, grid, device)[1]
     except ado.DifferentiationError as exc:
         # refused on every device, or on GPUs only: shared-memory adds under block-divergent
         # control flow cannot be put in thread order there (docs/determinism.md); the refusal names
