@@ -51,6 +51,13 @@ profile2)
     python3 benchmarks/sgemm_vjp_probe.py --n 4096 --reps 0 --kernels sgemm_static > "$OUT/ncu_sgemm_static.txt" 2>&1
   echo "ncu exit $?" >> "$OUT/ncu_sgemm_static.txt"; grep -E "Duration|Registers|Achieved Occupancy|Issued Instructions|ncu exit" "$OUT/ncu_sgemm_static.txt"
   ;;
+retest)
+  timeout 300 python3 -m pytest -q -p no:cacheprovider -rfE -n 2 tests/reliability/test_integer_division.py \
+    tests/blocks/test_block_fuzz_gpu.py tests/blocks/test_deterministic_gpu.py tests/foreign_cuda/test_corpus.py \
+    > "$OUT/gpu_tests.txt" 2>&1; echo "pytest exit $?" >> "$OUT/gpu_tests.txt"; tail -8 "$OUT/gpu_tests.txt"
+  timeout 60 python3 -m adoffload.testing.block_fuzz_gpu --count 400 --seed 11 --seconds 40 > "$OUT/block_fuzz_gpu.txt" 2>&1
+  echo "block_fuzz_gpu exit $?" >> "$OUT/block_fuzz_gpu.txt"; tail -3 "$OUT/block_fuzz_gpu.txt"
+  ;;
 bench)
   timeout 300 python3 benchmarks/blocks.py --out "$OUT/blocks" --reps 10 --matmul-sizes 4096 --matmul-vjp-sizes 4096 \
     > "$OUT/blocks_log.txt" 2>&1
