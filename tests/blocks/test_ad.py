@@ -143,6 +143,25 @@ def test_a_fill_that_reads_memory_the_kernel_writes_is_not_refilled():
     assert reverse.tape is not None
 
 
+def _check_sin_matmul(kernel, M, K, N, seed):
+    """``kernel`` computes ``sin(A) @ B``: the primal, both oracles (_fd_check and, with forward
+    mode, <J v, w> = <v, J^T w>) and the exact gradient; returns the reverse kernel."""
+    rng = np.random.default_rng(seed)
+    A, B, w = rng.standard_normal((M, K)), rng.standard_normal((K, N)), rng.standard_normal((M, N))
+    C = np.zeros((M, N))
+    kernel(A, B, C, grid=(M, N))
+    np.testing.assert_allclose(C, np.sin(A) @ B, rtol=1e-12)
+    reverse, _, _ = _fd_check(kernel, [(M, K), (K, N), (M, N)], (M, N))
+    gA, gB = np.zeros_like(A), np.zeros_like(B)
+    reverse(A, B, np.zeros((M, N)), gA, gB, w.copy(), grid=(M, N))
+    np.testing.assert_allclose(gA, np.cos(A) * (w @ B.T), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gB, np.sin(A).T @ w, rtol=1e-12, atol=1e-12)
+    dA, dB = rng.standard_normal(A.shape), rng.standard_normal(B.shape)
+    dC = np.zeros((M, N))
+    ado.jvp(kernel, ("A", "B"))(A, B, np.zeros((M, N)), dA, dB, dC, grid=(M, N))
+    assert abs(np.sum(w * dC) - (np.sum(gA * dA) + np.sum(gB * dB))) < 1e-10 * max(1.0, abs(np.sum(w * dC)))
+    return reverse
+
 
 def test_prefetched_tiles_are_refilled_from_their_taped_fill_values():
     """A fill whose values are registers loaded in the previous step (a prefetching SGEMM's) is
@@ -150,39 +169,15 @@ def test_prefetched_tiles_are_refilled_from_their_taped_fill_values():
     exact gradient, and the tile's reads recomputed instead of taped."""
     from adoffload.cli import reverse_stats
     from adoffload.enzyme.stats import PER_ITERATION
-    M, K, N = 8, 12, 8
-    rng = np.random.default_rng(11)
-    A, B, w = rng.standard_normal((M, K)), rng.standard_normal((K, N)), rng.standard_normal((M, N))
-    C = np.zeros((M, N))
-    kernels.prefetched_matmul(A, B, C, grid=(M, N))
-    np.testing.assert_allclose(C, np.sin(A) @ B, rtol=1e-12)
-    reverse, _, _ = _fd_check(kernels.prefetched_matmul, [(M, K), (K, N), (M, N)], (M, N))
-    gA, gB = np.zeros_like(A), np.zeros_like(B)
-    reverse(A, B, np.zeros((M, N)), gA, gB, w.copy(), grid=(M, N))
-    np.testing.assert_allclose(gA, np.cos(A) * (w @ B.T), rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(gB, np.sin(A).T @ w, rtol=1e-12, atol=1e-12)
-    dA, dB = rng.standard_normal(A.shape), rng.standard_normal(B.shape)
-    dC = np.zeros((M, N))
-    ado.jvp(kernels.prefetched_matmul, ("A", "B"))(A, B, np.zeros((M, N)), dA, dB, dC, grid=(M, N))
-    assert abs(np.sum(w * dC) - (np.sum(gA * dA) + np.sum(gB * dB))) < 1e-10 * max(1.0, abs(np.sum(w * dC)))
+    reverse = _check_sin_matmul(kernels.prefetched_matmul, 8, 12, 8, seed=11)
     assert reverse_stats(reverse).recomputed_loads[PER_ITERATION] >= 2
-
 
 
 def test_fill_values_loaded_in_an_inner_loop_are_not_taken_from_the_tape():
     """The fill's values are loads in a loop inside the step: one taped value per step would give
     every inner iteration the last one. The gradient must still be exact (the reads stay taped)."""
-    M, K, N = 8, 16, 8
-    rng = np.random.default_rng(13)
-    A, B, w = rng.standard_normal((M, K)), rng.standard_normal((K, N)), rng.standard_normal((M, N))
-    C = np.zeros((M, N))
-    kernels.prefetched_matmul_looped_fill(A, B, C, grid=(M, N))
-    np.testing.assert_allclose(C, np.sin(A) @ B, rtol=1e-12)
-    reverse, _, _ = _fd_check(kernels.prefetched_matmul_looped_fill, [(M, K), (K, N), (M, N)], (M, N))
-    gA, gB = np.zeros_like(A), np.zeros_like(B)
-    reverse(A, B, np.zeros((M, N)), gA, gB, w.copy(), grid=(M, N))
-    np.testing.assert_allclose(gA, np.cos(A) * (w @ B.T), rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(gB, np.sin(A).T @ w, rtol=1e-12, atol=1e-12)
+    _check_sin_matmul(kernels.prefetched_matmul_looped_fill, 8, 16, 8, seed=13)
+
 
 def test_register_sgemm_gradient_on_the_host():
     """The benchmark-shaped register-tiled matmul (kernels.make_register_sgemm, the GPU test's kernel
