@@ -310,8 +310,7 @@ def add_block_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, 
     for function in module.functions:
         if not function.is_declaration and function.name != abi.kernel_entry_name(body_name):
             function.linkage = llvm.Linkage.internal
-    text = str(module)
-    return _launch_bounds(text, abi.kernel_entry_name(body_name), target, threads)
+    return str(module)
 
 
 def _internalize_ops(module: llvm.ModuleRef) -> None:
@@ -371,14 +370,3 @@ def _counted_loop_stride(b: ir.IRBuilder, fn: ir.Function, start, stop, step: in
             b.position_at_end(self.after)
             return False
     return Loop()
-
-
-def _launch_bounds(text: str, entry: str, target: str, threads: int) -> str:
-    """Tell the backend the block size (registers per thread may then grow up to what T allows)."""
-    module = abi._parse(text)
-    fn = module.get_function(entry)
-    if target == "amdgpu":
-        text = str(module)
-        return text.replace(f'define amdgpu_kernel void @"{entry}"', f'define amdgpu_kernel void @"{entry}"', 1)
-    del fn
-    return text
