@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Session 9's GPU calls (each under 10 minutes), from the repository root with .device_cache (clang's IR:
 # the GPU machine has no clang) and .whl (jax-md, pytest-xdist) carried:
-#   bash benchmarks/gpu_session9.sh profile  the block SGEMM and its reverse kernel: host-timed launches at 4096,
-#                                            Nsight Compute sections of the reverse kernels at 2048, blocks.py matmul
+#   bash benchmarks/gpu_session9.sh profile  the SGEMM probe at 4096 (jax.jit, blocks.py's timer), Nsight Compute
+#                                            sections of the reverse kernels at 2048
+#   bash benchmarks/gpu_session9.sh profile2 the probe again and Nsight Compute of sgemm_static's reverse kernel at 4096
+#   bash benchmarks/gpu_session9.sh retest   the test groups that failed in the final tests call
 #   bash benchmarks/gpu_session9.sh tests    every GPU test folder, 6 pytest workers; random block kernels, GPU vs host
 #   bash benchmarks/gpu_session9.sh bench    blocks.py (matmul at 4096, DOT, stencil)
 #   bash benchmarks/gpu_session9.sh quick    tests/blocks/test_cuda.py and test_codegen.py, the SGEMM probe at 4096
@@ -42,9 +44,6 @@ quick)
 profile2)
   timeout 120 python3 benchmarks/sgemm_vjp_probe.py --n 4096 --reps 10 --kernels sgemm_static sgemm_prefetch \
     > "$OUT/probe.txt" 2>&1; echo "probe exit $?" >> "$OUT/probe.txt"; cat "$OUT/probe.txt"
-  ADOFFLOAD_CONTRACT_ADJOINTS=1 ADOFFLOAD_CACHE_DIR=/tmp/contract timeout 120 python3 benchmarks/sgemm_vjp_probe.py \
-    --n 4096 --reps 10 --kernels sgemm_static sgemm_prefetch > "$OUT/probe_contract.txt" 2>&1
-  echo "probe exit $?" >> "$OUT/probe_contract.txt"; cat "$OUT/probe_contract.txt"
   timeout 150 ncu --clock-control none -k regex:vjp -c 1 --section SpeedOfLight --section WarpStateStats \
     --section InstructionStats --section LaunchStats --section Occupancy --section MemoryWorkloadAnalysis \
     --section SchedulerStats --section SourceCounters --metrics sass__inst_executed_per_opcode --print-metric-instances values \
