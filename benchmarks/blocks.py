@@ -13,7 +13,12 @@ shared-memory 2-D stencil and its adjoint, each against its baseline in the same
   ``jnp.vdot``, as a fraction of the measured copy bandwidth. Target: >= 0.95 of the CUDA DOT.
 * stencil: a 5-point stencil reading a shared-memory tile with halo (``shared``: 32-wide rows, 4
   points per thread, vertical neighbours in registers; ``shared16``: the first 16x16 version) against the one-thread-per-point
-  kernel, primal and VJP. Target: the shared-memory kernel faster.
+  kernel, primal and VJP, each timed twice: through ``jax.jit`` and as the kernel alone launched
+  through our runtime (``launch_*``: no JAX dispatch or output allocation, which are a visible share
+  of these 0.1-2 ms kernels). Target: the shared-memory kernel faster.
+
+Every side is timed with harness.py's one timer (batches of 10 calls, then one wait; medians of
+``--reps`` batches, with their IQR).
 
 Every number comes from this run; a case that fails is reported with its error, never hidden.
 ``--smoke`` runs tiny sizes on whatever JAX has (CPU included) to check the script itself.
@@ -306,16 +311,46 @@ def stencil_plain(x: ado.In[ado.f32, 2], y: ado.Out[ado.f32, 2]):
 
 # ----------------------------------------------------------------------------- timing
 
-def time_jax(f, args, reps: int, warmup: int = 3) -> dict:
-    import jax
-    for _ in range(warmup):
-        jax.block_until_ready(f(*args))
-    samples = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        jax.block_until_ready(f(*args))
-        samples.append((time.perf_counter() - t0) * 1e3)
-    return {"median_ms": statistics.median(samples), "spread_ms": max(samples) - min(samples), "reps": reps}
+def time_jax(f, args, reps: int) -> dict:
+    """The benchmarks' one timer (harness.time_calls: batches of calls, then one wait) on a jitted
+    JAX function."""
+    import harness
+    return _timing(harness.time_jax(f, *args, reps=reps))
+
+
+def _timing(t) -> dict:
+    return {"median_ms": t.median_ms, "spread_ms": t.spread_ms, "iqr_ms": t.q3_ms - t.q1_ms, "reps": t.reps}
+
+
+def time_launches(kernel, values: dict, grid: tuple, reps: int, gpu=None) -> dict:
+    """``kernel``'s GPU entry alone, launched through our runtime on one stream with the same timer:
+    no JAX dispatch, no output allocation (sub-millisecond kernels are timed this way too). ``values``
+    holds every parameter (numpy arrays are uploaded once; repeated launches reuse them)."""
+    from adoffload.codegen.abi import pack_slots
+    from adoffload.codegen.rows import row_blocks
+    from adoffload.launch import flat_values, proven_facts
+    from harness import Gpu
+    gpu = gpu or Gpu()
+    ordered = [values[p.name] for p in kernel.signature.params]
+    from adoffload.jax.targets import Variant, gpu_options
+    # the build a JAX call of this grid gets (its options: noalias only without InOut arrays)
+    compiled = kernel.compiled("nvptx", arch="sm_90", **gpu_options(kernel, Variant(proven=proven_facts(kernel, ordered, grid))))
+    if compiled.grid_stride or compiled.elements_per_thread != 1:
+        raise ValueError(f"{kernel.name}: time_launches launches one thread per grid point")
+    dev = gpu.upload({p.name: values[p.name] for p in kernel.signature.params})
+    status = gpu.device.to_device(np.zeros(4, np.int64))
+    try:
+        function = gpu.device.load_module(compiled.ptx).function(compiled.entry_name)
+        pointers = [dev[p.name].ptr if hasattr(dev[p.name], "ptr") else 0 for p in kernel.signature.params]
+        slots = pack_slots(flat_values(kernel.signature, ordered, pointers), compiled.flat_types, grid, status.ptr)
+        block = compiled.extra.get("block_threads") or function.auto_block_size()
+        rows = row_blocks(grid, block) if compiled.row_launch else None
+        threads = math.prod(grid)
+        return _timing(gpu.time(lambda: gpu.device.launch(function, threads, slots, block_size=block,
+                                                          stream=gpu.stream, blocks=rows), reps))
+    finally:
+        gpu.free(dev)
+        gpu.device.free(status)
 
 
 def _guard(row: dict, key: str, thunk):
@@ -458,16 +493,30 @@ def bench_stencil(sizes, reps, rows):
             for name in variants:
                 _guard(row, name, lambda: time_jax(primal[name], (x,), reps))
                 _guard(row, f"vjp_{name}", lambda: time_jax(vjp[name], (x, g), reps))
+            if jax.default_backend() == "gpu":
+                _stencil_launches(row, variants, np.asarray(x), np.asarray(g), reps)
             for name in ("shared", "shared16"):
-                if row.get(name) and row.get("plain"):
-                    row[f"speedup_{name}"] = row["plain"]["median_ms"] / row[name]["median_ms"]
-                if row.get(f"vjp_{name}") and row.get("vjp_plain"):
-                    row[f"vjp_speedup_{name}"] = row["vjp_plain"]["median_ms"] / row[f"vjp_{name}"]["median_ms"]
+                for kind in ("", "vjp_", "launch_", "launch_vjp_"):
+                    if row.get(kind + name) and row.get(kind + "plain"):
+                        row[f"{kind}speedup_{name}"] = row[kind + "plain"]["median_ms"] / row[kind + name]["median_ms"]
         if n == sizes[0]:
             _guard(row, "ptx", lambda: {name: {"primal": ptx_profile(k), "vjp": ptx_profile(ado.vjp(k, ("x",)))}
                                          for name, (k, _) in variants.items()})
         rows.append(row)
         print(json.dumps(row), flush=True)
+
+
+def _stencil_launches(row: dict, variants: dict, x: np.ndarray, g: np.ndarray, reps: int) -> None:
+    """The stencils' primal and reverse kernels launched alone (``time_launches``), next to their
+    JAX timings: these kernels take 0.1-2 ms, where JAX's per-call costs are a visible share."""
+    from harness import Gpu
+    gpu = Gpu()
+    for name, (kernel, grid) in variants.items():
+        points = grid(x) if grid else x.shape
+        reverse = ado.vjp(kernel, ("x",), primal_outputs=False)
+        values = {"x": x, "y": np.zeros_like(x), "d_x": np.zeros_like(x), "d_y": g}
+        _guard(row, f"launch_{name}", lambda: time_launches(kernel, values, points, reps, gpu))
+        _guard(row, f"launch_vjp_{name}", lambda: time_launches(reverse, values, points, reps, gpu))
 
 
 def write(rows, out: Path, env: dict) -> None:

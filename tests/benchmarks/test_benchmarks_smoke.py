@@ -162,3 +162,18 @@ def test_cuda_baselines_compile(source, tmp_path):
         pytest.skip("nvcc is not installed here")
     subprocess.run(["nvcc", "-O3", "-arch=sm_90", "-cubin", "-o", str(tmp_path / "out.cubin"),
                     str(BENCH / "cuda" / source)], check=True)
+
+
+def test_block_stencil_benchmark_runs_on_the_cpu(tmp_path):
+    """benchmarks/blocks.py's stencil section (tiny size, CPU JAX): the shared-memory stencils agree
+    with the plain one, primal and VJP, and every variant gets a timing row (the launch-only
+    timings need a GPU and are absent here)."""
+    import json
+    subprocess.run([sys.executable, str(BENCH / "blocks.py"), "--smoke", "--only", "stencil", "--out", str(tmp_path)],
+                   check=True, capture_output=True, timeout=300)
+    [row] = json.loads((tmp_path / "blocks.json").read_text())["rows"]
+    assert row["correct"] is True, row
+    for name in ("shared", "shared16", "plain"):
+        for kind in ("", "vjp_"):
+            assert row[kind + name]["median_ms"] > 0 and row[kind + name]["reps"] == 2
+    assert "launch_shared" not in row and row["speedup_shared"] > 0
