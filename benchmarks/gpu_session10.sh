@@ -2,6 +2,7 @@
 # Session 10's GPU calls (each under 10 minutes), from the repository root with .device_cache (clang's IR:
 # the GPU machine has no clang) and .whl (jax-md, pytest-xdist) carried:
 #   bash benchmarks/gpu_session10.sh stencil  blocks.py's stencil section (jax.jit and launch-only timings)
+#   bash benchmarks/gpu_session10.sh profile  the shared stencil's reverse kernel: its SASS, Nsight Compute of one launch at 8192^2
 #   bash benchmarks/gpu_session10.sh quick    block CUDA and lane-combining tests, the SGEMM probe at 4096
 #   bash benchmarks/gpu_session10.sh bench    blocks.py (matmul at 4096, DOT, stencil)
 #   bash benchmarks/gpu_session10.sh tests    every GPU test folder, 6 pytest workers; random block kernels, GPU vs host
@@ -24,6 +25,28 @@ case "$stage" in
 stencil)
   timeout 240 python3 benchmarks/blocks.py --out "$OUT/blocks" --reps 20 --only stencil > "$OUT/blocks_log.txt" 2>&1
   echo "blocks exit $?" >> "$OUT/blocks_log.txt"; tail -c 3000 "$OUT/blocks_log.txt"
+  ;;
+profile)
+  python3 - "$OUT" <<'PY' > "$OUT/sass_log.txt" 2>&1
+import subprocess, sys
+sys.path.insert(0, "benchmarks")
+import adoffload as ado, blocks
+from adoffload.jax.targets import Variant, gpu_options
+out = sys.argv[1]
+for name in ("stencil_shared", "stencil_plain"):
+    reverse = ado.vjp(getattr(blocks, name), ("x",), primal_outputs=False)
+    ptx = reverse.compiled("nvptx", arch="sm_90", **gpu_options(reverse, Variant())).ptx
+    open(f"{out}/{name}_vjp.ptx", "w").write(ptx)
+    subprocess.run(["ptxas", "-v", "-arch=sm_90", f"{out}/{name}_vjp.ptx", "-o", f"{out}/{name}_vjp.cubin"], check=True)
+    with open(f"{out}/{name}_vjp.sass", "w") as sass:
+        subprocess.run(["cuobjdump", "-sass", f"{out}/{name}_vjp.cubin"], stdout=sass, check=True)
+PY
+  echo "sass exit $?" >> "$OUT/sass_log.txt"; tail -3 "$OUT/sass_log.txt"; grep -c ATOMS "$OUT/stencil_shared_vjp.sass"
+  timeout 200 ncu --clock-control none -k regex:stencil_shared.*vjp -c 1 --section SpeedOfLight --section WarpStateStats \
+    --section InstructionStats --section LaunchStats --section Occupancy --section MemoryWorkloadAnalysis \
+    --section SchedulerStats --section SourceCounters --metrics sass__inst_executed_per_opcode --print-metric-instances values \
+    python3 benchmarks/stencil_probe.py --sizes 8192 --reps 1 > "$OUT/ncu_stencil_vjp.txt" 2>&1
+  echo "ncu exit $?" >> "$OUT/ncu_stencil_vjp.txt"; grep -E "Duration|Registers|Achieved Occupancy|Issued Instructions|ncu exit|Stall" "$OUT/ncu_stencil_vjp.txt" | head
   ;;
 quick)
   timeout 240 python3 -m pytest -q -p no:cacheprovider -rfE -n 4 tests/blocks/test_cuda.py tests/blocks/test_codegen.py \
