@@ -3,6 +3,7 @@
 # the GPU machine has no clang) and .whl (jax-md, pytest-xdist) carried:
 #   bash benchmarks/gpu_session10.sh stencil  blocks.py's stencil section (jax.jit and launch-only timings)
 #   bash benchmarks/gpu_session10.sh profile  the shared stencil's reverse kernel: its SASS, Nsight Compute of one launch at 8192^2
+#   bash benchmarks/gpu_session10.sh stalls   Nsight Compute's stall samples per SASS instruction of that kernel (and the plain one's)
 #   bash benchmarks/gpu_session10.sh quick    block CUDA and lane-combining tests, the SGEMM probe at 4096
 #   bash benchmarks/gpu_session10.sh bench    blocks.py (matmul at 4096, DOT, stencil)
 #   bash benchmarks/gpu_session10.sh tests    every GPU test folder, 6 pytest workers; random block kernels, GPU vs host
@@ -47,6 +48,16 @@ PY
     --section SchedulerStats --section SourceCounters --metrics sass__inst_executed_per_opcode --print-metric-instances values \
     python3 benchmarks/stencil_probe.py --sizes 8192 --reps 1 > "$OUT/ncu_stencil_vjp.txt" 2>&1
   echo "ncu exit $?" >> "$OUT/ncu_stencil_vjp.txt"; grep -E "Duration|Registers|Achieved Occupancy|Issued Instructions|ncu exit|Stall" "$OUT/ncu_stencil_vjp.txt" | head
+  ;;
+stalls)
+  for k in stencil_shared stencil_plain; do
+    timeout 200 ncu --clock-control none -k regex:$k.*vjp -c 1 --set full --import-source no -o "$OUT/$k" \
+      python3 benchmarks/stencil_probe.py --sizes 8192 --reps 1 > "$OUT/ncu_$k.log" 2>&1
+    echo "ncu exit $?" >> "$OUT/ncu_$k.log"; tail -2 "$OUT/ncu_$k.log"
+    ncu -i "$OUT/$k.ncu-rep" --page source --csv --print-source sass > "$OUT/${k}_source.csv" 2>&1
+    ncu -i "$OUT/$k.ncu-rep" --page details > "$OUT/${k}_details.txt" 2>&1
+    rm -f "$OUT/$k.ncu-rep"; wc -l "$OUT/${k}_source.csv"
+  done
   ;;
 quick)
   timeout 240 python3 -m pytest -q -p no:cacheprovider -rfE -n 4 tests/blocks/test_cuda.py tests/blocks/test_codegen.py \
