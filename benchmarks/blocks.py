@@ -322,10 +322,11 @@ def _timing(t) -> dict:
     return {"median_ms": t.median_ms, "spread_ms": t.spread_ms, "iqr_ms": t.q3_ms - t.q1_ms, "reps": t.reps}
 
 
-def time_launches(kernel, values: dict, grid: tuple, reps: int, gpu=None) -> dict:
+def time_launches(kernel, values: dict, grid: tuple, reps: int, gpu=None, edit_ptx=None) -> dict:
     """``kernel``'s GPU entry alone, launched through our runtime on one stream with the same timer:
     no JAX dispatch, no output allocation (sub-millisecond kernels are timed this way too). ``values``
-    holds every parameter (numpy arrays are uploaded once; repeated launches reuse them)."""
+    holds every parameter (numpy arrays are uploaded once; repeated launches reuse them).
+    ``edit_ptx``: a function of the PTX text, for experiments (benchmarks/stencil_ablation.py)."""
     from adoffload.codegen.abi import pack_slots
     from adoffload.codegen.rows import row_blocks
     from adoffload.launch import flat_values, proven_facts
@@ -340,7 +341,8 @@ def time_launches(kernel, values: dict, grid: tuple, reps: int, gpu=None) -> dic
     dev = gpu.upload({p.name: values[p.name] for p in kernel.signature.params})
     status = gpu.device.to_device(np.zeros(4, np.int64))
     try:
-        function = gpu.device.load_module(compiled.ptx).function(compiled.entry_name)
+        ptx = edit_ptx(compiled.ptx) if edit_ptx else compiled.ptx
+        function = gpu.device.load_module(ptx).function(compiled.entry_name)
         pointers = [dev[p.name].ptr if hasattr(dev[p.name], "ptr") else 0 for p in kernel.signature.params]
         slots = pack_slots(flat_values(kernel.signature, ordered, pointers), compiled.flat_types, grid, status.ptr)
         block = compiled.extra.get("block_threads") or function.auto_block_size()

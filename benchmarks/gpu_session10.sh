@@ -4,6 +4,7 @@
 #   bash benchmarks/gpu_session10.sh stencil  blocks.py's stencil section (jax.jit and launch-only timings)
 #   bash benchmarks/gpu_session10.sh profile  the shared stencil's reverse kernel: its SASS, Nsight Compute of one launch at 8192^2
 #   bash benchmarks/gpu_session10.sh stalls   Nsight Compute's stall samples per SASS instruction of that kernel (and the plain one's)
+#   bash benchmarks/gpu_session10.sh ablation the stencil reverse kernels timed with parts of their PTX removed (stencil_ablation.py)
 #   bash benchmarks/gpu_session10.sh quick    block CUDA and lane-combining tests, the SGEMM probe at 4096
 #   bash benchmarks/gpu_session10.sh bench    blocks.py (matmul at 4096, DOT, stencil)
 #   bash benchmarks/gpu_session10.sh tests    every GPU test folder, 6 pytest workers; random block kernels, GPU vs host
@@ -58,6 +59,12 @@ stalls)
     ncu -i "$OUT/$k.ncu-rep" --page details > "$OUT/${k}_details.txt" 2>&1
     rm -f "$OUT/$k.ncu-rep"; wc -l "$OUT/${k}_source.csv"
   done
+  ;;
+ablation)
+  for n in 4096 8192; do
+    timeout 120 python3 benchmarks/stencil_ablation.py --n $n >> "$OUT/ablation.txt" 2>&1; echo "ablation exit $?" >> "$OUT/ablation.txt"
+  done
+  cat "$OUT/ablation.txt"
   ;;
 quick)
   timeout 240 python3 -m pytest -q -p no:cacheprovider -rfE -n 4 tests/blocks/test_cuda.py tests/blocks/test_codegen.py \
