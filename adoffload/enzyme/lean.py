@@ -19,7 +19,9 @@ applied only where it is proven not to change any derivative:
   same location sees no stale seed. When the location cannot be stored twice in the whole launch
   -- every store to ``x`` outside loops, no store reachable from another (one per thread at
   most), at an index the race analysis (``parallel.py``) proves PRIVATE (injective across
-  threads) -- and ``x`` is a write-only Out array (no loads whose adjoints would add into
+  threads); or several stores per thread at rows ``a*t + c`` of one column with distinct ``c``
+  less than ``|a|`` apart (``AddressClassifier.disjoint_rows``: a stencil thread writing 4 rows)
+  -- and ``x`` is a write-only Out array (no loads whose adjoints would add into
   ``d_x``; an InOut's cleared seed is its input's gradient), the clearing stores are deleted and
   ``d_x`` becomes ``In``: read, never written.
 * **Gradients written (reverse mode).** For an In array ``a`` that the primal loads only outside
@@ -165,7 +167,8 @@ def stored_once(signature, body: Function, k: int, parallel: ParallelInfo) -> bo
     stores = _only_written(body.args[_array_arg(signature, signature.grid_rank, k)], body.users())
     if not stores or any(s.opcode != "store" for s in stores):
         return False
-    return _once_per_element(body, [(s, s.operands[1]) for s in stores], parallel)
+    accesses = [(s, s.operands[1]) for s in stores]
+    return _once_per_element(body, accesses, parallel) or _disjoint_rows_once(body, accesses, parallel)
 
 
 def loaded_by_own_thread(signature, body: Function, k: int, parallel: ParallelInfo) -> bool:
@@ -209,6 +212,23 @@ def _once_per_element(body: Function, accesses: list, parallel: ParallelInfo) ->
             return False
     classifier = AddressClassifier(parallel, dom, body.args, function=body)
     return all(classifier.classify(address, inst.parent) is AddressClass.PRIVATE for inst, address in accesses)
+
+
+def _disjoint_rows_once(body: Function, accesses: list, parallel: ParallelInfo) -> bool:
+    """Whether several stores per thread, outside loops, write distinct elements across the launch:
+    rows ``a * t + c`` of one column for distinct ``c`` less than ``|a|`` apart
+    (``AddressClassifier.disjoint_rows``; a thread writing 4 rows of a stencil's output)."""
+    blocks = reachable_blocks(body)
+    if any(inst.parent not in blocks for inst, _ in accesses):
+        return False
+    dom = Dominators(blocks)
+    try:
+        loops = LoopInfo(blocks, dom)
+    except DifferentiationError:           # irreducible: no claim
+        return False
+    if any(loops.in_loop(inst.parent) for inst, _ in accesses):
+        return False
+    return AddressClassifier(parallel, dom, body.args, function=body).disjoint_rows(accesses)
 
 
 def _reachable_from(block) -> set:

@@ -167,6 +167,62 @@ class AddressClassifier:
                     return True
         return False
 
+    def disjoint_rows(self, accesses: list) -> bool:
+        """Whether the (instruction, pointer) ``accesses`` -- each run at most once per thread (the
+        caller's part) -- touch pairwise distinct elements across every thread and access. Each
+        index is ``a * t + c`` for one thread index ``t`` (the only one: a 1-D index) or
+        ``(a * t + c) * stride + column`` (one uniform stride, one column below it and injective
+        in the other thread indices), with one root, ``t`` and ``a`` for all of them and constants
+        ``c`` distinct and less than ``|a|`` apart: a thread storing rows 4t .. 4t+3 of its
+        column, which no other thread or store reaches."""
+        forms = set()
+        offsets = []
+        for inst, pointer in accesses:
+            root, indices = _decompose(pointer)
+            element = _gep_element(pointer)
+            value = inst.operands[0] if inst.opcode == "store" else inst
+            if root is None or len(indices) != 1 or element is None or value.type != element:
+                return False
+            parts = self._row_major_parts(indices[0], inst.parent)
+            row, layout = (indices[0], "flat") if parts is None else (parts[0], parts[1:])
+            terms = _linear(row)
+            tids = [t for t in (terms or {}) if t != 1]
+            if not terms or len(tids) != 1 or tids[0] not in self.thread_args or terms[tids[0]] == 0:
+                return False
+            t = tids[0]
+            others = self.thread_args - {t}
+            if layout == "flat":
+                if others:
+                    return False
+            elif not self.injective(layout[1], others, inst.parent):
+                return False
+            shape = "flat" if layout == "flat" else (_structure(layout[0]), _structure(layout[1]))
+            forms.add((id(root), element, shape, t, terms[t]))
+            offsets.append(terms.get(1, 0))
+        if len(forms) != 1:
+            return False
+        a = next(iter(forms))[4]
+        return len(set(offsets)) == len(offsets) and max(offsets) - min(offsets) < abs(a)
+
+    def _row_major_parts(self, index: Value, at: Block):
+        """``(row, stride, column)`` of ``index = row * stride + column`` with a uniform stride and
+        ``0 <= column < stride`` proven at ``at``, or None."""
+        v = _strip(index)
+        if isinstance(v, _SumOf) and len(v.parts) == 2:
+            terms = v.parts
+        elif isinstance(v, Instruction) and v.opcode == "add":
+            terms = v.operands
+        else:
+            return None
+        for product, column in ((terms[0], terms[1]), (terms[1], terms[0])):
+            product = _strip(product)
+            if not (isinstance(product, Instruction) and product.opcode == "mul"):
+                continue
+            for row, stride in ((product.operands[0], product.operands[1]), (product.operands[1], product.operands[0])):
+                if self.strictly_uniform(stride) and self.proven_below(column, stride, at):
+                    return row, stride, column
+        return None
+
     def proven_below(self, c: Value, bound: Value, at: Block) -> bool:
         """``0 <= c < bound`` holds at block ``at`` by dominating bounds checks."""
         facts = self._dominating_facts(at)
@@ -345,6 +401,12 @@ def _linear(v: Value, depth: int = 0) -> dict | None:
             return _linear(v.operands[0], depth + 1)
         if op in ("add", "sub"):
             return _combine([_linear(o, depth + 1) for o in v.operands], [1, 1 if op == "add" else -1])
+        if op == "or":          # ``(t << 2) | 3``: an add where the constant fits in known-zero low bits
+            for other, low in ((v.operands[0], v.operands[1]), (v.operands[1], v.operands[0])):
+                c = _const(low)
+                inner = _linear(other, depth + 1) if c is not None and c >= 0 else None
+                if inner is not None and all(k % (1 << c.bit_length()) == 0 for k in inner.values()):
+                    return _combine([inner, {1: c}], [1, 1])
         if op in ("mul", "shl"):
             k = _const(v.operands[1])
             other = v.operands[0]

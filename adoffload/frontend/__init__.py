@@ -27,7 +27,7 @@ class KernelSource:
     candidate_facts: frozenset   # {(param_index, dim, grid_axis)}: index == unmodified tid(axis)
     filename: str
     first_line: int
-    full_writes: frozenset = frozenset()   # {(param_index, axes)}: Out arrays written in full (coverage.py)
+    full_writes: frozenset = frozenset()   # {(param_index, ((axis, scale), ...))}: Out arrays written in full (coverage.py)
     block: tuple[int, ...] | None = None   # a block kernel's block shape (frontend/blocks.py)
     shared: tuple = ()                     # its SharedArray list, in body-argument order
 
@@ -55,7 +55,8 @@ def compile_kernel(pyfunc, *, bounds_check: bool = True, proven=frozenset(),
         check_uniform_collectives(source, names, arrays)
     KernelLowering(ctx, source, pyfunc, signature, block, tuple(shared), shared_index).lower()
     return KernelSource(signature, ctx.finish(), frozenset(ctx.candidate_facts),
-                        source.filename, source.first_line, full_writes(source.tree, signature),
+                        source.filename, source.first_line,
+                        full_writes(source.tree, signature, block, captured_names(pyfunc)),
                         block, tuple(shared))
 
 
