@@ -380,7 +380,7 @@ class Concrete:
         values = [self.value(o, env, depth + 1) for o in v.operands]
         if any(x is None for x in values):
             return None
-        return _apply(v, values, bits)
+        return apply_instruction(v, values, bits)
 
 
 def signed(x: int, bits: int) -> int:
@@ -396,7 +396,8 @@ def _truncated(a: int, b: int) -> int:
     return q if (a < 0) == (b < 0) else -q
 
 
-def _apply(v: Instruction, values: list[int], bits: int) -> int | None:
+def apply_instruction(v: Instruction, values: list[int], bits: int) -> int | None:
+    """``v``'s unsigned result at unsigned operand values ``values``, wrapping (None: undefined or not known)."""
     op, mask = v.opcode, (1 << bits) - 1
     if op in ("zext", "trunc"):
         return values[0] & mask

@@ -3,18 +3,22 @@
 A barrier (``sync_threads``, and the block operations, which hold barriers on every target) ends an
 interval. A *piece* is the code of a block between two of its barriers; an interval *starts* at the
 entry or right after a barrier, and its *region* is every piece that start reaches without passing
-another barrier. Two accesses may run in one interval when a start's region holds both, unless a
-block-uniform branch that runs at most once per interval (on no barrier-free cycle) separates
-them: every path from the start to one takes one side and every path to the other the other side,
-and all threads of a block take the same side (a loop around a barrier: its exit and its next trip).
+another barrier. Two accesses may run in one interval when a start's region holds both, unless the
+block-uniform branches that run at most once per interval (on no barrier-free cycle) separate
+them: all threads of a block take the same side of each, so one choice of sides must reach both
+(a loop around a barrier: its exit and its next trip; an inner loop's exit followed by the outer
+loop's exit, and the inner loop's next trip or the outer loop's: no choice reaches both).
 """
 from __future__ import annotations
+
+import itertools
 
 from .. import collectives
 from ..ir.core import Block, Function, Instruction
 
 # Calls after which every thread of the block has finished what it did before (they hold barriers).
 BOUNDARIES = frozenset({"sync_threads", "block_sum", "block_max", "block_broadcast", "block_first_thread"})
+_MAX_CHOSEN = 8             # uniform branches of one interval whose sides are enumerated together
 
 
 def is_boundary(inst: Instruction) -> bool:
@@ -38,13 +42,16 @@ class Intervals:
                 self.starts.setdefault(node, set()).add(start)
         self.unstable = _on_cycles([b for b in fn.blocks if not self.pieces[b]])
         self._sides: dict[tuple, dict] = {}
+        self._branches: dict[tuple, list] = {}       # per start: its uniform branches run once per interval
+        self._runs: dict[tuple, list] = {}           # per start: the pieces reached under each choice of their sides
 
     def node(self, inst: Instruction) -> tuple:
         block = inst.parent
         return block, sum(map(is_boundary, block.instructions[:block.instructions.index(inst)]))
 
     def _reach(self, start: tuple, banned) -> set:
-        """Pieces reachable from ``start`` without passing a barrier or the edge ``banned``."""
+        """Pieces reachable from ``start`` without passing a barrier or the edge(s) ``banned``."""
+        banned = banned if isinstance(banned, (set, frozenset)) else {banned}
         seen, todo = set(), [start]
         while todo:
             node = todo.pop()
@@ -53,32 +60,51 @@ class Intervals:
             seen.add(node)
             b, k = node
             if k == self.pieces[b]:
-                todo.extend((s, 0) for s in b.successors if (b, s) != banned)
+                todo.extend((s, 0) for s in b.successors if (b, s) not in banned)
         return seen
 
     def settle(self, divergence) -> None:
         """Which uniform branch sides each piece needs, per start (``divergence``: the uniformity analysis)."""
         for start, region in self.regions.items():
             needs: dict[tuple, set] = {}
+            branches = self._branches.setdefault(start, [])
             for b, k in region:
                 term = b.terminator
                 if k != self.pieces[b] or term is None or term.opcode != "br" or len(term.blocks) != 2 \
                         or term.blocks[0] is term.blocks[1] or b in self.unstable \
                         or divergence.is_varying(term.operands[0]):
                     continue
+                branches.append(b)
                 for side, target in zip((True, False), term.blocks):
                     for node in region - self._reach(start, (b, target)):
                         needs.setdefault(node, set()).add((id(b), side))
             self._sides[start] = needs
 
     def together(self, a: tuple, b: tuple) -> bool:
-        """Whether pieces ``a`` and ``b`` may run in one interval (after ``settle``)."""
+        """Whether pieces ``a`` and ``b`` may run in one interval (after ``settle``): no uniform
+        branch puts them on different sides, and one choice of sides of all of them reaches both
+        (the exit of an inner loop's last trip and the next trip of the outer loop: two branches)."""
         for start in self.starts.get(a, set()) & self.starts.get(b, set()):
             needs = self._sides.get(start, {})
             na, nb = needs.get(a, set()), needs.get(b, set())
-            if not any((branch, not side) in nb for branch, side in na):
+            if not any((branch, not side) in nb for branch, side in na) \
+                    and any(a in run and b in run for run in self._choices(start)):
                 return True
         return False
+
+    def _choices(self, start: tuple) -> list:
+        """The pieces reached from ``start`` under each choice of sides of its uniform branches (one
+        run: all threads of a block take one side of each, at most once in the interval); with more
+        than _MAX_CHOSEN branches, the whole region."""
+        if start not in self._runs:
+            branches = self._branches.get(start, [])
+            if len(branches) > _MAX_CHOSEN:
+                self._runs[start] = [self.regions[start]]
+            else:
+                self._runs[start] = [self._reach(start, {(b, b.terminator.blocks[1 if side else 0])
+                                                         for b, side in zip(branches, sides)})
+                                     for sides in itertools.product((True, False), repeat=len(branches))]
+        return self._runs[start]
 
 
 def _on_cycles(blocks: list[Block]) -> set[Block]:

@@ -44,11 +44,13 @@ from ..ir.cfg import dominator_sets
 from .shared_forms import Concrete, Forms, Lin, Modular, const_int, signed
 from .shared_guards import guards
 from .shared_intervals import Intervals
+from .shared_values import ValueSets, fold_constant_branches, prune_unreachable, symbol_inputs
 
 _NO_MEMORY = ("llvm.lifetime.", "llvm.assume", "llvm.dbg.", "llvm.experimental.noalias", "llvm.invariant.")
 _MAX_BOUND_CHOICES = 4
 _MAX_ENUMERATED_BYTES = 1 << 18
 _MAX_POINTS = 1 << 15
+_MAX_VALUE_COMBINATIONS = 256   # values of the symbols enumerated (_witness_per_value)
 UNREACHED = object()        # _offset: the thread cannot reach the pointer
 _MAX_PHI_DEPTH = 8          # pointer phis followed back through one another (loops end there)
 
@@ -135,7 +137,7 @@ class Access:
         self.node: tuple = ()                             # (block, piece): where it runs (shared_intervals.py)
         self.facts: list[tuple[Lin, str]] = []           # form <= 0 ("le") or == 0 ("eq") where it runs
         self.conditions: list[tuple[Value, bool]] = []    # the branch conditions (and sides) that dominate it
-        self._points = False
+        self._points: dict = {}                           # Proofs.points per fixed symbol values
 
     @property
     def writes(self) -> bool:
@@ -295,18 +297,7 @@ def _drop_failure_paths(fn: Function) -> None:
         fails = [_is_failure(s, status) for s in term.blocks]
         if fails[0] != fails[1]:
             term.operands, term.blocks = [], [term.blocks[1 if fails[0] else 0]]
-    reached, todo = set(), [fn.entry]
-    while todo:
-        b = todo.pop()
-        if b not in reached:
-            reached.add(b)
-            todo.extend(b.successors)
-    fn.blocks = [b for b in fn.blocks if b in reached]
-    for b in fn.blocks:
-        for phi in b.phis:
-            keep = [k for k, p in enumerate(phi.blocks) if p in reached and b in p.successors]
-            phi.operands = [phi.operands[k] for k in keep]
-            phi.blocks = [phi.blocks[k] for k in keep]
+    prune_unreachable(fn)
 
 
 # --- the proofs -----------------------------------------------------------------------------------
@@ -314,11 +305,12 @@ def _drop_failure_paths(fn: Function) -> None:
 class Proofs:
     """Whether two accesses can touch one byte from two different threads (module docstring)."""
 
-    def __init__(self, forms: Forms, facts: dict | None = None):
+    def __init__(self, forms: Forms, facts: dict | None = None, sets: ValueSets | None = None):
         self.forms = forms
         self.facts = facts or {}              # per block: guards(), to follow pointer phis
+        self.sets = sets or ValueSets()
         self.concrete = Concrete(forms)
-        self._opaque: set[int] = set()        # conditions found not to be functions of the thread alone
+        self._opaque: set = set()             # (condition, symbols given): not a function of those and the thread
 
     def conflict(self, a: Access, b: Access):
         """None when proven apart; else a witness (thread of ``a``, thread of ``b``) or () if none is known."""
@@ -332,7 +324,8 @@ class Proofs:
                 return None
         if a.size is None or b.size is None:
             return ()
-        return self._witness(a, b)
+        found = self._witness(a, b)
+        return self._witness_per_value(a, b) if found == () else found
 
     # -- the accesses of different threads lie apart (mixed radix) --
     def upper(self, x: Access, atom) -> int | None:
@@ -417,12 +410,15 @@ class Proofs:
         return False
 
     # -- no byte that one thread touches is touched by another (enumerated) --
-    def points(self, x: Access):
+    def points(self, x: Access, fixed: dict | None = None):
         """(uniform base form, [(thread, byte offset from the base)]) over every thread and trip count
-        where ``x`` may run, or None when they cannot be enumerated."""
-        if x._points is not False:
-            return x._points
-        x._points = None
+        where ``x`` may run, or None when they cannot be enumerated; ``fixed`` gives symbols ("v"
+        atoms) values (``_witness_per_value``)."""
+        fixed = fixed or {}
+        key = tuple(sorted(fixed.items(), key=str))
+        if key in x._points:
+            return x._points[key]
+        x._points[key] = None
         block = self.forms.block
         ks = {atom for f, _ in x.facts for atom in f.threads() if atom[0] == "k" and self.upper(x, atom) is not None}
         affine = x.offset is not None and not isinstance(x.offset, Modular) \
@@ -436,12 +432,13 @@ class Proofs:
         if any(top is None for top in tops.values()) or total > _MAX_POINTS:
             return None
         ks = sorted(ks, key=str)
-        base = x.offset.uniform() if affine else Lin()
+        base = _substitute(x.offset.uniform(), fixed) if affine else Lin()
         rel = Lin(x.offset.threads()) if affine else None
         found = []
         for thread in itertools.product(*map(range, block)):
             for trips in itertools.product(*(range(tops[k] + 1) for k in ks)):
                 env = {("t", a): v for a, v in enumerate(thread)}
+                env.update(fixed)
                 env.update(zip(ks, trips))
                 if not self._holds(x, env):
                     continue
@@ -451,8 +448,8 @@ class Proofs:
                 if offset is UNREACHED:
                     continue
                 found.append((thread, offset))
-        x._points = (base, found)
-        return x._points
+        x._points[key] = (base, found)
+        return x._points[key]
 
     def _holds(self, x: Access, env: dict) -> bool:
         """False when a fact or a condition dominating ``x`` is known false at ``env``."""
@@ -463,12 +460,13 @@ class Proofs:
             value = f.at(env)
             if value is not None and (value > 0 if kind == "le" else value != 0):
                 return False
+        given = tuple(atom for atom in env if atom[0] == "v")
         for condition, side in conditions:
-            if id(condition) in self._opaque:
+            if (id(condition), given) in self._opaque:
                 continue
             value = self.concrete.value(condition, env)
             if value is None:                  # it depends on more than the thread: ignore it (a superset)
-                self._opaque.add(id(condition))
+                self._opaque.add((id(condition), given))
                 continue
             if side is True or side is False:
                 if bool(value) != side:
@@ -501,8 +499,8 @@ class Proofs:
             p = p.operands[0]
         return total
 
-    def _witness(self, a: Access, b: Access):
-        pa, pb = self.points(a), self.points(b)
+    def _witness(self, a: Access, b: Access, fixed: dict | None = None):
+        pa, pb = self.points(a, fixed), self.points(b, fixed)
         if pa is None or pb is None:
             return ()
         shift = (pa[0] - pb[0]).constant()
@@ -519,6 +517,38 @@ class Proofs:
                         return owner, thread
         return None
 
+    def _witness_per_value(self, a: Access, b: Access):
+        """``_witness`` once per combination of values of the symbols that the two accesses' addresses
+        and guards are computed from and whose value sets are finite (shared_values.py: a bitonic
+        sort's stride): None when every combination is proven apart, else a witness or ()."""
+        roots = [a.pointer, b.pointer] + [c for c, _ in a.conditions + b.conditions]
+        for x in (a, b):
+            for f in [x.offset] + [f for f, _ in x.facts]:
+                roots += [self.forms.symbols[atom[1]] for atom in (f.coef if f is not None else ()) if atom[0] == "v"]
+        leaves, derived = symbol_inputs(self.forms, self.sets, roots)
+        choices = [(("v", id(v)), sorted(signed(e, v.type.bits) for e in self.sets.of(v))) for v in leaves]
+        count = 1
+        for _, values in choices:
+            count *= len(values)
+        if not choices or count > _MAX_VALUE_COMBINATIONS:
+            return ()
+        for combination in itertools.product(*(values for _, values in choices)):
+            fixed = dict(zip((atom for atom, _ in choices), combination))
+            for v in derived:                   # symbols computed from those: their atoms get values too
+                value = self.concrete.value(v, fixed)
+                if value is not None:
+                    fixed[("v", id(v))] = signed(value, v.type.bits)
+            found = self._witness(a, b, fixed)
+            if found is not None:
+                return found
+        return None
+
+
+def _substitute(f: Lin, fixed: dict) -> Lin:
+    """``f`` with the atoms that ``fixed`` gives values replaced by them."""
+    return Lin({a: c for a, c in f.coef.items() if a not in fixed},
+               f.const + sum(c * fixed[a] for a, c in f.coef.items() if a in fixed))
+
 
 # --- the check ------------------------------------------------------------------------------------
 
@@ -529,6 +559,8 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
     ``shared`` are the body's shared-array arguments, ``names`` their source names. ``fn`` (a body:
     status pointer last) is changed: its failure paths are dropped."""
     _drop_failure_paths(fn)
+    sets = ValueSets()
+    fold_constant_branches(fn, sets)
     intervals = Intervals(fn)
     dom = dominator_sets(fn)
     forms = Forms(fn, tids, block, intervals.unstable, dom)
@@ -547,7 +579,7 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
             root, offset = _pointer(forms.assuming(nonnegative), x.pointer, roots)
             if root is x.root and offset is not None and (x.offset is None or not isinstance(offset, Modular)):
                 x.offset = offset
-    proof = Proofs(forms, facts)
+    proof = Proofs(forms, facts, sets)
     for i, a in enumerate(accesses):
         for b in accesses[i:]:
             if _apart(a.root, b.root, roots) or not (a.writes or b.writes) or (a.kind == "atomic" == b.kind) \

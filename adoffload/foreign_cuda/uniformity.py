@@ -8,7 +8,7 @@ exchange in a block that only some threads of a block may reach, with the branch
 speculate.py makes what it can uniform and refuses the rest.
 
 A value is *varying* (may differ between the threads of a block) when it depends on
-``threadIdx`` (``tid % B``; ``tid / B``, ``blockIdx``, is uniform), on a lane id, an exchange, an
+``threadIdx`` (``tid % B``; ``tid / B``, ``blockIdx``, is uniform, as is ``tid >> k`` for ``B = 2^k``), on a lane id, an exchange, an
 atomic, a load from a varying address or from private memory, or is a phi joining paths of a
 varying branch. A block is *divergent* when a varying branch reaches it before reaching one
 of the branch's post-dominators (a join every thread reaches). Both grow together to a fixed
@@ -132,6 +132,9 @@ def _varies(inst: Instruction, varying: set[int], extents: dict, joins: set[Bloc
     if op == "udiv" and inst.operands[0] in extents and isinstance(inst.operands[1], Constant) \
             and inst.operands[1].value == extents[inst.operands[0]]:
         return False                                    # blockIdx: the same for the whole block
+    if op == "lshr" and inst.operands[0] in extents and isinstance(inst.operands[1], Constant) \
+            and inst.operands[1].value in range(64) and 1 << inst.operands[1].value == extents[inst.operands[0]]:
+        return False                                    # blockIdx of a power-of-two extent (udiv canonicalized)
     if op == "call":
         parsed = collectives.parse(getattr(inst.callee, "name", ""))
         if parsed is not None and parsed[0] not in ("warp_size",):

@@ -1,0 +1,249 @@
+"""Finite sets of the values an integer may take, for the race check (shared_races.py).
+
+A bitonic sort's stride starts at a power of two and is halved or doubled each trip of a loop
+holding a barrier; the race check sees it as one value alike for the block, of which nothing is
+known. ``ValueSets.of`` follows such a value back through phis, constants and arithmetic with
+constants to the finite set of bit patterns it may have ({1, 2, 4, ..., 32}); the check then
+enumerates the block's threads once per element. Any other leaf (a parameter, a load, a thread
+index, a call) gives None: unknown.
+
+The sets over-approximate every value that is not poison: a result that an operation's flags
+make poison (``shl nsw`` overflowing, ``lshr exact`` dropping ones, a shift by the width or more)
+or a division by zero (undefined behaviour) is left out, since a poison stride used in an address
+or a branch is undefined behaviour itself. A phi's value along an edge of a conditional branch
+keeps only the elements for which the branch takes that edge, when the condition is a function
+of that incoming value alone (``for (s = 2; s <= 64; s <<= 1)``: the back edge carries 4 to 64).
+
+``fold_constant_branches`` turns a conditional branch whose condition has one possible value into
+a jump: ``for (stride = size >> 1; stride > 0; ...)`` with ``size`` in {2, ..., 64} always enters,
+so the loop around it has no barrier-free path back (shared_intervals.py).
+"""
+from __future__ import annotations
+
+import itertools
+
+from ..ir.core import Block, Constant, Function, Instruction, IntType, PointerType, Value
+from .shared_forms import apply_instruction, signed
+
+MAX_VALUES = 80              # more possible values than this: unknown
+_MAX_SLICE = 200             # instructions followed back from one value
+_MAX_DEPTH = 12              # depth of a branch condition evaluated from one incoming value
+_ARITHMETIC = frozenset({"add", "sub", "mul", "shl", "lshr", "ashr", "udiv", "sdiv", "urem", "srem", "and", "or",
+                         "xor", "zext", "sext", "trunc", "icmp", "select", "phi"})
+
+
+def _poison(v: Instruction, values: list[int], bits: int) -> bool:
+    """Whether ``v`` is poison (or undefined) at operand values ``values`` (unsigned bit patterns)."""
+    op, flags = v.opcode, v.flags
+    if op in ("shl", "lshr", "ashr") and values[1] >= bits:
+        return True
+    if op in ("udiv", "sdiv", "urem", "srem") and values[1] == 0:
+        return True
+    if op in ("add", "sub", "mul", "shl") and ("nuw" in flags or "nsw" in flags):
+        a, b = values
+        if op == "shl":
+            exact_u, exact_s = a << b, signed(a, bits) << b
+        else:
+            f = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y}[op]
+            exact_u, exact_s = f(a, b), f(signed(a, bits), signed(b, bits))
+        if "nuw" in flags and not 0 <= exact_u < 1 << bits:
+            return True
+        if "nsw" in flags and not -(1 << (bits - 1)) <= exact_s < 1 << (bits - 1):
+            return True
+    if op in ("lshr", "ashr", "udiv", "sdiv") and "exact" in flags:
+        d = 1 << values[1] if op in ("lshr", "ashr") else values[1]
+        return (signed(values[0], bits) if op == "sdiv" else values[0]) % d != 0
+    return False
+
+
+class ValueSets:
+    """``of(v)``: the unsigned bit patterns integer ``v`` may have, or None (module docstring)."""
+
+    def __init__(self):
+        self._memo: dict[int, frozenset | None] = {}
+
+    def of(self, v: Value) -> frozenset | None:
+        if id(v) not in self._memo:
+            self._memo[id(v)] = self._solve(v)
+        return self._memo[id(v)]
+
+    def _solve(self, v: Value) -> frozenset | None:
+        c = _constant(v)
+        if c is not None:
+            return frozenset({c})
+        slice_ = self._slice(v)
+        if slice_ is None:
+            return None
+        sets: dict[int, set] = {id(i): set() for i in slice_}
+        changed = True
+        while changed:
+            changed = False
+            for inst in slice_:
+                new = self._step(inst, sets)
+                if new is None:
+                    return None
+                mine = sets[id(inst)]
+                if not new <= mine:
+                    mine |= new
+                    changed = True
+                    if len(mine) > MAX_VALUES:
+                        return None
+        return frozenset(sets[id(v)])
+
+    def _slice(self, v: Value) -> list[Instruction] | None:
+        """The instructions ``v`` is computed from (None when a leaf is not a constant)."""
+        found, seen, todo = [], set(), [v]
+        while todo:
+            x = todo.pop()
+            if _constant(x) is not None or id(x) in seen:
+                continue
+            if not (isinstance(x, Instruction) and isinstance(x.type, IntType) and x.opcode in _ARITHMETIC):
+                return None
+            if x.opcode == "icmp" and not isinstance(x.operands[0].type, IntType):
+                return None
+            seen.add(id(x))
+            found.append(x)
+            if len(found) > _MAX_SLICE:
+                return None
+            todo.extend(x.operands[1:] if x.opcode == "select" else x.operands)   # either side, whatever chose
+        return found
+
+    def _step(self, inst: Instruction, sets: dict) -> set | None:
+        """The values ``inst`` takes where its operands take the values found so far."""
+        def values(o):
+            c = _constant(o)
+            return {c} if c is not None else sets[id(o)]
+        if inst.opcode == "phi":
+            out = set()
+            for o, pred in zip(inst.operands, inst.blocks):
+                out |= _along(values(o), o, pred, inst.parent)
+            return out
+        if inst.opcode == "select":
+            return values(inst.operands[1]) | values(inst.operands[2])
+        operand_sets = [values(o) for o in inst.operands]
+        total = 1
+        for s in operand_sets:
+            total *= len(s)
+        if total > MAX_VALUES * MAX_VALUES:
+            return None
+        bits = inst.type.bits
+        out = set()
+        for combo in itertools.product(*operand_sets):
+            if _poison(inst, list(combo), bits):
+                continue
+            x = apply_instruction(inst, list(combo), bits)
+            if x is None:
+                return None
+            out.add(x)
+        return out
+
+
+def _constant(v: Value) -> int | None:
+    """The unsigned bit pattern of an integer constant."""
+    if isinstance(v, Constant) and v.kind == "scalar" and isinstance(v.value, (int, bool)) \
+            and isinstance(v.type, IntType):
+        return int(v.value) % (1 << v.type.bits)
+    return None
+
+
+def _along(elements: set, value: Value, pred: Block, block: Block) -> set:
+    """The elements of ``value`` for which the branch ending ``pred`` goes to ``block``."""
+    term = pred.terminator
+    if term is None or term.opcode != "br" or len(term.blocks) != 2 or term.blocks[0] is term.blocks[1]:
+        return set(elements)
+    side = term.blocks[0] is block
+    kept = set()
+    for e in elements:
+        taken = _evaluate(term.operands[0], value, e, 0)
+        if taken is None or bool(taken) == side:
+            kept.add(e)
+    return kept
+
+
+def _evaluate(v: Value, x: Value, e: int, depth: int) -> int | None:
+    """``v`` where ``x`` is ``e``, if it depends on nothing else (None otherwise, or where poison)."""
+    if v is x:
+        return e
+    c = _constant(v)
+    if c is not None:
+        return c
+    if depth > _MAX_DEPTH or not (isinstance(v, Instruction) and isinstance(v.type, IntType)) \
+            or v.opcode in ("phi", "select") or v.opcode not in _ARITHMETIC:
+        return None
+    operands = [_evaluate(o, x, e, depth + 1) for o in v.operands]
+    if any(o is None for o in operands) or _poison(v, operands, v.type.bits):
+        return None
+    return apply_instruction(v, operands, v.type.bits)
+
+
+def fold_constant_branches(fn: Function, sets: ValueSets) -> None:
+    """Branches whose condition has one possible value become jumps; unreachable blocks go."""
+    for b in fn.blocks:
+        term = b.terminator
+        if term is None or term.opcode != "br" or len(term.blocks) != 2 or term.blocks[0] is term.blocks[1]:
+            continue
+        found = sets.of(term.operands[0])
+        if found is not None and len(found) == 1:
+            term.operands, term.blocks = [], [term.blocks[0 if next(iter(found)) else 1]]
+    prune_unreachable(fn)
+
+
+def prune_unreachable(fn: Function) -> None:
+    """Drop the blocks no path from the entry reaches, and phi entries of edges that are gone."""
+    reached, todo = set(), [fn.entry]
+    while todo:
+        b = todo.pop()
+        if b not in reached:
+            reached.add(b)
+            todo.extend(b.successors)
+    fn.blocks = [b for b in fn.blocks if b in reached]
+    for b in fn.blocks:
+        for phi in b.phis:
+            keep = [k for k, p in enumerate(phi.blocks) if p in reached and b in p.successors]
+            phi.operands = [phi.operands[k] for k in keep]
+            phi.blocks = [phi.blocks[k] for k in keep]
+
+
+def symbol_inputs(forms, sets: ValueSets, roots: list[Value]) -> tuple[list[Instruction], list[Instruction]]:
+    """The symbols (values alike for the block, shared_forms.py's "v" atoms) with finite value sets
+    that ``roots`` (addresses, branch conditions) are computed from, with the thread's index and
+    constants: (leaves: phis and selects, derived: the symbols computed from them, which
+    shared_forms.Concrete evaluates once the leaves have values). A root that also depends on
+    anything else (loaded data, a parameter) is left out: it stays unknown whatever they are."""
+    leaves, derived = {}, {}
+    for root in roots:
+        mine, theirs = _inputs(forms, sets, root)
+        if mine is not None:
+            leaves.update(mine)
+            derived.update(theirs)
+    return list(leaves.values()), list(derived.values())
+
+
+def _inputs(forms, sets: ValueSets, root: Value):
+    leaves, derived, seen, todo = {}, {}, set(), [(root, 0)]
+    while todo:
+        v, depth = todo.pop()
+        if _constant(v) is not None or id(v) in seen:
+            continue
+        seen.add(id(v))
+        if not isinstance(v, Instruction):
+            if v in forms.tids or isinstance(v.type, PointerType):
+                continue
+            return None, None
+        if depth > _MAX_SLICE:
+            return None, None
+        got = forms.eval(v) if isinstance(v.type, IntType) else None
+        own = got is not None and got[0].coef == {("v", id(v)): 1} and got[0].const == 0
+        if own and v.opcode in ("phi", "select"):
+            if sets.of(v) is None:
+                return None, None
+            leaves[id(v)] = v
+            continue
+        if v.opcode not in _ARITHMETIC - {"phi", "select"} and v.opcode != "getelementptr" \
+                and not (v.opcode == "phi" and not isinstance(v.type, IntType)):
+            return None, None                  # loaded data, a call, a phi varying between threads
+        if own:
+            derived[id(v)] = v
+        todo.extend((o, depth + 1) for o in v.operands)
+    return leaves, derived
+
