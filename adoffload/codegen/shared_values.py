@@ -28,6 +28,7 @@ from .shared_forms import apply_instruction, signed
 MAX_VALUES = 80              # more possible values than this: unknown
 _MAX_SLICE = 200             # instructions followed back from one value
 _MAX_DEPTH = 12              # depth of a branch condition evaluated from one incoming value
+_MAX_BASES = 4               # values followed back from a phi's incoming value to what its branch tests
 _ARITHMETIC = frozenset({"add", "sub", "mul", "shl", "lshr", "ashr", "udiv", "sdiv", "urem", "srem", "and", "or",
                          "xor", "zext", "sext", "trunc", "icmp", "select", "phi"})
 
@@ -116,7 +117,7 @@ class ValueSets:
         if inst.opcode == "phi":
             out = set()
             for o, pred in zip(inst.operands, inst.blocks):
-                out |= _along(values(o), o, pred, inst.parent)
+                out |= _along(values(o), o, pred, inst.parent, sets)
             return out
         if inst.opcode == "select":
             return values(inst.operands[1]) | values(inst.operands[2])
@@ -146,32 +147,54 @@ def _constant(v: Value) -> int | None:
     return None
 
 
-def _along(elements: set, value: Value, pred: Block, block: Block) -> set:
-    """The elements of ``value`` for which the branch ending ``pred`` goes to ``block``."""
+def _along(elements: set, value: Value, pred: Block, block: Block, sets: dict) -> set:
+    """The elements of ``value`` for which the branch ending ``pred`` goes to ``block``, when the
+    branch condition is a function of ``value`` or of a value it is computed from with constants,
+    all in ``pred`` (``for (s = 2; s < 64; s <<= 1)``: the back edge carries ``s << 1`` where ``s < 64``)."""
     term = pred.terminator
     if term is None or term.opcode != "br" or len(term.blocks) != 2 or term.blocks[0] is term.blocks[1]:
         return set(elements)
-    side = term.blocks[0] is block
-    kept = set()
-    for e in elements:
-        taken = _evaluate(term.operands[0], value, e, 0)
-        if taken is None or bool(taken) == side:
-            kept.add(e)
-    return kept
+    side, condition = term.blocks[0] is block, term.operands[0]
+    base = value
+    for _ in range(_MAX_BASES):
+        # both computed in ``pred`` from one instance of the base
+        if _evaluate(condition, base, None, 0, probe=True, within=pred) \
+                and _evaluate(value, base, None, 0, probe=True, within=pred):
+            source = elements if base is value else sets[id(base)]
+            kept = set()
+            for e in source:
+                taken = _evaluate(condition, base, e, 0)
+                x = _evaluate(value, base, e, 0)
+                if x is None:                   # poison where e is: not carried
+                    continue
+                if taken is None or bool(taken) == side:
+                    kept.add(x)
+            return kept
+        inputs = [o for o in getattr(base, "operands", []) if _constant(o) is None]
+        if not (isinstance(base, Instruction) and base.opcode in _ARITHMETIC - {"phi", "select", "icmp"}
+                and len(inputs) == 1 and id(inputs[0]) in sets):
+            break
+        base = inputs[0]
+    return set(elements)
 
 
-def _evaluate(v: Value, x: Value, e: int, depth: int) -> int | None:
-    """``v`` where ``x`` is ``e``, if it depends on nothing else (None otherwise, or where poison)."""
+def _evaluate(v: Value, x: Value, e: int | None, depth: int, probe: bool = False, within: Block | None = None):
+    """``v`` where ``x`` is ``e``, if it depends on nothing else (None otherwise, or where poison);
+    ``probe``: only whether it depends on nothing else (and is computed in block ``within``, if given)."""
     if v is x:
-        return e
+        return True if probe else e
     c = _constant(v)
     if c is not None:
-        return c
+        return True if probe else c
     if depth > _MAX_DEPTH or not (isinstance(v, Instruction) and isinstance(v.type, IntType)) \
-            or v.opcode in ("phi", "select") or v.opcode not in _ARITHMETIC:
+            or v.opcode in ("phi", "select") or v.opcode not in _ARITHMETIC or (within and v.parent is not within):
         return None
-    operands = [_evaluate(o, x, e, depth + 1) for o in v.operands]
-    if any(o is None for o in operands) or _poison(v, operands, v.type.bits):
+    operands = [_evaluate(o, x, e, depth + 1, probe, within) for o in v.operands]
+    if any(o is None for o in operands):
+        return None
+    if probe:
+        return True
+    if _poison(v, operands, v.type.bits):
         return None
     return apply_instruction(v, operands, v.type.bits)
 
