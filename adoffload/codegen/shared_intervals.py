@@ -29,9 +29,11 @@ def is_boundary(inst: Instruction) -> bool:
 
 
 class Intervals:
-    """Pieces, interval starts and regions of ``fn``; ``unstable``: blocks on barrier-free cycles."""
+    """Pieces, interval starts and regions of ``fn``; ``unstable``: blocks on barrier-free cycles
+    (``never_taken(pred, block, succ)``: ``block`` entered from ``pred`` never goes on to ``succ``,
+    so no cycle takes those two edges in a row: shared_values.ValueSets.never_taken)."""
 
-    def __init__(self, fn: Function):
+    def __init__(self, fn: Function, never_taken=None):
         self.pieces = {b: sum(map(is_boundary, b.instructions)) for b in fn.blocks}
         self.regions: dict[tuple, set] = {}
         self.starts: dict[tuple, set] = {}
@@ -40,7 +42,7 @@ class Intervals:
             self.regions[start] = region
             for node in region:
                 self.starts.setdefault(node, set()).add(start)
-        self.unstable = _on_cycles([b for b in fn.blocks if not self.pieces[b]])
+        self.unstable = _on_cycles([b for b in fn.blocks if not self.pieces[b]], never_taken)
         self._sides: dict[tuple, dict] = {}
         self._branches: dict[tuple, list] = {}       # per start: its uniform branches run once per interval
         self._runs: dict[tuple, list] = {}           # per start: the pieces reached under each choice of their sides
@@ -107,17 +109,28 @@ class Intervals:
         return self._runs[start]
 
 
-def _on_cycles(blocks: list[Block]) -> set[Block]:
-    """The blocks of ``blocks`` that lie on a cycle of ``blocks``."""
+def _on_cycles(blocks: list[Block], never_taken=None) -> set[Block]:
+    """The blocks of ``blocks`` that lie on a cycle of ``blocks`` that ``never_taken`` allows (a walk
+    over edges: entering a block from one predecessor may rule out some of its exits)."""
     inside = set(blocks)
+
+    def allowed(p: Block, b: Block, s: Block) -> bool:
+        return never_taken is None or not never_taken(p, b, s)
+
     found = set()
     for b in blocks:
-        seen, todo = set(), [s for s in b.successors if s in inside]
-        while todo:
-            x = todo.pop()
-            if x not in seen:
-                seen.add(x)
-                todo.extend(s for s in x.successors if s in inside)
-        if b in seen:
-            found.add(b)
+        for first in b.successors:
+            if first not in inside or b in found:
+                continue
+            seen, todo = set(), [(b, first)]
+            while todo:
+                edge = todo.pop()
+                if edge in seen:
+                    continue
+                seen.add(edge)
+                p, x = edge
+                if x is b and allowed(p, b, first):
+                    found.add(b)
+                    break
+                todo.extend((x, s) for s in x.successors if s in inside and allowed(p, x, s))
     return found

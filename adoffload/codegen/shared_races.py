@@ -305,10 +305,10 @@ def _drop_failure_paths(fn: Function) -> None:
 class Proofs:
     """Whether two accesses can touch one byte from two different threads (module docstring)."""
 
-    def __init__(self, forms: Forms, facts: dict | None = None, sets: ValueSets | None = None):
+    def __init__(self, forms: Forms, facts: dict, sets: ValueSets):
         self.forms = forms
         self.facts = facts or {}              # per block: guards(), to follow pointer phis
-        self.sets = sets or ValueSets()
+        self.sets = sets
         self.concrete = Concrete(forms)
         self._opaque: set = set()             # (condition, symbols given): not a function of those and the thread
 
@@ -526,7 +526,9 @@ class Proofs:
             for f in [x.offset] + [f for f, _ in x.facts]:
                 roots += [self.forms.symbols[atom[1]] for atom in (f.coef if f is not None else ()) if atom[0] == "v"]
         leaves, derived = symbol_inputs(self.forms, self.sets, roots)
-        choices = [(("v", id(v)), sorted(signed(e, v.type.bits) for e in self.sets.of(v))) for v in leaves]
+        conditions = a.conditions + b.conditions
+        choices = [(("v", id(v)), sorted(signed(e, v.type.bits) for e in self.sets.admitted(v, conditions)))
+                   for v in leaves]
         count = 1
         for _, values in choices:
             count *= len(values)
@@ -559,9 +561,9 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
     ``shared`` are the body's shared-array arguments, ``names`` their source names. ``fn`` (a body:
     status pointer last) is changed: its failure paths are dropped."""
     _drop_failure_paths(fn)
-    sets = ValueSets()
+    sets = ValueSets(fn)
     fold_constant_branches(fn, sets)
-    intervals = Intervals(fn)
+    intervals = Intervals(fn, sets.never_taken)
     dom = dominator_sets(fn)
     forms = Forms(fn, tids, block, intervals.unstable, dom)
     intervals.settle(forms.divergence)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 
 from ..ir.core import Block, Constant, Function, Instruction, IntType, PointerType, Value
+from ..ir.cfg import dominator_sets
 from .shared_forms import apply_instruction, signed
 
 MAX_VALUES = 80              # more possible values than this: unknown
@@ -60,8 +61,11 @@ def _poison(v: Instruction, values: list[int], bits: int) -> bool:
 class ValueSets:
     """``of(v)``: the unsigned bit patterns integer ``v`` may have, or None (module docstring)."""
 
-    def __init__(self):
+    def __init__(self, fn: Function):
         self._memo: dict[int, frozenset | None] = {}
+        self._preds = fn.predecessors()
+        self._dom = dominator_sets(fn)
+        self._kept: dict[tuple, bool] = {}
 
     def of(self, v: Value) -> frozenset | None:
         if id(v) not in self._memo:
@@ -121,7 +125,7 @@ class ValueSets:
             return out
         if inst.opcode == "select":
             return values(inst.operands[1]) | values(inst.operands[2])
-        operand_sets = [values(o) for o in inst.operands]
+        operand_sets = [self._entering(inst.parent, o, values(o), sets) for o in inst.operands]
         total = 1
         for s in operand_sets:
             total *= len(s)
@@ -139,6 +143,61 @@ class ValueSets:
         return out
 
 
+    def admitted(self, v: Value, conditions: list) -> set:
+        """The elements of ``of(v)`` for which each of ``conditions`` ((condition, side) pairs, as
+        shared_guards.py gives them: true where an access runs) that is a function of ``v`` alone
+        takes its side."""
+        kept = set(self.of(v))
+        for condition, side in conditions:
+            if side not in (True, False) or not _evaluate(condition, v, None, 0, probe=True):
+                continue
+            kept = {e for e in kept if _evaluate(condition, v, e, 0) in (None, int(side))}
+        return kept
+
+    def _entering(self, block: Block, value: Value, elements: set, sets: dict) -> set:
+        """``elements`` of ``value`` (defined outside ``block``) that the branches on it into the
+        blocks dominating ``block`` let through (``while (size <= 64) { ... size *= 2; }``: ``size``
+        is at most 64 where it is doubled), where ``value`` cannot be defined anew in between."""
+        if not isinstance(value, Instruction) or value.parent is block:
+            return elements
+        for q in self._dom.get(block, ()):
+            preds = self._preds.get(q, [])
+            if len(preds) == 1 and self._last_passed(value.parent, block, (preds[0], q)):
+                elements = _along(elements, value, preds[0], q, sets, keep_value=True)
+        return elements
+
+    def _last_passed(self, definition: Block, block: Block, edge: tuple) -> bool:
+        """Whether every path from ``definition`` to ``block`` takes ``edge``."""
+        key = (id(definition), id(block), id(edge[0]), id(edge[1]))
+        if key not in self._kept:
+            seen, todo = set(), [s for s in definition.successors if (definition, s) != edge]
+            while todo and block not in seen:
+                b = todo.pop()
+                if b not in seen:
+                    seen.add(b)
+                    todo.extend(s for s in b.successors if (b, s) != edge)
+            self._kept[key] = block not in seen
+        return self._kept[key]
+
+    def never_taken(self, pred: Block, block: Block, succ: Block) -> bool:
+        """Whether ``block``, entered from ``pred``, never branches to ``succ``: its condition is
+        computed in it from one of its phis, whose value from ``pred`` has a finite set none of
+        whose elements sends it there (``while stride > 0`` entered with ``stride = size // 2``)."""
+        term = block.terminator
+        if term is None or term.opcode != "br" or len(term.blocks) != 2 or term.blocks[0] is term.blocks[1]:
+            return False
+        condition, side = term.operands[0], succ is term.blocks[0]
+        for phi in block.phis:
+            if pred not in phi.blocks or not _evaluate(condition, phi, None, 0, probe=True, within=block):
+                continue
+            found = self.of(phi.operands[phi.blocks.index(pred)])
+            if found is None:
+                return False
+            taken = [_evaluate(condition, phi, e, 0) for e in found]
+            return all(t is not None and bool(t) != side for t in taken)
+        return False
+
+
 def _constant(v: Value) -> int | None:
     """The unsigned bit pattern of an integer constant."""
     if isinstance(v, Constant) and v.kind == "scalar" and isinstance(v.value, (int, bool)) \
@@ -147,10 +206,11 @@ def _constant(v: Value) -> int | None:
     return None
 
 
-def _along(elements: set, value: Value, pred: Block, block: Block, sets: dict) -> set:
+def _along(elements: set, value: Value, pred: Block, block: Block, sets: dict, keep_value: bool = False) -> set:
     """The elements of ``value`` for which the branch ending ``pred`` goes to ``block``, when the
     branch condition is a function of ``value`` or of a value it is computed from with constants,
-    all in ``pred`` (``for (s = 2; s < 64; s <<= 1)``: the back edge carries ``s << 1`` where ``s < 64``)."""
+    all in ``pred`` (``for (s = 2; s < 64; s <<= 1)``: the back edge carries ``s << 1`` where ``s < 64``);
+    ``keep_value``: only a condition on ``value`` itself (an operand of an instruction of ``block``)."""
     term = pred.terminator
     if term is None or term.opcode != "br" or len(term.blocks) != 2 or term.blocks[0] is term.blocks[1]:
         return set(elements)
@@ -170,6 +230,8 @@ def _along(elements: set, value: Value, pred: Block, block: Block, sets: dict) -
                 if taken is None or bool(taken) == side:
                     kept.add(x)
             return kept
+        if keep_value:
+            break
         inputs = [o for o in getattr(base, "operands", []) if _constant(o) is None]
         if not (isinstance(base, Instruction) and base.opcode in _ARITHMETIC - {"phi", "select", "icmp"}
                 and len(inputs) == 1 and id(inputs[0]) in sets):
