@@ -113,14 +113,22 @@ def _on_cycles(blocks: list[Block], never_taken=None) -> set[Block]:
     """The blocks of ``blocks`` that lie on a cycle of ``blocks`` that ``never_taken`` allows (a walk
     over edges: entering a block from one predecessor may rule out some of its exits)."""
     inside = set(blocks)
-
-    def allowed(p: Block, b: Block, s: Block) -> bool:
-        return never_taken is None or not never_taken(p, b, s)
-
     found = set()
     for b in blocks:
+        seen, todo = set(), [s for s in b.successors if s in inside]
+        while todo:
+            x = todo.pop()
+            if x not in seen:
+                seen.add(x)
+                todo.extend(s for s in x.successors if s in inside)
+        if b in seen:
+            found.add(b)
+    if never_taken is None or not found:
+        return found
+    inside, feasible = found, set()          # only blocks on cycles at all can be on allowed ones
+    for b in inside:
         for first in b.successors:
-            if first not in inside or b in found:
+            if first not in inside or b in feasible:
                 continue
             seen, todo = set(), [(b, first)]
             while todo:
@@ -129,8 +137,8 @@ def _on_cycles(blocks: list[Block], never_taken=None) -> set[Block]:
                     continue
                 seen.add(edge)
                 p, x = edge
-                if x is b and allowed(p, b, first):
-                    found.add(b)
+                if x is b and not never_taken(p, b, first):
+                    feasible.add(b)
                     break
-                todo.extend((x, s) for s in x.successors if s in inside and allowed(p, x, s))
-    return found
+                todo.extend((x, s) for s in x.successors if s in inside and not never_taken(p, x, s))
+    return feasible

@@ -66,6 +66,7 @@ class ValueSets:
         self._preds = fn.predecessors()
         self._dom = dominator_sets(fn)
         self._kept: dict[tuple, bool] = {}
+        self._never: dict[tuple, bool] = {}
 
     def of(self, v: Value) -> frozenset | None:
         if id(v) not in self._memo:
@@ -183,6 +184,12 @@ class ValueSets:
         """Whether ``block``, entered from ``pred``, never branches to ``succ``: its condition is
         computed in it from one of its phis, whose value from ``pred`` has a finite set none of
         whose elements sends it there (``while stride > 0`` entered with ``stride = size // 2``)."""
+        key = (id(pred), id(block), id(succ))
+        if key not in self._never:
+            self._never[key] = self._never_taken(pred, block, succ)
+        return self._never[key]
+
+    def _never_taken(self, pred: Block, block: Block, succ: Block) -> bool:
         term = block.terminator
         if term is None or term.opcode != "br" or len(term.blocks) != 2 or term.blocks[0] is term.blocks[1]:
             return False
