@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import adoffload as ado
-from adoffload.errors import Error, SharedMemoryRaceError
+from adoffload.errors import DivergentBarrierError, Error, SharedMemoryRaceError
 
 REDUCTIONS = r"""
 __global__ void red_tree(const float* x, float* out, unsigned int n) {
@@ -360,3 +360,147 @@ def test_a_tree_reduction_whose_start_is_a_parameter_is_accepted_and_an_overlap_
     np.testing.assert_allclose(out, x.reshape(2, 64).sum(1), rtol=1e-13)
     with pytest.raises(SharedMemoryRaceError, match=r"race on 'S'"):
         _compile(HALVING_FROM_A_PARAMETER.replace("S[t + h]", "S[t + h - 1]"), tmp_path)
+
+
+SORTS = r"""
+#define STEP(stride) { unsigned pos = 2 * t - (t & ((stride) - 1)); float a = s[pos], b = s[pos + (stride)]; \
+                       if (a > b) { s[pos] = b; s[pos + (stride)] = a; } }
+#define LOAD160 unsigned t = threadIdx.x; float* y = x + blockIdx.x * 160; __shared__ float s[160]; \
+                s[t] = y[t]; s[t + 64] = y[t + 64]; if (t < 32) s[t + 128] = y[t + 128];
+#define STORE160 __syncthreads(); y[t] = s[t]; y[t + 64] = s[t + 64]; if (t < 32) y[t + 128] = s[t + 128];
+// the CUDA samples' index: {pos, pos + stride} are apart between threads for a power-of-two stride
+__global__ void samples_pow2(float* x) {
+  LOAD160
+  for (unsigned stride = 32; stride > 0; stride >>= 1) { __syncthreads(); STEP(stride) }
+  STORE160
+}
+__global__ void samples_odd_strides(float* x) {          // 24, 12, 6, 3: at 24, threads 8 and 16 share s[16]
+  LOAD160
+  for (unsigned stride = 24; stride >= 3; stride >>= 1) { __syncthreads(); STEP(stride) }
+  STORE160
+}
+__global__ void samples_stride_from_a_parameter(float* x, int start) {   // nothing known of start
+  LOAD160
+  for (unsigned stride = start; stride > 0; stride >>= 1) { __syncthreads(); STEP(stride) }
+  STORE160
+}
+__global__ void samples_stride_loaded(float* x, const int* starts) {     // alike for the block, unknown
+  LOAD160
+  for (unsigned stride = starts[0]; stride > 0; stride >>= 1) { __syncthreads(); STEP(stride) }
+  STORE160
+}
+// partner = t ^ stride: under partner > t one thread of each pair {t, t ^ stride} touches it, any stride
+__global__ void xor_guarded_odd_strides(float* x) {
+  __shared__ float s[64];
+  int t = threadIdx.x;
+  s[t] = x[blockIdx.x * 64 + t];
+  for (int stride = 48; stride >= 3; stride >>= 1) {
+    __syncthreads();
+    int partner = t ^ stride;
+    if (partner > t) { float a = s[t], b = s[partner]; if (a > b) { s[t] = b; s[partner] = a; } }
+  }
+  __syncthreads();
+  x[blockIdx.x * 64 + t] = s[t];
+}
+__global__ void xor_unguarded(float* x) {                 // both threads of a pair write both elements
+  __shared__ float s[64];
+  int t = threadIdx.x;
+  s[t] = x[blockIdx.x * 64 + t];
+  for (int stride = 32; stride > 0; stride >>= 1) {
+    __syncthreads();
+    int partner = t ^ stride;
+    float a = s[t], b = s[partner];
+    s[t] = fminf(a, b);
+    s[partner] = fmaxf(a, b);
+  }
+  __syncthreads();
+  x[blockIdx.x * 64 + t] = s[t];
+}
+// the last block's own step: a branch on blockIdx is uniform, but its side is one interval of its own
+__global__ void last_block_unsynchronized(const float* x, float* out, int n) {
+  __shared__ float s[64];
+  int t = threadIdx.x, i = blockIdx.x * 64 + t;
+  s[t] = i < n ? x[i] : 0.0f;
+  __syncthreads();
+  if (blockIdx.x == gridDim.x - 1) {
+    s[t] = s[t] * s[t];
+    if (i < n) out[i] = s[t] + s[63 - t];
+  } else {
+    out[i] = s[t];
+  }
+}
+__global__ void barrier_under_thread_branch(const float* x, float* out) {
+  __shared__ float s[64];
+  int t = threadIdx.x;
+  s[t] = x[t];
+  if (t < 32) { __syncthreads(); s[t] += s[t + 32]; }
+  __syncthreads();
+  out[t] = s[t];
+}
+__global__ void barrier_under_loaded_data(const float* x, float* out) {   // even where every x[t] > 0
+  __shared__ float s[64];
+  int t = threadIdx.x;
+  s[t] = x[t];
+  if (x[t] > 0.0f) { __syncthreads(); s[t] += s[63 - t]; }
+  __syncthreads();
+  out[t] = s[t];
+}
+"""
+
+
+def _samples_network(v, strides):
+    """numpy's run of the samples' compare-and-swap steps (64 threads, 160 elements per block)."""
+    v = v.reshape(-1, 160).copy()
+    for stride in strides:
+        for t in range(64):
+            pos = 2 * t - (t & (stride - 1))
+            a, b = v[:, pos].copy(), v[:, pos + stride].copy()
+            v[:, pos], v[:, pos + stride] = np.minimum(a, b), np.maximum(a, b)
+    return v.ravel()
+
+
+def _xor_network(v, strides):
+    v = v.reshape(-1, 64).copy()
+    for stride in strides:
+        for t in range(64):
+            p = t ^ stride
+            if p > t:
+                a, b = v[:, t].copy(), v[:, p].copy()
+                v[:, t], v[:, p] = np.minimum(a, b), np.maximum(a, b)
+    return v.ravel()
+
+
+def test_cuda_sorting_networks_are_proven_per_stride_and_their_races_refused():
+    """A stride halved from a power of two has the values {32, ..., 1}; the check enumerates the
+    threads once per value (codegen/shared_values.py). Odd strides race in the samples' index and
+    not in the xor pairing; a stride from a parameter or from memory is not known and stays refused."""
+    mod = ado.from_cuda(SORTS)
+    x = np.random.default_rng(4).standard_normal(320).astype(np.float32)
+    y = x.copy()
+    mod.kernel("samples_pow2", x=ado.InOut[ado.f32])(y, blocks=2, threads=64)
+    np.testing.assert_array_equal(y, _samples_network(x, [32, 16, 8, 4, 2, 1]))
+    y = x[:128].copy()
+    mod.kernel("xor_guarded_odd_strides", x=ado.InOut[ado.f32])(y, blocks=2, threads=64)
+    np.testing.assert_array_equal(y, _xor_network(x[:128], [48, 24, 12, 6, 3]))
+    with pytest.raises(SharedMemoryRaceError, match=r"race on 's'.*thread 16's read and thread 8's write"):
+        mod.kernel("samples_odd_strides", x=ado.InOut[ado.f32]).specialize((64,))
+    with pytest.raises(SharedMemoryRaceError, match=r"race on 's'"):
+        mod.kernel("samples_stride_from_a_parameter", x=ado.InOut[ado.f32], start=ado.i32).specialize((64,))
+    with pytest.raises(SharedMemoryRaceError, match=r"race on 's'"):
+        mod.kernel("samples_stride_loaded", x=ado.InOut[ado.f32], starts=ado.In[ado.i32]).specialize((64,))
+    with pytest.raises(SharedMemoryRaceError, match=r"race on 's'"):
+        mod.kernel("xor_unguarded", x=ado.InOut[ado.f32]).specialize((64,))
+
+
+def test_cuda_branches_holding_barriers():
+    """A branch on blockIdx is uniform (a barrier under it is legal: hunt2's last_block_tail) but
+    does not order what its own side does; a barrier under a branch on threadIdx or on data each
+    thread loads is refused even where every thread takes the same side."""
+    mod = ado.from_cuda(SORTS)
+    with pytest.raises(SharedMemoryRaceError, match=r"race on 's'.*s\[threadIdx\.x\]"):
+        mod.kernel("last_block_unsynchronized", x=ado.In[ado.f32], out=ado.Out[ado.f32], n=ado.i32).specialize((64,))
+    ones = np.ones(64, np.float32)
+    for name in ("barrier_under_thread_branch", "barrier_under_loaded_data"):
+        k = mod.kernel(name, x=ado.In[ado.f32], out=ado.Out[ado.f32])
+        with pytest.raises(DivergentBarrierError, match=r"__syncthreads\(\).*not uniform"):
+            k(ones, np.zeros(64, np.float32), blocks=1, threads=64)
