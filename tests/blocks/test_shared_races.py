@@ -504,3 +504,80 @@ def test_cuda_branches_holding_barriers():
         k = mod.kernel(name, x=ado.In[ado.f32], out=ado.Out[ado.f32])
         with pytest.raises(DivergentBarrierError, match=r"__syncthreads\(\).*not uniform"):
             k(ones, np.zeros(64, np.float32), blocks=1, threads=64)
+
+
+def _edit(source: str, old: str, new: str) -> str:
+    assert old in source, old
+    return source.replace(old, new)
+
+
+BITONIC = """
+@ado.kernel(block=64)
+def k(x: ado.InOut[ado.f64]):
+    i = ado.tid()
+    t = ado.thread_id()
+    S = ado.shared(64, ado.f64)
+    S[t] = x[i]
+    ado.sync_threads()
+    size = 2
+    while size <= 64:
+        stride = size // 2
+        while stride > 0:
+            partner = t ^ stride
+            if partner > t:
+                a = S[t]
+                b = S[partner]
+                if ((t & size) == 0 and a > b) or ((t & size) != 0 and a < b):
+                    S[t] = b
+                    S[partner] = a
+            ado.sync_threads()
+            stride = stride // 2
+        size = size * 2
+    x[i] = S[t]
+"""
+
+
+def test_our_bitonic_sort_is_accepted_and_its_unguarded_pairs_refused(tmp_path):
+    """``size`` doubles from 2 while at most 64 and ``stride`` halves from ``size // 2``: finite
+    value sets, so the check enumerates them; the inner loop, always entered, has no barrier-free
+    path back to the outer one. Without ``partner > t`` both threads of a pair swap: a race."""
+    k = _compile(BITONIC, tmp_path)
+    x = np.random.default_rng(5).standard_normal(128)
+    y = x.copy()
+    k(y, grid=128)
+    np.testing.assert_array_equal(y.reshape(2, 64), np.sort(x.reshape(2, 64), 1))
+    with pytest.raises(SharedMemoryRaceError, match=r"race on 'S'"):
+        _compile(_edit(BITONIC, "if partner > t:", "if partner >= 0:"), tmp_path)
+    with pytest.raises(SharedMemoryRaceError, match=r"race on 'S'"):        # stride 48, 24, 12, ...: not a pairing
+        _compile(_edit(BITONIC, "partner = t ^ stride", "partner = (t + stride) % 64"), tmp_path)
+
+
+LAST_BLOCK = """
+@ado.kernel(block=64)
+def k(x: ado.In[ado.f64], out: ado.Out[ado.f64], blocks: ado.i64):
+    i = ado.tid()
+    t = ado.thread_id()
+    S = ado.shared(64, ado.f64)
+    S[t] = x[i]
+    ado.sync_threads()
+    if ado.block_id() == blocks - 1:
+        S[t] = S[t] * S[t]
+        ado.sync_threads()
+        out[i] = S[t] + S[63 - t]
+    else:
+        out[i] = S[t] * S[(t + 1) % 64]
+"""
+
+
+def test_our_last_block_step_is_accepted_and_its_unsynchronized_form_refused(tmp_path):
+    """``block_id()`` is ``tid >> 6`` here, alike for the block: the barrier under the branch is
+    legal and the sides are apart; without that barrier the square and the mirrored read race."""
+    k = _compile(LAST_BLOCK, tmp_path)
+    x, out = np.random.default_rng(6).standard_normal(192), np.zeros(192)
+    k(x, out, 3, grid=192)
+    s = x.reshape(3, 64)
+    np.testing.assert_allclose(out, np.concatenate([(s[:2] * np.roll(s[:2], -1, 1)).ravel(),
+                                                    s[2] ** 2 + (s[2] ** 2)[::-1]]), rtol=1e-15)
+    with pytest.raises(SharedMemoryRaceError, match=r"race on 'S'"):
+        _compile(_edit(LAST_BLOCK, "        ado.sync_threads()\n        out[i] = S[t] + S", "        out[i] = S[t] + S"),
+                 tmp_path)
