@@ -51,6 +51,7 @@ _MAX_BOUND_CHOICES = 4
 _MAX_ENUMERATED_BYTES = 1 << 18
 _MAX_POINTS = 1 << 15
 _MAX_VALUE_COMBINATIONS = 256   # values of the symbols enumerated (_witness_per_value)
+_MAX_VALUE_POINTS = 1 << 17     # their count times the block's threads
 UNREACHED = object()        # _offset: the thread cannot reach the pointer
 _MAX_PHI_DEPTH = 8          # pointer phis followed back through one another (loops end there)
 
@@ -532,7 +533,10 @@ class Proofs:
         count = 1
         for _, values in choices:
             count *= len(values)
-        if not choices or count > _MAX_VALUE_COMBINATIONS:
+        threads = 1
+        for extent in self.forms.block:
+            threads *= extent
+        if not choices or count > _MAX_VALUE_COMBINATIONS or count * threads > _MAX_VALUE_POINTS:
             return ()
         for combination in itertools.product(*(values for _, values in choices)):
             fixed = dict(zip((atom for atom, _ in choices), combination))
