@@ -46,6 +46,8 @@ class Intervals:
         self._sides: dict[tuple, dict] = {}
         self._branches: dict[tuple, list] = {}       # per start: its uniform branches run once per interval
         self._runs: dict[tuple, list] = {}           # per start: the pieces reached under each choice of their sides
+        self._avoiding: dict[tuple, set] = {}        # (start, piece): the pieces reached without passing it
+        self._after: dict[tuple, set] = {}           # piece: the pieces reached after it in its interval
 
     def node(self, inst: Instruction) -> tuple:
         block = inst.parent
@@ -90,22 +92,73 @@ class Intervals:
             needs = self._sides.get(start, {})
             na, nb = needs.get(a, set()), needs.get(b, set())
             if not any((branch, not side) in nb for branch, side in na) \
-                    and any(a in run and b in run for run in self._choices(start)):
+                    and any(a in run and b in run for _, run in self._choices(start)):
                 return True
         return False
 
+    def same_instance(self, a: Instruction, b: Instruction, definition: Instruction) -> bool:
+        """Whether two threads at ``a`` and at ``b`` in one interval have the same instance of
+        ``definition`` (a value alike for the block, on no barrier-free cycle): under each choice of
+        sides of the uniform branches that reaches both, it runs before both on every path, or
+        before neither on any. (A loop whose barrier lies between its counter's uses: the write
+        after the barrier uses trip k's counter, the read before the next barrier trip k + 1's.)"""
+        d, na, nb = self.node(definition), self.node(a), self.node(b)
+        for start in self.starts.get(na, set()) & self.starts.get(nb, set()):
+            if d not in self.regions[start]:
+                continue
+            for banned, run in self._choices(start):
+                if na in run and nb in run and d in run:        # (where it does not run, neither has a new one)
+                    first = self._order(start, banned, d, definition, a)
+                    if first is None or first != self._order(start, banned, d, definition, b):
+                        return False
+        return True
+
+    def _order(self, start: tuple, banned: frozenset, d: tuple, definition: Instruction,
+               x: Instruction) -> bool | None:
+        """True: ``definition`` (in piece ``d``) runs before ``x`` on every path from ``start`` that
+        avoids the edges ``banned``; False: on none; None: on some."""
+        node = self.node(x)
+        if node == d:
+            block = x.parent.instructions
+            return block.index(definition) < block.index(x)
+        key = (start, banned, d)
+        if key not in self._avoiding:
+            self._avoiding[key] = self._pieces_from([start], d, banned)
+        if node not in self._avoiding[key]:
+            return True
+        if (d, banned) not in self._after:
+            b, k = d
+            self._after[(d, banned)] = self._pieces_from([(s, 0) for s in b.successors if (b, s) not in banned],
+                                                         None, banned) if k == self.pieces[b] else set()
+        return False if node not in self._after[(d, banned)] else None
+
+    def _pieces_from(self, todo: list, avoid, banned: frozenset) -> set:
+        """Pieces reachable from ``todo`` without passing a barrier, an edge of ``banned`` or piece ``avoid``."""
+        seen = set()
+        while todo:
+            n = todo.pop()
+            if n in seen or n == avoid:
+                continue
+            seen.add(n)
+            b, k = n
+            if k == self.pieces[b]:
+                todo.extend((s, 0) for s in b.successors if (b, s) not in banned)
+        return seen
+
     def _choices(self, start: tuple) -> list:
-        """The pieces reached from ``start`` under each choice of sides of its uniform branches (one
-        run: all threads of a block take one side of each, at most once in the interval); with more
-        than _MAX_CHOSEN branches, the whole region."""
+        """(banned edges, pieces reached) from ``start`` under each choice of sides of its uniform
+        branches (one run: all threads of a block take one side of each, at most once in the
+        interval); with more than _MAX_CHOSEN branches, the whole region."""
         if start not in self._runs:
             branches = self._branches.get(start, [])
             if len(branches) > _MAX_CHOSEN:
-                self._runs[start] = [self.regions[start]]
+                self._runs[start] = [(frozenset(), self.regions[start])]
             else:
-                self._runs[start] = [self._reach(start, {(b, b.terminator.blocks[1 if side else 0])
-                                                         for b, side in zip(branches, sides)})
-                                     for sides in itertools.product((True, False), repeat=len(branches))]
+                runs = []
+                for sides in itertools.product((True, False), repeat=len(branches)):
+                    banned = frozenset((b, b.terminator.blocks[1 if side else 0]) for b, side in zip(branches, sides))
+                    runs.append((banned, self._reach(start, banned)))
+                self._runs[start] = runs
         return self._runs[start]
 
 

@@ -306,15 +306,18 @@ def _drop_failure_paths(fn: Function) -> None:
 class Proofs:
     """Whether two accesses can touch one byte from two different threads (module docstring)."""
 
-    def __init__(self, forms: Forms, facts: dict, sets: ValueSets):
+    def __init__(self, forms: Forms, facts: dict, sets: ValueSets, intervals: Intervals):
         self.forms = forms
         self.facts = facts or {}              # per block: guards(), to follow pointer phis
-        self.sets = sets
+        self.sets, self.intervals = sets, intervals
         self.concrete = Concrete(forms)
         self._opaque: set = set()             # (condition, symbols given): not a function of those and the thread
 
     def conflict(self, a: Access, b: Access):
-        """None when proven apart; else a witness (thread of ``a``, thread of ``b``) or () if none is known."""
+        """None when proven apart; else a witness (thread of ``a``, thread of ``b``) or () if none is known.
+        A symbol both forms (or guards) name must have one instance for both (``_alike``)."""
+        if not self._alike(a, b, _symbol_ids(a) & _symbol_ids(b)):
+            return ()
         if a.size is not None and b.size is not None and a.offset is not None and b.offset is not None:
             diff = (a.offset - b.offset).uniform().constant()
             wraps = isinstance(a.offset, Modular) or isinstance(b.offset, Modular)
@@ -518,15 +521,24 @@ class Proofs:
                         return owner, thread
         return None
 
+    def _alike(self, a: Access, b: Access, ids) -> bool:
+        """Whether the symbols ``ids`` have one instance at ``a`` and at ``b`` in any interval."""
+        return all(self.intervals.same_instance(a.inst, b.inst, self.forms.symbols[i]) for i in ids
+                   if isinstance(self.forms.symbols[i], Instruction))
+
     def _witness_per_value(self, a: Access, b: Access):
         """``_witness`` once per combination of values of the symbols that the two accesses' addresses
         and guards are computed from and whose value sets are finite (shared_values.py: a bitonic
         sort's stride): None when every combination is proven apart, else a witness or ()."""
-        roots = [a.pointer, b.pointer] + [c for c, _ in a.conditions + b.conditions]
+        inputs = []
         for x in (a, b):
-            for f in [x.offset] + [f for f, _ in x.facts]:
-                roots += [self.forms.symbols[atom[1]] for atom in (f.coef if f is not None else ()) if atom[0] == "v"]
-        leaves, derived = symbol_inputs(self.forms, self.sets, roots)
+            roots = [x.pointer] + [c for c, _ in x.conditions] + [self.forms.symbols[i] for i in _symbol_ids(x)]
+            inputs.append(symbol_inputs(self.forms, self.sets, roots))
+        both = {id(v) for v in inputs[0][0] + inputs[0][1]} & {id(v) for v in inputs[1][0] + inputs[1][1]}
+        if not self._alike(a, b, {i for i in both if i in self.forms.symbols}):
+            return ()
+        leaves = list({id(v): v for v in inputs[0][0] + inputs[1][0]}.values())
+        derived = list({id(v): v for v in inputs[0][1] + inputs[1][1]}.values())
         conditions = a.conditions + b.conditions
         choices = [(("v", id(v)), sorted(signed(e, v.type.bits) for e in self.sets.admitted(v, conditions)))
                    for v in leaves]
@@ -548,6 +560,16 @@ class Proofs:
             if found is not None:
                 return found
         return None
+
+
+def _symbol_ids(x: Access) -> set:
+    """Ids of the symbols ("v" atoms, also inside permutations) of ``x``'s offset and facts."""
+    found = set()
+    for f in [x.offset] + [f for f, _ in x.facts]:
+        for atom in (f.coef if f is not None else ()):
+            inner = [a for a, _ in atom[3][0]] if atom[0] == "p" else [atom]
+            found |= {a[1] for a in inner if a[0] == "v"}
+    return found
 
 
 def _substitute(f: Lin, fixed: dict) -> Lin:
@@ -585,7 +607,7 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
             root, offset = _pointer(forms.assuming(nonnegative), x.pointer, roots)
             if root is x.root and offset is not None and (x.offset is None or not isinstance(offset, Modular)):
                 x.offset = offset
-    proof = Proofs(forms, facts, sets)
+    proof = Proofs(forms, facts, sets, intervals)
     for i, a in enumerate(accesses):
         for b in accesses[i:]:
             if _apart(a.root, b.root, roots) or not (a.writes or b.writes) or (a.kind == "atomic" == b.kind) \
