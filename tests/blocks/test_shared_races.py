@@ -429,6 +429,21 @@ __global__ void last_block_unsynchronized(const float* x, float* out, int n) {
     out[i] = s[t];
   }
 }
+// trip k's write (after the barrier) and trip k + 1's read (before the next one) share an interval:
+// thread t writes s[2t + k], thread t - 1 reads s[2(t - 1) + (k + 1) + 1], the same element
+__global__ void counter_between_uses(float* x, int steps) {
+  __shared__ float s[256];
+  int t = threadIdx.x;
+  s[2 * t] = x[t]; s[2 * t + 1] = x[t];
+  __syncthreads();
+  float acc = 0.f;
+  for (int k = 0; k < steps; ++k) {
+    acc += s[2 * t + k + 1];
+    __syncthreads();
+    s[2 * t + k] = acc;
+  }
+  x[t] = acc;
+}
 __global__ void barrier_under_thread_branch(const float* x, float* out) {
   __shared__ float s[64];
   int t = threadIdx.x;
@@ -493,10 +508,14 @@ def test_cuda_sorting_networks_are_proven_per_stride_and_their_races_refused():
 
 
 def test_cuda_branches_holding_barriers():
-    """A branch on blockIdx is uniform (a barrier under it is legal: hunt2's last_block_tail) but
-    does not order what its own side does; a barrier under a branch on threadIdx or on data each
-    thread loads is refused even where every thread takes the same side."""
+    """A loop counter stepped between a barrier and the next trip's read is two values in one
+    interval (accepted before: its two uses were taken as one value). A branch on blockIdx is
+    uniform (a barrier under it is legal: hunt2's last_block_tail) but does not order what its own
+    side does; a barrier under a branch on threadIdx or on data each thread loads is refused even
+    where every thread takes the same side."""
     mod = ado.from_cuda(SORTS)
+    with pytest.raises(SharedMemoryRaceError, match=r"race on 's'.*s\[2\*threadIdx\.x \+ %\w+ \+ 1\]"):
+        mod.kernel("counter_between_uses", x=ado.InOut[ado.f32], steps=ado.i32).specialize((64,))
     with pytest.raises(SharedMemoryRaceError, match=r"race on 's'.*s\[threadIdx\.x\]"):
         mod.kernel("last_block_unsynchronized", x=ado.In[ado.f32], out=ado.Out[ado.f32], n=ado.i32).specialize((64,))
     ones = np.ones(64, np.float32)
@@ -581,3 +600,45 @@ def test_our_last_block_step_is_accepted_and_its_unsynchronized_form_refused(tmp
     with pytest.raises(SharedMemoryRaceError, match=r"race on 'S'"):
         _compile(_edit(LAST_BLOCK, "        ado.sync_threads()\n        out[i] = S[t] + S", "        out[i] = S[t] + S"),
                  tmp_path)
+
+
+COUNTER_BETWEEN_USES = """
+@ado.kernel(block=64)
+def k(x: ado.InOut[ado.f64], steps: ado.i64):
+    i = ado.tid()
+    t = ado.thread_id()
+    S = ado.shared(256, ado.f64)
+    S[2 * t] = x[i]
+    S[2 * t + 1] = x[i]
+    S[2 * t + 128] = 0.0
+    S[2 * t + 129] = 0.0
+    ado.sync_threads()
+    acc = 0.0
+    j = 0
+    while j < steps:
+        acc += S[2 * t + j + 1]
+        ado.sync_threads()
+        S[2 * t + j] = acc
+        j += 1
+    x[i] = acc
+"""
+
+
+def test_a_counter_stepped_between_the_barrier_and_the_next_read_is_two_values(tmp_path):
+    """Trip j's write follows the barrier, trip j + 1's read precedes the next one: thread t - 1
+    reads S[2t + j] while thread t writes it. Taking both ``j`` as one value proved them apart
+    (parity); a barrier before the write's trip ends (or after the read) makes it race-free."""
+    with pytest.raises(SharedMemoryRaceError, match=r"race on 'S': the read of S\[2\*thread_id\(\) \+ %j\.0 \+ 1\]"):
+        _compile(COUNTER_BETWEEN_USES, tmp_path)
+    k = _compile(_edit(COUNTER_BETWEEN_USES, "        j += 1\n", "        j += 1\n        ado.sync_threads()\n"),
+                 tmp_path)
+    x = np.random.default_rng(7).standard_normal(64)
+    y = x.copy()
+    k(y, 3, grid=64)
+    s, want = np.repeat(x, 2).tolist() + [0.0] * 128, np.zeros(64)
+    for j in range(3):
+        reads = [s[2 * t + j + 1] for t in range(64)]
+        want += reads
+        for t in range(64):
+            s[2 * t + j] = want[t]
+    np.testing.assert_allclose(y, want, rtol=1e-15)
