@@ -10,8 +10,8 @@ every target. ``check_shared_races`` proves every pair of conflicting accesses a
 
 * **Intervals** (shared_intervals.py): a barrier (``sync_threads``, and the block operations, which
   hold barriers on every target) ends one. Two accesses may run in one interval when one barrier (or
-  the entry) reaches both without passing another barrier, and no block-uniform branch taken once
-  per interval puts them on different sides; accesses of different intervals never conflict.
+  the entry) reaches both without passing another barrier under one choice of sides of the
+  block-uniform branches taken once per interval; accesses of different intervals never conflict.
 * **Pairs**: in one interval, every two accesses of the same shared array (an access with itself
   included) of which one writes; two atomics do not race.
 * **Roots**: a shared-array argument, or a phi/select choosing whole arrays alike for the block
@@ -23,8 +23,11 @@ every target. ``check_shared_races`` proves every pair of conflicting accesses a
   difference of the rest: the accesses of two different threads lie apart (mixed-radix gap). (2) The byte ranges of
   the two accesses over all their threads are disjoint, with symbolic bounds (``if (t < s) s[t] +=
   s[t + s]``: elements [0, s) and [s, 2s)). (3) Enumeration of the block's threads and the trip
-  counts, the guards evaluated bit-exactly: no byte one thread touches is touched by another.
-  Anything else is refused.
+  counts, the guards evaluated bit-exactly: no byte one thread touches is touched by another; where
+  the addresses or guards depend on values alike for the block with finite value sets
+  (shared_values.py: a sorting network's stride), once per combination of their values.
+  A value alike for the block that both accesses name must be one instance for both in the interval
+  (``Intervals.same_instance``). Anything else is refused.
 * Failure paths of bounds checks and traps are ignored: a launch where one is taken raises.
 
 It relies on the assumption the uniformity analysis makes (foreign_cuda/uniformity.py): values
