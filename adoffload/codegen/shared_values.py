@@ -143,7 +143,6 @@ class ValueSets:
             out.add(x)
         return out
 
-
     def admitted(self, v: Value, conditions: list) -> set:
         """The elements of ``of(v)`` for which each of ``conditions`` ((condition, side) pairs, as
         shared_guards.py gives them: true where an access runs) that is a function of ``v`` alone

@@ -598,8 +598,7 @@ def test_our_last_block_step_is_accepted_and_its_unsynchronized_form_refused(tmp
     np.testing.assert_allclose(out, np.concatenate([(s[:2] * np.roll(s[:2], -1, 1)).ravel(),
                                                     s[2] ** 2 + (s[2] ** 2)[::-1]]), rtol=1e-15)
     with pytest.raises(SharedMemoryRaceError, match=r"race on 'S'"):
-        _compile(_edit(LAST_BLOCK, "        ado.sync_threads()\n        out[i] = S[t] + S", "        out[i] = S[t] + S"),
-                 tmp_path)
+        _compile(_edit(LAST_BLOCK, "S[t] * S[t]\n        ado.sync_threads()\n", "S[t] * S[t]\n"), tmp_path)
 
 
 COUNTER_BETWEEN_USES = """
