@@ -12,10 +12,10 @@ A value is *varying* (may differ between the threads of a block) when it depends
 ``B = 2^k``), on a lane id, an exchange, an atomic, a load from a varying address or from
 private memory, or is a phi joining paths of a varying branch. A block is *divergent* when a
 varying branch reaches it before reaching one of the branch's post-dominators (a join every
-thread reaches). Both grow together to a fixed
-point. It over-approximates, with one assumption: the kernel has no data races, so a load
-from an address that is the same for the whole block gives the whole block the same value (a
-broadcast through shared memory after a barrier, a parameter array read at blockIdx).
+thread reaches). Both grow together to a fixed point. It over-approximates, with one
+assumption: the kernel has no data races, so a load from an address that is the same for the
+whole block gives the whole block the same value (a broadcast through shared memory after a
+barrier, a parameter array read at blockIdx).
 """
 from __future__ import annotations
 
