@@ -27,7 +27,7 @@ from .. import ir as adoir
 from ..ir.builder import Builder
 from ..ir.core import FunctionType, Instruction, void
 from .block_ops import _exchange
-from .shared_batches import batch_definition, batch_group_adds
+from .shared_batches import batch_definition, batch_group_adds, shared_offset
 
 _TYPES = {"float": "f32", "double": "f64"}
 _OFFSETS = (1, 2, 4, 8, 16)
@@ -129,8 +129,8 @@ def aggregate_shared_adds(module_text: str, body_name: str, shared_args: range, 
     (parameters ``shared_args`` of the body) made calls of ``@adoffload.shared_fadd.<t>``, or of
     ``@adoffload.shared_fadd_group.<t>.<mask>`` where the ``block`` shape predicts which lanes add at
     one address (``_group_mask``), several such calls in a row batched (shared_batches.py); and the
-    forms used (``nvptx_definitions``' argument: masks, -1 for the plain form, ``(type, mask, n)``
-    for batches), empty when nothing was rewritten. With ``block`` given, adds whose lanes are apart
+    forms used (``nvptx_definitions``' argument: masks, -1 for the plain form, ``(type, mask, n,
+    checks)`` for batches), empty when nothing was rewritten. With ``block`` given, adds whose lanes are apart
     (``_lanes_apart``) stay plain atomics."""
     if "atomicrmw fadd" not in module_text:
         return module_text, frozenset()
@@ -174,9 +174,7 @@ entry:
   %whole = icmp eq i32 %active, -1
   br i1 %whole, label %check, label %general
 check:
-  %addr = ptrtoint ptr %a to i64
-  %lo = trunc i64 %addr to i32
-  %lane = call i32 @adoffload.lane_id()
+{shared_offset("%a", "%lo")}  %lane = call i32 @adoffload.lane_id()
   %leader = and i32 %lane, {~mask & 31}
   %leader.lo = call i32 @adoffload.exchange.idx(i32 %lo, i32 %leader)
   %same = icmp eq i32 %lo, %leader.lo
@@ -225,9 +223,7 @@ entry:
   %whole = icmp eq i32 %mask, -1
   br i1 %whole, label %match, label %plain
 match:
-  %addr = ptrtoint ptr %a to i64
-  %lo = trunc i64 %addr to i32
-  %same = call i32 @llvm.nvvm.match.any.sync.i32(i32 -1, i32 %lo)
+{shared_offset("%a", "%lo")}  %same = call i32 @llvm.nvvm.match.any.sync.i32(i32 -1, i32 %lo)
   %lane = call i32 @adoffload.lane_id()
   %me = shl i32 1, %lane
   %alone = icmp eq i32 %same, %me
@@ -248,6 +244,6 @@ done:
 }}
 """)
         out += [_group_definition(t, suffix, mask) for mask in sorted(m for m in masks if isinstance(m, int) and m > 0)]
-        out += [batch_definition(t, suffix, mask, n) for form, mask, n in sorted(m for m in masks if isinstance(m, tuple))
-                if form == suffix]
+        out += [batch_definition(t, suffix, mask, n, checks)
+                for form, mask, n, checks in sorted(m for m in masks if isinstance(m, tuple)) if form == suffix]
     return "".join(out)

@@ -15,9 +15,14 @@ values): ``d_Bs[k, tj + 16 n]`` summed over lane pairs ``tj``, ``tj + 16`` then 
 in different banks (the low and high halves would put both lanes' addresses in one bank).
 
 Batched are calls of one form in one basic block with nothing between them that touches memory
-or calls anything but pure math: the adds only move later past arithmetic. One exchange per value
-and one vote check the prediction that a group's lanes add at the same addresses; otherwise each
-value takes the general ``shared_fadd`` path. The result is the same set of float adds, summed in
+or calls anything but pure math: the adds only move later past arithmetic. One exchange per
+address and one vote check the prediction that a group's lanes add at the same addresses;
+otherwise each value takes the general ``shared_fadd`` path. An address that is a constant number
+of bytes from one already checked (``d_As[k, ti + 16 m]`` for every ``m``: the same root and
+variable terms, lane_combining.decompose) needs no exchange of its own: it is equal across the
+group's lanes exactly when that one is (the same difference, modulo 2^32 too). The exchanged
+value is the address in the shared window (``addrspacecast`` to ``addrspace(3)``: the calls
+get only pointers rooted in shared arrays), so no generic address is formed. The result is the same set of float adds, summed in
 another order (as the one-by-one group adds already do; deterministic kernels use ordered adds
 instead, ordered_shared.py)."""
 from __future__ import annotations
@@ -25,6 +30,7 @@ from __future__ import annotations
 from ..ir.builder import Builder
 from ..ir.core import FunctionType, Instruction, void
 from .block_ops import _exchange
+from .lane_combining import decompose
 
 GROUP_PREFIX = "adoffload.shared_fadd_group."
 BATCH_PREFIX = "adoffload.shared_fadd_batch."
@@ -43,7 +49,8 @@ def _callee(inst: Instruction) -> str:
 
 def batch_group_adds(module, fn) -> frozenset:
     """Replace runs of grouped adds of one form in ``fn`` (see the module docstring) by batch calls,
-    in chunks of 8, 4 and 2; returns the ``(type suffix, mask, n)`` forms used."""
+    in chunks of 8, 4 and 2; returns the ``(type suffix, mask, n, checks)`` forms used (``checks``:
+    bit i set when the i-th address is exchanged, ``checked_addresses``)."""
     forms = set()
     for block in fn.blocks:
         runs, current = [], []
@@ -66,12 +73,27 @@ def batch_group_adds(module, fn) -> frozenset:
     return frozenset(forms)
 
 
-def _batch(module, calls: list[Instruction]) -> tuple[str, int, int]:
+def checked_addresses(pointers) -> int:
+    """A bit per pointer that the batch must exchange to check: all but those a constant number of
+    bytes from an earlier one (the same root and variable terms: equal across lanes iff it is)."""
+    checks, seen = 0, set()
+    for i, p in enumerate(pointers):
+        parts = decompose(p)
+        key = parts[:2] if parts is not None else None
+        if key is None or key not in seen:
+            checks |= 1 << i
+        if key is not None:
+            seen.add(key)
+    return checks
+
+
+def _batch(module, calls: list[Instruction]) -> tuple[str, int, int, int]:
     suffix, mask = _callee(calls[0])[len(GROUP_PREFIX):].split(".")
     pointers = [c.operands[0] for c in calls]
     values = [c.operands[1] for c in calls]
     n = len(calls)
-    callee = module.get_or_declare(f"{BATCH_PREFIX}{suffix}.{mask}.{n}",
+    checks = checked_addresses(pointers)
+    callee = module.get_or_declare(f"{BATCH_PREFIX}{suffix}.{mask}.{n}.{checks}",
                                    FunctionType(void, tuple(p.type for p in pointers) + tuple(v.type for v in values)))
     b = Builder()
     b.position_before(calls[-1])
@@ -79,25 +101,34 @@ def _batch(module, calls: list[Instruction]) -> tuple[str, int, int]:
     b.call(callee, pointers + values)
     for c in calls:
         c.parent.instructions.remove(c)
-    return suffix, int(mask), n
+    return suffix, int(mask), n, checks
 
 
-def batch_definition(t: str, suffix: str, mask: int, n: int) -> str:
-    """``@adoffload.shared_fadd_batch.<suffix>.<mask>.<n>(ptr %p0.., t %v0..)``: the check, the
-    transposed reduction over the mask's lane bits, and each lane's adds of the sums it holds."""
+def shared_offset(pointer: str, out: str, width: int = 32) -> str:
+    """``out`` = the low ``width`` bits of ``pointer``'s address in the shared window (the pointer
+    is rooted in a shared array): no generic address is formed for it."""
+    return (f"  {out}.s = addrspacecast ptr {pointer} to ptr addrspace(3)\n"
+            f"  {out} = ptrtoint ptr addrspace(3) {out}.s to i{width}\n")
+
+
+def batch_definition(t: str, suffix: str, mask: int, n: int, checks: int) -> str:
+    """``@adoffload.shared_fadd_batch.<suffix>.<mask>.<n>.<checks>(ptr %p0.., t %v0..)``: the check
+    (an exchange of each address whose bit is in ``checks``), the transposed reduction over the
+    mask's lane bits, and each lane's adds of the sums it holds."""
     bits = [1 << k for k in range(5) if mask >> k & 1]
     ps = [f"%p{i}" for i in range(n)]
     vs = [f"%v{i}" for i in range(n)]
     params = ", ".join([f"ptr {p}" for p in ps] + [f"{t} {v}" for v in vs])
-    check = []
-    for i, p in enumerate(ps):
-        check.append(f"  %a{i} = ptrtoint ptr {p} to i64\n  %lo{i} = trunc i64 %a{i} to i32\n"
-                     f"  %l{i} = call i32 @adoffload.exchange.idx(i32 %lo{i}, i32 %leader)\n"
+    check, same = [], "true"
+    for i in (i for i, p in enumerate(ps) if checks >> i & 1):
+        check.append(shared_offset(ps[i], f"%lo{i}")
+                     + f"  %l{i} = call i32 @adoffload.exchange.idx(i32 %lo{i}, i32 %leader)\n"
                      f"  %s{i} = icmp eq i32 %lo{i}, %l{i}\n")
-    same = "%s0"
-    for i in range(1, n):
-        check.append(f"  %and{i} = and i1 {same}, %s{i}\n")
-        same = f"%and{i}"
+        if same == "true":
+            same = f"%s{i}"
+        else:
+            check.append(f"  %and{i} = and i1 {same}, %s{i}\n")
+            same = f"%and{i}"
     group, values, pointers, spread = [], list(vs), list(ps), []
     for bit in bits:
         if len(values) > 1:                     # keep half, send half: lanes of this bit split the values
@@ -126,7 +157,7 @@ def batch_definition(t: str, suffix: str, mask: int, n: int) -> str:
         first = "%first"
     adds = "".join(f"  %old{j} = atomicrmw fadd ptr {p}, {t} {v} monotonic\n" for j, (p, v) in enumerate(zip(pointers, values)))
     general = "".join(f"  call void @adoffload.shared_fadd.{suffix}(ptr {p}, {t} {v})\n" for p, v in zip(ps, vs))
-    return f"""define void @{BATCH_PREFIX}{suffix}.{mask}.{n}({params}) alwaysinline convergent nounwind {{
+    return f"""define void @{BATCH_PREFIX}{suffix}.{mask}.{n}.{checks}({params}) alwaysinline convergent nounwind {{
 entry:
   %active = call i32 @llvm.nvvm.activemask()
   %whole = icmp eq i32 %active, -1

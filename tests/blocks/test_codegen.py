@@ -202,11 +202,12 @@ def test_tile_adds_predict_their_lane_groups():
 
 
 
-@pytest.mark.parametrize("shape, forms", [("8x8", {("f32", 7, 4), ("f32", 24, 4)}),
-                                          ("16x16", {("f32", 15, 8), ("f32", 16, 8)})])
+@pytest.mark.parametrize("shape, forms", [("8x8", {("f32", 7, 4, 1), ("f32", 24, 4, 1)}),
+                                          ("16x16", {("f32", 15, 8, 1), ("f32", 16, 8, 1)})])
 def test_rows_of_tile_adds_are_batched(shape, forms):
     """The register tile's adjoint adds ``tm`` values in a row into each shadow tile: one batched call
-    per row and tile (codegen/shared_batches.py), which assembles."""
+    per row and tile (codegen/shared_batches.py), which assembles. The row's addresses are constant
+    offsets of one another: only the first is exchanged to check the lane groups (checks = 1)."""
     import adoffload as ado
     from adoffload.codegen.shared_atomics import aggregate_shared_adds
     from adoffload.ir import import_module
@@ -220,6 +221,35 @@ def test_rows_of_tile_adds_are_batched(shape, forms):
     assert "call void @\"adoffload.shared_fadd_group." not in text     # every row went into a batch
     if _have(tools.find_ptxas):
         nvptx.ptxas_check(reverse.compiled("nvptx", arch="sm_90").artifact, "sm_90")
+
+
+def _pointers(body: str):
+    """The pointer arguments of the calls of ``@use`` in a function of ``body`` (its ``ptr %s`` is a
+    shared array, ``i64 %t`` a thread index, ``i64 %k`` a counter, ``ptr %q`` a pointer table)."""
+    from adoffload.ir import import_module
+    text = (f"declare void @use(ptr)\ndefine void @f(ptr %s, i64 %t, i64 %k, ptr %q) {{\nentry:\n{body}  ret void\n}}\n")
+    fn = import_module(text).functions["f"]
+    return [inst.operands[0] for inst in fn.instructions() if inst.opcode == "call"]
+
+
+def test_batch_checks_only_addresses_not_a_constant_apart():
+    """A batch exchanges an address only when it is not a constant number of bytes from one it
+    already checks (shared_batches.checked_addresses): same root and variable terms."""
+    from adoffload.codegen.shared_batches import checked_addresses
+    row = _pointers("  %i = and i64 %t, 15\n  %base = getelementptr float, ptr %s, i64 %i\n"
+                    "  %p1 = getelementptr i8, ptr %base, i64 64\n  %j = add nsw i64 %i, 32\n"
+                    "  %p2 = getelementptr float, ptr %s, i64 %j\n"
+                    "  call void @use(ptr %base)\n  call void @use(ptr %p1)\n  call void @use(ptr %p2)\n")
+    assert checked_addresses(row) == 0b001
+    mixed = _pointers("  %i = and i64 %t, 15\n  %a = getelementptr float, ptr %s, i64 %i\n"
+                      "  %b = getelementptr float, ptr %s, i64 %k\n  %c = getelementptr i8, ptr %b, i64 4\n"
+                      "  %m = mul i64 %i, 3\n  %d = getelementptr float, ptr %s, i64 %m\n"
+                      "  %l = load ptr, ptr %q\n  %e = getelementptr [4 x float], ptr %l, i64 0, i64 %i\n"
+                      "  %f = getelementptr [4 x float], ptr %l, i64 0, i64 %i\n"
+                      "  call void @use(ptr %a)\n  call void @use(ptr %b)\n  call void @use(ptr %c)\n"
+                      "  call void @use(ptr %d)\n  call void @use(ptr %e)\n  call void @use(ptr %f)\n")
+    # %c is %b + 4; %d's index is another value; %e, %f are not single-index GEPs: both checked
+    assert checked_addresses(mixed) == 0b111011
 
 
 @needs_ptxas
