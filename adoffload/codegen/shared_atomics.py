@@ -28,6 +28,7 @@ from ..ir.builder import Builder
 from ..ir.core import FunctionType, Instruction, void
 from .block_ops import _exchange
 from .shared_batches import batch_definition, batch_group_adds, shared_offset
+from .shared_uniform import GroupUniform
 
 _TYPES = {"float": "f32", "double": "f64"}
 _OFFSETS = (1, 2, 4, 8, 16)
@@ -128,7 +129,8 @@ def aggregate_shared_adds(module_text: str, body_name: str, shared_args: range, 
     """``module_text`` with the body's unused-result float ``atomicrmw fadd`` on shared arrays
     (parameters ``shared_args`` of the body) made calls of ``@adoffload.shared_fadd.<t>``, or of
     ``@adoffload.shared_fadd_group.<t>.<mask>`` where the ``block`` shape predicts which lanes add at
-    one address (``_group_mask``), several such calls in a row batched (shared_batches.py); and the
+    one address (``_group_mask``), several such calls in a row batched (shared_batches.py; a batch
+    skips the run-time check of addresses shared_uniform.py proves the same in each group); and the
     forms used (``nvptx_definitions``' argument: masks, -1 for the plain form, ``(type, mask, n,
     checks)`` for batches), empty when nothing was rewritten. With ``block`` given, adds whose lanes are apart
     (``_lanes_apart``) stay plain atomics."""
@@ -142,7 +144,8 @@ def aggregate_shared_adds(module_text: str, body_name: str, shared_args: range, 
              if inst.opcode == "atomicrmw" and getattr(inst, "op", None) == "fadd"
              and str(inst.type) in _TYPES and _root(inst.operands[0]) in shared and not used.get(inst)
              and not (block is not None and _lanes_apart(inst.operands[0], fn, block))]
-    masks = set()
+    masks, proven = set(), set()
+    proofs = GroupUniform(fn, block, _lane_bits(block) or {}) if block is not None else None
     for inst in found:
         pointer, value = inst.operands
         mask = _group_mask(pointer, fn, block) if block is not None else 0
@@ -153,9 +156,11 @@ def aggregate_shared_adds(module_text: str, body_name: str, shared_args: range, 
         b = Builder()
         b.position_before(inst)
         b.location = inst.location
-        b.call(callee, [pointer, value])
+        call = b.call(callee, [pointer, value])
+        if mask and proofs.uniform(pointer, inst.parent, mask):
+            proven.add(call)
         inst.parent.instructions.remove(inst)
-    batches = batch_group_adds(module, fn) if found else frozenset()
+    batches = batch_group_adds(module, fn, proven) if found else frozenset()
     return (adoir.export_module(module) if found else module_text), frozenset(masks) | batches
 
 

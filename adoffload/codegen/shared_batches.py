@@ -22,7 +22,9 @@ of bytes from one already checked (``d_As[k, ti + 16 m]`` for every ``m``: the s
 variable terms, lane_combining.decompose) needs no exchange of its own: it is equal across the
 group's lanes exactly when that one is (the same difference, modulo 2^32 too). The exchanged
 value is the address in the shared window (``addrspacecast`` to ``addrspace(3)``: the calls
-get only pointers rooted in shared arrays), so no generic address is formed. The result is the same set of float adds, summed in
+get only pointers rooted in shared arrays), so no generic address is formed. An address that
+shared_uniform.py proves the same in each group is not exchanged at all (the SGEMM's are all
+proven: its batches keep only the whole-warp test). The result is the same set of float adds, summed in
 another order (as the one-by-one group adds already do; deterministic kernels use ordered adds
 instead, ordered_shared.py)."""
 from __future__ import annotations
@@ -47,10 +49,11 @@ def _callee(inst: Instruction) -> str:
     return getattr(inst.callee, "name", "") if inst.opcode == "call" else ""
 
 
-def batch_group_adds(module, fn) -> frozenset:
+def batch_group_adds(module, fn, proven=frozenset()) -> frozenset:
     """Replace runs of grouped adds of one form in ``fn`` (see the module docstring) by batch calls,
     in chunks of 8, 4 and 2; returns the ``(type suffix, mask, n, checks)`` forms used (``checks``:
-    bit i set when the i-th address is exchanged, ``checked_addresses``)."""
+    bit i set when the i-th address is exchanged, ``checked_addresses``; ``proven``: the group calls
+    whose address shared_uniform.py proved the same in each lane group)."""
     forms = set()
     for block in fn.blocks:
         runs, current = [], []
@@ -69,30 +72,33 @@ def batch_group_adds(module, fn) -> frozenset:
             while len(run) >= 2:
                 n = min(MAX_BATCH, 1 << (len(run).bit_length() - 1))
                 chunk, run = run[:n], run[n:]
-                forms.add(_batch(module, chunk))
+                forms.add(_batch(module, chunk, proven))
     return frozenset(forms)
 
 
-def checked_addresses(pointers) -> int:
-    """A bit per pointer that the batch must exchange to check: all but those a constant number of
-    bytes from an earlier one (the same root and variable terms: equal across lanes iff it is)."""
+def checked_addresses(pointers, proven=()) -> int:
+    """A bit per pointer that the batch must exchange to check: all but those proven the same in each
+    lane group (``proven``, a flag per pointer) and those a constant number of bytes from an earlier
+    one (the same root and variable terms: equal across lanes iff it is)."""
+    proven = list(proven) or [False] * len(pointers)
+    order = sorted(range(len(pointers)), key=lambda i: not proven[i])     # proven ones vouch for the rest
     checks, seen = 0, set()
-    for i, p in enumerate(pointers):
-        parts = decompose(p)
+    for i in order:
+        parts = decompose(pointers[i])
         key = parts[:2] if parts is not None else None
-        if key is None or key not in seen:
+        if not proven[i] and (key is None or key not in seen):
             checks |= 1 << i
         if key is not None:
             seen.add(key)
     return checks
 
 
-def _batch(module, calls: list[Instruction]) -> tuple[str, int, int, int]:
+def _batch(module, calls: list[Instruction], proven=frozenset()) -> tuple[str, int, int, int]:
     suffix, mask = _callee(calls[0])[len(GROUP_PREFIX):].split(".")
     pointers = [c.operands[0] for c in calls]
     values = [c.operands[1] for c in calls]
     n = len(calls)
-    checks = checked_addresses(pointers)
+    checks = checked_addresses(pointers, [c in proven for c in calls])
     callee = module.get_or_declare(f"{BATCH_PREFIX}{suffix}.{mask}.{n}.{checks}",
                                    FunctionType(void, tuple(p.type for p in pointers) + tuple(v.type for v in values)))
     b = Builder()
@@ -151,6 +157,8 @@ def batch_definition(t: str, suffix: str, mask: int, n: int, checks: int) -> str
                          + f"  %z{bit} = fadd {t} {values[0]}, %y{bit}\n")
             values = [f"%z{bit}"]
             spread.append(bit)
+    vote = (f"{''.join(check)}  %grouped = call i1 @llvm.nvvm.vote.all.sync(i32 -1, i1 {same})\n"
+            f"  br i1 %grouped, label %group, label %general\n" if checks else "  br label %group\n")
     first = "true"
     if spread:
         group.append(f"  %spread = and i32 %lane, {sum(spread)}\n  %first = icmp eq i32 %spread, 0\n")
@@ -165,8 +173,7 @@ entry:
 check:
   %lane = call i32 @adoffload.lane_id()
   %leader = and i32 %lane, {~mask & 31}
-{"".join(check)}  %grouped = call i1 @llvm.nvvm.vote.all.sync(i32 -1, i1 {same})
-  br i1 %grouped, label %group, label %general
+{vote}
 group:
 {"".join(group)}  br i1 {first}, label %add, label %done
 add:

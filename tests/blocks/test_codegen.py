@@ -202,12 +202,13 @@ def test_tile_adds_predict_their_lane_groups():
 
 
 
-@pytest.mark.parametrize("shape, forms", [("8x8", {("f32", 7, 4, 1), ("f32", 24, 4, 1)}),
-                                          ("16x16", {("f32", 15, 8, 1), ("f32", 16, 8, 1)})])
+@pytest.mark.parametrize("shape, forms", [("8x8", {("f32", 7, 4, 0), ("f32", 24, 4, 0)}),
+                                          ("16x16", {("f32", 15, 8, 0), ("f32", 16, 8, 0)})])
 def test_rows_of_tile_adds_are_batched(shape, forms):
     """The register tile's adjoint adds ``tm`` values in a row into each shadow tile: one batched call
-    per row and tile (codegen/shared_batches.py), which assembles. The row's addresses are constant
-    offsets of one another: only the first is exchanged to check the lane groups (checks = 1)."""
+    per row and tile (codegen/shared_batches.py), which assembles. Every address is proven the same
+    in its lane group (codegen/shared_uniform.py: thread indices of the other axes, the k counter):
+    no run-time check (checks = 0)."""
     import adoffload as ado
     from adoffload.codegen.shared_atomics import aggregate_shared_adds
     from adoffload.ir import import_module
@@ -250,6 +251,73 @@ def test_batch_checks_only_addresses_not_a_constant_apart():
                       "  call void @use(ptr %d)\n  call void @use(ptr %e)\n  call void @use(ptr %f)\n")
     # %c is %b + 4; %d's index is another value; %e, %f are not single-index GEPs: both checked
     assert checked_addresses(mixed) == 0b111011
+
+
+_LOOP = """define void @f(i64 %ti, i64 %tj, ptr %s, ptr %q, ptr %status) {
+entry:
+  %a = and i64 %ti, 15
+  %b = and i64 %tj, 15
+  br label %head
+head:
+  %k = phi i64 [ 0, %entry ], [ %k.next, %latch ]
+  PRE
+  %i = INDEX
+  %row = mul i64 %k, 128
+  %e = add i64 %row, %i
+  %p = getelementptr float, ptr %s, i64 %e
+  br i1 GUARD, label %site, label %fail
+fail:
+  %old = atomicrmw xchg ptr %status, i64 1 monotonic
+  ret void
+site:
+  BODY
+  call void @use(ptr %p)
+  %k.next = add i64 %k, 1
+  %more = icmp ult i64 %k.next, 8
+  br i1 %more, label %latch, label %out
+latch:
+  br label %head
+out:
+  ret void
+}
+declare void @use(ptr)
+"""
+
+
+def _group_uniform(index: str, pre: str = "", guard: str = "true", body: str = "", mask: int = 15) -> bool:
+    """Whether shared_uniform proves ``s[k, index]`` (in a loop over k, block (16, 16): lane bits 0-3 are
+    tj's, bit 4 ti's) the same in each lane group of ``mask``."""
+    from adoffload.codegen.shared_atomics import _lane_bits
+    from adoffload.codegen.shared_uniform import GroupUniform
+    from adoffload.ir import import_module
+    text = _LOOP.replace("PRE", pre).replace("INDEX", index).replace("GUARD", guard).replace("BODY", body)
+    fn = import_module(text).functions["f"]
+    call = next(i for i in fn.instructions() if i.opcode == "call")
+    return GroupUniform(fn, (16, 16), _lane_bits((16, 16))).uniform(call.operands[0], call.parent, mask)
+
+
+def test_group_uniform_addresses_are_proven():
+    """``As[k, ti + 16 m]``: ti and the k counter are the same in the lanes of one ti (mask 15, tj's
+    bits); a failed bounds check that returns does not break the proof (a lane that fails is gone)."""
+    assert _group_uniform("add i64 %a, 16")
+    assert _group_uniform("add i64 %a, 16", pre="%in = icmp ult i64 %tj, %k", guard="%in")
+    assert _group_uniform("add i64 %b, 16", mask=16)          # Bs[k, tj + 16 n]: lanes of one tj (ti's bit)
+
+
+def test_group_uniform_refuses_lane_varying_addresses():
+    """Addresses that may differ in a group keep the run-time check: tj through ``and``, ``urem`` or
+    ``lshr``, a loaded index, a select on loaded data, a counter under a branch on tj."""
+    assert not _group_uniform("add i64 %b, 16")
+    assert not _group_uniform("urem i64 %tj, 4")
+    assert not _group_uniform("lshr i64 %tj, 8")
+    assert not _group_uniform("add i64 %a, 16", mask=16)       # ti's bit in the group
+    assert not _group_uniform("load i64, ptr %q")
+    assert not _group_uniform("select i1 %c, i64 %a, i64 0", pre="%d = load float, ptr %q\n  %c = fcmp ogt float %d, 0.0")
+    # a phi of constants joining the sides of a branch on tj: the lanes of a group took different sides
+    split = ("%skip = icmp eq i64 %b, 3\n  br i1 %skip, label %two, label %one\none:\n  br label %join\ntwo:\n"
+             "  br label %join\njoin:\n  %w = phi i64 [ 0, %one ], [ 16, %two ]")
+    assert not _group_uniform("add i64 %a, %w", pre=split)
+    assert _group_uniform("add i64 %a, %w", pre=split.replace("%b, 3", "%a, 3"))
 
 
 @needs_ptxas
