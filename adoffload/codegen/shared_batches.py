@@ -51,7 +51,7 @@ def _callee(inst: Instruction) -> str:
 
 def batch_group_adds(module, fn, proven=frozenset()) -> frozenset:
     """Replace runs of grouped adds of one form in ``fn`` (see the module docstring) by batch calls,
-    in chunks of 8, 4 and 2; returns the ``(type suffix, mask, n, checks)`` forms used (``checks``:
+    in chunks of 8, 4 and 2 (and of 1 for a lone add that needs no check); returns the ``(type suffix, mask, n, checks)`` forms used (``checks``:
     bit i set when the i-th address is exchanged, ``checked_addresses``; ``proven``: the group calls
     whose address shared_uniform.py proved the same in each lane group)."""
     forms = set()
@@ -73,6 +73,8 @@ def batch_group_adds(module, fn, proven=frozenset()) -> frozenset:
                 n = min(MAX_BATCH, 1 << (len(run).bit_length() - 1))
                 chunk, run = run[:n], run[n:]
                 forms.add(_batch(module, chunk, proven))
+            if run and run[0] in proven:        # a lone add needing no check: a batch of one skips it
+                forms.add(_batch(module, run, proven))
     return frozenset(forms)
 
 

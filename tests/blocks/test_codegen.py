@@ -185,7 +185,8 @@ def test_shadow_shared_adds_whose_lanes_are_apart_are_plain_atomics():
 def test_tile_adds_predict_their_lane_groups():
     """8x8 blocks: the adjoint of ``As[ti, k]`` adds from the lanes of one ti (lane bits 0-2: mask 7),
     that of ``Bs[k, tj]`` from the lanes of one tj (bits 3-4: mask 24); codegen/shared_atomics.py
-    calls the grouped add for each (a butterfly over those bits after a one-vote check)."""
+    calls the grouped add for each (a butterfly over those bits, after a one-vote check unless
+    shared_uniform.py proves the address)."""
     from adoffload.codegen.shared_atomics import _lane_bits, aggregate_shared_adds
     assert _lane_bits((8, 8)) == {1: 7, 0: 24} and _lane_bits((16, 16)) == {1: 15, 0: 16}
     assert _lane_bits((2, 32)) == {1: 31} and _lane_bits((6, 32)) is None
@@ -195,6 +196,15 @@ def test_tile_adds_predict_their_lane_groups():
     args = import_module(reverse.module_text()).functions[reverse.body_name].args
     shared = [k for k, a in enumerate(args) if a.name.startswith(("shared.", "d_shared."))]
     assert len(shared) == 4
+    text, masks = aggregate_shared_adds(reverse.module_text(), reverse.body_name, range(shared[0], shared[-1] + 1),
+                                        (8, 8))
+    # both addresses are proven the same in their groups (shared_uniform.py): batches of one, no check
+    assert masks == {7, 24, ("f64", 7, 1, 0), ("f64", 24, 1, 0)}
+    assert "adoffload.shared_fadd_batch.f64.7.1.0\"" in text and "adoffload.shared_fadd_batch.f64.24.1.0\"" in text
+    # a loaded index in the address: the grouped adds keep their check
+    reverse = ado.vjp(kernels.permuted_tiled_matmul, ("A", "B"))
+    args = import_module(reverse.module_text()).functions[reverse.body_name].args
+    shared = [k for k, a in enumerate(args) if a.name.startswith(("shared.", "d_shared."))]
     text, masks = aggregate_shared_adds(reverse.module_text(), reverse.body_name, range(shared[0], shared[-1] + 1),
                                         (8, 8))
     assert masks == {7, 24}
@@ -322,11 +332,16 @@ def test_group_uniform_refuses_lane_varying_addresses():
 
 @needs_ptxas
 def test_grouped_tile_adds_assemble():
+    """Proven addresses (the tiled matmul's): butterflies without the check's exchange; a loaded
+    index (permuted_tiled_matmul): the check's ``shfl.idx`` is there."""
     import adoffload as ado
     for dtype in ("f32", "f64"):
         ptx = ado.vjp(kernels.TILED_MATMUL_8[dtype], ("A", "B")).compiled("nvptx", arch="sm_90").artifact
-        assert "shfl.sync.idx.b32" in ptx and "shfl.sync.bfly.b32" in ptx
+        assert "shfl.sync.idx.b32" not in ptx and "shfl.sync.bfly.b32" in ptx
         nvptx.ptxas_check(ptx, "sm_90")
+    ptx = ado.vjp(kernels.permuted_tiled_matmul, ("A", "B")).compiled("nvptx", arch="sm_90").artifact
+    assert "shfl.sync.idx.b32" in ptx and "shfl.sync.bfly.b32" in ptx
+    nvptx.ptxas_check(ptx, "sm_90")
 
 
 def test_lane_apart_adjoint_is_right_on_the_host():
