@@ -132,7 +132,7 @@ def aggregate_shared_adds(module_text: str, body_name: str, shared_args: range, 
     one address (``_group_mask``), several such calls in a row batched (shared_batches.py; a batch
     skips the run-time check of addresses shared_uniform.py proves the same in each group); and the
     forms used (``nvptx_definitions``' argument: masks, -1 for the plain form, ``(type, mask, n,
-    checks)`` for batches), empty when nothing was rewritten. With ``block`` given, adds whose lanes are apart
+    checks, common)`` for batches), empty when nothing was rewritten. With ``block`` given, adds whose lanes are apart
     (``_lanes_apart``) stay plain atomics."""
     if "atomicrmw fadd" not in module_text:
         return module_text, frozenset()
@@ -249,6 +249,6 @@ done:
 }}
 """)
         out += [_group_definition(t, suffix, mask) for mask in sorted(m for m in masks if isinstance(m, int) and m > 0)]
-        out += [batch_definition(t, suffix, mask, n, checks)
-                for form, mask, n, checks in sorted(m for m in masks if isinstance(m, tuple)) if form == suffix]
+        out += [batch_definition(t, suffix, mask, n, checks, common)
+                for form, mask, n, checks, common in sorted(m for m in masks if isinstance(m, tuple)) if form == suffix]
     return "".join(out)

@@ -24,13 +24,15 @@ group's lanes exactly when that one is (the same difference, modulo 2^32 too). T
 value is the address in the shared window (``addrspacecast`` to ``addrspace(3)``: the calls
 get only pointers rooted in shared arrays), so no generic address is formed. An address that
 shared_uniform.py proves the same in each group is not exchanged at all (the SGEMM's are all
-proven: its batches keep only the whole-warp test). The result is the same set of float adds, summed in
+proven: its batches keep only the whole-warp test). When every address of a batch is one pointer plus a
+constant (the register tile's row), the batch takes that pointer and the offsets: its lanes pick
+offsets, which depend on the lane alone and leave the loop, instead of pointers. The result is the same set of float adds, summed in
 another order (as the one-by-one group adds already do; deterministic kernels use ordered adds
 instead, ordered_shared.py)."""
 from __future__ import annotations
 
 from ..ir.builder import Builder
-from ..ir.core import FunctionType, Instruction, void
+from ..ir.core import FunctionType, Instruction, const, i64, void
 from .block_ops import _exchange
 from .lane_combining import decompose
 
@@ -51,9 +53,11 @@ def _callee(inst: Instruction) -> str:
 
 def batch_group_adds(module, fn, proven=frozenset()) -> frozenset:
     """Replace runs of grouped adds of one form in ``fn`` (see the module docstring) by batch calls,
-    in chunks of 8, 4 and 2 (and of 1 for a lone add that needs no check); returns the ``(type suffix, mask, n, checks)`` forms used (``checks``:
-    bit i set when the i-th address is exchanged, ``checked_addresses``; ``proven``: the group calls
-    whose address shared_uniform.py proved the same in each lane group)."""
+    in chunks of 8, 4 and 2 (and of 1 for a lone add that needs no check); returns the ``(type
+    suffix, mask, n, checks, common)`` forms used (``checks``: bit i set when the i-th address is
+    exchanged, ``checked_addresses``; ``common``: one pointer and constant offsets,
+    ``common_offsets``; ``proven``: the group calls whose address shared_uniform.py proved the same
+    in each lane group)."""
     forms = set()
     for block in fn.blocks:
         runs, current = [], []
@@ -95,21 +99,35 @@ def checked_addresses(pointers, proven=()) -> int:
     return checks
 
 
-def _batch(module, calls: list[Instruction], proven=frozenset()) -> tuple[str, int, int, int]:
+def common_offsets(pointers) -> list[int] | None:
+    """Each pointer's byte offset from the first when all have one root and the same variable
+    terms (lane_combining.decompose), else None."""
+    parts = [decompose(p) for p in pointers]
+    if any(q is None or q[:2] != parts[0][:2] for q in parts):
+        return None
+    return [q[2] - parts[0][2] for q in parts]
+
+
+def _batch(module, calls: list[Instruction], proven=frozenset()) -> tuple[str, int, int, int, bool]:
     suffix, mask = _callee(calls[0])[len(GROUP_PREFIX):].split(".")
     pointers = [c.operands[0] for c in calls]
     values = [c.operands[1] for c in calls]
     n = len(calls)
     checks = checked_addresses(pointers, [c in proven for c in calls])
-    callee = module.get_or_declare(f"{BATCH_PREFIX}{suffix}.{mask}.{n}.{checks}",
-                                   FunctionType(void, tuple(p.type for p in pointers) + tuple(v.type for v in values)))
+    offsets = common_offsets(pointers) if n > 1 else None
+    if offsets is not None:         # one pointer and constant offsets: the lanes pick offsets, not pointers
+        args = [pointers[0]] + [const(i64, o) for o in offsets] + values
+    else:
+        args = pointers + values
+    callee = module.get_or_declare(f"{BATCH_PREFIX}{suffix}.{mask}.{n}.{checks}{'.c' if offsets else ''}",
+                                   FunctionType(void, tuple(a.type for a in args)))
     b = Builder()
     b.position_before(calls[-1])
     b.location = calls[-1].location
-    b.call(callee, pointers + values)
+    b.call(callee, args)
     for c in calls:
         c.parent.instructions.remove(c)
-    return suffix, int(mask), n, checks
+    return suffix, int(mask), n, checks, offsets is not None
 
 
 def shared_offset(pointer: str, out: str, width: int = 32) -> str:
@@ -119,14 +137,23 @@ def shared_offset(pointer: str, out: str, width: int = 32) -> str:
             f"  {out} = ptrtoint ptr addrspace(3) {out}.s to i{width}\n")
 
 
-def batch_definition(t: str, suffix: str, mask: int, n: int, checks: int) -> str:
+def batch_definition(t: str, suffix: str, mask: int, n: int, checks: int, common: bool = False) -> str:
     """``@adoffload.shared_fadd_batch.<suffix>.<mask>.<n>.<checks>(ptr %p0.., t %v0..)``: the check
     (an exchange of each address whose bit is in ``checks``), the transposed reduction over the
-    mask's lane bits, and each lane's adds of the sums it holds."""
+    mask's lane bits, and each lane's adds of the sums it holds. ``common`` (name suffix ``.c``):
+    the parameters are one pointer and each address's byte offset from it (``ptr %base, i64 %o0..``),
+    constants at the call; the reduction then picks offsets, which depend on the lane only (hoisted
+    out of loops), and each add is one address computation."""
     bits = [1 << k for k in range(5) if mask >> k & 1]
     ps = [f"%p{i}" for i in range(n)]
     vs = [f"%v{i}" for i in range(n)]
-    params = ", ".join([f"ptr {p}" for p in ps] + [f"{t} {v}" for v in vs])
+    if common:
+        params = ", ".join(["ptr %base"] + [f"i64 %o{i}" for i in range(n)] + [f"{t} {v}" for v in vs])
+        addresses = "".join(f"  %p{i} = getelementptr i8, ptr %base, i64 %o{i}\n" for i in range(n))
+        where, kind = [f"%o{i}" for i in range(n)], "i64"      # what the reduction moves along with the sums
+    else:
+        params = ", ".join([f"ptr {p}" for p in ps] + [f"{t} {v}" for v in vs])
+        addresses, where, kind = "", list(ps), "ptr"
     check, same = [], "true"
     for i in (i for i, p in enumerate(ps) if checks >> i & 1):
         check.append(shared_offset(ps[i], f"%lo{i}")
@@ -137,7 +164,7 @@ def batch_definition(t: str, suffix: str, mask: int, n: int, checks: int) -> str
         else:
             check.append(f"  %and{i} = and i1 {same}, %s{i}\n")
             same = f"%and{i}"
-    group, values, pointers, spread = [], list(vs), list(ps), []
+    group, values, pointers, spread = [], list(vs), where, []
     for bit in bits:
         if len(values) > 1:                     # keep half, send half: lanes of this bit split the values
             half = len(values) // 2
@@ -150,7 +177,7 @@ def batch_definition(t: str, suffix: str, mask: int, n: int, checks: int) -> str
                              f"  %keep{bit}.{j} = select i1 %up{bit}, {t} {odd}, {t} {even}\n"
                              + _exchange(t, "xor", f"%send{bit}.{j}", str(bit), f"%x{bit}.{j}")
                              + f"  {name} = fadd {t} %keep{bit}.{j}, %x{bit}.{j}\n"
-                             f"  %q{bit}.{j} = select i1 %up{bit}, ptr {pointers[2 * j + 1]}, ptr {pointers[2 * j]}\n")
+                             f"  %q{bit}.{j} = select i1 %up{bit}, {kind} {pointers[2 * j + 1]}, {kind} {pointers[2 * j]}\n")
                 kept.append(name)
                 kept_ptrs.append(f"%q{bit}.{j}")
             values, pointers = kept, kept_ptrs
@@ -165,11 +192,15 @@ def batch_definition(t: str, suffix: str, mask: int, n: int, checks: int) -> str
     if spread:
         group.append(f"  %spread = and i32 %lane, {sum(spread)}\n  %first = icmp eq i32 %spread, 0\n")
         first = "%first"
-    adds = "".join(f"  %old{j} = atomicrmw fadd ptr {p}, {t} {v} monotonic\n" for j, (p, v) in enumerate(zip(pointers, values)))
+    if common:
+        adds = "".join(f"  %at{j} = getelementptr i8, ptr %base, i64 {o}\n"
+                       f"  %old{j} = atomicrmw fadd ptr %at{j}, {t} {v} monotonic\n" for j, (o, v) in enumerate(zip(pointers, values)))
+    else:
+        adds = "".join(f"  %old{j} = atomicrmw fadd ptr {p}, {t} {v} monotonic\n" for j, (p, v) in enumerate(zip(pointers, values)))
     general = "".join(f"  call void @adoffload.shared_fadd.{suffix}(ptr {p}, {t} {v})\n" for p, v in zip(ps, vs))
-    return f"""define void @{BATCH_PREFIX}{suffix}.{mask}.{n}.{checks}({params}) alwaysinline convergent nounwind {{
+    return f"""define void @{BATCH_PREFIX}{suffix}.{mask}.{n}.{checks}{'.c' if common else ''}({params}) alwaysinline convergent nounwind {{
 entry:
-  %active = call i32 @llvm.nvvm.activemask()
+{addresses}  %active = call i32 @llvm.nvvm.activemask()
   %whole = icmp eq i32 %active, -1
   br i1 %whole, label %check, label %general
 check:

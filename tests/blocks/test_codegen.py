@@ -199,7 +199,7 @@ def test_tile_adds_predict_their_lane_groups():
     text, masks = aggregate_shared_adds(reverse.module_text(), reverse.body_name, range(shared[0], shared[-1] + 1),
                                         (8, 8))
     # both addresses are proven the same in their groups (shared_uniform.py): batches of one, no check
-    assert masks == {7, 24, ("f64", 7, 1, 0), ("f64", 24, 1, 0)}
+    assert masks == {7, 24, ("f64", 7, 1, 0, False), ("f64", 24, 1, 0, False)}
     assert "adoffload.shared_fadd_batch.f64.7.1.0\"" in text and "adoffload.shared_fadd_batch.f64.24.1.0\"" in text
     # a loaded index in the address: the grouped adds keep their check
     reverse = ado.vjp(kernels.permuted_tiled_matmul, ("A", "B"))
@@ -212,13 +212,13 @@ def test_tile_adds_predict_their_lane_groups():
 
 
 
-@pytest.mark.parametrize("shape, forms", [("8x8", {("f32", 7, 4, 0), ("f32", 24, 4, 0)}),
-                                          ("16x16", {("f32", 15, 8, 0), ("f32", 16, 8, 0)})])
+@pytest.mark.parametrize("shape, forms", [("8x8", {("f32", 7, 4, 0, True), ("f32", 24, 4, 0, True)}),
+                                          ("16x16", {("f32", 15, 8, 0, True), ("f32", 16, 8, 0, True)})])
 def test_rows_of_tile_adds_are_batched(shape, forms):
     """The register tile's adjoint adds ``tm`` values in a row into each shadow tile: one batched call
     per row and tile (codegen/shared_batches.py), which assembles. Every address is proven the same
     in its lane group (codegen/shared_uniform.py: thread indices of the other axes, the k counter):
-    no run-time check (checks = 0)."""
+    no run-time check (checks = 0); the row's addresses are constant offsets of one pointer (common)."""
     import adoffload as ado
     from adoffload.codegen.shared_atomics import aggregate_shared_adds
     from adoffload.ir import import_module
@@ -246,12 +246,13 @@ def _pointers(body: str):
 def test_batch_checks_only_addresses_not_a_constant_apart():
     """A batch exchanges an address only when it is not a constant number of bytes from one it
     already checks (shared_batches.checked_addresses): same root and variable terms."""
-    from adoffload.codegen.shared_batches import checked_addresses
+    from adoffload.codegen.shared_batches import checked_addresses, common_offsets
     row = _pointers("  %i = and i64 %t, 15\n  %base = getelementptr float, ptr %s, i64 %i\n"
                     "  %p1 = getelementptr i8, ptr %base, i64 64\n  %j = add nsw i64 %i, 32\n"
                     "  %p2 = getelementptr float, ptr %s, i64 %j\n"
                     "  call void @use(ptr %base)\n  call void @use(ptr %p1)\n  call void @use(ptr %p2)\n")
     assert checked_addresses(row) == 0b001
+    assert common_offsets(row) == [0, 64, 128]
     mixed = _pointers("  %i = and i64 %t, 15\n  %a = getelementptr float, ptr %s, i64 %i\n"
                       "  %b = getelementptr float, ptr %s, i64 %k\n  %c = getelementptr i8, ptr %b, i64 4\n"
                       "  %m = mul i64 %i, 3\n  %d = getelementptr float, ptr %s, i64 %m\n"
@@ -261,6 +262,7 @@ def test_batch_checks_only_addresses_not_a_constant_apart():
                       "  call void @use(ptr %d)\n  call void @use(ptr %e)\n  call void @use(ptr %f)\n")
     # %c is %b + 4; %d's index is another value; %e, %f are not single-index GEPs: both checked
     assert checked_addresses(mixed) == 0b111011
+    assert common_offsets(mixed) is None and common_offsets(mixed[1:3]) == [0, 4]
 
 
 _LOOP = """define void @f(i64 %ti, i64 %tj, ptr %s, ptr %q, ptr %status) {
