@@ -673,6 +673,8 @@ class _Reverser:
         override = REVERSE_OVERRIDES.get(rule_key(inst))
         ctx = RuleContext(b, self.module, primal=lambda v: self.need(v, block))
         custom = find_custom(self.module, inst.callee) if op == "call" else None
+        if custom is None and op == "call" and getattr(inst.callee, "name", "").startswith("llvm.fma."):
+            return self._reverse_fma(inst, adj, block, b)
         if custom is not None:
             contributions = custom_cotangents(ctx, inst, custom, adj)
         else:
@@ -680,6 +682,17 @@ class _Reverser:
                              else reverse_contributions(ctx, rule_for(inst), inst, adj))
         for operand, delta in zip(inst.operands, contributions):
             self.add_adjoint(operand, delta, b)
+
+    def _reverse_fma(self, inst: Instruction, adj: Value, block: Block, b: Builder) -> None:
+        """``r = fma(x, y, z)``: the adjoints of x and y are accumulated fused too, ``dx = fma(y, dr, dx)``
+        (one rounding, as the primal asked for; ``llvm.fma`` is correctly rounded on every target),
+        that of z is ``dz += dr``. Other products and sums keep their own roundings."""
+        x, y, z = inst.operands
+        for operand, other in ((x, y), (y, x)):
+            if self.has_adjoint(operand):
+                slot = self.adjoint_slot(operand)
+                b.store(b.call(inst.callee, [self.need(other, block), adj, b.load(operand.type, slot)]), slot)
+        self.add_adjoint(z, adj, b)
 
     def _reverse_store(self, inst: Instruction, block: Block, b: Builder) -> None:
         value, pointer = inst.operands
