@@ -27,7 +27,8 @@ from .. import ir as adoir
 from ..ir.builder import Builder
 from ..ir.core import FunctionType, Instruction, void
 from .block_ops import _exchange
-from .shared_batches import batch_definition, batch_group_adds
+from .shared_batches import batch_definition, batch_group_adds, shared_offset
+from .shared_uniform import GroupUniform
 
 _TYPES = {"float": "f32", "double": "f64"}
 _OFFSETS = (1, 2, 4, 8, 16)
@@ -128,9 +129,10 @@ def aggregate_shared_adds(module_text: str, body_name: str, shared_args: range, 
     """``module_text`` with the body's unused-result float ``atomicrmw fadd`` on shared arrays
     (parameters ``shared_args`` of the body) made calls of ``@adoffload.shared_fadd.<t>``, or of
     ``@adoffload.shared_fadd_group.<t>.<mask>`` where the ``block`` shape predicts which lanes add at
-    one address (``_group_mask``), several such calls in a row batched (shared_batches.py); and the
-    forms used (``nvptx_definitions``' argument: masks, -1 for the plain form, ``(type, mask, n)``
-    for batches), empty when nothing was rewritten. With ``block`` given, adds whose lanes are apart
+    one address (``_group_mask``), several such calls in a row batched (shared_batches.py; a batch
+    skips the run-time check of addresses shared_uniform.py proves the same in each group); and the
+    forms used (``nvptx_definitions``' argument: masks, -1 for the plain form, ``(type, mask, n,
+    checks, common)`` for batches), empty when nothing was rewritten. With ``block`` given, adds whose lanes are apart
     (``_lanes_apart``) stay plain atomics."""
     if "atomicrmw fadd" not in module_text:
         return module_text, frozenset()
@@ -142,7 +144,8 @@ def aggregate_shared_adds(module_text: str, body_name: str, shared_args: range, 
              if inst.opcode == "atomicrmw" and getattr(inst, "op", None) == "fadd"
              and str(inst.type) in _TYPES and _root(inst.operands[0]) in shared and not used.get(inst)
              and not (block is not None and _lanes_apart(inst.operands[0], fn, block))]
-    masks = set()
+    masks, proven = set(), set()
+    proofs = GroupUniform(fn, block, _lane_bits(block) or {}) if block is not None else None
     for inst in found:
         pointer, value = inst.operands
         mask = _group_mask(pointer, fn, block) if block is not None else 0
@@ -153,9 +156,11 @@ def aggregate_shared_adds(module_text: str, body_name: str, shared_args: range, 
         b = Builder()
         b.position_before(inst)
         b.location = inst.location
-        b.call(callee, [pointer, value])
+        call = b.call(callee, [pointer, value])
+        if mask and proofs.uniform(pointer, inst.parent, mask):
+            proven.add(call)
         inst.parent.instructions.remove(inst)
-    batches = batch_group_adds(module, fn) if found else frozenset()
+    batches = batch_group_adds(module, fn, proven) if found else frozenset()
     return (adoir.export_module(module) if found else module_text), frozenset(masks) | batches
 
 
@@ -174,9 +179,7 @@ entry:
   %whole = icmp eq i32 %active, -1
   br i1 %whole, label %check, label %general
 check:
-  %addr = ptrtoint ptr %a to i64
-  %lo = trunc i64 %addr to i32
-  %lane = call i32 @adoffload.lane_id()
+{shared_offset("%a", "%lo")}  %lane = call i32 @adoffload.lane_id()
   %leader = and i32 %lane, {~mask & 31}
   %leader.lo = call i32 @adoffload.exchange.idx(i32 %lo, i32 %leader)
   %same = icmp eq i32 %lo, %leader.lo
@@ -225,9 +228,7 @@ entry:
   %whole = icmp eq i32 %mask, -1
   br i1 %whole, label %match, label %plain
 match:
-  %addr = ptrtoint ptr %a to i64
-  %lo = trunc i64 %addr to i32
-  %same = call i32 @llvm.nvvm.match.any.sync.i32(i32 -1, i32 %lo)
+{shared_offset("%a", "%lo")}  %same = call i32 @llvm.nvvm.match.any.sync.i32(i32 -1, i32 %lo)
   %lane = call i32 @adoffload.lane_id()
   %me = shl i32 1, %lane
   %alone = icmp eq i32 %same, %me
@@ -248,6 +249,6 @@ done:
 }}
 """)
         out += [_group_definition(t, suffix, mask) for mask in sorted(m for m in masks if isinstance(m, int) and m > 0)]
-        out += [batch_definition(t, suffix, mask, n) for form, mask, n in sorted(m for m in masks if isinstance(m, tuple))
-                if form == suffix]
+        out += [batch_definition(t, suffix, mask, n, checks, common)
+                for form, mask, n, checks, common in sorted(m for m in masks if isinstance(m, tuple)) if form == suffix]
     return "".join(out)

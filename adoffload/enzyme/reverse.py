@@ -30,8 +30,8 @@ from .. import collectives
 from ..errors import DifferentiationError
 from ..ir.builder import Builder
 from ..ir.clone import clone_function_body
-from ..ir.core import (Argument, Block, Constant, Function, FunctionType, GlobalVariable, Instruction,
-                       Module, StructType, Value, const, i8, i32, i64, ptr, void)
+from ..ir.core import (Argument, Block, Constant, FloatType, Function, FunctionType, GlobalVariable, Instruction,
+                       Module, StructType, Value, VectorType, const, i8, i32, i64, ptr, void)
 from .activity import (CONST, Activity, analyze, derived_attributes, is_float_type, is_placeholder_pointer,
                        is_uniform_add)
 from .blocks import REPLAYED_CALLS
@@ -143,6 +143,20 @@ def _sum(b: Builder, a: Value, d: Value) -> Value:
 
 def zero_of(t) -> Constant:
     return Constant(t, None, kind="zero")
+
+
+def adjoint_identity(t) -> Constant:
+    """What an adjoint accumulator starts from (and is reset to): -0.0 for float and double (and
+    vectors of them), the exact identity of ``fadd`` (``-0.0 + x`` is ``x`` bit for bit, so LLVM
+    folds the first add away; ``+0.0 + x`` turns x = -0.0 into +0.0 and stays); zero otherwise.
+    Adjoints only enter linear operations, so this changes at most the sign of an exactly-zero
+    adjoint (an input with no contribution reads -0.0; added into a gradient array starting at
+    +0.0 it leaves +0.0)."""
+    if isinstance(t, FloatType) and t.kind in ("float", "double"):
+        return Constant(t, -0.0)
+    if isinstance(t, VectorType) and isinstance(t.element, FloatType) and t.element.kind in ("float", "double"):
+        return Constant(t, tuple(Constant(t.element, -0.0) for _ in range(t.count)), kind="aggregate")
+    return zero_of(t)
 
 
 # ----------------------------------------------------------------------------- the engine
@@ -327,7 +341,7 @@ class _Reverser:
         slot = self.adjoint_slots.get(v)
         if slot is None:
             slot = self.entry.alloca(v.type, f"{v.name or 'v'}.adj")
-            self.entry.store(zero_of(v.type), slot)
+            self.entry.store(adjoint_identity(v.type), slot)
             self.adjoint_slots[v] = slot
         return slot
 
@@ -335,7 +349,7 @@ class _Reverser:
         """The adjoint accumulated for ``v`` so far; resets it (v may be redefined in a loop)."""
         slot = self.adjoint_slot(v)
         adj = b.load(v.type, slot, f"{v.name or 'v'}.d")
-        b.store(zero_of(v.type), slot)
+        b.store(adjoint_identity(v.type), slot)
         return adj
 
     def add_adjoint(self, v: Value, delta: Value | None, b: Builder) -> None:
@@ -659,6 +673,8 @@ class _Reverser:
         override = REVERSE_OVERRIDES.get(rule_key(inst))
         ctx = RuleContext(b, self.module, primal=lambda v: self.need(v, block))
         custom = find_custom(self.module, inst.callee) if op == "call" else None
+        if custom is None and op == "call" and getattr(inst.callee, "name", "").startswith("llvm.fma."):
+            return self._reverse_fma(inst, adj, block, b)
         if custom is not None:
             contributions = custom_cotangents(ctx, inst, custom, adj)
         else:
@@ -666,6 +682,17 @@ class _Reverser:
                              else reverse_contributions(ctx, rule_for(inst), inst, adj))
         for operand, delta in zip(inst.operands, contributions):
             self.add_adjoint(operand, delta, b)
+
+    def _reverse_fma(self, inst: Instruction, adj: Value, block: Block, b: Builder) -> None:
+        """``r = fma(x, y, z)``: the adjoints of x and y are accumulated fused too, ``dx = fma(y, dr, dx)``
+        (one rounding, as the primal asked for; ``llvm.fma`` is correctly rounded on every target),
+        that of z is ``dz += dr``. Other products and sums keep their own roundings."""
+        x, y, z = inst.operands
+        for operand, other in ((x, y), (y, x)):
+            if self.has_adjoint(operand):
+                slot = self.adjoint_slot(operand)
+                b.store(b.call(inst.callee, [self.need(other, block), adj, b.load(operand.type, slot)]), slot)
+        self.add_adjoint(z, adj, b)
 
     def _reverse_store(self, inst: Instruction, block: Block, b: Builder) -> None:
         value, pointer = inst.operands

@@ -211,6 +211,28 @@ def make_tiled_matmul(tile: int, dtype):
 TILED_MATMUL_8 = {"f32": make_tiled_matmul(8, ado.f32), "f64": make_tiled_matmul(8, ado.f64)}
 
 
+@ado.kernel(block=(8, 8))
+def permuted_tiled_matmul(A: ado.In[ado.f64, 2], B: ado.In[ado.f64, 2], order: ado.In[ado.i64],
+                          C: ado.Out[ado.f64, 2]):
+    """``TILED_MATMUL_8["f64"]`` summing each tile in the order ``order`` gives (a permutation of
+    0..7): the adjoint's shadow-tile addresses use a loaded index, which codegen/shared_uniform.py
+    cannot prove the same across a lane group, so the grouped adds keep their run-time check."""
+    i, j = ado.tid()
+    ti, tj = ado.thread_id()
+    As = ado.shared((8, 8), ado.f64)
+    Bs = ado.shared((8, 8), ado.f64)
+    acc = 0.0
+    for t in range(A.shape[1] // 8):
+        As[ti, tj] = A[i, t * 8 + tj]
+        Bs[ti, tj] = B[t * 8 + ti, j]
+        ado.sync_threads()
+        for k in range(8):
+            kk = order[k]
+            acc += As[ti, kk] * Bs[kk, tj]
+        ado.sync_threads()
+    C[i, j] = acc
+
+
 SY, SX, SR = 2, 4, 20            # a small benchmarks/blocks.py stencil: (SY, SX) threads, SR rows each
 TR = SY * SR
 

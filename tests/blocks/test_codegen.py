@@ -185,7 +185,8 @@ def test_shadow_shared_adds_whose_lanes_are_apart_are_plain_atomics():
 def test_tile_adds_predict_their_lane_groups():
     """8x8 blocks: the adjoint of ``As[ti, k]`` adds from the lanes of one ti (lane bits 0-2: mask 7),
     that of ``Bs[k, tj]`` from the lanes of one tj (bits 3-4: mask 24); codegen/shared_atomics.py
-    calls the grouped add for each (a butterfly over those bits after a one-vote check)."""
+    calls the grouped add for each (a butterfly over those bits, after a one-vote check unless
+    shared_uniform.py proves the address)."""
     from adoffload.codegen.shared_atomics import _lane_bits, aggregate_shared_adds
     assert _lane_bits((8, 8)) == {1: 7, 0: 24} and _lane_bits((16, 16)) == {1: 15, 0: 16}
     assert _lane_bits((2, 32)) == {1: 31} and _lane_bits((6, 32)) is None
@@ -197,16 +198,27 @@ def test_tile_adds_predict_their_lane_groups():
     assert len(shared) == 4
     text, masks = aggregate_shared_adds(reverse.module_text(), reverse.body_name, range(shared[0], shared[-1] + 1),
                                         (8, 8))
+    # both addresses are proven the same in their groups (shared_uniform.py): batches of one, no check
+    assert masks == {7, 24, ("f64", 7, 1, 0, False), ("f64", 24, 1, 0, False)}
+    assert "adoffload.shared_fadd_batch.f64.7.1.0\"" in text and "adoffload.shared_fadd_batch.f64.24.1.0\"" in text
+    # a loaded index in the address: the grouped adds keep their check
+    reverse = ado.vjp(kernels.permuted_tiled_matmul, ("A", "B"))
+    args = import_module(reverse.module_text()).functions[reverse.body_name].args
+    shared = [k for k, a in enumerate(args) if a.name.startswith(("shared.", "d_shared."))]
+    text, masks = aggregate_shared_adds(reverse.module_text(), reverse.body_name, range(shared[0], shared[-1] + 1),
+                                        (8, 8))
     assert masks == {7, 24}
     assert "adoffload.shared_fadd_group.f64.7\"" in text and "adoffload.shared_fadd_group.f64.24\"" in text
 
 
 
-@pytest.mark.parametrize("shape, forms", [("8x8", {("f32", 7, 4), ("f32", 24, 4)}),
-                                          ("16x16", {("f32", 15, 8), ("f32", 16, 8)})])
+@pytest.mark.parametrize("shape, forms", [("8x8", {("f32", 7, 4, 0, True), ("f32", 24, 4, 0, True)}),
+                                          ("16x16", {("f32", 15, 8, 0, True), ("f32", 16, 8, 0, True)})])
 def test_rows_of_tile_adds_are_batched(shape, forms):
     """The register tile's adjoint adds ``tm`` values in a row into each shadow tile: one batched call
-    per row and tile (codegen/shared_batches.py), which assembles."""
+    per row and tile (codegen/shared_batches.py), which assembles. Every address is proven the same
+    in its lane group (codegen/shared_uniform.py: thread indices of the other axes, the k counter):
+    no run-time check (checks = 0); the row's addresses are constant offsets of one pointer (common)."""
     import adoffload as ado
     from adoffload.codegen.shared_atomics import aggregate_shared_adds
     from adoffload.ir import import_module
@@ -222,13 +234,116 @@ def test_rows_of_tile_adds_are_batched(shape, forms):
         nvptx.ptxas_check(reverse.compiled("nvptx", arch="sm_90").artifact, "sm_90")
 
 
+def _pointers(body: str):
+    """The pointer arguments of the calls of ``@use`` in a function of ``body`` (its ``ptr %s`` is a
+    shared array, ``i64 %t`` a thread index, ``i64 %k`` a counter, ``ptr %q`` a pointer table)."""
+    from adoffload.ir import import_module
+    text = (f"declare void @use(ptr)\ndefine void @f(ptr %s, i64 %t, i64 %k, ptr %q) {{\nentry:\n{body}  ret void\n}}\n")
+    fn = import_module(text).functions["f"]
+    return [inst.operands[0] for inst in fn.instructions() if inst.opcode == "call"]
+
+
+def test_batch_checks_only_addresses_not_a_constant_apart():
+    """A batch exchanges an address only when it is not a constant number of bytes from one it
+    already checks (shared_batches.checked_addresses): same root and variable terms."""
+    from adoffload.codegen.shared_batches import checked_addresses, common_offsets
+    row = _pointers("  %i = and i64 %t, 15\n  %base = getelementptr float, ptr %s, i64 %i\n"
+                    "  %p1 = getelementptr i8, ptr %base, i64 64\n  %j = add nsw i64 %i, 32\n"
+                    "  %p2 = getelementptr float, ptr %s, i64 %j\n"
+                    "  call void @use(ptr %base)\n  call void @use(ptr %p1)\n  call void @use(ptr %p2)\n")
+    assert checked_addresses(row) == 0b001
+    assert common_offsets(row) == [0, 64, 128]
+    mixed = _pointers("  %i = and i64 %t, 15\n  %a = getelementptr float, ptr %s, i64 %i\n"
+                      "  %b = getelementptr float, ptr %s, i64 %k\n  %c = getelementptr i8, ptr %b, i64 4\n"
+                      "  %m = mul i64 %i, 3\n  %d = getelementptr float, ptr %s, i64 %m\n"
+                      "  %l = load ptr, ptr %q\n  %e = getelementptr [4 x float], ptr %l, i64 0, i64 %i\n"
+                      "  %f = getelementptr [4 x float], ptr %l, i64 0, i64 %i\n"
+                      "  call void @use(ptr %a)\n  call void @use(ptr %b)\n  call void @use(ptr %c)\n"
+                      "  call void @use(ptr %d)\n  call void @use(ptr %e)\n  call void @use(ptr %f)\n")
+    # %c is %b + 4; %d's index is another value; %e, %f are not single-index GEPs: both checked
+    assert checked_addresses(mixed) == 0b111011
+    assert common_offsets(mixed) is None and common_offsets(mixed[1:3]) == [0, 4]
+
+
+_LOOP = """define void @f(i64 %ti, i64 %tj, ptr %s, ptr %q, ptr %status) {
+entry:
+  %a = and i64 %ti, 15
+  %b = and i64 %tj, 15
+  br label %head
+head:
+  %k = phi i64 [ 0, %entry ], [ %k.next, %latch ]
+  PRE
+  %i = INDEX
+  %row = mul i64 %k, 128
+  %e = add i64 %row, %i
+  %p = getelementptr float, ptr %s, i64 %e
+  br i1 GUARD, label %site, label %fail
+fail:
+  %old = atomicrmw xchg ptr %status, i64 1 monotonic
+  ret void
+site:
+  BODY
+  call void @use(ptr %p)
+  %k.next = add i64 %k, 1
+  %more = icmp ult i64 %k.next, 8
+  br i1 %more, label %latch, label %out
+latch:
+  br label %head
+out:
+  ret void
+}
+declare void @use(ptr)
+"""
+
+
+def _group_uniform(index: str, pre: str = "", guard: str = "true", body: str = "", mask: int = 15) -> bool:
+    """Whether shared_uniform proves ``s[k, index]`` (in a loop over k, block (16, 16): lane bits 0-3 are
+    tj's, bit 4 ti's) the same in each lane group of ``mask``."""
+    from adoffload.codegen.shared_atomics import _lane_bits
+    from adoffload.codegen.shared_uniform import GroupUniform
+    from adoffload.ir import import_module
+    text = _LOOP.replace("PRE", pre).replace("INDEX", index).replace("GUARD", guard).replace("BODY", body)
+    fn = import_module(text).functions["f"]
+    call = next(i for i in fn.instructions() if i.opcode == "call")
+    return GroupUniform(fn, (16, 16), _lane_bits((16, 16))).uniform(call.operands[0], call.parent, mask)
+
+
+def test_group_uniform_addresses_are_proven():
+    """``As[k, ti + 16 m]``: ti and the k counter are the same in the lanes of one ti (mask 15, tj's
+    bits); a failed bounds check that returns does not break the proof (a lane that fails is gone)."""
+    assert _group_uniform("add i64 %a, 16")
+    assert _group_uniform("add i64 %a, 16", pre="%in = icmp ult i64 %tj, %k", guard="%in")
+    assert _group_uniform("add i64 %b, 16", mask=16)          # Bs[k, tj + 16 n]: lanes of one tj (ti's bit)
+
+
+def test_group_uniform_refuses_lane_varying_addresses():
+    """Addresses that may differ in a group keep the run-time check: tj through ``and``, ``urem`` or
+    ``lshr``, a loaded index, a select on loaded data, a counter under a branch on tj."""
+    assert not _group_uniform("add i64 %b, 16")
+    assert not _group_uniform("urem i64 %tj, 4")
+    assert not _group_uniform("lshr i64 %tj, 8")
+    assert not _group_uniform("add i64 %a, 16", mask=16)       # ti's bit in the group
+    assert not _group_uniform("load i64, ptr %q")
+    assert not _group_uniform("select i1 %c, i64 %a, i64 0", pre="%d = load float, ptr %q\n  %c = fcmp ogt float %d, 0.0")
+    # a phi of constants joining the sides of a branch on tj: the lanes of a group took different sides
+    split = ("%skip = icmp eq i64 %b, 3\n  br i1 %skip, label %two, label %one\none:\n  br label %join\ntwo:\n"
+             "  br label %join\njoin:\n  %w = phi i64 [ 0, %one ], [ 16, %two ]")
+    assert not _group_uniform("add i64 %a, %w", pre=split)
+    assert _group_uniform("add i64 %a, %w", pre=split.replace("%b, 3", "%a, 3"))
+
+
 @needs_ptxas
 def test_grouped_tile_adds_assemble():
+    """Proven addresses (the tiled matmul's): butterflies without the check's exchange; a loaded
+    index (permuted_tiled_matmul): the check's ``shfl.idx`` is there."""
     import adoffload as ado
     for dtype in ("f32", "f64"):
         ptx = ado.vjp(kernels.TILED_MATMUL_8[dtype], ("A", "B")).compiled("nvptx", arch="sm_90").artifact
-        assert "shfl.sync.idx.b32" in ptx and "shfl.sync.bfly.b32" in ptx
+        assert "shfl.sync.idx.b32" not in ptx and "shfl.sync.bfly.b32" in ptx
         nvptx.ptxas_check(ptx, "sm_90")
+    ptx = ado.vjp(kernels.permuted_tiled_matmul, ("A", "B")).compiled("nvptx", arch="sm_90").artifact
+    assert "shfl.sync.idx.b32" in ptx and "shfl.sync.bfly.b32" in ptx
+    nvptx.ptxas_check(ptx, "sm_90")
 
 
 def test_lane_apart_adjoint_is_right_on_the_host():

@@ -125,3 +125,37 @@ def test_warp_and_block_operations_and_derivatives(cuda, name):
         return gx
     for f in (run, jvp, vjp):
         np.testing.assert_allclose(f(block, "cuda"), f(plain, "cpu"), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("name", ["sgemm_static", "sgemm_prefetch"])
+def test_benchmark_sgemm_lean_vjps_give_the_matmul_gradient(cuda, name):
+    """benchmarks/blocks.py's register-tiled SGEMMs (16x16 blocks, 8x8 outputs a thread): their lean
+    VJPs on the GPU, whose shadow-tile batches skip the lane-group check (codegen/shared_uniform.py
+    proves every address), against numpy."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import blocks
+    n, k = 256, 64
+    rng = np.random.default_rng(8)
+    A, B, G = (rng.standard_normal(s).astype(np.float32) for s in ((n, k), (k, n), (n, n)))
+    gA, gB = np.zeros_like(A), np.zeros_like(B)
+    reverse = ado.vjp(getattr(blocks, name), ["A", "B"], primal_outputs=False)
+    reverse(A, B, np.zeros((n, n), np.float32), gA, gB, G, grid=(n // 8, n // 8), device="cuda")
+    np.testing.assert_allclose(gA, G.astype(np.float64) @ B.T, rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(gB, A.T.astype(np.float64) @ G, rtol=1e-4, atol=1e-3)
+
+
+def test_checked_grouped_adds_give_the_matmul_gradient(cuda):
+    """The tiled matmul summed in a loaded order (kernels.permuted_tiled_matmul): its shadow-tile
+    addresses are not proven, so the grouped adds check their lane groups at run time; on the GPU
+    as on the host."""
+    rng = np.random.default_rng(9)
+    A, B, w = rng.standard_normal((16, 24)), rng.standard_normal((24, 32)), rng.standard_normal((16, 32))
+    order = rng.permutation(8).astype(np.int64)
+    for device in ("cuda", "cpu"):
+        gA, gB = np.zeros_like(A), np.zeros_like(B)
+        ado.vjp(kernels.permuted_tiled_matmul, ("A", "B"))(A, B, order, np.zeros((16, 32)), gA, gB, w.copy(),
+                                                             grid=(16, 32), device=device)
+        np.testing.assert_allclose(gA, w @ B.T, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(gB, A.T @ w, rtol=1e-12, atol=1e-12)
