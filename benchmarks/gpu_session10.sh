@@ -6,6 +6,7 @@
 #   bash benchmarks/gpu_session10.sh stalls   Nsight Compute's stall samples per SASS instruction of that kernel (and the plain one's)
 #   bash benchmarks/gpu_session10.sh ablation the stencil reverse kernels timed with parts of their PTX removed (stencil_ablation.py)
 #   bash benchmarks/gpu_session10.sh quick    block CUDA and lane-combining tests, the SGEMM probe at 4096
+#   bash benchmarks/gpu_session10.sh final    quick's tests (and the listed ones), then bench, in one call
 #   bash benchmarks/gpu_session10.sh bench    blocks.py (matmul at 4096, DOT, stencil)
 #   bash benchmarks/gpu_session10.sh tests    every GPU test folder, 6 pytest workers; random block kernels, GPU vs host
 # Each stage writes under $OUT/<stage>/.
@@ -72,6 +73,14 @@ quick)
   echo "pytest exit $?" >> "$OUT/tests_quick.txt"; tail -6 "$OUT/tests_quick.txt"
   timeout 150 python3 benchmarks/sgemm_vjp_probe.py --n 4096 --reps 10 --kernels sgemm_static sgemm_prefetch \
     > "$OUT/probe.txt" 2>&1; echo "probe exit $?" >> "$OUT/probe.txt"; cat "$OUT/probe.txt"
+  ;;
+final)
+  timeout 200 python3 -m pytest -q -p no:cacheprovider -rfE -n 8 tests/blocks/test_cuda.py tests/blocks/test_codegen.py \
+    tests/codegen/test_lane_combining.py "$@" > "$OUT/tests_quick.txt" 2>&1
+  echo "pytest exit $?" >> "$OUT/tests_quick.txt"; tail -6 "$OUT/tests_quick.txt"
+  timeout 360 python3 benchmarks/blocks.py --out "$OUT/blocks" --reps 10 --matmul-sizes 4096 --matmul-vjp-sizes 4096 \
+    > "$OUT/blocks_log.txt" 2>&1
+  echo "blocks exit $?" >> "$OUT/blocks_log.txt"; tail -c 2500 "$OUT/blocks_log.txt"
   ;;
 bench)
   timeout 420 python3 benchmarks/blocks.py --out "$OUT/blocks" --reps 10 --matmul-sizes 4096 --matmul-vjp-sizes 4096 \
