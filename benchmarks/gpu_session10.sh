@@ -88,7 +88,7 @@ bench)
   echo "blocks exit $?" >> "$OUT/blocks_log.txt"; tail -c 4000 "$OUT/blocks_log.txt"
   ;;
 tests)
-  ADOFFLOAD_CUDA_HUNT=all timeout ${TESTS_SECONDS:-480} python3 -m pytest -q -p no:cacheprovider -rfE -n 6 tests/gpu \
+  ADOFFLOAD_CUDA_HUNT=all timeout ${TESTS_SECONDS:-480} python3 -m pytest -q -p no:cacheprovider -rfE -n ${WORKERS:-6} tests/gpu \
     tests/codegen tests/determinism tests/reliability/test_integer_division.py tests/blocks tests/jax \
     tests/test_readme.py tests/test_tape_scan.py tests/chemistry tests/foreign_cuda "$@" > "$OUT/gpu_tests.txt" 2>&1
   echo "pytest exit $?" >> "$OUT/gpu_tests.txt"; tail -25 "$OUT/gpu_tests.txt"

@@ -132,10 +132,13 @@ def test_benchmark_sgemm_lean_vjps_give_the_matmul_gradient(cuda, name):
     """benchmarks/blocks.py's register-tiled SGEMMs (16x16 blocks, 8x8 outputs a thread): their lean
     VJPs on the GPU, whose shadow-tile batches skip the lane-group check (codegen/shared_uniform.py
     proves every address), against numpy."""
-    import sys
+    import importlib.util
     from pathlib import Path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-    import blocks
+    # under its own name: ``import blocks`` can find tests/blocks, the package this test is in
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "blocks.py"
+    spec = importlib.util.spec_from_file_location("benchmark_blocks", path)
+    blocks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(blocks)
     n, k = 256, 64
     rng = np.random.default_rng(8)
     A, B, G = (rng.standard_normal(s).astype(np.float32) for s in ((n, k), (k, n), (n, n)))
