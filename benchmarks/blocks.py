@@ -31,9 +31,7 @@ import argparse
 import csv
 import json
 import math
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np

@@ -29,7 +29,7 @@ from __future__ import annotations
 from .. import collectives
 from ..errors import CompilationError
 from ..ir.builder import Builder
-from ..ir.core import (Argument, ArrayType, Block, Constant, FloatType, Function, FunctionType, Instruction,
+from ..ir.core import (Argument, ArrayType, Block, FloatType, Function, FunctionType, Instruction,
                        IntType, Module, PointerType, Value, const, i1, i8, i32, i64, ptr, void)
 
 HOST_WARP_SIZE = 32         # the default; 64 emulates AMD's wavefronts

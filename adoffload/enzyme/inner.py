@@ -21,7 +21,7 @@ from __future__ import annotations
 from ..errors import DifferentiationError
 from ..ir import canonicalize, export_module, import_module
 from ..ir.builder import Builder
-from ..ir.core import Argument, Constant, Function, FunctionType, Module, StructType, const
+from ..ir.core import Argument, Constant, Function, Module, StructType, const
 from .activity import ACTIVE, CONST, DUP
 from .custom import find_custom
 from .forward import forward

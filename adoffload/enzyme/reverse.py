@@ -30,11 +30,12 @@ from .. import collectives
 from ..errors import DifferentiationError
 from ..ir.builder import Builder
 from ..ir.clone import clone_function_body
-from ..ir.core import (Argument, Block, Constant, FloatType, Function, FunctionType, GlobalVariable, Instruction,
-                       Module, StructType, Value, VectorType, const, i8, i32, i64, ptr, void)
+from ..ir.core import (Argument, Block, Function, FunctionType, GlobalVariable, Instruction,
+                       Module, Value, const, i8, i32, i64, ptr, void)
 from .activity import (CONST, Activity, analyze, derived_attributes, is_float_type, is_placeholder_pointer,
                        is_uniform_add)
 from .blocks import REPLAYED_CALLS
+from .adjoint_values import adjoint_identity, add_adjoints, zero_of
 from .memory import (allocation_size, heap_function, refuse_unsafe_stack_array, shadow_alloc, stack_array_count,
                      zeroed_stack_array)
 from .refill import Refills
@@ -128,35 +129,6 @@ def _strip_pointer(pointer: Value) -> Value:
     return pointer
 
 
-def _sum(b: Builder, a: Value, d: Value) -> Value:
-    """``a + d`` for floats, and field by field for a struct (a tuple-returning helper's result)."""
-    if not isinstance(a.type, StructType):
-        return b.fadd(a, d)
-    out = a
-    for k, element in enumerate(a.type.elements):
-        if is_float_type(element):
-            total = _sum(b, b.emit("extractvalue", element, [a], indices=(k,)),
-                         b.emit("extractvalue", element, [d], indices=(k,)))
-            out = b.emit("insertvalue", a.type, [out, total], indices=(k,))
-    return out
-
-
-def zero_of(t) -> Constant:
-    return Constant(t, None, kind="zero")
-
-
-def adjoint_identity(t) -> Constant:
-    """What an adjoint accumulator starts from (and is reset to): -0.0 for float and double (and
-    vectors of them), the exact identity of ``fadd`` (``-0.0 + x`` is ``x`` bit for bit, so LLVM
-    folds the first add away; ``+0.0 + x`` turns x = -0.0 into +0.0 and stays); zero otherwise.
-    Adjoints only enter linear operations, so this changes at most the sign of an exactly-zero
-    adjoint (an input with no contribution reads -0.0; added into a gradient array starting at
-    +0.0 it leaves +0.0)."""
-    if isinstance(t, FloatType) and t.kind in ("float", "double"):
-        return Constant(t, -0.0)
-    if isinstance(t, VectorType) and isinstance(t.element, FloatType) and t.element.kind in ("float", "double"):
-        return Constant(t, tuple(Constant(t.element, -0.0) for _ in range(t.count)), kind="aggregate")
-    return zero_of(t)
 
 
 # ----------------------------------------------------------------------------- the engine
@@ -356,7 +328,7 @@ class _Reverser:
         if delta is None or not self.has_adjoint(v):
             return
         slot = self.adjoint_slot(v)
-        b.store(_sum(b, b.load(v.type, slot), delta), slot)
+        b.store(add_adjoints(b, b.load(v.type, slot), delta), slot)
 
     # ---- what the reverse sweep needs from the forward sweep
     def need(self, v: Value, block: Block, depth: int = 0) -> Value:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from ..errors import DifferentiationError
 from ..ir.cfg import reachable_blocks  # noqa: F401 (re-exported: the engine imports it from here)
-from ..ir.core import Block, Constant, Function, Instruction, Value
+from ..ir.core import Block, Constant, Instruction, Value
 from .trip_bounds import COMPARE, MAX_SIMULATED_TRIPS, header_visit_bound, int_value
 
 

@@ -23,7 +23,7 @@ what is refused, for docs/ad.md (enzyme/docs.py renders both).
 from __future__ import annotations
 
 from ..errors import DifferentiationError
-from ..ir.core import Argument, Constant, Function, GlobalVariable, Instruction, Value
+from ..ir.core import Argument, Function, GlobalVariable, Instruction, Value
 from ..ir.subset import recursive_functions
 from .activity import ActivityInfo, is_float_type, is_placeholder_pointer, memory_roots, pointer_sources
 from .custom import find_custom

@@ -20,7 +20,6 @@ barrier, a parameter array read at blockIdx).
 from __future__ import annotations
 
 from .. import collectives
-from ..errors import DivergentBarrierError
 from ..ir.core import Argument, Block, Constant, Function, Instruction, Value, void
 
 _ALWAYS_VARYING = ("atomicrmw", "cmpxchg", "alloca")

@@ -81,7 +81,7 @@ def stencil_rows(x: In[f64, 2], y: Out[f64, 2]):
     ti, tj = ado.thread_id()
     bi, bj = ado.block_id()
     T = ado.shared((SY * SR, SX + 2), ado.f64)
-    n, m = x.shape[0], x.shape[1]
+    m = x.shape[1]
     r = ti * SR
     r0 = bi * SY * SR + r
     c = bj * SX + tj
