@@ -194,15 +194,8 @@ def loaded_by_own_thread(signature, body: Function, k: int, parallel: ParallelIn
 def _once_per_element(body: Function, accesses: list, parallel: ParallelInfo) -> bool:
     """Whether the (instruction, address) ``accesses`` run at most once per thread (outside loops,
     none reachable from another) at PRIVATE addresses: at most once per element in a launch."""
-    blocks = reachable_blocks(body)
-    if any(inst.parent not in blocks for inst, _ in accesses):
-        return False
-    dom = Dominators(blocks)
-    try:
-        loops = LoopInfo(blocks, dom)
-    except DifferentiationError:           # irreducible: no claim
-        return False
-    if any(loops.in_loop(inst.parent) for inst, _ in accesses):
+    dom = _outside_loops(body, accesses)
+    if dom is None:
         return False
     if len({id(inst.parent) for inst, _ in accesses}) != len(accesses):     # two in one block
         return False
@@ -218,17 +211,22 @@ def _disjoint_rows_once(body: Function, accesses: list, parallel: ParallelInfo) 
     """Whether several stores per thread, outside loops, write distinct elements across the launch:
     rows ``a * t + c`` of one column for distinct ``c`` less than ``|a|`` apart
     (``AddressClassifier.disjoint_rows``; a thread writing 4 rows of a stencil's output)."""
+    dom = _outside_loops(body, accesses)
+    return dom is not None and AddressClassifier(parallel, dom, body.args, function=body).disjoint_rows(accesses)
+
+
+def _outside_loops(body: Function, accesses: list) -> Dominators | None:
+    """The dominator tree of ``body``'s reachable blocks when every access is reachable and in no
+    loop (each runs at most once per thread); None otherwise (or for an irreducible body)."""
     blocks = reachable_blocks(body)
     if any(inst.parent not in blocks for inst, _ in accesses):
-        return False
+        return None
     dom = Dominators(blocks)
     try:
         loops = LoopInfo(blocks, dom)
     except DifferentiationError:           # irreducible: no claim
-        return False
-    if any(loops.in_loop(inst.parent) for inst, _ in accesses):
-        return False
-    return AddressClassifier(parallel, dom, body.args, function=body).disjoint_rows(accesses)
+        return None
+    return None if any(loops.in_loop(inst.parent) for inst, _ in accesses) else dom
 
 
 def _reachable_from(block) -> set:

@@ -147,24 +147,11 @@ class AddressClassifier:
         return self._row_major(v, threads, at, depth)
 
     def _row_major(self, v: Value, threads: set[Argument], at: Block, depth: int) -> bool:
-        v = _strip(v)
-        if isinstance(v, _SumOf) and len(v.parts) == 2:       # gep(gep(x, row*S), c): a sum of two GEPs
-            terms = v.parts
-        elif isinstance(v, Instruction) and v.opcode == "add":
-            terms = v.operands
-        else:
-            return False
-        for product, column in ((terms[0], terms[1]), (terms[1], terms[0])):
-            product = _strip(product)
-            if not (isinstance(product, Instruction) and product.opcode == "mul"):
-                continue
-            for row, stride in ((product.operands[0], product.operands[1]), (product.operands[1], product.operands[0])):
-                if not self.strictly_uniform(stride) or not self.proven_below(column, stride, at):
-                    continue
-                row_threads = self.threads_of(row) & threads
-                if (self.injective(row, row_threads, at, depth + 1)
-                        and self.injective(column, threads - row_threads, at, depth + 1)):
-                    return True
+        for row, _stride, column in self._row_major_parts(v, at):
+            row_threads = self.threads_of(row) & threads
+            if (self.injective(row, row_threads, at, depth + 1)
+                    and self.injective(column, threads - row_threads, at, depth + 1)):
+                return True
         return False
 
     def disjoint_rows(self, accesses: list) -> bool:
@@ -183,7 +170,7 @@ class AddressClassifier:
             value = inst.operands[0] if inst.opcode == "store" else inst
             if root is None or len(indices) != 1 or element is None or value.type != element:
                 return False
-            parts = self._row_major_parts(indices[0], inst.parent)
+            parts = next(self._row_major_parts(indices[0], inst.parent), None)
             row, layout = (indices[0], "flat") if parts is None else (parts[0], parts[1:])
             terms = _linear(row)
             tids = [t for t in (terms or {}) if t != 1]
@@ -205,23 +192,22 @@ class AddressClassifier:
         return len(set(offsets)) == len(offsets) and max(offsets) - min(offsets) < abs(a)
 
     def _row_major_parts(self, index: Value, at: Block):
-        """``(row, stride, column)`` of ``index = row * stride + column`` with a uniform stride and
-        ``0 <= column < stride`` proven at ``at``, or None."""
+        """Each way of reading ``index`` as ``row * stride + column`` with a uniform stride and
+        ``0 <= column < stride`` proven at ``at``: ``(row, stride, column)``."""
         v = _strip(index)
-        if isinstance(v, _SumOf) and len(v.parts) == 2:
+        if isinstance(v, _SumOf) and len(v.parts) == 2:       # gep(gep(x, row*S), c): a sum of two GEPs
             terms = v.parts
         elif isinstance(v, Instruction) and v.opcode == "add":
             terms = v.operands
         else:
-            return None
+            return
         for product, column in ((terms[0], terms[1]), (terms[1], terms[0])):
             product = _strip(product)
             if not (isinstance(product, Instruction) and product.opcode == "mul"):
                 continue
             for row, stride in ((product.operands[0], product.operands[1]), (product.operands[1], product.operands[0])):
                 if self.strictly_uniform(stride) and self.proven_below(column, stride, at):
-                    return row, stride, column
-        return None
+                    yield row, stride, column
 
     def proven_below(self, c: Value, bound: Value, at: Block) -> bool:
         """``0 <= c < bound`` holds at block ``at`` by dominating bounds checks."""
