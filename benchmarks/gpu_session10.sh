@@ -5,6 +5,7 @@
 #   bash benchmarks/gpu_session10.sh profile  the shared stencil's reverse kernel: its SASS, Nsight Compute of one launch at 8192^2
 #   bash benchmarks/gpu_session10.sh stalls   Nsight Compute's stall samples per SASS instruction of that kernel (and the plain one's)
 #   bash benchmarks/gpu_session10.sh ablation the stencil reverse kernels timed with parts of their PTX removed (stencil_ablation.py)
+#   bash benchmarks/gpu_session10.sh occupancy the SGEMM reverse kernel with 1, 2, 3 blocks per SM requested (sgemm_occupancy.py)
 #   bash benchmarks/gpu_session10.sh quick    block CUDA and lane-combining tests, the SGEMM probe at 4096
 #   bash benchmarks/gpu_session10.sh final    quick's tests (and the listed ones), then bench, in one call
 #   bash benchmarks/gpu_session10.sh bench    blocks.py (matmul at 4096, DOT, stencil)
@@ -66,6 +67,10 @@ ablation)
     timeout 120 python3 benchmarks/stencil_ablation.py --n $n >> "$OUT/ablation.txt" 2>&1; echo "ablation exit $?" >> "$OUT/ablation.txt"
   done
   cat "$OUT/ablation.txt"
+  ;;
+occupancy)
+  timeout 200 python3 benchmarks/sgemm_occupancy.py --n 4096 > "$OUT/occupancy.txt" 2>&1; echo "exit $?" >> "$OUT/occupancy.txt"
+  cat "$OUT/occupancy.txt"
   ;;
 quick)
   timeout 240 python3 -m pytest -q -p no:cacheprovider -rfE -n 4 tests/blocks/test_cuda.py tests/blocks/test_codegen.py \
