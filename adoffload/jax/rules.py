@@ -3,8 +3,9 @@
 * JVP: the primal call, plus a call of ``ado.jvp(k, wrt, primal_outputs=False)`` (``wrt``: the
   params whose tangents are not symbolic zeros) marked ``tangent_of=(k, wrt)``: linear in its
   shadow operands, so ``linearize``/``vjp`` can stage and transpose it. Outputs the lean kernel
-  does not store are In params there: an Out one is given the primal call's output (never read),
-  an InOut one its input, as before.
+  does not store are In params there: an Out one is given zeros (never read; not the primal
+  call's output, so that a VJP whose primal output is unused does not run the primal call), an
+  InOut one its input, as before.
 * Transpose of such a call: one call of ``ado.vjp(k, wrt, primal_outputs=False)`` (output
   cotangents are the seeds, In where the lean kernel only reads them; input adjoints accumulate
   from zero, or are Out results where the lean kernel writes them once; an InOut whose seed the
@@ -147,8 +148,11 @@ def _jvp(primals, tangents, *, spec: CallSpec):
     for k in fspec.operand_params:
         p = fspec.params[k]
         if k < len(spec.params):
+            # an Out param the lean kernel neither stores nor reads gets zeros, not the primal call's
+            # output: then the tangent call does not depend on the primal call, and a VJP whose
+            # primal output nobody uses lets XLA drop that call (as the transpose rule does)
             operands.append(primals[spec.operand_params.index(k)] if k in spec.operand_params
-                            else primal_out[spec.result_params.index(k)])    # an output the lean kernel skips
+                            else jnp.zeros(shapes[k], p.dtype.dtype))
             continue
         tangent = tangent_of_param.get(shadow_of[k])
         if tangent is None or _is_zero(tangent):

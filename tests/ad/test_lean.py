@@ -231,3 +231,32 @@ def test_jax_rules_use_the_lean_kernels():
     np.testing.assert_allclose(gb[3], (loss(a, b + e) - loss(a, b - e)) / (2 * eps), rtol=1e-6)
     _, tangent = jax.jvp(loss, (a, b), (np.ones(N), np.zeros(N)))
     np.testing.assert_allclose(tangent, float(ga @ np.ones(N)), rtol=1e-10)
+
+
+def test_a_vjp_whose_primal_output_is_unused_does_not_run_the_primal_kernel():
+    """The lean tangent call gets zeros for the outputs it skips, not the primal call's outputs, so
+    a jitted VJP with a given cotangent compiles to the reverse kernel alone (as XLA's own VJP of a
+    linear map skips its forward product); returning the primal output keeps the primal call."""
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    import re
+
+    f = ado.jax_kernel(two_branches, grid=N)
+    rng = np.random.default_rng(6)
+    a, b = rng.uniform(0.3, 1.3, N), rng.uniform(-1.3, 1.3, N)
+    w1, w2 = rng.standard_normal(N), rng.standard_normal(N)
+
+    def targets(fn, *args):
+        return re.findall(r'custom_call_target="adoffload_([a-z0-9_$]+?)_\d+"', jax.jit(fn).lower(*args).compile().as_text())
+
+    gradient_only = lambda a, b, w1, w2: jax.vjp(f, a, b)[1]((w1, w2))
+    with_outputs = lambda a, b, w1, w2: (jax.vjp(f, a, b)[0], jax.vjp(f, a, b)[1]((w1, w2)))
+    assert targets(gradient_only, a, b, w1, w2) == ["two_branches_vjp"]
+    assert sorted(targets(with_outputs, a, b, w1, w2)) == ["two_branches", "two_branches_vjp"]
+    ga, gb = jax.jit(gradient_only)(a, b, w1, w2)
+    full = ado.vjp(two_branches, ["a", "b"])
+    args = {"a": a, "b": b, "x1": np.zeros(N), "x2": np.zeros(N), "d_a": np.zeros(N), "d_b": np.zeros(N),
+            "d_x1": w1.copy(), "d_x2": w2.copy()}
+    full(**args, grid=N)
+    np.testing.assert_allclose(ga, args["d_a"], rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(gb, args["d_b"], rtol=1e-13, atol=1e-15)
