@@ -16,7 +16,7 @@ TARGETS = {"host": "host", "cpu": "host", "nvptx": "nvptx", "cuda": "nvptx", "am
 DEFAULT_ARCH = {"nvptx": "sm_90", "amdgpu": "gfx942"}
 LANE_COMBINING_ENV = "ADOFFLOAD_LANE_COMBINING"     # "0": no lane combining (codegen/lane_combining.py)
 # Bumped whenever the generated code changes for the same inputs (part of the cache key).
-CODEGEN_REVISION = 7
+CODEGEN_REVISION = 8
 
 
 def _canonical_target(target: str) -> str:

@@ -27,6 +27,7 @@ from . import abi
 from .block_ops import gpu_definitions, host_definitions
 from .shared_alignment import aligned_shared_pointer
 from .shared_atomics import aggregate_shared_adds, nvptx_definitions
+from .shared_private import privatize_shadow_adds
 from .block_split import SCRATCH_SLOT, resume_name, split_at_barriers
 from .ordered_shared import order_shared_adds, ordered_definitions
 
@@ -246,6 +247,9 @@ def add_block_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, 
         first = grid_rank + len(types)
         module_text, aggregated = aggregate_shared_adds(module_text, body_name, range(first, first + len(shared)),
                                                          block)
+        if not ordered:
+            module_text, shared = privatize_shadow_adds(module_text, body_name, range(first, first + len(shared)),
+                                                        shared, block)
     body_module = abi._parse(module_text)
     _check(body_module, body_name, types, grid_rank, block, shared)
     threads = block_threads(block)
