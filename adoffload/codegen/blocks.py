@@ -233,9 +233,10 @@ def _link(body_module: llvm.ModuleRef, entry: ir.Module, body_name: str, inner_n
 
 def add_block_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, grid_rank: int, target: str,
                         block, shared, arch: str | None = None, scalars_by_reference=False,
-                        noalias: bool = False, ordered: bool = False) -> str:
+                        noalias: bool = False, ordered: bool = False, private_copies: bool = True) -> str:
     """``ordered``: float adds into shared arrays in thread order (a deterministic kernel's:
-    codegen/ordered_shared.py)."""
+    codegen/ordered_shared.py). ``private_copies``: per-warp copies of shadow arrays that several
+    warps add into (codegen/shared_private.py)."""
     types = abi.flat_type_names(flat_types)
     by_ref = abi._by_reference_mask(flat_types, scalars_by_reference)
     aggregated = ordered_adds = False
@@ -247,7 +248,7 @@ def add_block_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, 
         first = grid_rank + len(types)
         module_text, aggregated = aggregate_shared_adds(module_text, body_name, range(first, first + len(shared)),
                                                          block)
-        if not ordered:
+        if private_copies and not ordered:
             module_text, shared = privatize_shadow_adds(module_text, body_name, range(first, first + len(shared)),
                                                         shared, block)
     body_module = abi._parse(module_text)

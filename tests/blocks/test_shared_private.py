@@ -153,3 +153,12 @@ def test_nvidia_reverse_kernel_declares_the_copies(tmp_path, monkeypatch):
     nvptx.ptxas_check(ptx, "sm_90")
     forward = ado.jvp(small_sgemm, ("A", "B")).compiled("nvptx", arch="sm_90").ptx
     assert "8192]" not in forward                 # tangents have no adds: one copy each
+
+
+@pytest.mark.skipif(not _have_ptxas(), reason="ptxas not installed (pip install nvidia-cuda-nvcc)")
+def test_the_copies_can_be_switched_off_for_measurements(tmp_path, monkeypatch):
+    from adoffload.codegen import PRIVATE_COPIES_ENV
+    monkeypatch.setenv("ADOFFLOAD_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv(PRIVATE_COPIES_ENV, "0")
+    ptx = ado.vjp(small_sgemm, ("A", "B")).compiled("nvptx", arch="sm_90").ptx
+    assert sorted(int(s) for s in re.findall(r"\.shared \.align 16 \.b8 \S+\[(\d+)\]", ptx)) == [1024] * 4
