@@ -14,7 +14,6 @@ only the times matter:
   (every lane then adds its own value: wrong, and racy, but shows what the combining costs);
 * ``no_shared_or_global_adds``: both kinds of adds dropped (what the rest of the kernel costs).
 
-``as_built_single_copies``: built without per-warp copies of the shadow tiles (codegen/shared_private.py).
 The primal kernel is timed alone for reference. Each row: median ms of the launches.
 
     PYTHONPATH=. python benchmarks/sgemm_ablation.py --n 4096
@@ -23,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 from pathlib import Path
@@ -70,8 +68,6 @@ def main(argv=None) -> int:
     import adoffload as ado
     import blocks
     from harness import Gpu
-
-    from adoffload.codegen import PRIVATE_COPIES_ENV
     gpu = Gpu()
     n = args.n
     rng = np.random.default_rng(0)
@@ -86,12 +82,6 @@ def main(argv=None) -> int:
         except Exception as exc:       # reported, never hidden
             row["primal_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
         reverse = ado.vjp(kernel, ["A", "B"], primal_outputs=False)
-        os.environ[PRIVATE_COPIES_ENV] = "0"
-        try:
-            row["as_built_single_copies"] = blocks.time_launches(reverse, values, grid, args.reps, gpu)["median_ms"]
-        except Exception as exc:       # reported, never hidden
-            row["as_built_single_copies_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
-        del os.environ[PRIVATE_COPIES_ENV]
         for variant, edit in VARIANTS.items():
             try:
                 row[variant] = blocks.time_launches(reverse, values, grid, args.reps, gpu, edit)["median_ms"]

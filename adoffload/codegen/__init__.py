@@ -15,9 +15,8 @@ from .rows import PTX_ROW_LAUNCH_LINE, ROW_LAUNCH_MARK, launches_rows  # noqa: F
 TARGETS = {"host": "host", "cpu": "host", "nvptx": "nvptx", "cuda": "nvptx", "amdgpu": "amdgpu", "hip": "amdgpu"}
 DEFAULT_ARCH = {"nvptx": "sm_90", "amdgpu": "gfx942"}
 LANE_COMBINING_ENV = "ADOFFLOAD_LANE_COMBINING"     # "0": no lane combining (codegen/lane_combining.py)
-PRIVATE_COPIES_ENV = "ADOFFLOAD_PRIVATE_COPIES"     # "0": no per-warp copies (codegen/shared_private.py)
 # Bumped whenever the generated code changes for the same inputs (part of the cache key).
-CODEGEN_REVISION = 8
+CODEGEN_REVISION = 7
 
 
 def _canonical_target(target: str) -> str:
@@ -64,10 +63,6 @@ def normalize_options(opts: dict, target: str, grid_rank: int) -> dict:
         opts["lane_combining"] = False      # A/B measurements (part of every cache key)
     if opts.get("lane_combining", True) or _canonical_target(target) != "nvptx":
         opts.pop("lane_combining", None)    # on by default; NVPTX only (codegen/lane_combining.py)
-    if os.environ.get(PRIVATE_COPIES_ENV) == "0":
-        opts["private_copies"] = False      # A/B measurements (part of every cache key)
-    if opts.get("private_copies", True) or _canonical_target(target) != "nvptx" or "block" not in opts:
-        opts.pop("private_copies", None)    # on by default; NVPTX block kernels only (codegen/shared_private.py)
     if "elements_per_thread" in opts:
         k = abi.check_elements_per_thread(opts["elements_per_thread"], grid_rank)
         if k == 1 or _canonical_target(target) == "host":
@@ -174,8 +169,7 @@ def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_ran
         module = add_block_gpu_entry(text, body_name, flat_types, grid_rank, target, block, opts.get("shared", ()),
                                      arch=arch, scalars_by_reference=opts.get("scalars_by_reference", False),
                                      noalias=opts.get("noalias", False),
-                                     ordered=opts.get("ordered_shared_adds", False),
-                                     private_copies=opts.get("private_copies", True))
+                                     ordered=opts.get("ordered_shared_adds", False))
     else:
         module = None
     if module is None and opts.get("noalias", False):

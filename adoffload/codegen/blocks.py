@@ -27,7 +27,6 @@ from . import abi
 from .block_ops import gpu_definitions, host_definitions
 from .shared_alignment import aligned_shared_pointer
 from .shared_atomics import aggregate_shared_adds, nvptx_definitions
-from .shared_private import privatize_shadow_adds
 from .block_split import SCRATCH_SLOT, resume_name, split_at_barriers
 from .ordered_shared import order_shared_adds, ordered_definitions
 
@@ -233,10 +232,9 @@ def _link(body_module: llvm.ModuleRef, entry: ir.Module, body_name: str, inner_n
 
 def add_block_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, grid_rank: int, target: str,
                         block, shared, arch: str | None = None, scalars_by_reference=False,
-                        noalias: bool = False, ordered: bool = False, private_copies: bool = True) -> str:
+                        noalias: bool = False, ordered: bool = False) -> str:
     """``ordered``: float adds into shared arrays in thread order (a deterministic kernel's:
-    codegen/ordered_shared.py). ``private_copies``: per-warp copies of shadow arrays that several
-    warps add into (codegen/shared_private.py)."""
+    codegen/ordered_shared.py)."""
     types = abi.flat_type_names(flat_types)
     by_ref = abi._by_reference_mask(flat_types, scalars_by_reference)
     aggregated = ordered_adds = False
@@ -248,9 +246,6 @@ def add_block_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, 
         first = grid_rank + len(types)
         module_text, aggregated = aggregate_shared_adds(module_text, body_name, range(first, first + len(shared)),
                                                          block)
-        if private_copies and not ordered:
-            module_text, shared = privatize_shadow_adds(module_text, body_name, range(first, first + len(shared)),
-                                                        shared, block)
     body_module = abi._parse(module_text)
     _check(body_module, body_name, types, grid_rank, block, shared)
     threads = block_threads(block)
