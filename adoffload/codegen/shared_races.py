@@ -594,7 +594,7 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
     fold_constant_branches(fn, sets)
     intervals = Intervals(fn, sets.never_taken)
     dom = dominator_sets(fn)
-    forms = Forms(fn, tids, block, intervals.unstable, dom)
+    forms = Forms(fn, tids, block, intervals.unstable, dom, shared)
     intervals.settle(forms.divergence)
     roots = set(shared)
     accesses = _accesses(forms, fn, roots, kernel)
