@@ -24,7 +24,7 @@ import itertools
 
 from ..ir.core import Block, Constant, Function, Instruction, IntType, PointerType, Value
 from ..ir.cfg import dominator_sets
-from .shared_forms import apply_instruction, signed
+from .shared_forms import apply_instruction, is_poison as _poison, signed
 
 MAX_VALUES = 80              # more possible values than this: unknown
 _MAX_SLICE = 200             # instructions followed back from one value
@@ -32,30 +32,6 @@ _MAX_DEPTH = 12              # depth of a branch condition evaluated from one in
 _MAX_BASES = 4               # values followed back from a phi's incoming value to what its branch tests
 _ARITHMETIC = frozenset({"add", "sub", "mul", "shl", "lshr", "ashr", "udiv", "sdiv", "urem", "srem", "and", "or",
                          "xor", "zext", "sext", "trunc", "icmp", "select", "phi"})
-
-
-def _poison(v: Instruction, values: list[int], bits: int) -> bool:
-    """Whether ``v`` is poison (or undefined) at operand values ``values`` (unsigned bit patterns)."""
-    op, flags = v.opcode, v.flags
-    if op in ("shl", "lshr", "ashr") and values[1] >= bits:
-        return True
-    if op in ("udiv", "sdiv", "urem", "srem") and values[1] == 0:
-        return True
-    if op in ("add", "sub", "mul", "shl") and ("nuw" in flags or "nsw" in flags):
-        a, b = values
-        if op == "shl":
-            exact_u, exact_s = a << b, signed(a, bits) << b
-        else:
-            f = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y}[op]
-            exact_u, exact_s = f(a, b), f(signed(a, bits), signed(b, bits))
-        if "nuw" in flags and not 0 <= exact_u < 1 << bits:
-            return True
-        if "nsw" in flags and not -(1 << (bits - 1)) <= exact_s < 1 << (bits - 1):
-            return True
-    if op in ("lshr", "ashr", "udiv", "sdiv") and "exact" in flags:
-        d = 1 << values[1] if op in ("lshr", "ashr") else values[1]
-        return (signed(values[0], bits) if op == "sdiv" else values[0]) % d != 0
-    return False
 
 
 class ValueSets:
@@ -122,7 +98,7 @@ class ValueSets:
         if inst.opcode == "phi":
             out = set()
             for o, pred in zip(inst.operands, inst.blocks):
-                out |= _along(values(o), o, pred, inst.parent, sets)
+                out |= _along(values(o), o, pred, inst.parent, sets, self._dom)
             return out
         if inst.opcode == "select":
             return values(inst.operands[1]) | values(inst.operands[2])
@@ -163,7 +139,7 @@ class ValueSets:
         for q in self._dom.get(block, ()):
             preds = self._preds.get(q, [])
             if len(preds) == 1 and self._last_passed(value.parent, block, (preds[0], q)):
-                elements = _along(elements, value, preds[0], q, sets, keep_value=True)
+                elements = _along(elements, value, preds[0], q, sets, self._dom, keep_value=True)
         return elements
 
     def _last_passed(self, definition: Block, block: Block, edge: tuple) -> bool:
@@ -194,7 +170,7 @@ class ValueSets:
             return False
         condition, side = term.operands[0], succ is term.blocks[0]
         for phi in block.phis:
-            if pred not in phi.blocks or not _evaluate(condition, phi, None, 0, probe=True, within=block):
+            if pred not in phi.blocks or not _evaluate(condition, phi, None, 0, probe=True, within={block}):
                 continue
             found = self.of(phi.operands[phi.blocks.index(pred)])
             if found is None:
@@ -212,20 +188,28 @@ def _constant(v: Value) -> int | None:
     return None
 
 
-def _along(elements: set, value: Value, pred: Block, block: Block, sets: dict, keep_value: bool = False) -> set:
+def _along(elements: set, value: Value, pred: Block, block: Block, sets: dict, dom: dict,
+           keep_value: bool = False) -> set:
     """The elements of ``value`` for which the branch ending ``pred`` goes to ``block``, when the
     branch condition is a function of ``value`` or of a value it is computed from with constants,
-    all in ``pred`` (``for (s = 2; s < 64; s <<= 1)``: the back edge carries ``s << 1`` where ``s < 64``);
-    ``keep_value``: only a condition on ``value`` itself (an operand of an instruction of ``block``)."""
+    all in blocks that dominate ``pred`` (``for (s = 2; s < 64; s <<= 1)``: the back edge carries
+    ``s << 1`` where ``s < 64``; clang may double ``s`` in the loop's header and test the old ``s`` in its
+    latch, as in the samples' ``for (s = 1; s < blockDim.x; s *= 2)``). Dominance is what makes both
+    use one instance of the base: a block B that dominates ``pred`` and is dominated by the base's
+    block runs after the base's last run on every path to ``pred`` (a path from that run to ``pred``
+    avoiding B, after a first arrival at the base's block that cannot have passed B, would reach
+    ``pred`` without B); ``keep_value``: only a condition on ``value`` itself (an operand of an
+    instruction of ``block``)."""
     term = pred.terminator
     if term is None or term.opcode != "br" or len(term.blocks) != 2 or term.blocks[0] is term.blocks[1]:
         return set(elements)
     side, condition = term.blocks[0] is block, term.operands[0]
+    before = dom.get(pred, {pred})
     base = value
     for _ in range(_MAX_BASES):
         # both computed in ``pred`` from one instance of the base
-        if _evaluate(condition, base, None, 0, probe=True, within=pred) \
-                and _evaluate(value, base, None, 0, probe=True, within=pred):
+        if _evaluate(condition, base, None, 0, probe=True, within=before) \
+                and _evaluate(value, base, None, 0, probe=True, within=before):
             source = elements if base is value else sets[id(base)]
             kept = set()
             for e in source:
@@ -246,16 +230,16 @@ def _along(elements: set, value: Value, pred: Block, block: Block, sets: dict, k
     return set(elements)
 
 
-def _evaluate(v: Value, x: Value, e: int | None, depth: int, probe: bool = False, within: Block | None = None):
+def _evaluate(v: Value, x: Value, e: int | None, depth: int, probe: bool = False, within: set | None = None):
     """``v`` where ``x`` is ``e``, if it depends on nothing else (None otherwise, or where poison);
-    ``probe``: only whether it depends on nothing else (and is computed in block ``within``, if given)."""
+    ``probe``: only whether it depends on nothing else (and is computed in the blocks ``within``, if given)."""
     if v is x:
         return True if probe else e
     c = _constant(v)
     if c is not None:
         return True if probe else c
     if depth > _MAX_DEPTH or not (isinstance(v, Instruction) and isinstance(v.type, IntType)) \
-            or v.opcode in ("phi", "select") or v.opcode not in _ARITHMETIC or (within and v.parent is not within):
+            or v.opcode in ("phi", "select") or v.opcode not in _ARITHMETIC or (within and v.parent not in within):
         return None
     operands = [_evaluate(o, x, e, depth + 1, probe, within) for o in v.operands]
     if any(o is None for o in operands):
