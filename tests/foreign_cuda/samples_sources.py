@@ -387,3 +387,23 @@ extern "C" __global__ void gemv_warp_rows(const double* __restrict__ A, const do
   if (lane == 0 && row < m) y[row] = tanh(sum);
 }
 """
+
+# reduce1's stride as the race check sees it: doubled in the loop header, its old value tested in the latch,
+# so that it takes 1, 2, ..., 64 in blocks of 128 threads. With -DLAST=64 thread 0 writes s[1] in the last
+# trip while thread 1 reads it (a race the check must find); with -DLAST=128 that store never runs.
+STRIDE_SETS = r"""
+extern "C" __global__ void race_at_last_stride(const float* x, float* y) {
+  __shared__ float s[128];
+  unsigned t = threadIdx.x;
+  s[t] = x[blockIdx.x * 128 + t];
+  __syncthreads();
+  float v = 0.0f;
+  for (unsigned h = 1; h < blockDim.x; h *= 2) {
+    int index = 2 * h * t;
+    if (index < blockDim.x && h == LAST) s[1] = 2.0f * s[index];
+    if (t == 1) v += s[1];
+    __syncthreads();
+  }
+  y[blockIdx.x * 128 + t] = v;
+}
+"""

@@ -14,7 +14,7 @@ from adoffload.errors import (BoundsError, CudaTranslationError, DivergentBarrie
                               SharedMemoryRaceError, ToolNotFoundError)
 
 from .checks import needs_clang, run
-from .samples_sources import SAMPLES
+from .samples_sources import SAMPLES, STRIDE_SETS
 from .test_cuda_hunt import both_oracles
 from .test_cuda_hunt2 import check_primal
 
@@ -185,6 +185,25 @@ def test_refused_with_its_reason(mod, name):
                   else 1) for p, t in params.items()}
     with pytest.raises(error, match=says):
         run(k, values, launch)
+
+
+@pytest.mark.parametrize("last", [64, 128])
+def test_stride_values_are_exact(last):
+    """The stride's values are 1, ..., 64: a store at stride 64 races and is refused; at 128 it never runs
+    and the kernel is accepted (the value set neither misses the last stride nor admits one past it)."""
+    try:
+        k = ado.from_cuda(STRIDE_SETS, options=[f"-DLAST={last}"]).kernel("race_at_last_stride", x=In[f32], y=Out[f32])
+    except ToolNotFoundError as exc:
+        pytest.skip(f"no clang and no cached clang IR of the stride source: {exc}")
+    x = np.arange(256, dtype=np.float32)
+    values, launch = dict(x=x, y=np.zeros(256, np.float32)), dict(blocks=2, threads=128)
+    if last == 64:
+        with pytest.raises(SharedMemoryRaceError, match=r"race on 's'.*s\[1\]"):
+            run(k, values, launch)
+        return
+    expected = np.zeros(256)
+    expected[[1, 129]] = 7 * x[[1, 129]]                 # seven trips, s[1] never written
+    np.testing.assert_array_equal(run(k, values, launch)["y"], expected)
 
 
 def test_extern_shared_needs_its_size(mod):
