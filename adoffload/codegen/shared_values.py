@@ -14,6 +14,10 @@ or a branch is undefined behaviour itself. A phi's value along an edge of a cond
 keeps only the elements for which the branch takes that edge, when the condition is a function
 of that incoming value alone (``for (s = 2; s <= 64; s <<= 1)``: the back edge carries 4 to 64).
 
+Counters stepped together in one loop, only one of them tested (the Blelloch scan's ``offset *= 2``
+beside ``d >>= 1``), are simulated as one state from their entry values (``ValueSets._loop_run``): the
+untested one then has its exact values, in the loop and on the edges leaving it.
+
 ``fold_constant_branches`` turns a conditional branch whose condition has one possible value into
 a jump: ``for (stride = size >> 1; stride > 0; ...)`` with ``size`` in {2, ..., 64} always enters,
 so the loop around it has no barrier-free path back (shared_intervals.py).
@@ -43,6 +47,7 @@ class ValueSets:
         self._dom = dominator_sets(fn)
         self._kept: dict[tuple, bool] = {}
         self._never: dict[tuple, bool] = {}
+        self._runs: dict[int, tuple | None] = {}
 
     def of(self, v: Value) -> frozenset | None:
         if id(v) not in self._memo:
@@ -96,9 +101,14 @@ class ValueSets:
             c = _constant(o)
             return {c} if c is not None else sets[id(o)]
         if inst.opcode == "phi":
+            run = self._loop_run(inst.parent)
+            if run is not None and inst in run[0]:
+                k = run[0].index(inst)
+                return {state[k] for state in run[2]}
             out = set()
             for o, pred in zip(inst.operands, inst.blocks):
-                out |= _along(values(o), o, pred, inst.parent, sets, self._dom)
+                leaving = self._leaving(o, pred, inst.parent)
+                out |= leaving if leaving is not None else _along(values(o), o, pred, inst.parent, sets, self._dom)
             return out
         if inst.opcode == "select":
             return values(inst.operands[1]) | values(inst.operands[2])
@@ -118,6 +128,77 @@ class ValueSets:
                 return None
             out.add(x)
         return out
+
+    # -- counters stepped together: a loop's header phis simulated as one state --
+    def _loop_run(self, header: Block):
+        """(phis, latch, states, exits) of the loop that ``header`` heads, or None: every state (tuple of
+        the header's phi values) the loop may start a trip with, from the finite sets of their values on
+        entry, and the states in which its latch leaves it. The Blelloch scan's stride doubles while
+        another counter halves and only the other one is tested: alone, the stride's set is every power
+        of two; together, 1 to 128. A superset of the runs: another exit only ends a run early."""
+        if id(header) not in self._runs:
+            self._runs[id(header)] = None           # a loop whose entry values need its own run: unknown
+            self._runs[id(header)] = self._simulate(header)
+        return self._runs[id(header)]
+
+    def _simulate(self, header: Block):
+        latches = [p for p in self._preds.get(header, []) if header in self._dom.get(p, ())]
+        phis = [p for p in header.phis if isinstance(p.type, IntType)]      # a float accumulator is no counter
+        if len(latches) != 1 or not phis:
+            return None
+        latch = latches[0]
+        term = latch.terminator
+        if term is None or term.opcode != "br" or len(term.blocks) != 2 or term.blocks[0] is term.blocks[1]:
+            return None
+        starts = []
+        for phi in phis:
+            entering = set()
+            for o, b in zip(phi.operands, phi.blocks):
+                if b is not latch:
+                    found = self.of(o)
+                    if found is None:
+                        return None
+                    entering |= found
+            starts.append(sorted(entering))
+        todo, before = list(itertools.product(*starts)), self._dom.get(latch, {latch})
+        if len(todo) > MAX_VALUES:
+            return None
+        back = [phi.operands[phi.blocks.index(latch)] for phi in phis]
+        states, exits, stay = set(), set(), term.blocks[0] is header
+        while todo:
+            state = todo.pop()
+            if state in states:
+                continue
+            states.add(state)
+            if len(states) > MAX_VALUES:
+                return None
+            env = {id(phi): e for phi, e in zip(phis, state)}
+            taken = _evaluate_state(term.operands[0], env, before) if len(term.operands) == 1 else None
+            if taken is None:
+                return None
+            if bool(taken) != stay:
+                exits.add(state)
+                continue
+            following = tuple(_evaluate_state(b, env, before) for b in back)
+            if None in following:
+                return None
+            todo.append(following)
+        return phis, latch, states, exits
+
+    def _leaving(self, value: Value, pred: Block, block: Block) -> set | None:
+        """The values ``value`` has on the edge from ``pred`` out of a simulated loop whose latch is
+        ``pred`` (an LCSSA phi of the stride after the loop), or None when that is not known."""
+        header = next((s for s in pred.successors if s is not block and s in self._dom.get(pred, ())), None)
+        run = self._loop_run(header) if header is not None else None
+        if run is None or run[1] is not pred:
+            return None
+        before, found = self._dom.get(pred, {pred}), set()
+        for state in run[3]:
+            x = _evaluate_state(value, {id(phi): e for phi, e in zip(run[0], state)}, before)
+            if x is None:
+                return None
+            found.add(x)
+        return found
 
     def admitted(self, v: Value, conditions: list) -> set:
         """The elements of ``of(v)`` for which each of ``conditions`` ((condition, side) pairs, as
@@ -247,6 +328,23 @@ def _evaluate(v: Value, x: Value, e: int | None, depth: int, probe: bool = False
     if probe:
         return True
     if _poison(v, operands, v.type.bits):
+        return None
+    return apply_instruction(v, operands, v.type.bits)
+
+
+def _evaluate_state(v: Value, env: dict, within: set, depth: int = 0):
+    """``v`` where the phis ``env`` names (by id) have its values, if it depends on nothing else and
+    is computed in the blocks ``within`` (None otherwise, or where poison)."""
+    if id(v) in env:
+        return env[id(v)]
+    c = _constant(v)
+    if c is not None:
+        return c
+    if depth > _MAX_DEPTH or not (isinstance(v, Instruction) and isinstance(v.type, IntType)) \
+            or v.opcode in ("phi", "select") or v.opcode not in _ARITHMETIC or v.parent not in within:
+        return None
+    operands = [_evaluate_state(o, env, within, depth + 1) for o in v.operands]
+    if any(o is None for o in operands) or _poison(v, operands, v.type.bits):
         return None
     return apply_instruction(v, operands, v.type.bits)
 
