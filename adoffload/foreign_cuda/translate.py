@@ -34,6 +34,7 @@ from ..types import f32, f64
 from ..types import i32 as ado_i32
 from ..types import i64 as ado_i64
 from . import bounds, structs
+from .global_races import check_stores_of_the_block
 from .header_locations import call_site_locations
 from .structs import Struct
 from .speculate import make_exchanges_uniform
@@ -162,6 +163,7 @@ def translate(text: str, symbol: str, signature: KernelSignature, threads: tuple
     grid = {c: args.flat[name] for c, name in zip(_AXES, GRID_PARAMS) if name in args.flat}
     syncwarps = _lower_intrinsics(module, fn, args.tids, block, grid, kernel)
     make_exchanges_uniform(fn, args.tids, block, kernel, syncwarps)      # or refuse divergent barriers
+    check_stores_of_the_block(fn, args.tids, block, {args.flat[p.name]: p.name for p in params if p.is_array}, kernel)
     bounds.check_read_only(fn, {args.flat[p.name]: p.name for p in params if p.is_array and p.type.intent == "in"},
                            kernel)
     if bounds_check:
