@@ -375,6 +375,18 @@ extern "C" __global__ void convolution_rows(float* d_Dst, const float* d_Src, in
   }
 }
 
+// ---------------------------------------------------------------- write-write races on global memory
+// a common slip: every thread stores its own value to its block's slot (one of them wins)
+extern "C" __global__ void last_writer_wins(const float* x, float* out) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  out[blockIdx.x] = x[i] * x[i];
+}
+// the same from the first four threads only
+extern "C" __global__ void first_lanes_store(const float* x, float* out) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (threadIdx.x < 4) out[blockIdx.x] = x[i];
+}
+
 // ---------------------------------------------------------------- matrix-vector, a warp per row
 extern "C" __global__ void gemv_warp_rows(const double* __restrict__ A, const double* __restrict__ x,
                                           double* __restrict__ y, int m, int n) {
@@ -404,6 +416,29 @@ extern "C" __global__ void race_at_last_stride(const float* x, float* y) {
     if (t == 1) v += s[1];
     __syncthreads();
   }
+  y[blockIdx.x * 128 + t] = v;
+}
+"""
+
+# two counters stepped together, only one of them tested (the scan's d and offset): in blocks of 128
+# threads offset takes 1, ..., 64 in the loop and leaves it as 128. -DLAST / -DAFTER choose a store that runs at one of those values,
+# racing with thread 1's read (in the loop, or after it with no barrier between), or one that never runs.
+PAIRED_COUNTERS = r"""
+extern "C" __global__ void race_at_paired_offset(const float* x, float* y) {
+  __shared__ float s[128];
+  int t = threadIdx.x;
+  s[t] = x[blockIdx.x * 128 + t];
+  __syncthreads();
+  float v = 0.0f;
+  int offset = 1;
+  for (int d = blockDim.x / 2; d > 0; d >>= 1) {     // blockDim: clang cannot count the trips itself
+    if (t == 0 && offset == LAST) s[1] = 2.0f * s[0];
+    if (t == 1) v += s[1];
+    offset *= 2;
+    __syncthreads();
+  }
+  if (t == 0 && offset == AFTER) s[1] = 3.0f;
+  if (t == 1) v += s[1];
   y[blockIdx.x * 128 + t] = v;
 }
 """

@@ -1,11 +1,14 @@
 """CUDA written in the styles of NVIDIA's samples and the common tutorials (samples_sources.py), on the
 host CPU: each kernel matches numpy and its derivatives pass both oracles (test_cuda_hunt.both_oracles:
 forward mode against central differences, reverse mode through <J v, w> = <v, J^T w>), or it is refused
-with an adoffload.Error naming the construct. Three kernels here were refused before this file's fixes:
+with an adoffload.Error naming the construct. Four kernels here were refused before this file's fixes:
 the samples' SharedMemory<T> (an ``int`` extern __shared__ buffer holding floats had no shadow),
 reduce1's strided index (its stride's values were unknown: clang doubles it in the loop header and
-tests the old value in the latch) and the bank-conflict-free up-sweep (a thread's poison address
-counted as a run)."""
+tests the old value in the latch), the bank-conflict-free up-sweep (a thread's poison address counted
+as a run) and the whole scan (its stride and its thread count are stepped together: the race check
+now simulates a loop's counters as one state). Threads of a block storing different values to one global
+element were accepted (a race: the primal changed from run to run and forward and reverse mode disagreed);
+they are refused now (foreign_cuda/global_races.py)."""
 import numpy as np
 import pytest
 
@@ -14,7 +17,7 @@ from adoffload.errors import (BoundsError, CudaTranslationError, DivergentBarrie
                               SharedMemoryRaceError, ToolNotFoundError)
 
 from .checks import needs_clang, run
-from .samples_sources import SAMPLES, STRIDE_SETS
+from .samples_sources import PAIRED_COUNTERS, SAMPLES, STRIDE_SETS
 from .test_cuda_hunt import both_oracles
 from .test_cuda_hunt2 import check_primal
 
@@ -58,6 +61,12 @@ def upsweep_ref(v):
     csum = np.concatenate([np.zeros((x.shape[0], 1)), np.cumsum(x, 1)], 1)
     i = np.arange(256)
     return {"g_odata": ((csum[:, i + 1] - csum[:, i + 1 - low]) * x).ravel()}
+
+
+def prescan_ref(v):
+    x = per_block(v["g_idata"], 256)
+    exclusive = np.concatenate([np.zeros((x.shape[0], 1)), np.cumsum(x, 1)[:, :-1]], 1)
+    return {"g_odata": (exclusive * x).ravel()}
 
 
 def conv_rows_ref(v):
@@ -120,6 +129,9 @@ def cases():
         "upsweep_bcao": (
             dict(g_idata=In[f64], g_odata=Out[f64]), dict(g_idata=g.standard_normal(512), g_odata=np.zeros(512)),
             dict(blocks=2, threads=128), ["g_idata"], upsweep_ref),
+        "prescan_bcao": (
+            dict(g_odata=Out[f64], g_idata=In[f64]), dict(g_odata=np.zeros(512), g_idata=g.standard_normal(512)),
+            dict(blocks=2, threads=128), ["g_idata"], prescan_ref),
         "stencil_1d": (
             dict(**{"in": In[f32]}, out=Out[f32]),
             {"in": g.standard_normal(134).astype(np.float32), "out": np.zeros(128, np.float32)},
@@ -164,16 +176,17 @@ REFUSED = {
     # a __syncwarp after each in-place step does not help: t reads sdata[t + 16] as t + 16 writes it
     "reduce_syncwarp_in_place": (dict(x=In[f32], out=Out[f32]), dict(blocks=2, threads=64), SharedMemoryRaceError,
                                  r"race on 'sdata'.*sdata\[threadIdx.x \+ 16\]"),
-    # race-free in fact: the down-sweep's stride and its loop's thread count are tied, which the race check
-    # does not follow (it admits a stride of 0, where every thread adds into one element); a refusal, not a guess
-    "prescan_bcao": (dict(g_odata=Out[f64], g_idata=In[f64]), dict(blocks=2, threads=128), SharedMemoryRaceError,
-                     "race on 'temp'"),
     # whole warps return before the shuffles (legal on a GPU); shuffles must be reached by the whole block
     "warp_row_softmax": (dict(x=In[f32], y=Out[f32], rows=i32, cols=i32), dict(blocks=2, threads=96),
                          DivergentBarrierError, "warp shuffle runs under control flow that is not uniform"),
     # the diagonal transpose launched with 32 rows of 8 threads: tile rows y and y + 8 overlap (a real race)
     "transpose_diagonal": (dict(odata=Out[f64], idata=In[f64], width=i32, height=i32),
                            dict(blocks=(6, 2), threads=(8, 32)), SharedMemoryRaceError, "race on 'tile'"),
+    # every thread (or the first four) of a block stores its own value to the block's element of out
+    "last_writer_wins": (dict(x=In[f32], out=Out[f32]), dict(blocks=2, threads=64), CudaTranslationError,
+                         "every thread of a block that runs the store .* writes one element of 'out'"),
+    "first_lanes_store": (dict(x=In[f32], out=Out[f32]), dict(blocks=2, threads=64), CudaTranslationError,
+                          "every thread of a block that runs the store .* writes one element of 'out'"),
 }
 
 
@@ -203,6 +216,27 @@ def test_stride_values_are_exact(last):
         return
     expected = np.zeros(256)
     expected[[1, 129]] = 7 * x[[1, 129]]                 # seven trips, s[1] never written
+    np.testing.assert_array_equal(run(k, values, launch)["y"], expected)
+
+
+@pytest.mark.parametrize("last, after, races", [(64, 0, True), (128, 128, True), (128, 256, False)])
+def test_paired_counters_are_simulated_together(last, after, races):
+    """offset doubles while d halves and only d is tested: offset is 1, ..., 64 in the loop and 128 after
+    it. Stores at 64 (in the loop) and 128 (after it) race with thread 1's read and are refused; a store at
+    128 in the loop and at 256 after it never runs, and the kernel is accepted."""
+    try:
+        k = ado.from_cuda(PAIRED_COUNTERS, options=[f"-DLAST={last}", f"-DAFTER={after}"]).kernel(
+            "race_at_paired_offset", x=In[f32], y=Out[f32])
+    except ToolNotFoundError as exc:
+        pytest.skip(f"no clang and no cached clang IR of the paired-counter source: {exc}")
+    x = np.arange(256, dtype=np.float32)
+    values, launch = dict(x=x, y=np.zeros(256, np.float32)), dict(blocks=2, threads=128)
+    if races:
+        with pytest.raises(SharedMemoryRaceError, match=r"race on 's'.*s\[1\]"):
+            run(k, values, launch)
+        return
+    expected = np.zeros(256)
+    expected[[1, 129]] = 8 * x[[1, 129]]                 # seven trips and one read after the loop
     np.testing.assert_array_equal(run(k, values, launch)["y"], expected)
 
 
