@@ -59,7 +59,7 @@ def jax_kernel(kernel, *, grid=None, out_shapes=None, blocks=None, threads=None,
         given_grid = None if grid is None else _grid(kernel, grid, args, operands, ())
         shapes = _out_shapes(kernel, out_shapes, args, operands, given_grid)
         call_grid = given_grid or _grid(kernel, grid, args, operands, shapes)
-        check_block_grid(kernel, call_grid)        # a block kernel's grid is whole blocks
+        _check_block_grid(kernel, call_grid, defaulted=given_grid is None)
         spec = spec_type(kernel, call_grid, shapes)
         results = bind(operands, spec)
         return results[0] if len(results) == 1 else tuple(results)
@@ -160,6 +160,28 @@ def _shape_from_thread_indices(kernel, out, operands, grid) -> tuple[int, ...]:
                 f"axis {dim} {why}); pass out_shapes={{'{out.name}': shape}} to ado.jax_kernel")
         shape.append(known.pop())
     return tuple(shape)
+
+
+def _check_block_grid(kernel, grid, defaulted: bool) -> None:
+    """A block kernel's grid is whole blocks. Where the grid is the default (the first output's
+    shape) rather than the caller's, the error says so: a per-block output (``s[block_id()]``)
+    makes a default grid the caller never wrote, and "pad the arrays" would not help there."""
+    try:
+        check_block_grid(kernel, grid)
+    except GridError as exc:
+        if not defaulted:
+            raise
+        raise GridError(f"{exc}. That grid is ado.jax_kernel's default, the shape of {_grid_source(kernel)}: "
+                        "pass grid= (an int, a tuple, or a callable of the arguments) to ado.jax_kernel "
+                        "if the kernel runs one thread per element of something else") from None
+
+
+def _grid_source(kernel) -> str:
+    """The array whose shape gives the default grid: the first Out array, else the first InOut."""
+    params = kernel.signature.visible_params
+    first = next((p for p in params if p.is_array and p.type.intent == "out"), None) or \
+        next(p for p in params if p.is_array and p.type.intent == "inout")
+    return f"its {'Out' if first.type.intent == 'out' else 'InOut'} array '{first.name}'"
 
 
 def _grid(kernel, given, args, operands, out_shapes) -> tuple[int, ...]:
