@@ -74,10 +74,12 @@ def _convert(kernel, param, value):
     expected = param.dtype.dtype
     ndim = param.type.ndim if param.is_array else 0
     what = f"{'array' if param.is_array else 'scalar'} parameter '{param.name}' of kernel '{kernel.name}'"
+    # first: without x64, JAX turns the caller's float64 arrays into float32 ones, and "expects
+    # float64, got float32" would blame the caller for what the flag did
+    _check_x64(kernel, param)
     if isinstance(value, (bool, int, float)) and not param.is_array:
         if isinstance(value, float) and not param.dtype.is_float:
             raise JaxIntegrationError(f"{what} expects {expected} (ndim 0), got the Python float {value!r}")
-        _check_x64(kernel, param)
         return jnp.asarray(value, dtype=expected)
     if isinstance(value, (bool, int, float)):
         raise JaxIntegrationError(f"{what} expects a {expected} array of ndim {ndim}, got the Python "
@@ -92,7 +94,6 @@ def _convert(kernel, param, value):
     weak = getattr(jax.typeof(value), "weak_type", False) if isinstance(value, jax.Array) else False
     if np.dtype(given_dtype) != expected and not (weak and _same_kind(given_dtype, expected)):
         raise JaxIntegrationError(f"{what} expects dtype {expected}, got {np.dtype(given_dtype)}")
-    _check_x64(kernel, param)
     return jnp.asarray(value, dtype=expected)
 
 
