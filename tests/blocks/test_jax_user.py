@@ -121,6 +121,19 @@ def padded_norm_ref(x, g):
     return (g * xb / jnp.sqrt((xb * xb).sum(axis=1, keepdims=True) + 1.0)).reshape(-1)[:m]
 
 
+@ado.kernel(block=8)
+def off_by_one(x: ado.In[ado.f64], k: ado.i64, y: ado.Out[ado.f64]):
+    """Reads shared element t + k and private element k: out of bounds for k >= 1 (thread 7) and k >= 2."""
+    i = ado.tid()
+    t = ado.thread_id()
+    S = ado.shared(8, ado.f64)
+    history = ado.zeros(2, ado.f64)
+    S[t] = x[i]
+    ado.sync_threads()
+    history[k] = S[t + k]
+    y[i] = history[0] + history[1]
+
+
 # ----------------------------------------------------------------------------- helpers
 
 def _close(ours, theirs, rtol=1e-12, atol=1e-12):
@@ -355,6 +368,23 @@ def test_an_integer_array_of_the_wrong_width_is_refused():
     f = ado.jax_kernel(gather_warp)
     with pytest.raises(JaxIntegrationError, match=r"'idx' of kernel 'gather_warp' expects dtype int32, got int64"):
         f(np.zeros(64, np.float32), np.zeros(64, np.int64))
+
+
+def test_a_shared_or_private_array_out_of_bounds_is_named_under_jax():
+    """The CPU handler reported a bounds failure of a shared or thread-private array as a raw
+    status record ("parameter -1000000"); it names the array as the numpy launcher does."""
+    f = ado.jax_kernel(off_by_one)
+    x = np.arange(16.0)
+    _close(f(x, 0), x, rtol=0, atol=0)
+    shared = r"kernel 'off_by_one': index 8 out of bounds for axis 0 of shared array #0"
+    calls = [lambda: f(x, 1), lambda: jax.vmap(f, (0, None))(np.stack([x, x]), 1),
+             lambda: jax.grad(lambda x: jnp.sum(f(x, 1)))(x)]
+    for call in calls:
+        with pytest.raises(Exception, match=shared):
+            jax.block_until_ready(call())
+    # thread 0 fails first, on history[2] (S[2] is in bounds)
+    with pytest.raises(Exception, match=r"index 2 out of bounds for axis 0 of local array #0"):
+        jax.block_until_ready(f(x, 2))
 
 
 # ----------------------------------------------------------------------------- shard_map
