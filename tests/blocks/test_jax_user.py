@@ -134,6 +134,26 @@ def off_by_one(x: ado.In[ado.f64], k: ado.i64, y: ado.Out[ado.f64]):
     y[i] = history[0] + history[1]
 
 
+@ado.kernel(block=16)
+def accumulate_then_scale(x: ado.In[ado.f64], w: ado.f64, y: ado.Out[ado.f64]):
+    """Reads its Out array before the final store that covers it: it relies on the zeros."""
+    i = ado.tid()
+    t = ado.thread_id()
+    S = ado.shared(16, ado.f64)
+    S[t] = x[i]
+    ado.sync_threads()
+    for r in range(3):
+        y[i] += w * S[(t + r) % 16] * y[i] + S[(t + r) % 16]
+    y[i] = y[i] * x[i]
+
+
+def accumulate_then_scale_ref(x, w):
+    xb, y = x.reshape(-1, 16), jnp.zeros((x.shape[0] // 16, 16))
+    for r in range(3):
+        y = y + w * jnp.roll(xb, -r, axis=1) * y + jnp.roll(xb, -r, axis=1)
+    return (y * xb).reshape(-1)
+
+
 # ----------------------------------------------------------------------------- helpers
 
 def _close(ours, theirs, rtol=1e-12, atol=1e-12):
@@ -250,6 +270,21 @@ def test_a_few_scalars_differentiated_through_shared_memory():
     bs = jnp.array([0.1, 0.5, -1.0])
     _same(lambda g: jax.vmap(jax.grad(_sin_sum(g), (1, 2, 3)), (None, None, 0, None)), f, three_scalars_ref,
           x, 0.7, bs, 1.3)
+
+
+def test_an_out_array_read_before_its_covering_store_is_still_zeroed():
+    """frontend/coverage.py took the final ``y[i] = y[i] * x[i]`` for a full write and skipped the
+    zeroing, so the += loop read stale memory: the numpy launcher read the caller's array, and the
+    tangent call under jax.jvp/jax.grad read whatever XLA's buffer held (NaNs, no error)."""
+    assert accumulate_then_scale.full_writes == frozenset()
+    rng = np.random.default_rng(12)
+    x, dx = rng.standard_normal((2, 32))
+    y = np.full(32, 7.0)
+    accumulate_then_scale(x, 0.3, y, grid=32)
+    _close(y, accumulate_then_scale_ref(x, 0.3), rtol=1e-13, atol=1e-13)
+    f = ado.jax_kernel(accumulate_then_scale)
+    _same(lambda g: lambda x, w: jax.jvp(g, (x, w), (dx, 1.0)), f, accumulate_then_scale_ref, x, 0.3, rtol=1e-12)
+    _same(lambda g: jax.grad(_sin_sum(g), (0, 1)), f, accumulate_then_scale_ref, x, 0.3)
 
 
 # ----------------------------------------------------------------------------- vmap and control flow
