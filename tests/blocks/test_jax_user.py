@@ -154,6 +154,13 @@ def accumulate_then_scale_ref(x, w):
     return (y * xb).reshape(-1)
 
 
+@ado.kernel(block=32)
+def block_result(x: ado.In[ado.f64], s: ado.Out[ado.f64]):
+    """Every thread stores its block's sum to s[block] (CUDA's out[blockIdx.x] = total, unguarded)."""
+    i = ado.tid()
+    s[ado.block_id()] = ado.block_sum(ado.sin(x[i]) * x[i])
+
+
 # ----------------------------------------------------------------------------- helpers
 
 def _close(ours, theirs, rtol=1e-12, atol=1e-12):
@@ -285,6 +292,23 @@ def test_an_out_array_read_before_its_covering_store_is_still_zeroed():
     f = ado.jax_kernel(accumulate_then_scale)
     _same(lambda g: lambda x, w: jax.jvp(g, (x, w), (dx, 1.0)), f, accumulate_then_scale_ref, x, 0.3, rtol=1e-12)
     _same(lambda g: jax.grad(_sin_sum(g), (0, 1)), f, accumulate_then_scale_ref, x, 0.3)
+
+
+def test_a_store_every_thread_of_a_block_makes_differentiates_once_and_refuses_twice_clearly():
+    """The adjoint takes that store's seed with an atomic exchange; forward mode over it (hessian)
+    is refused. The message blamed a user atomic and advised a prefix sum; it names the store and
+    the fix (one thread stores), with which the second derivative works (normalize, below)."""
+    f = ado.jax_kernel(block_result, grid=lambda x: x.shape, out_shapes=lambda x: {"s": (x.shape[0] // 32,)})
+    ref = lambda x: (jnp.sin(x) * x).reshape(-1, 32).sum(axis=1)      # noqa: E731
+    x = np.random.default_rng(13).standard_normal(64)
+    _same(jax.jacrev, f, ref, x)
+    _same(lambda g: jax.grad(lambda x: jnp.sum(g(x) ** 2)), f, ref, x)
+    with pytest.raises(ado.DifferentiationError, match=r"test_jax_user.py:\d+ in forward mode .*every thread of a "
+                       r"block makes to one element.*thread_id\(\) == 0"):
+        jax.hessian(lambda x: jnp.sum(f(x) ** 2))(x)
+    scale = np.ones(64)
+    guarded = ado.jax_kernel(normalize, out_shapes=lambda x, scale: {"y": x.shape, "s": (1,)})
+    _same(lambda g: jax.hessian(lambda x: jnp.sum(g(x, scale)[1] ** 2)), guarded, normalize_ref, x, rtol=1e-11)
 
 
 # ----------------------------------------------------------------------------- vmap and control flow
