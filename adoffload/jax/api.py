@@ -1,7 +1,7 @@
 """``ado.jax_kernel``: a kernel as a JAX function (jit, grad, vmap, shard_map all work on it).
 
 The returned function takes the kernel's In, InOut and scalar params positionally in
-parameter order (Out params are skipped) and returns its Out and InOut arrays in
+parameter order, or by name (Out params are skipped) and returns its Out and InOut arrays in
 parameter order, a single array when there is one. Arguments are checked at trace time:
 dtypes and ranks must match the kernel's annotations (Python scalars are converted).
 """
@@ -50,11 +50,8 @@ def jax_kernel(kernel, *, grid=None, out_shapes=None, blocks=None, threads=None,
     spec_type = CallSpec if len(signature.visible_params) == len(signature.params) else TapeCallSpec
 
     @functools.wraps(getattr(kernel, "pyfunc", lambda *a: None), assigned=("__doc__",))
-    def call(*args):
-        if len(args) != len(inputs):
-            names = ", ".join(p.name for p in inputs)
-            raise JaxIntegrationError(f"kernel '{kernel.name}' as a JAX function takes {len(inputs)} "
-                                      f"arguments ({names}), got {len(args)}")
+    def call(*args, **kwargs):
+        args = _arguments(kernel, inputs, args, kwargs)
         operands = [_convert(kernel, p, a) for p, a in zip(inputs, args)]
         given_grid = None if grid is None else _grid(kernel, grid, args, operands, ())
         shapes = _out_shapes(kernel, out_shapes, args, operands, given_grid)
@@ -67,6 +64,28 @@ def jax_kernel(kernel, *, grid=None, out_shapes=None, blocks=None, threads=None,
     call.__name__ = kernel.name
     call.kernel = kernel
     return call
+
+
+def _arguments(kernel, inputs, args: tuple, kwargs: dict) -> tuple:
+    """The call's arguments in parameter order: positional ones first, then the rest by name
+    (``f(x, w=0.3)``, as in Python). Python's own TypeError would name ``call()``, not the kernel."""
+    names = [p.name for p in inputs]
+    takes = f"kernel '{kernel.name}' as a JAX function takes {len(inputs)} arguments ({', '.join(names)})"
+    if not kwargs and len(args) != len(inputs) or len(args) > len(inputs):
+        raise JaxIntegrationError(f"{takes}, got {len(args)}")
+    bound = dict(zip(names, args))
+    outs = {p.name for p in kernel.signature.visible_params if p.is_array and p.type.intent == "out"}
+    for name, value in kwargs.items():
+        if name not in names:
+            what = "an Out array, which is a result" if name in outs else "not one of them"
+            raise JaxIntegrationError(f"{takes}; the keyword '{name}' is {what}")
+        if name in bound:
+            raise JaxIntegrationError(f"{takes}; '{name}' was given by position and by keyword")
+        bound[name] = value
+    missing = [name for name in names if name not in bound]
+    if missing:
+        raise JaxIntegrationError(f"{takes}; missing {', '.join(repr(n) for n in missing)}")
+    return tuple(bound[name] for name in names)
 
 
 def _convert(kernel, param, value):

@@ -423,6 +423,23 @@ def test_bad_arguments_name_the_parameter(args, message):
         ado.jax_kernel(blur)(*args)
 
 
+def test_arguments_by_name():
+    """Keywords raised Python's TypeError about "call()"; they bind by name, and a wrong one names
+    the kernel and its arguments."""
+    f = ado.jax_kernel(blur)
+    x = np.random.default_rng(14).standard_normal(64)
+    _close(f(x, w=0.3), blur_ref(x, 0.3), rtol=0, atol=0)
+    _close(jax.grad(lambda w: jnp.sum(f(w=w, x=x)))(0.3), jax.grad(lambda w: jnp.sum(blur_ref(x, w)))(0.3))
+    for kwargs, message in [({"y": x}, r"takes 2 arguments \(x, w\); the keyword 'y' is an Out array"),
+                            ({"v": 0.3}, r"the keyword 'v' is not one of them"),
+                            ({"x": x}, r"'x' was given by position and by keyword"),
+                            ({}, r"takes 2 arguments \(x, w\), got 1")]:
+        with pytest.raises(JaxIntegrationError, match=message):
+            f(x, **kwargs)
+    with pytest.raises(JaxIntegrationError, match=r"kernel 'blur' .*; missing 'x'"):
+        f(w=0.3)
+
+
 def test_an_integer_array_of_the_wrong_width_is_refused():
     f = ado.jax_kernel(gather_warp)
     with pytest.raises(JaxIntegrationError, match=r"'idx' of kernel 'gather_warp' expects dtype int32, got int64"):
