@@ -140,8 +140,11 @@ def _out_shapes(kernel, given, args, operands, grid) -> tuple[tuple[int, ...], .
     shapes = []
     for p in outs:
         if p.name in table:
-            shape = table[p.name]
-            shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(s) for s in shape)
+            try:
+                shape = _static_ints(table[p.name])
+            except (TypeError, ValueError):
+                raise JaxIntegrationError(f"out_shapes['{p.name}'] of kernel '{kernel.name}' must be static ints, got "
+                                          f"{_short(table[p.name])}{_traced(table[p.name])}") from None
             if len(shape) != p.type.ndim:
                 raise JaxIntegrationError(f"out_shapes['{p.name}'] of kernel '{kernel.name}' has rank "
                                           f"{len(shape)}, but the parameter has ndim {p.type.ndim}")
@@ -204,6 +207,26 @@ def _grid_source(kernel) -> str:
     return f"its {'Out' if first.type.intent == 'out' else 'InOut'} array '{first.name}'"
 
 
+def _traced(value) -> str:
+    """Why a traced value cannot be a shape, when ``value`` holds one (else nothing)."""
+    if not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(value)):
+        return ""
+    return (" (shapes are static under jit; a value computed from a traced argument is not: take it from the "
+            "arguments' shapes, or make that argument static with jax.jit(..., static_argnums=...))")
+
+
+def _static_ints(value) -> tuple[int, ...]:
+    """``value`` (an int or a sequence of ints) as a tuple of Python ints; TypeError if it is not
+    one, as for a traced value under jit (JAX's conversion errors subclass TypeError)."""
+    items = value if isinstance(value, (tuple, list)) else [value] if np.ndim(value) == 0 else list(value)
+    return tuple(int(v) for v in items)
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def _grid(kernel, given, args, operands, out_shapes) -> tuple[int, ...]:
     rank = kernel.signature.grid_rank
     if given is None:
@@ -220,11 +243,11 @@ def _grid(kernel, given, args, operands, out_shapes) -> tuple[int, ...]:
                             f"{tuple(shape)}; pass grid= to ado.jax_kernel")
         return tuple(int(s) for s in shape[:rank])
     value = given(*args) if callable(given) else given
-    grid = (value,) if np.ndim(value) == 0 else tuple(value)
     try:
-        grid = tuple(int(g) for g in grid)
-    except TypeError as exc:
-        raise GridError(f"grid for kernel '{kernel.name}' must be static ints, got {value!r}") from exc
+        grid = _static_ints(value)
+    except (TypeError, ValueError):        # JAX's tracer conversion errors are TypeErrors too
+        raise GridError(f"grid for kernel '{kernel.name}' must be static ints, got {_short(value)}"
+                        f"{_traced(value)}") from None
     if len(grid) != rank:
         raise GridError(f"kernel '{kernel.name}' has grid rank {rank}, got grid {grid}")
     if any(g < 0 for g in grid):

@@ -440,6 +440,21 @@ def test_arguments_by_name():
         f(w=0.3)
 
 
+def test_a_grid_or_out_shape_from_a_traced_value_is_refused_clearly():
+    """grid=/out_shapes= callables see the arguments; under jit a value is a tracer, and JAX's
+    TracerArrayConversionError (about numpy arrays) came out instead of a word about the grid."""
+    x = np.zeros(96, np.float32)
+    f = ado.jax_kernel(padded_norm, grid=lambda x, n, g: (n,))
+    _close(jax.jit(f, static_argnums=1)(x, 96, 1.0), f(x, 96, 1.0), rtol=0, atol=0)
+    with pytest.raises(GridError, match=r"grid for kernel 'padded_norm' must be static ints.*static_argnums"):
+        jax.jit(f)(x, 96, 1.0)
+    with pytest.raises(GridError, match=r"must be static ints, got 'a'$"):
+        ado.jax_kernel(padded_norm, grid=lambda *args: "a")(x, 96, 1.0)
+    g = ado.jax_kernel(normalize, out_shapes=lambda x, s: {"y": x.shape, "s": (jnp.sum(s).astype(int),)})
+    with pytest.raises(JaxIntegrationError, match=r"out_shapes\['s'\] of kernel 'normalize' must be static ints"):
+        jax.jit(g)(np.zeros(64), np.ones(64))
+
+
 def test_an_integer_array_of_the_wrong_width_is_refused():
     f = ado.jax_kernel(gather_warp)
     with pytest.raises(JaxIntegrationError, match=r"'idx' of kernel 'gather_warp' expects dtype int32, got int64"):
