@@ -8,6 +8,7 @@ dtypes and ranks must match the kernel's annotations (Python scalars are convert
 from __future__ import annotations
 
 import functools
+import operator
 
 import numpy as np
 
@@ -145,6 +146,9 @@ def _out_shapes(kernel, given, args, operands, grid) -> tuple[tuple[int, ...], .
             except (TypeError, ValueError):
                 raise JaxIntegrationError(f"out_shapes['{p.name}'] of kernel '{kernel.name}' must be static ints, got "
                                           f"{_short(table[p.name])}{_traced(table[p.name])}") from None
+            if any(extent < 0 for extent in shape):
+                raise JaxIntegrationError(f"out_shapes['{p.name}'] of kernel '{kernel.name}' must be non-negative, "
+                                          f"got {shape}")
             if len(shape) != p.type.ndim:
                 raise JaxIntegrationError(f"out_shapes['{p.name}'] of kernel '{kernel.name}' has rank "
                                           f"{len(shape)}, but the parameter has ndim {p.type.ndim}")
@@ -219,7 +223,7 @@ def _static_ints(value) -> tuple[int, ...]:
     """``value`` (an int or a sequence of ints) as a tuple of Python ints; TypeError if it is not
     one, as for a traced value under jit (JAX's conversion errors subclass TypeError)."""
     items = value if isinstance(value, (tuple, list)) else [value] if np.ndim(value) == 0 else list(value)
-    return tuple(int(v) for v in items)
+    return tuple(operator.index(v) for v in items)      # 32.5 is refused, not cut to 32
 
 
 def _short(value) -> str:

@@ -442,7 +442,8 @@ def test_arguments_by_name():
 
 def test_a_grid_or_out_shape_from_a_traced_value_is_refused_clearly():
     """grid=/out_shapes= callables see the arguments; under jit a value is a tracer, and JAX's
-    TracerArrayConversionError (about numpy arrays) came out instead of a word about the grid."""
+    TracerArrayConversionError (about numpy arrays) came out instead of a word about the grid.
+    A fractional grid was cut to an int, a negative Out extent reached XLA (an MLIRError)."""
     x = np.zeros(96, np.float32)
     f = ado.jax_kernel(padded_norm, grid=lambda x, n, g: (n,))
     _close(jax.jit(f, static_argnums=1)(x, 96, 1.0), f(x, 96, 1.0), rtol=0, atol=0)
@@ -450,6 +451,11 @@ def test_a_grid_or_out_shape_from_a_traced_value_is_refused_clearly():
         jax.jit(f)(x, 96, 1.0)
     with pytest.raises(GridError, match=r"must be static ints, got 'a'$"):
         ado.jax_kernel(padded_norm, grid=lambda *args: "a")(x, 96, 1.0)
+    with pytest.raises(GridError, match=r"must be static ints, got \[32.5\]"):     # not cut to 32
+        ado.jax_kernel(padded_norm, grid=[32.5])(x, 96, 1.0)
+    for shape, message in [(-1, r"must be non-negative, got \(-1,\)"), (1.5, r"must be static ints, got 1.5")]:
+        with pytest.raises(JaxIntegrationError, match=r"out_shapes\['s'\] of kernel 'normalize' " + message):
+            ado.jax_kernel(normalize, out_shapes={"y": 64, "s": shape})(np.zeros(64), np.ones(64))
     g = ado.jax_kernel(normalize, out_shapes=lambda x, s: {"y": x.shape, "s": (jnp.sum(s).astype(int),)})
     with pytest.raises(JaxIntegrationError, match=r"out_shapes\['s'\] of kernel 'normalize' must be static ints"):
         jax.jit(g)(np.zeros(64), np.ones(64))
