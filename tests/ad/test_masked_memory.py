@@ -168,11 +168,32 @@ def test_gather_and_scatter_lanes_follow_their_pointers():
 
 
 def test_a_write_through_a_lane_of_a_pointer_vector_is_refused():
-    """The engine does not follow a pointer taken out of a vector of pointers: a write through one may
-    overwrite differentiated memory (here y[1] or y[0]) without its shadow, so it is refused (this store
-    of a constant left y's tangent and adjoint untouched before, silently wrong)."""
+    """The engine does not follow a pointer taken out of a vector of pointers it cannot rebuild as a
+    scalar GEP (here two pointers put into a vector one by one): a write through one may overwrite
+    differentiated memory (y[1] or y[0]) without its shadow, so it is refused (this store of a
+    constant left y's tangent and adjoint untouched before, silently wrong)."""
     import adoffload as ado
     from adoffload.errors import DifferentiationError
+    fn = ado.from_llvm(r"""
+define void @f(ptr %y, i64 %k) {
+entry:
+  %y1 = getelementptr double, ptr %y, i64 1
+  %v0 = insertelement <2 x ptr> poison, ptr %y1, i64 0
+  %yp = insertelement <2 x ptr> %v0, ptr %y, i64 1
+  %i = and i64 %k, 1
+  %p = extractelement <2 x ptr> %yp, i64 %i
+  store double 5.0, ptr %p, align 8
+  ret void
+}""")["f"]
+    for mode in (ez.Forward, ez.Reverse):
+        with pytest.raises(DifferentiationError, match="escapes through 'insertelement'|pointer of unknown origin"):
+            ez.autodiff(mode, fn, ez.Duplicated(np.zeros(2), np.ones(2)), 0)
+
+
+def test_a_lane_of_a_vector_gep_is_the_scalar_gep_of_that_lane():
+    """``extractelement (gep %y, <1, 0>), %i`` is ``gep %y, <1, 0>[%i]`` (masked_memory's rebuild,
+    which numba's strided record loads need): the store overwrites y[1] and its shadow with it."""
+    import adoffload as ado
     fn = ado.from_llvm(r"""
 define void @f(ptr %y, i64 %k) {
 entry:
@@ -182,6 +203,11 @@ entry:
   store double 5.0, ptr %p, align 8
   ret void
 }""")["f"]
-    for mode in (ez.Forward, ez.Reverse):
-        with pytest.raises(DifferentiationError, match="writes memory through a pointer of unknown origin"):
-            ez.autodiff(mode, fn, ez.Duplicated(np.zeros(2), np.ones(2)), 0)
+    y, ty = np.zeros(2), np.ones(2)
+    ez.autodiff(ez.Forward, fn, ez.Duplicated(y, ty), 0)
+    np.testing.assert_array_equal(y, [0.0, 5.0])
+    np.testing.assert_array_equal(ty, [1.0, 0.0])
+    y, dy = np.zeros(2), np.ones(2)
+    ez.autodiff(ez.Reverse, fn, ez.Duplicated(y, dy), 1)
+    np.testing.assert_array_equal(y, [5.0, 0.0])
+    np.testing.assert_array_equal(dy, [0.0, 1.0])
