@@ -218,6 +218,17 @@ class _Uniformity:
                 self.check_calls(value, inner)
                 inner = inner or (None if self.expr(value) else node)
             return
+        if isinstance(node, ast.Compare) and len(node.comparators) > 1:
+            # ``a < b < c`` stops at the first false comparison (expressions.visit_Compare): c runs
+            # only on the threads where a < b holds
+            operands = [node.left, *node.comparators]
+            self.check_calls(node.left, divergent)
+            inner = divergent
+            for k, comparator in enumerate(node.comparators):
+                self.check_calls(comparator, inner)
+                uniform = self.expr(operands[k]) and self.expr(comparator)
+                inner = inner or (None if uniform else node)
+            return
         name = builtin_name(node, self.names)
         if name in COLLECTIVES and divergent is not None:
             line = divergent.lineno + self.source.first_line - 1
@@ -247,6 +258,8 @@ class _Uniformity:
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             self.check_calls(node.value, divergent)
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:              # the indices of ``y[...] = v`` are evaluated too
+                self.check_calls(target, divergent)
             uniform = divergent is None and self.expr(node.value)
             if isinstance(node, ast.AugAssign):
                 uniform = uniform and self.expr(ast.Name(node.target.id, ast.Load())) \
@@ -294,7 +307,8 @@ def _is_return(node) -> bool:
 
 def _what(node) -> str:
     return {ast.If: "'if'", ast.For: "'for' loop", ast.While: "'while' loop", ast.Return: "'return'",
-            ast.Break: "'break'", ast.Continue: "'continue'"}.get(type(node), "statement")
+            ast.Break: "'break'", ast.Continue: "'continue'", ast.BoolOp: "'and'/'or'",
+            ast.IfExp: "conditional expression", ast.Compare: "chained comparison"}.get(type(node), "statement")
 
 
 def check_uniform_collectives(source, names: dict, array_names: set[str]) -> None:
