@@ -1,17 +1,19 @@
 """A user's-eye hunt on block kernels (issue #13), on the host CPU: kernels shaped the way an
-outside user writes them (row softmax and layernorm with block reductions, a padded shared
-transpose, a double-buffered Hillis-Steele scan, a halving reduction tree, a tiled conv1d with a
-halo, a matmul with a non-square block, warp_max mixed with shuffle_down, reads of shared memory at
-a loaded index, barriers in nested loops, a 3-D block) checked against numpy, then their
-derivatives against both oracles: central differences (forward mode) and <J v, w> = <v, J^T w>
-between forward and reverse mode. The refusals found by the hunt are at the end."""
+outside user writes them (user_kernels.py: row softmax and layernorm with block reductions, a padded
+shared transpose, a double-buffered Hillis-Steele scan, a halving reduction tree, a tiled conv1d with
+a halo, a matmul with a non-square block, warp_max mixed with shuffle_down, a two-level reduction,
+shared memory read at a loaded index, barriers in nested loops, a 3-D block) checked against numpy,
+then their derivatives against both oracles: central differences (forward mode) and
+<J v, w> = <v, J^T w> between forward and reverse mode. The refusals found by the hunt are at the end."""
 import importlib.util
 
 import numpy as np
 import pytest
 
 import adoffload as ado
-from adoffload.errors import UnsupportedConstructError
+from adoffload.errors import SharedMemoryRaceError, UnsupportedConstructError
+
+from . import user_kernels as uk
 
 
 def _compile(source: str, tmp_path, name="k"):
@@ -21,6 +23,217 @@ def _compile(source: str, tmp_path, name="k"):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _copy(values: dict) -> dict:
+    return {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in values.items()}
+
+
+def _run(kernel, args: dict, grid, outs) -> dict:
+    values = _copy(args)
+    kernel(**values, grid=grid)
+    return {o: values[o] for o in outs}
+
+
+def check_derivatives(kernel, args: dict, active, outs, grid, seed=0):
+    """Forward mode against central differences along a random direction, and
+    <J v, w> = <v, J^T w> between forward and reverse mode; both derivative kernels' primal
+    outputs equal the primal's. Returns (J v, J^T w)."""
+    rng = np.random.default_rng(seed)
+    dtype = np.asarray(args[active[0]]).dtype
+    single = dtype == np.float32
+    h = 1e-2 if single else 1e-6
+    v = {a: rng.standard_normal(np.shape(args[a])).astype(dtype) for a in active}
+    w = {o: rng.standard_normal(np.shape(args[o])).astype(dtype) for o in outs}
+    primal = _run(kernel, args, grid, outs)
+    plus = _run(kernel, {**args, **{a: args[a] + dtype.type(h) * v[a] for a in active}}, grid, outs)
+    minus = _run(kernel, {**args, **{a: args[a] - dtype.type(h) * v[a] for a in active}}, grid, outs)
+
+    forward = _copy(args)
+    forward.update({"d_" + a: v[a].copy() for a in active})
+    forward.update({"d_" + o: np.zeros_like(args[o]) for o in outs})
+    ado.jvp(kernel, tuple(active))(**forward, grid=grid)
+    reverse = _copy(args)
+    reverse.update({"d_" + a: np.zeros_like(args[a]) for a in active})
+    reverse.update({"d_" + o: w[o].copy() for o in outs})
+    ado.vjp(kernel, tuple(active))(**reverse, grid=grid)
+
+    rtol = 1e-5 if single else 1e-12
+    for o in outs:
+        np.testing.assert_allclose(forward[o], primal[o], rtol=rtol, atol=rtol)
+        np.testing.assert_allclose(reverse[o], primal[o], rtol=rtol, atol=rtol)
+        fd = (plus[o].astype(np.float64) - minus[o]) / (2 * h)
+        tol = (2e-2 if single else 1e-6) * max(1.0, float(np.max(np.abs(fd))))
+        np.testing.assert_allclose(forward["d_" + o], fd, atol=tol, err_msg=f"J v of {o}")
+    jv_w = sum(float(np.sum(forward["d_" + o].astype(np.float64) * w[o])) for o in outs)
+    v_jtw = sum(float(np.sum(reverse["d_" + a].astype(np.float64) * v[a])) for a in active)
+    scale = sum(float(np.sum(np.abs(forward["d_" + o].astype(np.float64) * w[o]))) for o in outs)
+    assert abs(jv_w - v_jtw) <= (1e-5 if single else 1e-11) * scale, (jv_w, v_jtw)
+    return {o: forward["d_" + o] for o in outs}, {a: reverse["d_" + a] for a in active}
+
+
+# ----------------------------------------------------------------------------- numpy references
+
+def _per_block(x, n):
+    return x.reshape(-1, n)
+
+
+def _softmax(x):
+    e = np.exp(_per_block(x, 16) - _per_block(x, 16).max(1, keepdims=True))
+    return (e / e.sum(1, keepdims=True)).reshape(x.shape)
+
+
+def _layernorm(x, g):
+    rows = x.reshape(x.shape[0], -1, 32)
+    d = rows - rows.mean(-1, keepdims=True)
+    return (d / np.sqrt((d * d).mean(-1, keepdims=True) + 1e-5) * g).reshape(x.shape)
+
+
+def _damped_scan(x):
+    s = np.sin(_per_block(x, 16))
+    off = 1
+    while off < 16:
+        s = s.copy()
+        s[:, off:] = s[:, off:] + s[:, :-off] * 0.9        # numpy reads the old s: double buffering
+        off *= 2
+    return s.reshape(-1)
+
+
+def _halving_tree(x):
+    S = _per_block(x, 32) ** 2
+    s = 16
+    while s:
+        S = S.copy()
+        S[:, :s] = S[:, :s] + S[:, s:2 * s] * np.cos(S[:, s:2 * s])
+        s //= 2
+    return S[:, 0]
+
+
+def _conv1d(x, w):
+    padded = np.concatenate([np.zeros(uk.HALO), np.tanh(x), np.zeros(uk.HALO)])
+    return sum(w[k] * padded[k:k + x.size] for k in range(2 * uk.HALO + 1))
+
+
+def _warp_logsumexp(x):
+    rows = _per_block(x, 32)
+    partner = rows[:, np.arange(32) ^ 1]
+    return (np.log(np.exp(rows).sum(1, keepdims=True)) + 0.1 * rows * partner).reshape(-1)
+
+
+def _gather(x, idx):
+    s = np.sin(x)
+    return s[np.arange(x.size) // 8 * 8 + idx] * x
+
+
+def _permutation(x, p):
+    S, P = _per_block(x * x, 8), _per_block(p % 8, 8)
+    rows = np.arange(S.shape[0])[:, None]
+    return (S[rows, P] + S[rows, P[:, ::-1]] * _per_block(x, 8)).reshape(-1)
+
+
+def _nested(x, outer, inner):
+    v = _per_block(x, 8)
+    for _ in range(outer):
+        S = v
+        for _ in range(inner):
+            u = np.roll(S, -1, axis=1)
+            S = 0.5 * u + 0.5 * np.sin(u)
+        v = S * v
+    return v.reshape(-1)
+
+
+def _per_block_steps(x):
+    out = []
+    for b, v in enumerate(_per_block(x, 8)):
+        for s in range(min(b + 1, 4)):
+            v = np.sin(np.roll(v, -(s + 1))) + v
+        out.append(v)
+    return np.concatenate(out)
+
+
+def _newton(x):
+    r = np.sqrt(_per_block(x * x + 1.0, 8)[:, ::-1])
+    return (np.roll(r, -1, axis=1) * r).reshape(-1)
+
+
+def _constant_overwrite(x):
+    t = np.arange(8) * 0.5
+    rows = _per_block(x, 8)
+    return (np.roll(rows ** 2, -1, axis=1) * np.roll(t, -2) + t * rows).reshape(-1)
+
+
+def _cube(x):
+    out = np.empty_like(x)
+    for bi in range(0, x.shape[0], 2):
+        for bk in range(0, x.shape[2], 4):
+            blk = x[bi:bi + 2, :, bk:bk + 4]
+            S = np.exp(blk)
+            out[bi:bi + 2, :, bk:bk + 4] = (S[::-1, :, ::-1] * blk).sum() * S[:, ::-1, :]
+    return out
+
+
+def _cases():
+    """name: (kernel, args(rng), active inputs, outputs, grid, reference(args) -> {output: value})."""
+    def vec(n):
+        return lambda g: g.standard_normal(n)
+    return {
+        "softmax_rows": (uk.softmax_rows, lambda g: dict(x=vec(48)(g), y=np.zeros(48)), ["x"], ["y"], 48,
+                         lambda a: {"y": _softmax(a["x"])}),
+        "layernorm": (uk.layernorm, lambda g: dict(x=g.standard_normal((3, 64)), g=vec(32)(g), y=np.zeros((3, 64))),
+                      ["x", "g"], ["y"], (3, 64), lambda a: {"y": _layernorm(a["x"], a["g"])}),
+        "transpose_squares": (uk.transpose_squares, lambda g: dict(x=g.standard_normal((16, 24)), y=np.zeros((24, 16))),
+                              ["x"], ["y"], (16, 24), lambda a: {"y": (a["x"] ** 2).T}),
+        "damped_scan": (uk.damped_scan, lambda g: dict(x=vec(32)(g), y=np.zeros(32)), ["x"], ["y"], 32,
+                        lambda a: {"y": _damped_scan(a["x"])}),
+        "halving_tree": (uk.halving_tree, lambda g: dict(x=vec(64)(g), y=np.zeros(2)), ["x"], ["y"], 64,
+                         lambda a: {"y": _halving_tree(a["x"])}),
+        "conv1d_halo": (uk.conv1d_halo, lambda g: dict(x=vec(24)(g), w=vec(5)(g), y=np.zeros(24)), ["x", "w"], ["y"],
+                        24, lambda a: {"y": _conv1d(a["x"], a["w"])}),
+        "matmul_rect_squared": (uk.matmul_rect_squared,
+                                lambda g: dict(A=g.standard_normal((4, 8)), B=g.standard_normal((8, 16)),
+                                               C=np.zeros((4, 16))),
+                                ["A", "B"], ["C"], (4, 16), lambda a: {"C": (a["A"] @ a["B"]) ** 2}),
+        "warp_logsumexp": (uk.warp_logsumexp, lambda g: dict(x=vec(64)(g), y=np.zeros(64)), ["x"], ["y"], 64,
+                           lambda a: {"y": _warp_logsumexp(a["x"])}),
+        "two_level_logsumexp": (uk.two_level_logsumexp, lambda g: dict(x=vec(256)(g), out=np.zeros(2)), ["x"],
+                                ["out"], 256,
+                                lambda a: {"out": np.log(np.exp(0.5 * _per_block(a["x"], 128)).sum(1))}),
+        "gather_through_shared": (uk.gather_through_shared,
+                                  lambda g: dict(x=vec(16)(g), idx=g.integers(0, 8, 16), y=np.zeros(16)),
+                                  ["x"], ["y"], 16, lambda a: {"y": _gather(a["x"], a["idx"])}),
+        "shared_permutation": (uk.shared_permutation,
+                               lambda g: dict(x=vec(16)(g), p=g.integers(0, 100, 16), y=np.zeros(16)),
+                               ["x"], ["y"], 16, lambda a: {"y": _permutation(a["x"], a["p"])}),
+        "nested_barrier_loops": (uk.nested_barrier_loops,
+                                 lambda g: dict(x=vec(16)(g), y=np.zeros(16), outer=2, inner=3),
+                                 ["x"], ["y"], 16, lambda a: {"y": _nested(a["x"], 2, 3)}),
+        "per_block_steps": (uk.per_block_steps, lambda g: dict(x=vec(32)(g), y=np.zeros(32)), ["x"], ["y"], 32,
+                            lambda a: {"y": _per_block_steps(a["x"])}),
+        "newton_after_barrier": (uk.newton_after_barrier, lambda g: dict(x=vec(16)(g), y=np.zeros(16)), ["x"], ["y"],
+                                 16, lambda a: {"y": _newton(a["x"])}),
+        "constant_overwrite": (uk.constant_overwrite, lambda g: dict(x=vec(16)(g), y=np.zeros(16)), ["x"], ["y"], 16,
+                               lambda a: {"y": _constant_overwrite(a["x"])}),
+        "cube_mirror_sum": (uk.cube_mirror_sum, lambda g: dict(x=0.5 * g.standard_normal((4, 2, 8)),
+                                                               y=np.zeros((4, 2, 8))),
+                            ["x"], ["y"], (4, 2, 8), lambda a: {"y": _cube(a["x"])}),
+        "softmax_rows_f32": (uk.softmax_rows_f32,
+                             lambda g: dict(x=g.standard_normal(32).astype(np.float32), y=np.zeros(32, np.float32)),
+                             ["x"], ["y"], 32, lambda a: {"y": _softmax(a["x"].astype(np.float64))}),
+    }
+
+
+CASES = _cases()
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_user_kernel_matches_numpy_and_both_derivative_oracles(name):
+    kernel, make, active, outs, grid, reference = CASES[name]
+    args = make(np.random.default_rng(11))
+    got = _run(kernel, args, grid, outs)
+    single = np.asarray(args[active[0]]).dtype == np.float32
+    for o, want in reference(args).items():
+        np.testing.assert_allclose(got[o], want, rtol=1e-5 if single else 1e-12, atol=1e-6 if single else 1e-13)
+    check_derivatives(kernel, args, active, outs, grid)
 
 
 # ----------------------------------------------------------------------------- refusals
@@ -80,3 +293,25 @@ def k(x: ado.In[ado.f64], y: ado.InOut[ado.f64], n: ado.f64):
     y = np.zeros(64)
     module.k(x, y, 40.0, grid=64)
     np.testing.assert_array_equal(y, 2.0)
+
+
+def test_lane_guard_is_checked_for_both_warp_sizes(tmp_path):
+    """The race check evaluates ``lane_id()`` as the thread's rank modulo 32 and modulo 64 (a
+    kernel may run with either): lane 40 exists only in 64-lane wavefronts, where threads 40 and
+    104 both write P[0]. (``two_level_logsumexp``'s ``if ado.lane_id() == 0`` is race-free with
+    both, and was refused before lane_id was evaluated at all.)"""
+    with pytest.raises(SharedMemoryRaceError, match=r"thread 104's write and thread 40's write"):
+        _compile("""
+@ado.kernel(block=128)
+def k(x: ado.In[ado.f64], out: ado.Out[ado.f64]):
+    i = ado.tid()
+    t = ado.thread_id()
+    P = ado.shared(4, ado.f64)
+    if t < 4:
+        P[t] = 0.0
+    ado.sync_threads()
+    if ado.lane_id() == 40:
+        P[0] = x[i]
+    ado.sync_threads()
+    out[i] = P[t % 4]
+""", tmp_path)
