@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import adoffload as ado
-from adoffload.errors import SharedMemoryRaceError, UnsupportedConstructError
+from adoffload.errors import BoundsError, SharedMemoryRaceError, UnsupportedConstructError
 
 from . import user_kernels as uk
 
@@ -315,3 +315,21 @@ def k(x: ado.In[ado.f64], out: ado.Out[ado.f64]):
     ado.sync_threads()
     out[i] = P[t % 4]
 """, tmp_path)
+
+
+def test_shared_bounds_error_names_the_array_and_its_axis(tmp_path):
+    """S[0, t + 1] runs past axis 1 of a 2 x 8 array whose flat size it stays inside (checked per
+    axis, not against the flat size); the error names the array as the kernel does."""
+    module = _compile("""
+@ado.kernel(block=8)
+def k(x: ado.In[ado.f64], y: ado.Out[ado.f64]):
+    i = ado.tid()
+    t = ado.thread_id()
+    Tile = ado.shared((2, 8), ado.f64)
+    Tile[0, t] = x[i]
+    Tile[1, t] = x[i]
+    ado.sync_threads()
+    y[i] = Tile[0, t + 1]
+""", tmp_path)
+    with pytest.raises(BoundsError, match=r"index 8 is out of bounds for axis 1 of shared array #0 \('Tile'\)"):
+        module.k(np.zeros(8), np.zeros(8), grid=8)
