@@ -291,6 +291,9 @@ class _Uniformity:
                 c |= c2
                 if isinstance(node, ast.For):
                     c |= self.mark(node.target, False)
+                elif _leaves_loop(exits):
+                    # the test runs again on the threads still in the loop only
+                    self.check_calls(node.test, exits)
             c3, e3 = self.walk(node.orelse, inner)
             returned = exits if _is_return(exits) else None
             return changed | c | c3, returned or e3
@@ -299,6 +302,21 @@ class _Uniformity:
         if isinstance(node, (ast.Expr, ast.Assert)):
             self.check_calls(node.value if isinstance(node, ast.Expr) else node.test, divergent)
         return changed, None
+
+
+def _leaves_loop(node) -> bool:
+    """Whether ``node`` holds a return, or a break of the loop it is in (not of a nested loop)."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ast.Return, ast.Break)):
+            return True
+        for child in ast.iter_child_nodes(n):
+            if isinstance(child, (ast.For, ast.While)):
+                todo.extend(r for r in ast.walk(child) if isinstance(r, ast.Return))
+            else:
+                todo.append(child)
+    return False
 
 
 def _is_return(node) -> bool:
