@@ -236,6 +236,78 @@ def test_user_kernel_matches_numpy_and_both_derivative_oracles(name):
     check_derivatives(kernel, args, active, outs, grid)
 
 
+def _hessian_vector_product(kernel, args: dict, active, outs, grid, seed=3, h=1e-5):
+    """(jvp of the vjp along v, central differences of the vjp along v) for a fixed cotangent."""
+    rng = np.random.default_rng(seed)
+    v = {a: rng.standard_normal(np.shape(args[a])) for a in active}
+    w = {o: rng.standard_normal(np.shape(args[o])) for o in outs}
+    reverse = ado.vjp(kernel, tuple(active))
+
+    def gradient(point):
+        values = _copy(point)
+        values.update({"d_" + a: np.zeros_like(args[a]) for a in active})
+        values.update({"d_" + o: w[o].copy() for o in outs})
+        reverse(**values, grid=grid)
+        return {a: values["d_" + a] for a in active}
+    values = _copy(args)
+    for a in active:
+        values.update({"d_" + a: np.zeros_like(args[a]), "d2_" + a: v[a].copy(), "d_d_" + a: np.zeros_like(args[a])})
+    for o in outs:
+        values.update({"d_" + o: w[o].copy(), "d2_" + o: np.zeros_like(args[o]), "d_d_" + o: np.zeros_like(args[o])})
+    hvp = ado.jvp(reverse, tuple(active))
+    hvp(**{p.name: values[p.name] for p in hvp.signature.visible_params}, grid=grid)
+    plus = gradient({**args, **{a: args[a] + h * v[a] for a in active}})
+    minus = gradient({**args, **{a: args[a] - h * v[a] for a in active}})
+    return {a: values["d_d_" + a] for a in active}, {a: (plus[a] - minus[a]) / (2 * h) for a in active}
+
+
+@pytest.mark.parametrize("name", ["softmax_rows", "warp_logsumexp", "per_block_steps", "conv1d_halo"])
+def test_forward_over_reverse_matches_differences_of_the_gradient(name):
+    """Second order through block_max/block_sum, warp_max/shuffles, a block-uniform return in a
+    loop with barriers, and shared tiles with a halo."""
+    kernel, make, active, outs, grid, _ = CASES[name]
+    got, want = _hessian_vector_product(kernel, make(np.random.default_rng(5)), active, outs, grid)
+    for a in active:
+        np.testing.assert_allclose(got[a], want[a], rtol=1e-5, atol=1e-5 * max(1.0, float(np.max(np.abs(want[a])))))
+
+
+@pytest.mark.parametrize("name", ["damped_scan", "two_level_logsumexp"])
+def test_vector_forward_mode_equals_one_tangent_at_a_time(name):
+    kernel, make, active, outs, grid, _ = CASES[name]
+    args = make(np.random.default_rng(6))
+    rng = np.random.default_rng(7)
+    tangents = {a: rng.standard_normal((3,) + np.shape(args[a])) for a in active}
+    wide = _copy(args)
+    wide.update({"d_" + a: tangents[a] for a in active})
+    wide.update({"d_" + o: np.zeros((3,) + np.shape(args[o])) for o in outs})
+    ado.jvp(kernel, tuple(active), width=3)(**wide, grid=grid)
+    for lane in range(3):
+        one = _copy(args)
+        one.update({"d_" + a: tangents[a][lane].copy() for a in active})
+        one.update({"d_" + o: np.zeros(np.shape(args[o])) for o in outs})
+        ado.jvp(kernel, tuple(active))(**one, grid=grid)
+        for o in outs:
+            np.testing.assert_allclose(wide["d_" + o][lane], one["d_" + o], rtol=1e-13, atol=1e-14)
+
+
+def test_softmax_rows_through_jax_grad_jvp_and_vmap():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+    f = ado.jax_kernel(uk.softmax_rows)
+
+    def reference(x):
+        return jax.nn.softmax(x.reshape(-1, 16), axis=1).reshape(-1)
+
+    def loss(g):
+        return lambda x: jnp.sum(jnp.cos(g(x)) * jnp.arange(x.shape[0]))
+    rng = np.random.default_rng(8)
+    x, v, X = rng.standard_normal(48), rng.standard_normal(48), rng.standard_normal((3, 32))
+    np.testing.assert_allclose(jax.jit(jax.grad(loss(f)))(x), jax.grad(loss(reference))(x), rtol=1e-11, atol=1e-13)
+    np.testing.assert_allclose(jax.jvp(f, (x,), (v,))[1], jax.jvp(reference, (x,), (v,))[1], rtol=1e-11, atol=1e-13)
+    np.testing.assert_allclose(jax.vmap(f)(X), jax.vmap(reference)(X), rtol=1e-13, atol=1e-15)
+
+
 # ----------------------------------------------------------------------------- refusals
 
 # Cooperative calls the front end's uniformity check did not see (frontend/blocks.py): each ran on
