@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import adoffload as ado
-from adoffload.errors import BoundsError, SharedMemoryRaceError, UnsupportedConstructError
+from adoffload.errors import BoundsError, DifferentiationError, SharedMemoryRaceError, UnsupportedConstructError
 
 from . import user_kernels as uk
 
@@ -464,3 +464,32 @@ def k(x: ado.In[ado.f64], y: ado.Out[ado.f64]):
 """, tmp_path)
     with pytest.raises(BoundsError, match=r"index 8 is out of bounds for axis 1 of shared array #0 \('Tile'\)"):
         module.k(np.zeros(8), np.zeros(8), grid=8)
+
+
+BLOCK_RESULT = """
+@ado.kernel(block=8)
+def racy(x: ado.In[ado.f64], y: ado.Out[ado.f64]):
+    i = ado.tid()
+    y[ado.block_id()] = x[i] * 2.0
+
+@ado.kernel(block=8)
+def alike(x: ado.In[ado.f64], y: ado.Out[ado.f64]):
+    i = ado.tid()
+    y[ado.block_id()] = ado.block_sum(x[i] * x[i])
+"""
+
+
+def test_every_thread_storing_its_own_value_to_the_block_result_is_refused_in_reverse_mode(tmp_path):
+    """``y[block_id()] = x[i] * 2`` on every thread: a race whose last writer the host keeps
+    (y[0] = 2 x[7]); the reverse sweep gave the seed to thread 0 instead (d_x[0] = 2, d_x[7] = 0),
+    against forward mode's dy/dx[7] = 2: <J v, w> != <v, J^T w> without a word. The same store of a
+    value alike for the block (a block_sum) is every thread writing its block's result, and keeps
+    its gradient."""
+    module = _compile(BLOCK_RESULT, tmp_path)
+    x = np.arange(16.0)
+    with pytest.raises(DifferentiationError, match=r"\.py:6 in reverse mode.*data race") as info:
+        ado.vjp(module.racy, "x")(x, np.zeros(2), np.zeros(16), np.ones(2), grid=16)
+    assert "every thread of a block stores" in str(info.value)
+    gx = np.zeros(16)
+    ado.vjp(module.alike, "x")(x, np.zeros(2), gx, np.array([1.0, 3.0]), grid=16)
+    np.testing.assert_allclose(gx, 2 * x * np.repeat([1.0, 3.0], 8), rtol=1e-15)
