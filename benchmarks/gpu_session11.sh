@@ -3,6 +3,7 @@
 # the GPU machine has no clang) and .whl (jax-md, pytest-xdist) carried where the stage needs them:
 #   bash benchmarks/gpu_session11.sh ablation  the SGEMM reverse kernel timed with parts of its PTX removed (sgemm_ablation.py)
 #   bash benchmarks/gpu_session11.sh stalls    Nsight Compute (full set, stall samples per SASS instruction) of that kernel at 4096^2
+#   bash benchmarks/gpu_session11.sh quick     the block GPU tests (CUDA block kernels, lane combining, per-warp copies)
 #   bash benchmarks/gpu_session11.sh bench     blocks.py (matmul at 4096, DOT, stencil)
 #   bash benchmarks/gpu_session11.sh tests     every GPU test folder; random block kernels, GPU vs host
 # Several stages in one call: STAGES="ablation stalls" bash benchmarks/gpu_session11.sh
@@ -35,6 +36,12 @@ stalls)
   ncu -i "$OUT/$k.ncu-rep" --page details > "$OUT/${k}_details.txt" 2>&1
   rm -f "$OUT/$k.ncu-rep"; wc -l "$OUT/${k}_source.csv"
   grep -E "Duration|Registers Per|Achieved Occupancy|Issued Ipc|Executed Ipc|No Eligible|Warp Cycles Per Issued" "$OUT/${k}_details.txt" | head -12
+  ;;
+quick)
+  timeout 300 python3 -m pytest -q -p no:cacheprovider -rfE -n 6 tests/blocks/test_cuda.py tests/blocks/test_codegen.py \
+    tests/blocks/test_shared_private.py tests/blocks/test_deterministic_gpu.py tests/codegen/test_lane_combining.py \
+    > "$OUT/tests_quick.txt" 2>&1
+  echo "pytest exit $?" >> "$OUT/tests_quick.txt"; tail -8 "$OUT/tests_quick.txt"
   ;;
 bench)
   timeout 420 python3 benchmarks/blocks.py --out "$OUT/blocks" --reps 10 --matmul-sizes 4096 --matmul-vjp-sizes 4096 \

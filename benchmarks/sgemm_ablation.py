@@ -11,7 +11,8 @@ only the times matter:
   address alone could do);
 * ``no_global_adds``: the float atomics into ``d_A``/``d_B`` dropped;
 * ``no_lane_combining``: ``match.any``/``shfl`` lane combining before the shared adds dropped
-  (every lane then adds its own value: wrong, and racy, but shows what the combining costs).
+  (every lane then adds its own value: wrong, and racy, but shows what the combining costs);
+* ``no_shared_or_global_adds``: both kinds of adds dropped (what the rest of the kernel costs).
 
 The primal kernel is timed alone for reference. Each row: median ms of the launches.
 
@@ -54,7 +55,8 @@ def no_lane_combining(ptx: str) -> str:
 VARIANTS = {"as_built": None, "no_shared_adds": drop(r"\s*atom\.shared\.add\.f32"),
             "plain_shared_adds": plain_shared_adds,
             "no_global_adds": drop(r"\s*(atom|red)\.global\.add\.f32"),
-            "no_lane_combining": no_lane_combining}
+            "no_lane_combining": no_lane_combining,
+            "no_shared_or_global_adds": lambda ptx: drop(r"\s*(atom|red)\.(global|shared)\.add\.f32")(ptx)}
 
 
 def main(argv=None) -> int:

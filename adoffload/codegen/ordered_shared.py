@@ -52,7 +52,7 @@ def order_shared_adds(module_text: str, body_name: str, grid_rank: int, block, s
     if not found:
         return module_text, False
     used = fn.users()
-    divergent = _divergent_blocks(module_text, body_name, grid_rank, block)
+    divergent = _divergent_blocks(module_text, body_name, grid_rank, block, shared_args)
     for inst in found:
         where = f" at {inst.location}" if inst.location is not None else ""
         if used.get(inst) or inst.op != "fadd":
@@ -78,7 +78,7 @@ def order_shared_adds(module_text: str, body_name: str, grid_rank: int, block, s
     return adoir.export_module(module), True
 
 
-def _divergent_blocks(module_text: str, body_name: str, grid_rank: int, block) -> set[str]:
+def _divergent_blocks(module_text: str, body_name: str, grid_rank: int, block, shared_args=range(0)) -> set[str]:
     """Names of the body's blocks that only some threads of a block may reach, on a copy whose
     branches into failed-check blocks (an ``atomicrmw xchg`` of the status record) go the other way."""
     from ..foreign_cuda.uniformity import Divergence
@@ -101,7 +101,7 @@ def _divergent_blocks(module_text: str, body_name: str, grid_rank: int, block) -
             reached.add(b)
             todo.extend(b.successors)
     fn.blocks = [b for b in fn.blocks if b in reached]      # the failure paths' own branches are gone too
-    info = Divergence(fn, fn.args[:grid_rank], tuple(block))
+    info = Divergence(fn, fn.args[:grid_rank], tuple(block), [fn.args[k] for k in shared_args])
     return {b.name for region in info.regions.values() for b in region}
 
 

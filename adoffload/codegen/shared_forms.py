@@ -93,14 +93,14 @@ class Forms:
     barrier-free cycles, ``dom`` the dominator sets."""
 
     def __init__(self, fn: Function, tids: list[Argument], block: tuple[int, ...], unstable: set[Block],
-                 dom: dict[Block, set[Block]], warp_size: int | None = None):
+                 dom: dict[Block, set[Block]], shared=(), warp_size: int | None = None):
         self.tids = {t: a for a, t in enumerate(tids)}
         self.block = block
         self.warp_size = warp_size          # lane_id() is thread_rank % warp_size (None: not known)
         self.strides = [1] * len(block)
         for a in range(len(block) - 2, -1, -1):
             self.strides[a] = self.strides[a + 1] * block[a + 1]
-        self.divergence = Divergence(fn, tids, block)
+        self.divergence = Divergence(fn, tids, block, shared)
         self.unstable, self.dom = unstable, dom
         self.symbols: dict[int, Value] = {}
         self.counters: dict[int, Instruction] = {}

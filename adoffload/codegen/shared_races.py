@@ -596,7 +596,7 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
     fold_constant_branches(fn, sets)
     intervals = Intervals(fn, sets.never_taken)
     dom = dominator_sets(fn)
-    forms = Forms(fn, tids, block, intervals.unstable, dom, warp_size)
+    forms = Forms(fn, tids, block, intervals.unstable, dom, shared, warp_size)
     intervals.settle(forms.divergence)
     roots = set(shared)
     accesses = _accesses(forms, fn, roots, kernel)

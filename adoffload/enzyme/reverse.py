@@ -143,7 +143,8 @@ class _Reverser:
             check_rerun(fn, fn.args[failure_arg] if failure_arg is not None else None)
             check_stores_by_the_block(fn, [fn.args[k] for k in parallel.thread_args],
                                       {a for k, (a, act) in enumerate(zip(fn.args, activity))
-                                       if act is not CONST and k not in parallel.block_shared_args})
+                                       if act is not CONST and k not in parallel.block_shared_args},
+                                      [fn.args[k] for k in sorted(parallel.block_shared_args)])
 
     # ---- set-up
     def build(self, name: str) -> ReverseResult:

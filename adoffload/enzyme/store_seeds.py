@@ -66,9 +66,9 @@ def _is_false(v: Value) -> bool:
     return isinstance(v, Constant) and v.value in (0, False)
 
 
-def check_stores_by_the_block(fn: Function, thread_args: list, stored_arrays: set) -> None:
+def check_stores_by_the_block(fn: Function, thread_args: list, stored_arrays: set, shared=()) -> None:
     """Refuse a float store that every thread of a block makes to one element (``stored_by_the_block``)
-    of an array in ``stored_arrays`` (the active arrays of the launch, not shared ones) with a value
+    of an array in ``stored_arrays`` (the active arrays of the launch, not the ``shared`` ones) with a value
     that may differ between those threads: a data race. The host keeps the last thread's value, a GPU
     any one's, and the reverse sweep hands the seed to whichever thread exchanges it first (not the
     writer whose value survived): the gradient would silently disagree with the primal. The value is
@@ -94,7 +94,7 @@ def check_stores_by_the_block(fn: Function, thread_args: list, stored_arrays: se
                 continue
             extents = tuple(divisors.get(t, 0) for t in thread_args)      # 0: the address ignores that index
             if extents not in analyses:
-                analyses[extents] = Divergence(fn, list(thread_args), extents)
+                analyses[extents] = Divergence(fn, list(thread_args), extents, shared)
             if analyses[extents].is_varying(value):
                 where = f" at {inst.location}" if inst.location is not None else ""
                 raise DifferentiationError(

@@ -42,17 +42,17 @@ _DIVISIONS = frozenset({"sdiv", "udiv", "srem", "urem"})
 MAX_ROUNDS = 64
 
 
-def make_exchanges_uniform(fn: Function, tids, block, kernel: str, syncwarps=frozenset()) -> int:
+def make_exchanges_uniform(fn: Function, tids, block, kernel: str, syncwarps=frozenset(), shared=()) -> int:
     """Speculate the innermost speculatable branch around each divergent exchange until none is
     left; raise DivergentBarrierError for a barrier or an exchange that cannot be made uniform
     (``syncwarps``: ids of the barriers that were ``__syncwarp()``, named so in the message).
-    Returns the number of branches speculated."""
+    Returns the number of branches speculated (``shared``: the body's shared-array arguments)."""
     for rounds in range(MAX_ROUNDS):
-        found = divergent_cooperation(fn, tids, block)
+        found = divergent_cooperation(fn, tids, block, shared)
         if not found:
             return rounds
         inst, branches = found[0]
-        info = Divergence(fn, tids, block)
+        info = Divergence(fn, tids, block, shared)
         barrier = collectives.parse(inst.callee.name)[0] == "sync_threads"
         if (barrier and id(inst) not in syncwarps) or \
                 not any(speculate(fn, branch, info, syncwarps) for branch in branches):

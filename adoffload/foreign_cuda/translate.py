@@ -161,7 +161,7 @@ def translate(text: str, symbol: str, signature: KernelSignature, threads: tuple
     _assume_thread_range(module, fn, args.tids)
     grid = {c: args.flat[name] for c, name in zip(_AXES, GRID_PARAMS) if name in args.flat}
     syncwarps = _lower_intrinsics(module, fn, args.tids, block, grid, kernel)
-    make_exchanges_uniform(fn, args.tids, block, kernel, syncwarps)      # or refuse divergent barriers
+    make_exchanges_uniform(fn, args.tids, block, kernel, syncwarps, args.shared)   # or refuse divergent barriers
     bounds.check_read_only(fn, {args.flat[p.name]: p.name for p in params if p.is_array and p.type.intent == "in"},
                            kernel)
     if bounds_check:

@@ -15,7 +15,11 @@ varying branch reaches it before reaching one of the branch's post-dominators (a
 thread reaches). Both grow together to a fixed point. It over-approximates, with one
 assumption: the kernel has no data races, so a load from an address that is the same for the
 whole block gives the whole block the same value (a broadcast through shared memory after a
-barrier, a parameter array read at blockIdx).
+barrier, a parameter array read at blockIdx). A ``volatile`` or atomic load of global memory is
+the exception unless nothing in the kernel writes its array: such loads exist to see other
+threads' writes as they happen (a flag that another block sets), so the block's threads may read
+different values. Shared arrays stay under the rule: the race check (codegen/shared_races.py)
+proves that no thread writes an element another one reads between the same two barriers.
 """
 from __future__ import annotations
 
@@ -35,8 +39,8 @@ def describe(inst: Instruction, branch: Instruction, kernel: str, syncwarp: bool
         what += f" at {inst.location}"
     where = f"at {branch.location}" if branch.location is not None else f"ending block %{branch.parent.name}"
     return (f"kernel '{kernel}': {what} runs under control flow that is not uniform across the block "
-            f"(the branch {where} depends on threadIdx, a lane, an atomic "
-            f"or data the threads load differently); every thread of a block must reach the same "
+            f"(the branch {where} depends on threadIdx, a lane, an atomic, a volatile load of "
+            f"memory the kernel writes, or data the threads load differently); every thread of a block must reach the same "
             f"barriers and shuffles. Move it out of the branch or loop, or make the condition depend "
             f"only on blockIdx, blockDim, gridDim and kernel parameters")
 
@@ -49,10 +53,10 @@ def cooperative(inst: Instruction) -> str | None:
     return None
 
 
-def divergent_cooperation(fn: Function, tids, block) -> list[tuple[Instruction, list[Instruction]]]:
+def divergent_cooperation(fn: Function, tids, block, shared=()) -> list[tuple[Instruction, list[Instruction]]]:
     """Each barrier/exchange in a divergent block, with the varying branches whose regions hold
-    it, the innermost (smallest region) first."""
-    info = Divergence(fn, tids, block)
+    it, the innermost (smallest region) first (``shared``: the body's shared-array arguments)."""
+    info = Divergence(fn, tids, block, shared)
     found = []
     for b in fn.blocks:
         branches = sorted((br for br, region in info.regions.items() if b in region),
@@ -67,8 +71,10 @@ class Divergence:
     """The fixed point of the module docstring: ``varying`` (ids of instructions) and, per varying
     branch (its terminator), the ``regions`` of blocks only some threads reach."""
 
-    def __init__(self, fn: Function, tids, block):
+    def __init__(self, fn: Function, tids, block, shared=()):
         self.extents = {tid: extent for tid, extent in zip(tids, block)}
+        self.written = _written_roots(fn)
+        self.shared = set(shared)
         post = _post_dominators(fn)
         self.varying: set[int] = set()
         self.regions: dict[Instruction, set[Block]] = {}
@@ -93,7 +99,7 @@ class Divergence:
             for inst in fn.instructions():
                 if id(inst) in self.varying or inst.type == void:
                     continue
-                if _varies(inst, self.varying, self.extents, joins):
+                if _varies(inst, self.varying, self.extents, joins) or self._watching(inst):
                     self.varying.add(id(inst))
                     changed = True
 
@@ -114,6 +120,15 @@ class Divergence:
                         self.varying.add(id(inst))
                         changed = True
         return changed
+
+    def _watching(self, inst: Instruction) -> bool:
+        """A volatile or atomic load of global memory the kernel writes (module docstring)."""
+        if inst.opcode != "load" or not ("volatile" in inst.flags or inst.ordering):
+            return False
+        root = _root(inst.operands[0])
+        if root in self.shared:
+            return False
+        return not isinstance(root, Argument) or root in self.written or None in self.written
 
     def is_varying(self, v: Value) -> bool:
         return _is_varying(v, self.varying, self.extents)
@@ -152,6 +167,34 @@ def _value_key(v: Value):
     if isinstance(v, Constant):
         return ("constant", str(v.type), repr(v.value), v.kind)
     return id(v)
+
+
+def _root(pointer: Value) -> Value:
+    while isinstance(pointer, Instruction) and pointer.opcode in ("getelementptr", "bitcast", "addrspacecast"):
+        pointer = pointer.operands[0]
+    return pointer
+
+
+def _written_roots(fn: Function) -> set:
+    """The arguments whose memory a store, atomic or call may write; None in the set when a write
+    goes through a pointer not rooted in an argument (it may reach any of them)."""
+    written: set = set()
+    for inst in fn.instructions():
+        if inst.opcode == "store":
+            pointers = [inst.operands[1]]
+        elif inst.opcode in ("atomicrmw", "cmpxchg"):
+            pointers = [inst.operands[0]]
+        elif inst.opcode == "call":
+            pointers = [o for o in inst.operands if o.type.is_pointer]
+        else:
+            continue
+        for p in pointers:
+            root = _root(p)
+            if isinstance(root, Argument):
+                written.add(root)
+            elif not (isinstance(root, Instruction) and root.opcode == "alloca"):
+                written.add(None)
+    return written
 
 
 def _private(pointer: Value, depth: int = 0) -> bool:

@@ -56,6 +56,19 @@ __global__ void shuffle_loop(const float* x, float* out) {  // each thread leave
   out[threadIdx.x] = v;
 }
 __global__ void through_pointer_table(float** table, float* y) { y[threadIdx.x] = table[0][threadIdx.x]; }
+__global__ void on_a_watched_flag(const float* x, float* y, volatile int* flag) {
+  __shared__ float s[64];
+  int t = threadIdx.x;
+  s[t] = x[t];
+  if (t == 0) flag[blockIdx.x] = 1;                 // another block could set it too: threads may differ
+  if (flag[blockIdx.x] != 0) { __syncthreads(); y[t] = s[63 - t]; }
+}
+__global__ void on_a_volatile_input(const float* x, float* y, volatile const int* flag) {
+  __shared__ float s[64];
+  int t = threadIdx.x;
+  s[t] = x[t];
+  if (flag[blockIdx.x] != 0) { __syncthreads(); y[t] = s[63 - t]; }
+}
 """
 
 
@@ -127,6 +140,19 @@ def test_barriers_under_divergent_control_are_refused(mod, name):
     k = mod.kernel(name, **params)
     with pytest.raises(Error, match="__syncthreads\\(\\) runs under control flow that is not uniform"):
         k.specialize((64,))
+
+
+def test_a_barrier_under_a_volatile_flag_the_kernel_writes_is_refused(mod):
+    k = mod.kernel("on_a_watched_flag", x=ado.In[ado.f32], y=ado.Out[ado.f32], flag=ado.InOut[ado.i32])
+    with pytest.raises(Error, match="a volatile load of memory the kernel writes"):
+        k.specialize((64,))
+
+
+def test_a_volatile_flag_nothing_writes_is_uniform(mod):
+    k = mod.kernel("on_a_volatile_input", x=ado.In[ado.f32], y=ado.Out[ado.f32], flag=ado.In[ado.i32])
+    x, y = np.arange(64, dtype=np.float32), np.zeros(64, np.float32)
+    k(x, y, np.array([1], np.int32), blocks=1, threads=64)
+    np.testing.assert_array_equal(y, x[::-1])
 
 
 def test_a_broadcast_loop_bound_is_uniform(mod):
@@ -222,3 +248,24 @@ def test_clang_output_is_cached_by_source_and_flags(tmp_path, monkeypatch):
         cuda_compile.compile_to_llvm(source, options=("-DN=2",))
     with pytest.raises(ado.ToolNotFoundError):
         cuda_compile.compile_to_llvm(source + "\n")
+
+
+SHARED_FLAG = r"""
+__global__ void on_a_volatile_shared_flag(const float* x, float* y) {
+  __shared__ float s[64];
+  volatile __shared__ int go;
+  int t = threadIdx.x;
+  s[t] = x[t];
+  if (t == 0) go = x[0] > 0.0f;
+  __syncthreads();
+  if (go) { y[t] = s[63 - t]; __syncthreads(); }   // the race check covers shared memory: alike for all
+}
+"""
+
+
+@needs_clang
+def test_a_volatile_shared_flag_after_a_barrier_is_uniform():
+    k = ado.from_cuda(SHARED_FLAG).kernel("on_a_volatile_shared_flag", x=ado.In[ado.f32], y=ado.Out[ado.f32])
+    x, y = np.arange(1, 65, dtype=np.float32), np.zeros(64, np.float32)
+    k(x, y, blocks=1, threads=64)
+    np.testing.assert_array_equal(y, x[::-1])
