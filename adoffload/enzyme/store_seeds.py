@@ -98,16 +98,17 @@ def check_stores_by_the_block(fn: Function, thread_args: list, stored_arrays: se
             if analyses[extents].is_varying(value):
                 where = f" at {inst.location}" if inst.location is not None else ""
                 raise DifferentiationError(
-                    f"cannot differentiate the store{where} in reverse mode: every thread of a block stores "
-                    f"to one element there (its index uses the thread index only through a division, as "
-                    f"block_id() does) a value that may differ between those threads. That is a data race "
+                    f"cannot differentiate the store{where} in reverse mode: all the threads whose index "
+                    f"divides to one value (every thread of a block, for an index made from block_id()) store "
+                    f"to one element there a value that may differ between them. That is a data race "
                     f"(the host keeps the last thread's value, a GPU any one's), and the reverse sweep cannot "
                     f"tell which thread's value survived. Store from one thread (if ado.thread_id() == 0:) or "
                     f"store a value alike for the whole block (a block_sum result)")
 
 
 def _divisors(pointer: Value, threads: set) -> dict | None:
-    """{thread index: d} for the ``udiv t, d`` / ``lshr t, log2 d`` of thread indices in an address,
+    """{thread index: d} for the ``udiv t, d`` / ``lshr t, log2 d`` (``ashr``: ``t // d`` in our
+    language) of thread indices in an address,
     or None where one index is divided two ways or appears otherwise than divided."""
     found: dict = {}
     todo, seen = [pointer], set()
@@ -119,9 +120,9 @@ def _divisors(pointer: Value, threads: set) -> dict | None:
         for o in v.operands:
             if o in threads:
                 k = v.operands[1] if len(v.operands) == 2 else None
-                if not isinstance(k, Constant) or v.operands[0] is not o or v.opcode not in ("udiv", "lshr"):
+                if not isinstance(k, Constant) or v.operands[0] is not o or v.opcode not in ("udiv", "lshr", "ashr"):
                     return None
-                d = k.value if v.opcode == "udiv" else 1 << k.value
+                d = k.value if v.opcode == "udiv" else 1 << k.value        # thread indices are >= 0
                 if found.setdefault(o, d) != d:
                     return None
         todo.extend(o for o in v.operands if isinstance(o, Instruction))
