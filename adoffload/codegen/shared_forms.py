@@ -329,6 +329,10 @@ class Forms:
         return None
 
 
+_PROPAGATES_POISON = frozenset({"add", "sub", "mul", "shl", "lshr", "ashr", "udiv", "sdiv", "urem", "srem", "and",
+                                "or", "xor", "zext", "sext", "trunc", "icmp"})
+
+
 class Concrete:
     """Bit-exact values at one point: ``env`` gives the t and k atoms (thread, trip counts)."""
 
@@ -356,6 +360,21 @@ class Concrete:
                 return self.low_bits(v.operands[0], n, env, depth + 1)
         x = self.value(v, env, depth + 1)
         return None if x is None else x % (1 << n)
+
+    def poisoned(self, v: Value, env: dict, depth: int = 0) -> bool:
+        """Whether integer ``v`` is known to be poison at ``env``: computed from an operation whose flags
+        or operands make it poison there (``mul nsw`` overflowing, a shift by the width or more;
+        ``is_poison``). An address computed from poison is undefined behaviour (clang's nsw is C's
+        signed overflow), so no defined run has the thread make that access; the value sets of
+        shared_values.py already leave such values out, and the enumeration of threads must too
+        (the bank-conflict-free scan's stride, 2^25 among its values, overflows ``stride * (2t + 2)``)."""
+        if depth > 48 or not isinstance(v, Instruction) or not isinstance(v.type, IntType) \
+                or v.opcode in ("phi", "select") or v.opcode not in _PROPAGATES_POISON:
+            return False
+        if any(self.poisoned(o, env, depth + 1) for o in v.operands):
+            return True
+        values = [self.value(o, env, depth + 1) for o in v.operands]
+        return len(values) == 2 and None not in values and is_poison(v, values, v.type.bits)
 
     def value(self, v: Value, env: dict, depth: int = 0) -> int | None:
         """``v``'s unsigned value (None where it depends on anything ``env`` does not give)."""
@@ -385,7 +404,6 @@ class Concrete:
             return None
         return apply_instruction(v, values, bits)
 
-
     def _lane(self, call: Instruction, env: dict, bits: int) -> int | None:
         """``lane_id()`` at the thread of ``env`` (``if lane == 0: partial[warp] = v``), when the
         forms are for one warp size (the race check runs once per size a target may have)."""
@@ -394,6 +412,30 @@ class Concrete:
             return None
         rank = Lin({("t", a): s for a, s in enumerate(self.forms.strides)}).at(env)
         return None if rank is None else (rank % self.forms.warp_size) % (1 << bits)
+
+
+def is_poison(v: Instruction, values: list[int], bits: int) -> bool:
+    """Whether ``v`` is poison (or undefined) at operand values ``values`` (unsigned bit patterns)."""
+    op, flags = v.opcode, v.flags
+    if op in ("shl", "lshr", "ashr") and values[1] >= bits:
+        return True
+    if op in ("udiv", "sdiv", "urem", "srem") and values[1] == 0:
+        return True
+    if op in ("add", "sub", "mul", "shl") and ("nuw" in flags or "nsw" in flags):
+        a, b = values
+        if op == "shl":
+            exact_u, exact_s = a << b, signed(a, bits) << b
+        else:
+            f = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y}[op]
+            exact_u, exact_s = f(a, b), f(signed(a, bits), signed(b, bits))
+        if "nuw" in flags and not 0 <= exact_u < 1 << bits:
+            return True
+        if "nsw" in flags and not -(1 << (bits - 1)) <= exact_s < 1 << (bits - 1):
+            return True
+    if op in ("lshr", "ashr", "udiv", "sdiv") and "exact" in flags:
+        d = 1 << values[1] if op in ("lshr", "ashr") else values[1]
+        return (signed(values[0], bits) if op == "sdiv" else values[0]) % d != 0
+    return False
 
 
 def signed(x: int, bits: int) -> int:

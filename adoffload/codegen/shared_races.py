@@ -503,6 +503,8 @@ class Proofs:
                 value = self.concrete.value(index, env)
                 if value is None:
                     return None
+                if self.concrete.poisoned(index, env):
+                    return UNREACHED               # a poison address: undefined behaviour, not a run
                 total += signed(value, index.type.bits) * size
             p = p.operands[0]
         return total

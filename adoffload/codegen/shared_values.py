@@ -14,6 +14,10 @@ or a branch is undefined behaviour itself. A phi's value along an edge of a cond
 keeps only the elements for which the branch takes that edge, when the condition is a function
 of that incoming value alone (``for (s = 2; s <= 64; s <<= 1)``: the back edge carries 4 to 64).
 
+Counters stepped together in one loop, only one of them tested (the Blelloch scan's ``offset *= 2``
+beside ``d >>= 1``), are simulated as one state from their entry values (``ValueSets._loop_run``): the
+untested one then has its exact values, in the loop and on the edges leaving it.
+
 ``fold_constant_branches`` turns a conditional branch whose condition has one possible value into
 a jump: ``for (stride = size >> 1; stride > 0; ...)`` with ``size`` in {2, ..., 64} always enters,
 so the loop around it has no barrier-free path back (shared_intervals.py).
@@ -24,7 +28,7 @@ import itertools
 
 from ..ir.core import Block, Constant, Function, Instruction, IntType, PointerType, Value
 from ..ir.cfg import dominator_sets
-from .shared_forms import apply_instruction, signed
+from .shared_forms import apply_instruction, is_poison as _poison, signed
 
 MAX_VALUES = 80              # more possible values than this: unknown
 _MAX_SLICE = 200             # instructions followed back from one value
@@ -32,30 +36,6 @@ _MAX_DEPTH = 12              # depth of a branch condition evaluated from one in
 _MAX_BASES = 4               # values followed back from a phi's incoming value to what its branch tests
 _ARITHMETIC = frozenset({"add", "sub", "mul", "shl", "lshr", "ashr", "udiv", "sdiv", "urem", "srem", "and", "or",
                          "xor", "zext", "sext", "trunc", "icmp", "select", "phi"})
-
-
-def _poison(v: Instruction, values: list[int], bits: int) -> bool:
-    """Whether ``v`` is poison (or undefined) at operand values ``values`` (unsigned bit patterns)."""
-    op, flags = v.opcode, v.flags
-    if op in ("shl", "lshr", "ashr") and values[1] >= bits:
-        return True
-    if op in ("udiv", "sdiv", "urem", "srem") and values[1] == 0:
-        return True
-    if op in ("add", "sub", "mul", "shl") and ("nuw" in flags or "nsw" in flags):
-        a, b = values
-        if op == "shl":
-            exact_u, exact_s = a << b, signed(a, bits) << b
-        else:
-            f = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y}[op]
-            exact_u, exact_s = f(a, b), f(signed(a, bits), signed(b, bits))
-        if "nuw" in flags and not 0 <= exact_u < 1 << bits:
-            return True
-        if "nsw" in flags and not -(1 << (bits - 1)) <= exact_s < 1 << (bits - 1):
-            return True
-    if op in ("lshr", "ashr", "udiv", "sdiv") and "exact" in flags:
-        d = 1 << values[1] if op in ("lshr", "ashr") else values[1]
-        return (signed(values[0], bits) if op == "sdiv" else values[0]) % d != 0
-    return False
 
 
 class ValueSets:
@@ -67,6 +47,7 @@ class ValueSets:
         self._dom = dominator_sets(fn)
         self._kept: dict[tuple, bool] = {}
         self._never: dict[tuple, bool] = {}
+        self._runs: dict[int, tuple | None] = {}
 
     def of(self, v: Value) -> frozenset | None:
         if id(v) not in self._memo:
@@ -120,9 +101,14 @@ class ValueSets:
             c = _constant(o)
             return {c} if c is not None else sets[id(o)]
         if inst.opcode == "phi":
+            run = self._loop_run(inst.parent)
+            if run is not None and inst in run[0]:
+                k = run[0].index(inst)
+                return {state[k] for state in run[2]}
             out = set()
             for o, pred in zip(inst.operands, inst.blocks):
-                out |= _along(values(o), o, pred, inst.parent, sets)
+                leaving = self._leaving(o, pred, inst.parent)
+                out |= leaving if leaving is not None else _along(values(o), o, pred, inst.parent, sets, self._dom)
             return out
         if inst.opcode == "select":
             return values(inst.operands[1]) | values(inst.operands[2])
@@ -142,6 +128,77 @@ class ValueSets:
                 return None
             out.add(x)
         return out
+
+    # -- counters stepped together: a loop's header phis simulated as one state --
+    def _loop_run(self, header: Block):
+        """(phis, latch, states, exits) of the loop that ``header`` heads, or None: every state (tuple of
+        the header's phi values) the loop may start a trip with, from the finite sets of their values on
+        entry, and the states in which its latch leaves it. The Blelloch scan's stride doubles while
+        another counter halves and only the other one is tested: alone, the stride's set is every power
+        of two; together, 1 to 128. A superset of the runs: another exit only ends a run early."""
+        if id(header) not in self._runs:
+            self._runs[id(header)] = None           # a loop whose entry values need its own run: unknown
+            self._runs[id(header)] = self._simulate(header)
+        return self._runs[id(header)]
+
+    def _simulate(self, header: Block):
+        latches = [p for p in self._preds.get(header, []) if header in self._dom.get(p, ())]
+        phis = [p for p in header.phis if isinstance(p.type, IntType)]      # a float accumulator is no counter
+        if len(latches) != 1 or not phis:
+            return None
+        latch = latches[0]
+        term = latch.terminator
+        if term is None or term.opcode != "br" or len(term.blocks) != 2 or term.blocks[0] is term.blocks[1]:
+            return None
+        starts = []
+        for phi in phis:
+            entering = set()
+            for o, b in zip(phi.operands, phi.blocks):
+                if b is not latch:
+                    found = self.of(o)
+                    if found is None:
+                        return None
+                    entering |= found
+            starts.append(sorted(entering))
+        todo, before = list(itertools.product(*starts)), self._dom.get(latch, {latch})
+        if len(todo) > MAX_VALUES:
+            return None
+        back = [phi.operands[phi.blocks.index(latch)] for phi in phis]
+        states, exits, stay = set(), set(), term.blocks[0] is header
+        while todo:
+            state = todo.pop()
+            if state in states:
+                continue
+            states.add(state)
+            if len(states) > MAX_VALUES:
+                return None
+            env = {id(phi): e for phi, e in zip(phis, state)}
+            taken = _evaluate_state(term.operands[0], env, before) if len(term.operands) == 1 else None
+            if taken is None:
+                return None
+            if bool(taken) != stay:
+                exits.add(state)
+                continue
+            following = tuple(_evaluate_state(b, env, before) for b in back)
+            if None in following:
+                return None
+            todo.append(following)
+        return phis, latch, states, exits
+
+    def _leaving(self, value: Value, pred: Block, block: Block) -> set | None:
+        """The values ``value`` has on the edge from ``pred`` out of a simulated loop whose latch is
+        ``pred`` (an LCSSA phi of the stride after the loop), or None when that is not known."""
+        header = next((s for s in pred.successors if s is not block and s in self._dom.get(pred, ())), None)
+        run = self._loop_run(header) if header is not None else None
+        if run is None or run[1] is not pred:
+            return None
+        before, found = self._dom.get(pred, {pred}), set()
+        for state in run[3]:
+            x = _evaluate_state(value, {id(phi): e for phi, e in zip(run[0], state)}, before)
+            if x is None:
+                return None
+            found.add(x)
+        return found
 
     def admitted(self, v: Value, conditions: list) -> set:
         """The elements of ``of(v)`` for which each of ``conditions`` ((condition, side) pairs, as
@@ -163,7 +220,7 @@ class ValueSets:
         for q in self._dom.get(block, ()):
             preds = self._preds.get(q, [])
             if len(preds) == 1 and self._last_passed(value.parent, block, (preds[0], q)):
-                elements = _along(elements, value, preds[0], q, sets, keep_value=True)
+                elements = _along(elements, value, preds[0], q, sets, self._dom, keep_value=True)
         return elements
 
     def _last_passed(self, definition: Block, block: Block, edge: tuple) -> bool:
@@ -194,7 +251,7 @@ class ValueSets:
             return False
         condition, side = term.operands[0], succ is term.blocks[0]
         for phi in block.phis:
-            if pred not in phi.blocks or not _evaluate(condition, phi, None, 0, probe=True, within=block):
+            if pred not in phi.blocks or not _evaluate(condition, phi, None, 0, probe=True, within={block}):
                 continue
             found = self.of(phi.operands[phi.blocks.index(pred)])
             if found is None:
@@ -212,20 +269,28 @@ def _constant(v: Value) -> int | None:
     return None
 
 
-def _along(elements: set, value: Value, pred: Block, block: Block, sets: dict, keep_value: bool = False) -> set:
+def _along(elements: set, value: Value, pred: Block, block: Block, sets: dict, dom: dict,
+           keep_value: bool = False) -> set:
     """The elements of ``value`` for which the branch ending ``pred`` goes to ``block``, when the
     branch condition is a function of ``value`` or of a value it is computed from with constants,
-    all in ``pred`` (``for (s = 2; s < 64; s <<= 1)``: the back edge carries ``s << 1`` where ``s < 64``);
-    ``keep_value``: only a condition on ``value`` itself (an operand of an instruction of ``block``)."""
+    all in blocks that dominate ``pred`` (``for (s = 2; s < 64; s <<= 1)``: the back edge carries
+    ``s << 1`` where ``s < 64``; clang may double ``s`` in the loop's header and test the old ``s`` in its
+    latch, as in the samples' ``for (s = 1; s < blockDim.x; s *= 2)``). Dominance is what makes both
+    use one instance of the base: a block B that dominates ``pred`` and is dominated by the base's
+    block runs after the base's last run on every path to ``pred`` (a path from that run to ``pred``
+    avoiding B, after a first arrival at the base's block that cannot have passed B, would reach
+    ``pred`` without B); ``keep_value``: only a condition on ``value`` itself (an operand of an
+    instruction of ``block``)."""
     term = pred.terminator
     if term is None or term.opcode != "br" or len(term.blocks) != 2 or term.blocks[0] is term.blocks[1]:
         return set(elements)
     side, condition = term.blocks[0] is block, term.operands[0]
+    before = dom.get(pred, {pred})
     base = value
     for _ in range(_MAX_BASES):
         # both computed in ``pred`` from one instance of the base
-        if _evaluate(condition, base, None, 0, probe=True, within=pred) \
-                and _evaluate(value, base, None, 0, probe=True, within=pred):
+        if _evaluate(condition, base, None, 0, probe=True, within=before) \
+                and _evaluate(value, base, None, 0, probe=True, within=before):
             source = elements if base is value else sets[id(base)]
             kept = set()
             for e in source:
@@ -246,16 +311,16 @@ def _along(elements: set, value: Value, pred: Block, block: Block, sets: dict, k
     return set(elements)
 
 
-def _evaluate(v: Value, x: Value, e: int | None, depth: int, probe: bool = False, within: Block | None = None):
+def _evaluate(v: Value, x: Value, e: int | None, depth: int, probe: bool = False, within: set | None = None):
     """``v`` where ``x`` is ``e``, if it depends on nothing else (None otherwise, or where poison);
-    ``probe``: only whether it depends on nothing else (and is computed in block ``within``, if given)."""
+    ``probe``: only whether it depends on nothing else (and is computed in the blocks ``within``, if given)."""
     if v is x:
         return True if probe else e
     c = _constant(v)
     if c is not None:
         return True if probe else c
     if depth > _MAX_DEPTH or not (isinstance(v, Instruction) and isinstance(v.type, IntType)) \
-            or v.opcode in ("phi", "select") or v.opcode not in _ARITHMETIC or (within and v.parent is not within):
+            or v.opcode in ("phi", "select") or v.opcode not in _ARITHMETIC or (within and v.parent not in within):
         return None
     operands = [_evaluate(o, x, e, depth + 1, probe, within) for o in v.operands]
     if any(o is None for o in operands):
@@ -263,6 +328,23 @@ def _evaluate(v: Value, x: Value, e: int | None, depth: int, probe: bool = False
     if probe:
         return True
     if _poison(v, operands, v.type.bits):
+        return None
+    return apply_instruction(v, operands, v.type.bits)
+
+
+def _evaluate_state(v: Value, env: dict, within: set, depth: int = 0):
+    """``v`` where the phis ``env`` names (by id) have its values, if it depends on nothing else and
+    is computed in the blocks ``within`` (None otherwise, or where poison)."""
+    if id(v) in env:
+        return env[id(v)]
+    c = _constant(v)
+    if c is not None:
+        return c
+    if depth > _MAX_DEPTH or not (isinstance(v, Instruction) and isinstance(v.type, IntType)) \
+            or v.opcode in ("phi", "select") or v.opcode not in _ARITHMETIC or v.parent not in within:
+        return None
+    operands = [_evaluate_state(o, env, within, depth + 1) for o in v.operands]
+    if any(o is None for o in operands) or _poison(v, operands, v.type.bits):
         return None
     return apply_instruction(v, operands, v.type.bits)
 

@@ -47,7 +47,7 @@ from .forward import _IGNORED_CALLS
 from .deferred import DeferredAdds
 from .deterministic import ContributionLog, LogSpec, attach_log
 from .parallel import UNIFORM_ADD_PREFIX, AddressClass, AddressClassifier, ParallelInfo, pointer_roots
-from .store_seeds import check_stores_by_the_block, stored_by_the_block
+from .store_seeds import SEED_EXCHANGE, check_stores_by_the_block, stored_by_the_block
 from .reverse_cfg import Dominators, LoopInfo, exit_value, inductions, predecessor_map, reachable_blocks
 from .rules import RuleContext, describe, reverse_contributions, rule_for, rule_key
 from .soundness import check_rerun
@@ -683,7 +683,7 @@ class _Reverser:
         if self._stored_by_others(pointer, block):
             # other threads may store the same element (every thread writing its block's result): one
             # of them takes the seed; a load then a store of zero would hand it to all that read first
-            seed = b.atomicrmw("xchg", shadow, zero_of(value.type), name="d.stored")
+            seed = b.atomicrmw("xchg", shadow, zero_of(value.type), name=SEED_EXCHANGE)
             if self.has_adjoint(value):
                 self.add_adjoint(value, seed, b)
             return

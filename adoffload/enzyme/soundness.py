@@ -29,6 +29,7 @@ from .activity import ActivityInfo, is_float_type, is_placeholder_pointer, memor
 from .custom import find_custom
 from .memory import heap_function
 from .rules import RULES, describe, rule_key
+from .store_seeds import SEED_EXCHANGE
 
 # Consumers of an active value whose handling the engines define (besides the rule table).
 ACTIVE_CONSUMERS = frozenset({"phi", "select", "ret", "extractvalue", "insertvalue", "extractelement",
@@ -366,6 +367,12 @@ def check_forward_atomics(fn: Function, info: ActivityInfo) -> None:
     users = fn.users()
     for inst in fn.instructions():
         if inst.opcode == "atomicrmw" and users.get(inst) and is_float_type(inst.type) and info.writes_shadow(inst):
+            if inst.op == "xchg" and inst.name.startswith(SEED_EXCHANGE):
+                raise DifferentiationError(
+                    f"cannot differentiate {_where(inst)} in forward mode (a second derivative of the kernel): it is "
+                    f"the adjoint's exchange for a store that every thread of a block makes to one element (say "
+                    f"s[block_id()] = total): one thread takes the seed (enzyme/store_seeds.py), and which thread "
+                    f"takes the tangent's seed is not fixed. Let one thread store it (`if ado.thread_id() == 0:`)")
             raise DifferentiationError(
                 f"cannot differentiate {_where(inst)} in forward mode: the thread uses the old value the atomic "
                 f"returns, and its tangent would be the old value of a second atomic on the shadow, which the "

@@ -15,6 +15,7 @@ from ..errors import DifferentiationError
 from ..ir.core import Argument, Block, Constant, Function, Instruction, Value
 
 _BLOCK_LEVEL = frozenset({"udiv", "sdiv", "lshr", "ashr"})      # by a constant: the block's index
+SEED_EXCHANGE = "d.seed_taken"      # the name of the reverse sweep's exchange (soundness.py recognizes it)
 
 
 def stored_by_the_block(pointer: Value, thread_args: set, block: Block, dom, preds) -> bool:

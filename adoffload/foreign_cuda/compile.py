@@ -16,6 +16,9 @@ from ..errors import ForeignCompileError, ToolNotFoundError
 
 HEADER = Path(__file__).with_name("ado_cuda.h")
 TIMEOUT_S = 120
+# part of the clang-IR cache key: bumped when what is stored for the same source changes (2: every
+# spelling of the temporary file's path in debug info is "<cuda source>")
+CLANG_IR_FORMAT = 2
 
 
 def clang_command() -> list[str]:
@@ -42,7 +45,7 @@ def compile_to_llvm(source: str, *, language: str = "cuda", arch: str = "sm_90",
     version: another clang's IR of the same source is as good)."""
     from ..cache import CompileCache, default_root
     cache = CompileCache(default_root() / "clang-ir", versioned=False)
-    key = ["clang-ir", language, arch, list(options), HEADER.read_text(), source]
+    key = ["clang-ir", CLANG_IR_FORMAT, language, arch, list(options), HEADER.read_text(), source]
     hit = cache.get(key)
     if hit is not None:
         return hit.decode()
@@ -67,5 +70,13 @@ def _compile(source: str, language: str, arch: str, options) -> str:
         if done.returncode != 0:
             message = done.stderr.replace(str(path), f"<{language} source>").strip()
             raise ForeignCompileError(f"clang could not compile the {language} source for {arch}:\n{message}")
-        # debug info (options=["-gline-tables-only"]) names the temporary file: name it as clang's errors do
-        return out.read_text().replace(str(path), f"<{language} source>")
+        return _source_named(out.read_text(), path, language)
+
+
+def _source_named(text: str, path: Path, language: str) -> str:
+    """Debug info (``options=["-gline-tables-only"]``) names the temporary file: name it as clang's
+    errors do. Some of its ``DIFile``s give the path relative to the temporary root (``filename:
+    "adoffload-cuda-xyz/kernel.cu", directory: "/tmp"``: clang does so when the working directory is
+    under that root too), so that spelling is replaced as well."""
+    name = f"<{language} source>"
+    return text.replace(str(path), name).replace(f"{path.parent.name}/{path.name}", name)

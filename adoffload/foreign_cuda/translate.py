@@ -34,6 +34,7 @@ from ..types import f32, f64
 from ..types import i32 as ado_i32
 from ..types import i64 as ado_i64
 from . import bounds, structs
+from .global_races import check_stores_of_the_block
 from .header_locations import call_site_locations
 from .structs import Struct
 from .speculate import make_exchanges_uniform
@@ -146,7 +147,7 @@ def translate(text: str, symbol: str, signature: KernelSignature, threads: tuple
     if sum(map(is_dynamic, shared_globals)) > 1:
         raise CudaTranslationError(f"kernel '{kernel}' declares several extern __shared__ arrays, which CUDA "
                                    f"places at one address; use one and offsets into it")
-    shared = tuple(_shared_array(g, shared_bytes, kernel) for g in shared_globals)
+    shared = tuple(_shared_array(g, shared_bytes, kernel, _accessed_types(fn, g)) for g in shared_globals)
     args = _BodyArgs.make(signature, len(block), len(shared))
     mapping: dict = {old: args.flat[p.name] for old, p in zip(fn.args, declared) if not isinstance(p.type, Struct)}
     mapping.update(zip(shared_globals, args.shared))
@@ -162,6 +163,7 @@ def translate(text: str, symbol: str, signature: KernelSignature, threads: tuple
     grid = {c: args.flat[name] for c, name in zip(_AXES, GRID_PARAMS) if name in args.flat}
     syncwarps = _lower_intrinsics(module, fn, args.tids, block, grid, kernel)
     make_exchanges_uniform(fn, args.tids, block, kernel, syncwarps, args.shared)   # or refuse divergent barriers
+    check_stores_of_the_block(fn, args.tids, block, {args.flat[p.name]: p.name for p in params if p.is_array}, kernel)
     bounds.check_read_only(fn, {args.flat[p.name]: p.name for p in params if p.is_array and p.type.intent == "in"},
                            kernel)
     if bounds_check:
@@ -242,16 +244,20 @@ def shared_variables(fn: Function) -> list[GlobalVariable]:
     return found
 
 
-def _shared_array(g: GlobalVariable, shared_bytes: int, kernel: str) -> SharedArray:
+def _shared_array(g: GlobalVariable, shared_bytes: int, kernel: str, accessed=None) -> SharedArray:
     """The shared array of ``__shared__`` variable ``g``: arrays of up to 3 dimensions keep their shape;
     structs (``float3 tile[256]``, a user's struct of doubles) become a 1-D array of their fields,
-    which must all have one size (``_storage_type``)."""
+    which must all have one size (``_storage_type``). ``accessed``: the types of the loads, stores and
+    atomics through ``g`` (None where some other use of it is unknown), which type an integer
+    ``extern __shared__`` buffer used only as one float type (``_dynamic_float_type``)."""
     shape, t = [], g.value_type
     while isinstance(t, ArrayType):
         shape.append(t.count)
         t = t.element
     leaves = _scalar_leaves(t)
     dtype = _storage_type(leaves)
+    if is_dynamic(g):
+        leaves, dtype = _dynamic_float_type(leaves, dtype, accessed)
     if dtype is None or (len(shape) > 3 and len(leaves) == 1):
         byte = ""
         if "i8" in map(str, leaves):
@@ -273,6 +279,34 @@ def _shared_array(g: GlobalVariable, shared_bytes: int, kernel: str) -> SharedAr
     if len(leaves) > 1:                    # structs: their fields, flattened
         return SharedArray(g.name, dtype, (int(np.prod(shape, dtype=np.int64)) * len(leaves),))
     return SharedArray(g.name, dtype, tuple(shape) or (1,))
+
+
+def _dynamic_float_type(leaves, dtype, accessed):
+    """(leaves, dtype) of an ``extern __shared__`` buffer: the samples' ``SharedMemory<T>`` declares it
+    ``int __smem[]`` and reads and writes it only as ``T``. Dynamic shared memory is untyped bytes the
+    launch sizes, so such a buffer is an array of that float type (AD gives it a shadow: as ``int`` it
+    would have none, and storing a differentiated value there is refused). Mixed or unknown accesses
+    keep the declared type."""
+    if dtype is None or dtype.is_float or accessed is None or len(accessed) != 1:
+        return leaves, dtype
+    (accessed_type,) = accessed
+    if accessed_type not in ("float", "double"):
+        return leaves, dtype
+    return [_llvm_type(accessed_type)], _SHARED_TYPES[accessed_type]
+
+
+def _accessed_types(fn: Function, g: GlobalVariable):
+    """The value types of the loads, stores and atomics of ``fn`` through pointers derived from ``g``,
+    or None when a memory intrinsic or another access of unknown type reaches it."""
+    found = set()
+    for inst in fn.instructions():
+        if inst.opcode in ("load", "store", "atomicrmw", "cmpxchg"):
+            pointer = inst.operands[1] if inst.opcode == "store" else inst.operands[0]
+            if g in bounds.leaves(pointer):
+                found.add(str(inst.type if inst.opcode == "load" else inst.operands[0 if inst.opcode == "store" else 1].type))
+        elif inst.opcode == "call" and any(g in bounds.leaves(o) for o in inst.operands if o.type.is_pointer):
+            return None
+    return found
 
 
 def _storage_type(leaves) -> object:

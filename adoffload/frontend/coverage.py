@@ -12,7 +12,10 @@ over the kernel's straight-line top-level assignments and its global integer con
   ``bi, bj = ado.block_id()``, block (8, 32)) covers ``4 * grid[0] x grid[1]``: per axis, the
   constants and ``ti``'s multiples fill ``[0, 32)`` exactly, and ``bi`` steps by 32.
 
-Each array axis must take one grid axis, none twice. The analysis is syntactic and conservative:
+Each array axis must take one grid axis, none twice. An Out array the kernel also reads (``y[i]``
+loaded, ``y[i] += v``, ``y`` passed to an atomic or a helper) is never claimed: such a kernel may
+read an element before its covering store, and then relies on the zeros (a loop accumulating
+into ``y[i]`` before a final ``y[i] = y[i] * s``). The analysis is syntactic and conservative:
 what it cannot evaluate, it does not claim.
 """
 from __future__ import annotations
@@ -29,6 +32,8 @@ def full_writes(tree: ast.FunctionDef, signature: KernelSignature, block=None, c
     """{(param_index, ((grid_axis, scale), ...))}: Out param ``param_index`` is written in full
     when each of its axes d has extent ``scale * grid[grid_axis]``."""
     outs = {p.name: k for k, p in enumerate(signature.params) if p.is_array and p.type.intent == "out"}
+    for name in _read_outs(tree, outs):
+        del outs[name]
     params = {p.name for p in signature.params}
     known = {n: v for n, v in (constants or {}).items()
              if type(v) is int and n not in params}          # global integer constants (not bools)
@@ -67,6 +72,24 @@ def written_in_full(writes: frozenset, param_index: int, shape: tuple, grid: tup
                 and all(a < len(grid) and scale * grid[a] == extent for (a, scale), extent in zip(axes, shape))):
             return True
     return False
+
+
+def _read_outs(tree: ast.FunctionDef, outs: dict) -> set[str]:
+    """The Out arrays ``tree`` uses other than as the target of a plain store (``y[...] = v``) or
+    for their shape (``y.shape``): anything else may read what the zeros would have been."""
+    parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    read = set()
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Name) and node.id in outs):
+            continue
+        parent = parents.get(id(node))
+        if isinstance(parent, ast.Attribute) and parent.attr == "shape":
+            continue
+        if (isinstance(parent, ast.Subscript) and parent.value is node and isinstance(parent.ctx, ast.Store)
+                and isinstance(parents.get(id(parent)), ast.Assign)):
+            continue
+        read.add(node.id)
+    return read
 
 
 # --- evaluation -----------------------------------------------------------------------------------

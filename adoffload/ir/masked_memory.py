@@ -14,6 +14,8 @@ pass-through vector and inserts each loaded lane. The semantics are the intrinsi
 Both spellings are read: LLVM 22's (the alignment a parameter attribute, three arguments) and the
 older one with an ``i32`` alignment argument. The scalar accesses take the element's natural
 alignment, which is what the vectorizer widened (its vector accesses carry the element's).
+A lane of a vector GEP taken outside such calls (``extractelement`` of ``gep %base, <N x i64>``:
+a wide load at lane 0's address) becomes the scalar GEP of that lane too.
 """
 from __future__ import annotations
 
@@ -35,6 +37,32 @@ def scalarize_masked_memory(module: Module) -> int:
                  and isinstance(_vector_type(i), VectorType)]    # anything else stays (and is refused)
         for call in calls:
             _scalarize(fn, call)
+            done += 1
+        done += _scalar_lane_pointers(fn)
+    return done
+
+
+def _scalar_lane_pointers(fn: Function) -> int:
+    """``extractelement`` of a vector GEP of a scalar base (``%1 = extractelement <8 x ptr> %0, 0``
+    beside a wide load numba's vectorizer made) becomes the scalar GEP of that lane, whose origin the
+    AD engine follows; returns how many."""
+    done = 0
+    for block in fn.blocks:
+        for inst in list(block.instructions):
+            if inst.opcode != "extractelement" or not inst.type.is_pointer:
+                continue
+            builder = Builder(block, block.instructions.index(inst))
+
+            def emit(b: Builder, opcode, type_, operands, name="", **fields) -> Instruction:
+                made = b.emit(opcode, type_, operands, name, **fields)
+                made.location = inst.location
+                return made
+            lane = _lane_base(builder, emit, inst.operands[0], inst.operands[1])
+            if lane is None:
+                continue
+            for user in fn.instructions():
+                user.operands = [lane if o is inst else o for o in user.operands]
+            block.instructions.remove(inst)
             done += 1
     return done
 
@@ -119,15 +147,42 @@ def _scalarize(fn: Function, call: Instruction) -> None:
 def _lane_pointer(body: Builder, emit, pointers, lane) -> Instruction:
     """Lane ``lane`` of a vector of pointers. The usual one, ``getelementptr T, ptr %base, <N x i64> %idx``
     (a scalar base), becomes a scalar GEP of the base at the lane's indices, a pointer whose origin
-    the AD engine follows; any other vector of pointers gives an ``extractelement`` (whose origin it
-    does not follow: a derivative through it is refused)."""
-    if (isinstance(pointers, Instruction) and pointers.opcode == "getelementptr"
-            and not isinstance(pointers.operands[0].type, VectorType)):
-        indices = [emit(body, "extractelement", i.type.element, [i, lane], "lane.index")
-                   if isinstance(i.type, VectorType) else i for i in pointers.operands[1:]]
-        return emit(body, "getelementptr", ptr, [pointers.operands[0], *indices], "lane.ptr",
-                    element_type=pointers.element_type, flags=set(pointers.flags) & {"inbounds"})
-    return emit(body, "extractelement", ptr, [pointers, lane], "lane.ptr")
+    the AD engine follows; so does a GEP whose base is itself such a vector (numba's reversed views:
+    ``gep (gep %x, %i), %j``, taken lane by lane) or a splat of one pointer. Any other vector of
+    pointers gives an ``extractelement`` (whose origin the engine does not follow: a derivative
+    through it is refused)."""
+    base = _lane_base(body, emit, pointers, lane)
+    return base if base is not None else emit(body, "extractelement", ptr, [pointers, lane], "lane.ptr")
+
+
+def _lane_base(body: Builder, emit, pointers, lane):
+    """Lane ``lane`` of ``pointers`` as a scalar pointer rooted in a scalar one, or None."""
+    if not isinstance(pointers, Instruction):
+        return None
+    if pointers.opcode == "shufflevector" and _splat_of(pointers) is not None:
+        return _splat_of(pointers)
+    if pointers.opcode != "getelementptr":
+        return None
+    base = pointers.operands[0]
+    if isinstance(base.type, VectorType):
+        base = _lane_base(body, emit, base, lane)
+        if base is None:
+            return None
+    indices = [emit(body, "extractelement", i.type.element, [i, lane], "lane.index")
+               if isinstance(i.type, VectorType) else i for i in pointers.operands[1:]]
+    return emit(body, "getelementptr", ptr, [base, *indices], "lane.ptr",
+                element_type=pointers.element_type, flags=set(pointers.flags) & {"inbounds"})
+
+
+def _splat_of(shuffle: Instruction):
+    """The scalar ``p`` of ``shufflevector (insertelement poison, p, 0), poison, zeroinitializer``."""
+    source = shuffle.operands[0]
+    if not (isinstance(source, Instruction) and source.opcode == "insertelement"):
+        return None
+    index = source.operands[2]
+    if getattr(index, "value", None) != 0 or any(k not in (0, -1) for k in shuffle.indices or (0,)):
+        return None
+    return source.operands[1] if not isinstance(source.operands[1].type, VectorType) else None
 
 
 def _bytes(type_) -> int:

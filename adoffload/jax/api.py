@@ -1,13 +1,14 @@
 """``ado.jax_kernel``: a kernel as a JAX function (jit, grad, vmap, shard_map all work on it).
 
 The returned function takes the kernel's In, InOut and scalar params positionally in
-parameter order (Out params are skipped) and returns its Out and InOut arrays in
+parameter order, or by name (Out params are skipped) and returns its Out and InOut arrays in
 parameter order, a single array when there is one. Arguments are checked at trace time:
 dtypes and ranks must match the kernel's annotations (Python scalars are converted).
 """
 from __future__ import annotations
 
 import functools
+import operator
 
 import numpy as np
 
@@ -50,16 +51,13 @@ def jax_kernel(kernel, *, grid=None, out_shapes=None, blocks=None, threads=None,
     spec_type = CallSpec if len(signature.visible_params) == len(signature.params) else TapeCallSpec
 
     @functools.wraps(getattr(kernel, "pyfunc", lambda *a: None), assigned=("__doc__",))
-    def call(*args):
-        if len(args) != len(inputs):
-            names = ", ".join(p.name for p in inputs)
-            raise JaxIntegrationError(f"kernel '{kernel.name}' as a JAX function takes {len(inputs)} "
-                                      f"arguments ({names}), got {len(args)}")
+    def call(*args, **kwargs):
+        args = _arguments(kernel, inputs, args, kwargs)
         operands = [_convert(kernel, p, a) for p, a in zip(inputs, args)]
         given_grid = None if grid is None else _grid(kernel, grid, args, operands, ())
         shapes = _out_shapes(kernel, out_shapes, args, operands, given_grid)
         call_grid = given_grid or _grid(kernel, grid, args, operands, shapes)
-        check_block_grid(kernel, call_grid)        # a block kernel's grid is whole blocks
+        _check_block_grid(kernel, call_grid, defaulted=given_grid is None)
         spec = spec_type(kernel, call_grid, shapes)
         results = bind(operands, spec)
         return results[0] if len(results) == 1 else tuple(results)
@@ -69,15 +67,39 @@ def jax_kernel(kernel, *, grid=None, out_shapes=None, blocks=None, threads=None,
     return call
 
 
+def _arguments(kernel, inputs, args: tuple, kwargs: dict) -> tuple:
+    """The call's arguments in parameter order: positional ones first, then the rest by name
+    (``f(x, w=0.3)``, as in Python). Python's own TypeError would name ``call()``, not the kernel."""
+    names = [p.name for p in inputs]
+    takes = f"kernel '{kernel.name}' as a JAX function takes {len(inputs)} arguments ({', '.join(names)})"
+    if not kwargs and len(args) != len(inputs) or len(args) > len(inputs):
+        raise JaxIntegrationError(f"{takes}, got {len(args)}")
+    bound = dict(zip(names, args))
+    outs = {p.name for p in kernel.signature.visible_params if p.is_array and p.type.intent == "out"}
+    for name, value in kwargs.items():
+        if name not in names:
+            what = "an Out array, which is a result" if name in outs else "not one of them"
+            raise JaxIntegrationError(f"{takes}; the keyword '{name}' is {what}")
+        if name in bound:
+            raise JaxIntegrationError(f"{takes}; '{name}' was given by position and by keyword")
+        bound[name] = value
+    missing = [name for name in names if name not in bound]
+    if missing:
+        raise JaxIntegrationError(f"{takes}; missing {', '.join(repr(n) for n in missing)}")
+    return tuple(bound[name] for name in names)
+
+
 def _convert(kernel, param, value):
     """``value`` as a JAX array of the param's dtype; raises JaxIntegrationError on a mismatch."""
     expected = param.dtype.dtype
     ndim = param.type.ndim if param.is_array else 0
     what = f"{'array' if param.is_array else 'scalar'} parameter '{param.name}' of kernel '{kernel.name}'"
+    # first: without x64, JAX turns the caller's float64 arrays into float32 ones, and "expects
+    # float64, got float32" would blame the caller for what the flag did
+    _check_x64(kernel, param)
     if isinstance(value, (bool, int, float)) and not param.is_array:
         if isinstance(value, float) and not param.dtype.is_float:
             raise JaxIntegrationError(f"{what} expects {expected} (ndim 0), got the Python float {value!r}")
-        _check_x64(kernel, param)
         return jnp.asarray(value, dtype=expected)
     if isinstance(value, (bool, int, float)):
         raise JaxIntegrationError(f"{what} expects a {expected} array of ndim {ndim}, got the Python "
@@ -92,7 +114,6 @@ def _convert(kernel, param, value):
     weak = getattr(jax.typeof(value), "weak_type", False) if isinstance(value, jax.Array) else False
     if np.dtype(given_dtype) != expected and not (weak and _same_kind(given_dtype, expected)):
         raise JaxIntegrationError(f"{what} expects dtype {expected}, got {np.dtype(given_dtype)}")
-    _check_x64(kernel, param)
     return jnp.asarray(value, dtype=expected)
 
 
@@ -120,8 +141,14 @@ def _out_shapes(kernel, given, args, operands, grid) -> tuple[tuple[int, ...], .
     shapes = []
     for p in outs:
         if p.name in table:
-            shape = table[p.name]
-            shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(s) for s in shape)
+            try:
+                shape = _static_ints(table[p.name])
+            except (TypeError, ValueError):
+                raise JaxIntegrationError(f"out_shapes['{p.name}'] of kernel '{kernel.name}' must be static ints, got "
+                                          f"{_short(table[p.name])}{_traced(table[p.name])}") from None
+            if any(extent < 0 for extent in shape):
+                raise JaxIntegrationError(f"out_shapes['{p.name}'] of kernel '{kernel.name}' must be non-negative, "
+                                          f"got {shape}")
             if len(shape) != p.type.ndim:
                 raise JaxIntegrationError(f"out_shapes['{p.name}'] of kernel '{kernel.name}' has rank "
                                           f"{len(shape)}, but the parameter has ndim {p.type.ndim}")
@@ -162,6 +189,48 @@ def _shape_from_thread_indices(kernel, out, operands, grid) -> tuple[int, ...]:
     return tuple(shape)
 
 
+def _check_block_grid(kernel, grid, defaulted: bool) -> None:
+    """A block kernel's grid is whole blocks. Where the grid is the default (the first output's
+    shape) rather than the caller's, the error says so: a per-block output (``s[block_id()]``)
+    makes a default grid the caller never wrote, and "pad the arrays" would not help there."""
+    try:
+        check_block_grid(kernel, grid)
+    except GridError as exc:
+        if not defaulted:
+            raise
+        raise GridError(f"{exc}. That grid is ado.jax_kernel's default, the shape of {_grid_source(kernel)}: "
+                        "pass grid= (an int, a tuple, or a callable of the arguments) to ado.jax_kernel "
+                        "if the kernel runs one thread per element of something else") from None
+
+
+def _grid_source(kernel) -> str:
+    """The array whose shape gives the default grid: the first Out array, else the first InOut."""
+    params = kernel.signature.visible_params
+    first = next((p for p in params if p.is_array and p.type.intent == "out"), None) or \
+        next(p for p in params if p.is_array and p.type.intent == "inout")
+    return f"its {'Out' if first.type.intent == 'out' else 'InOut'} array '{first.name}'"
+
+
+def _traced(value) -> str:
+    """Why a traced value cannot be a shape, when ``value`` holds one (else nothing)."""
+    if not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(value)):
+        return ""
+    return (" (shapes are static under jit; a value computed from a traced argument is not: take it from the "
+            "arguments' shapes, or make that argument static with jax.jit(..., static_argnums=...))")
+
+
+def _static_ints(value) -> tuple[int, ...]:
+    """``value`` (an int or a sequence of ints) as a tuple of Python ints; TypeError if it is not
+    one, as for a traced value under jit (JAX's conversion errors subclass TypeError)."""
+    items = value if isinstance(value, (tuple, list)) else [value] if np.ndim(value) == 0 else list(value)
+    return tuple(operator.index(v) for v in items)      # 32.5 is refused, not cut to 32
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def _grid(kernel, given, args, operands, out_shapes) -> tuple[int, ...]:
     rank = kernel.signature.grid_rank
     if given is None:
@@ -178,11 +247,11 @@ def _grid(kernel, given, args, operands, out_shapes) -> tuple[int, ...]:
                             f"{tuple(shape)}; pass grid= to ado.jax_kernel")
         return tuple(int(s) for s in shape[:rank])
     value = given(*args) if callable(given) else given
-    grid = (value,) if np.ndim(value) == 0 else tuple(value)
     try:
-        grid = tuple(int(g) for g in grid)
-    except TypeError as exc:
-        raise GridError(f"grid for kernel '{kernel.name}' must be static ints, got {value!r}") from exc
+        grid = _static_ints(value)
+    except (TypeError, ValueError):        # JAX's tracer conversion errors are TypeErrors too
+        raise GridError(f"grid for kernel '{kernel.name}' must be static ints, got {_short(value)}"
+                        f"{_traced(value)}") from None
     if len(grid) != rank:
         raise GridError(f"kernel '{kernel.name}' has grid rank {rank}, got grid {grid}")
     if any(g < 0 for g in grid):

@@ -233,7 +233,19 @@ _LINE_FORMATS = {
     "trap": "kernel '{kernel}': an assert failed at line %lld of its source",
     "division": "kernel '{kernel}': integer division or modulo by zero ('//' or '%%') at line %lld of its source",
     "overflow": "kernel '{kernel}': integer overflow (the most negative integer // -1) at line %lld of its source",
+    "diverged": "kernel '{kernel}': the threads of block %lld reached different barriers (control flow that is "
+                "not uniform across the block); the block was stopped",
     "other": "kernel '{kernel}' stopped with a status record (value %lld, code %lld, parameter %lld)",
+}
+
+# Bounds failures of arrays that are not params (abi_status.py): a block kernel's shared array n
+# reports SHARED_INDEX_BASE - n, a thread-private array n reports -1 - n. Printed with the index,
+# the axis and n, in the numpy launcher's words.
+_ARRAY_FORMATS = {
+    "shared": "kernel '{kernel}': index %lld out of bounds for axis %lld of shared array #%lld "
+              "(the access was skipped; no memory outside the array was touched)",
+    "local": "kernel '{kernel}': index %lld out of bounds for axis %lld of local array #%lld "
+             "(the access was skipped; no memory outside the array was touched)",
 }
 
 
@@ -249,9 +261,9 @@ def _globals(layout: HandlerLayout, extra: list[str]) -> list[str]:
         f"kernel '{layout.kernel_name}': index %lld out of bounds for axis %lld of array '%s' "
         "(the access was skipped; no memory outside the array was touched)")
     lines.append(f"@fmt.bounds = private unnamed_addr constant [{n_bounds} x i8] {bounds}")
-    # The other records (abi_status codes 2-4 and unknown ones) are printed with the record's
+    # The other records (abi_status codes 2-5 and unknown ones) are printed with the record's
     # index word first: the source line for codes 2-4.
-    for name, text in _LINE_FORMATS.items():
+    for name, text in (_LINE_FORMATS | _ARRAY_FORMATS).items():
         text, n = _c_string(text.format(kernel=layout.kernel_name))
         lines.append(f"@fmt.{name} = private unnamed_addr constant [{n} x i8] {text}")
     return lines + extra
@@ -378,16 +390,17 @@ def _status_check(e: _Emitter, layout: HandlerLayout, status: str, snprintf: int
     e.emit(f"{known} = icmp ult i64 {param}, {n}")
     both = e.fresh("both")
     e.emit(f"{both} = and i1 {is_bounds}, {known}")
-    e.emit(f"br i1 {both}, label %fmt_bounds, label %fmt_other")
+    e.emit(f"br i1 {both}, label %fmt_bounds, label %fmt_unnamed")
     e.label("fmt_bounds")
     name = e.element("@names", param)
     e.emit(f"call i32 (ptr, i64, ptr, ...) {fmt_fn}(ptr {message}, i64 {MESSAGE_BYTES}, ptr @fmt.bounds, "
            f"i64 {index}, i64 {dim}, ptr {name})")
     e.emit("br label %raise")
+    _unnamed_array_message(e, is_bounds, param, index, dim, message, fmt_fn)
     e.label("fmt_other")
     fmt = "@fmt.other"
     for status_code, name in ((abi_status.TRAP, "trap"), (abi_status.DIVISION_BY_ZERO, "division"),
-                              (abi_status.INTEGER_OVERFLOW, "overflow")):
+                              (abi_status.INTEGER_OVERFLOW, "overflow"), (abi_status.DIVERGED, "diverged")):
         is_code, chosen = e.fresh("is_code"), e.fresh("fmt")
         e.emit(f"{is_code} = icmp eq i64 {code}, {status_code}")
         e.emit(f"{chosen} = select i1 {is_code}, ptr @fmt.{name}, ptr {fmt}")
@@ -397,6 +410,28 @@ def _status_check(e: _Emitter, layout: HandlerLayout, status: str, snprintf: int
     e.emit("br label %raise")
     e.label("raise")
     _error_return(e, message, ERROR_OUT_OF_RANGE)
+
+
+def _unnamed_array_message(e: _Emitter, is_bounds: str, param: str, index: str, dim: str, message: str,
+                           fmt_fn: str) -> None:
+    """Block ``fmt_unnamed``: a bounds failure of a shared or thread-private array (a negative
+    parameter index, abi_status.py) names that array by its number; anything else goes on to
+    ``fmt_other``."""
+    e.label("fmt_unnamed")
+    for kind, test, base in (("shared", "sle", abi_status.SHARED_INDEX_BASE), ("local", "slt", -1)):
+        matches, chosen = e.fresh(f"is_{kind}"), e.fresh(kind)
+        bound = abi_status.SHARED_INDEX_BASE if kind == "shared" else 0
+        e.emit(f"{matches} = icmp {test} i64 {param}, {bound}")
+        e.emit(f"{chosen} = and i1 {is_bounds}, {matches}")
+        e.emit(f"br i1 {chosen}, label %fmt_{kind}, label %fmt_not_{kind}")
+        e.label(f"fmt_{kind}")
+        number = e.fresh("number")
+        e.emit(f"{number} = sub i64 {base}, {param}")
+        e.emit(f"call i32 (ptr, i64, ptr, ...) {fmt_fn}(ptr {message}, i64 {MESSAGE_BYTES}, ptr @fmt.{kind}, "
+               f"i64 {index}, i64 {dim}, i64 {number})")
+        e.emit("br label %raise")
+        e.label(f"fmt_not_{kind}")
+    e.emit("br label %fmt_other")
 
 
 def _prologue(e: _Emitter) -> None:

@@ -269,3 +269,16 @@ def test_a_volatile_shared_flag_after_a_barrier_is_uniform():
     x, y = np.arange(1, 65, dtype=np.float32), np.zeros(64, np.float32)
     k(x, y, blocks=1, threads=64)
     np.testing.assert_array_equal(y, x[::-1])
+
+
+def test_debug_info_names_the_temporary_source_in_both_spellings():
+    """clang writes the temporary file's path whole, or relative to the temporary root when the
+    working directory is under that root too (a checkout in /tmp): both become "<cuda source>"."""
+    from pathlib import Path
+
+    from adoffload.foreign_cuda.compile import _source_named
+    path = Path("/tmp/adoffload-cuda-abc123/kernel.cu")
+    text = ('!1 = !DIFile(filename: "/tmp/adoffload-cuda-abc123/kernel.cu", directory: "/work")\n'
+            '!13 = !DIFile(filename: "adoffload-cuda-abc123/kernel.cu", directory: "/tmp")\n')
+    named = _source_named(text, path, "cuda")
+    assert "abc123" not in named and named.count('filename: "<cuda source>"') == 2
