@@ -22,9 +22,11 @@ def new_record() -> np.ndarray:
     return np.zeros(WORDS, dtype=np.int64)
 
 
-def raise_for_status(record, signature, values=None, source_file: str | None = None) -> None:
+def raise_for_status(record, signature, values=None, source_file: str | None = None,
+                     shared_names=()) -> None:
     """Raise the error a status record describes (no-op for OK); ``values`` give the arrays' shapes,
-    ``source_file`` the file the kernel was written in (named beside a source line)."""
+    ``source_file`` the file the kernel was written in (named beside a source line), ``shared_names``
+    a block kernel's shared arrays in order (named beside their number)."""
     code, param_index, index, dim = (int(v) for v in record[:WORDS])
     if code == OK:
         return
@@ -33,7 +35,8 @@ def raise_for_status(record, signature, values=None, source_file: str | None = N
         if p is not None:
             name = f"array '{p.name}'"
         elif param_index <= SHARED_INDEX_BASE:
-            name = f"shared array #{SHARED_INDEX_BASE - param_index}"
+            n = SHARED_INDEX_BASE - param_index
+            name = f"shared array #{n}" + (f" ('{shared_names[n]}')" if n < len(shared_names) else "")
         elif param_index < 0:
             name = f"local array #{-1 - param_index}"
         else:

@@ -231,7 +231,8 @@ def launch(kernel, args: tuple, kwargs: dict, *, grid, device="cpu", hidden: dic
             # the thread count follows what was compiled (the requested k, or 1 where the target ignores it)
             _launch_device(dev, compiled, signature, values, grid, threads(total, compiled.elements_per_thread), status,
                            arrays_to_zero(kernel, values, grid))
-        abi_status.raise_for_status(status, signature, values, source_file=source_file(kernel))
+        abi_status.raise_for_status(status, signature, values, source_file=source_file(kernel),
+                                    shared_names=shared_names(kernel))
         if kernel.tape is not None and LOG_PARAM in kernel.tape.buffers:
             reduce_contribution_log(kernel, values)
     finally:
@@ -272,6 +273,12 @@ def source_file(kernel) -> str | None:
             return pyfunc.__code__.co_filename
         kernel = getattr(kernel, "base", None) or getattr(kernel, "derived", None)
     return None
+
+
+def shared_names(kernel) -> list[str]:
+    """Source names of a block kernel's shared arrays, in order (CUDA ``__shared__`` globals demangled)."""
+    from .codegen.shared_races import shared_array_name
+    return [shared_array_name(s.name) for s in getattr(kernel, "shared", None) or ()]
 
 
 def with_hidden_arguments(kernel, visible: list, grid: tuple[int, ...], device, given: dict,

@@ -93,9 +93,10 @@ class Forms:
     barrier-free cycles, ``dom`` the dominator sets."""
 
     def __init__(self, fn: Function, tids: list[Argument], block: tuple[int, ...], unstable: set[Block],
-                 dom: dict[Block, set[Block]], shared=()):
+                 dom: dict[Block, set[Block]], shared=(), warp_size: int | None = None):
         self.tids = {t: a for a, t in enumerate(tids)}
         self.block = block
+        self.warp_size = warp_size          # lane_id() is thread_rank % warp_size (None: not known)
         self.strides = [1] * len(block)
         for a in range(len(block) - 2, -1, -1):
             self.strides[a] = self.strides[a + 1] * block[a + 1]
@@ -396,10 +397,21 @@ class Concrete:
         if op == "select":
             c = self.value(v.operands[0], env, depth + 1)
             return None if c is None else self.value(v.operands[1 if c else 2], env, depth + 1)
+        if op == "call":
+            return self._lane(v, env, bits)
         values = [self.value(o, env, depth + 1) for o in v.operands]
         if any(x is None for x in values):
             return None
         return apply_instruction(v, values, bits)
+
+    def _lane(self, call: Instruction, env: dict, bits: int) -> int | None:
+        """``lane_id()`` at the thread of ``env`` (``if lane == 0: partial[warp] = v``), when the
+        forms are for one warp size (the race check runs once per size a target may have)."""
+        parsed = collectives.parse(getattr(call.callee, "name", ""))
+        if parsed is None or parsed[0] != "lane_id" or self.forms.warp_size is None:
+            return None
+        rank = Lin({("t", a): s for a, s in enumerate(self.forms.strides)}).at(env)
+        return None if rank is None else (rank % self.forms.warp_size) % (1 << bits)
 
 
 def is_poison(v: Instruction, values: list[int], bits: int) -> bool:

@@ -56,6 +56,7 @@ _MAX_POINTS = 1 << 15
 _MAX_VALUE_COMBINATIONS = 256   # values of the symbols enumerated (_witness_per_value)
 _MAX_VALUE_POINTS = 1 << 17     # their count times the block's threads
 UNREACHED = object()        # _offset: the thread cannot reach the pointer
+WARP_SIZES = (32, 64)      # lane_id()'s period on the targets (NVIDIA and host; AMD and 'cpu:wave64')
 _MAX_PHI_DEPTH = 8          # pointer phis followed back through one another (loops end there)
 
 
@@ -586,7 +587,8 @@ def _substitute(f: Lin, fixed: dict) -> Lin:
 # --- the check ------------------------------------------------------------------------------------
 
 def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...], shared: list[Argument],
-                       names: list[str], kernel: str, thread_names: list[str] | None = None) -> None:
+                       names: list[str], kernel: str, thread_names: list[str] | None = None,
+                       warp_size: int | None = None) -> None:
     """Raise SharedMemoryRaceError for the first pair of accesses of one shared array that two
     threads of a block may make between the same two barriers, one writing (module docstring).
     ``shared`` are the body's shared-array arguments, ``names`` their source names. ``fn`` (a body:
@@ -596,7 +598,7 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
     fold_constant_branches(fn, sets)
     intervals = Intervals(fn, sets.never_taken)
     dom = dominator_sets(fn)
-    forms = Forms(fn, tids, block, intervals.unstable, dom, shared)
+    forms = Forms(fn, tids, block, intervals.unstable, dom, shared, warp_size)
     intervals.settle(forms.divergence)
     roots = set(shared)
     accesses = _accesses(forms, fn, roots, kernel)
@@ -710,4 +712,14 @@ def check_block_kernel(kernel, thread_names: list[str] | None = None) -> None:
     rank = kernel.signature.grid_rank
     shared = fn.args[-1 - len(kernel.shared):-1]
     names = [shared_array_name(s.name) for s in kernel.shared]
-    check_shared_races(fn, fn.args[:rank], tuple(kernel.block), shared, names, kernel.name, thread_names)
+    calls = {getattr(i.callee, "name", "") for b in fn.blocks for i in b.instructions if i.opcode == "call"}
+    if collectives.callee("lane_id") not in calls:
+        check_shared_races(fn, fn.args[:rank], tuple(kernel.block), shared, names, kernel.name, thread_names)
+        return
+    # lane_id() is thread_rank % 32 on NVIDIA and the host, % 64 on AMD and 'cpu:wave64': the body
+    # must be race-free with either (each check drops failure paths from a copy of its own)
+    for warp_size in WARP_SIZES:
+        fn = ir.import_module(kernel.module_text()).functions[kernel.body_name]
+        shared = fn.args[-1 - len(kernel.shared):-1]
+        check_shared_races(fn, fn.args[:rank], tuple(kernel.block), shared, names, kernel.name, thread_names,
+                           warp_size)

@@ -11,7 +11,8 @@ a block that stores stores that element; and no equality test on a thread index 
 (`if (threadIdx.x == 0)`: one writer per block)."""
 from __future__ import annotations
 
-from ..ir.core import Argument, Block, Constant, Instruction, Value
+from ..errors import DifferentiationError
+from ..ir.core import Argument, Block, Constant, Function, Instruction, Value
 
 _BLOCK_LEVEL = frozenset({"udiv", "sdiv", "lshr", "ashr"})      # by a constant: the block's index
 SEED_EXCHANGE = "d.seed_taken"      # the name of the reverse sweep's exchange (soundness.py recognizes it)
@@ -64,3 +65,66 @@ def _thread_equality(cond: Value, holds: bool, thread_args: set) -> bool:
 
 def _is_false(v: Value) -> bool:
     return isinstance(v, Constant) and v.value in (0, False)
+
+
+def check_stores_by_the_block(fn: Function, thread_args: list, stored_arrays: set, shared=()) -> None:
+    """Refuse a float store that every thread of a block makes to one element (``stored_by_the_block``)
+    of an array in ``stored_arrays`` (the active arrays of the launch, not the ``shared`` ones) with a value
+    that may differ between those threads: a data race. The host keeps the last thread's value, a GPU
+    any one's, and the reverse sweep hands the seed to whichever thread exchanges it first (not the
+    writer whose value survived): the gradient would silently disagree with the primal. The value is
+    compared with foreign_cuda/uniformity.py's analysis, taking the divisions of the thread indices
+    that the address makes as the block; where the address divides in another way (``ashr``, two
+    divisors), nothing is refused."""
+    from ..foreign_cuda.uniformity import Divergence
+    from .parallel import pointer_roots
+    from .reverse_cfg import Dominators, predecessor_map, reachable_blocks
+    blocks = reachable_blocks(fn)
+    dom, preds, analyses = Dominators(blocks), predecessor_map(blocks), {}
+    threads = set(thread_args)
+    for block in blocks:
+        for inst in block.instructions:
+            if inst.opcode != "store" or not inst.operands[0].type.is_float:
+                continue
+            value, pointer = inst.operands
+            roots = pointer_roots(pointer)
+            if not roots or not roots <= stored_arrays or not stored_by_the_block(pointer, threads, block, dom, preds):
+                continue
+            divisors = _divisors(pointer, threads)
+            if divisors is None:
+                continue
+            extents = tuple(divisors.get(t, 0) for t in thread_args)      # 0: the address ignores that index
+            if extents not in analyses:
+                analyses[extents] = Divergence(fn, list(thread_args), extents, shared)
+            if analyses[extents].is_varying(value):
+                where = f" at {inst.location}" if inst.location is not None else ""
+                raise DifferentiationError(
+                    f"cannot differentiate the store{where} in reverse mode: all the threads whose index "
+                    f"divides to one value (every thread of a block, for an index made from block_id()) store "
+                    f"to one element there a value that may differ between them. That is a data race "
+                    f"(the host keeps the last thread's value, a GPU any one's), and the reverse sweep cannot "
+                    f"tell which thread's value survived. Store from one thread (if ado.thread_id() == 0:) or "
+                    f"store a value alike for the whole block (a block_sum result)")
+
+
+def _divisors(pointer: Value, threads: set) -> dict | None:
+    """{thread index: d} for the ``udiv t, d`` / ``lshr t, log2 d`` (``ashr``: ``t // d`` in our
+    language) of thread indices in an address,
+    or None where one index is divided two ways or appears otherwise than divided."""
+    found: dict = {}
+    todo, seen = [pointer], set()
+    while todo:
+        v = todo.pop()
+        if not isinstance(v, Instruction) or id(v) in seen:
+            continue
+        seen.add(id(v))
+        for o in v.operands:
+            if o in threads:
+                k = v.operands[1] if len(v.operands) == 2 else None
+                if not isinstance(k, Constant) or v.operands[0] is not o or v.opcode not in ("udiv", "lshr", "ashr"):
+                    return None
+                d = k.value if v.opcode == "udiv" else 1 << k.value        # thread indices are >= 0
+                if found.setdefault(o, d) != d:
+                    return None
+        todo.extend(o for o in v.operands if isinstance(o, Instruction))
+    return found

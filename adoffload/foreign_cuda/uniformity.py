@@ -147,9 +147,9 @@ def _varies(inst: Instruction, varying: set[int], extents: dict, joins: set[Bloc
     if op == "udiv" and inst.operands[0] in extents and isinstance(inst.operands[1], Constant) \
             and inst.operands[1].value == extents[inst.operands[0]]:
         return False                                    # blockIdx: the same for the whole block
-    if op == "lshr" and inst.operands[0] in extents and isinstance(inst.operands[1], Constant) \
+    if op in ("lshr", "ashr") and inst.operands[0] in extents and isinstance(inst.operands[1], Constant) \
             and inst.operands[1].value in range(64) and 1 << inst.operands[1].value == extents[inst.operands[0]]:
-        return False                                    # blockIdx of a power-of-two extent (udiv canonicalized)
+        return False       # blockIdx of a power-of-two extent (udiv canonicalized; thread indices are >= 0)
     if op == "call":
         parsed = collectives.parse(getattr(inst.callee, "name", ""))
         if parsed is not None and parsed[0] not in ("warp_size",):

@@ -218,6 +218,17 @@ class _Uniformity:
                 self.check_calls(value, inner)
                 inner = inner or (None if self.expr(value) else node)
             return
+        if isinstance(node, ast.Compare) and len(node.comparators) > 1:
+            # ``a < b < c`` stops at the first false comparison (expressions.visit_Compare): c runs
+            # only on the threads where a < b holds
+            operands = [node.left, *node.comparators]
+            self.check_calls(node.left, divergent)
+            inner = divergent
+            for k, comparator in enumerate(node.comparators):
+                self.check_calls(comparator, inner)
+                uniform = self.expr(operands[k]) and self.expr(comparator)
+                inner = inner or (None if uniform else node)
+            return
         name = builtin_name(node, self.names)
         if name in COLLECTIVES and divergent is not None:
             line = divergent.lineno + self.source.first_line - 1
@@ -247,6 +258,8 @@ class _Uniformity:
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             self.check_calls(node.value, divergent)
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:              # the indices of ``y[...] = v`` are evaluated too
+                self.check_calls(target, divergent)
             uniform = divergent is None and self.expr(node.value)
             if isinstance(node, ast.AugAssign):
                 uniform = uniform and self.expr(ast.Name(node.target.id, ast.Load())) \
@@ -278,6 +291,9 @@ class _Uniformity:
                 c |= c2
                 if isinstance(node, ast.For):
                     c |= self.mark(node.target, False)
+                elif _leaves_loop(exits):
+                    # the test runs again on the threads still in the loop only
+                    self.check_calls(node.test, exits)
             c3, e3 = self.walk(node.orelse, inner)
             returned = exits if _is_return(exits) else None
             return changed | c | c3, returned or e3
@@ -288,13 +304,29 @@ class _Uniformity:
         return changed, None
 
 
+def _leaves_loop(node) -> bool:
+    """Whether ``node`` holds a return, or a break of the loop it is in (not of a nested loop)."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ast.Return, ast.Break)):
+            return True
+        for child in ast.iter_child_nodes(n):
+            if isinstance(child, (ast.For, ast.While)):
+                todo.extend(r for r in ast.walk(child) if isinstance(r, ast.Return))
+            else:
+                todo.append(child)
+    return False
+
+
 def _is_return(node) -> bool:
     return node is not None and any(isinstance(n, ast.Return) for n in ast.walk(node))
 
 
 def _what(node) -> str:
     return {ast.If: "'if'", ast.For: "'for' loop", ast.While: "'while' loop", ast.Return: "'return'",
-            ast.Break: "'break'", ast.Continue: "'continue'"}.get(type(node), "statement")
+            ast.Break: "'break'", ast.Continue: "'continue'", ast.BoolOp: "'and'/'or'",
+            ast.IfExp: "conditional expression", ast.Compare: "chained comparison"}.get(type(node), "statement")
 
 
 def check_uniform_collectives(source, names: dict, array_names: set[str]) -> None:

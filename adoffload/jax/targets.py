@@ -359,7 +359,8 @@ def check_errors() -> None:
             record = view.copy()
             if record[0] != abi_status.OK:
                 view[:] = 0
-                abi_status.raise_for_status(record, target.kernel.signature)
+                from ..launch import shared_names
+                abi_status.raise_for_status(record, target.kernel.signature, shared_names=shared_names(target.kernel))
 
 
 def _synchronize(platform: str, ordinal: int, ctx) -> None:
