@@ -469,19 +469,21 @@ def test_an_integer_array_of_the_wrong_width_is_refused():
 
 def test_a_shared_or_private_array_out_of_bounds_is_named_under_jax():
     """The CPU handler reported a bounds failure of a shared or thread-private array as a raw
-    status record ("parameter -1000000"); it names the array as the numpy launcher does."""
-    f = ado.jax_kernel(off_by_one)
-    x = np.arange(16.0)
-    _close(f(x, 0), x, rtol=0, atol=0)
-    shared = r"kernel 'off_by_one': index 8 out of bounds for axis 0 of shared array #0"
-    calls = [lambda: f(x, 1), lambda: jax.vmap(f, (0, None))(np.stack([x, x]), 1),
-             lambda: jax.grad(lambda x: jnp.sum(f(x, 1)))(x)]
-    for call in calls:
-        with pytest.raises(Exception, match=shared):
-            jax.block_until_ready(call())
-    # thread 0 fails first, on history[2] (S[2] is in bounds)
-    with pytest.raises(Exception, match=r"index 2 out of bounds for axis 0 of local array #0"):
-        jax.block_until_ready(f(x, 2))
+    status record ("parameter -1000000"); it names the array as the numpy launcher does. (On the
+    host CPU, where the handler raises at the call: a GPU's record is read at a later sync.)"""
+    with jax.default_device(jax.devices("cpu")[0]):
+        f = ado.jax_kernel(off_by_one)
+        x = np.arange(16.0)
+        _close(f(x, 0), x, rtol=0, atol=0)
+        shared = r"kernel 'off_by_one': index 8 out of bounds for axis 0 of shared array #0"
+        calls = [lambda: f(x, 1), lambda: jax.vmap(f, (0, None))(np.stack([x, x]), 1),
+                 lambda: jax.grad(lambda x: jnp.sum(f(x, 1)))(x)]
+        for call in calls:
+            with pytest.raises(Exception, match=shared):
+                jax.block_until_ready(call())
+        # thread 0 fails first, on history[2] (S[2] is in bounds)
+        with pytest.raises(Exception, match=r"index 2 out of bounds for axis 0 of local array #0"):
+            jax.block_until_ready(f(x, 2))
 
 
 # ----------------------------------------------------------------------------- shard_map
