@@ -4,6 +4,7 @@
 #   bash benchmarks/gpu_session11.sh ablation  the SGEMM reverse kernel timed with parts of its PTX removed (sgemm_ablation.py)
 #   bash benchmarks/gpu_session11.sh stalls    Nsight Compute (full set, stall samples per SASS instruction) of that kernel at 4096^2
 #   bash benchmarks/gpu_session11.sh quick     the block GPU tests (CUDA block kernels, lane combining, per-warp copies)
+#   bash benchmarks/gpu_session11.sh retest    test files again (RETEST: the paths; default: the three files that failed in tests/)
 #   bash benchmarks/gpu_session11.sh bench     blocks.py (matmul at 4096, DOT, stencil)
 #   bash benchmarks/gpu_session11.sh tests     every GPU test folder; random block kernels, GPU vs host
 # Several stages in one call: STAGES="ablation stalls" bash benchmarks/gpu_session11.sh
@@ -42,6 +43,11 @@ quick)
     tests/blocks/test_shared_private.py tests/blocks/test_deterministic_gpu.py tests/codegen/test_lane_combining.py \
     > "$OUT/tests_quick.txt" 2>&1
   echo "pytest exit $?" >> "$OUT/tests_quick.txt"; tail -8 "$OUT/tests_quick.txt"
+  ;;
+retest)
+  timeout 400 python3 -m pytest -q -p no:cacheprovider -rfE -n 8 ${RETEST:-tests/determinism/test_blocks.py tests/blocks/test_wave64.py tests/blocks/test_jax_user.py} \
+    > "$OUT/retest.txt" 2>&1
+  echo "pytest exit $?" >> "$OUT/retest.txt"; tail -6 "$OUT/retest.txt"
   ;;
 bench)
   timeout 420 python3 benchmarks/blocks.py --out "$OUT/blocks" --reps 10 --matmul-sizes 4096 --matmul-vjp-sizes 4096 \
