@@ -40,7 +40,7 @@ stalls)
   ;;
 quick)
   timeout 300 python3 -m pytest -q -p no:cacheprovider -rfE -n 6 tests/blocks/test_cuda.py tests/blocks/test_codegen.py \
-    tests/blocks/test_shared_private.py tests/blocks/test_deterministic_gpu.py tests/codegen/test_lane_combining.py \
+    tests/blocks/test_deterministic_gpu.py tests/codegen/test_lane_combining.py \
     > "$OUT/tests_quick.txt" 2>&1
   echo "pytest exit $?" >> "$OUT/tests_quick.txt"; tail -8 "$OUT/tests_quick.txt"
   ;;
