@@ -74,8 +74,8 @@ def check_stores_by_the_block(fn: Function, thread_args: list, stored_arrays: se
     any one's, and the reverse sweep hands the seed to whichever thread exchanges it first (not the
     writer whose value survived): the gradient would silently disagree with the primal. The value is
     compared with foreign_cuda/uniformity.py's analysis, taking the divisions of the thread indices
-    that the address makes as the block; where the address divides in another way (``ashr``, two
-    divisors), nothing is refused."""
+    that the address makes as the block; where it divides an index two ways, or also uses it
+    undivided, nothing is refused."""
     from ..foreign_cuda.uniformity import Divergence
     from .parallel import pointer_roots
     from .reverse_cfg import Dominators, predecessor_map, reachable_blocks
@@ -109,8 +109,8 @@ def check_stores_by_the_block(fn: Function, thread_args: list, stored_arrays: se
 
 def _divisors(pointer: Value, threads: set) -> dict | None:
     """{thread index: d} for the ``udiv t, d`` / ``lshr t, log2 d`` (``ashr``: ``t // d`` in our
-    language) of thread indices in an address,
-    or None where one index is divided two ways or appears otherwise than divided."""
+    language) of thread indices in an address, or None where one index is divided two ways or
+    appears otherwise than divided."""
     found: dict = {}
     todo, seen = [pointer], set()
     while todo:
