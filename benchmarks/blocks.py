@@ -353,6 +353,17 @@ def time_launches(kernel, values: dict, grid: tuple, reps: int, gpu=None, edit_p
         gpu.device.free(status)
 
 
+def time_variants(row: dict, kernel, values: dict, grid: tuple, reps: int, gpu, variants: dict) -> dict:
+    """``row`` with the median ms of ``kernel`` launched alone for each of ``variants`` (name: PTX
+    edit or None, as ``time_launches`` takes it); a variant that fails gets ``<name>_error``."""
+    for name, edit in variants.items():
+        try:
+            row[name] = time_launches(kernel, values, grid, reps, gpu, edit)["median_ms"]
+        except Exception as exc:       # reported, never hidden
+            row[name + "_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+    return row
+
+
 def _guard(row: dict, key: str, thunk):
     """Run ``thunk`` and store its result under ``key``; store the error instead if it fails."""
     try:

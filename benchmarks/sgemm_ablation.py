@@ -76,18 +76,9 @@ def main(argv=None) -> int:
     grid = (n // blocks.TM, n // blocks.TM)
     for name in args.kernels:
         kernel = getattr(blocks, name)
-        row = {"kernel": name, "n": n}
-        try:
-            row["primal"] = blocks.time_launches(kernel, values, grid, args.reps, gpu)["median_ms"]
-        except Exception as exc:       # reported, never hidden
-            row["primal_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+        row = blocks.time_variants({"kernel": name, "n": n}, kernel, values, grid, args.reps, gpu, {"primal": None})
         reverse = ado.vjp(kernel, ["A", "B"], primal_outputs=False)
-        for variant, edit in VARIANTS.items():
-            try:
-                row[variant] = blocks.time_launches(reverse, values, grid, args.reps, gpu, edit)["median_ms"]
-            except Exception as exc:   # reported, never hidden
-                row[variant + "_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
-        print(json.dumps(row), flush=True)
+        print(json.dumps(blocks.time_variants(row, reverse, values, grid, args.reps, gpu, VARIANTS)), flush=True)
     return 0
 
 

@@ -33,15 +33,10 @@ def main(argv=None) -> int:
     A, B, G = (rng.standard_normal((n, n)).astype(np.float32) for _ in range(3))
     values = {"A": A, "B": B, "C": np.zeros_like(A), "d_A": np.zeros_like(A), "d_B": np.zeros_like(B), "d_C": G}
     reverse = ado.vjp(blocks.sgemm_static, ["A", "B"], primal_outputs=False)
-    row = {"kernel": "sgemm_static lean VJP", "n": n}
-    for blocks_per_sm in (1, 2, 3):
-        def edit(ptx, k=blocks_per_sm):
-            return re.sub(r"\.minnctapersm \d+", f".minnctapersm {k}", ptx)
-        try:
-            row[f"minnctapersm_{blocks_per_sm}_ms"] = blocks.time_launches(
-                reverse, values, (n // blocks.TM, n // blocks.TM), args.reps, gpu, edit)["median_ms"]
-        except Exception as exc:       # reported, never hidden
-            row[f"minnctapersm_{blocks_per_sm}_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+    variants = {f"minnctapersm_{k}_ms": lambda ptx, k=k: re.sub(r"\.minnctapersm \d+", f".minnctapersm {k}", ptx)
+                for k in (1, 2, 3)}
+    row = blocks.time_variants({"kernel": "sgemm_static lean VJP", "n": n}, reverse, values,
+                               (n // blocks.TM, n // blocks.TM), args.reps, gpu, variants)
     print(json.dumps(row), flush=True)
     return 0
 

@@ -60,12 +60,7 @@ def main(argv=None) -> int:
     for name, kernel, grid in (("shared", blocks.stencil_shared, (n // blocks.SR, n)),
                                ("plain", blocks.stencil_plain, (n, n))):
         reverse = ado.vjp(kernel, ("x",), primal_outputs=False)
-        row = {"kernel": name, "n": n}
-        for variant, edit in VARIANTS.items():
-            try:
-                row[variant] = blocks.time_launches(reverse, values, grid, args.reps, gpu, edit)["median_ms"]
-            except Exception as exc:       # reported, never hidden
-                row[variant + "_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+        row = blocks.time_variants({"kernel": name, "n": n}, reverse, values, grid, args.reps, gpu, VARIANTS)
         print(json.dumps(row), flush=True)
     return 0
 
