@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 
 from .builder import Builder
-from .core import Block, Function, Instruction, Module, VectorType, const, i64, ptr, void
+from .core import Block, Constant, Function, Instruction, Module, VectorType, const, i64, ptr, void
 
 _MASKED = re.compile(r"^llvm\.masked\.(load|store|gather|scatter)\.")
 
@@ -168,10 +168,20 @@ def _lane_base(body: Builder, emit, pointers, lane):
         base = _lane_base(body, emit, base, lane)
         if base is None:
             return None
-    indices = [emit(body, "extractelement", i.type.element, [i, lane], "lane.index")
-               if isinstance(i.type, VectorType) else i for i in pointers.operands[1:]]
+    indices = [_lane_of(body, emit, i, lane) if isinstance(i.type, VectorType) else i for i in pointers.operands[1:]]
     return emit(body, "getelementptr", ptr, [base, *indices], "lane.ptr",
                 element_type=pointers.element_type, flags=set(pointers.flags) & {"inbounds"})
+
+
+def _lane_of(body: Builder, emit, vector, lane):
+    """Lane ``lane`` of an index vector: the constant itself where both are constants (a struct
+    field's index must stay a constant), else an ``extractelement``."""
+    if isinstance(vector, Constant) and isinstance(lane, Constant) and isinstance(lane.value, int):
+        if vector.kind == "zero":
+            return const(vector.type.element, 0)
+        if vector.kind == "aggregate" and lane.value < len(vector.value):
+            return vector.value[lane.value]
+    return emit(body, "extractelement", vector.type.element, [vector, lane], "lane.index")
 
 
 def _splat_of(shuffle: Instruction):

@@ -211,3 +211,25 @@ entry:
     ez.autodiff(ez.Reverse, fn, ez.Duplicated(y, dy), 1)
     np.testing.assert_array_equal(y, [5.0, 0.0])
     np.testing.assert_array_equal(dy, [0.0, 1.0])
+
+
+def test_a_gather_of_struct_fields_differentiates():
+    """``gep {double, double}, ptr %p, <2 x i64> <1, 0>, <2 x i32> <1, 1>``: each lane's pointer is
+    the scalar GEP of its element's second field (the field index stays a constant)."""
+    import adoffload as ado
+    fn = ado.from_llvm(r"""
+declare <2 x double> @llvm.masked.gather.v2f64.v2p0(<2 x ptr>, i32, <2 x i1>, <2 x double>)
+define void @g(ptr %p, ptr %y) {
+entry:
+  %ps = getelementptr { double, double }, ptr %p, <2 x i64> <i64 1, i64 0>, <2 x i32> <i32 1, i32 1>
+  %v = call <2 x double> @llvm.masked.gather.v2f64.v2p0(<2 x ptr> %ps, i32 8, <2 x i1> <i1 true, i1 true>, <2 x double> zeroinitializer)
+  %sq = fmul <2 x double> %v, %v
+  store <2 x double> %sq, ptr %y, align 8
+  ret void
+}""")["g"]
+    p, y = np.array([1.0, 2.0, 3.0, 4.0]), np.zeros(2)
+    fn(p, y)
+    np.testing.assert_array_equal(y, [16.0, 4.0])
+    dp = np.zeros(4)
+    ez.autodiff(ez.Reverse, fn, ez.Duplicated(p.copy(), dp), ez.Duplicated(np.zeros(2), np.ones(2)))
+    np.testing.assert_array_equal(dp, [0.0, 4.0, 0.0, 8.0])
