@@ -6,6 +6,7 @@ import adoffload as ado
 from adoffload.errors import BoundsError, GridError, KernelTypeError, UnsupportedConstructError
 
 from . import kernels
+from .kernel_files import load_module
 
 
 def test_tiled_matmul_matches_numpy():
@@ -65,14 +66,7 @@ def test_shared_array_bounds_are_checked():
         kernels.shared_out_of_bounds(np.zeros(8), np.zeros(8), grid=8)
 
 
-def _compile(source: str, tmp_path, name="k"):
-    path = tmp_path / f"{name}_{abs(hash(source))}.py"
-    path.write_text("import adoffload as ado\n" + source)
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+_compile = load_module
 
 
 DIVERGENT = {

@@ -1,13 +1,14 @@
 """Shared-memory races inside a barrier interval are refused at compile time (codegen/shared_races.py),
 in our block kernels and in CUDA sources; race-free patterns (tree reductions, single writers,
 tiles, strided fills, atomics) are accepted and run right on the host."""
-import importlib.util
 
 import numpy as np
 import pytest
 
 import adoffload as ado
 from adoffload.errors import DivergentBarrierError, Error, SharedMemoryRaceError
+
+from .kernel_files import load_module
 
 REDUCTIONS = r"""
 __global__ void red_tree(const float* x, float* out, unsigned int n) {
@@ -180,12 +181,7 @@ def test_rajaperf_kernels_are_accepted():
 
 def _compile(source: str, tmp_path, name="k"):
     """A kernel defined in a file of its own (the front end reads kernel source from files)."""
-    path = tmp_path / f"{name}_{abs(hash(source))}.py"
-    path.write_text("import adoffload as ado\n" + source)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return getattr(module, name)
+    return getattr(load_module(source, tmp_path, name), name)
 
 
 TREE = """

@@ -5,7 +5,6 @@ a halo, a matmul with a non-square block, warp_max mixed with shuffle_down, a tw
 shared memory read at a loaded index, barriers in nested loops, a 3-D block) checked against numpy,
 then their derivatives against both oracles: central differences (forward mode) and
 <J v, w> = <v, J^T w> between forward and reverse mode. The refusals found by the hunt are at the end."""
-import importlib.util
 
 import numpy as np
 import pytest
@@ -14,15 +13,10 @@ import adoffload as ado
 from adoffload.errors import BoundsError, DifferentiationError, SharedMemoryRaceError, UnsupportedConstructError
 
 from . import user_kernels as uk
+from .kernel_files import load_module
 
 
-def _compile(source: str, tmp_path, name="k"):
-    path = tmp_path / f"{name}_{abs(hash(source))}.py"
-    path.write_text("import adoffload as ado\n" + source)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+_compile = load_module
 
 
 def _copy(values: dict) -> dict:
