@@ -196,6 +196,7 @@ def flat_values(signature: KernelSignature, values: list, pointers: list[int]) -
 def launch(kernel, args: tuple, kwargs: dict, *, grid, device="cpu", hidden: dict | None = None):
     """Check the arguments, compile (or reuse) the right variant and run it on ``device``.
     ``hidden``: launcher-filled params already filled (a counting kernel of a second-order tape)."""
+    from .enzyme.block_stores import check_launch
     from .enzyme.kernels import LOG_PARAM
     from .runtime import get_device
     signature = kernel.signature
@@ -204,6 +205,7 @@ def launch(kernel, args: tuple, kwargs: dict, *, grid, device="cpu", hidden: dic
     values = keep_seeds(kernel, values)
     grid = normalize_grid(signature, grid)
     check_block_grid(kernel, grid)
+    check_launch(kernel, grid)
     total = 1
     for g in grid:
         total *= g

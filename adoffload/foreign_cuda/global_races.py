@@ -10,8 +10,8 @@ translated. It is found as the reverse sweep finds stores of the block's result
 no ``threadIdx == c`` guard) at an address the same for the whole block, whose value may differ
 between its threads (both by uniformity.Divergence). A value that is the same for the block (``out[blockIdx.x] = s[0]`` after
 a reduction, ``out[0] = a * x[0]``) is no race and stays accepted. Stores of one thread per block to
-an element every block stores (``if (threadIdx.x == 0) out[0] = total`` with several blocks) are
-left alone: whether they race depends on the launch's block count.
+an element every block stores (``if (threadIdx.x == 0) out[0] = total`` with several blocks) race
+only when the launch has several blocks: enzyme/block_stores.py refuses their derivatives at launch.
 """
 from __future__ import annotations
 

@@ -71,8 +71,13 @@ class Divergence:
     """The fixed point of the module docstring: ``varying`` (ids of instructions) and, per varying
     branch (its terminator), the ``regions`` of blocks only some threads reach."""
 
-    def __init__(self, fn: Function, tids, block, shared=()):
+    def __init__(self, fn: Function, tids, block, shared=(), between_blocks: bool = False):
+        """``between_blocks``: whether a value may differ between threads at one position of blocks
+        that differ along the axes of ``tids`` (enzyme/block_stores.py), instead of between the
+        threads of one block. Then ``tid % extent`` is uniform, ``tid / extent`` varies, and so do
+        block reductions and loads of shared memory (each block has its own)."""
         self.extents = {tid: extent for tid, extent in zip(tids, block)}
+        self.between_blocks = between_blocks
         self.written = _written_roots(fn)
         self.shared = set(shared)
         post = _post_dominators(fn)
@@ -99,7 +104,7 @@ class Divergence:
             for inst in fn.instructions():
                 if id(inst) in self.varying or inst.type == void:
                     continue
-                if _varies(inst, self.varying, self.extents, joins) or self._watching(inst):
+                if _varies(inst, self.varying, self.extents, joins, self.between_blocks) or self._watching(inst):
                     self.varying.add(id(inst))
                     changed = True
 
@@ -122,11 +127,14 @@ class Divergence:
         return changed
 
     def _watching(self, inst: Instruction) -> bool:
-        """A volatile or atomic load of global memory the kernel writes (module docstring)."""
-        if inst.opcode != "load" or not ("volatile" in inst.flags or inst.ordering):
+        """A volatile or atomic load of global memory the kernel writes (module docstring); between
+        blocks, any load of shared memory."""
+        if inst.opcode != "load":
             return False
         root = _root(inst.operands[0])
-        if root in self.shared:
+        if self.between_blocks and root in self.shared:
+            return True
+        if not ("volatile" in inst.flags or inst.ordering) or root in self.shared:
             return False
         return not isinstance(root, Argument) or root in self.written or None in self.written
 
@@ -140,25 +148,36 @@ def _is_varying(v: Value, varying: set[int], extents: dict) -> bool:
     return isinstance(v, Instruction) and id(v) in varying
 
 
-def _varies(inst: Instruction, varying: set[int], extents: dict, joins: set[Block]) -> bool:
+def _varies(inst: Instruction, varying: set[int], extents: dict, joins: set[Block], between_blocks: bool = False) -> bool:
     op = inst.opcode
     if op in _ALWAYS_VARYING:
         return True
-    if op == "udiv" and inst.operands[0] in extents and isinstance(inst.operands[1], Constant) \
+    if between_blocks:
+        if op in ("and", "urem") and inst.operands[0] in extents and isinstance(inst.operands[1], Constant) \
+                and _position_in_block(op, inst.operands[1].value, extents[inst.operands[0]]):
+            return False                                # threadIdx: the same position in every block
+    elif op == "udiv" and inst.operands[0] in extents and isinstance(inst.operands[1], Constant) \
             and inst.operands[1].value == extents[inst.operands[0]]:
         return False                                    # blockIdx: the same for the whole block
-    if op in ("lshr", "ashr") and inst.operands[0] in extents and isinstance(inst.operands[1], Constant) \
+    elif op in ("lshr", "ashr") and inst.operands[0] in extents and isinstance(inst.operands[1], Constant) \
             and inst.operands[1].value in range(64) and 1 << inst.operands[1].value == extents[inst.operands[0]]:
         return False       # blockIdx of a power-of-two extent (udiv canonicalized; thread indices are >= 0)
     if op == "call":
         parsed = collectives.parse(getattr(inst.callee, "name", ""))
         if parsed is not None and parsed[0] not in ("warp_size",):
-            return parsed[0] not in ("block_sum", "block_max", "block_broadcast", "block_first_thread")
+            return between_blocks or parsed[0] not in ("block_sum", "block_max", "block_broadcast", "block_first_thread")
     if op == "load" and _private(inst.operands[0]):
         return True
     if op == "phi" and inst.parent in joins and len({_value_key(o) for o in inst.operands}) > 1:
         return True
     return any(_is_varying(o, varying, extents) for o in inst.operands)
+
+
+def _position_in_block(op: str, constant: int, extent: int) -> bool:
+    """Whether ``tid % extent`` is what ``op tid, constant`` computes."""
+    if op == "urem":
+        return constant == extent
+    return extent > 0 and extent & (extent - 1) == 0 and constant == extent - 1
 
 
 def _value_key(v: Value):

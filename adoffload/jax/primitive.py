@@ -28,6 +28,10 @@ class CallSpec:
     out_shapes: tuple[tuple[int, ...], ...]         # one per Out param, in order
     tangent_of: tuple | None = None                 # (base kernel, wrt names): this call is jvp(base, wrt)
 
+    def __post_init__(self):
+        from ..enzyme.block_stores import check_launch
+        check_launch(self.kernel, self.grid)       # a derivative of stores that race between blocks
+
     @property
     def params(self):
         return self.kernel.signature.params
