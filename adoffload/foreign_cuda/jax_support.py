@@ -2,7 +2,7 @@
 
 The function JAX sees is ``ado.jax_kernel`` of the block kernel ``k.specialize(threads)`` (so jit,
 grad, vmap and the rest work as for any kernel), wrapped so that it reads like the CUDA launch:
-it takes the In, InOut and scalar parameters in order (arrays of any shape, passed flattened to
+it takes the In, InOut and scalar parameters in order or by name (arrays of any shape, passed flattened to
 the raw pointers; the ``gridDim`` parameters are filled from ``blocks``) and returns the Out and
 InOut arrays, Outs shaped as ``out_shapes`` says and InOuts shaped like their inputs.
 """
@@ -18,7 +18,7 @@ from .translate import GRID_PARAMS
 
 
 def jax_cuda_kernel(launchable: CudaLaunchable, *, blocks, threads, out_shapes=None, shared_bytes: int = 0):
-    from ..jax.api import jax_kernel
+    from ..jax.api import call_arguments, jax_kernel
     blocks, threads = launch_shape(launchable.name, blocks, threads)
     kernel = launchable.specialize(threads, check_shared_bytes(launchable.name, shared_bytes))
     grid = tuple(b * t for b, t in zip(reversed(blocks), reversed(threads)))
@@ -38,10 +38,8 @@ def jax_cuda_kernel(launchable: CudaLaunchable, *, blocks, threads, out_shapes=N
     inner = jax_kernel(kernel, grid=grid, out_shapes=flat_shapes)
     grid_dims = [jnp.int32(b) for b in (*blocks, 1, 1)[:3]]
 
-    def call(*args):
-        if len(args) != len(inputs):
-            raise JaxIntegrationError(f"kernel '{launchable.name}' as a JAX function takes {len(inputs)} arguments "
-                                      f"({', '.join(p.name for p in inputs)}), got {len(args)}")
+    def call(*args, **kwargs):
+        args = call_arguments(kernel, inputs, args, kwargs)
         operands = [jnp.reshape(a, (-1,)) if p.is_array and p.type.ndim == 1 and np.ndim(a) > 1 else a
                     for p, a in zip(inputs, args)]
         results = inner(*operands, *grid_dims)

@@ -52,7 +52,7 @@ def jax_kernel(kernel, *, grid=None, out_shapes=None, blocks=None, threads=None,
 
     @functools.wraps(getattr(kernel, "pyfunc", lambda *a: None), assigned=("__doc__",))
     def call(*args, **kwargs):
-        args = _arguments(kernel, inputs, args, kwargs)
+        args = call_arguments(kernel, inputs, args, kwargs)
         operands = [_convert(kernel, p, a) for p, a in zip(inputs, args)]
         given_grid = None if grid is None else _grid(kernel, grid, args, operands, ())
         shapes = _out_shapes(kernel, out_shapes, args, operands, given_grid)
@@ -67,7 +67,7 @@ def jax_kernel(kernel, *, grid=None, out_shapes=None, blocks=None, threads=None,
     return call
 
 
-def _arguments(kernel, inputs, args: tuple, kwargs: dict) -> tuple:
+def call_arguments(kernel, inputs, args: tuple, kwargs: dict) -> tuple:
     """The call's arguments in parameter order: positional ones first, then the rest by name
     (``f(x, w=0.3)``, as in Python). Python's own TypeError would name ``call()``, not the kernel."""
     names = [p.name for p in inputs]

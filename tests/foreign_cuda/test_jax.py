@@ -61,6 +61,27 @@ def test_inout_arrays_come_back_shaped_like_their_input(mod):
     np.testing.assert_array_equal(np.asarray(f(2.0, x, y, 20)), 2.0 + np.arange(20.0).reshape(4, 5))
 
 
+def test_arguments_by_keyword_as_for_our_kernels(mod):
+    """``f(2.0, x, y=y, n=20)`` binds as the launch does; an Out array, an unknown name or a
+    gridDim parameter given by keyword is a JaxIntegrationError naming the kernel."""
+    k = mod.kernel("daxpy", a=ado.f64, x=ado.In[ado.f64], y=ado.InOut[ado.f64], n=ado.i32)
+    f = ado.jax_kernel(k, blocks=1, threads=64)
+    x, y = jnp.ones(20), jnp.arange(20.0)
+    np.testing.assert_array_equal(np.asarray(f(2.0, x, n=20, y=y)), 2.0 + np.arange(20.0))
+    np.testing.assert_array_equal(np.asarray(f(n=20, y=y, a=3.0, x=x)), 3.0 + np.arange(20.0))
+    for kwargs, message in (({"n": 20, "z": 1.0}, "; the keyword 'z' is not one of them"),
+                            ({"n": 20, "gridDim_x": 1}, "; the keyword 'gridDim_x' is not one of them"),
+                            ({"y": y}, "; missing 'n'"),
+                            ({}, ", got 2")):
+        with pytest.raises(JaxIntegrationError, match=r"kernel 'daxpy' as a JAX function takes 4 arguments "
+                                                      r"\(a, x, y, n\)" + message):
+            f(2.0, x, **kwargs)
+    sums = mod.kernel("block_sum_d", x=ado.In[ado.f64], out=ado.Out[ado.f64], n=ado.i32)
+    g = ado.jax_kernel(sums, blocks=3, threads=128, out_shapes={"out": 3})
+    with pytest.raises(JaxIntegrationError, match="the keyword 'out' is an Out array, which is a result"):
+        g(jnp.ones(300), n=300, out=jnp.zeros(3))
+
+
 def test_out_shapes_are_required_and_grid_is_refused(mod):
     k = mod.kernel("block_sum_d", x=ado.In[ado.f64], out=ado.Out[ado.f64], n=ado.i32)
     with pytest.raises(JaxIntegrationError, match="missing out"):
