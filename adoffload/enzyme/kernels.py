@@ -25,6 +25,7 @@ from .forward import forward
 from .lean import LeanPlan, drop_primal_stores, lean_derivative
 from .parallel import ParallelInfo
 from .soundness import check_forward_atomics
+from .store_seeds import check_kernel_stores
 
 _LLVM_TYPES: dict[str, Type] = {"float": f32, "double": f64, "i32": i32, "i64": i64, "i1": i1, "ptr": ptr}
 
@@ -165,6 +166,7 @@ def derive_kernel(signature: KernelSignature, module: Module, body_name: str, mo
                             block_shared_args=frozenset(range(first_shared, first_shared + len(shared))))
     if mode == "jvp":
         check_forward_atomics(body, analyze(body, activity))      # threads run concurrently
+        check_kernel_stores(body, activity, parallel, "forward")
         inner = forward(module, body, activity, width=width, name=f"{body_name}.adoffload.jvp{width}")
     else:
         from .reverse import reverse

@@ -47,7 +47,7 @@ from .forward import _IGNORED_CALLS
 from .deferred import DeferredAdds
 from .deterministic import ContributionLog, LogSpec, attach_log
 from .parallel import UNIFORM_ADD_PREFIX, AddressClass, AddressClassifier, ParallelInfo, pointer_roots
-from .store_seeds import SEED_EXCHANGE, check_stores_by_the_block, stored_by_the_block
+from .store_seeds import SEED_EXCHANGE, check_kernel_stores, stored_by_the_block
 from .reverse_cfg import Dominators, LoopInfo, exit_value, inductions, predecessor_map, reachable_blocks
 from .rules import RuleContext, describe, reverse_contributions, rule_for, rule_key
 from .soundness import check_rerun
@@ -141,10 +141,7 @@ class _Reverser:
         self.info = analyze(fn, activity)
         if parallel is not None:         # a kernel: its adjoint is a launch of its own
             check_rerun(fn, fn.args[failure_arg] if failure_arg is not None else None)
-            check_stores_by_the_block(fn, [fn.args[k] for k in parallel.thread_args],
-                                      {a for k, (a, act) in enumerate(zip(fn.args, activity))
-                                       if act is not CONST and k not in parallel.block_shared_args},
-                                      [fn.args[k] for k in sorted(parallel.block_shared_args)])
+            check_kernel_stores(fn, activity, parallel, "reverse")
 
     # ---- set-up
     def build(self, name: str) -> ReverseResult:

@@ -67,12 +67,15 @@ def _is_false(v: Value) -> bool:
     return isinstance(v, Constant) and v.value in (0, False)
 
 
-def check_stores_by_the_block(fn: Function, thread_args: list, stored_arrays: set, shared=()) -> None:
+def check_stores_by_the_block(fn: Function, thread_args: list, stored_arrays: set, shared=(),
+                              mode: str = "reverse") -> None:
     """Refuse a float store that every thread of a block makes to one element (``stored_by_the_block``)
     of an array in ``stored_arrays`` (the active arrays of the launch, not the ``shared`` ones) with a value
     that may differ between those threads: a data race. The host keeps the last thread's value, a GPU
     any one's, and the reverse sweep hands the seed to whichever thread exchanges it first (not the
-    writer whose value survived): the gradient would silently disagree with the primal. The value is
+    writer whose value survived): the gradient would silently disagree with the primal. In forward
+    ``mode`` the value and its tangent are two stores, which the warps of a GPU block may interleave,
+    so the tangent kept need not be the surviving value's. The value is
     compared with foreign_cuda/uniformity.py's analysis, taking the divisions of the thread indices
     that the address makes as the block; where it divides an index two ways, or also uses it
     undivided, nothing is refused."""
@@ -99,12 +102,22 @@ def check_stores_by_the_block(fn: Function, thread_args: list, stored_arrays: se
             if analyses[extents].is_varying(value):
                 where = f" at {inst.location}" if inst.location is not None else ""
                 raise DifferentiationError(
-                    f"cannot differentiate the store{where} in reverse mode: all the threads whose index "
+                    f"cannot differentiate the store{where} in {mode} mode: all the threads whose index "
                     f"divides to one value (every thread of a block, for an index made from block_id()) store "
                     f"to one element there a value that may differ between them. That is a data race "
-                    f"(the host keeps the last thread's value, a GPU any one's), and the reverse sweep cannot "
+                    f"(the host keeps the last thread's value, a GPU any one's), and the derivative cannot "
                     f"tell which thread's value survived. Store from one thread (if ado.thread_id() == 0:) or "
                     f"store a value alike for the whole block (a block_sum result)")
+
+
+def check_kernel_stores(fn: Function, activity: list, parallel, mode: str) -> None:
+    """``check_stores_by_the_block`` for a kernel body of ``parallel`` (enzyme/parallel.ParallelInfo)
+    differentiated with ``activity`` (CONST arguments are not stored arrays)."""
+    from .activity import CONST
+    check_stores_by_the_block(fn, [fn.args[k] for k in parallel.thread_args],
+                              {a for k, (a, act) in enumerate(zip(fn.args, activity))
+                               if act is not CONST and k not in parallel.block_shared_args},
+                              [fn.args[k] for k in sorted(parallel.block_shared_args)], mode)
 
 
 def _divisors(pointer: Value, threads: set) -> dict | None:

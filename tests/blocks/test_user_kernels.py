@@ -473,23 +473,29 @@ def alike(x: ado.In[ado.f64], y: ado.Out[ado.f64]):
 """
 
 
-def test_every_thread_storing_its_own_value_to_the_block_result_is_refused_in_reverse_mode(tmp_path):
+def test_every_thread_storing_its_own_value_to_the_block_result_is_refused(tmp_path):
     """``y[block_id()] = x[i] * 2`` on every thread: a race whose last writer the host keeps
     (y[0] = 2 x[7]); the reverse sweep gave the seed to thread 0 instead (d_x[0] = 2, d_x[7] = 0),
-    against forward mode's dy/dx[7] = 2: <J v, w> != <v, J^T w> without a word. The same store of a
-    value alike for the block (a block_sum) is every thread writing its block's result, and keeps
-    its gradient."""
+    against forward mode's dy/dx[7] = 2: <J v, w> != <v, J^T w> without a word. Forward mode stores
+    the value and its tangent separately, which a GPU block's warps may interleave: refused too. The
+    same store of a value alike for the block (a block_sum) is every thread writing its block's
+    result, and keeps its gradient."""
     module = _compile(BLOCK_RESULT, tmp_path)
     x = np.arange(16.0)
     with pytest.raises(DifferentiationError, match=r"\.py:6 in reverse mode.*data race") as info:
         ado.vjp(module.racy, "x")(x, np.zeros(2), np.zeros(16), np.ones(2), grid=16)
     assert "every thread of a block" in str(info.value)
+    with pytest.raises(DifferentiationError, match=r"\.py:6 in forward mode.*data race"):
+        ado.jvp(module.racy, "x")(x, np.zeros(2), np.ones(16), np.zeros(2), grid=16)
+    dy = np.zeros(2)
+    ado.jvp(module.alike, "x")(x, np.zeros(2), np.ones(16), dy, grid=16)
+    np.testing.assert_allclose(dy, 2 * x.reshape(2, 8).sum(axis=1), rtol=1e-15)
     gx = np.zeros(16)
     ado.vjp(module.alike, "x")(x, np.zeros(2), gx, np.array([1.0, 3.0]), grid=16)
     np.testing.assert_allclose(gx, 2 * x * np.repeat([1.0, 3.0], 8), rtol=1e-15)
 
 
-def test_a_plain_kernel_storing_different_values_to_a_divided_index_is_refused_in_reverse_mode(tmp_path):
+def test_a_plain_kernel_storing_different_values_to_a_divided_index_is_refused(tmp_path):
     """The same race in a kernel without blocks, ``y[i // 8] = x[i] * 2`` (``i // 8`` is an ``ashr``):
     was differentiated with the seed on x[0] while the host kept x[7]'s value; ``y[i // 8]`` of a value
     made from ``i // 8`` only is accepted, with its gradient."""
@@ -507,6 +513,8 @@ def alike(x: ado.In[ado.f64], y: ado.Out[ado.f64]):
     x = np.arange(16.0)
     with pytest.raises(DifferentiationError, match=r"\.py:6 in reverse mode.*data race"):
         ado.vjp(module.racy, "x")(x, np.zeros(2), np.zeros(16), np.ones(2), grid=16)
+    with pytest.raises(DifferentiationError, match=r"\.py:6 in forward mode.*data race"):
+        ado.jvp(module.racy, "x")(x, np.zeros(2), np.ones(16), np.zeros(2), grid=16)
     gx = np.zeros(16)
     ado.vjp(module.alike, "x")(x, np.zeros(2), gx, np.array([1.0, 3.0]), grid=16)
     want = np.zeros(16)
