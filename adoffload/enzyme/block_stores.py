@@ -92,7 +92,7 @@ def _pins_the_block(cond: Value, holds: bool, tid, extent: int, between) -> bool
     lhs, rhs = cond.operands
     predicate = cond.predicate if holds else _NEGATED.get(cond.predicate)
     if predicate == "eq":
-        return any(between.is_varying(x) and not between.is_varying(y) and _may_be_one_to_one(x)
+        return any(between.is_varying(x) and not between.is_varying(y) and _index_arithmetic(x)
                    for x, y in ((lhs, rhs), (rhs, lhs)))
     bound = {"ult": 0, "ule": 1, "slt": 0, "sle": 1}.get(predicate)
     if bound is None or not isinstance(rhs, Constant):
@@ -106,9 +106,18 @@ def _pins_the_block(cond: Value, holds: bool, tid, extent: int, between) -> bool
 _NEGATED = {"ne": "eq", "uge": "ult", "ugt": "ule", "sge": "slt", "sgt": "sle"}
 
 
-def _may_be_one_to_one(v: Value) -> bool:
-    """False for a remainder or mask, which many blocks share (``block_id() % 2 == 0``)."""
-    return not (isinstance(v, Instruction) and v.opcode in ("urem", "srem", "and"))
+_INDEX_ARITHMETIC = frozenset({"add", "sub", "mul", "shl", "lshr", "ashr", "udiv", "sdiv", "zext", "sext", "trunc"})
+
+
+def _index_arithmetic(v: Value, depth: int = 0) -> bool:
+    """Whether ``v`` is arithmetic on the thread index and kernel parameters (``i``, ``block_id()``,
+    ``i - n``), which one block's threads may pass an equality with; not a remainder or a mask, which
+    many blocks share (``block_id() % 2 == 0``), nor loaded data (``flag[block_id()] == 1``)."""
+    if isinstance(v, Argument | Constant):
+        return True
+    if not isinstance(v, Instruction) or v.opcode not in _INDEX_ARITHMETIC or depth > 16:
+        return False
+    return all(_index_arithmetic(o, depth + 1) for o in v.operands)
 
 
 def _block_index(v: Value, tid, extent: int) -> bool:

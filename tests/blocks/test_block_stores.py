@@ -46,6 +46,15 @@ def rows(x: ado.In[ado.f64, 2], y: ado.Out[ado.f64]):
     if ado.thread_id()[1] == 0:
         y[r] = s
 
+@ado.kernel(block=8)
+def even_blocks(x: ado.In[ado.f64], flag: ado.In[ado.i64], y: ado.Out[ado.f64]):
+    i = ado.tid()
+    s = ado.block_sum(x[i] * x[i])
+    if ado.block_id() % 2 == 0 and ado.thread_id() == 0:
+        y[0] = s
+    if flag[ado.block_id()] == 1 and ado.thread_id() == 1:
+        y[1] = s
+
 @ado.kernel
 def plain_max(x: ado.In[ado.f64], y: ado.Out[ado.f64]):
     i = ado.tid()
@@ -118,6 +127,7 @@ RACES = [   # kernel, arguments, active, outputs, racing grid, one-block grid, a
     ("by_position", lambda: {"x": _x(16), "y": np.zeros(8)}, ["x"], ["y"], 16, 8, 0),
     ("accumulate", lambda: {"x": _x(16), "y": np.ones(1)}, ["x"], ["y"], 16, 8, 0),
     ("rows", lambda: {"x": _x(48).reshape(3, 16), "y": np.zeros(3)}, ["x"], ["y"], (3, 16), (3, 8), 1),
+    ("even_blocks", lambda: {"x": _x(32), "flag": np.ones(4, np.int64), "y": np.zeros(2)}, ["x"], ["y"], 32, 8, 0),
     ("plain_max", lambda: {"x": _x(16), "y": np.zeros(1)}, ["x"], ["y"], 16, 1, 0),
 ]
 
