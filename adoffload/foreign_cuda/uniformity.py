@@ -153,8 +153,9 @@ def _varies(inst: Instruction, varying: set[int], extents: dict, joins: set[Bloc
     if op in _ALWAYS_VARYING:
         return True
     if between_blocks:
-        if op in ("and", "urem") and inst.operands[0] in extents and isinstance(inst.operands[1], Constant) \
-                and _position_in_block(op, inst.operands[1].value, extents[inst.operands[0]]):
+        index = _untruncated(inst.operands[0]) if op in ("and", "urem") else None
+        if index in extents and isinstance(inst.operands[1], Constant) \
+                and _position_in_block(op, inst.operands[1].value, extents[index]):
             return False                                # threadIdx: the same position in every block
     elif op == "udiv" and inst.operands[0] in extents and isinstance(inst.operands[1], Constant) \
             and inst.operands[1].value == extents[inst.operands[0]]:
@@ -171,6 +172,12 @@ def _varies(inst: Instruction, varying: set[int], extents: dict, joins: set[Bloc
     if op == "phi" and inst.parent in joins and len({_value_key(o) for o in inst.operands}) > 1:
         return True
     return any(_is_varying(o, varying, extents) for o in inst.operands)
+
+
+def _untruncated(v: Value) -> Value:
+    """``tid`` for ``trunc tid`` (CUDA's 32-bit ``threadIdx.x``), else ``v``: thread indices are below
+    2**31 (the launch limits), so the truncation keeps their value."""
+    return v.operands[0] if isinstance(v, Instruction) and v.opcode == "trunc" else v
 
 
 def _position_in_block(op: str, constant: int, extent: int) -> bool:
