@@ -26,7 +26,8 @@ def stored_by_the_block(pointer: Value, thread_args: set, block: Block, dom, pre
 
 def _uses_lane(v: Value, thread_args: set, seen: set) -> bool:
     """Whether ``v`` depends on a thread index other than through a division by a constant (calls,
-    such as the lane id, count as depending)."""
+    such as the lane id, count as depending, and so do atomics, whose results differ per thread --
+    a slot handed out by ``atomic_add`` -- and loads of a thread's own stack memory)."""
     if v in thread_args:
         return True
     if not isinstance(v, Instruction) or v in seen:
@@ -34,9 +35,15 @@ def _uses_lane(v: Value, thread_args: set, seen: set) -> bool:
     seen.add(v)
     if v.opcode in _BLOCK_LEVEL and isinstance(v.operands[1], Constant):
         return False
-    if v.opcode == "call":
+    if v.opcode in ("call", "atomicrmw", "cmpxchg") or v.opcode == "load" and _on_the_stack(v.operands[0]):
         return True
     return any(_uses_lane(o, thread_args, seen) for o in v.operands if isinstance(o, Instruction | Argument))
+
+
+def _on_the_stack(pointer: Value) -> bool:
+    while isinstance(pointer, Instruction) and pointer.opcode in ("getelementptr", "bitcast"):
+        pointer = pointer.operands[0]
+    return isinstance(pointer, Instruction) and pointer.opcode == "alloca"
 
 
 def _one_thread_guard(block: Block, thread_args: set, dom, preds) -> bool:
