@@ -333,6 +333,11 @@ def _check_float_bits(fn: Function, info: ActivityInfo, users: dict) -> None:
             if op in _BITS_END or (op == "call" and _is_inactive_call(user)):
                 continue
             integer_call = op == "call" and _is_integer_intrinsic(user)
+            if (op == "store" and user.operands[0] is value and user.operands[1] not in info.shadowed
+                    and _write_only_const_argument(fn, _root(user.operands[1]))):
+                # bits stored where nothing reads them back (the status record's failing index, an
+                # integer output): no float is rebuilt from them here, as for active values in a Const output
+                continue
             if op == "bitcast" and is_float_type(user.type) and user not in info.useful:
                 # a float rebuilt from the bits that reaches no result through float operations: still bits,
                 # followed on (a double's halves shuffled as floats, then joined back into the double)
