@@ -39,7 +39,7 @@ import itertools
 import re
 
 from .. import collectives
-from ..errors import SharedMemoryRaceError
+from ..errors import GlobalMemoryRaceError, SharedMemoryRaceError
 from ..ir import format_instruction
 from ..ir.core import (Argument, ArrayType, Block, FloatType, Function, Instruction, IntType, PointerType,
                        StructType, Value, VectorType)
@@ -244,9 +244,9 @@ def _gep_offset(forms: Forms, gep: Instruction) -> Lin | None:
     return Modular(total.coef, total.const) if wraps else total
 
 
-def _accesses(forms: Forms, fn: Function, roots: set, kernel: str) -> list[Access]:
-    """Every access of shared memory (an access through a pointer that may point into several arrays
-    is one per array, at an unknown offset); a pointer into shared memory that escapes is refused."""
+def _accesses(forms: Forms, fn: Function, roots: set, kernel: str, shared: set) -> list[Access]:
+    """Every access of the ``roots`` (an access through a pointer that may point into several arrays
+    is one per array, at an unknown offset); a pointer into ``shared`` memory that escapes is refused."""
     found = []
 
     def add(inst, pointer, size, kind):
@@ -259,7 +259,7 @@ def _accesses(forms: Forms, fn: Function, roots: set, kernel: str) -> list[Acces
     for inst in fn.instructions():
         op = inst.opcode
         escaping = inst.operands[:1] if op in ("store", "insertvalue", "insertelement") else []
-        if op == "inttoptr" or any(isinstance(o.type, PointerType) and _pointer(forms, o, roots)[0] is not None
+        if op == "inttoptr" or any(isinstance(o.type, PointerType) and _pointer(forms, o, shared)[0] is not None
                                    for o in escaping):
             raise SharedMemoryRaceError(f"kernel '{kernel}': a pointer into shared memory is stored, or a pointer is "
                                         f"made from an integer (`{format_instruction(inst).strip()}`); the "
@@ -588,11 +588,16 @@ def _substitute(f: Lin, fixed: dict) -> Lin:
 
 def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...], shared: list[Argument],
                        names: list[str], kernel: str, thread_names: list[str] | None = None,
-                       warp_size: int | None = None) -> None:
+                       warp_size: int | None = None, arrays: dict | None = None) -> None:
     """Raise SharedMemoryRaceError for the first pair of accesses of one shared array that two
     threads of a block may make between the same two barriers, one writing (module docstring).
-    ``shared`` are the body's shared-array arguments, ``names`` their source names. ``fn`` (a body:
-    status pointer last) is changed: its failure paths are dropped."""
+    ``shared`` are the body's shared-array arguments, ``names`` their source names. ``arrays`` (global
+    array argument -> name, the arrays the kernel both loads and stores): a plain load and a plain
+    store of one element by two threads of a block (an in-place stencil ``x[i] = x[i] + x[i + 1]``)
+    raise GlobalMemoryRaceError, but only when the enumeration finds two such threads; what it
+    cannot decide (offsets through runtime values, RAJAPerf's ``px[i + off * 4]``) is left alone, as
+    before this check. ``fn`` (a body: status pointer last) is changed: its failure paths are dropped."""
+    arrays = arrays or {}
     _drop_failure_paths(fn)
     sets = ValueSets(fn)
     fold_constant_branches(fn, sets)
@@ -600,8 +605,8 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
     dom = dominator_sets(fn)
     forms = Forms(fn, tids, block, intervals.unstable, dom, shared, warp_size)
     intervals.settle(forms.divergence)
-    roots = set(shared)
-    accesses = _accesses(forms, fn, roots, kernel)
+    roots = set(shared) | set(arrays)
+    accesses = _in_place(_accesses(forms, fn, roots, kernel, set(shared)), arrays)
     if not any(x.writes for x in accesses):
         return
     facts = guards(forms, fn, dom)
@@ -618,13 +623,33 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
     for i, a in enumerate(accesses):
         for b in accesses[i:]:
             if _apart(a.root, b.root, roots) or not (a.writes or b.writes) or (a.kind == "atomic" == b.kind) \
-                    or not intervals.together(a.node, b.node):
+                    or not intervals.together(a.node, b.node) or (a.root in arrays and {a.kind, b.kind} != _LOAD_STORE):
+                continue
+            if a.root in arrays:        # global: refused only on two threads found to meet
+                if proof._alike(a, b, _symbol_ids(a) & _symbol_ids(b)) and proof.conflict(a, b) is not None:
+                    found = proof._witness(a, b)
+                    if found:
+                        raise GlobalMemoryRaceError(_message(forms, a, b, found, arrays[a.root], kernel,
+                                                             thread_names, "global"))
                 continue
             found = proof.conflict(a, b)
             if found is not None:
-                arrays = sorted(_switched(a.root, roots) or {a.root}, key=lambda r: r.index)
-                array = "/".join(names[shared.index(r)] for r in arrays)
+                chosen = sorted(_switched(a.root, roots) or {a.root}, key=lambda r: r.index)
+                array = "/".join(names[shared.index(r)] for r in chosen)
                 raise SharedMemoryRaceError(_message(forms, a, b, found, array, kernel, thread_names))
+
+
+_LOAD_STORE = {"load", "store"}
+
+
+def _in_place(accesses: list[Access], arrays: dict) -> list[Access]:
+    """The accesses of shared arrays, and the plain loads and stores of the global ``arrays`` that are
+    both loaded and stored (an array only written, or only read, races with nothing here)."""
+    kinds: dict = {}
+    for x in accesses:
+        kinds.setdefault(id(x.root), set()).add(x.kind)
+    return [x for x in accesses if not (isinstance(x.root, tuple) and any(r in arrays for r in x.root))
+            and (x.root not in arrays or (x.kind in _LOAD_STORE and kinds[id(x.root)] >= _LOAD_STORE))]
 
 
 def _nonnegative_symbols(facts) -> frozenset:
@@ -641,7 +666,8 @@ def _nonnegative_symbols(facts) -> frozenset:
 _VERB = {"load": "read", "store": "write", "atomic": "atomic update", "call": "call"}
 
 
-def _message(forms: Forms, a: Access, b: Access, witness, array: str, kernel: str, thread_names) -> str:
+def _message(forms: Forms, a: Access, b: Access, witness, array: str, kernel: str, thread_names,
+             memory: str = "shared") -> str:
     def where(x: Access) -> str:
         text = f"the {_VERB[x.kind]} of {array}{_index(forms, x, thread_names)}"
         if x.inst.location is not None:
@@ -653,7 +679,7 @@ def _message(forms: Forms, a: Access, b: Access, witness, array: str, kernel: st
     if witness:
         t1, t2 = (_thread(t) for t in witness)
         who = f" (thread {t1}'s {_VERB[a.kind]} and thread {t2}'s {_VERB[b.kind]} touch one element)"
-    return (f"kernel '{kernel}': shared-memory race on '{array}': {pair} may touch the same element from two "
+    return (f"kernel '{kernel}': {memory}-memory race on '{array}': {pair} may touch the same element from two "
             f"threads of a block between the same two barriers{who}. On a GPU their order is undefined "
             f"(warp-synchronous code without __syncwarp is a data race since Volta), and adoffload runs "
             f"a block's threads one after another between barriers, so the result would be silently wrong. "
@@ -701,25 +727,39 @@ def shared_array_name(name: str) -> str:
     return name
 
 
-def check_block_kernel(kernel, thread_names: list[str] | None = None) -> None:
+def check_block_kernel(kernel, thread_names: list[str] | None = None, global_arrays: bool = False) -> None:
     """``check_shared_races`` on a block kernel's body (a Kernel with ``block`` and ``shared``):
-    the first ``grid_rank`` arguments are the thread ids, the shared arrays come before the status."""
-    if not kernel.shared:
-        return
+    the first ``grid_rank`` arguments are the thread ids, the shared arrays come before the status.
+    ``global_arrays``: also check the array parameters the body both loads and stores (CUDA kernels)."""
     from .. import ir
     module = ir.import_module(kernel.module_text())
     fn = module.functions[kernel.body_name]
+    arrays = _loaded_and_stored(fn, {p.name for p in kernel.signature.params if p.is_array}) if global_arrays else {}
+    if not kernel.shared and not arrays:
+        return
     rank = kernel.signature.grid_rank
-    shared = fn.args[-1 - len(kernel.shared):-1]
     names = [shared_array_name(s.name) for s in kernel.shared]
     calls = {getattr(i.callee, "name", "") for b in fn.blocks for i in b.instructions if i.opcode == "call"}
-    if collectives.callee("lane_id") not in calls:
-        check_shared_races(fn, fn.args[:rank], tuple(kernel.block), shared, names, kernel.name, thread_names)
-        return
+    sizes = WARP_SIZES if collectives.callee("lane_id") in calls else (None,)
     # lane_id() is thread_rank % 32 on NVIDIA and the host, % 64 on AMD and 'cpu:wave64': the body
     # must be race-free with either (each check drops failure paths from a copy of its own)
-    for warp_size in WARP_SIZES:
-        fn = ir.import_module(kernel.module_text()).functions[kernel.body_name]
+    for k, warp_size in enumerate(sizes):
+        if k:
+            fn = ir.import_module(kernel.module_text()).functions[kernel.body_name]
         shared = fn.args[-1 - len(kernel.shared):-1]
+        arrays = {a: a.name for a in fn.args if a.name in {x.name for x in arrays}}
         check_shared_races(fn, fn.args[:rank], tuple(kernel.block), shared, names, kernel.name, thread_names,
-                           warp_size)
+                           warp_size, arrays)
+
+
+def _loaded_and_stored(fn: Function, names: set) -> dict:
+    """The array arguments (named in ``names``) that ``fn`` both loads from and stores to."""
+    kinds: dict = {}
+    for inst in fn.instructions():
+        if inst.opcode in ("load", "store"):
+            p = inst.operands[0] if inst.opcode == "load" else inst.operands[1]
+            while isinstance(p, Instruction) and p.opcode in ("getelementptr", "bitcast"):
+                p = p.operands[0]
+            if isinstance(p, Argument) and p.name in names:
+                kinds.setdefault(p, set()).add(inst.opcode)
+    return {a: a.name for a, k in kinds.items() if len(k) == 2}

@@ -262,7 +262,7 @@ __ADO_DEV int __syncthreads_or(int p) { return __ado_block_count(p) != 0; }
 __ADO_MATH1(sin) __ADO_MATH1(cos) __ADO_MATH1(tan) __ADO_MATH1(exp) __ADO_MATH1(log)
 __ADO_MATH1(sqrt) __ADO_MATH1(fabs) __ADO_MATH1(floor) __ADO_MATH1(ceil) __ADO_MATH1(tanh)
 __ADO_MATH1(sinh) __ADO_MATH1(cosh) __ADO_MATH1(asin) __ADO_MATH1(acos) __ADO_MATH1(atan)
-__ADO_MATH1(erf) __ADO_MATH1(exp2) __ADO_MATH1(log2) __ADO_MATH1(log10) __ADO_MATH1(log1p)
+__ADO_MATH1(erf) __ADO_MATH1(erfc) __ADO_MATH1(exp2) __ADO_MATH1(exp10) __ADO_MATH1(log2) __ADO_MATH1(log10) __ADO_MATH1(log1p)
 __ADO_MATH1(expm1) __ADO_MATH1(trunc) __ADO_MATH1(round) __ADO_MATH1(cbrt) __ADO_MATH1(rint) __ADO_MATH1(nearbyint)
 __ADO_MATH2(pow) __ADO_MATH2(fmin) __ADO_MATH2(fmax) __ADO_MATH2(atan2) __ADO_MATH2(copysign)
 __ADO_MATH2(hypot) __ADO_MATH2(fmod)

@@ -207,6 +207,317 @@ extern "C" __global__ void rope_forward(float* out, const float* inp, int T, int
   out[t * HS + 2 * d + 1] = a * s + b * c;
 }
 
+// ---------------------------------------------------------------- block reductions, in place, warps
+// llm.c's blockReduce: the warp reduction is a template parameter (a function pointer)
+template<float (*warp_reduction)(float)>
+__device__ inline float blockReduce(float val, bool final_sync = false, float out_of_bounds = 0.0f) {
+  __shared__ float shared_val[WARP_SIZE];
+  const int lane_id = threadIdx.x % WARP_SIZE;
+  const int warp_id = threadIdx.x / WARP_SIZE;
+  const int num_warps = blockDim.x / WARP_SIZE;
+  float warp_val = warp_reduction(val);
+  if (lane_id == 0) { shared_val[warp_id] = warp_val; }
+  __syncthreads();
+  warp_val = (lane_id < num_warps) ? shared_val[lane_id] : out_of_bounds;
+  float block_val = warp_reduction(warp_val);
+  if (final_sync) { __syncthreads(); }
+  return block_val;
+}
+
+// one block per row: softmax and cross-entropy loss with its gradient (llm.c's fused classifier, simplified)
+extern "C" __global__ void __launch_bounds__(128) fused_classifier(float* __restrict__ losses, float* __restrict__ probs,
+                                                                 const float* __restrict__ logits,
+                                                                 const int* __restrict__ targets, int V) {
+  int row = blockIdx.x;
+  const float* x = logits + row * V;
+  float m = -FLT_MAX;
+  for (int i = threadIdx.x; i < V; i += blockDim.x) m = fmaxf(m, __ldcs(x + i));
+  m = blockReduce<warpReduceMax>(m, true, -FLT_MAX);
+  float s = 0.0f;
+  for (int i = threadIdx.x; i < V; i += blockDim.x) s += expf(x[i] - m);
+  s = blockReduce<warpReduceSum>(s);
+  float inv = 1.0f / s;
+  int ix = targets[row];
+  if (threadIdx.x == 0) losses[row] = -logf(expf(x[ix] - m) * inv);
+  for (int i = threadIdx.x; i < V; i += blockDim.x) probs[row * V + i] = expf(x[i] - m) * inv;
+}
+
+// layernorm statistics with one block reduction called twice: without final_sync the second call's
+// lane 0 writes shared_val[warp] while other warps may still read it from the first call (a race)
+template <bool SYNC>
+__device__ void row_stats(float* __restrict__ out, const float* __restrict__ x, int C) {
+  const float* r = x + blockIdx.x * C;
+  float s = 0.0f, q = 0.0f;
+  for (int i = threadIdx.x; i < C; i += blockDim.x) { s += r[i]; q += r[i] * r[i]; }
+  s = blockReduce<warpReduceSum>(s, SYNC);
+  q = blockReduce<warpReduceSum>(q);
+  float mean = s / C;
+  if (threadIdx.x == 0) out[blockIdx.x] = rsqrtf(q / C - mean * mean + 1e-5f);
+}
+extern "C" __global__ void row_rstd_synced(float* out, const float* x, int C) { row_stats<true>(out, x, C); }
+extern "C" __global__ void row_rstd_racy(float* out, const float* x, int C) { row_stats<false>(out, x, C); }
+
+// a templated block size, explicit instantiations behind extern "C" wrappers; grid-stride loop, a block
+// reduction in shared memory, then one atomicAdd of the block's partial into one scalar
+template <int BLOCK>
+__device__ void sum_squares_impl(const double* __restrict__ x, double* __restrict__ total, int n) {
+  __shared__ double s[BLOCK];
+  double acc = 0.0;
+  for (int i = blockIdx.x * BLOCK + threadIdx.x; i < n; i += BLOCK * gridDim.x) acc += x[i] * x[i];
+  s[threadIdx.x] = acc;
+  __syncthreads();
+#pragma unroll
+  for (int h = BLOCK / 2; h > 0; h >>= 1) {
+    if (threadIdx.x < h) s[threadIdx.x] += s[threadIdx.x + h];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) atomicAdd(total, s[0]);
+}
+template __device__ void sum_squares_impl<64>(const double*, double*, int);
+extern "C" __global__ void __launch_bounds__(64) sum_squares_64(const double* x, double* total, int n) {
+  sum_squares_impl<64>(x, total, n);
+}
+extern "C" __global__ void __launch_bounds__(128) sum_squares_128(const double* x, double* total, int n) {
+  sum_squares_impl<128>(x, total, n);
+}
+
+// two-pass reduction: per-block partials of a weighted norm, then one block combines them
+extern "C" __global__ void partial_norms(const float* __restrict__ x, const float* __restrict__ w,
+                                        float* __restrict__ partial, int n) {
+  float acc = 0.0f;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) acc += w[i] * x[i] * x[i];
+  acc = warpReduceSum(acc);
+  __shared__ float warp_sums[32];
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0) warp_sums[warp] = acc;
+  __syncthreads();
+  if (warp == 0) {
+    acc = lane < blockDim.x / 32 ? warp_sums[lane] : 0.0f;
+    acc = warpReduceSum(acc);
+    if (lane == 0) partial[blockIdx.x] = acc;
+  }
+}
+extern "C" __global__ void finish_norm(const float* __restrict__ partial, float* __restrict__ out, int nparts) {
+  float acc = 0.0f;
+  for (int i = threadIdx.x; i < nparts; i += blockDim.x) acc += partial[i];
+  acc = warpReduceSum(acc);
+  if (threadIdx.x == 0) out[0] = sqrtf(acc);
+}
+
+// ---------------------------------------------------------------- in place
+// y += A x, accumulating in the output (read and written in the loop)
+extern "C" __global__ void gemv_accumulate(const double* __restrict__ A, const double* __restrict__ x, double* y,
+                                           int m, int n) {
+  int row = blockIdx.x * blockDim.x + threadIdx.x;
+  if (row >= m) return;
+  for (int k = 0; k < n; k++) y[row] += A[row * n + k] * x[k];
+}
+// a few Newton steps for sqrt(c) in place in the output, with fast reciprocals
+extern "C" __global__ void newton_in_place(float* y, const float* __restrict__ c, int n, int steps) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  for (int s = 0; s < steps; s++) y[i] = 0.5f * (y[i] + __fdividef(c[i], y[i]));
+}
+// a non-negative float max through the int atomicMax on its bits (a common trick)
+extern "C" __global__ void atomic_max_bits(const float* __restrict__ x, float* m, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) atomicMax((int*)m, __float_as_int(fabsf(x[i])));
+}
+
+// ---------------------------------------------------------------- shared memory and warps
+// one extern __shared__ buffer carved into values and their indices at blockDim-sized offsets: each
+// block's argmax, then the value at the argmax times a weight
+extern "C" __global__ void carved_argmax(const float* __restrict__ x, const float* __restrict__ w,
+                                         float* __restrict__ out, int* __restrict__ where) {
+  extern __shared__ float smem[];
+  float* vals = smem;
+  int* idx = reinterpret_cast<int*>(smem + blockDim.x);
+  int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+  vals[t] = x[i];
+  idx[t] = i;
+  __syncthreads();
+  for (int h = blockDim.x / 2; h > 0; h >>= 1) {
+    if (t < h && vals[t + h] > vals[t]) { vals[t] = vals[t + h]; idx[t] = idx[t + h]; }
+    __syncthreads();
+  }
+  if (t == 0) { out[blockIdx.x] = vals[0] * w[idx[0]]; where[blockIdx.x] = idx[0]; }
+}
+// __syncwarp with a partial mask inside a half-warp branch, a shared exchange between its lanes
+extern "C" __global__ void half_warp_syncwarp(const float* __restrict__ x, float* __restrict__ y) {
+  __shared__ float s[64];
+  int t = threadIdx.x, lane = t % 32, i = blockIdx.x * blockDim.x + t;
+  float v = x[i];
+  if (lane < 16) {
+    s[t] = v * v;
+    __syncwarp(0x0000ffffu);
+    v = v + s[t ^ 1];
+    __syncwarp(0x0000ffffu);
+  }
+  y[i] = v;
+}
+// __ballot_sync deciding the path: a warp in which every value is positive takes logs, the others squares
+extern "C" __global__ void ballot_branch(const float* __restrict__ x, float* __restrict__ y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float v = x[i];
+  unsigned pos = __ballot_sync(FULL_MASK, v > 0.0f);
+  if (pos == FULL_MASK) y[i] = logf(v) * __popc(pos);
+  else y[i] = v * v * (__ffs(~pos) - 1);
+}
+
+// ---------------------------------------------------------------- more molecular dynamics
+// cell list: the particle's cell from floorf, 27 neighbor cells wrapped periodically, each pair counted from
+// both sides (full forces, no atomics), the energy reduced in the block and added to one double
+extern "C" __global__ void lj_cells(const float4* __restrict__ pos, const int* __restrict__ cell_start,
+                                    const int* __restrict__ cell_count, const int* __restrict__ sorted,
+                                    int nc, float L, float rc2, float eps, float sig2,
+                                    float4* __restrict__ force, double* __restrict__ energy, int n) {
+  __shared__ double e_block[64];
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  double e = 0.0;
+  if (i < n) {
+    float4 p = pos[i];
+    float inv_cell = nc / L;
+    int cx = (int)floorf(p.x * inv_cell), cy = (int)floorf(p.y * inv_cell), cz = (int)floorf(p.z * inv_cell);
+    float fx = 0.f, fy = 0.f, fz = 0.f;
+    for (int dz = -1; dz <= 1; dz++)
+      for (int dy = -1; dy <= 1; dy++)
+        for (int dx = -1; dx <= 1; dx++) {
+          int c = (((cz + dz + nc) % nc) * nc + (cy + dy + nc) % nc) * nc + (cx + dx + nc) % nc;
+          int start = cell_start[c], count = cell_count[c];
+          for (int k = 0; k < count; k++) {
+            int j = sorted[start + k];
+            if (j == i) continue;
+            float4 q = pos[j];
+            float rx = p.x - q.x, ry = p.y - q.y, rz = p.z - q.z;
+            rx -= L * rintf(rx / L); ry -= L * rintf(ry / L); rz -= L * rintf(rz / L);
+            float r2 = rx * rx + ry * ry + rz * rz;
+            if (r2 < rc2) {
+              float s6 = sig2 / r2; s6 = s6 * s6 * s6;
+              float fr = 24.0f * eps * s6 * (2.0f * s6 - 1.0f) / r2;
+              fx += fr * rx; fy += fr * ry; fz += fr * rz;
+              e += 2.0 * eps * s6 * (s6 - 1.0f);
+            }
+          }
+        }
+    force[i] = make_float4(fx, fy, fz, 0.0f);
+  }
+  e_block[threadIdx.x] = e;
+  __syncthreads();
+  for (int h = blockDim.x / 2; h > 0; h >>= 1) {
+    if (threadIdx.x < h) e_block[threadIdx.x] += e_block[threadIdx.x + h];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) atomicAdd(energy, e_block[0]);
+}
+
+// OpenMM-style tiles: one warp per pair of 32-atom tiles; the j atom and its force rotate through the
+// warp with __shfl_sync, both forces land with atomicAdd (Newton's third law), per-pair charges q_i q_j
+extern "C" __global__ void tile_coulomb(const float4* __restrict__ posq, const int2* __restrict__ tiles,
+                                        float* __restrict__ force, double* __restrict__ energy, float soft2) {
+  int lane = threadIdx.x & 31;
+  int2 tile = tiles[blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32];
+  int i = tile.x * 32 + lane;
+  float4 pi = posq[i];
+  int j = tile.y * 32 + lane;
+  float4 pj = posq[j];
+  float fix = 0.f, fiy = 0.f, fiz = 0.f, fjx = 0.f, fjy = 0.f, fjz = 0.f;
+  double e = 0.0;
+  for (int k = 0; k < 32; k++) {
+    int jj = tile.y * 32 + ((lane + k) & 31);
+    bool pair = tile.x != tile.y || jj > i;
+    if (pair) {
+      float dx = pj.x - pi.x, dy = pj.y - pi.y, dz = pj.z - pi.z;
+      float r2 = dx * dx + dy * dy + dz * dz + soft2;
+      float inv = rsqrtf(r2);
+      float qq = pi.w * pj.w;
+      float f = qq * inv * inv * inv;
+      fix -= f * dx; fiy -= f * dy; fiz -= f * dz;
+      fjx += f * dx; fjy += f * dy; fjz += f * dz;
+      e += qq * inv;
+    }
+    int src = (lane + 1) & 31;
+    pj.x = __shfl_sync(FULL_MASK, pj.x, src); pj.y = __shfl_sync(FULL_MASK, pj.y, src);
+    pj.z = __shfl_sync(FULL_MASK, pj.z, src); pj.w = __shfl_sync(FULL_MASK, pj.w, src);
+    fjx = __shfl_sync(FULL_MASK, fjx, src); fjy = __shfl_sync(FULL_MASK, fjy, src);
+    fjz = __shfl_sync(FULL_MASK, fjz, src);
+  }
+  atomicAdd(&force[3 * i], fix); atomicAdd(&force[3 * i + 1], fiy); atomicAdd(&force[3 * i + 2], fiz);
+  atomicAdd(&force[3 * j], fjx); atomicAdd(&force[3 * j + 1], fjy); atomicAdd(&force[3 * j + 2], fjz);
+  atomicAdd(energy, e);
+}
+
+// harmonic bonds from an int2 list, per-type constants, both ends through atomicAdd
+extern "C" __global__ void harmonic_bonds(const double* __restrict__ x, const int2* __restrict__ bonds,
+                                          const int* __restrict__ btype, const double* __restrict__ k,
+                                          const double* __restrict__ r0, double* f, double* energy, int nb) {
+  int b = blockIdx.x * blockDim.x + threadIdx.x;
+  if (b >= nb) return;
+  int2 ij = bonds[b];
+  int t = btype[b];
+  double dx = x[3 * ij.y] - x[3 * ij.x], dy = x[3 * ij.y + 1] - x[3 * ij.x + 1], dz = x[3 * ij.y + 2] - x[3 * ij.x + 2];
+  double r = sqrt(dx * dx + dy * dy + dz * dz);
+  double dr = r - r0[t];
+  double fr = -2.0 * k[t] * dr / r;
+  atomicAdd(&f[3 * ij.x], -fr * dx); atomicAdd(&f[3 * ij.x + 1], -fr * dy); atomicAdd(&f[3 * ij.x + 2], -fr * dz);
+  atomicAdd(&f[3 * ij.y], fr * dx); atomicAdd(&f[3 * ij.y + 1], fr * dy); atomicAdd(&f[3 * ij.y + 2], fr * dz);
+  atomicAdd(energy, k[t] * dr * dr);
+}
+
+// velocity Verlet's second half-kick and drift in place, positions wrapped into the box
+extern "C" __global__ void verlet_wrap(double* x, double* v, const double* __restrict__ f, const double* __restrict__ inv_m,
+                                       double dt, double L, int n3) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n3) return;
+  v[i] += 0.5 * dt * f[i] * inv_m[i / 3];
+  x[i] += dt * v[i];
+  x[i] -= L * floor(x[i] / L);
+}
+
+// Ewald real space with erfcf and an angle term with acosf and sincos (double)
+extern "C" __global__ void ewald_real_angles(const float* __restrict__ r, const float* __restrict__ c,
+                                             float* __restrict__ out, float alpha, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float e = erfcf(alpha * r[i]) / r[i];
+  double s, co;
+  sincos((double)acosf(c[i]), &s, &co);
+  out[i] = e + (float)(s * co);
+}
+
+// ---------------------------------------------------------------- global memory between threads
+// global scratch between barriers: legal within a block (a barrier orders global memory for the block)
+extern "C" __global__ void global_scratch_neighbors(const float* __restrict__ x, float* tmp, float* y) {
+  int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+  tmp[i] = sinf(x[i]) * x[i];
+  __syncthreads();
+  int j = blockIdx.x * blockDim.x + (t + 1) % blockDim.x;
+  y[i] = tmp[i] * tmp[j] + x[i];
+}
+// the same, then the scratch overwritten after a second barrier (its old values are needed by the adjoint)
+extern "C" __global__ void global_scratch_overwritten(const float* __restrict__ x, float* tmp, float* y) {
+  int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+  tmp[i] = x[i] * x[i];
+  __syncthreads();
+  int j = blockIdx.x * blockDim.x + (t + 1) % blockDim.x;
+  float v = tmp[i] * tmp[j];
+  __syncthreads();
+  tmp[i] = v;
+  __syncthreads();
+  y[i] = tmp[j] + expf(tmp[i]);
+}
+// an in-place stencil without a barrier: thread i reads x[i+1], which thread i+1 overwrites (a race)
+extern "C" __global__ void inplace_stencil_race(float* x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i + 1 < n) x[i] = x[i] + 0.5f * x[i + 1] * x[i + 1];
+}
+// in place with a barrier between the read and the write: legal within one block
+extern "C" __global__ void inplace_stencil_synced(float* x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float next = (i + 1 < n && threadIdx.x + 1 < blockDim.x) ? x[i + 1] : 0.0f;
+  __syncthreads();
+  if (i < n) x[i] = x[i] + 0.5f * next * next;
+}
+
 // ---------------------------------------------------------------- speculation that must stop
 // whole warps leave, then a loop whose exit depends on the data (not counted): refused
 extern "C" __global__ void halving_after_exit(const float* x, float* y, int rows) {

@@ -9,11 +9,14 @@ of a value-and-index reduction were refused as float bits (stored only into writ
 memory, they carry no float); one warp per row with ``if (row >= N) return;`` before the shuffles was
 refused (its counted column loops now run speculatively); and a block-uniform loop on loaded flags
 under a speculated branch hung (the other warps read zeros): it is refused now."""
+import math
+
 import numpy as np
 import pytest
 
 import adoffload as ado
-from adoffload.errors import DivergentBarrierError, ToolNotFoundError
+from adoffload.errors import (DifferentiationError, DivergentBarrierError, GlobalMemoryRaceError, SharedMemoryRaceError,
+                              ToolNotFoundError)
 
 from .checks import run
 from .hunt3_sources import HUNT3
@@ -161,9 +164,94 @@ def rope_ref(v, T=9, HS=16):
     return {"out": np.stack([x[..., 0] * c - x[..., 1] * s, x[..., 0] * s + x[..., 1] * c], -1).ravel()}
 
 
+def per_block(v, size):
+    return v.reshape(-1, size)
+
+
+def next_in_block(a, size=64):
+    """a[i + 1] within each block of ``size``, wrapping to the block's first element."""
+    return np.roll(per_block(a, size), -1, 1).ravel()
+
+
+def ballot_ref(v):
+    out = []
+    for w in per_block(v["x"].astype(np.float64), 32):
+        out.append(np.log(w) * 32 if (w > 0).all() else w * w * np.argmax(w <= 0))
+    return {"y": np.concatenate(out)}
+
+
+def newton_ref(v):
+    y, c = v["y"].astype(np.float64), v["c"].astype(np.float64)
+    for _ in range(v["steps"]):
+        y = 0.5 * (y + c / y)
+    return {"y": y}
+
+
+def verlet_ref(v):
+    vel = v["v"] + 0.5 * v["dt"] * v["f"] * np.repeat(v["inv_m"], 3)
+    x = v["x"] + v["dt"] * vel
+    return {"x": x - v["L"] * np.floor(x / v["L"]), "v": vel}
+
+
+def cells_values():
+    """64 particles on a jittered 4x4x4 lattice in a box of 6 with 3 cells a side (rc 1.9), sorted by cell."""
+    g = rng(7)
+    grid = np.stack(np.meshgrid(*[np.arange(4)] * 3, indexing="ij"), -1).reshape(-1, 3) * 1.5 + 0.2
+    pos = (grid + g.uniform(-0.12, 0.12, grid.shape)).astype(np.float32)
+    cell = (np.floor(pos * 3 / 6.0).astype(int) % 3) @ np.array([1, 3, 9])
+    count = np.bincount(cell, minlength=27).astype(np.int32)
+    start = np.concatenate([[0], np.cumsum(count)[:-1]]).astype(np.int32)
+    return dict(pos=np.concatenate([pos, np.zeros((64, 1), np.float32)], 1).ravel(), cell_start=start, cell_count=count,
+                sorted=np.argsort(cell, kind="stable").astype(np.int32), nc=3, L=np.float32(6.0),
+                rc2=np.float32(1.9 ** 2), eps=np.float32(1.0), sig2=np.float32(1.2), force=np.zeros(256, np.float32),
+                energy=np.zeros(1), n=64)
+
+
+def cells_ref(v):
+    p = v["pos"].reshape(-1, 4)[:, :3].astype(np.float64)
+    d = p[:, None] - p[None]
+    d -= 6.0 * np.round(d / 6.0)
+    r2 = (d ** 2).sum(-1)
+    np.fill_diagonal(r2, np.inf)
+    eps, s2 = float(v["eps"]), float(v["sig2"])
+    s6 = np.where(r2 < float(v["rc2"]), (s2 / r2) ** 3, 0)
+    force = ((24 * eps * s6 * (2 * s6 - 1) / r2)[..., None] * d).sum(1)
+    return {"force": np.concatenate([force, np.zeros((64, 1))], 1).ravel(), "energy": [(2 * eps * s6 * (s6 - 1)).sum()]}
+
+
+def tile_ref(v):
+    p = v["posq"].reshape(-1, 4).astype(np.float64)
+    q = p[:, 3]
+    d = p[None, :, :3] - p[:, None, :3]
+    inv = 1 / np.sqrt((d ** 2).sum(-1) + float(v["soft2"]))
+    np.fill_diagonal(inv, 0)
+    return {"force": (-(q[:, None] * q[None] * inv ** 3)[..., None] * d).sum(1).ravel(),
+            "energy": [0.5 * (q[:, None] * q[None] * inv).sum()]}
+
+
+def bonds_ref(v):
+    x, bonds = v["x"].reshape(-1, 3), v["bonds"].reshape(-1, 2)
+    force, energy = np.zeros_like(x), 0.0
+    for (i, j), t in zip(bonds, v["btype"]):
+        d = x[j] - x[i]
+        r = np.linalg.norm(d)
+        fr = -2 * v["k"][t] * (r - v["r0"][t]) / r
+        force[i] -= fr * d
+        force[j] += fr * d
+        energy += v["k"][t] * (r - v["r0"][t]) ** 2
+    return {"f": force.ravel(), "energy": [energy]}
+
+
+def ewald_ref(v):
+    r, c = v["r"].astype(np.float64), v["c"].astype(np.float64)
+    return {"out": np.vectorize(math.erfc)(float(v["alpha"]) * r) / r + np.sin(np.arccos(c)) * c}
+
+
 def case_values():
     """name: (parameters, values, launch, wrt, reference(values) -> {output: expected}, frozen)."""
     g = rng(30)
+    logits = g.standard_normal(900).astype(np.float32)
+    x128 = g.standard_normal(128).astype(np.float32)
     return {
         # half list, rintf minimum image, atomicAdd on both atoms' forces, the energy into one double
         "lj_half_nlist": (
@@ -198,6 +286,96 @@ def case_values():
             dict(out=Out[f32], inp=In[f32], T=i32, HS=i32, theta=f32),
             dict(out=np.zeros(144, np.float32), inp=g.standard_normal(144).astype(np.float32), T=9, HS=16,
                  theta=np.float32(10000.0)), dict(blocks=2, threads=64), ["inp"], rope_ref, None),
+        # blockReduce<warpReduceMax/Sum> (a function as template argument), one block per row
+        "fused_classifier": (
+            dict(losses=Out[f32], probs=Out[f32], logits=In[f32], targets=In[i32], V=i32),
+            dict(losses=np.zeros(3, np.float32), probs=np.zeros(900, np.float32), logits=logits,
+                 targets=np.array([5, 77, 299], np.int32), V=300), dict(blocks=3, threads=128), ["logits"],
+            lambda v: (lambda p: {"losses": -np.log(p[np.arange(3), v["targets"]]), "probs": p.ravel()})(
+                softmax(v["logits"].reshape(3, 300).astype(np.float64))), None),
+        "row_rstd_synced": (
+            dict(out=Out[f32], x=In[f32], C=i32), dict(out=np.zeros(3, np.float32), x=logits, C=300),
+            dict(blocks=3, threads=128), ["x"],
+            lambda v: {"out": 1 / np.sqrt(v["x"].reshape(3, 300).astype(np.float64).var(1) + 1e-5)}, None),
+        # template<int BLOCK> behind extern "C" wrappers: grid-stride loop, tree, one atomicAdd per block
+        "sum_squares_64": (
+            dict(x=In[f64], total=Out[f64], n=i32), dict(x=g.standard_normal(1000), total=np.zeros(1), n=1000),
+            dict(blocks=3, threads=64), ["x"], lambda v: {"total": [(v["x"] ** 2).sum()]}, None),
+        "sum_squares_128": (
+            dict(x=In[f64], total=Out[f64], n=i32), dict(x=g.standard_normal(1000), total=np.zeros(1), n=1000),
+            dict(blocks=3, threads=128), ["x"], lambda v: {"total": [(v["x"] ** 2).sum()]}, None),
+        # two passes: partials per block, then one block finishes
+        "partial_norms": (
+            dict(x=In[f32], w=In[f32], partial=Out[f32], n=i32),
+            dict(x=g.standard_normal(1000).astype(np.float32), w=g.uniform(0.5, 1.5, 1000).astype(np.float32),
+                 partial=np.zeros(3, np.float32), n=1000), dict(blocks=3, threads=128), ["x", "w"],
+            lambda v: {"partial": [(v["w"] * v["x"].astype(np.float64) ** 2)[(np.arange(1000) // 128) % 3 == b].sum()
+                                   for b in range(3)]}, None),
+        "finish_norm": (
+            dict(partial=In[f32], out=Out[f32], nparts=i32),
+            dict(partial=g.uniform(0.5, 2, 50).astype(np.float32), out=np.zeros(1, np.float32), nparts=50),
+            dict(blocks=1, threads=32), ["partial"], lambda v: {"out": [np.sqrt(v["partial"].astype(np.float64).sum())]},
+            None),
+        # the output read and written in a loop; Newton steps in place with __fdividef
+        "gemv_accumulate": (
+            dict(A=In[f64], x=In[f64], y=InOut[f64], m=i32, n=i32),
+            dict(A=g.standard_normal(350), x=g.standard_normal(7), y=g.standard_normal(50), m=50, n=7),
+            dict(blocks=2, threads=32), ["A", "x", "y"], lambda v: {"y": v["y"] + v["A"].reshape(50, 7) @ v["x"]}, None),
+        "newton_in_place": (
+            dict(y=InOut[f32], c=In[f32], n=i32, steps=i32),
+            dict(y=g.uniform(1, 2, 40).astype(np.float32), c=g.uniform(1, 4, 40).astype(np.float32), n=40, steps=3),
+            dict(blocks=2, threads=32), ["y", "c"], newton_ref, None),
+        "half_warp_syncwarp": (
+            dict(x=In[f32], y=Out[f32]), dict(x=g.standard_normal(128).astype(np.float32), y=np.zeros(128, np.float32)),
+            dict(blocks=2, threads=64), ["x"], lambda v: (lambda x: {"y": np.where(
+                np.arange(128) % 32 < 16, x + x[np.arange(128) ^ 1] ** 2, x)})(v["x"].astype(np.float64)), None),
+        "ballot_branch": (
+            dict(x=In[f32], y=Out[f32]),
+            dict(x=np.concatenate([g.uniform(0.5, 2, 32), g.standard_normal(96)]).astype(np.float32),
+                 y=np.zeros(128, np.float32)), dict(blocks=2, threads=64), ["x"], ballot_ref, None),
+        # a cell list with periodic wrap of the 27 neighbour cells, the energy reduced in the block
+        "lj_cells": (
+            dict(pos=In[f32], cell_start=In[i32], cell_count=In[i32], sorted=In[i32], nc=i32, L=f32, rc2=f32, eps=f32,
+                 sig2=f32, force=Out[f32], energy=Out[f64], n=i32),
+            cells_values(), dict(blocks=1, threads=64), ["pos", "eps", "sig2"], cells_ref, None),
+        # OpenMM-style tiles: j atoms and their forces rotate through the warp, both forces by atomicAdd
+        "tile_coulomb": (
+            dict(posq=In[f32], tiles=In[i32], force=Out[f32], energy=Out[f64], soft2=f32),
+            dict(posq=np.concatenate([g.uniform(0, 3, (96, 3)), g.uniform(-1, 1, (96, 1))], 1).astype(np.float32).ravel(),
+                 tiles=np.array([(a, b) for a in range(3) for b in range(a, 3)], np.int32).ravel(),
+                 force=np.zeros(288, np.float32), energy=np.zeros(1), soft2=np.float32(0.1)),
+            dict(blocks=3, threads=64), ["posq", "soft2"], tile_ref, None),
+        "harmonic_bonds": (
+            dict(x=In[f64], bonds=In[i32], btype=In[i32], k=In[f64], r0=In[f64], f=Out[f64], energy=Out[f64], nb=i32),
+            dict(x=g.standard_normal(60) * 2, bonds=np.array([g.choice(20, 2, replace=False) for _ in range(40)],
+                                                               np.int32).ravel(),
+                 btype=g.integers(0, 3, 40).astype(np.int32), k=np.array([1.0, 2.0, 0.5]), r0=np.array([1.0, 1.5, 0.8]),
+                 f=np.zeros(60), energy=np.zeros(1), nb=40), dict(blocks=2, threads=32), ["x", "k", "r0"], bonds_ref, None),
+        "verlet_wrap": (
+            dict(x=InOut[f64], v=InOut[f64], f=In[f64], inv_m=In[f64], dt=f64, L=f64, n3=i32),
+            dict(x=g.uniform(0.5, 5.5, 60), v=g.standard_normal(60), f=g.standard_normal(60),
+                 inv_m=g.uniform(0.5, 2, 20), dt=np.float64(0.01), L=np.float64(6.0), n3=60),
+            dict(blocks=2, threads=32), ["x", "v", "f", "inv_m", "dt"], verlet_ref, None),
+        "ewald_real_angles": (
+            dict(r=In[f32], c=In[f32], out=Out[f32], alpha=f32, n=i32),
+            dict(r=g.uniform(0.5, 3, 50).astype(np.float32), c=g.uniform(-0.9, 0.9, 50).astype(np.float32),
+                 out=np.zeros(50, np.float32), alpha=np.float32(0.8), n=50),
+            dict(blocks=2, threads=32), ["r", "c", "alpha"], ewald_ref, None),
+        # global memory as scratch between barriers (legal within a block), and overwritten after one
+        "global_scratch_neighbors": (
+            dict(x=In[f32], tmp=Out[f32], y=Out[f32]),
+            dict(x=x128, tmp=np.zeros(128, np.float32), y=np.zeros(128, np.float32)), dict(blocks=2, threads=64), ["x"],
+            lambda v: (lambda x: (lambda t: {"tmp": t, "y": t * next_in_block(t) + x})(np.sin(x) * x))(
+                v["x"].astype(np.float64)), None),
+        "global_scratch_overwritten": (
+            dict(x=In[f32], tmp=Out[f32], y=Out[f32]),
+            dict(x=x128 * 0.5, tmp=np.zeros(128, np.float32), y=np.zeros(128, np.float32)), dict(blocks=2, threads=64),
+            ["x"], lambda v: (lambda t: (lambda w: {"tmp": w, "y": next_in_block(w) + np.exp(w)})(t * next_in_block(t)))(
+                v["x"].astype(np.float64) ** 2), None),
+        "inplace_stencil_synced": (
+            dict(x=InOut[f32], n=i32), dict(x=x128, n=128), dict(blocks=2, threads=64), ["x"],
+            lambda v: (lambda x: {"x": x + 0.5 * np.where(np.arange(128) % 64 < 63, next_in_block(x), 0) ** 2})(
+                v["x"].astype(np.float64)), None),
     }
 
 
@@ -245,3 +423,54 @@ def test_loops_that_might_not_end_speculatively_are_refused(mod, name):
     params, launch, values = REFUSED[name]
     with pytest.raises(DivergentBarrierError, match="warp shuffle runs under control flow that is not uniform"):
         run(mod.kernel(name, **params), values, launch)
+
+
+def test_two_calls_of_one_block_reduction_without_final_sync_race(mod):
+    """llm.c's blockReduce called twice with one instantiation and no final_sync: the second call's lane 0
+    writes shared_val[warp] while another warp may still read it from the first call."""
+    k = mod.kernel("row_rstd_racy", out=Out[f32], x=In[f32], C=i32)
+    with pytest.raises(SharedMemoryRaceError, match=r"race on 'shared_val'.*thread 32's read and thread 0's write"):
+        run(k, dict(out=np.zeros(3, np.float32), x=np.ones(900, np.float32), C=300), dict(blocks=3, threads=128))
+
+
+# name: (parameters, values, launch, wrt, reference, what the refusal of both derivatives says)
+PRIMAL_ONLY = {
+    # atomicMax on the int bits of non-negative floats: the maximum is right, a derivative cannot follow bits
+    "atomic_max_bits": (
+        dict(x=In[f32], m=Out[f32], n=i32),
+        dict(x=rng(9).standard_normal(100).astype(np.float32), m=np.zeros(1, np.float32), n=100),
+        dict(blocks=2, threads=64), ["x"], lambda v: {"m": [np.abs(v["x"]).max()]},
+        r"'atomicrmw max'.*float bits carried as an integer"),
+    # values and their int indices carved from one extern __shared__ float buffer: the indices live in
+    # differentiated memory, so their moves look like float bits (declare two __shared__ arrays instead)
+    "carved_argmax": (
+        dict(x=In[f32], w=In[f32], out=Out[f32], where=Out[i32]),
+        dict(x=rng(10).standard_normal(128).astype(np.float32), w=rng(11).standard_normal(128).astype(np.float32),
+             out=np.zeros(2, np.float32), where=np.zeros(2, np.int32)), dict(blocks=2, threads=64, shared_bytes=64 * 8),
+        ["x", "w"], lambda v: (lambda a: {"out": v["x"][a] * v["w"][a], "where": a})(
+            per_block(v["x"], 64).argmax(1) + 64 * np.arange(2)),
+        r"'store'.*float bits carried as an integer"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PRIMAL_ONLY))
+def test_primal_right_and_both_derivatives_refused(mod, name):
+    params, values, launch, wrt, reference, says = PRIMAL_ONLY[name]
+    k = hunt_kernel(mod, name, params)
+    check_primal(k, values, launch, reference)
+    for mode in ("jvp", "vjp"):
+        shadows = {f"d_{n}": np.zeros_like(values[n]) for n in wrt + ["m" if "m" in values else "out"]}
+        with pytest.raises(DifferentiationError, match=says):
+            run(getattr(ado, mode)(k, wrt=wrt), values, launch, **shadows)
+
+
+def test_in_place_stencil_reading_a_neighbours_element_is_a_race(mod):
+    """``x[i] = x[i] + 0.5 * x[i+1]^2`` with no barrier: thread i reads what thread i+1 writes. It ran, and
+    its reverse mode disagreed with its forward mode (<Jv, w> -3.5 against <v, J^T w> 15.8): refused now,
+    naming both accesses. The same update with a barrier between the read and the write is right (CASES)."""
+    k = mod.kernel("inplace_stencil_race", x=InOut[f32], n=i32)
+    with pytest.raises(GlobalMemoryRaceError, match=r"global-memory race on 'x': the read of "
+                                                    r"x\[64\*block_id\(\) \+ threadIdx.x \+ 1\].*the write of "
+                                                    r"x\[64\*block_id\(\) \+ threadIdx.x\].*thread 0's read and "
+                                                    r"thread 1's write"):
+        run(k, dict(x=np.ones(128, np.float32), n=128), dict(blocks=2, threads=64))
