@@ -625,12 +625,18 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
             if _apart(a.root, b.root, roots) or not (a.writes or b.writes) or (a.kind == "atomic" == b.kind) \
                     or not intervals.together(a.node, b.node) or (a.root in arrays and {a.kind, b.kind} != _LOAD_STORE):
                 continue
-            if a.root in arrays:        # global: refused only on two threads found to meet
-                if proof._alike(a, b, _symbol_ids(a) & _symbol_ids(b)) and proof.conflict(a, b) is not None:
-                    found = proof._witness(a, b)
-                    if found:
-                        raise GlobalMemoryRaceError(_message(forms, a, b, found, arrays[a.root], kernel,
-                                                             thread_names, "global"))
+            if a.root in arrays:        # global: two threads found to meet, or a read at a loaded index
+                alike = proof._alike(a, b, _symbol_ids(a) & _symbol_ids(b))
+                if alike and proof.conflict(a, b) is None:
+                    continue
+                found = proof._witness(a, b) if alike else ()
+                if found:
+                    raise GlobalMemoryRaceError(_message(forms, a, b, found, arrays[a.root], kernel,
+                                                         thread_names, "global"))
+                read = a if a.kind == "load" else b
+                if found == () and _at_loaded_index(read.pointer, (b if read is a else a).pointer):
+                    raise GlobalMemoryRaceError(_loaded_index_message(forms, read, a if read is b else b,
+                                                                      arrays[a.root], kernel, thread_names))
                 continue
             found = proof.conflict(a, b)
             if found is not None:
@@ -640,6 +646,36 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
 
 
 _LOAD_STORE = {"load", "store"}
+
+
+def _at_loaded_index(read: Value, written: Value) -> bool:
+    """Is ``read`` (not the pointer ``written`` itself) computed from a value loaded from memory (a
+    neighbour list's entry), so that the thread may read any element, another thread's included?"""
+    if read is written:
+        return False
+    seen, todo = set(), [read]
+    while todo:
+        v = todo.pop()
+        if not isinstance(v, Instruction) or id(v) in seen:
+            continue
+        seen.add(id(v))
+        if v.opcode in ("load", "atomicrmw", "cmpxchg") and v is not read:
+            return True
+        todo.extend(o for o in v.operands if not isinstance(o.type, PointerType) or o is v.operands[0])
+    return False
+
+
+def _loaded_index_message(forms: Forms, read: Access, write: Access, array: str, kernel: str, thread_names) -> str:
+    def where(x: Access, what: str) -> str:
+        text = f"the {what} of {array}{_index(forms, x, thread_names)}"
+        if x.inst.location is not None:
+            return f"{text} at {x.inst.location}"
+        return f"{text} (`{format_instruction(x.inst).strip()}` in block %{x.inst.parent.name})"
+    return (f"kernel '{kernel}': possible global-memory race on '{array}': {where(read, 'read')}, at an index "
+            f"loaded from memory, and {where(write, 'write')} run between the same two barriers; the thread may "
+            f"read an element another thread of the block writes (a race on a GPU; adoffload runs a block's "
+            f"threads one after another, and its derivatives would be wrong). Read from a copy (pass the old "
+            f"values as a separate input array) or put a barrier between the reads and the writes")
 
 
 def _in_place(accesses: list[Access], arrays: dict) -> list[Access]:

@@ -518,6 +518,68 @@ extern "C" __global__ void inplace_stencil_synced(float* x, int n) {
   if (i < n) x[i] = x[i] + 0.5f * next * next;
 }
 
+// forces and the position update in one kernel: thread i moves x[i] while others read it through the list (a race)
+extern "C" __global__ void move_while_reading(double* x, const int* __restrict__ nlist, const int* __restrict__ nnei,
+                                              int maxn, double dt, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  double f = 0.0;
+  for (int k = 0; k < nnei[i]; k++) { double d = x[nlist[i * maxn + k]] - x[i]; f += d * exp(-d * d); }
+  x[i] += dt * f;
+}
+// energy accumulated into an InOut total
+extern "C" __global__ void energy_into_total(const double* __restrict__ x, double* total, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) atomicAdd(total, 0.5 * x[i] * x[i]);
+}
+
+// ---------------------------------------------------------------- more llm.c
+// llm.c encoder: token and position embeddings gathered by int index (tokens repeat: their gradients add up)
+extern "C" __global__ void encoder_forward(float* __restrict__ out, const int* __restrict__ inp,
+                                          const float* __restrict__ wte, const float* __restrict__ wpe,
+                                          int B, int T, int C) {
+  int idx = blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= B * T * C) return;
+  int bt = idx / C, c = idx % C, t = bt % T;
+  int ix = inp[bt];
+  out[idx] = __ldcs(wte + ix * C + c) + wpe[t * C + c];
+}
+// one warp per row with a per-warp shared buffer and __syncwarp, whole warps returning first
+extern "C" __global__ void warp_rows_shared(const float* __restrict__ x, float* __restrict__ y, int rows, int cols) {
+  __shared__ float buf[4][32];
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int row = blockIdx.x * (blockDim.x / 32) + warp;
+  if (row >= rows) return;
+  float acc = 0.0f;
+  for (int c = lane; c < cols; c += 32) acc += x[row * cols + c] * x[row * cols + c];
+  buf[warp][lane] = acc;
+  __syncwarp();
+  float total = 0.0f;
+  for (int k = 0; k < 32; k++) total += buf[warp][(lane + k) % 32];
+  __syncwarp();
+  float inv = rsqrtf(total + 1e-3f);
+  for (int c = lane; c < cols; c += 32) y[row * cols + c] = x[row * cols + c] * inv;
+}
+// llm.c's softmax backward for causal attention (a gradient kernel, differentiated again: second order)
+extern "C" __global__ void softmax_backward_rows(float* __restrict__ dpreatt, const float* __restrict__ datt,
+                                                 const float* __restrict__ att, int T, float scale) {
+  int lane = threadIdx.x % 32, row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  if (row >= T) return;
+  const float* a = att + row * T;
+  const float* da = datt + row * T;
+  float local = 0.0f;
+  for (int t2 = lane; t2 <= row; t2 += 32) local += a[t2] * da[t2];
+  for (int o = 16; o > 0; o >>= 1) local += __shfl_xor_sync(FULL_MASK, local, o);
+  for (int t2 = lane; t2 <= row; t2 += 32) dpreatt[row * T + t2] = scale * a[t2] * (da[t2] - local);
+}
+// a grid-stride loop whose warps reduce and whose lane 0 adds into one scalar (no block step)
+extern "C" __global__ void grid_stride_warp_atomic_f(const float* __restrict__ x, float* __restrict__ out, int n) {
+  float acc = 0.0f;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) acc += __expf(x[i]);
+  for (int o = 16; o > 0; o >>= 1) acc += __shfl_down_sync(FULL_MASK, acc, o);
+  if ((threadIdx.x & 31) == 0) atomicAdd(out, acc);
+}
+
 // ---------------------------------------------------------------- speculation that must stop
 // whole warps leave, then a loop whose exit depends on the data (not counted): refused
 extern "C" __global__ void halving_after_exit(const float* x, float* y, int rows) {

@@ -247,6 +247,12 @@ def ewald_ref(v):
     return {"out": np.vectorize(math.erfc)(float(v["alpha"]) * r) / r + np.sin(np.arccos(c)) * c}
 
 
+def softmax_backward_ref(v, T=37):
+    a, d = v["att"].reshape(T, T).astype(np.float64), v["datt"].reshape(T, T).astype(np.float64)
+    mask = np.tril(np.ones((T, T)))
+    return {"dpreatt": (float(v["scale"]) * a * (d - (a * d * mask).sum(1, keepdims=True)) * mask).ravel()}
+
+
 def case_values():
     """name: (parameters, values, launch, wrt, reference(values) -> {output: expected}, frozen)."""
     g = rng(30)
@@ -372,6 +378,34 @@ def case_values():
             dict(x=x128 * 0.5, tmp=np.zeros(128, np.float32), y=np.zeros(128, np.float32)), dict(blocks=2, threads=64),
             ["x"], lambda v: (lambda t: (lambda w: {"tmp": w, "y": next_in_block(w) + np.exp(w)})(t * next_in_block(t)))(
                 v["x"].astype(np.float64) ** 2), None),
+        # an InOut total that atomics add to (its own derivative is 1)
+        "energy_into_total": (
+            dict(x=In[f64], total=InOut[f64], n=i32), dict(x=g.standard_normal(100), total=np.array([1.5]), n=100),
+            dict(blocks=2, threads=64), ["x", "total"], lambda v: {"total": [v["total"][0] + 0.5 * (v["x"] ** 2).sum()]},
+            None),
+        # embeddings gathered by token (tokens repeat: their reverse-mode contributions add up)
+        "encoder_forward": (
+            dict(out=Out[f32], inp=In[i32], wte=In[f32], wpe=In[f32], B=i32, T=i32, C=i32),
+            dict(out=np.zeros(80, np.float32), inp=np.array([2, 2, 2, 0, 5, 1, 2, 4, 0, 3], np.int32),
+                 wte=g.standard_normal(48).astype(np.float32), wpe=g.standard_normal(40).astype(np.float32), B=2, T=5, C=8),
+            dict(blocks=3, threads=32), ["wte", "wpe"],
+            lambda v: {"out": (v["wte"].reshape(6, 8)[v["inp"]] + np.tile(v["wpe"].reshape(5, 8), (2, 1))).ravel()}, None),
+        # one warp per row, whole warps returning, a per-warp shared buffer between __syncwarp()s
+        "warp_rows_shared": (
+            dict(x=In[f32], y=Out[f32], rows=i32, cols=i32),
+            dict(x=g.standard_normal(350).astype(np.float32), y=np.zeros(350, np.float32), rows=5, cols=70),
+            dict(blocks=2, threads=128), ["x"], lambda v: (lambda x: {"y": (x / np.sqrt(
+                (x ** 2).sum(1, keepdims=True) + 1e-3)).ravel()})(v["x"].reshape(5, 70).astype(np.float64)), None),
+        # llm.c's causal softmax backward (a gradient kernel, differentiated again)
+        "softmax_backward_rows": (
+            dict(dpreatt=Out[f32], datt=In[f32], att=In[f32], T=i32, scale=f32),
+            dict(dpreatt=np.zeros(37 * 37, np.float32), datt=g.standard_normal(37 * 37).astype(np.float32),
+                 att=np.abs(g.standard_normal(37 * 37)).astype(np.float32), T=37, scale=np.float32(0.3)),
+            dict(blocks=10, threads=128), ["datt", "att", "scale"], softmax_backward_ref, None),
+        "grid_stride_warp_atomic_f": (
+            dict(x=In[f32], out=Out[f32], n=i32),
+            dict(x=g.standard_normal(1000).astype(np.float32), out=np.zeros(1, np.float32), n=1000),
+            dict(blocks=3, threads=64), ["x"], lambda v: {"out": [np.exp(v["x"].astype(np.float64)).sum()]}, None),
         "inplace_stencil_synced": (
             dict(x=InOut[f32], n=i32), dict(x=x128, n=128), dict(blocks=2, threads=64), ["x"],
             lambda v: (lambda x: {"x": x + 0.5 * np.where(np.arange(128) % 64 < 63, next_in_block(x), 0) ** 2})(
@@ -474,3 +508,16 @@ def test_in_place_stencil_reading_a_neighbours_element_is_a_race(mod):
                                                     r"x\[64\*block_id\(\) \+ threadIdx.x\].*thread 0's read and "
                                                     r"thread 1's write"):
         run(k, dict(x=np.ones(128, np.float32), n=128), dict(blocks=2, threads=64))
+
+
+def test_moving_particles_others_read_through_the_list_is_refused(mod):
+    """Forces and the position update in one kernel: thread i writes x[i] while other threads read it through
+    the neighbour list. It ran, and even forward mode disagreed with differences; refused now (a read at a
+    loaded index of an array the block writes in the same interval)."""
+    k = mod.kernel("move_while_reading", x=InOut[f64], nlist=In[i32], nnei=In[i32], maxn=i32, dt=f64, n=i32)
+    nlist = np.array([[(i + 1) % 40, (i + 3) % 40, (i + 39) % 40] for i in range(40)], np.int32).ravel()
+    with pytest.raises(GlobalMemoryRaceError, match=r"possible global-memory race on 'x': the read of x\[\?\].*"
+                                                    r"index loaded from memory.*the write of "
+                                                    r"x\[32\*block_id\(\) \+ threadIdx.x\]"):
+        run(k, dict(x=np.zeros(40), nlist=nlist, nnei=np.full(40, 3, np.int32), maxn=3, dt=0.1, n=40),
+            dict(blocks=2, threads=32))
