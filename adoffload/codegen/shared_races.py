@@ -44,6 +44,7 @@ from ..ir import format_instruction
 from ..ir.core import (Argument, ArrayType, Block, FloatType, Function, Instruction, IntType, PointerType,
                        StructType, Value, VectorType)
 from ..ir.cfg import dominator_sets
+from .global_arrays import LOAD_STORE, at_loaded_index, in_place, loaded_and_stored, loaded_index_message
 from .shared_forms import Concrete, Forms, Lin, Modular, const_int, signed
 from .shared_guards import guards
 from .shared_intervals import Intervals
@@ -606,7 +607,7 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
     forms = Forms(fn, tids, block, intervals.unstable, dom, shared, warp_size)
     intervals.settle(forms.divergence)
     roots = set(shared) | set(arrays)
-    accesses = _in_place(_accesses(forms, fn, roots, kernel, set(shared)), arrays)
+    accesses = in_place(_accesses(forms, fn, roots, kernel, set(shared)), arrays)
     if not any(x.writes for x in accesses):
         return
     facts = guards(forms, fn, dom)
@@ -623,7 +624,7 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
     for i, a in enumerate(accesses):
         for b in accesses[i:]:
             if _apart(a.root, b.root, roots) or not (a.writes or b.writes) or (a.kind == "atomic" == b.kind) \
-                    or not intervals.together(a.node, b.node) or (a.root in arrays and {a.kind, b.kind} != _LOAD_STORE):
+                    or not intervals.together(a.node, b.node) or (a.root in arrays and {a.kind, b.kind} != LOAD_STORE):
                 continue
             if a.root in arrays:        # global: two threads found to meet, or a read at a loaded index
                 alike = proof._alike(a, b, _symbol_ids(a) & _symbol_ids(b))
@@ -634,58 +635,17 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
                     raise GlobalMemoryRaceError(_message(forms, a, b, found, arrays[a.root], kernel,
                                                          thread_names, "global"))
                 read = a if a.kind == "load" else b
-                if found == () and _at_loaded_index(read.pointer, (b if read is a else a).pointer):
-                    raise GlobalMemoryRaceError(_loaded_index_message(forms, read, a if read is b else b,
-                                                                      arrays[a.root], kernel, thread_names))
+                write = b if read is a else a
+                if found == () and at_loaded_index(read.pointer, write.pointer):
+                    raise GlobalMemoryRaceError(loaded_index_message(
+                        _where(forms, read, "read", arrays[a.root], thread_names),
+                        _where(forms, write, "write", arrays[a.root], thread_names), arrays[a.root], kernel))
                 continue
             found = proof.conflict(a, b)
             if found is not None:
                 chosen = sorted(_switched(a.root, roots) or {a.root}, key=lambda r: r.index)
                 array = "/".join(names[shared.index(r)] for r in chosen)
                 raise SharedMemoryRaceError(_message(forms, a, b, found, array, kernel, thread_names))
-
-
-_LOAD_STORE = {"load", "store"}
-
-
-def _at_loaded_index(read: Value, written: Value) -> bool:
-    """Is ``read`` (not the pointer ``written`` itself) computed from a value loaded from memory (a
-    neighbour list's entry), so that the thread may read any element, another thread's included?"""
-    if read is written:
-        return False
-    seen, todo = set(), [read]
-    while todo:
-        v = todo.pop()
-        if not isinstance(v, Instruction) or id(v) in seen:
-            continue
-        seen.add(id(v))
-        if v.opcode in ("load", "atomicrmw", "cmpxchg") and v is not read:
-            return True
-        todo.extend(o for o in v.operands if not isinstance(o.type, PointerType) or o is v.operands[0])
-    return False
-
-
-def _loaded_index_message(forms: Forms, read: Access, write: Access, array: str, kernel: str, thread_names) -> str:
-    def where(x: Access, what: str) -> str:
-        text = f"the {what} of {array}{_index(forms, x, thread_names)}"
-        if x.inst.location is not None:
-            return f"{text} at {x.inst.location}"
-        return f"{text} (`{format_instruction(x.inst).strip()}` in block %{x.inst.parent.name})"
-    return (f"kernel '{kernel}': possible global-memory race on '{array}': {where(read, 'read')}, at an index "
-            f"loaded from memory, and {where(write, 'write')} run between the same two barriers; the thread may "
-            f"read an element another thread of the block writes (a race on a GPU; adoffload runs a block's "
-            f"threads one after another, and its derivatives would be wrong). Read from a copy (pass the old "
-            f"values as a separate input array) or put a barrier between the reads and the writes")
-
-
-def _in_place(accesses: list[Access], arrays: dict) -> list[Access]:
-    """The accesses of shared arrays, and the plain loads and stores of the global ``arrays`` that are
-    both loaded and stored (an array only written, or only read, races with nothing here)."""
-    kinds: dict = {}
-    for x in accesses:
-        kinds.setdefault(id(x.root), set()).add(x.kind)
-    return [x for x in accesses if not (isinstance(x.root, tuple) and any(r in arrays for r in x.root))
-            and (x.root not in arrays or (x.kind in _LOAD_STORE and kinds[id(x.root)] >= _LOAD_STORE))]
 
 
 def _nonnegative_symbols(facts) -> frozenset:
@@ -702,13 +662,17 @@ def _nonnegative_symbols(facts) -> frozenset:
 _VERB = {"load": "read", "store": "write", "atomic": "atomic update", "call": "call"}
 
 
+def _where(forms: Forms, x: Access, verb: str, array: str, thread_names) -> str:
+    text = f"the {verb} of {array}{_index(forms, x, thread_names)}"
+    if x.inst.location is not None:
+        return f"{text} at {x.inst.location}"
+    return f"{text} (`{format_instruction(x.inst).strip()}` in block %{x.inst.parent.name})"
+
+
 def _message(forms: Forms, a: Access, b: Access, witness, array: str, kernel: str, thread_names,
              memory: str = "shared") -> str:
     def where(x: Access) -> str:
-        text = f"the {_VERB[x.kind]} of {array}{_index(forms, x, thread_names)}"
-        if x.inst.location is not None:
-            return f"{text} at {x.inst.location}"
-        return f"{text} (`{format_instruction(x.inst).strip()}` in block %{x.inst.parent.name})"
+        return _where(forms, x, _VERB[x.kind], array, thread_names)
     same = a.inst is b.inst
     pair = f"{where(a)}, run by two threads," if same else f"{where(a)} and {where(b)}"
     who = ""
@@ -770,7 +734,7 @@ def check_block_kernel(kernel, thread_names: list[str] | None = None, global_arr
     from .. import ir
     module = ir.import_module(kernel.module_text())
     fn = module.functions[kernel.body_name]
-    arrays = _loaded_and_stored(fn, {p.name for p in kernel.signature.params if p.is_array}) if global_arrays else {}
+    arrays = loaded_and_stored(fn, {p.name for p in kernel.signature.params if p.is_array}) if global_arrays else {}
     if not kernel.shared and not arrays:
         return
     rank = kernel.signature.grid_rank
@@ -786,16 +750,3 @@ def check_block_kernel(kernel, thread_names: list[str] | None = None, global_arr
         arrays = {a: a.name for a in fn.args if a.name in {x.name for x in arrays}}
         check_shared_races(fn, fn.args[:rank], tuple(kernel.block), shared, names, kernel.name, thread_names,
                            warp_size, arrays)
-
-
-def _loaded_and_stored(fn: Function, names: set) -> dict:
-    """The array arguments (named in ``names``) that ``fn`` both loads from and stores to."""
-    kinds: dict = {}
-    for inst in fn.instructions():
-        if inst.opcode in ("load", "store"):
-            p = inst.operands[0] if inst.opcode == "load" else inst.operands[1]
-            while isinstance(p, Instruction) and p.opcode in ("getelementptr", "bitcast"):
-                p = p.operands[0]
-            if isinstance(p, Argument) and p.name in names:
-                kinds.setdefault(p, set()).add(inst.opcode)
-    return {a: a.name for a, k in kinds.items() if len(k) == 2}
