@@ -293,9 +293,10 @@ _ORDERED = {"slt": True, "sle": True, "ult": True, "ule": True, "sgt": False, "s
 def _counted_exit(b: Block, loop: set[Block]) -> bool:
     """``br (icmp slt iv', n), loop, exit`` (or ``sgt``/``sge``... to the exit) with ``iv' = add nsw iv,
     C`` (C > 0), ``iv`` a phi of the loop stepped only by that add and ``n`` defined outside the loop:
-    the strided loops of one warp per row (``for (c = lane; c < C; c += 32)``). Whatever numbers a thread
-    outside the ``if`` computes, the counter only rises (nsw: no wrap) and passes ``n`` within
-    (n - start) / C trips."""
+    the strided loops of one warp per row (``for (c = lane; c < C; c += 32)``); or the same counting down
+    (C < 0, a signed test: ``for (c = C - 1 - lane; c >= 0; c -= 32)``). Whatever numbers a thread
+    outside the ``if`` computes, the counter only moves towards ``n`` (nsw: no wrap) and passes it
+    within |n - start| / |C| trips."""
     term = b.terminator
     cond = term.operands[0] if term.opcode == "br" and len(term.blocks) == 2 else None
     if not (isinstance(cond, Instruction) and cond.opcode == "icmp" and cond.predicate in _ORDERED):
@@ -305,25 +306,27 @@ def _counted_exit(b: Block, loop: set[Block]) -> bool:
         return False
     at = defined_in_loop.index(True)
     counter = cond.operands[at]
-    below_when_true = _ORDERED[cond.predicate] == (at == 0)      # the counter below the bound: stay
-    stays = [s in loop for s in term.blocks]
-    if stays != ([True, False] if below_when_true else [False, True]):
-        return False
     phi = counter.operands[0] if _step(counter) else counter
     if not (isinstance(phi, Instruction) and phi.opcode == "phi" and phi.parent in loop):
         return False
     inside = [v for v, p in zip(phi.operands, phi.blocks) if p in loop]
     outside = [v for v, p in zip(phi.operands, phi.blocks) if p not in loop]
+    steps = {_step(v) for v in inside}
     signed = cond.predicate.startswith("s")
-    return bool(outside) and bool(inside) and all(
-        _step(v) and v.operands[0] is phi and ("nsw" if signed else "nuw") in v.flags for v in inside) \
-        and (counter is phi or counter in inside)
+    if not (outside and inside and (steps <= {1} or (steps <= {-1} and signed)) and (counter is phi or counter in inside)
+            and all(v.operands[0] is phi and ("nsw" if signed else "nuw") in v.flags for v in inside)):
+        return False
+    below_when_true = _ORDERED[cond.predicate] == (at == 0)      # the counter below the bound when true
+    stay_when_true = below_when_true if steps == {1} else not below_when_true
+    return [s in loop for s in term.blocks] == ([True, False] if stay_when_true else [False, True])
 
 
-def _step(v) -> bool:
-    """``add v, C`` with a constant C > 0."""
-    return (isinstance(v, Instruction) and v.opcode == "add" and isinstance(v.operands[1], Constant)
-            and isinstance(v.operands[1].value, int) and v.operands[1].value > 0)
+def _step(v) -> int:
+    """The sign of C for ``add v, C`` with a constant C != 0; 0 for anything else."""
+    c = v.operands[1] if isinstance(v, Instruction) and v.opcode == "add" else None
+    if not (isinstance(c, Constant) and isinstance(c.value, int) and c.value % (1 << c.type.bits)):
+        return 0
+    return -1 if c.value % (1 << c.type.bits) >= 1 << (c.type.bits - 1) else 1      # constants may be unsigned
 
 
 def _traps(inst: Instruction) -> bool:

@@ -605,3 +605,28 @@ extern "C" __global__ void first_flag_then_reduce(const int* flags, const float*
   }
 }
 """
+
+# Loops counting down under a speculated early return: clang -O2 unrolls them with a remainder loop that an
+# equality test leaves (refused: its end is not proven); compiled at -O1 they are counted loops.
+COUNT_DOWN = r"""
+// one warp per row walking its columns from the end, whole warps returning first
+extern "C" __global__ void warp_rows_backwards(const float* __restrict__ x, float* __restrict__ y, int rows, int cols) {
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int row = blockIdx.x * (blockDim.x / 32) + warp;
+  if (row >= rows) return;
+  float run = 0.0f;
+  for (int c = cols - 1 - lane; c >= 0; c -= 32) run = run * 0.5f + x[row * cols + c];
+  for (int o = 16; o > 0; o >>= 1) run += __shfl_xor_sync(0xffffffffu, run, o);
+  for (int c = cols - 1 - lane; c >= 0; c -= 32) y[row * cols + c] = x[row * cols + c] * run;
+}
+// counting down towards a bound that the counter starts below: the first test leaves at once
+extern "C" __global__ void warp_rows_up_test_down(const float* __restrict__ x, float* __restrict__ y, int rows) {
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int row = blockIdx.x * (blockDim.x / 32) + warp;
+  if (row >= rows) return;
+  float v = x[row * 32 + lane];
+  for (int k = lane; k > 3; k -= 5) v = v * 0.5f + 1.0f;
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  y[row * 32 + lane] = v;
+}
+"""

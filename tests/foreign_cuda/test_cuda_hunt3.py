@@ -19,7 +19,7 @@ from adoffload.errors import (DifferentiationError, DivergentBarrierError, Globa
                               ToolNotFoundError)
 
 from .checks import run
-from .hunt3_sources import HUNT3
+from .hunt3_sources import COUNT_DOWN, HUNT3
 from .test_cuda_hunt import both_oracles
 from .test_cuda_hunt2 import check_primal
 
@@ -521,3 +521,49 @@ def test_moving_particles_others_read_through_the_list_is_refused(mod):
                                                     r"x\[32\*block_id\(\) \+ threadIdx.x\]"):
         run(k, dict(x=np.zeros(40), nlist=nlist, nnei=np.full(40, 3, np.int32), maxn=3, dt=0.1, n=40),
             dict(blocks=2, threads=32))
+
+
+@pytest.mark.parametrize("level", ["-O0", "-O3"])
+def test_one_warp_per_row_at_other_levels(level):
+    """The early return of whole warps and the counted column loops, as clang shapes them at -O0 and -O3."""
+    try:
+        m = ado.from_cuda(HUNT3, options=[level])
+    except ToolNotFoundError as exc:
+        pytest.skip(f"no clang and no cached clang IR of the third hunt's source: {exc}")
+    params, values, launch, wrt, reference, _ = CASES["softmax_autoregressive"]
+    k = m.kernel("softmax_autoregressive", **params)
+    check_primal(k, values, launch, reference)
+    both_oracles(k, wrt, values, launch)
+
+
+def backwards_ref(x):
+    out = []
+    for r in x:
+        total = 0.0
+        for lane in range(32):
+            acc = 0.0
+            for c in range(len(r) - 1 - lane, -1, -32):
+                acc = acc * 0.5 + r[c]
+            total += acc
+        out.append(r * total)
+    return np.concatenate(out)
+
+
+def test_counting_down_loops_after_an_early_return():
+    """``for (c = cols - 1 - lane; c >= 0; c -= 32)`` (a negative step, held as an unsigned constant) and a
+    counter starting below its bound run speculatively at -O1; at -O2 clang's unrolled remainder loop,
+    left by an equality test, is refused."""
+    try:
+        m1, m2 = ado.from_cuda(COUNT_DOWN, options=["-O1"]), ado.from_cuda(COUNT_DOWN)
+    except ToolNotFoundError as exc:
+        pytest.skip(f"no clang and no cached clang IR of the count-down source: {exc}")
+    params = dict(x=In[f32], y=Out[f32], rows=i32, cols=i32)
+    x = rng(14).standard_normal((5, 70)).astype(np.float32)
+    values, launch = dict(x=x.ravel(), y=np.zeros(350, np.float32), rows=5, cols=70), dict(blocks=2, threads=128)
+    k = m1.kernel("warp_rows_backwards", **params)
+    check_primal(k, values, launch, lambda v: {"y": backwards_ref(v["x"].reshape(5, 70).astype(np.float64))})
+    both_oracles(k, ["x"], values, launch)
+    k = m1.kernel("warp_rows_up_test_down", x=In[f32], y=Out[f32], rows=i32)
+    both_oracles(k, ["x"], dict(x=x.ravel()[:160], y=np.zeros(160, np.float32), rows=5), launch)
+    with pytest.raises(DivergentBarrierError, match="warp shuffle runs under control flow that is not uniform"):
+        run(m2.kernel("warp_rows_backwards", **params), values, launch)
