@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import adoffload as ado
-from adoffload.errors import (DifferentiationError, DivergentBarrierError, GlobalMemoryRaceError, SharedMemoryRaceError,
-                              ToolNotFoundError)
+from adoffload.errors import (DifferentiationError, DivergentBarrierError, GlobalMemoryRaceError, JaxIntegrationError,
+                              SharedMemoryRaceError, ToolNotFoundError)
 
 from .checks import run
 from .hunt3_sources import COUNT_DOWN, HUNT3
@@ -567,3 +567,37 @@ def test_counting_down_loops_after_an_early_return():
     both_oracles(k, ["x"], dict(x=x.ravel()[:160], y=np.zeros(160, np.float32), rows=5), launch)
     with pytest.raises(DivergentBarrierError, match="warp shuffle runs under control flow that is not uniform"):
         run(m2.kernel("warp_rows_backwards", **params), values, launch)
+
+
+def test_lj_energy_gradient_through_jax_is_minus_the_force(mod):
+    """jax.grad of the neighbour-list energy (atomicAdd into one double, Newton's third law on forces)
+    is minus the force the same kernel computes, and the parameters' gradient agrees with differences."""
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    params, values, launch, _, _, _ = CASES["lj_half_nlist"]
+    k = hunt_kernel(mod, "lj_half_nlist", params)
+    f = ado.jax_kernel(k, **launch, out_shapes={"f": 81, "energy": 1})
+    rest = [values[n] for n in ("type", "nlist", "nnei", "maxn")]
+    tail = [values[n] for n in ("ntypes", "box", "rc2")]
+
+    def energy(pos, eps):
+        return f(pos, *rest, eps, values["sig"], *tail, 27)[1][0]
+    previous = jax.config.jax_enable_x64
+    try:
+        # without x64 the double energy's seed was cut to float32 and read as a double: the gradient was
+        # all zeros, silently; the 64-bit Out is refused now, as 64-bit inputs were
+        jax.config.update("jax_enable_x64", False)
+        pos, eps = jnp.asarray(values["pos"]), jnp.asarray(values["eps"])
+        with pytest.raises(JaxIntegrationError, match="parameter 'energy'.*enable 64-bit types"):
+            jax.grad(energy)(pos, eps)
+        jax.config.update("jax_enable_x64", True)
+        pos, eps = jnp.asarray(values["pos"]), jnp.asarray(values["eps"])
+        g_pos, g_eps = jax.grad(energy, argnums=(0, 1))(pos, eps)
+        d = rng(15).standard_normal(4).astype(np.float32)
+        h = 1e-3
+        difference = (float(energy(pos, eps + h * d)) - float(energy(pos, eps - h * d))) / (2 * h)
+    finally:
+        jax.config.update("jax_enable_x64", previous)
+    force = run(k, values, launch)["f"]
+    np.testing.assert_allclose(np.asarray(g_pos), -force, rtol=2e-3, atol=2e-3 * np.abs(force).max())
+    np.testing.assert_allclose(float(np.asarray(g_eps, np.float64) @ d), difference, rtol=2e-3)
