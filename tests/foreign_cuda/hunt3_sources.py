@@ -580,6 +580,49 @@ extern "C" __global__ void grid_stride_warp_atomic_f(const float* __restrict__ x
   if ((threadIdx.x & 31) == 0) atomicAdd(out, acc);
 }
 
+// ---------------------------------------------------------------- chunks and emulated atomics
+// one warp per row, a uniform chunk loop with a warp reduction inside each chunk, whole warps returning first
+extern "C" __global__ void chunked_warp_sums(const float* __restrict__ x, float* __restrict__ y, int rows, int cols) {
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int row = blockIdx.x * (blockDim.x / 32) + warp;
+  if (row >= rows) return;
+  float total = 0.0f;
+  for (int c0 = 0; c0 < cols; c0 += 32) {
+    float v = c0 + lane < cols ? x[row * cols + c0 + lane] : 0.0f;
+    v = v * v;
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    total += sqrtf(v + 1.0f);
+  }
+  if (lane == 0) y[row] = total;
+}
+// a warp reduction per chunk up to the row's own length (causal): trip counts differ between warps
+extern "C" __global__ void causal_chunks(const float* __restrict__ x, float* __restrict__ y, int rows) {
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int row = blockIdx.x * (blockDim.x / 32) + warp;
+  if (row >= rows) return;
+  float total = 0.0f;
+  for (int c0 = 0; c0 <= row; c0 += 32) {
+    float v = c0 + lane <= row ? x[row * rows + c0 + lane] : 0.0f;
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    total += v * v;
+  }
+  if (lane == 0) y[row] = total;
+}
+// pre-sm_60 double atomicAdd through atomicCAS on the bits
+__device__ double atomicAddD(double* address, double val) {
+  unsigned long long* address_as_ull = (unsigned long long*)address;
+  unsigned long long old = *address_as_ull, assumed;
+  do {
+    assumed = old;
+    old = atomicCAS(address_as_ull, assumed, __double_as_longlong(val + __longlong_as_double(assumed)));
+  } while (assumed != old);
+  return __longlong_as_double(old);
+}
+extern "C" __global__ void energy_cas_double(const double* __restrict__ x, double* e, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) atomicAddD(e, x[i] * x[i]);
+}
+
 // ---------------------------------------------------------------- speculation that must stop
 // whole warps leave, then a loop whose exit depends on the data (not counted): refused
 extern "C" __global__ void halving_after_exit(const float* x, float* y, int rows) {

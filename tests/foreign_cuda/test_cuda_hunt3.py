@@ -406,6 +406,13 @@ def case_values():
             dict(x=In[f32], out=Out[f32], n=i32),
             dict(x=g.standard_normal(1000).astype(np.float32), out=np.zeros(1, np.float32), n=1000),
             dict(blocks=3, threads=64), ["x"], lambda v: {"out": [np.exp(v["x"].astype(np.float64)).sum()]}, None),
+        # a uniform chunk loop with a warp reduction in each chunk, under the early return of whole warps
+        "chunked_warp_sums": (
+            dict(x=In[f32], y=Out[f32], rows=i32, cols=i32),
+            dict(x=g.standard_normal(350).astype(np.float32), y=np.zeros(5, np.float32), rows=5, cols=70),
+            dict(blocks=2, threads=128), ["x"], lambda v: {"y": np.sqrt((np.pad(
+                v["x"].reshape(5, 70).astype(np.float64), ((0, 0), (0, 26))).reshape(5, 3, 32) ** 2).sum(2) + 1).sum(1)},
+            None),
         "inplace_stencil_synced": (
             dict(x=InOut[f32], n=i32), dict(x=x128, n=128), dict(blocks=2, threads=64), ["x"],
             lambda v: (lambda x: {"x": x + 0.5 * np.where(np.arange(128) % 64 < 63, next_in_block(x), 0) ** 2})(
@@ -445,6 +452,9 @@ REFUSED = {
     # whole warps leave, then a loop whose exit depends on data (not counted) before the shuffles
     "halving_after_exit": (dict(x=In[f32], y=Out[f32], rows=i32), dict(blocks=2, threads=64),
                            dict(x=np.ones(96, np.float32), y=np.zeros(96, np.float32), rows=3)),
+    # a warp reduction in a chunk loop whose trip count differs between warps (c0 <= row)
+    "causal_chunks": (dict(x=In[f32], y=Out[f32], rows=i32), dict(blocks=10, threads=128),
+                      dict(x=np.ones(1600, np.float32), y=np.zeros(40, np.float32), rows=40)),
     # was a hang: warp 0 scans loaded flags; the other warps, running the branch speculatively, read zeros
     "first_flag_then_reduce": (dict(flags=In[i32], x=In[f32], out=Out[f32]), dict(blocks=2, threads=64),
                                dict(flags=np.array([0, 0, 1, 0], np.int32), x=np.ones(64, np.float32),
@@ -484,6 +494,11 @@ PRIMAL_ONLY = {
         ["x", "w"], lambda v: (lambda a: {"out": v["x"][a] * v["w"][a], "where": a})(
             per_block(v["x"], 64).argmax(1) + 64 * np.arange(2)),
         r"'store'.*float bits carried as an integer"),
+    # the pre-sm_60 double atomicAdd: a CAS loop on the bits (the sum is right; bits have no derivative)
+    "energy_cas_double": (
+        dict(x=In[f64], e=Out[f64], n=i32), dict(x=rng(16).standard_normal(100), e=np.zeros(1), n=100),
+        dict(blocks=2, threads=64), ["x"], lambda v: {"e": [(v["x"] ** 2).sum()]},
+        r"'cmpxchg'.*float bits carried as an integer"),
 }
 
 
@@ -493,7 +508,7 @@ def test_primal_right_and_both_derivatives_refused(mod, name):
     k = hunt_kernel(mod, name, params)
     check_primal(k, values, launch, reference)
     for mode in ("jvp", "vjp"):
-        shadows = {f"d_{n}": np.zeros_like(values[n]) for n in wrt + ["m" if "m" in values else "out"]}
+        shadows = {f"d_{n}": np.zeros_like(values[n]) for n in wrt + [o for o in ("m", "out", "e") if o in values]}
         with pytest.raises(DifferentiationError, match=says):
             run(getattr(ado, mode)(k, wrt=wrt), values, launch, **shadows)
 
