@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import adoffload as ado
-from adoffload.errors import (DifferentiationError, DivergentBarrierError, GlobalMemoryRaceError, JaxIntegrationError,
-                              SharedMemoryRaceError, ToolNotFoundError)
+from adoffload.errors import (ArgumentError, DifferentiationError, DivergentBarrierError, GlobalMemoryRaceError,
+                              JaxIntegrationError, SharedMemoryRaceError, ToolNotFoundError)
 
 from .checks import run
 from .hunt3_sources import COUNT_DOWN, HUNT3
@@ -616,3 +616,30 @@ def test_lj_energy_gradient_through_jax_is_minus_the_force(mod):
     force = run(k, values, launch)["f"]
     np.testing.assert_allclose(np.asarray(g_pos), -force, rtol=2e-3, atol=2e-3 * np.abs(force).max())
     np.testing.assert_allclose(float(np.asarray(g_eps, np.float64) @ d), difference, rtol=2e-3)
+
+
+def test_one_buffer_for_an_input_and_the_inout_it_accumulates_into(mod):
+    """``y += A x`` given the same data for x and y: the host refuses one numpy buffer for both (y is
+    written); through JAX the InOut's buffer is its own, so the value and both Jacobians are I + A."""
+    params = CASES["gemv_accumulate"][0]
+    k = hunt_kernel(mod, "gemv_accumulate", params)
+    g = rng(17)
+    a, v = g.standard_normal(49), g.standard_normal(7)
+    with pytest.raises(ArgumentError, match="'x' and 'y' share memory and 'y' is written"):
+        k(a, v, v, 7, 7, blocks=1, threads=32)
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    previous = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    try:
+        f = ado.jax_kernel(k, blocks=1, threads=32)
+        A, x = jnp.asarray(a), jnp.asarray(v)
+
+        def h(x):
+            return f(A, x, x, 7, 7)
+        expected = np.eye(7) + a.reshape(7, 7)
+        np.testing.assert_allclose(np.asarray(jax.jit(h)(x)), expected @ v, rtol=1e-13)
+        np.testing.assert_allclose(np.asarray(jax.jacfwd(h)(x)), expected, rtol=1e-13, atol=1e-14)
+        np.testing.assert_allclose(np.asarray(jax.jacrev(h)(x)), expected, rtol=1e-13, atol=1e-14)
+    finally:
+        jax.config.update("jax_enable_x64", previous)
