@@ -623,6 +623,14 @@ extern "C" __global__ void energy_cas_double(const double* __restrict__ x, doubl
   if (i < n) atomicAddD(e, x[i] * x[i]);
 }
 
+// float bits parked in an int scratch array and read back through an atomic: the derivative must not be lost
+extern "C" __global__ void bits_round_trip(const float* __restrict__ x, int* scratch, float* y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  scratch[i] = __float_as_int(x[i] * 2.0f);
+  int back = atomicAdd(&scratch[i], 0);
+  y[i] = __int_as_float(back) * x[i];
+}
+
 // ---------------------------------------------------------------- speculation that must stop
 // whole warps leave, then a loop whose exit depends on the data (not counted): refused
 extern "C" __global__ void halving_after_exit(const float* x, float* y, int rows) {

@@ -643,3 +643,19 @@ def test_one_buffer_for_an_input_and_the_inout_it_accumulates_into(mod):
         np.testing.assert_allclose(np.asarray(jax.jacrev(h)(x)), expected, rtol=1e-13, atol=1e-14)
     finally:
         jax.config.update("jax_enable_x64", previous)
+
+
+def test_a_float_parked_in_an_int_output_and_read_back_by_an_atomic_is_refused(mod):
+    """``scratch[i] = __float_as_int(2x)`` (clang stores the float itself), read back through
+    ``atomicAdd(&scratch[i], 0)``: the value came back without its derivative (forward mode disagreed with
+    differences) because the Const int output counted as write-only, atomics not being loads. Reads
+    through atomics and calls count now; stores of float bits into words nothing reads (the status
+    record's failing index beside its exchanged code) stay accepted (lj_full_hoomd)."""
+    k = mod.kernel("bits_round_trip", x=In[f32], scratch=Out[i32], y=Out[f32])
+    values = dict(x=np.linspace(-1, 1, 64).astype(np.float32), scratch=np.zeros(64, np.int32),
+                  y=np.zeros(64, np.float32))
+    np.testing.assert_array_equal(run(k, values, dict(blocks=2, threads=32))["y"], 2 * values["x"] ** 2)
+    for mode in ("jvp", "vjp"):
+        with pytest.raises(DifferentiationError, match=r"stores the active value .* no shadow \(argument %scratch"):
+            run(getattr(ado, mode)(k, wrt=["x"]), values, dict(blocks=2, threads=32),
+                d_x=np.ones(64, np.float32), d_y=np.ones(64, np.float32))
