@@ -93,6 +93,11 @@ class SharedMemoryRaceError(IRError):
     of them writing (a race on a GPU, a silently wrong result on the host); names both accesses."""
 
 
+class GlobalMemoryRaceError(SharedMemoryRaceError):
+    """Two threads of a block may load and store one element of a global array between the same two
+    barriers (an in-place update reading a neighbour's element); names both accesses."""
+
+
 class VerificationError(IRError):
     """The IR verifier found an invalid instruction; the message shows it in context."""
 

@@ -39,11 +39,12 @@ import itertools
 import re
 
 from .. import collectives
-from ..errors import SharedMemoryRaceError
+from ..errors import GlobalMemoryRaceError, SharedMemoryRaceError
 from ..ir import format_instruction
 from ..ir.core import (Argument, ArrayType, Block, FloatType, Function, Instruction, IntType, PointerType,
                        StructType, Value, VectorType)
 from ..ir.cfg import dominator_sets
+from .global_arrays import LOAD_STORE, at_loaded_index, in_place, loaded_and_stored, loaded_index_message
 from .shared_forms import Concrete, Forms, Lin, Modular, const_int, signed
 from .shared_guards import guards
 from .shared_intervals import Intervals
@@ -244,9 +245,9 @@ def _gep_offset(forms: Forms, gep: Instruction) -> Lin | None:
     return Modular(total.coef, total.const) if wraps else total
 
 
-def _accesses(forms: Forms, fn: Function, roots: set, kernel: str) -> list[Access]:
-    """Every access of shared memory (an access through a pointer that may point into several arrays
-    is one per array, at an unknown offset); a pointer into shared memory that escapes is refused."""
+def _accesses(forms: Forms, fn: Function, roots: set, kernel: str, shared: set) -> list[Access]:
+    """Every access of the ``roots`` (an access through a pointer that may point into several arrays
+    is one per array, at an unknown offset); a pointer into ``shared`` memory that escapes is refused."""
     found = []
 
     def add(inst, pointer, size, kind):
@@ -259,7 +260,7 @@ def _accesses(forms: Forms, fn: Function, roots: set, kernel: str) -> list[Acces
     for inst in fn.instructions():
         op = inst.opcode
         escaping = inst.operands[:1] if op in ("store", "insertvalue", "insertelement") else []
-        if op == "inttoptr" or any(isinstance(o.type, PointerType) and _pointer(forms, o, roots)[0] is not None
+        if op == "inttoptr" or any(isinstance(o.type, PointerType) and _pointer(forms, o, shared)[0] is not None
                                    for o in escaping):
             raise SharedMemoryRaceError(f"kernel '{kernel}': a pointer into shared memory is stored, or a pointer is "
                                         f"made from an integer (`{format_instruction(inst).strip()}`); the "
@@ -588,11 +589,16 @@ def _substitute(f: Lin, fixed: dict) -> Lin:
 
 def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...], shared: list[Argument],
                        names: list[str], kernel: str, thread_names: list[str] | None = None,
-                       warp_size: int | None = None) -> None:
+                       warp_size: int | None = None, arrays: dict | None = None) -> None:
     """Raise SharedMemoryRaceError for the first pair of accesses of one shared array that two
     threads of a block may make between the same two barriers, one writing (module docstring).
-    ``shared`` are the body's shared-array arguments, ``names`` their source names. ``fn`` (a body:
-    status pointer last) is changed: its failure paths are dropped."""
+    ``shared`` are the body's shared-array arguments, ``names`` their source names. ``arrays`` (global
+    array argument -> name, the arrays the kernel both loads and stores): a plain load and a plain
+    store of one element by two threads of a block (an in-place stencil ``x[i] = x[i] + x[i + 1]``)
+    raise GlobalMemoryRaceError, but only when the enumeration finds two such threads; what it
+    cannot decide (offsets through runtime values, RAJAPerf's ``px[i + off * 4]``) is left alone, as
+    before this check. ``fn`` (a body: status pointer last) is changed: its failure paths are dropped."""
+    arrays = arrays or {}
     _drop_failure_paths(fn)
     sets = ValueSets(fn)
     fold_constant_branches(fn, sets)
@@ -600,8 +606,8 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
     dom = dominator_sets(fn)
     forms = Forms(fn, tids, block, intervals.unstable, dom, shared, warp_size)
     intervals.settle(forms.divergence)
-    roots = set(shared)
-    accesses = _accesses(forms, fn, roots, kernel)
+    roots = set(shared) | set(arrays)
+    accesses = in_place(_accesses(forms, fn, roots, kernel, set(shared)), arrays)
     if not any(x.writes for x in accesses):
         return
     facts = guards(forms, fn, dom)
@@ -618,12 +624,27 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
     for i, a in enumerate(accesses):
         for b in accesses[i:]:
             if _apart(a.root, b.root, roots) or not (a.writes or b.writes) or (a.kind == "atomic" == b.kind) \
-                    or not intervals.together(a.node, b.node):
+                    or not intervals.together(a.node, b.node) or (a.root in arrays and {a.kind, b.kind} != LOAD_STORE):
+                continue
+            if a.root in arrays:        # global: two threads found to meet, or a read at a loaded index
+                alike = proof._alike(a, b, _symbol_ids(a) & _symbol_ids(b))
+                if alike and proof.conflict(a, b) is None:
+                    continue
+                found = proof._witness(a, b) if alike else ()
+                if found:
+                    raise GlobalMemoryRaceError(_message(forms, a, b, found, arrays[a.root], kernel,
+                                                         thread_names, "global"))
+                read = a if a.kind == "load" else b
+                write = b if read is a else a
+                if found == () and at_loaded_index(read.pointer, write.pointer):
+                    raise GlobalMemoryRaceError(loaded_index_message(
+                        _where(forms, read, "read", arrays[a.root], thread_names),
+                        _where(forms, write, "write", arrays[a.root], thread_names), arrays[a.root], kernel))
                 continue
             found = proof.conflict(a, b)
             if found is not None:
-                arrays = sorted(_switched(a.root, roots) or {a.root}, key=lambda r: r.index)
-                array = "/".join(names[shared.index(r)] for r in arrays)
+                chosen = sorted(_switched(a.root, roots) or {a.root}, key=lambda r: r.index)
+                array = "/".join(names[shared.index(r)] for r in chosen)
                 raise SharedMemoryRaceError(_message(forms, a, b, found, array, kernel, thread_names))
 
 
@@ -641,19 +662,24 @@ def _nonnegative_symbols(facts) -> frozenset:
 _VERB = {"load": "read", "store": "write", "atomic": "atomic update", "call": "call"}
 
 
-def _message(forms: Forms, a: Access, b: Access, witness, array: str, kernel: str, thread_names) -> str:
+def _where(forms: Forms, x: Access, verb: str, array: str, thread_names) -> str:
+    text = f"the {verb} of {array}{_index(forms, x, thread_names)}"
+    if x.inst.location is not None:
+        return f"{text} at {x.inst.location}"
+    return f"{text} (`{format_instruction(x.inst).strip()}` in block %{x.inst.parent.name})"
+
+
+def _message(forms: Forms, a: Access, b: Access, witness, array: str, kernel: str, thread_names,
+             memory: str = "shared") -> str:
     def where(x: Access) -> str:
-        text = f"the {_VERB[x.kind]} of {array}{_index(forms, x, thread_names)}"
-        if x.inst.location is not None:
-            return f"{text} at {x.inst.location}"
-        return f"{text} (`{format_instruction(x.inst).strip()}` in block %{x.inst.parent.name})"
+        return _where(forms, x, _VERB[x.kind], array, thread_names)
     same = a.inst is b.inst
     pair = f"{where(a)}, run by two threads," if same else f"{where(a)} and {where(b)}"
     who = ""
     if witness:
         t1, t2 = (_thread(t) for t in witness)
         who = f" (thread {t1}'s {_VERB[a.kind]} and thread {t2}'s {_VERB[b.kind]} touch one element)"
-    return (f"kernel '{kernel}': shared-memory race on '{array}': {pair} may touch the same element from two "
+    return (f"kernel '{kernel}': {memory}-memory race on '{array}': {pair} may touch the same element from two "
             f"threads of a block between the same two barriers{who}. On a GPU their order is undefined "
             f"(warp-synchronous code without __syncwarp is a data race since Volta), and adoffload runs "
             f"a block's threads one after another between barriers, so the result would be silently wrong. "
@@ -701,25 +727,26 @@ def shared_array_name(name: str) -> str:
     return name
 
 
-def check_block_kernel(kernel, thread_names: list[str] | None = None) -> None:
+def check_block_kernel(kernel, thread_names: list[str] | None = None, global_arrays: bool = False) -> None:
     """``check_shared_races`` on a block kernel's body (a Kernel with ``block`` and ``shared``):
-    the first ``grid_rank`` arguments are the thread ids, the shared arrays come before the status."""
-    if not kernel.shared:
-        return
+    the first ``grid_rank`` arguments are the thread ids, the shared arrays come before the status.
+    ``global_arrays``: also check the array parameters the body both loads and stores (CUDA kernels)."""
     from .. import ir
     module = ir.import_module(kernel.module_text())
     fn = module.functions[kernel.body_name]
+    arrays = loaded_and_stored(fn, {p.name for p in kernel.signature.params if p.is_array}) if global_arrays else {}
+    if not kernel.shared and not arrays:
+        return
     rank = kernel.signature.grid_rank
-    shared = fn.args[-1 - len(kernel.shared):-1]
     names = [shared_array_name(s.name) for s in kernel.shared]
     calls = {getattr(i.callee, "name", "") for b in fn.blocks for i in b.instructions if i.opcode == "call"}
-    if collectives.callee("lane_id") not in calls:
-        check_shared_races(fn, fn.args[:rank], tuple(kernel.block), shared, names, kernel.name, thread_names)
-        return
+    sizes = WARP_SIZES if collectives.callee("lane_id") in calls else (None,)
     # lane_id() is thread_rank % 32 on NVIDIA and the host, % 64 on AMD and 'cpu:wave64': the body
     # must be race-free with either (each check drops failure paths from a copy of its own)
-    for warp_size in WARP_SIZES:
-        fn = ir.import_module(kernel.module_text()).functions[kernel.body_name]
+    for k, warp_size in enumerate(sizes):
+        if k:
+            fn = ir.import_module(kernel.module_text()).functions[kernel.body_name]
         shared = fn.args[-1 - len(kernel.shared):-1]
+        arrays = {a: a.name for a in fn.args if a.name in {x.name for x in arrays}}
         check_shared_races(fn, fn.args[:rank], tuple(kernel.block), shared, names, kernel.name, thread_names,
-                           warp_size)
+                           warp_size, arrays)

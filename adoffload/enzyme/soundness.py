@@ -23,7 +23,7 @@ what is refused, for docs/ad.md (enzyme/docs.py renders both).
 from __future__ import annotations
 
 from ..errors import DifferentiationError
-from ..ir.core import Argument, Function, GlobalVariable, Instruction, Value
+from ..ir.core import Argument, Constant, Function, GlobalVariable, Instruction, Value
 from ..ir.subset import recursive_functions
 from .activity import ActivityInfo, is_float_type, is_placeholder_pointer, memory_roots, pointer_sources
 from .custom import find_custom
@@ -47,8 +47,9 @@ MEMORY_INTRINSICS = ("llvm.memcpy", "llvm.memmove", "llvm.memset")
 # What the checks refuse (the pattern, why), in the order ``check`` tests them.
 REFUSED = (
     ("an active value consumed by an instruction with no rule", "no derivative rule for that operation"),
-    ("an active value stored into memory without a shadow (a Const argument the function also reads, "
-     "a global, a pointer of unknown origin)", "its derivative would be lost"),
+    ("an active value stored into memory without a shadow (a Const argument the function also reads "
+     "through a load, an atomic whose old value it uses or a call; a global; a pointer of unknown origin)",
+     "its derivative would be lost"),
     ("a call to an external function with no rule that receives an active value", "no derivative rule"),
     ("a recursive call (it cannot be inlined)", "calls are differentiated by inlining"),
     ("a pointer to differentiated memory stored into memory, returned, or passed to a function that "
@@ -59,7 +60,8 @@ REFUSED = (
      "differentiated memory, inttoptr, an unknown call, a lane of a vector of pointers)", "it may alias differentiated memory"),
     ("a write through a pointer of unknown origin in a function with differentiated memory",
      "it may overwrite differentiated memory behind its shadow's back"),
-    ("float bits carried as an integer into memory, a call, a return, a pointer or back to a float",
+    ("float bits carried as an integer into memory (but a Const argument the function never reads back), "
+     "a call, a return, a pointer or back to a float",
      "a derivative cannot follow them"),
     ("in a kernel's reverse mode: an atomic whose result the thread uses", "the adjoint's own launch "
      "re-runs the forward pass and gets other results"),
@@ -116,7 +118,7 @@ def _check_active_operands(fn: Function, inst: Instruction, info: ActivityInfo, 
         return
     if op in ("store", "atomicrmw"):
         pointer = inst.operands[1] if op == "store" else inst.operands[0]
-        if pointer in info.shadowed or _write_only_const_argument(fn, _root(pointer)):
+        if pointer in info.shadowed or _write_only_const_argument(fn, _root(pointer), pointer):
             return
         if any(isinstance(r, Argument) and r.name.endswith("tape") for r in _all_roots(pointer)):
             raise DifferentiationError(
@@ -223,12 +225,56 @@ def _origin(pointer: Value) -> str:
     return pointer.ref()
 
 
-def _write_only_const_argument(fn: Function, root: Value) -> bool:
-    """A Const pointer argument the function never reads floats from: storing active values
-    there discards their derivative, which is what Const asks for; nothing is read back."""
+def _write_only_const_argument(fn: Function, root: Value, written: Value | None = None) -> bool:
+    """A Const pointer argument from which the function never reads back what it stores there (through
+    ``written``): storing active values or float bits there discards their derivative, which is what
+    Const asks for. Loads, atomics (their old value) and calls count as reads, unless both sides are
+    constant words of the argument that do not overlap (the status record: its code claimed by an
+    exchange, the failing index stored in another word)."""
     if not isinstance(root, Argument):
         return False
-    return not any(i.opcode == "load" and _root(i.operands[0]) is root for i in fn.instructions())
+    stored = _constant_bytes(written, root) if written is not None else None
+    users = fn.users()
+    for i in fn.instructions():
+        if i.opcode == "load" or (i.opcode in ("atomicrmw", "cmpxchg") and users.get(i)):
+            pointers = [i.operands[0]]
+        elif i.opcode == "call" and not _is_inactive_call(i) and not _callee_name(i).startswith("llvm.memset"):
+            copy = _callee_name(i).startswith(("llvm.memcpy", "llvm.memmove"))
+            pointers = [i.operands[1]] if copy else [o for o in i.operands if o.type.is_pointer]
+        else:
+            continue
+        for p in pointers:
+            if root not in _all_roots(p):
+                continue
+            read = _constant_bytes(p, root, i)
+            if stored is None or read is None or not (read[1] <= stored[0] or stored[1] <= read[0]):
+                return False
+    return True
+
+
+def _constant_bytes(pointer: Value, root: Value, inst: Instruction | None = None) -> tuple[int, int] | None:
+    """The byte range [start, end) that ``pointer`` (``root`` itself or one GEP of it by a constant
+    index) covers, for the access ``inst`` (a load or atomic; None: the stores through ``pointer``)."""
+    if pointer is root:
+        start = 0
+    elif (isinstance(pointer, Instruction) and pointer.opcode == "getelementptr" and pointer.operands[0] is root
+          and len(pointer.operands) == 2 and isinstance(pointer.operands[1], Constant)
+          and isinstance(pointer.operands[1].value, int) and _bits(pointer.element_type) % 8 == 0
+          and _bits(pointer.element_type)):
+        start = pointer.operands[1].value * (_bits(pointer.element_type) // 8)
+    else:
+        return None
+    if inst is None:
+        users = pointer.parent.parent.users().get(pointer, []) if isinstance(pointer, Instruction) else []
+        widths = {_bits(u.operands[0].type) // 8 for u in users if u.opcode == "store" and u.operands[1] is pointer}
+        width = max(widths) if widths else 0
+    elif inst.opcode in ("load", "atomicrmw"):
+        width = _bits(inst.type) // 8
+    elif inst.opcode == "cmpxchg":
+        width = _bits(inst.operands[1].type) // 8
+    else:
+        return None
+    return (start, start + width) if width else None
 
 
 def _all_roots(pointer: Value) -> list[Value]:
@@ -333,6 +379,11 @@ def _check_float_bits(fn: Function, info: ActivityInfo, users: dict) -> None:
             if op in _BITS_END or (op == "call" and _is_inactive_call(user)):
                 continue
             integer_call = op == "call" and _is_integer_intrinsic(user)
+            if (op == "store" and user.operands[0] is value and user.operands[1] not in info.shadowed
+                    and _write_only_const_argument(fn, _root(user.operands[1]), user.operands[1])):
+                # bits stored where nothing reads them back (the status record's failing index, an
+                # integer output): no float is rebuilt from them here, as for active values in a Const output
+                continue
             if op == "bitcast" and is_float_type(user.type) and user not in info.useful:
                 # a float rebuilt from the bits that reaches no result through float operations: still bits,
                 # followed on (a double's halves shuffled as floats, then joined back into the double)

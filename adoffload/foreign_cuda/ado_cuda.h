@@ -27,6 +27,38 @@ typedef __UINT64_TYPE__ uint64_t;
 #define NAN __builtin_nanf("")
 #define HUGE_VALF __builtin_huge_valf()
 #define HUGE_VAL __builtin_huge_val()
+/* float.h, limits.h and math.h's constants, which CUDA code uses without including them (nvcc's headers
+ * bring them in; system headers cannot be included here) */
+#ifndef FLT_MAX
+#define FLT_MAX __FLT_MAX__
+#define FLT_MIN __FLT_MIN__
+#define FLT_EPSILON __FLT_EPSILON__
+#define DBL_MAX __DBL_MAX__
+#define DBL_MIN __DBL_MIN__
+#define DBL_EPSILON __DBL_EPSILON__
+#endif
+#ifndef INT_MAX
+#define INT_MAX __INT_MAX__
+#define INT_MIN (-__INT_MAX__ - 1)
+#define UINT_MAX (__INT_MAX__ * 2U + 1U)
+#endif
+#ifndef M_PI
+#define M_E 2.7182818284590452354
+#define M_LOG2E 1.4426950408889634074
+#define M_LN2 0.69314718055994530942
+#define M_LN10 2.30258509299404568402
+#define M_PI 3.14159265358979323846
+#define M_PI_2 1.57079632679489661923
+#define M_PI_4 0.78539816339744830962
+#define M_1_PI 0.31830988618379067154
+#define M_2_PI 0.63661977236758134308
+#define M_2_SQRTPI 1.12837916709551257390
+#define M_SQRT2 1.41421356237309504880
+#define M_SQRT1_2 0.70710678118654752440
+#endif
+/* memcpy and memset in device code, as CUDA declares them (clang emits llvm.memcpy/llvm.memset) */
+extern "C" __device__ void *memcpy(void *, const void *, size_t);
+extern "C" __device__ void *memset(void *, int, size_t);
 
 struct uint3 { unsigned int x, y, z; };
 struct dim3 { unsigned int x, y, z; };
@@ -121,6 +153,11 @@ template <class T> __ADO_DEV T __ldcg(const T *p) { return *p; }
 template <class T> __ADO_DEV T __ldcs(const T *p) { return *p; }
 template <class T> __ADO_DEV T __ldlu(const T *p) { return *p; }
 template <class T> __ADO_DEV T __ldcv(const T *p) { return *p; }
+/* cache-hinted stores: plain stores here */
+template <class T> __ADO_DEV void __stwb(T *p, T v) { *p = v; }
+template <class T> __ADO_DEV void __stcg(T *p, T v) { *p = v; }
+template <class T> __ADO_DEV void __stcs(T *p, T v) { *p = v; }
+template <class T> __ADO_DEV void __stwt(T *p, T v) { *p = v; }
 
 /* warp votes: adoffload's warp_ballot (collectives.py) gives bit k for lane k of the caller's warp
  * of 32 lanes (on AMD's 64-lane wavefronts the caller's half, as for the shuffles above). Every
@@ -225,8 +262,8 @@ __ADO_DEV int __syncthreads_or(int p) { return __ado_block_count(p) != 0; }
 __ADO_MATH1(sin) __ADO_MATH1(cos) __ADO_MATH1(tan) __ADO_MATH1(exp) __ADO_MATH1(log)
 __ADO_MATH1(sqrt) __ADO_MATH1(fabs) __ADO_MATH1(floor) __ADO_MATH1(ceil) __ADO_MATH1(tanh)
 __ADO_MATH1(sinh) __ADO_MATH1(cosh) __ADO_MATH1(asin) __ADO_MATH1(acos) __ADO_MATH1(atan)
-__ADO_MATH1(erf) __ADO_MATH1(exp2) __ADO_MATH1(log2) __ADO_MATH1(log10) __ADO_MATH1(log1p)
-__ADO_MATH1(expm1) __ADO_MATH1(trunc) __ADO_MATH1(round) __ADO_MATH1(cbrt)
+__ADO_MATH1(erf) __ADO_MATH1(erfc) __ADO_MATH1(exp2) __ADO_MATH1(exp10) __ADO_MATH1(log2) __ADO_MATH1(log10) __ADO_MATH1(log1p)
+__ADO_MATH1(expm1) __ADO_MATH1(trunc) __ADO_MATH1(round) __ADO_MATH1(cbrt) __ADO_MATH1(rint) __ADO_MATH1(nearbyint)
 __ADO_MATH2(pow) __ADO_MATH2(fmin) __ADO_MATH2(fmax) __ADO_MATH2(atan2) __ADO_MATH2(copysign)
 __ADO_MATH2(hypot) __ADO_MATH2(fmod)
 #undef __ADO_MATH1

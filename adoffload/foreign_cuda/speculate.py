@@ -18,8 +18,9 @@ warp-synchronous end of a reduction ``if (tid < 32) { s[tid] = v; __syncwarp(); 
 is zero on the threads outside, whose results are dropped at the join), so the exchanges and the
 barrier, now outside any branch, are reached by every thread. Refused (the ``if`` stays, and
 uniformity.py then reports the exchange): ``__syncthreads`` in the body, integer division by a
-variable (it could trap on values the thread never computed), and loops in the body that a
-thread-dependent branch leaves (they might not end on those values).
+variable (it could trap on values the thread never computed), and loops in the body left by a
+thread-dependent or loaded condition (they might not end on those values: loads give zero there)
+unless counted (``for (c = lane; c < C; c += 32)``: ``_counted_exit``).
 """
 from __future__ import annotations
 
@@ -71,7 +72,7 @@ def speculate(fn: Function, branch: Instruction, info: Divergence, syncwarps=fro
     preds = fn.predecessors()
     for side, (body, join) in enumerate((branch.blocks, branch.blocks[::-1])):
         region = _body(body, join, x, preds)
-        if region is None or _loops_left_by_thread(region, info):
+        if region is None or _loops_left_by_thread(fn, region, info):
             continue
         instructions = [i for b in region for i in b.instructions]
         if any(_traps(i) or (_is_barrier(i) and id(i) not in syncwarps) for i in instructions):
@@ -237,14 +238,95 @@ def _reaches(start: Block, target: Block, region: set[Block], avoid: Block) -> b
     return False
 
 
-def _loops_left_by_thread(region: set[Block], info: Divergence) -> bool:
-    """Does a thread-dependent branch of the body sit on a cycle of the body?"""
+def _loops_left_by_thread(fn: Function, region: set[Block], info: Divergence) -> bool:
+    """Could a thread outside the ``if`` loop in the body for ever? A loop of the body whose exit
+    depends on the thread or on memory (its loads give zero outside the ``if``) must be a counted
+    loop (``_counted_exit``); a thread-dependent branch inside a loop that leaves no loop is fine."""
+    loops = _natural_loops(fn, region)
     for b in region:
         term = b.terminator
-        if term is not None and term.opcode in ("br", "switch") and term.operands \
-                and info.is_varying(term.operands[0]) and any(_reaches(s, b, region, None) for s in b.successors):
+        if term is None or term.opcode not in ("br", "switch") or not term.operands:
+            continue
+        around = [body for body in loops if b in body]
+        left = [body for body in around if any(s not in body for s in b.successors)]
+        if not left or not (info.is_varying(term.operands[0]) or _reads_memory(term.operands[0], region)):
+            continue
+        if not all(_counted_exit(b, body) for body in left):
             return True
     return False
+
+
+def _natural_loops(fn: Function, region: set[Block]) -> list[set[Block]]:
+    """The natural loop of each back edge ``t -> h`` of ``region`` (``h`` dominates ``t``): ``h`` and
+    the blocks that reach ``t`` without passing ``h``."""
+    dominators, preds, loops = dominator_sets(fn), fn.predecessors(), []
+    for t in region:
+        for h in t.successors:
+            if h in region and h in dominators[t]:
+                body, todo = {h}, [t]
+                while todo:
+                    x = todo.pop()
+                    if x not in body:
+                        body.add(x)
+                        todo.extend(p for p in preds[x] if p in region)
+                loops.append(body)
+    return loops
+
+
+def _reads_memory(value, region: set[Block]) -> bool:
+    """Does ``value`` depend on a load, atomic or call of ``region`` (zero outside the ``if``)?"""
+    seen, todo = set(), [value]
+    while todo:
+        v = todo.pop()
+        if not isinstance(v, Instruction) or id(v) in seen or v.parent not in region:
+            continue
+        seen.add(id(v))
+        if not _pure(v) or (v.opcode == "call" and collectives.parse(getattr(v.callee, "name", "")) is not None):
+            return True
+        todo.extend(v.operands)
+    return False
+
+
+_ORDERED = {"slt": True, "sle": True, "ult": True, "ule": True, "sgt": False, "sge": False, "ugt": False, "uge": False}
+
+
+def _counted_exit(b: Block, loop: set[Block]) -> bool:
+    """``br (icmp slt iv', n), loop, exit`` (or ``sgt``/``sge``... to the exit) with ``iv' = add nsw iv,
+    C`` (C > 0), ``iv`` a phi of the loop stepped only by that add and ``n`` defined outside the loop:
+    the strided loops of one warp per row (``for (c = lane; c < C; c += 32)``); or the same counting down
+    (C < 0, a signed test: ``for (c = C - 1 - lane; c >= 0; c -= 32)``). Whatever numbers a thread
+    outside the ``if`` computes, the counter only moves towards ``n`` (nsw: no wrap) and passes it
+    within |n - start| / |C| trips."""
+    term = b.terminator
+    cond = term.operands[0] if term.opcode == "br" and len(term.blocks) == 2 else None
+    if not (isinstance(cond, Instruction) and cond.opcode == "icmp" and cond.predicate in _ORDERED):
+        return False
+    defined_in_loop = [isinstance(v, Instruction) and v.parent in loop for v in cond.operands]
+    if defined_in_loop.count(True) != 1:
+        return False
+    at = defined_in_loop.index(True)
+    counter = cond.operands[at]
+    phi = counter.operands[0] if _step(counter) else counter
+    if not (isinstance(phi, Instruction) and phi.opcode == "phi" and phi.parent in loop):
+        return False
+    inside = [v for v, p in zip(phi.operands, phi.blocks) if p in loop]
+    outside = [v for v, p in zip(phi.operands, phi.blocks) if p not in loop]
+    steps = {_step(v) for v in inside}
+    signed = cond.predicate.startswith("s")
+    if not (outside and inside and (steps <= {1} or (steps <= {-1} and signed)) and (counter is phi or counter in inside)
+            and all(v.operands[0] is phi and ("nsw" if signed else "nuw") in v.flags for v in inside)):
+        return False
+    below_when_true = _ORDERED[cond.predicate] == (at == 0)      # the counter below the bound when true
+    stay_when_true = below_when_true if steps == {1} else not below_when_true
+    return [s in loop for s in term.blocks] == ([True, False] if stay_when_true else [False, True])
+
+
+def _step(v) -> int:
+    """The sign of C for ``add v, C`` with a constant C != 0; 0 for anything else."""
+    c = v.operands[1] if isinstance(v, Instruction) and v.opcode == "add" else None
+    if not (isinstance(c, Constant) and isinstance(c.value, int) and c.value % (1 << c.type.bits)):
+        return 0
+    return -1 if c.value % (1 << c.type.bits) >= 1 << (c.type.bits - 1) else 1      # constants may be unsigned
 
 
 def _traps(inst: Instruction) -> bool:

@@ -54,6 +54,9 @@ def jax_kernel(kernel, *, grid=None, out_shapes=None, blocks=None, threads=None,
     def call(*args, **kwargs):
         args = call_arguments(kernel, inputs, args, kwargs)
         operands = [_convert(kernel, p, a) for p, a in zip(inputs, args)]
+        for p in signature.visible_params:      # an Out's 64-bit seed would be cut to 32 bits in derivatives
+            if p.is_array and p.type.intent == "out":
+                _check_x64(kernel, p)
         given_grid = None if grid is None else _grid(kernel, grid, args, operands, ())
         shapes = _out_shapes(kernel, out_shapes, args, operands, given_grid)
         call_grid = given_grid or _grid(kernel, grid, args, operands, shapes)
