@@ -305,6 +305,24 @@ def _drop_failure_paths(fn: Function) -> None:
     prune_unreachable(fn)
 
 
+def _thaw_arguments(fn: Function) -> None:
+    """``freeze %arg`` becomes ``%arg``: a launch passes every argument (thread ids, shapes,
+    scalars) as a real value, never poison, so the freeze is the identity. O3 freezes the thread
+    index where it turns ``(t + 1) % B`` into a compare and select for a B that is not a power of
+    two; the forms saw an opaque value and refused ``S[t] = ...`` as a race."""
+    thawed = {}
+    for b in fn.blocks:
+        for inst in b.instructions:
+            if inst.opcode == "freeze" and isinstance(inst.operands[0], Argument):
+                thawed[inst] = inst.operands[0]
+    if not thawed:
+        return
+    for b in fn.blocks:
+        b.instructions = [i for i in b.instructions if i not in thawed]
+        for inst in b.instructions:
+            inst.operands = [thawed.get(o, o) for o in inst.operands]
+
+
 # --- the proofs -----------------------------------------------------------------------------------
 
 class Proofs:
@@ -594,6 +612,7 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
     ``shared`` are the body's shared-array arguments, ``names`` their source names. ``fn`` (a body:
     status pointer last) is changed: its failure paths are dropped."""
     _drop_failure_paths(fn)
+    _thaw_arguments(fn)
     sets = ValueSets(fn)
     fold_constant_branches(fn, sets)
     intervals = Intervals(fn, sets.never_taken)
