@@ -44,6 +44,7 @@ from ..ir import format_instruction
 from ..ir.core import (Argument, ArrayType, Block, FloatType, Function, Instruction, IntType, PointerType,
                        StructType, Value, VectorType)
 from ..ir.cfg import dominator_sets
+from .global_races import read_and_written_arrays
 from .shared_forms import Concrete, Forms, Lin, Modular, const_int, signed
 from .shared_guards import guards
 from .shared_intervals import Intervals
@@ -606,7 +607,7 @@ def _substitute(f: Lin, fixed: dict) -> Lin:
 
 def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...], shared: list[Argument],
                        names: list[str], kernel: str, thread_names: list[str] | None = None,
-                       warp_size: int | None = None) -> None:
+                       warp_size: int | None = None, arrays: tuple[Argument, ...] = ()) -> None:
     """Raise SharedMemoryRaceError for the first pair of accesses of one shared array that two
     threads of a block may make between the same two barriers, one writing (module docstring).
     ``shared`` are the body's shared-array arguments, ``names`` their source names. ``fn`` (a body:
@@ -619,7 +620,7 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
     dom = dominator_sets(fn)
     forms = Forms(fn, tids, block, intervals.unstable, dom, shared, warp_size)
     intervals.settle(forms.divergence)
-    roots = set(shared)
+    roots = set(shared) | set(arrays)
     accesses = _accesses(forms, fn, roots, kernel)
     if not any(x.writes for x in accesses):
         return
@@ -639,11 +640,15 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
             if _apart(a.root, b.root, roots) or not (a.writes or b.writes) or (a.kind == "atomic" == b.kind) \
                     or not intervals.together(a.node, b.node):
                 continue
+            touched = _switched(a.root, roots) or {a.root}
+            if touched <= set(arrays) and "load" not in (a.kind, b.kind):
+                continue            # two writes of a global element: store_seeds.py and the launch's checks
             found = proof.conflict(a, b)
             if found is not None:
-                arrays = sorted(_switched(a.root, roots) or {a.root}, key=lambda r: r.index)
-                array = "/".join(names[shared.index(r)] for r in arrays)
-                raise SharedMemoryRaceError(_message(forms, a, b, found, array, kernel, thread_names))
+                touched = sorted(touched, key=lambda r: r.index)
+                array = "/".join(names[shared.index(r)] if r in shared else r.name for r in touched)
+                raise SharedMemoryRaceError(_message(forms, a, b, found, array, kernel, thread_names,
+                                                     glob=not set(touched) & set(shared)))
 
 
 def _nonnegative_symbols(facts) -> frozenset:
@@ -660,7 +665,8 @@ def _nonnegative_symbols(facts) -> frozenset:
 _VERB = {"load": "read", "store": "write", "atomic": "atomic update", "call": "call"}
 
 
-def _message(forms: Forms, a: Access, b: Access, witness, array: str, kernel: str, thread_names) -> str:
+def _message(forms: Forms, a: Access, b: Access, witness, array: str, kernel: str, thread_names,
+             glob: bool = False) -> str:
     def where(x: Access) -> str:
         text = f"the {_VERB[x.kind]} of {array}{_index(forms, x, thread_names)}"
         if x.inst.location is not None:
@@ -672,7 +678,8 @@ def _message(forms: Forms, a: Access, b: Access, witness, array: str, kernel: st
     if witness:
         t1, t2 = (_thread(t) for t in witness)
         who = f" (thread {t1}'s {_VERB[a.kind]} and thread {t2}'s {_VERB[b.kind]} touch one element)"
-    return (f"kernel '{kernel}': shared-memory race on '{array}': {pair} may touch the same element from two "
+    what = f"race on the global array '{array}'" if glob else f"shared-memory race on '{array}'"
+    return (f"kernel '{kernel}': {what}: {pair} may touch the same element from two "
             f"threads of a block between the same two barriers{who}. On a GPU their order is undefined "
             f"(warp-synchronous code without __syncwarp is a data race since Volta), and adoffload runs "
             f"a block's threads one after another between barriers, so the result would be silently wrong. "
@@ -720,25 +727,34 @@ def shared_array_name(name: str) -> str:
     return name
 
 
-def check_block_kernel(kernel, thread_names: list[str] | None = None) -> None:
+def check_block_kernel(kernel, thread_names: list[str] | None = None, global_arrays: bool = False) -> None:
     """``check_shared_races`` on a block kernel's body (a Kernel with ``block`` and ``shared``):
-    the first ``grid_rank`` arguments are the thread ids, the shared arrays come before the status."""
-    if not kernel.shared:
-        return
+    the first ``grid_rank`` arguments are the thread ids, the shared arrays come before the status.
+    ``global_arrays``: check the array parameters that the body reads and writes too (global_races.py;
+    ado kernels: CUDA sources use plain reads beside atomics, as in compare-and-swap loops)."""
     from .. import ir
     module = ir.import_module(kernel.module_text())
     fn = module.functions[kernel.body_name]
     rank = kernel.signature.grid_rank
     shared = fn.args[-1 - len(kernel.shared):-1]
+
+    def read_and_written(fn):
+        return read_and_written_arrays(fn, fn.args[rank:len(fn.args) - 1 - len(kernel.shared)], rank) \
+            if global_arrays else ()
+    arrays = read_and_written(fn)
+    if not kernel.shared and not arrays:
+        return
     names = [shared_array_name(s.name) for s in kernel.shared]
     calls = {getattr(i.callee, "name", "") for b in fn.blocks for i in b.instructions if i.opcode == "call"}
     if collectives.callee("lane_id") not in calls:
-        check_shared_races(fn, fn.args[:rank], tuple(kernel.block), shared, names, kernel.name, thread_names)
+        check_shared_races(fn, fn.args[:rank], tuple(kernel.block), shared, names, kernel.name, thread_names,
+                           arrays=arrays)
         return
     # lane_id() is thread_rank % 32 on NVIDIA and the host, % 64 on AMD and 'cpu:wave64': the body
     # must be race-free with either (each check drops failure paths from a copy of its own)
     for warp_size in WARP_SIZES:
         fn = ir.import_module(kernel.module_text()).functions[kernel.body_name]
         shared = fn.args[-1 - len(kernel.shared):-1]
+        arrays = read_and_written(fn)
         check_shared_races(fn, fn.args[:rank], tuple(kernel.block), shared, names, kernel.name, thread_names,
-                           warp_size)
+                           warp_size, arrays)

@@ -3,8 +3,9 @@
 oracles (test_user_kernels.check_derivatives: central differences, and <J v, w> = <v, J^T w>
 between forward and reverse mode). Found by the hunt and fixed: the tie/NaN rule of warp_max and
 block_max (a warp or block of NaNs gave -inf on the host and forward and reverse mode disagreed),
-and false race refusals of ``S[(t + 1) % B]`` for B not a power of two. The refusals it checked are
-at the end."""
+false race refusals of ``S[(t + 1) % B]`` for B not a power of two, and threads of a block reading a
+global array's element that another thread writes between the same barriers (accepted, and the two
+modes disagreed: now a race error, codegen/global_races.py). The refusals it checked are at the end."""
 import numpy as np
 import pytest
 
@@ -319,7 +320,31 @@ def _cases():
                             lambda a: {"y": a["x"] ** 2, "z": np.sin(_neighbour(a["x"] ** 2)) * a["x"]}),
         "global_exchange_overwrite": (uk.global_exchange_overwrite, lambda g: dict(x=vec(16)(g), y=np.zeros(16)),
                                       ["x"], ["y"], 16, lambda a: {"y": _neighbour(a["x"] ** 2) * a["x"]}),
+        "global_scratch": (uk.global_scratch, lambda g: dict(x=vec(16)(g), w=np.zeros(16), z=np.zeros(16)), ["x"],
+                           ["w", "z"], 16, lambda a: _global_scratch(a["x"])),
+        "chosen_source": (uk.chosen_source, lambda g: dict(x=vec(64)(g), z=vec(64)(g), y=np.zeros(64)), ["x"],
+                          ["z", "y"], 64, lambda a: _chosen_source(a["x"], a["z"])),
+        "inout_rows": (uk.inout_rows, lambda g: dict(x=g.standard_normal((4, 8)), y=g.standard_normal((4, 8))), ["x"],
+                       ["y"], (4, 8), lambda a: {"y": _inout_rows(a["x"], a["y"])}),
     }
+
+
+def _global_scratch(x):
+    v = np.exp(x).reshape(-1, 8)[:, ::-1]
+    w = v * x.reshape(-1, 8)
+    return {"w": w.reshape(-1), "z": (np.roll(w, -3, axis=1) + v).reshape(-1)}
+
+
+def _inout_rows(x, y):
+    out = y.copy()
+    for s in _blocks(x, (2, 4)):
+        out[s] = y[s] * np.sum(x[s] ** 2)
+    return out
+
+
+def _chosen_source(x, z):
+    v = np.where(np.arange(x.size) % 32 < 28, z, x)
+    return {"z": v * x, "y": np.repeat((v * v).reshape(-1, 32).sum(1), 32)}
 
 
 def _neighbour_by(x, k):
@@ -523,6 +548,25 @@ def k(x: ado.In[ado.f64], y: ado.Out[ado.f64]):
     put(S, t, x[i])
     y[i] = get(S, (t + 3) % 8)
 """, r"write of S\[thread_id\(\)\] at .*:5 and the read of S\[\?\] at .*:9"),
+    # threads of a block exchanging values through a global array without a barrier: the host's thread
+    # order decided (thread 7 saw thread 0's write, thread 0 not thread 1's), and forward and reverse
+    # mode disagreed (<J v, w> = -2.79, <v, J^T w> = 7.31); with a barrier it is global_exchange above
+    "a global array's neighbour read without a barrier": ("""
+@ado.kernel(block=8)
+def k(x: ado.In[ado.f64], y: ado.Out[ado.f64], z: ado.Out[ado.f64]):
+    i = ado.tid()
+    t = ado.thread_id()
+    y[i] = x[i] * x[i]
+    z[i] = y[ado.block_id() * 8 + (t + 1) % 8] * x[i]
+""", r"race on the global array 'y': the write of y\[8\*block_id\(\) \+ thread_id\(\)\] at .*:7 and the read of y\[\?\] at .*:8"),
+    # partial sums of a global atomic read back in the same phase (was accepted: -1.55 against -18.9)
+    "a global atomic read back without a barrier": ("""
+@ado.kernel(block=8)
+def k(x: ado.In[ado.f64], y: ado.InOut[ado.f64], z: ado.Out[ado.f64]):
+    i = ado.tid()
+    ado.atomic_add(y, i % 2, x[i])
+    z[i] = y[i % 2] * x[i]
+""", r"race on the global array 'y': the atomic update of y\[\?\] at .*:6 and the read of y\[\?\] at .*:7"),
 }
 
 

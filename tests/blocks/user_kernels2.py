@@ -336,3 +336,35 @@ def mirror_product(x: ado.In[ado.f64], z: ado.In[ado.f64], y: ado.Out[ado.f64]):
     S[t] = x[i] * z[i]
     ado.sync_threads()
     y[i] = S[7 - t] + ado.block_sum(z[i])
+
+
+@ado.kernel(block=8)
+def global_scratch(x: ado.In[ado.f64], w: ado.InOut[ado.f64], z: ado.Out[ado.f64]):
+    """An InOut array as the block's scratch: written, read mirrored, overwritten, read rotated."""
+    i = ado.tid()
+    t = ado.thread_id()
+    b = ado.block_id()
+    w[i] = ado.exp(x[i])
+    ado.sync_threads()
+    v = w[b * 8 + 7 - t]
+    ado.sync_threads()
+    w[i] = v * x[i]
+    ado.sync_threads()
+    z[i] = w[b * 8 + (t + 3) % 8] + v
+
+
+@ado.kernel(block=(2, 4))
+def inout_rows(x: ado.In[ado.f64, 2], y: ado.InOut[ado.f64, 2]):
+    """y[i, j] read and written by its own thread (a row stride that is a parameter), times a block sum."""
+    i, j = ado.tid()
+    y[i, j] = y[i, j] * ado.block_sum(x[i, j] * x[i, j])
+
+
+@ado.kernel(block=32)
+def chosen_source(x: ado.In[ado.f64], z: ado.InOut[ado.f64], y: ado.Out[ado.f64]):
+    """z[i] read (or x[i], chosen by the lane: O3 loads through a select of the two pointers) and
+    written by its own thread: accepted by the race check of global arrays."""
+    i = ado.tid()
+    v = z[i] if ado.lane_id() < 28 else x[i]
+    z[i] = v * x[i]
+    y[i] = ado.warp_sum(v * v)
