@@ -324,6 +324,8 @@ def _cases():
                            ["w", "z"], 16, lambda a: _global_scratch(a["x"])),
         "chosen_source": (uk.chosen_source, lambda g: dict(x=vec(64)(g), z=vec(64)(g), y=np.zeros(64)), ["x"],
                           ["z", "y"], 64, lambda a: _chosen_source(a["x"], a["z"])),
+        "max_of_overwritten_tile": (uk.max_of_overwritten_tile, lambda g: dict(x=vec(32)(g), y=np.zeros(32)), ["x"],
+                                    ["y"], 32, lambda a: {"y": _max_then_square(a["x"])}),
         "inout_rows": (uk.inout_rows, lambda g: dict(x=g.standard_normal((4, 8)), y=g.standard_normal((4, 8))), ["x"],
                        ["y"], (4, 8), lambda a: {"y": _inout_rows(a["x"], a["y"])}),
     }
@@ -345,6 +347,11 @@ def _inout_rows(x, y):
 def _chosen_source(x, z):
     v = np.where(np.arange(x.size) % 32 < 28, z, x)
     return {"z": v * x, "y": np.repeat((v * v).reshape(-1, 32).sum(1), 32)}
+
+
+def _max_then_square(x):
+    m = np.repeat(2 * x.reshape(-1, 16).max(1), 16)
+    return m + m * m
 
 
 def _neighbour_by(x, k):
@@ -403,6 +410,45 @@ def test_forward_over_reverse_matches_differences_of_the_gradient(name):
     got, want = _hessian_vector_product(kernel, make(np.random.default_rng(14)), active, outs, grid)
     for a in active:
         np.testing.assert_allclose(got[a], want[a], rtol=1e-5, atol=1e-5 * max(1.0, float(np.max(np.abs(want[a])))))
+
+
+@pytest.mark.parametrize("name", ["block48", "static_shuffles", "shared_histogram", "block_parity_branches",
+                                  "early_return_after_barrier", "global_exchange_overwrite"])
+def test_reverse_over_reverse_matches_differences_of_the_gradient(name):
+    """vjp of the vjp: seeding the gradient output d_x with v gives H(w) v in d2_x."""
+    kernel, make, active, outs, grid, _ = CASES[name]
+    args = make(np.random.default_rng(18))
+    _, want = _hessian_vector_product(kernel, args, active, outs, grid, seed=3)
+    rng = np.random.default_rng(3)              # the same v and w as _hessian_vector_product
+    v, w = rng.standard_normal(np.shape(args["x"])), rng.standard_normal(np.shape(args["y"]))
+    second = ado.vjp(ado.vjp(kernel, "x"), "x")
+    values = _copy(args)
+    values.update(d_x=np.zeros_like(v), d_y=w, d2_x=np.zeros_like(v), d2_y=np.zeros_like(w), d_d_x=v,
+                  d_d_y=np.zeros_like(w))
+    second(**{p.name: values[p.name] for p in second.signature.visible_params}, grid=grid)
+    np.testing.assert_allclose(values["d2_x"], want["x"], rtol=1e-5, atol=1e-5 * max(1.0, float(np.max(np.abs(want["x"])))))
+
+
+def test_jax_grad_of_nan_and_tied_warp_max_and_vmap_of_a_3x5_block():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+    f = ado.jax_kernel(uk.warp_max_scaled)
+    x = np.full(64, np.nan)
+    x[32:] = np.arange(32.0)
+    x[40] = 31.0                            # ties with lane 31 of the second warp: lane 8 (x[40]) is lower
+    g = jax.grad(lambda x: jnp.nansum(f(x, np.ones(64))))(x)
+    want = np.zeros(64)
+    want[40] = 32.0
+    np.testing.assert_array_equal(g, want)
+    np.testing.assert_array_equal(jax.jvp(lambda x: f(x, np.ones(64)), (x,), (np.arange(64.0),))[1],
+                                  np.r_[np.zeros(32), np.full(32, 40.0)])
+    h = ado.jax_kernel(uk.block3x5)
+    X = np.random.default_rng(19).standard_normal((2, 6, 10))
+    np.testing.assert_allclose(jax.vmap(h)(X), np.stack([_block3x5(X[b]) for b in range(2)]), rtol=1e-12)
+    grads = jax.grad(lambda x: jnp.sum(jnp.sin(jax.vmap(h)(x))))(X)
+    for b in range(2):
+        np.testing.assert_allclose(grads[b], jax.grad(lambda x: jnp.sum(jnp.sin(h(x))))(X[b]), rtol=1e-12)
 
 
 def test_deterministic_and_vector_forward_mode_with_shared_atomics_and_warp_operations():

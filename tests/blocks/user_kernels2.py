@@ -368,3 +368,20 @@ def chosen_source(x: ado.In[ado.f64], z: ado.InOut[ado.f64], y: ado.Out[ado.f64]
     v = z[i] if ado.lane_id() < 28 else x[i]
     z[i] = v * x[i]
     y[i] = ado.warp_sum(v * v)
+
+
+@ado.kernel(block=16)
+def max_of_overwritten_tile(x: ado.In[ado.f64], y: ado.Out[ado.f64]):
+    """block_max of a shared tile that is overwritten afterwards: the reverse sweep's tie test must
+    compare the maximum with the values the primal saw, not with the tile's later contents."""
+    i = ado.tid()
+    t = ado.thread_id()
+    S = ado.shared(16, ado.f64)
+    S[t] = x[i] * 2.0
+    ado.sync_threads()
+    m = ado.block_max(S[15 - t])
+    S[15 - t] = 0.0
+    ado.sync_threads()
+    S[t] = S[t] + 1.0
+    ado.sync_threads()
+    y[i] = m * S[(t + 1) % 16] + m * m
