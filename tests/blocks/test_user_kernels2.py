@@ -86,6 +86,20 @@ def test_max_ties_and_nan_follow_one_rule_in_both_modes(name, case):
     np.testing.assert_allclose(gx, want_gx, rtol=rtol, atol=rtol)
 
 
+@pytest.mark.parametrize("name", ["warp_max", "block_max"])
+def test_vector_forward_mode_of_tied_and_nan_maxima_equals_one_tangent_at_a_time(name):
+    kernel = MAX_KERNELS[name][0]
+    rng = np.random.default_rng(3)
+    x, c, v = _special_inputs("ties", 128, np.float64, rng), rng.standard_normal(128), rng.standard_normal((3, 128))
+    x[64:] = np.nan
+    wide = np.zeros((3, 128))
+    ado.jvp(kernel, "x", width=3)(x, c, np.zeros(128), v, wide, grid=128)
+    for lane in range(3):
+        one = np.zeros(128)
+        ado.jvp(kernel, "x")(x, c, np.zeros(128), v[lane].copy(), one, grid=128)
+        np.testing.assert_array_equal(wide[lane], one)
+
+
 def test_all_nan_block_max_has_no_tangent_and_no_adjoint():
     """The block's version of the NaN case, where forward mode broadcast from thread 64 (past the
     block's 64 threads) before the fix."""
@@ -470,10 +484,34 @@ def test_deterministic_and_vector_forward_mode_with_shared_atomics_and_warp_oper
         np.testing.assert_allclose(wide["d_y"][lane], one["d_y"], rtol=1e-13, atol=1e-14)
 
 
-@pytest.mark.parametrize("kernel", [uk.inout_block_sum, uk.inout_block_result], ids=lambda k: k.name)
-def test_inout_array_updated_by_a_block(kernel):
-    """y is read and written (an InOut differentiated on both sides): J v by central differences and
-    <J v, w> = <v, J^T w> with tangents and cotangents on x and y."""
+def _inout_block_sum(x, y):
+    r, ry = x.reshape(2, 8), y.reshape(2, 8)
+    return (ry + (r * ry).sum(1, keepdims=True) * ry).reshape(-1)
+
+
+def _inout_block_result(x, y):
+    out = y.copy()
+    out[:2] += np.sin(x).reshape(2, 8).sum(1) * y[:2]
+    return out
+
+
+def _inout_neighbours(x, y):
+    v = y.reshape(2, 8)[:, ::-1]
+    w = v * x.reshape(2, 8) + np.sin(v)
+    return (np.roll(w, -1, axis=1) * w).reshape(-1)
+
+
+INOUT = {"inout_block_sum": (uk.inout_block_sum, _inout_block_sum),
+         "inout_block_result": (uk.inout_block_result, _inout_block_result),
+         "inout_neighbours": (uk.inout_neighbours, _inout_neighbours)}
+
+
+@pytest.mark.parametrize("name", sorted(INOUT))
+def test_inout_array_updated_by_a_block(name):
+    """The InOut array is read and written (differentiated on both sides): J v by central differences
+    and <J v, w> = <v, J^T w> with tangents and cotangents on x and on the InOut array."""
+    kernel, reference = INOUT[name]
+    io = kernel.signature.visible_params[1].name
     rng = np.random.default_rng(16)
     x, y0 = rng.standard_normal(16), rng.standard_normal(16)
     vx, vy, w = rng.standard_normal(16), rng.standard_normal(16), rng.standard_normal(16)
@@ -482,21 +520,16 @@ def test_inout_array_updated_by_a_block(kernel):
         y = y.copy()
         kernel(x, y, grid=16)
         return y
-    if kernel is uk.inout_block_sum:
-        r, ry = x.reshape(2, 8), y0.reshape(2, 8)
-        want = (ry + (r * ry).sum(1, keepdims=True) * ry).reshape(-1)
-    else:
-        want = y0.copy()
-        want[:2] += np.sin(x).reshape(2, 8).sum(1) * y0[:2]
+    want = reference(x, y0)
     np.testing.assert_allclose(run(x, y0), want, rtol=1e-13)
     h = 1e-6
     fd = (run(x + h * vx, y0 + h * vy) - run(x - h * vx, y0 - h * vy)) / (2 * h)
     y, dy = y0.copy(), vy.copy()
-    ado.jvp(kernel, ("x", "y"))(x=x, d_x=vx.copy(), y=y, d_y=dy, grid=16)
+    ado.jvp(kernel, ("x", io))(**{"x": x, "d_x": vx.copy(), io: y, "d_" + io: dy}, grid=16)
     np.testing.assert_allclose(y, want, rtol=1e-13)
     np.testing.assert_allclose(dy, fd, rtol=1e-6, atol=1e-6)
     gx, gy = np.zeros(16), w.copy()
-    ado.vjp(kernel, ("x", "y"))(x=x, d_x=gx, y=y0.copy(), d_y=gy, grid=16)
+    ado.vjp(kernel, ("x", io))(**{"x": x, "d_x": gx, io: y0.copy(), "d_" + io: gy}, grid=16)
     assert abs(np.dot(dy, w) - (np.dot(gx, vx) + np.dot(gy, vy))) <= 1e-11 * np.sum(np.abs(dy * w))
 
 

@@ -385,3 +385,19 @@ def max_of_overwritten_tile(x: ado.In[ado.f64], y: ado.Out[ado.f64]):
     S[t] = S[t] + 1.0
     ado.sync_threads()
     y[i] = m * S[(t + 1) % 16] + m * m
+
+
+@ado.kernel(block=8)
+def inout_neighbours(x: ado.In[ado.f64], w: ado.InOut[ado.f64]):
+    """An InOut array whose input elements other threads read before their owners overwrite them
+    (after a barrier), then read again after another barrier."""
+    i = ado.tid()
+    t = ado.thread_id()
+    b = ado.block_id()
+    v = w[b * 8 + 7 - t]
+    ado.sync_threads()
+    w[i] = v * x[i] + ado.sin(v)
+    ado.sync_threads()
+    u = w[b * 8 + (t + 1) % 8]
+    ado.sync_threads()
+    w[i] = u * w[i]
