@@ -465,6 +465,32 @@ def test_jax_grad_of_nan_and_tied_warp_max_and_vmap_of_a_3x5_block():
         np.testing.assert_allclose(grads[b], jax.grad(lambda x: jnp.sum(jnp.sin(h(x))))(X[b]), rtol=1e-12)
 
 
+def test_jax_transformations_of_a_global_array_exchanged_across_barriers():
+    """Out and InOut arrays written, read by other threads after a barrier and overwritten, under
+    jax.grad, jax.jvp and jax.vmap."""
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+    f, g = ado.jax_kernel(uk.global_exchange_overwrite), ado.jax_kernel(uk.global_scratch)
+
+    def f_ref(x):
+        r = x.reshape(-1, 8)
+        return (jnp.roll(r * r, -1, axis=1) * r).reshape(-1)
+
+    def g_ref(x):
+        v = jnp.exp(x).reshape(-1, 8)[:, ::-1]
+        w = v * x.reshape(-1, 8)
+        return (jnp.roll(w, -3, axis=1) + v).reshape(-1)
+    rng = np.random.default_rng(22)
+    x, X = rng.standard_normal(16), rng.standard_normal((3, 16))
+    loss = lambda h: (lambda x: jnp.sum(jnp.sin(h(x)) * jnp.arange(16.0)))        # noqa: E731
+    np.testing.assert_allclose(jax.grad(loss(f))(x), jax.grad(loss(f_ref))(x), rtol=1e-12)
+    np.testing.assert_allclose(jax.jvp(f, (x,), (x * 0.5,))[1], jax.jvp(f_ref, (x,), (x * 0.5,))[1], rtol=1e-12)
+    np.testing.assert_allclose(jax.vmap(f)(X), jax.vmap(f_ref)(X), rtol=1e-13)
+    z = lambda x: g(x, jnp.zeros(16))[1]                                          # noqa: E731
+    np.testing.assert_allclose(jax.grad(loss(z))(x), jax.grad(loss(g_ref))(x), rtol=1e-12)
+
+
 def test_deterministic_and_vector_forward_mode_with_shared_atomics_and_warp_operations():
     rng = np.random.default_rng(15)
     x, idx, w, v = rng.standard_normal(64), rng.integers(0, 50, 64), rng.standard_normal(64), rng.standard_normal((3, 64))
