@@ -173,7 +173,7 @@ class SourceKernel(Kernel):
             from .codegen.shared_races import check_block_kernel
             rank = len(self.block)
             check_block_kernel(self, ["thread_id()"] if rank == 1 else [f"thread_id()[{a}]" for a in range(rank)],
-                               global_arrays=True)
+                               ado_kernel=True)
         self.__doc__ = pyfunc.__doc__
         self.__wrapped__ = pyfunc
 

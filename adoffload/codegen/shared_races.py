@@ -329,8 +329,9 @@ def _thaw_arguments(fn: Function) -> None:
 class Proofs:
     """Whether two accesses can touch one byte from two different threads (module docstring)."""
 
-    def __init__(self, forms: Forms, facts: dict, sets: ValueSets, intervals: Intervals):
+    def __init__(self, forms: Forms, facts: dict, sets: ValueSets, intervals: Intervals, sizes: dict | None = None):
         self.forms = forms
+        self.sizes = sizes or {}              # bytes of the shared arrays whose accesses are bounds-checked
         self.facts = facts or {}              # per block: guards(), to follow pointer phis
         self.sets, self.intervals = sets, intervals
         self.concrete = Concrete(forms)
@@ -520,6 +521,9 @@ class Proofs:
             total += found[1]
             for index, size in found[0]:
                 value = self.concrete.value(index, env)
+                if value is None and p.operands[0] is root and root in self.sizes and len(found[0]) == 1 \
+                        and not found[1] and size:
+                    value = self._in_bounds(index, self.sizes[root] // size, env)
                 if value is None:
                     return None
                 if self.concrete.poisoned(index, env):
@@ -527,6 +531,14 @@ class Proofs:
                 total += signed(value, index.type.bits) * size
             p = p.operands[0]
         return total
+
+    def _in_bounds(self, index: Value, count: int, env: dict) -> int | None:
+        """The index into a bounds-checked array of ``count`` elements from its low bits: a launch where
+        a check fails raises, so in the others it lies in [0, count), where its bits below 2^n >= count
+        fix it (the high bits of ``t + B * block_id()`` cancel in ``(t & 120) ^ 120 - (t | -7)``)."""
+        n = max(1, (count - 1).bit_length())
+        low = self.concrete.low_bits(index, n, env)
+        return low if low is not None and low < count else None
 
     def _witness(self, a: Access, b: Access, fixed: dict | None = None):
         pa, pb = self.points(a, fixed), self.points(b, fixed)
@@ -607,7 +619,8 @@ def _substitute(f: Lin, fixed: dict) -> Lin:
 
 def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...], shared: list[Argument],
                        names: list[str], kernel: str, thread_names: list[str] | None = None,
-                       warp_size: int | None = None, arrays: tuple[Argument, ...] = ()) -> None:
+                       warp_size: int | None = None, arrays: tuple[Argument, ...] = (),
+                       sizes: dict | None = None) -> None:
     """Raise SharedMemoryRaceError for the first pair of accesses of one shared array that two
     threads of a block may make between the same two barriers, one writing (module docstring).
     ``shared`` are the body's shared-array arguments, ``names`` their source names. ``fn`` (a body:
@@ -634,7 +647,7 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
             root, offset = _pointer(forms.assuming(nonnegative), x.pointer, roots)
             if root is x.root and offset is not None and (x.offset is None or not isinstance(offset, Modular)):
                 x.offset = offset
-    proof = Proofs(forms, facts, sets, intervals)
+    proof = Proofs(forms, facts, sets, intervals, sizes)
     for i, a in enumerate(accesses):
         for b in accesses[i:]:
             if _apart(a.root, b.root, roots) or not (a.writes or b.writes) or (a.kind == "atomic" == b.kind) \
@@ -727,34 +740,37 @@ def shared_array_name(name: str) -> str:
     return name
 
 
-def check_block_kernel(kernel, thread_names: list[str] | None = None, global_arrays: bool = False) -> None:
+def check_block_kernel(kernel, thread_names: list[str] | None = None, ado_kernel: bool = False) -> None:
     """``check_shared_races`` on a block kernel's body (a Kernel with ``block`` and ``shared``):
     the first ``grid_rank`` arguments are the thread ids, the shared arrays come before the status.
-    ``global_arrays``: check the array parameters that the body reads and writes too (global_races.py;
-    ado kernels: CUDA sources use plain reads beside atomics, as in compare-and-swap loops)."""
+    ``ado_kernel``: its shared-array accesses are bounds-checked unless ``bounds_check=False`` (then an
+    index's low bits fix it, ``Proofs._in_bounds``), and the array parameters it reads and writes are checked too
+    (global_races.py; not CUDA sources, whose compare-and-swap loops read beside atomics)."""
     from .. import ir
     module = ir.import_module(kernel.module_text())
     fn = module.functions[kernel.body_name]
     rank = kernel.signature.grid_rank
-    shared = fn.args[-1 - len(kernel.shared):-1]
 
-    def read_and_written(fn):
-        return read_and_written_arrays(fn, fn.args[rank:len(fn.args) - 1 - len(kernel.shared)], rank) \
-            if global_arrays else ()
-    arrays = read_and_written(fn)
+    def arguments(fn):
+        shared = fn.args[-1 - len(kernel.shared):-1]
+        arrays = read_and_written_arrays(fn, fn.args[rank:len(fn.args) - 1 - len(kernel.shared)], rank) \
+            if ado_kernel else ()
+        sizes = {a: s.nbytes for a, s in zip(shared, kernel.shared)} \
+            if ado_kernel and getattr(kernel, "bounds_check", False) else None
+        return shared, arrays, sizes
+    shared, arrays, sizes = arguments(fn)
     if not kernel.shared and not arrays:
         return
     names = [shared_array_name(s.name) for s in kernel.shared]
     calls = {getattr(i.callee, "name", "") for b in fn.blocks for i in b.instructions if i.opcode == "call"}
     if collectives.callee("lane_id") not in calls:
         check_shared_races(fn, fn.args[:rank], tuple(kernel.block), shared, names, kernel.name, thread_names,
-                           arrays=arrays)
+                           arrays=arrays, sizes=sizes)
         return
     # lane_id() is thread_rank % 32 on NVIDIA and the host, % 64 on AMD and 'cpu:wave64': the body
     # must be race-free with either (each check drops failure paths from a copy of its own)
     for warp_size in WARP_SIZES:
         fn = ir.import_module(kernel.module_text()).functions[kernel.body_name]
-        shared = fn.args[-1 - len(kernel.shared):-1]
-        arrays = read_and_written(fn)
+        shared, arrays, sizes = arguments(fn)
         check_shared_races(fn, fn.args[:rank], tuple(kernel.block), shared, names, kernel.name, thread_names,
-                           warp_size, arrays)
+                           warp_size, arrays, sizes)

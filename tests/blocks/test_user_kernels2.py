@@ -340,6 +340,8 @@ def _cases():
                           ["z", "y"], 64, lambda a: _chosen_source(a["x"], a["z"])),
         "max_of_overwritten_tile": (uk.max_of_overwritten_tile, lambda g: dict(x=vec(32)(g), y=np.zeros(32)), ["x"],
                                     ["y"], 32, lambda a: {"y": _max_then_square(a["x"])}),
+        "guarded_reversed_tile": (uk.guarded_reversed_tile, lambda g: dict(x=vec(256)(g), y=np.zeros(256)), ["x"],
+                                  ["y"], 256, lambda a: {"y": _guarded_reversed(a["x"])}),
         "inout_rows": (uk.inout_rows, lambda g: dict(x=g.standard_normal((4, 8)), y=g.standard_normal((4, 8))), ["x"],
                        ["y"], (4, 8), lambda a: {"y": _inout_rows(a["x"], a["y"])}),
     }
@@ -366,6 +368,12 @@ def _chosen_source(x, z):
 def _max_then_square(x):
     m = np.repeat(2 * x.reshape(-1, 16).max(1), 16)
     return m + m * m
+
+
+def _guarded_reversed(x):
+    r = x.reshape(-1, 128)
+    tile = np.where(np.arange(128) % 2 == 0, np.sin(r), 0.0)[:, ::-1]
+    return (tile * r).reshape(-1)
 
 
 def _neighbour_by(x, k):
@@ -653,6 +661,20 @@ def k(x: ado.In[ado.f64], y: ado.Out[ado.f64]):
     put(S, t, x[i])
     y[i] = get(S, (t + 3) % 8)
 """, r"write of S\[thread_id\(\)\] at .*:5 and the read of S\[\?\] at .*:9"),
+    # the same guarded, mirrored tile write as guarded_reversed_tile with rows halved: two threads a row
+    "halved rows of a mirrored tile": ("""
+@ado.kernel(block=128)
+def k(x: ado.In[ado.f64], y: ado.Out[ado.f64]):
+    i = ado.tid()
+    t = ado.thread_id()
+    S = ado.shared((16, 8), ado.f64)
+    S[t // 8, t % 8] = 0.0
+    ado.sync_threads()
+    if t % 2 == 0:
+        S[((127 - t) // 8) // 2, (127 - t) % 8] = x[i]
+    ado.sync_threads()
+    y[i] = S[t // 8, t % 8]
+""", r"write of S\[\?\] at .*:11, run by two threads.*\(thread 8's write and thread 0's write"),
     # threads of a block exchanging values through a global array without a barrier: the host's thread
     # order decided (thread 7 saw thread 0's write, thread 0 not thread 1's), and forward and reverse
     # mode disagreed (<J v, w> = -2.79, <v, J^T w> = 7.31); with a barrier it is global_exchange above

@@ -401,3 +401,18 @@ def inout_neighbours(x: ado.In[ado.f64], w: ado.InOut[ado.f64]):
     u = w[b * 8 + (t + 1) % 8]
     ado.sync_threads()
     w[i] = u * w[i]
+
+
+@ado.kernel(block=128)
+def guarded_reversed_tile(x: ado.In[ado.f64], y: ado.Out[ado.f64]):
+    """Even threads write a 16 x 8 tile mirrored: O3 computes the flat index as
+    ``(t & 120) ^ 120 - (t | -7)``, whose high bits cancel (was refused as a race)."""
+    i = ado.tid()
+    t = ado.thread_id()
+    S = ado.shared((16, 8), ado.f64)
+    S[t // 8, t % 8] = 0.0
+    ado.sync_threads()
+    if t % 2 == 0:
+        S[(127 - t) // 8, (127 - t) % 8] = ado.sin(x[i])
+    ado.sync_threads()
+    y[i] = S[t // 8, t % 8] * x[i]
