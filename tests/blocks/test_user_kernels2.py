@@ -3,9 +3,10 @@
 oracles (test_user_kernels.check_derivatives: central differences, and <J v, w> = <v, J^T w>
 between forward and reverse mode). Found by the hunt and fixed: the tie/NaN rule of warp_max and
 block_max (a warp or block of NaNs gave -inf on the host and forward and reverse mode disagreed),
-false race refusals of ``S[(t + 1) % B]`` for B not a power of two, and threads of a block reading a
-global array's element that another thread writes between the same barriers (accepted, and the two
-modes disagreed: now a race error, codegen/global_races.py). The refusals it checked are at the end."""
+false race refusals of ``S[(t + 1) % B]`` for B not a power of two and of a guarded mirrored 2-D tile
+(O3's bit tricks), and threads of a block reading a global array's element that another thread writes
+between the same barriers (accepted, and the two modes disagreed: now a race error,
+codegen/global_races.py). The refusals it checked are at the end; GPU comparisons skip without CUDA."""
 import numpy as np
 import pytest
 
