@@ -53,8 +53,8 @@ def _own_elements(fn: Function, array: Argument, rank: int) -> bool:
                 seen.add(id(p))
                 if isinstance(p, Instruction) and p.opcode in ("phi", "select"):
                     todo.extend(p.operands[1:] if p.opcode == "select" else p.operands)
-                elif _base(p) is array:
-                    sites.append((p, block, accessed))
+                elif _base(p) is array:       # the checks that bound its index dominate the address
+                    sites.append((p, p.parent if isinstance(p, Instruction) else block, accessed))
     keys, indices = set(), []
     for p, at, accessed in sites:
         root, index = _decompose(p)

@@ -587,6 +587,22 @@ def test_one_array_passed_as_two_inputs():
     np.testing.assert_array_equal(g[1], h[1])
 
 
+# Generated kernels (adoffload.testing.block_generator) the hunt's race checks refused wrongly: an
+# InOut z[i0, i1] read and written by its own thread (a parameter row stride: test_block_fuzz.py's 3000014) or through a
+# select of pointers (77000263, 4242012737: a phi whose bounds checks dominate its incoming addresses,
+# not the load), shared tiles written at O3's bit-trick indices (913002762, 77000238).
+@pytest.mark.parametrize("seed", [77000263, 4242012737, 913002762, 77000238])
+def test_generated_kernels_once_refused_as_races_pass_both_oracles(seed, tmp_path, monkeypatch):
+    import random
+
+    from adoffload.testing import block_fuzz
+    from adoffload.testing.block_generator import generate
+    monkeypatch.syspath_prepend(str(tmp_path))
+    kernel = generate(random.Random(seed))
+    result = block_fuzz.check_case(kernel, seed, tmp_path)
+    assert result.outcome == "pass", "\n".join([kernel.source, result.outcome] + result.details)
+
+
 # ----------------------------------------------------------------------------- refusals
 
 REFUSED = {
