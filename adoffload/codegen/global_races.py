@@ -4,20 +4,24 @@ Threads of a block exchange values through a global array as through a shared on
 barrier, a read of another thread's element is how GPU code does it, and the derivatives follow it.
 Without the barrier the read races with the write: a GPU's order is undefined, the host's thread
 order decides, and the derivatives pair the read with a write the primal did not see (forward and
-reverse mode disagreed). So an array parameter that the body both reads and writes joins the
+reverse mode disagreed). So an array parameter that the body writes joins the
 check's arrays, unless every access of it is the thread's own element (``y[i] += ...``, where the
-forms cannot always tell: a row stride that is a parameter). Two writes of one global element are
-left to the reverse sweep's store seeds (store_seeds.py) and the launch's checks.
+forms cannot always tell: a row stride that is a parameter). Two writes of one element by two threads
+race too (the host keeps the later thread's value; the derivatives another's); since an output's index
+is seldom an affine form, they are refused only with two threads of block 0 that make them, and not
+where every thread stores one value alike for the block or one element (``s[block_id()] = total``,
+which the reverse sweep's store seeds handle: store_seeds.py).
 """
 from __future__ import annotations
 
 from ..ir.core import Argument, Function, Instruction, PointerType, Value
 
 
-def read_and_written_arrays(fn: Function, params: list[Argument], rank: int) -> tuple[Argument, ...]:
-    """The pointer parameters (global arrays) that the body both reads and writes: a thread reading an
-    element another thread of its block writes between the same two barriers races as in shared memory
-    (the host's thread order would decide, and the reverse sweep would pair the read with the wrong write)."""
+def written_arrays(fn: Function, params: list[Argument], rank: int) -> tuple[Argument, ...]:
+    """The pointer parameters (global arrays) that the body writes, unless every access is the thread's
+    own element: a thread reading an element another thread of its block writes between the same two
+    barriers races as in shared memory (the host's thread order would decide, and the reverse sweep
+    would pair the read with the wrong write), and so do two writes of one element."""
     pointers = {p for p in params if isinstance(p.type, PointerType)}
     roots = {}
     for b in fn.blocks:
@@ -26,8 +30,8 @@ def read_and_written_arrays(fn: Function, params: list[Argument], rank: int) -> 
                 pointer = _base(inst.operands[1] if inst.opcode == "store" else inst.operands[0])
                 if pointer in pointers:
                     roots.setdefault(pointer, set()).add("load" if inst.opcode == "load" else "write")
-    both = [p for p in params if roots.get(p) == {"load", "write"}]
-    return tuple(p for p in both if not _own_elements(fn, p, rank))
+    written = [p for p in params if "write" in roots.get(p, ())]
+    return tuple(p for p in written if not _own_elements(fn, p, rank))
 
 
 def _own_elements(fn: Function, array: Argument, rank: int) -> bool:

@@ -44,7 +44,7 @@ from ..ir import format_instruction
 from ..ir.core import (Argument, ArrayType, Block, FloatType, Function, Instruction, IntType, PointerType,
                        StructType, Value, VectorType)
 from ..ir.cfg import dominator_sets
-from .global_races import read_and_written_arrays
+from .global_races import written_arrays
 from .shared_forms import Concrete, Forms, Lin, Modular, const_int, signed
 from .shared_guards import guards
 from .shared_intervals import Intervals
@@ -558,6 +558,12 @@ class Proofs:
                         return owner, thread
         return None
 
+    def first_block_witness(self, a: Access, b: Access):
+        """Two threads of block 0 whose accesses touch one byte (``_witness`` with the block index 0),
+        else None: evidence of a race, never a proof of its absence."""
+        found = self._witness(a, b, {("blk", axis): 0 for axis in range(len(self.forms.block))})
+        return found or None
+
     def _alike(self, a: Access, b: Access, ids) -> bool:
         """Whether the symbols ``ids`` have one instance at ``a`` and at ``b`` in any interval."""
         return all(self.intervals.same_instance(a.inst, b.inst, self.forms.symbols[i]) for i in ids
@@ -654,9 +660,17 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
                     or not intervals.together(a.node, b.node):
                 continue
             touched = _switched(a.root, roots) or {a.root}
-            if touched <= set(arrays) and "load" not in (a.kind, b.kind):
-                continue            # two writes of a global element: store_seeds.py and the launch's checks
+            writes = touched <= set(arrays) and "load" not in (a.kind, b.kind)
+            if writes and ((a.kind == "store" == b.kind and a.inst.operands[0] is b.inst.operands[0]
+                            and not forms.divergence.is_varying(a.inst.operands[0]))
+                           or (a is b and not forms.divergence.is_varying(a.pointer))):
+                continue            # one value alike for the block (every thread storing its block's sum), or
+                # one element for the block (``y[block_id()] = v``: the reverse sweep's store seeds refuse it)
             found = proof.conflict(a, b)
+            if writes and found == ():
+                # two writes of a global array: refused with two threads of block 0 that make them only
+                # (the forms seldom follow an output's index: a row stride is a parameter)
+                found = proof.first_block_witness(a, b)
             if found is not None:
                 touched = sorted(touched, key=lambda r: r.index)
                 array = "/".join(names[shared.index(r)] if r in shared else r.name for r in touched)
@@ -753,7 +767,7 @@ def check_block_kernel(kernel, thread_names: list[str] | None = None, ado_kernel
 
     def arguments(fn):
         shared = fn.args[-1 - len(kernel.shared):-1]
-        arrays = read_and_written_arrays(fn, fn.args[rank:len(fn.args) - 1 - len(kernel.shared)], rank) \
+        arrays = written_arrays(fn, fn.args[rank:len(fn.args) - 1 - len(kernel.shared)], rank) \
             if ado_kernel else ()
         sizes = {a: s.nbytes for a, s in zip(shared, kernel.shared)} \
             if ado_kernel and getattr(kernel, "bounds_check", False) else None
