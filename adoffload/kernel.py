@@ -172,7 +172,8 @@ class SourceKernel(Kernel):
         if self.block is not None:
             from .codegen.shared_races import check_block_kernel
             rank = len(self.block)
-            check_block_kernel(self, ["thread_id()"] if rank == 1 else [f"thread_id()[{a}]" for a in range(rank)])
+            check_block_kernel(self, ["thread_id()"] if rank == 1 else [f"thread_id()[{a}]" for a in range(rank)],
+                               style="ado")
         self.__doc__ = pyfunc.__doc__
         self.__wrapped__ = pyfunc
 

@@ -208,12 +208,15 @@ BLOCK_BUILTINS = {
     "sync_threads": "Barrier: every thread of the block waits here until all have arrived; shared-memory "
                     "writes before it are visible after it. Only under block-uniform control flow.",
     "warp_sum": "warp_sum(v): the sum of v over the threads of the warp; every lane receives it.",
-    "warp_max": "warp_max(v): the maximum of v over the threads of the warp; every lane receives it.",
+    "warp_max": "warp_max(v): the maximum of v over the threads of the warp; every lane receives it. NaN "
+                "lanes are ignored (as ado.max), NaN only if every lane is; the derivative flows through the "
+                "lowest lane holding the maximum (none when every lane is NaN).",
     "shuffle": "shuffle(v, lane): the value of v held by lane ``lane`` (taken modulo warp_size) of this warp.",
     "shuffle_down": "shuffle_down(v, delta): the value of v of lane lane_id()+delta, or this lane's own "
                     "value when that lane is past the warp's end (CUDA's __shfl_down_sync).",
     "block_sum": "block_sum(v): the sum of v over the threads of the block; every thread receives it.",
-    "block_max": "block_max(v): the maximum of v over the threads of the block; every thread receives it.",
+    "block_max": "block_max(v): the maximum of v over the threads of the block; every thread receives it. "
+                 "NaN and ties as warp_max (the lowest thread in row-major order).",
 }
 
 for _name, _doc in BLOCK_BUILTINS.items():

@@ -17,7 +17,10 @@ from __future__ import annotations
 
 from ..collectives import FLOAT_SUFFIXES
 
-_IDENTITY = {"sum": "-0.0", "max": "0xFFF0000000000000"}     # -inf (hex double, valid for both types)
+# max starts from NaN, which llvm.maxnum drops: NaN lanes are ignored and a warp or block of NaNs
+# gives NaN on every target (-inf made the host and block reductions say -inf where a GPU's
+# butterfly says NaN, and no lane held that maximum for the derivative to flow through).
+_IDENTITY = {"sum": "-0.0", "max": "0x7FF8000000000000"}     # quiet NaN (hex double, valid for both types)
 
 
 def _combine(kind: str, t: str, a: str, b: str, out: str) -> str:

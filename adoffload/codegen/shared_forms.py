@@ -329,6 +329,9 @@ class Forms:
         return None
 
 
+_LOW_BITS_CLOSED = {"and": lambda a, b: a & b, "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b,
+                    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b}
+
 _PROPAGATES_POISON = frozenset({"add", "sub", "mul", "shl", "lshr", "ashr", "udiv", "sdiv", "urem", "srem", "and",
                                 "or", "xor", "zext", "sext", "trunc", "icmp"})
 
@@ -356,8 +359,17 @@ class Concrete:
             if v.opcode == "and" and k is not None:
                 x = self.low_bits(v.operands[0], n, env, depth + 1)
                 return None if x is None else x & k % (1 << n)
-            if v.opcode == "trunc":
+            if v.opcode == "trunc" or (v.opcode in ("zext", "sext") and n <= v.operands[0].type.bits):
                 return self.low_bits(v.operands[0], n, env, depth + 1)
+            if v.opcode in _LOW_BITS_CLOSED:
+                # the low n bits of the result depend on the low n bits of the operands only (O3 writes
+                # ``(127 - t) % 8`` under ``t % 2 == 0`` as ``(t & 120) ^ 120 - (t | -7)``)
+                a, b = (self.low_bits(o, n, env, depth + 1) for o in v.operands)
+                if a is not None and b is not None:
+                    return _LOW_BITS_CLOSED[v.opcode](a, b) % (1 << n)
+            if v.opcode == "shl" and const_int(v.operands[1]) is not None and 0 <= const_int(v.operands[1]) < v.type.bits:
+                x = self.low_bits(v.operands[0], n, env, depth + 1)
+                return None if x is None else (x << const_int(v.operands[1])) % (1 << n)
         x = self.value(v, env, depth + 1)
         return None if x is None else x % (1 << n)
 

@@ -45,6 +45,7 @@ from ..ir.core import (Argument, ArrayType, Block, FloatType, Function, Instruct
                        StructType, Value, VectorType)
 from ..ir.cfg import dominator_sets
 from .global_arrays import LOAD_STORE, at_loaded_index, in_place, loaded_and_stored, loaded_index_message
+from .global_races import written_arrays
 from .shared_forms import Concrete, Forms, Lin, Modular, const_int, signed
 from .shared_guards import guards
 from .shared_intervals import Intervals
@@ -306,13 +307,32 @@ def _drop_failure_paths(fn: Function) -> None:
     prune_unreachable(fn)
 
 
+def _thaw_arguments(fn: Function) -> None:
+    """``freeze %arg`` becomes ``%arg``: a launch passes every argument (thread ids, shapes,
+    scalars) as a real value, never poison, so the freeze is the identity. O3 freezes the thread
+    index where it turns ``(t + 1) % B`` into a compare and select for a B that is not a power of
+    two; the forms saw an opaque value and refused ``S[t] = ...`` as a race."""
+    thawed = {}
+    for b in fn.blocks:
+        for inst in b.instructions:
+            if inst.opcode == "freeze" and isinstance(inst.operands[0], Argument):
+                thawed[inst] = inst.operands[0]
+    if not thawed:
+        return
+    for b in fn.blocks:
+        b.instructions = [i for i in b.instructions if i not in thawed]
+        for inst in b.instructions:
+            inst.operands = [thawed.get(o, o) for o in inst.operands]
+
+
 # --- the proofs -----------------------------------------------------------------------------------
 
 class Proofs:
     """Whether two accesses can touch one byte from two different threads (module docstring)."""
 
-    def __init__(self, forms: Forms, facts: dict, sets: ValueSets, intervals: Intervals):
+    def __init__(self, forms: Forms, facts: dict, sets: ValueSets, intervals: Intervals, sizes: dict | None = None):
         self.forms = forms
+        self.sizes = sizes or {}              # bytes of the shared arrays whose accesses are bounds-checked
         self.facts = facts or {}              # per block: guards(), to follow pointer phis
         self.sets, self.intervals = sets, intervals
         self.concrete = Concrete(forms)
@@ -502,6 +522,9 @@ class Proofs:
             total += found[1]
             for index, size in found[0]:
                 value = self.concrete.value(index, env)
+                if value is None and p.operands[0] is root and root in self.sizes and len(found[0]) == 1 \
+                        and not found[1] and size:
+                    value = self._in_bounds(index, self.sizes[root] // size, env)
                 if value is None:
                     return None
                 if self.concrete.poisoned(index, env):
@@ -509,6 +532,14 @@ class Proofs:
                 total += signed(value, index.type.bits) * size
             p = p.operands[0]
         return total
+
+    def _in_bounds(self, index: Value, count: int, env: dict) -> int | None:
+        """The index into a bounds-checked array of ``count`` elements from its low bits: a launch where
+        a check fails raises, so in the others it lies in [0, count), where its bits below 2^n >= count
+        fix it (the high bits of ``t + B * block_id()`` cancel in ``(t & 120) ^ 120 - (t | -7)``)."""
+        n = max(1, (count - 1).bit_length())
+        low = self.concrete.low_bits(index, n, env)
+        return low if low is not None and low < count else None
 
     def _witness(self, a: Access, b: Access, fixed: dict | None = None):
         pa, pb = self.points(a, fixed), self.points(b, fixed)
@@ -527,6 +558,12 @@ class Proofs:
                     if owner != thread:
                         return owner, thread
         return None
+
+    def first_block_witness(self, a: Access, b: Access):
+        """Two threads of block 0 whose accesses touch one byte (``_witness`` with the block index 0),
+        else None: evidence of a race, never a proof of its absence."""
+        found = self._witness(a, b, {("blk", axis): 0 for axis in range(len(self.forms.block))})
+        return found or None
 
     def _alike(self, a: Access, b: Access, ids) -> bool:
         """Whether the symbols ``ids`` have one instance at ``a`` and at ``b`` in any interval."""
@@ -589,17 +626,22 @@ def _substitute(f: Lin, fixed: dict) -> Lin:
 
 def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...], shared: list[Argument],
                        names: list[str], kernel: str, thread_names: list[str] | None = None,
-                       warp_size: int | None = None, arrays: dict | None = None) -> None:
+                       warp_size: int | None = None, arrays: dict | None = None, sizes: dict | None = None,
+                       witnessed_only: bool = False) -> None:
     """Raise SharedMemoryRaceError for the first pair of accesses of one shared array that two
     threads of a block may make between the same two barriers, one writing (module docstring).
     ``shared`` are the body's shared-array arguments, ``names`` their source names. ``arrays`` (global
-    array argument -> name, the arrays the kernel both loads and stores): a plain load and a plain
-    store of one element by two threads of a block (an in-place stencil ``x[i] = x[i] + x[i + 1]``)
-    raise GlobalMemoryRaceError, but only when the enumeration finds two such threads; what it
-    cannot decide (offsets through runtime values, RAJAPerf's ``px[i + off * 4]``) is left alone, as
-    before this check. ``fn`` (a body: status pointer last) is changed: its failure paths are dropped."""
+    array argument -> name, check_block_kernel picks them) are checked too and raise GlobalMemoryRaceError:
+    every pair as for shared arrays, two writes of one element only with a witness in block 0
+    (``Proofs.first_block_witness``); ``witnessed_only`` (CUDA), only a plain load and a plain store of one
+    element (an in-place stencil ``x[i] = x[i] + x[i + 1]``) and only when the enumeration finds two
+    such threads or the read's index is loaded from memory; what it cannot decide (offsets through
+    runtime values, RAJAPerf's ``px[i + off * 4]``) is left alone. ``sizes``: bytes of the shared
+    arrays whose accesses are bounds-checked. ``fn`` (a body: status pointer last) is changed: its
+    failure paths are dropped."""
     arrays = arrays or {}
     _drop_failure_paths(fn)
+    _thaw_arguments(fn)
     sets = ValueSets(fn)
     fold_constant_branches(fn, sets)
     intervals = Intervals(fn, sets.never_taken)
@@ -607,7 +649,9 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
     forms = Forms(fn, tids, block, intervals.unstable, dom, shared, warp_size)
     intervals.settle(forms.divergence)
     roots = set(shared) | set(arrays)
-    accesses = in_place(_accesses(forms, fn, roots, kernel, set(shared)), arrays)
+    accesses = _accesses(forms, fn, roots, kernel, set(shared))
+    if witnessed_only:
+        accesses = in_place(accesses, arrays)
     if not any(x.writes for x in accesses):
         return
     facts = guards(forms, fn, dom)
@@ -620,13 +664,15 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
             root, offset = _pointer(forms.assuming(nonnegative), x.pointer, roots)
             if root is x.root and offset is not None and (x.offset is None or not isinstance(offset, Modular)):
                 x.offset = offset
-    proof = Proofs(forms, facts, sets, intervals)
+    proof = Proofs(forms, facts, sets, intervals, sizes)
     for i, a in enumerate(accesses):
         for b in accesses[i:]:
             if _apart(a.root, b.root, roots) or not (a.writes or b.writes) or (a.kind == "atomic" == b.kind) \
-                    or not intervals.together(a.node, b.node) or (a.root in arrays and {a.kind, b.kind} != LOAD_STORE):
+                    or not intervals.together(a.node, b.node):
                 continue
-            if a.root in arrays:        # global: two threads found to meet, or a read at a loaded index
+            if witnessed_only and a.root in arrays:     # CUDA: two threads found to meet, or a read at a loaded index
+                if {a.kind, b.kind} != LOAD_STORE:
+                    continue
                 alike = proof._alike(a, b, _symbol_ids(a) & _symbol_ids(b))
                 if alike and proof.conflict(a, b) is None:
                     continue
@@ -641,11 +687,24 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
                         _where(forms, read, "read", arrays[a.root], thread_names),
                         _where(forms, write, "write", arrays[a.root], thread_names), arrays[a.root], kernel))
                 continue
+            touched = _switched(a.root, roots) or {a.root}
+            writes = touched <= set(arrays) and "load" not in (a.kind, b.kind)
+            if writes and ((a.kind == "store" == b.kind and a.inst.operands[0] is b.inst.operands[0]
+                            and not forms.divergence.is_varying(a.inst.operands[0]))
+                           or (a is b and not forms.divergence.is_varying(a.pointer))):
+                continue            # one value alike for the block (every thread storing its block's sum), or
+                # one element for the block (``y[block_id()] = v``: the reverse sweep's store seeds refuse it)
             found = proof.conflict(a, b)
+            if writes and found == ():
+                # two writes of a global array: refused with two threads of block 0 that make them only
+                # (the forms seldom follow an output's index: a row stride is a parameter)
+                found = proof.first_block_witness(a, b)
             if found is not None:
-                chosen = sorted(_switched(a.root, roots) or {a.root}, key=lambda r: r.index)
-                array = "/".join(names[shared.index(r)] for r in chosen)
-                raise SharedMemoryRaceError(_message(forms, a, b, found, array, kernel, thread_names))
+                touched = sorted(touched, key=lambda r: r.index)
+                array = "/".join(names[shared.index(r)] if r in shared else arrays[r] for r in touched)
+                raise (SharedMemoryRaceError if set(touched) & set(shared) else GlobalMemoryRaceError)(
+                    _message(forms, a, b, found, array, kernel, thread_names,
+                             "shared" if set(touched) & set(shared) else "global"))
 
 
 def _nonnegative_symbols(facts) -> frozenset:
@@ -727,26 +786,40 @@ def shared_array_name(name: str) -> str:
     return name
 
 
-def check_block_kernel(kernel, thread_names: list[str] | None = None, global_arrays: bool = False) -> None:
+def check_block_kernel(kernel, thread_names: list[str] | None = None, style: str | None = None) -> None:
     """``check_shared_races`` on a block kernel's body (a Kernel with ``block`` and ``shared``):
     the first ``grid_rank`` arguments are the thread ids, the shared arrays come before the status.
-    ``global_arrays``: also check the array parameters the body both loads and stores (CUDA kernels)."""
+    ``style`` "ado" (our language): shared-array accesses are bounds-checked unless ``bounds_check=False``
+    (so an index's low bits fix it, ``Proofs._in_bounds``), and the array parameters the body reads and
+    writes are checked too, refused unless proven apart (global_races.py). "cuda": the array parameters
+    the body both loads and stores are checked for load/store pairs, refused where two threads are found
+    to meet (global_arrays.py; CUDA's compare-and-swap loops read beside atomics)."""
     from .. import ir
     module = ir.import_module(kernel.module_text())
     fn = module.functions[kernel.body_name]
-    arrays = loaded_and_stored(fn, {p.name for p in kernel.signature.params if p.is_array}) if global_arrays else {}
+    rank = kernel.signature.grid_rank
+
+    def arguments(fn):
+        shared = fn.args[-1 - len(kernel.shared):-1]
+        if style == "ado":
+            arrays = {a: a.name for a in written_arrays(fn, fn.args[rank:len(fn.args) - 1 - len(kernel.shared)], rank)}
+        elif style == "cuda":
+            arrays = loaded_and_stored(fn, {p.name for p in kernel.signature.params if p.is_array})
+        else:
+            arrays = {}
+        sizes = {a: s.nbytes for a, s in zip(shared, kernel.shared)} \
+            if style == "ado" and getattr(kernel, "bounds_check", False) else None
+        return shared, arrays, sizes
+    shared, arrays, sizes = arguments(fn)
     if not kernel.shared and not arrays:
         return
-    rank = kernel.signature.grid_rank
     names = [shared_array_name(s.name) for s in kernel.shared]
     calls = {getattr(i.callee, "name", "") for b in fn.blocks for i in b.instructions if i.opcode == "call"}
-    sizes = WARP_SIZES if collectives.callee("lane_id") in calls else (None,)
     # lane_id() is thread_rank % 32 on NVIDIA and the host, % 64 on AMD and 'cpu:wave64': the body
     # must be race-free with either (each check drops failure paths from a copy of its own)
-    for k, warp_size in enumerate(sizes):
+    for k, warp_size in enumerate(WARP_SIZES if collectives.callee("lane_id") in calls else (None,)):
         if k:
             fn = ir.import_module(kernel.module_text()).functions[kernel.body_name]
-        shared = fn.args[-1 - len(kernel.shared):-1]
-        arrays = {a: a.name for a in fn.args if a.name in {x.name for x in arrays}}
+            shared, arrays, sizes = arguments(fn)
         check_shared_races(fn, fn.args[:rank], tuple(kernel.block), shared, names, kernel.name, thread_names,
-                           warp_size, arrays)
+                           warp_size, arrays, sizes, witnessed_only=style == "cuda")

@@ -16,13 +16,15 @@
   warp_sum(v)               warp_sum(v')                            warp_sum(y')  (sum transposed = broadcast of the sum)
   block_sum(v)              block_sum(v')                           block_sum(y')
   warp_max(v)               shuffle(v', first lane with v == y)     warp_sum(y') on that lane, 0 elsewhere
-  block_max(v)              block_broadcast(v', first such thread)  block_sum(y') on that thread, 0 elsewhere
+  block_max(v)              block_sum(v' on first such thread)      block_sum(y') on that thread, 0 elsewhere
   shuffle(v, src)           shuffle(v', src)                        shuffle_t(y', src)
   shuffle_t(v, src)         shuffle_t(v', src)                      shuffle(y', src)
   block_broadcast(v, src)   block_broadcast(v', src)                block_sum(y') on thread src, 0 elsewhere
   ========================  ======================================  ====================================
 
-  The max picks one lane (the lowest) among ties, as a subgradient.
+  The max picks one lane (the lowest) among ties, as a subgradient; NaN lanes are ignored (as
+  ``llvm.maxnum``), and where every lane is NaN no lane holds the maximum: both tangent and
+  adjoint are 0 there.
 
 * ``deterministic=True``: adjoint contributions to global shadows go to the contribution log as
   for any kernel (deterministic.py); updates of shadow shared memory cannot (the reverse sweep
@@ -96,13 +98,20 @@ def _transposed(name: str):
 
 
 def _max_forward(scope: str):
-    pick, move = ("warp_first_lane", "shuffle") if scope == "warp" else ("block_first_thread", "block_broadcast")
-
+    """The tangent of the lowest lane (thread) holding the maximum, 0 when none does (every lane NaN):
+    the reverse rule's choice, so <J v, w> = <v, J^T w> holds there too. The tangent is masked to the
+    lanes at the maximum before it moves: a warp with none picks lane 32 (read as lane 0), a block
+    with none its thread count, past its threads, so the block adds the one chosen tangent instead."""
     def forward(ctx, inst, tangents):
         if tangents[0] is None:
             return None
-        at_max = ctx.builder.fcmp("oeq", ctx.operand(inst, 0), ctx.result(inst))
-        return _op(ctx, move, _suffix(inst), [tangents[0], _op(ctx, pick, None, [at_max])])
+        b = ctx.builder
+        at_max = b.fcmp("oeq", ctx.operand(inst, 0), ctx.result(inst))
+        if scope == "warp":
+            masked = b.select(at_max, tangents[0], _zero(tangents[0]))
+            return _op(ctx, "shuffle", _suffix(inst), [masked, _op(ctx, "warp_first_lane", None, [at_max])])
+        chosen = b.icmp("eq", _op(ctx, "thread_rank", None, []), _op(ctx, "block_first_thread", None, [at_max]))
+        return _op(ctx, "block_sum", _suffix(inst), [b.select(chosen, tangents[0], _zero(tangents[0]))])
     return forward
 
 

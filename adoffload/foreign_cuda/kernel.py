@@ -199,7 +199,7 @@ class CudaBlockKernel(IRKernel):
         self.block, self.shared = block, tuple(shared)
         from ..codegen.shared_races import check_block_kernel      # deferred: codegen imports this package
         check_block_kernel(self, [f"threadIdx.{'xyz'[len(block) - 1 - a]}" for a in range(len(block))],
-                           global_arrays=True)
+                           style="cuda")
 
 
 def launch_shape(name: str, blocks, threads) -> tuple[tuple[int, ...], tuple[int, ...]]:

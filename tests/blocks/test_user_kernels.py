@@ -23,34 +23,34 @@ def _copy(values: dict) -> dict:
     return {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in values.items()}
 
 
-def _run(kernel, args: dict, grid, outs) -> dict:
+def _run(kernel, args: dict, grid, outs, **launch) -> dict:
     values = _copy(args)
-    kernel(**values, grid=grid)
+    kernel(**values, grid=grid, **launch)
     return {o: values[o] for o in outs}
 
 
-def check_derivatives(kernel, args: dict, active, outs, grid, seed=0):
+def check_derivatives(kernel, args: dict, active, outs, grid, seed=0, **launch):
     """Forward mode against central differences along a random direction, and
     <J v, w> = <v, J^T w> between forward and reverse mode; both derivative kernels' primal
-    outputs equal the primal's. Returns (J v, J^T w)."""
+    outputs equal the primal's. Returns (J v, J^T w). ``launch``: more launch options (device=...)."""
     rng = np.random.default_rng(seed)
     dtype = np.asarray(args[active[0]]).dtype
     single = dtype == np.float32
     h = 1e-2 if single else 1e-6
     v = {a: rng.standard_normal(np.shape(args[a])).astype(dtype) for a in active}
     w = {o: rng.standard_normal(np.shape(args[o])).astype(dtype) for o in outs}
-    primal = _run(kernel, args, grid, outs)
-    plus = _run(kernel, {**args, **{a: args[a] + dtype.type(h) * v[a] for a in active}}, grid, outs)
-    minus = _run(kernel, {**args, **{a: args[a] - dtype.type(h) * v[a] for a in active}}, grid, outs)
+    primal = _run(kernel, args, grid, outs, **launch)
+    plus = _run(kernel, {**args, **{a: args[a] + dtype.type(h) * v[a] for a in active}}, grid, outs, **launch)
+    minus = _run(kernel, {**args, **{a: args[a] - dtype.type(h) * v[a] for a in active}}, grid, outs, **launch)
 
     forward = _copy(args)
     forward.update({"d_" + a: v[a].copy() for a in active})
     forward.update({"d_" + o: np.zeros_like(args[o]) for o in outs})
-    ado.jvp(kernel, tuple(active))(**forward, grid=grid)
+    ado.jvp(kernel, tuple(active))(**forward, grid=grid, **launch)
     reverse = _copy(args)
     reverse.update({"d_" + a: np.zeros_like(args[a]) for a in active})
     reverse.update({"d_" + o: w[o].copy() for o in outs})
-    ado.vjp(kernel, tuple(active))(**reverse, grid=grid)
+    ado.vjp(kernel, tuple(active))(**reverse, grid=grid, **launch)
 
     rtol = 1e-5 if single else 1e-12
     for o in outs:
