@@ -170,7 +170,7 @@ class SourceKernel(Kernel):
         self._full_writes = source.full_writes
         self._texts[frozenset()] = _canonical_body(source.llvm_ir)
         if self.block is not None:
-            from .codegen.shared_races import check_block_kernel
+            from .codegen.kernel_races import check_block_kernel
             rank = len(self.block)
             check_block_kernel(self, ["thread_id()"] if rank == 1 else [f"thread_id()[{a}]" for a in range(rank)],
                                style="ado")

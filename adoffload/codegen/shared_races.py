@@ -44,8 +44,7 @@ from ..ir import format_instruction
 from ..ir.core import (Argument, ArrayType, Block, FloatType, Function, Instruction, IntType, PointerType,
                        StructType, Value, VectorType)
 from ..ir.cfg import dominator_sets
-from .global_arrays import LOAD_STORE, at_loaded_index, in_place, loaded_and_stored, loaded_index_message
-from .global_races import written_arrays
+from .global_arrays import LOAD_STORE, at_loaded_index, in_place, loaded_index_message
 from .shared_forms import Concrete, Forms, Lin, Modular, const_int, signed
 from .shared_guards import guards
 from .shared_intervals import Intervals
@@ -58,7 +57,6 @@ _MAX_POINTS = 1 << 15
 _MAX_VALUE_COMBINATIONS = 256   # values of the symbols enumerated (_witness_per_value)
 _MAX_VALUE_POINTS = 1 << 17     # their count times the block's threads
 UNREACHED = object()        # _offset: the thread cannot reach the pointer
-WARP_SIZES = (32, 64)      # lane_id()'s period on the targets (NVIDIA and host; AMD and 'cpu:wave64')
 _MAX_PHI_DEPTH = 8          # pointer phis followed back through one another (loops end there)
 
 
@@ -784,42 +782,3 @@ def shared_array_name(name: str) -> str:
     if match and int(match.group(1)) == len(match.group(2)):
         return match.group(2)
     return name
-
-
-def check_block_kernel(kernel, thread_names: list[str] | None = None, style: str | None = None) -> None:
-    """``check_shared_races`` on a block kernel's body (a Kernel with ``block`` and ``shared``):
-    the first ``grid_rank`` arguments are the thread ids, the shared arrays come before the status.
-    ``style`` "ado" (our language): shared-array accesses are bounds-checked unless ``bounds_check=False``
-    (so an index's low bits fix it, ``Proofs._in_bounds``), and the array parameters the body reads and
-    writes are checked too, refused unless proven apart (global_races.py). "cuda": the array parameters
-    the body both loads and stores are checked for load/store pairs, refused where two threads are found
-    to meet (global_arrays.py; CUDA's compare-and-swap loops read beside atomics)."""
-    from .. import ir
-    module = ir.import_module(kernel.module_text())
-    fn = module.functions[kernel.body_name]
-    rank = kernel.signature.grid_rank
-
-    def arguments(fn):
-        shared = fn.args[-1 - len(kernel.shared):-1]
-        if style == "ado":
-            arrays = {a: a.name for a in written_arrays(fn, fn.args[rank:len(fn.args) - 1 - len(kernel.shared)], rank)}
-        elif style == "cuda":
-            arrays = loaded_and_stored(fn, {p.name for p in kernel.signature.params if p.is_array})
-        else:
-            arrays = {}
-        sizes = {a: s.nbytes for a, s in zip(shared, kernel.shared)} \
-            if style == "ado" and getattr(kernel, "bounds_check", False) else None
-        return shared, arrays, sizes
-    shared, arrays, sizes = arguments(fn)
-    if not kernel.shared and not arrays:
-        return
-    names = [shared_array_name(s.name) for s in kernel.shared]
-    calls = {getattr(i.callee, "name", "") for b in fn.blocks for i in b.instructions if i.opcode == "call"}
-    # lane_id() is thread_rank % 32 on NVIDIA and the host, % 64 on AMD and 'cpu:wave64': the body
-    # must be race-free with either (each check drops failure paths from a copy of its own)
-    for k, warp_size in enumerate(WARP_SIZES if collectives.callee("lane_id") in calls else (None,)):
-        if k:
-            fn = ir.import_module(kernel.module_text()).functions[kernel.body_name]
-            shared, arrays, sizes = arguments(fn)
-        check_shared_races(fn, fn.args[:rank], tuple(kernel.block), shared, names, kernel.name, thread_names,
-                           warp_size, arrays, sizes, witnessed_only=style == "cuda")

@@ -197,7 +197,7 @@ class CudaBlockKernel(IRKernel):
     def __init__(self, signature: KernelSignature, text: str, body_name: str, block: tuple[int, ...], shared):
         super().__init__(signature, text, body_name)
         self.block, self.shared = block, tuple(shared)
-        from ..codegen.shared_races import check_block_kernel      # deferred: codegen imports this package
+        from ..codegen.kernel_races import check_block_kernel      # deferred: codegen imports this package
         check_block_kernel(self, [f"threadIdx.{'xyz'[len(block) - 1 - a]}" for a in range(len(block))],
                            style="cuda")
 

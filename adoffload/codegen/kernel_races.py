@@ -1,0 +1,55 @@
+"""The block race check of a kernel (shared_races.py) with the global arrays its source style calls for.
+
+Our language bounds-checks shared-array indices and the check may take every array the body writes
+(global_races.py: refused unless proven apart); CUDA sources read beside their atomics in
+compare-and-swap loops, so only arrays they both load and store are checked, for load/store pairs
+found to meet (global_arrays.py). ``lane_id()`` is the thread's rank modulo 32 on NVIDIA and the host,
+modulo 64 on AMD and ``cpu:wave64``: a body that uses it must be race-free with both.
+"""
+from __future__ import annotations
+
+from .. import collectives
+from .global_arrays import loaded_and_stored
+from .global_races import written_arrays
+from .shared_races import check_shared_races, shared_array_name
+
+WARP_SIZES = (32, 64)      # lane_id()'s period on the targets (NVIDIA and host; AMD and 'cpu:wave64')
+
+
+def check_block_kernel(kernel, thread_names: list[str] | None = None, style: str | None = None) -> None:
+    """``check_shared_races`` on a block kernel's body (a Kernel with ``block`` and ``shared``):
+    the first ``grid_rank`` arguments are the thread ids, the shared arrays come before the status.
+    ``style`` "ado" (our language): shared-array accesses are bounds-checked unless ``bounds_check=False``
+    (so an index's low bits fix it, ``Proofs._in_bounds``), and the array parameters the body
+    writes are checked too, refused unless proven apart (global_races.py). "cuda": the array parameters
+    the body both loads and stores are checked for load/store pairs, refused where two threads are found
+    to meet (global_arrays.py; CUDA's compare-and-swap loops read beside atomics)."""
+    from .. import ir
+    module = ir.import_module(kernel.module_text())
+    fn = module.functions[kernel.body_name]
+    rank = kernel.signature.grid_rank
+
+    def arguments(fn):
+        shared = fn.args[-1 - len(kernel.shared):-1]
+        if style == "ado":
+            arrays = {a: a.name for a in written_arrays(fn, fn.args[rank:len(fn.args) - 1 - len(kernel.shared)], rank)}
+        elif style == "cuda":
+            arrays = loaded_and_stored(fn, {p.name for p in kernel.signature.params if p.is_array})
+        else:
+            arrays = {}
+        sizes = {a: s.nbytes for a, s in zip(shared, kernel.shared)} \
+            if style == "ado" and getattr(kernel, "bounds_check", False) else None
+        return shared, arrays, sizes
+    shared, arrays, sizes = arguments(fn)
+    if not kernel.shared and not arrays:
+        return
+    names = [shared_array_name(s.name) for s in kernel.shared]
+    calls = {getattr(i.callee, "name", "") for b in fn.blocks for i in b.instructions if i.opcode == "call"}
+    # lane_id() is thread_rank % 32 on NVIDIA and the host, % 64 on AMD and 'cpu:wave64': the body
+    # must be race-free with either (each check drops failure paths from a copy of its own)
+    for k, warp_size in enumerate(WARP_SIZES if collectives.callee("lane_id") in calls else (None,)):
+        if k:
+            fn = ir.import_module(kernel.module_text()).functions[kernel.body_name]
+            shared, arrays, sizes = arguments(fn)
+        check_shared_races(fn, fn.args[:rank], tuple(kernel.block), shared, names, kernel.name, thread_names,
+                           warp_size, arrays, sizes, witnessed_only=style == "cuda")
