@@ -279,7 +279,7 @@ def source_file(kernel) -> str | None:
 
 def shared_names(kernel) -> list[str]:
     """Source names of a block kernel's shared arrays, in order (CUDA ``__shared__`` globals demangled)."""
-    from .codegen.shared_races import shared_array_name
+    from .codegen.race_messages import shared_array_name
     return [shared_array_name(s.name) for s in getattr(kernel, "shared", None) or ()]
 
 

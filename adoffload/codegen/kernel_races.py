@@ -11,7 +11,8 @@ from __future__ import annotations
 from .. import collectives
 from .global_arrays import loaded_and_stored
 from .global_races import written_arrays
-from .shared_races import check_shared_races, shared_array_name
+from .race_messages import shared_array_name
+from .shared_races import check_shared_races
 
 WARP_SIZES = (32, 64)      # lane_id()'s period on the targets (NVIDIA and host; AMD and 'cpu:wave64')
 

@@ -36,7 +36,6 @@ loaded at one address by the whole block are alike, which holds when this check 
 from __future__ import annotations
 
 import itertools
-import re
 
 from .. import collectives
 from ..errors import GlobalMemoryRaceError, SharedMemoryRaceError
@@ -45,6 +44,7 @@ from ..ir.core import (Argument, ArrayType, Block, FloatType, Function, Instruct
                        StructType, Value, VectorType)
 from ..ir.cfg import dominator_sets
 from .global_arrays import LOAD_STORE, at_loaded_index, in_place, loaded_index_message
+from .race_messages import message as _message, where as _where
 from .shared_forms import Concrete, Forms, Lin, Modular, const_int, signed
 from .shared_guards import guards
 from .shared_intervals import Intervals
@@ -492,8 +492,11 @@ class Proofs:
             if (id(condition), given) in self._opaque:
                 continue
             value = self.concrete.value(condition, env)
+            if value is None and side in (True, False):
+                value = self._partly(condition, env)    # ``first == 0 and i < n``: false where first != 0
             if value is None:                  # it depends on more than the thread: ignore it (a superset)
-                self._opaque.add((id(condition), given))
+                if not _connective(condition):
+                    self._opaque.add((id(condition), given))
                 continue
             if side is True or side is False:
                 if bool(value) != side:
@@ -501,6 +504,23 @@ class Proofs:
             elif value != side[1] % (1 << condition.type.bits):      # ("case", c): a switch's case
                 return False
         return True
+
+    def _partly(self, c: Value, env: dict, depth: int = 0) -> int | None:
+        """The truth of an ``and``/``or``/``select`` of conditions from the parts known at ``env`` (one
+        false part makes an ``and`` false), else None."""
+        value = self.concrete.value(c, env)
+        if value is not None:
+            return int(bool(value))
+        if not _connective(c) or depth > 8:
+            return None
+        parts = [self._partly(o, env, depth + 1) for o in c.operands]
+        if c.opcode == "select":                  # select(p, a, b): a where p holds, else b
+            chosen = {1: parts[1], 0: parts[2]}.get(parts[0])
+            return chosen if chosen is not None or parts[1] != parts[2] else parts[1]
+        absorbing = 0 if c.opcode == "and" else 1
+        if absorbing in parts:
+            return absorbing
+        return 1 - absorbing if all(p is not None for p in parts) else None
 
     def _offset(self, p: Value, root: Argument, env: dict, depth: int = 0) -> int | None:
         total = 0
@@ -705,6 +725,12 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
                              "shared" if set(touched) & set(shared) else "global"))
 
 
+def _connective(c: Value) -> bool:
+    """An ``and``, ``or`` or ``select`` of one-bit conditions."""
+    return isinstance(c, Instruction) and c.opcode in ("and", "or", "select") and isinstance(c.type, IntType) \
+        and c.type.bits == 1
+
+
 def _nonnegative_symbols(facts) -> frozenset:
     """Ids of the symbols that the facts bound below by 0 (``-c * v + k <= 0`` with k >= 0)."""
     found = set()
@@ -714,71 +740,3 @@ def _nonnegative_symbols(facts) -> frozenset:
             if atom[0] == "v" and (c < 0 or (kind == "eq" and f.const == 0)):
                 found.add(atom[1])
     return frozenset(found)
-
-
-_VERB = {"load": "read", "store": "write", "atomic": "atomic update", "call": "call"}
-
-
-def _where(forms: Forms, x: Access, verb: str, array: str, thread_names) -> str:
-    text = f"the {verb} of {array}{_index(forms, x, thread_names)}"
-    if x.inst.location is not None:
-        return f"{text} at {x.inst.location}"
-    return f"{text} (`{format_instruction(x.inst).strip()}` in block %{x.inst.parent.name})"
-
-
-def _message(forms: Forms, a: Access, b: Access, witness, array: str, kernel: str, thread_names,
-             memory: str = "shared") -> str:
-    def where(x: Access) -> str:
-        return _where(forms, x, _VERB[x.kind], array, thread_names)
-    same = a.inst is b.inst
-    pair = f"{where(a)}, run by two threads," if same else f"{where(a)} and {where(b)}"
-    who = ""
-    if witness:
-        t1, t2 = (_thread(t) for t in witness)
-        who = f" (thread {t1}'s {_VERB[a.kind]} and thread {t2}'s {_VERB[b.kind]} touch one element)"
-    return (f"kernel '{kernel}': {memory}-memory race on '{array}': {pair} may touch the same element from two "
-            f"threads of a block between the same two barriers{who}. On a GPU their order is undefined "
-            f"(warp-synchronous code without __syncwarp is a data race since Volta), and adoffload runs "
-            f"a block's threads one after another between barriers, so the result would be silently wrong. "
-            f"Put a barrier between them (__syncthreads() / ado.sync_threads(); __syncwarp() where supported), "
-            f"or give each thread its own elements")
-
-
-def _index(forms: Forms, x: Access, thread_names) -> str:
-    """The element index of an access as a formula of the thread index ("[?]" where not affine)."""
-    if x.offset is None or x.size is None or any(atom[0] in ("k", "p") for atom in x.offset.coef):
-        return "[?]"
-    element = x.size
-    f = x.offset
-    if element and all(c % element == 0 for c in f.coef.values()) and f.const % element == 0:
-        f = Lin({k: c // element for k, c in f.coef.items()}, f.const // element)
-        unit = ""
-    else:
-        unit = " (bytes)"
-    terms = []
-    for atom, c in sorted(f.coef.items(), key=lambda kv: str(kv[0])):
-        if atom[0] == "t":
-            name = thread_names[atom[1]] if thread_names else f"thread_id()[{atom[1]}]"
-        elif atom[0] == "blk":
-            name = f"block_id()[{atom[1]}]" if len(forms.block) > 1 else "block_id()"
-        else:
-            v = forms.symbols.get(atom[1])
-            name = f"%{getattr(v, 'name', '?')}"
-        terms.append(name if c == 1 else f"{c}*{name}")
-    if f.const or not terms:
-        terms.append(str(f.const))
-    return "[" + " + ".join(terms).replace("+ -", "- ") + "]" + unit
-
-
-def _thread(t: tuple[int, ...]) -> str:
-    if len(t) == 1:
-        return str(t[0])
-    return "(" + ", ".join(map(str, t)) + ")"
-
-
-def shared_array_name(name: str) -> str:
-    """A source-like name for a CUDA ``__shared__`` global (``_ZZ4kernPfE5sdata`` -> ``sdata``)."""
-    match = re.search(r"E(\d+)(\w+)$", name)
-    if match and int(match.group(1)) == len(match.group(2)):
-        return match.group(2)
-    return name

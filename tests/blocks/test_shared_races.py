@@ -637,3 +637,29 @@ def test_a_counter_stepped_between_the_barrier_and_the_next_read_is_two_values(t
         for t in range(64):
             s[2 * t + j] = want[t]
     np.testing.assert_allclose(y, want, rtol=1e-15)
+
+
+def test_a_conjunction_with_a_false_part_excludes_a_thread_from_a_global_write(tmp_path):
+    """``if lane == 0 and i < n: e[i] = acc`` (the chemistry lanes kernels): LLVM joins the two tests
+    into one ``and``, whose second part depends on the shape; the first part alone rules the other
+    lanes out, so their writes of e[i] do not collide with lane 0's. Without lane == 0 they do."""
+    source = """
+@ado.kernel(block=32)
+def k(x: ado.In[ado.f64], e: ado.Out[ado.f64]):
+    t = ado.tid()
+    i = t // 4
+    lane = t % 4
+    acc = 0.0
+    if i < e.shape[0]:
+        acc = x[t] * x[t]
+    acc = acc + ado.shuffle_down(acc, 2)
+    acc = acc + ado.shuffle_down(acc, 1)
+    if LANE_TEST i < e.shape[0]:
+        e[i] = acc
+"""
+    k = _compile(source.replace("LANE_TEST", "lane == 0 and"), tmp_path)
+    x, e = np.arange(32.0), np.zeros(6)
+    k(x, e, grid=32)
+    np.testing.assert_allclose(e, (x * x)[:24].reshape(6, 4).sum(axis=1))
+    with pytest.raises(SharedMemoryRaceError, match=r"global-memory race on 'e'.*thread \d's write and thread \d's write"):
+        _compile(source.replace("LANE_TEST", ""), tmp_path)
