@@ -174,6 +174,9 @@ class SourceKernel(Kernel):
             rank = len(self.block)
             check_block_kernel(self, ["thread_id()"] if rank == 1 else [f"thread_id()[{a}]" for a in range(rank)],
                                style="ado")
+        else:
+            from .codegen.kernel_races import check_plain_kernel
+            check_plain_kernel(self)
         self.__doc__ = pyfunc.__doc__
         self.__wrapped__ = pyfunc
 

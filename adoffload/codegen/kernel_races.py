@@ -54,3 +54,26 @@ def check_block_kernel(kernel, thread_names: list[str] | None = None, style: str
             shared, arrays, sizes = arguments(fn)
         check_shared_races(fn, fn.args[:rank], tuple(kernel.block), shared, names, kernel.name, thread_names,
                            warp_size, arrays, sizes, witnessed_only=style == "cuda")
+
+
+def check_plain_kernel(kernel) -> None:
+    """A kernel without blocks has no barrier: a thread reading an element of an array that another
+    thread writes in the same launch races (``z[i] = y[(i + 1) % n]`` after ``y[i] = ...``), and the
+    derivatives pair the read with a write the primal did not see. The arrays it both loads and stores,
+    unless every access is the thread's own element, get the CUDA check ("witnessed": refused where two
+    threads of the first window of ``_PLAIN_WINDOW`` threads per axis are found to meet)."""
+    from .. import ir
+    module = ir.import_module(kernel.module_text())
+    fn = module.functions[kernel.body_name]
+    rank = kernel.signature.grid_rank
+    if rank > len(_PLAIN_WINDOW):
+        return
+    loaded = loaded_and_stored(fn, {p.name for p in kernel.signature.params if p.is_array})
+    shared_elements = set(written_arrays(fn, list(loaded), rank))       # not only the thread's own
+    arrays = {a: name for a, name in loaded.items() if a in shared_elements}
+    if arrays:
+        check_shared_races(fn, fn.args[:rank], _PLAIN_WINDOW[rank - 1], [], [], kernel.name, None,
+                           None, arrays, None, witnessed_only=True, plain=True)
+
+
+_PLAIN_WINDOW = ((16,), (8, 8), (4, 4, 4))      # threads enumerated per grid rank

@@ -15,23 +15,30 @@ if TYPE_CHECKING:
 _VERB = {"load": "read", "store": "write", "atomic": "atomic update", "call": "call"}
 
 
-def where(forms: Forms, x: Access, verb: str, array: str, thread_names) -> str:
-    text = f"the {verb} of {array}{_index(forms, x, thread_names)}"
+def where(forms: Forms, x: Access, verb: str, array: str, thread_names, plain: bool = False) -> str:
+    text = f"the {verb} of {array}" + ("" if plain else _index(forms, x, thread_names))
     if x.inst.location is not None:
         return f"{text} at {x.inst.location}"
     return f"{text} (`{format_instruction(x.inst).strip()}` in block %{x.inst.parent.name})"
 
 
 def message(forms: Forms, a: Access, b: Access, witness, array: str, kernel: str, thread_names,
-             memory: str = "shared") -> str:
+            memory: str = "shared", plain: bool = False) -> str:
+    """``plain``: a kernel without blocks (kernel_races.check_plain_kernel), whose threads no barrier orders."""
     def place(x: Access) -> str:
-        return where(forms, x, _VERB[x.kind], array, thread_names)
+        return where(forms, x, _VERB[x.kind], array, thread_names, plain)
     same = a.inst is b.inst
     pair = f"{place(a)}, run by two threads," if same else f"{place(a)} and {place(b)}"
     who = ""
     if witness:
         t1, t2 = (_thread(t) for t in witness)
         who = f" (thread {t1}'s {_VERB[a.kind]} and thread {t2}'s {_VERB[b.kind]} touch one element)"
+    if plain:
+        return (f"kernel '{kernel}': global-memory race on '{array}': {pair} touch one element from two threads "
+                f"of a launch{who.replace(' touch one element', '')}, and a kernel without blocks has no barrier to order "
+                f"them: the result depends on the threads' order, and the derivatives would pair the read with "
+                f"another write than the primal saw. Read the old values from a separate input array, or give "
+                f"each thread its own elements")
     return (f"kernel '{kernel}': {memory}-memory race on '{array}': {pair} may touch the same element from two "
             f"threads of a block between the same two barriers{who}. On a GPU their order is undefined "
             f"(warp-synchronous code without __syncwarp is a data race since Volta), and adoffload runs "

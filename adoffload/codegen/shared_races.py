@@ -645,7 +645,7 @@ def _substitute(f: Lin, fixed: dict) -> Lin:
 def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...], shared: list[Argument],
                        names: list[str], kernel: str, thread_names: list[str] | None = None,
                        warp_size: int | None = None, arrays: dict | None = None, sizes: dict | None = None,
-                       witnessed_only: bool = False) -> None:
+                       witnessed_only: bool = False, plain: bool = False) -> None:
     """Raise SharedMemoryRaceError for the first pair of accesses of one shared array that two
     threads of a block may make between the same two barriers, one writing (module docstring).
     ``shared`` are the body's shared-array arguments, ``names`` their source names. ``arrays`` (global
@@ -654,7 +654,8 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
     (``Proofs.first_block_witness``); ``witnessed_only`` (CUDA), only a plain load and a plain store of one
     element (an in-place stencil ``x[i] = x[i] + x[i + 1]``) and only when the enumeration finds two
     such threads or the read's index is loaded from memory; what it cannot decide (offsets through
-    runtime values, RAJAPerf's ``px[i + off * 4]``) is left alone. ``sizes``: bytes of the shared
+    runtime values, RAJAPerf's ``px[i + off * 4]``) is left alone (``plain``: a kernel without blocks,
+    the words of the error). ``sizes``: bytes of the shared
     arrays whose accesses are bounds-checked. ``fn`` (a body: status pointer last) is changed: its
     failure paths are dropped."""
     arrays = arrays or {}
@@ -695,9 +696,11 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
                 if alike and proof.conflict(a, b) is None:
                     continue
                 found = proof._witness(a, b) if alike else ()
+                if found == () and alike:       # an index of the whole thread index: two threads of block 0
+                    found = proof.first_block_witness(a, b) or ()
                 if found:
                     raise GlobalMemoryRaceError(_message(forms, a, b, found, arrays[a.root], kernel,
-                                                         thread_names, "global"))
+                                                         thread_names, "global", plain))
                 read = a if a.kind == "load" else b
                 write = b if read is a else a
                 if found == () and at_loaded_index(read.pointer, write.pointer):
