@@ -61,7 +61,9 @@ def check_plain_kernel(kernel) -> None:
     thread writes in the same launch races (``z[i] = y[(i + 1) % n]`` after ``y[i] = ...``), and the
     derivatives pair the read with a write the primal did not see. The arrays it both loads and stores,
     unless every access is the thread's own element, get the CUDA check ("witnessed": refused where two
-    threads of the first window of ``_PLAIN_WINDOW`` threads per axis are found to meet)."""
+    threads of the first window of ``_PLAIN_WINDOW`` threads per axis are found to meet; a read at an
+    index loaded from memory is not refused here: ``x[p[i]] = v; y = x[q[i]]`` races only where p and q
+    meet)."""
     from .. import ir
     module = ir.import_module(kernel.module_text())
     fn = module.functions[kernel.body_name]

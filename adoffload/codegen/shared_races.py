@@ -655,7 +655,8 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
     element (an in-place stencil ``x[i] = x[i] + x[i + 1]``) and only when the enumeration finds two
     such threads or the read's index is loaded from memory; what it cannot decide (offsets through
     runtime values, RAJAPerf's ``px[i + off * 4]``) is left alone (``plain``: a kernel without blocks,
-    the words of the error). ``sizes``: bytes of the shared
+    refused with a witness only, not for a read at a loaded index: a gather after a scatter whose indices
+    may not meet). ``sizes``: bytes of the shared
     arrays whose accesses are bounds-checked. ``fn`` (a body: status pointer last) is changed: its
     failure paths are dropped."""
     arrays = arrays or {}
@@ -703,7 +704,7 @@ def check_shared_races(fn: Function, tids: list[Argument], block: tuple[int, ...
                                                          thread_names, "global", plain))
                 read = a if a.kind == "load" else b
                 write = b if read is a else a
-                if found == () and at_loaded_index(read.pointer, write.pointer):
+                if found == () and not plain and at_loaded_index(read.pointer, write.pointer):
                     raise GlobalMemoryRaceError(loaded_index_message(
                         _where(forms, read, "read", arrays[a.root], thread_names),
                         _where(forms, write, "write", arrays[a.root], thread_names), arrays[a.root], kernel))
