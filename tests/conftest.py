@@ -1,4 +1,5 @@
-"""Suite-wide settings: how many processes ``pytest`` (``-n auto`` in pyproject.toml) starts.
+"""Suite-wide settings: how many processes ``pytest`` (``-n auto`` in pyproject.toml) starts, and the
+``cuda`` fixture (a CUDA device, or a skip saying why there is none).
 
 pytest-xdist's own ``auto`` is one worker per CPU. Here it is one per core, at most four (CI has
 two cores; each worker imports JAX and collects the suite, about 20 s of CPU, so more workers than
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 MAX_AUTO_WORKERS = 4
 GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/kfd")       # the NVIDIA driver's, ROCm's
 
@@ -31,3 +34,14 @@ def pytest_xdist_auto_num_workers(config):
         cores = os.cpu_count() or 1
     workers = min(cores, MAX_AUTO_WORKERS)
     return workers if workers > 1 else 0
+
+
+@pytest.fixture(scope="session")
+def cuda():
+    """The process-wide ``cuda:0`` Device; skips the test with the driver's reason when absent."""
+    from adoffload.errors import Error
+    from adoffload.runtime import get_device
+    try:
+        return get_device("cuda")
+    except Error as exc:
+        pytest.skip(f"no CUDA device: {exc}")

@@ -30,6 +30,7 @@ from ..errors import DifferentiationError
 from ..ir.core import Argument, Constant, Function, Instruction, Value
 from .parallel import pointer_roots
 from .reverse_cfg import Dominators, predecessor_map, reachable_blocks
+from .store_seeds import dominating_tests, is_false
 
 
 @dataclass(frozen=True)
@@ -71,21 +72,13 @@ def _one_block_guard(at, tid: Argument, extent: int, between, dom, preds) -> boo
     """Whether ``at`` runs only where a test held that one block along ``tid``'s axis passes: an
     equality of a value that differs between the blocks with one that does not, or ``tid <
     c`` / ``block index < 1`` for constants within the first block."""
-    for head in preds:
-        term = head.instructions[-1] if head.instructions else None
-        if term is None or term.opcode != "br" or len(term.blocks) != 2 or term.blocks[0] is term.blocks[1]:
-            continue
-        for taken, holds in ((term.blocks[0], True), (term.blocks[1], False)):
-            if preds.get(taken) == [head] and dom.dominates(taken, at) \
-                    and _pins_the_block(term.operands[0], holds, tid, extent, between):
-                return True
-    return False
+    return any(_pins_the_block(cond, holds, tid, extent, between) for cond, holds in dominating_tests(at, dom, preds))
 
 
 def _pins_the_block(cond: Value, holds: bool, tid, extent: int, between) -> bool:
     if not isinstance(cond, Instruction):
         return False
-    if holds and (cond.opcode == "and" or cond.opcode == "select" and _is_false(cond.operands[2])):
+    if holds and (cond.opcode == "and" or cond.opcode == "select" and is_false(cond.operands[2])):
         return any(_pins_the_block(o, True, tid, extent, between) for o in cond.operands[:2])
     if cond.opcode != "icmp":
         return False
@@ -132,10 +125,6 @@ def _strip_casts(v: Value) -> Value:
     while isinstance(v, Instruction) and v.opcode in ("zext", "sext", "trunc"):
         v = v.operands[0]
     return v
-
-
-def _is_false(v: Value) -> bool:
-    return isinstance(v, Constant) and v.value in (0, False)
 
 
 # ----------------------------------------------------------------------------- kernels and launches

@@ -46,17 +46,21 @@ def _on_the_stack(pointer: Value) -> bool:
     return isinstance(pointer, Instruction) and pointer.opcode == "alloca"
 
 
-def _one_thread_guard(block: Block, thread_args: set, dom, preds) -> bool:
-    """Whether ``block`` runs only where an equality test on a thread index held."""
+def dominating_tests(block: Block, dom, preds):
+    """``(condition, holds)`` for each two-way branch whose side ``block`` runs on only: the side is
+    entered from the branch alone and dominates ``block``, so ``condition`` is ``holds`` there."""
     for head in preds:
         term = head.instructions[-1] if head.instructions else None
         if term is None or term.opcode != "br" or len(term.blocks) != 2 or term.blocks[0] is term.blocks[1]:
             continue
-        for taken, equal in ((term.blocks[0], True), (term.blocks[1], False)):
-            if preds.get(taken) == [head] and dom.dominates(taken, block) and \
-                    _thread_equality(term.operands[0], equal, thread_args):
-                return True
-    return False
+        for taken, holds in ((term.blocks[0], True), (term.blocks[1], False)):
+            if preds.get(taken) == [head] and dom.dominates(taken, block):
+                yield term.operands[0], holds
+
+
+def _one_thread_guard(block: Block, thread_args: set, dom, preds) -> bool:
+    """Whether ``block`` runs only where an equality test on a thread index held."""
+    return any(_thread_equality(cond, holds, thread_args) for cond, holds in dominating_tests(block, dom, preds))
 
 
 def _thread_equality(cond: Value, holds: bool, thread_args: set) -> bool:
@@ -65,12 +69,12 @@ def _thread_equality(cond: Value, holds: bool, thread_args: set) -> bool:
         return False
     if cond.opcode == "icmp" and cond.predicate == ("eq" if holds else "ne"):
         return any(_uses_lane(o, thread_args, set()) for o in cond.operands)
-    if holds and (cond.opcode == "and" or cond.opcode == "select" and _is_false(cond.operands[2])):
+    if holds and (cond.opcode == "and" or cond.opcode == "select" and is_false(cond.operands[2])):
         return any(_thread_equality(o, True, thread_args) for o in cond.operands[:2])
     return False
 
 
-def _is_false(v: Value) -> bool:
+def is_false(v: Value) -> bool:
     return isinstance(v, Constant) and v.value in (0, False)
 
 

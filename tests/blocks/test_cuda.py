@@ -4,21 +4,11 @@ import numpy as np
 import pytest
 
 import adoffload as ado
-from adoffload.errors import Error
 
 from . import kernels
 from .warp_kernels import PAIRS
 
 N = 128
-
-
-@pytest.fixture(scope="module")
-def cuda():
-    from adoffload.runtime import get_device
-    try:
-        return get_device("cuda")
-    except Error as exc:
-        pytest.skip(f"no CUDA device: {exc}")
 
 
 def test_tiled_matmul_and_its_derivatives(cuda):

@@ -10,16 +10,6 @@ from .test_user_kernels import _copy, _run
 from .test_user_kernels2 import CASES, MAX_KERNELS, _special_inputs
 
 
-@pytest.fixture(scope="module")
-def cuda():
-    from adoffload.errors import Error
-    from adoffload.runtime import get_device
-    try:
-        return get_device("cuda")
-    except Error as exc:
-        pytest.skip(f"no CUDA device: {exc}")
-
-
 @pytest.mark.parametrize("case", ["ties", "all_nan"])
 @pytest.mark.parametrize("name", sorted(MAX_KERNELS))
 def test_max_ties_and_nan_on_the_gpu_equal_the_host(name, case, cuda):
