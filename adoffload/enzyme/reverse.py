@@ -49,6 +49,7 @@ from .deterministic import ContributionLog, LogSpec, attach_log
 from .parallel import UNIFORM_ADD_PREFIX, AddressClass, AddressClassifier, ParallelInfo, pointer_roots
 from .store_seeds import SEED_EXCHANGE, check_kernel_stores, stored_by_the_block
 from .reverse_cfg import Dominators, LoopInfo, exit_value, inductions, predecessor_map, reachable_blocks
+from .zero_adjoints import maybe_zero_adjoints
 from .rules import RuleContext, describe, reverse_contributions, rule_for, rule_key
 from .soundness import check_rerun
 from .stats import PER_ITERATION, PER_THREAD, ReverseStats
@@ -148,6 +149,7 @@ class _Reverser:
         fn = self._declare(name)
         self._clone_forward(fn)
         self._make_shadows()
+        self.maybe_zero = maybe_zero_adjoints(self.blocks)
         self.dom = Dominators(self.blocks)
         self.loops = LoopInfo(self.blocks, self.dom)
         self.preds = predecessor_map(self.blocks)
@@ -652,7 +654,7 @@ class _Reverser:
             contributions = custom_cotangents(ctx, inst, custom, adj)
         else:
             contributions = (override(ctx, inst, adj) if override is not None
-                             else reverse_contributions(ctx, rule_for(inst), inst, adj))
+                             else reverse_contributions(ctx, rule_for(inst), inst, adj, strong=inst in self.maybe_zero))
         for operand, delta in zip(inst.operands, contributions):
             self.add_adjoint(operand, delta, b)
 
@@ -664,7 +666,12 @@ class _Reverser:
         for operand, other in ((x, y), (y, x)):
             if self.has_adjoint(operand):
                 slot = self.adjoint_slot(operand)
-                b.store(b.call(inst.callee, [self.need(other, block), adj, b.load(operand.type, slot)]), slot)
+                before = b.load(operand.type, slot)
+                fused = b.call(inst.callee, [self.need(other, block), adj, before])
+                if inst in self.maybe_zero:      # a structural zero adjoint adds nothing, even to a NaN factor
+                    is_zero = RuleContext(b, self.module).fcmp("oeq", adj, zero_of(adj.type))
+                    fused = b.select(is_zero, before, fused)
+                b.store(fused, slot)
         self.add_adjoint(z, adj, b)
 
     def _reverse_store(self, inst: Instruction, block: Block, b: Builder) -> None:

@@ -165,7 +165,9 @@ class RuleContext:
         c = constant_value(partial)
         if c == 0.0:
             return None
-        return self.strong_mul(partial, delta) if strong else self.mul(partial, delta)
+        if strong and (c is None or not math.isfinite(c)):    # a finite constant times 0 is 0 already
+            return self.strong_mul(partial, delta)
+        return self.mul(partial, delta)
 
     def select(self, cond: Value, a: Value, b: Value) -> Value:
         return self.builder.select(cond, a, b)
@@ -210,11 +212,13 @@ def forward_tangent(ctx: RuleContext, rule: Rule, inst: Instruction, tangents: l
     return total
 
 
-def reverse_contributions(ctx: RuleContext, rule: Rule, inst: Instruction, adjoint: Value) -> list[Value | None]:
-    """What ``inst``'s adjoint adds to each operand's adjoint (None: nothing)."""
+def reverse_contributions(ctx: RuleContext, rule: Rule, inst: Instruction, adjoint: Value,
+                          strong: bool = False) -> list[Value | None]:
+    """What ``inst``'s adjoint adds to each operand's adjoint (None: nothing). ``strong``: the adjoint
+    may be a structural zero while a partial is not finite (zero_adjoints.py), so 0 · partial = 0."""
     if rule.reverse is not None:
         return rule.reverse(ctx, inst, adjoint)
-    return [ctx.scale(p, adjoint, rule.strong_zero) for p in rule.partials(ctx, inst)]
+    return [ctx.scale(p, adjoint, rule.strong_zero or strong) for p in rule.partials(ctx, inst)]
 
 
 # ----------------------------------------------------------------------------- lookup

@@ -250,7 +250,7 @@ CASES = {case.name: case for case in _cases() + _big_cases()}
 # long-loop variants whose loops do not vectorize or repeat a short case's vector code, short cases a long
 # one covers, a refusal that repeats another's reason, and numpy calls numba takes seconds to compile.
 EXTRA = frozenset({"big_sum_sq", "big_norm32", "big_iir_inplace", "big_normalize_inplace", "big_powers",
-                   "big_sigmoid_stable", "big_fast_math", "big_matvec", "big_continue", "big_cumprod",
+                   "big_sigmoid_stable", "big_fast_math", "big_matvec", "big_cumprod",
                    "big_softplus_out", "big_complex", "big_tuple_index", "big_global_array", "big_iterate",
                    "nb_slice_sum", "nb_where_scalar", "nb_np_sort", "nb_np_copy_update", "nb_np_exprs",
                    "nb_np_2d_scratch", "nb_divide_numpy", "big_reverse_view", "nb_fast_dot", "nb_softmax32",
