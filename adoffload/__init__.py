@@ -14,34 +14,35 @@ import importlib
 
 from .errors import *  # noqa: F401,F403  (every error class is public)
 from .errors import Error
-from .types import In, InOut, Out, bool_, f32, f64, i32, i64
-# Eager, because the submodule ``adoffload.kernel`` would otherwise shadow the decorator.
-from .kernel import Kernel, jvp, kernel, vjp  # noqa: E402
+from .language.types import In, InOut, Out, bool_, f32, f64, i32, i64
+from .kernels.kernel import Kernel, jvp, kernel, vjp
 
 __version__ = "0.1.0"
 
 _LAZY = {
     # kernels and derivatives
     # kernel language
-    "func": "language", "tid": "language", "atomic_add": "language", "atomic_min": "language",
-    "atomic_max": "language", "zeros": "language", "grad": "language",
-    "value_and_grad": "language",
-    "sqrt": "language", "rsqrt": "language", "exp": "language", "log": "language", "sin": "language", "cos": "language",
-    "tan": "language", "tanh": "language", "pow": "language", "abs": "language", "min": "language",
-    "max": "language", "floor": "language", "erf": "language", "atan2": "language",
-    "exp2": "language", "log2": "language", "log1p": "language", "expm1": "language",
-    "sinh": "language", "cosh": "language", "asin": "language", "acos": "language", "atan": "language",
-    "ceil": "language", "fma": "language", "copysign": "language", "static_range": "language",
+    "func": "language.builtins", "tid": "language.builtins", "atomic_add": "language.builtins", "atomic_min": "language.builtins",
+    "atomic_max": "language.builtins", "zeros": "language.builtins", "grad": "language.builtins",
+    "value_and_grad": "language.builtins",
+    "sqrt": "language.builtins", "rsqrt": "language.builtins", "exp": "language.builtins", "log": "language.builtins", "sin": "language.builtins", "cos": "language.builtins",
+    "tan": "language.builtins", "tanh": "language.builtins", "pow": "language.builtins", "abs": "language.builtins", "min": "language.builtins",
+    "max": "language.builtins", "floor": "language.builtins", "erf": "language.builtins", "atan2": "language.builtins",
+    "exp2": "language.builtins", "log2": "language.builtins", "log1p": "language.builtins", "expm1": "language.builtins",
+    "sinh": "language.builtins", "cosh": "language.builtins", "asin": "language.builtins", "acos": "language.builtins", "atan": "language.builtins",
+    "ceil": "language.builtins", "fma": "language.builtins", "copysign": "language.builtins", "static_range": "language.builtins",
     # block-level kernels
-    "thread_id": "language", "block_id": "language", "block_dim": "language", "lane_id": "language",
-    "warp_size": "language", "shared": "language", "sync_threads": "language", "warp_sum": "language",
-    "warp_max": "language", "shuffle": "language", "shuffle_down": "language", "block_sum": "language",
-    "block_max": "language",
+    "thread_id": "language.builtins", "block_id": "language.builtins", "block_dim": "language.builtins", "lane_id": "language.builtins",
+    "warp_size": "language.builtins", "shared": "language.builtins", "sync_threads": "language.builtins", "warp_sum": "language.builtins",
+    "warp_max": "language.builtins", "shuffle": "language.builtins", "shuffle_down": "language.builtins", "block_sum": "language.builtins",
+    "block_max": "language.builtins",
     # foreign IR and JAX
-    "from_llvm": "foreign", "from_numba": "foreign", "jax_kernel": "jax", "from_cuda": "foreign_cuda", "from_hip": "foreign_cuda",
-    "struct": "foreign_cuda",
+    "from_llvm": "sources.llvm", "from_numba": "sources.llvm", "jax_kernel": "jax", "from_cuda": "sources.cuda",
+    "from_hip": "sources.cuda", "struct": "sources.cuda",
 }
-_SUBMODULES = {"enzyme", "ir", "codegen", "runtime", "frontend", "chemistry", "cache"}
+# sub-packages reachable as attributes (``ado.enzyme``), and where ``ado.cache`` now lives
+_SUBMODULES = {"enzyme": "enzyme", "ir": "ir", "codegen": "codegen", "runtime": "runtime", "frontend": "frontend",
+               "chemistry": "chemistry", "cache": "codegen.cache", "analysis": "analysis", "types": "language.types"}
 
 
 def __getattr__(name: str):
@@ -50,7 +51,7 @@ def __getattr__(name: str):
         globals()[name] = value
         return value
     if name in _SUBMODULES:
-        return importlib.import_module(f".{name}", __name__)
+        return importlib.import_module(f".{_SUBMODULES[name]}", __name__)
     raise AttributeError(f"module 'adoffload' has no attribute '{name}'")
 
 

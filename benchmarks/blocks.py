@@ -326,8 +326,8 @@ def time_launches(kernel, values: dict, grid: tuple, reps: int, gpu=None, edit_p
     holds every parameter (numpy arrays are uploaded once; repeated launches reuse them).
     ``edit_ptx``: a function of the PTX text, for experiments (benchmarks/stencil_ablation.py)."""
     from adoffload.codegen.abi import pack_slots
-    from adoffload.codegen.rows import row_blocks
-    from adoffload.launch import flat_values, proven_facts
+    from adoffload.codegen.gpu.rows import row_blocks
+    from adoffload.kernels.launch import flat_values, proven_facts
     from harness import Gpu
     gpu = gpu or Gpu()
     ordered = [values[p.name] for p in kernel.signature.params]
@@ -451,7 +451,7 @@ def bench_dot(sizes, reps, rows, per_thread: int = 8):
 def _dot_events(kernel, a, b, per_thread, reps) -> dict:
     """Ours and RAJAPerf's CUDA stream_dot through the same runtime and stream, timed with CUDA events."""
     from adoffload.codegen.abi import pack_slots
-    from adoffload.launch import flat_values, proven_facts
+    from adoffload.kernels.launch import flat_values, proven_facts
     from harness import Gpu
     from rajaperf import build_cuda_baselines, cuda_launch_grid
     gpu = Gpu()

@@ -83,7 +83,7 @@ def counts(body: str) -> Counter:
 
 def ptxas_report(ptx: str) -> dict[str, str]:
     """Entry -> 'R regs, S spill' from ptxas -v."""
-    from adoffload.codegen.tools import find_ptxas
+    from adoffload.codegen.gpu.tools import find_ptxas
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "k.ptx"
         src.write_text(ptx)
@@ -102,7 +102,7 @@ def ptxas_report(ptx: str) -> dict[str, str]:
 
 def our_ptx(case, checked: bool, noalias: bool) -> tuple[str, str]:
     import adoffload as ado
-    from adoffload.launch import proven_facts
+    from adoffload.kernels.launch import proven_facts
     kernel = case.kernel if checked else ado.kernel(bounds_check=False)(case.kernel.pyfunc)
     n = 1 << 20
     host = case.make(n, np.random.default_rng(0))

@@ -16,9 +16,9 @@ import numpy as np
 
 import adoffload as ado
 from adoffload.codegen.abi import pack_slots
-from adoffload.codegen.rows import row_blocks
-from adoffload.codegen.vectorize import choose_compiled, elements_per_thread, launch_threads, streamed_params
-from adoffload.launch import flat_values, proven_facts
+from adoffload.codegen.gpu.rows import row_blocks
+from adoffload.codegen.gpu.vectorize import choose_compiled, elements_per_thread, launch_threads, streamed_params
+from adoffload.kernels.launch import flat_values, proven_facts
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))

@@ -11,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
-from adoffload.foreign_cuda.compile import compile_to_llvm  # noqa: E402
+from adoffload.sources.cuda.compile import compile_to_llvm  # noqa: E402
 
 
 def sources() -> list[str]:

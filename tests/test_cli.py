@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from adoffload.codegen import tools
+from adoffload.codegen.gpu import tools
 from adoffload.errors import ToolNotFoundError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -118,7 +118,7 @@ def test_vjp_default_wrt_is_every_float_input():
 
 @pytest.mark.skipif(not (_have(tools.find_libdevice) and _have(tools.find_ptxas)), reason="CUDA tools missing")
 def test_vector_jvp_ptx_passes_ptxas(tmp_path):
-    from adoffload.codegen import nvptx
+    from adoffload.codegen.gpu import nvptx
     out = compile_ok(f"{EXAMPLE}:saxpy", "--emit", "ptx", "--mode", "jvp", "--width", "2", "--arch", "sm_80")
     assert ".visible .entry saxpy_$_jvp2_$_kernel(" in out
     assert "Compiling entry function 'saxpy_$_jvp2_$_kernel'" in nvptx.ptxas_check(out, "sm_80")

@@ -4,14 +4,16 @@ import numpy as np
 import pytest
 
 from adoffload.runtime import get_device
-from adoffload.tape_scan import CHUNK, HANDLER_LEVELS, exclusive_scan_on_device, level_sizes
+from adoffload.kernels.kernel import scan_kernels
+from adoffload.kernels.launch import launch
+from adoffload.kernels.tape_scan import CHUNK, HANDLER_LEVELS, exclusive_scan_on_device, level_sizes
 
 
 @pytest.mark.parametrize("n", [1, 2, CHUNK, CHUNK + 1, CHUNK * CHUNK, CHUNK * CHUNK + 3])
 def test_offsets_are_the_exclusive_prefix_sum(n):
     counts = np.random.default_rng(n).integers(0, 9, n).astype(np.int64) * 8
     offsets = counts.copy()
-    total = exclusive_scan_on_device(offsets, get_device("cpu"))
+    total = exclusive_scan_on_device(offsets, get_device("cpu"), scan_kernels(), launch)
     assert total == counts.sum()
     np.testing.assert_array_equal(offsets, np.concatenate([[0], np.cumsum(counts)[:-1]]))
 
@@ -26,7 +28,7 @@ def test_level_sizes():
 
 
 def _cuda_devices() -> int:
-    from adoffload.runtime.device import device_count
+    from adoffload.runtime.devices import device_count
     return device_count("cuda")
 
 
@@ -38,7 +40,7 @@ def test_offsets_on_a_cuda_device():
     counts = np.random.default_rng(7).integers(0, 9, n).astype(np.int64) * 8
     on_device = DeviceArray.from_numpy(counts, device="cuda")
     try:
-        total = exclusive_scan_on_device(on_device, get_device("cuda"))
+        total = exclusive_scan_on_device(on_device, get_device("cuda"), scan_kernels(), launch)
         offsets = on_device.to_numpy()
     finally:
         get_device("cuda").free(on_device.buffer)

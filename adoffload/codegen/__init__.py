@@ -10,7 +10,7 @@ import os
 from collections.abc import Sequence
 
 from . import abi
-from .rows import PTX_ROW_LAUNCH_LINE, ROW_LAUNCH_MARK, launches_rows  # noqa: F401 (re-exported)
+from .gpu.rows import PTX_ROW_LAUNCH_LINE, ROW_LAUNCH_MARK, launches_rows  # noqa: F401 (re-exported)
 
 TARGETS = {"host": "host", "cpu": "host", "nvptx": "nvptx", "cuda": "nvptx", "amdgpu": "amdgpu", "hip": "amdgpu"}
 DEFAULT_ARCH = {"nvptx": "sm_90", "amdgpu": "gfx942"}
@@ -33,7 +33,7 @@ def kernel_symbol(body_name: str, target: str) -> str:
     if target == "host":
         return abi.host_entry_name(body_name)
     if target == "nvptx":
-        from .nvptx import ptx_symbol
+        from .gpu.nvptx import ptx_symbol
         return ptx_symbol(abi.kernel_entry_name(body_name))
     return abi.kernel_entry_name(body_name)
 
@@ -95,11 +95,11 @@ def _combine_lanes(text: str, body_name: str, grid_rank: int, target: str, arch:
     sm_75 (``activemask`` needs PTX 6.2), one element per thread, not for deterministic kernels
     (option ``lane_combining=False``; ordered shared adds). A block kernel's adds into its shared
     arrays (the body's last params before the status) are left to codegen/shared_atomics.py."""
-    from .nvptx import PTX_VERSION
+    from .gpu.nvptx import PTX_VERSION
     if target != "nvptx" or not opts.get("lane_combining", True) or opts.get("elements_per_thread", 1) != 1 \
             or opts.get("ordered_shared_adds") or PTX_VERSION.get(arch, 0) < 62:
         return text
-    from .lane_combining import combine_lane_atomics
+    from .gpu.lane_combining import combine_lane_atomics
     skip = len(opts.get("shared", ())) if opts.get("block") is not None else 0
     return combine_lane_atomics(text, body_name, grid_rank, opts.get("noalias", False), skip_args=skip)[0]
 
@@ -129,8 +129,8 @@ def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_ran
     (host block kernels: 32, or 64 to emulate AMD's wavefronts; the 'cpu:wave64' device). ``cache``:
     True for the default on-disk cache, a ``CompileCache``, or False/None for none.
     """
-    from ..cache import CompileCache
-    from ..enzyme.parallel import lower_uniform_adds_text
+    from .cache import CompileCache
+    from ..analysis.address_classes import lower_uniform_adds_text
     target = _canonical_target(target)
     opts = normalize_options(opts, target, grid_rank)
     text = lower_uniform_adds_text(text, target)   # adjoint reductions: warp pre-reduction on GPUs
@@ -143,7 +143,7 @@ def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_ran
     cached = store.get(key) if store is not None else None
     block = opts.get("block")
     if target == "host":
-        from .host import HostProgram
+        from .host.program import HostProgram
         if cached is not None:
             program = HostProgram(cached.decode(), optimized=True)
         elif block is not None:
@@ -173,7 +173,7 @@ def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_ran
     else:
         module = None
     if module is None and opts.get("noalias", False):
-        from .schedule import hoist_loads
+        from .gpu.schedule import hoist_loads
         text = hoist_loads(text, body_name)     # several loads in flight per thread (adjoints)
     if module is None:
         text = _combine_lanes(text, body_name, grid_rank, target, arch, opts)
@@ -182,10 +182,10 @@ def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_ran
                                noalias=opts.get("noalias", False), reductions=reductions,
                                elements_per_thread=opts.get("elements_per_thread", 1))
     if target == "nvptx":
-        from .nvptx import compile_ptx
+        from .gpu.nvptx import compile_ptx
         artifact = compile_ptx(module, arch)
         if block is not None:
-            from .nvptx import resident_threads
+            from .gpu.nvptx import resident_threads
             artifact = resident_threads(artifact, math.prod(block))
         if f"!{abi.GRID_STRIDE_MARK} =" in module:       # the entry loops: the artifact says so (loops_over_grid)
             artifact = PTX_GRID_STRIDE_LINE + artifact
@@ -193,7 +193,7 @@ def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_ran
             artifact = PTX_ROW_LAUNCH_LINE + artifact
         data = artifact.encode()
     else:
-        from .amdgpu import compile_hsaco
+        from .gpu.amdgpu import compile_hsaco
         artifact = data = compile_hsaco(module, arch, math=opts.get("math", "auto"))
     if store is not None:
         store.put(key, data)

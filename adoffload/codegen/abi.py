@@ -47,8 +47,9 @@ from llvmlite import ir
 import llvmlite.binding as llvm
 
 from ..errors import CompilationError, IRError
-from .rows import LAUNCH_INDICES, ROW_LAUNCH_MARK, emit_rows_or_linear
-from .uniform_checks import checks_function_name, thread_checks_function_name, unchecked_function_name
+from .gpu.vectorize import MAX_ELEMENTS_PER_THREAD
+from .gpu.rows import LAUNCH_INDICES, ROW_LAUNCH_MARK, emit_rows_or_linear
+from .gpu.uniform_checks import checks_function_name, thread_checks_function_name, unchecked_function_name
 
 HOST_SUFFIX = ".host"
 KERNEL_SUFFIX = ".kernel"
@@ -146,8 +147,8 @@ def _prepare_body(module_text: str, body_name: str, types: list[str], grid_rank:
     several checks decided by its arguments (codegen/uniform_checks.py); with ``reductions`` other
     than "off", defer its uniform-address atomics (codegen/reductions.py). Returns (parsed module,
     sites, name of the checks function or None, name of the thread checks function or None)."""
-    from . import reductions as red
-    from .uniform_checks import add_checks_function, add_thread_checks_function
+    from .gpu import reductions as red
+    from .gpu.uniform_checks import add_checks_function, add_thread_checks_function
     if reductions not in red.MODES:
         raise CompilationError(f"reductions={reductions!r}; expected one of {list(red.MODES)}")
     body_module = _parse(module_text)
@@ -216,7 +217,7 @@ def add_host_entry(module_text: str, body_name: str, flat_types: Sequence, grid_
     ``reductions``: unless "off", uniform-address atomics are summed per call (per chunk of
     threads) and added once at its end (codegen/reductions.py).
     """
-    from .reductions import EntryAccumulators
+    from .gpu.reductions import EntryAccumulators
     types = flat_type_names(flat_types)
     body_module, sites, _, _ = _prepare_body(module_text, body_name, types, grid_rank, reductions)
     m, body = _entry_module(body_module, body_name, types, grid_rank, len(sites))
@@ -325,14 +326,14 @@ def add_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, grid_r
     metadata ``!adoffload.grid_stride`` (``GRID_STRIDE_MARK``), which codegen turns into a PTX
     comment that ``Compiled.grid_stride`` reads: the artifact itself says how to launch it.
     """
-    from .reductions import EntryAccumulators
+    from .gpu.reductions import EntryAccumulators
     per_thread = check_elements_per_thread(elements_per_thread, grid_rank)
     if target not in GPU_CALLING_CONVENTION:
         raise CompilationError(f"unknown GPU target {target!r}; expected one of {sorted(GPU_CALLING_CONVENTION)}")
     types = flat_type_names(flat_types)
     by_ref = _by_reference_mask(flat_types, scalars_by_reference)
-    from .grid_stride import UNROLL, has_loop
-    from .reductions import might_defer
+    from .gpu.grid_stride import UNROLL, has_loop
+    from .gpu.reductions import might_defer
     auto = grid_stride == "auto"
     if auto:
         grid_stride = target in _LAUNCHED_THREADS and reductions in ("block", "warp") and might_defer(module_text)
@@ -405,7 +406,7 @@ def add_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, grid_r
         call_body(b, [linear_id] if grid_rank == 1 else _gpu_tids(b, linear_id, grid, total))
 
     if grid_stride:
-        from .grid_stride import emit_grid_stride
+        from .gpu.grid_stride import emit_grid_stride
         m.add_named_metadata(GRID_STRIDE_MARK, [])
         in_range = emit_grid_stride(b, linear, total, _LAUNCHED_THREADS[target](m, b), per_thread, fast, enter_fast, run,
                                     unroll=UNROLL if light else 1)
@@ -435,7 +436,7 @@ GRID_STRIDE_MARK = "adoffload.grid_stride"     # named metadata of entries that 
 
 def _launched_threads_nvptx(m: ir.Module, b: ir.IRBuilder) -> ir.Value:
     """GPU threads of the launch: nctaid.x * nctaid.y * ntid.x (see _linear_id_nvptx)."""
-    from .reductions import _sreg
+    from .gpu.reductions import _sreg
     blocks = b.mul(b.zext(_sreg(m, b, "nctaid.x"), _I64), b.zext(_sreg(m, b, "nctaid.y"), _I64), flags=("nuw",))
     return b.mul(blocks, b.zext(_sreg(m, b, "ntid.x"), _I64), flags=("nuw",))
 
@@ -471,7 +472,6 @@ def _declare_assume(m: ir.Module) -> ir.Function:
     return existing if existing is not None else ir.Function(m, ir.FunctionType(ir.VoidType(), [_I1]), name="llvm.assume")
 
 
-MAX_ELEMENTS_PER_THREAD = 16
 VECTOR_ALIGNMENT = 16      # bytes: one 128-bit access (ld.global.v4.f32 / v2.f64, global_load_dwordx4)
 
 

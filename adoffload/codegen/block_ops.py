@@ -15,7 +15,7 @@ commutative).
 """
 from __future__ import annotations
 
-from ..collectives import FLOAT_SUFFIXES
+from ..language.collectives import FLOAT_SUFFIXES
 
 # max starts from NaN, which llvm.maxnum drops: NaN lanes are ignored and a warp or block of NaNs
 # gives NaN on every target (-inf made the host and block reductions say -inf where a GPU's

@@ -25,10 +25,10 @@ from .. import ir as adoir
 from ..errors import CompilationError
 from . import abi
 from .block_ops import gpu_definitions, host_definitions
-from .shared_alignment import aligned_shared_pointer
-from .shared_atomics import aggregate_shared_adds, nvptx_definitions
-from .block_split import SCRATCH_SLOT, resume_name, split_at_barriers
-from .ordered_shared import order_shared_adds, ordered_definitions
+from .gpu.shared_alignment import aligned_shared_pointer
+from .gpu.shared_atomics import aggregate_shared_adds, nvptx_definitions
+from .host.block_split import SCRATCH_SLOT, resume_name, split_at_barriers
+from .gpu.ordered_shared import order_shared_adds, ordered_definitions
 
 _I1, _I8, _I32, _I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 _PTR = ir.PointerType()
@@ -192,7 +192,7 @@ def add_block_host_entry(module_text: str, body_name: str, flat_types: Sequence,
 def _record_divergence(b: ir.IRBuilder, status, block_index) -> None:
     """Threads of one block stopped at different barriers: status code DIVERGED (abi_status.py),
     the block's index as the index word; the launch raises instead of returning wrong values."""
-    from ..abi_status import DIVERGED
+    from ..language.status import DIVERGED
     old = b.atomic_rmw("xchg", status, _I64(DIVERGED), "monotonic")
     with b.if_then(b.icmp_unsigned("==", old, _I64(0))):
         for word, value in ((1, _I64(-1)), (2, block_index), (3, _I64(0))):
@@ -325,7 +325,7 @@ def _internalize_ops(module: llvm.ModuleRef) -> None:
 
 
 def _check_warp_ops(body_module: llvm.ModuleRef, threads: int, warp: int, target: str, arch: str | None) -> None:
-    from .. import collectives
+    from ..language import collectives
     used = {collectives.parse(f.name)[0] for f in body_module.functions if collectives.parse(f.name)}
     warp_ops = used & {"warp_sum", "warp_max", "shuffle", "shuffle_t", "warp_first_lane", "warp_ballot"}
     if warp_ops and threads % warp:

@@ -36,9 +36,9 @@
 """
 from __future__ import annotations
 
-from .. import collectives
+from ..language import collectives
 from ..ir.core import FunctionType, Instruction, Value, const, i32
-from ..types import ArrayType
+from ..language.types import ArrayType
 from .rules import Rule, RuleContext, register
 
 # Calls the reverse sweep repeats at the mirrored point (reverse.py).

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from ..ir.builder import Builder
 from ..ir.core import Argument, Constant, Instruction, Value, const, i1
-from .parallel import AddressClass, uniform_add_intrinsic
+from ..analysis.address_classes import AddressClass, uniform_add_intrinsic
 
 # Pure operations that cannot trap: an address built only from these (and arguments and
 # constants) is the same wherever and however often the thread computes it.

@@ -65,7 +65,9 @@ import numpy as np
 from ..errors import DifferentiationError
 from ..ir.builder import Builder
 from .activity import derived_attributes
+from .counting import add_counting_function
 from .rules import describe
+from .tape import TapeSpec
 from ..ir.core import Argument, Block, Function, FunctionType, Instruction, Value, const, f32, f64, i8, i64, ptr, void
 
 ENTRY_BYTES = 16
@@ -226,42 +228,6 @@ def _reachable_after(inst: Instruction, blocks: list[Block]) -> set[Instruction]
     return out
 
 
-def add_counting_function(module, primal: Function, name: str, counters: list[tuple[str, dict[int, int]]]) -> Function:
-    """``@name(primal args..., ptr %<counter>...)``: runs the primal and stores, per counter, the
-    bytes this thread needs (one i64 each). A counter maps a primal block's index (in
-    ``primal.blocks``) to the bytes each visit of that block adds."""
-    from ..ir.clone import clone_function_body
-
-    params = tuple(a.type for a in primal.args) + (ptr,) * len(counters)
-    fn = Function(name, FunctionType(void, params),
-                  [Argument(a.type, a.name, k, derived_attributes(a)) for k, a in enumerate(primal.args)])
-    fn.args += [Argument(ptr, counter, len(primal.args) + k) for k, (counter, _) in enumerate(counters)]
-    fn.personality = primal.personality
-    module.add_function(fn)
-    block_map, returns = clone_function_body(primal, fn, dict(zip(primal.args, fn.args)))
-    entry = Builder()
-    entry.position_before(fn.entry.instructions[0])
-    slots = []
-    for counter, per_block in counters:
-        slot = entry.alloca(i64, f"{counter}.count")
-        entry.store(const(i64, 0), slot)
-        slots.append(slot)
-        for index, nbytes in per_block.items():
-            block = block_map.get(primal.blocks[index])
-            if block is None or not nbytes:
-                continue
-            b = Builder()
-            b.position_before_terminator(block)
-            b.store(b.add(b.load(i64, slot), const(i64, nbytes)), slot)
-    for ret in returns:
-        b = Builder()
-        b.position_before(ret)
-        for slot, out in zip(slots, fn.args[len(primal.args):]):
-            b.store(b.load(i64, slot), out)
-        ret.operands = []
-    return fn
-
-
 # ----------------------------------------------------------------------------- host side
 
 def reduce_log(log_words: np.ndarray, shadows: list[np.ndarray]) -> None:
@@ -304,7 +270,7 @@ def reduce_log(log_words: np.ndarray, shadows: list[np.ndarray]) -> None:
         if touched.any():
             flat[touched] += part[touched].astype(shadow.dtype)
 
-__all__ = ["LogSpec", "ContributionLog", "shadow_root", "check_no_read_after_log", "add_counting_function",
+__all__ = ["LogSpec", "ContributionLog", "shadow_root", "check_no_read_after_log",
            "reduce_log", "ENTRY_BYTES"]
 
 
@@ -312,7 +278,6 @@ def attach_log(rev, result, tape_bytes: dict[int, int] | None) -> None:
     """Deterministic mode, at the end of a reverse derivation (``rev``: reverse._Reverser): the log
     arguments (after the tape's) and one counting function for the dynamic tape (``tape_bytes``
     per primal block, if any) and the log."""
-    from .tape import TapeSpec
     check_no_read_after_log(rev.log, rev.blocks)
     rev.log.attach()
     primal_of = {new: old for old, new in rev.block_map.items()}

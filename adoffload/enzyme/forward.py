@@ -23,12 +23,13 @@ from ..ir.builder import Builder
 from ..ir.cfg import reachable_blocks
 from ..ir.core import (Argument, Block, Constant, FloatType, Function, FunctionType, GlobalVariable, Instruction,
                        Module, Type, Value, VectorType, const, i8, i64, ptr, void)
-from .activity import (CONST, Activity, ActivityInfo, analyze, derived_attributes, is_float_type,
+from .activity import (CONST, Activity, ActivityInfo, derived_attributes, is_float_type,
                        is_placeholder_pointer)
+from .soundness import analyze
 from .custom import custom_tangent, find_custom
 from .memory import (allocation_size, heap_function, shadow_alloc, shadow_free, shadow_realloc, stack_array_count,
                      zeroed_stack_array)
-from .parallel import UNIFORM_ADD_PREFIX
+from ..analysis.address_classes import UNIFORM_ADD_PREFIX
 from .rules import RULES, Rule, RuleContext, constant, forward_tangent, rule_for, rule_key
 
 # Ops that are linear in their float operands: the tangent is the same op on the tangents.

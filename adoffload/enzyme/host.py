@@ -9,7 +9,7 @@ import ctypes
 
 import numpy as np
 
-from ..codegen.host import HostProgram
+from ..codegen.host.program import HostProgram
 from ..errors import ArgumentError
 from ..ir.builder import Builder
 from ..ir.core import FloatType, Function, IntType, Module, PointerType, Type, VoidType

@@ -16,16 +16,17 @@ from ..errors import ArgumentError
 from ..ir.builder import Builder
 from ..ir.core import (Argument, Constant, Function, FunctionType, Module, Type, Value, f32, f64, i1, i32, i64, ptr,
                        void)
-from ..signature import HIDDEN_PREFIX, KernelSignature, Param
-from ..types import ArrayType
-from ..types import i64 as I64
-from .activity import ACTIVE, CONST, DUP, Activity, analyze
+from ..language.signature import HIDDEN_PREFIX, KernelSignature, Param
+from ..language.types import ArrayType
+from ..language.types import i64 as I64
+from .activity import ACTIVE, CONST, DUP, Activity
+from .soundness import analyze
 from .blocks import shared_activity
 from .forward import forward
 from .lean import LeanPlan, drop_primal_stores, lean_derivative
-from .parallel import ParallelInfo
+from ..analysis.address_classes import ParallelInfo
 from .soundness import check_forward_atomics
-from .store_seeds import check_kernel_stores
+from .soundness import check_kernel_stores
 
 _LLVM_TYPES: dict[str, Type] = {"float": f32, "double": f64, "i32": i32, "i64": i64, "i1": i1, "ptr": ptr}
 

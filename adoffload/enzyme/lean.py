@@ -38,9 +38,9 @@ from dataclasses import dataclass
 
 from ..errors import DifferentiationError
 from ..ir.core import Argument, Constant, Function, Instruction, Value
-from ..signature import HIDDEN_PREFIX
-from .parallel import AddressClass, AddressClassifier, ParallelInfo
-from .reverse_cfg import Dominators, LoopInfo, reachable_blocks
+from ..language.signature import HIDDEN_PREFIX
+from ..analysis.address_classes import AddressClass, AddressClassifier, ParallelInfo
+from ..analysis.control_flow import Dominators, LoopInfo, reachable_blocks
 
 _ADDRESS_OPS = frozenset({"getelementptr", "bitcast", "addrspacecast"})
 

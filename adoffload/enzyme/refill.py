@@ -41,7 +41,7 @@ from ..errors import DifferentiationError
 from ..ir.builder import Builder
 from ..ir.core import Argument, Block, Constant, GlobalVariable, Instruction, Value
 from .blocks import REPLAYED_CALLS
-from .reverse_cfg import Loop
+from ..analysis.control_flow import Loop
 from .rules import rule_for
 
 _PURE = frozenset({

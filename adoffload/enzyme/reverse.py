@@ -26,13 +26,13 @@ import copy
 from dataclasses import dataclass
 from typing import Callable
 
-from .. import collectives
+from ..language import collectives
 from ..errors import DifferentiationError
 from ..ir.builder import Builder
 from ..ir.clone import clone_function_body
 from ..ir.core import (Argument, Block, Function, FunctionType, GlobalVariable, Instruction,
                        Module, Value, const, i8, i32, i64, ptr, void)
-from .activity import (CONST, Activity, analyze, derived_attributes, is_float_type, is_placeholder_pointer,
+from .activity import (CONST, Activity, derived_attributes, is_float_type, is_placeholder_pointer,
                        is_uniform_add)
 from .blocks import REPLAYED_CALLS
 from .adjoint_values import adjoint_identity, add_adjoints, zero_of
@@ -46,12 +46,13 @@ from .custom import custom_cotangents, extractvalue_reverse, find_custom, insert
 from .forward import _IGNORED_CALLS
 from .deferred import DeferredAdds
 from .deterministic import ContributionLog, LogSpec, attach_log
-from .parallel import UNIFORM_ADD_PREFIX, AddressClass, AddressClassifier, ParallelInfo, pointer_roots
-from .store_seeds import SEED_EXCHANGE, check_kernel_stores, stored_by_the_block
-from .reverse_cfg import Dominators, LoopInfo, exit_value, inductions, predecessor_map, reachable_blocks
+from ..analysis.address_classes import (UNIFORM_ADD_PREFIX, AddressClass, AddressClassifier, ParallelInfo,
+    pointer_roots)
+from ..analysis.races.store_seeds import SEED_EXCHANGE, stored_by_the_block
+from ..analysis.control_flow import Dominators, LoopInfo, exit_value, inductions, predecessor_map, reachable_blocks
 from .zero_adjoints import maybe_zero_adjoints
 from .rules import RuleContext, describe, reverse_contributions, rule_for, rule_key
-from .soundness import check_rerun
+from .soundness import analyze, check_kernel_stores, check_rerun
 from .stats import PER_ITERATION, PER_THREAD, ReverseStats
 from .vectors import extractelement_reverse, insertelement_reverse, shufflevector_reverse
 from .tape import STATIC_TAPE_LIMIT, Tape, TapeSpec, add_count_function

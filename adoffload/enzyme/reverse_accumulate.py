@@ -17,7 +17,7 @@ from ..ir.builder import Builder
 from ..ir.core import Argument, Block, Constant, Instruction, Value
 from .deferred import enabled as deferral_enabled, run_invariant
 from .deterministic import PRIVATE_ROOT, shadow_root
-from .parallel import AddressClass, uniform_add_intrinsic
+from ..analysis.address_classes import AddressClass, uniform_add_intrinsic
 
 
 def _pointer_root(p: Value) -> Value:

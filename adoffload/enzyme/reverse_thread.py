@@ -18,7 +18,7 @@ computed in the reverse blocks that are bypassed.
 from __future__ import annotations
 
 from ..ir.core import Block
-from .reverse_cfg import reachable_blocks
+from ..analysis.control_flow import reachable_blocks
 
 
 def _bare(block: Block) -> bool:

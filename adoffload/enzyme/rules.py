@@ -23,7 +23,7 @@ from typing import Callable
 from ..errors import DifferentiationError
 from ..ir.builder import Builder
 from ..ir.core import (Constant, FloatType, GlobalVariable, Function, Instruction, Module, StructType,
-                       Type, Value, VectorType, const, i1, i32)
+                       Type, Value, type_suffix, VectorType, const, i1, i32)
 
 PartialsFn = Callable[["RuleContext", Instruction], "list[Value | None]"]
 ForwardFn = Callable[["RuleContext", Instruction, "list[Value | None]"], "Value | None"]
@@ -56,16 +56,6 @@ def register(key: str, rule: Rule) -> Rule:
 
 
 # ----------------------------------------------------------------------------- context
-
-def type_suffix(t: Type) -> str:
-    """The overload suffix LLVM intrinsics use for ``t``: f32, f64, f16, v4f32."""
-    if isinstance(t, VectorType):
-        return f"v{t.count}{type_suffix(t.element)}"
-    if isinstance(t, FloatType):
-        return {"half": "f16", "bfloat": "bf16", "float": "f32", "double": "f64", "x86_fp80": "f80",
-                "fp128": "f128", "ppc_fp128": "ppcf128"}[t.kind]
-    return str(t)
-
 
 def constant(t: Type, x: float) -> Constant:
     """A float constant of scalar or vector type ``t`` (vectors are splats)."""

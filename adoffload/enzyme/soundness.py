@@ -25,11 +25,11 @@ from __future__ import annotations
 from ..errors import DifferentiationError
 from ..ir.core import Argument, Constant, Function, GlobalVariable, Instruction, Value
 from ..ir.subset import recursive_functions
-from .activity import ActivityInfo, is_float_type, is_placeholder_pointer, memory_roots, pointer_sources
+from .activity import CONST, Activity, ActivityInfo, activity_of, is_float_type, is_placeholder_pointer, memory_roots, pointer_sources
 from .custom import find_custom
 from .memory import heap_function
 from .rules import RULES, describe, rule_key
-from .store_seeds import SEED_EXCHANGE
+from ..analysis.races.store_seeds import SEED_EXCHANGE, check_stores_by_the_block
 
 # Consumers of an active value whose handling the engines define (besides the rule table).
 ACTIVE_CONSUMERS = frozenset({"phi", "select", "ret", "extractvalue", "insertvalue", "extractelement",
@@ -74,6 +74,14 @@ _BITS_END = frozenset({"icmp", "br", "switch", "getelementptr", "sitofp", "uitof
 # Where they would become a value again: memory, a float, a pointer, a call, the caller.
 _BITS_SINKS = frozenset({"store", "atomicrmw", "cmpxchg", "ret", "inttoptr", "call"})
 _POINTER_DERIVING = frozenset({"getelementptr", "bitcast", "addrspacecast", "phi", "select"})
+
+
+def analyze(fn: Function, arg_activity: list[Activity]) -> ActivityInfo:
+    """Activity of every value of ``fn`` given one Activity per argument, after the allowlist (``check``)
+    has accepted everything on an active path."""
+    info = activity_of(fn, arg_activity)
+    check(fn, info)
+    return info
 
 
 def check(fn: Function, info: ActivityInfo) -> None:
@@ -447,3 +455,12 @@ def check_rerun(fn: Function, status: Value | None) -> None:
             f"and the adjoint kernel runs the forward pass again in its own launch, where the atomic hands out "
             f"other values than in the primal launch. Compute such slots in a separate kernel (a prefix sum) and "
             f"pass them in as an input")
+
+
+def check_kernel_stores(fn: Function, activity: list, parallel, mode: str) -> None:
+    """``check_stores_by_the_block`` for a kernel body of ``parallel`` (enzyme/parallel.ParallelInfo)
+    differentiated with ``activity`` (CONST arguments are not stored arrays)."""
+    check_stores_by_the_block(fn, [fn.args[k] for k in parallel.thread_args],
+                              {a for k, (a, act) in enumerate(zip(fn.args, activity))
+                               if act is not CONST and k not in parallel.block_shared_args},
+                              [fn.args[k] for k in sorted(parallel.block_shared_args)], mode)

@@ -19,8 +19,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ..ir.core import Function, Instruction
-from .parallel import UNIFORM_ADD_PREFIX
-from .reverse_cfg import Dominators, LoopInfo, reachable_blocks
+from ..analysis.address_classes import UNIFORM_ADD_PREFIX
+from ..analysis.control_flow import Dominators, LoopInfo, reachable_blocks
 
 PER_ITERATION, PER_THREAD = "per iteration", "per thread"
 

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from ..ir.builder import Builder
 from ..ir.core import (ArrayType, Block, Constant, Function, Instruction, Value, const, i8, i64,
                        ptr)
+from .counting import add_counting_function
 
 SLOT_BYTES = 8
 STATIC_TAPE_LIMIT = 64 * SLOT_BYTES
@@ -190,8 +191,7 @@ def add_count_function(module, primal: Function, name: str, bytes_per_block: dic
     """``@name(primal args..., ptr %tape_bytes)``: runs the primal and stores its tape size.
 
     ``bytes_per_block`` maps a primal block's index (in ``primal.blocks``) to the bytes its
-    record pushes per visit. (The single-counter case of ``deterministic.add_counting_function``.)
+    record pushes per visit. (The single-counter case of ``counting.add_counting_function``.)
     """
-    from .deterministic import add_counting_function
     return add_counting_function(module, primal, name, [("tape_bytes", bytes_per_block)])
 

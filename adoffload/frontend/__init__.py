@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import KernelTypeError
-from ..language import Func
-from ..signature import KernelSignature
+from ..language.builtins import Func
+from ..language.signature import KernelSignature
 from .context import ModuleContext
 from .coverage import full_writes
 from .blocks import check_block, check_uniform_collectives, shared_arrays

@@ -15,9 +15,9 @@ import ast
 
 from llvmlite import ir
 
-from ..abi_status import OUT_OF_BOUNDS
+from ..language.status import OUT_OF_BOUNDS
 from ..errors import KernelTypeError, UnsupportedConstructError
-from ..types import ArrayType, ScalarType
+from ..language.types import ArrayType, ScalarType
 from . import typing_rules as rules
 from .context import I64, llvm_type
 from .values import ArrayRef, Literal, Scalar, describe

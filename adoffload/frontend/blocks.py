@@ -26,10 +26,10 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from .. import language
-from ..abi_status import SHARED_INDEX_BASE
+from ..language import builtins as language
+from ..language.status import SHARED_INDEX_BASE
 from ..errors import KernelTypeError, UnsupportedConstructError
-from ..types import ArrayType, ScalarType
+from ..language.types import ArrayType, ScalarType
 from . import typing_rules as rules
 from .context import I32, I64, llvm_type
 from .values import ArrayRef, Literal, PyObject, Scalar, describe

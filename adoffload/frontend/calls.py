@@ -12,9 +12,9 @@ import builtins
 import numpy as np
 from llvmlite import ir
 
-from .. import language
+from ..language import builtins as language
 from ..errors import KernelTypeError, UnsupportedConstructError
-from ..types import ScalarType, bool_
+from ..language.types import ScalarType, bool_
 from . import typing_rules as rules
 from .context import llvm_type
 from .values import ArrayRef, Literal, PyObject, Scalar, describe

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ..types import ScalarType
+from ..language.types import ScalarType
 
 I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
 LLVM_TYPES = {"float": ir.FloatType(), "double": ir.DoubleType(), "i32": I32, "i64": I64, "i1": I1}

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import ast
 
-from ..signature import KernelSignature
+from ..language.signature import KernelSignature
 
 _LIMIT = 1 << 16          # the largest block tile whose coverage is checked by enumeration
 _INDEX_CALLS = {"tid": "tid", "thread_id": "thread", "block_id": "block"}

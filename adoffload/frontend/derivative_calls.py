@@ -20,9 +20,9 @@ import inspect
 
 from llvmlite import ir
 
-from .. import language
+from ..language import builtins as language
 from ..errors import Error, KernelTypeError
-from ..types import ScalarType
+from ..language.types import ScalarType
 from .context import llvm_type
 from .helpers import compile_custom_helper, compile_helper
 from .values import ArrayRef, Literal, PyObject, Scalar, describe

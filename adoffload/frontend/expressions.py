@@ -7,9 +7,9 @@ import operator
 from llvmlite import ir
 
 from ..errors import KernelTypeError, UnsupportedConstructError
-from ..types import ScalarType, bool_
+from ..language.types import ScalarType, bool_
 from . import typing_rules as rules
-from ..abi_status import DIVISION_BY_ZERO, INTEGER_OVERFLOW
+from ..language.status import DIVISION_BY_ZERO, INTEGER_OVERFLOW
 from .context import I1, I64, llvm_type
 from .values import ArrayRef, Literal, PyObject, Scalar, describe
 

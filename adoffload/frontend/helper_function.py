@@ -1,4 +1,5 @@
-"""Lowering one helper body (see ``helpers`` for the calling convention it implements)."""
+"""The lowering of a function body (``Lowering``: every statement, expression and call a body may hold),
+and its specialisation for one helper body (see ``helpers`` for the calling convention it implements)."""
 from __future__ import annotations
 
 import ast
@@ -8,9 +9,23 @@ from llvmlite import ir
 from ..errors import KernelTypeError
 from . import typing_rules as rules
 from .context import I1, llvm_type
-from .helpers import PTR, flat_argument_types, result_type
-from .kernel import Lowering
+from .arrays import ArrayLowering
+from .calls import CallLowering
+from .derivative_calls import DerivativeCalls
+from .expressions import ExpressionLowering
+from .helpers import PTR, HelperCalls, flat_argument_types, result_type
+from .lowering import FunctionLowering
+from .statements import StatementLowering
 from .values import ArrayRef, Literal, PyObject, Scalar
+
+
+class Lowering(StatementLowering, ExpressionLowering, CallLowering, ArrayLowering, HelperCalls,
+               DerivativeCalls, FunctionLowering):
+    """Everything a function body needs; kernels and helpers specialise the ends."""
+
+    def make_helper_lowering(self, *args, **options) -> "HelperLowering":
+        """The lowering of a helper this body calls (a helper's body is lowered like any other)."""
+        return HelperLowering(*args, **options)
 
 
 class HelperLowering(Lowering):

@@ -139,10 +139,9 @@ def helper_source(ctx, pyfunc):
 def compile_helper(caller, pyfunc, args, *, mode: str, name: str | None = None,
                    fixed_results=None, struct_return: bool = False) -> CompiledHelper:
     """Lower `pyfunc` specialised for `args` (kernel values standing for its parameters)."""
-    from .helper_function import HelperLowering
     ctx = caller.ctx
     source = helper_source(ctx, pyfunc)
-    lowering = HelperLowering(ctx, source, pyfunc, args, caller.default_float, mode=mode,
+    lowering = caller.make_helper_lowering(ctx, source, pyfunc, args, caller.default_float, mode=mode,
                               name=name or ctx.unique_name(source.name),
                               fixed_results=fixed_results, struct_return=struct_return)
     lowering.lower()

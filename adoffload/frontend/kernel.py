@@ -6,27 +6,17 @@ import inspect
 
 from llvmlite import ir
 
-from .. import language
+from ..language import builtins as language
 from ..errors import KernelTypeError, UnsupportedConstructError
-from ..signature import KernelSignature, Param
-from ..types import ArrayType, ScalarType, _Intent
+from ..language.signature import KernelSignature, Param
+from ..language.types import ArrayType, ScalarType, _Intent
 from . import typing_rules as rules
-from .arrays import ArrayLowering
 from .blocks import BlockLowering, SharedArray
-from .calls import CallLowering
 from .context import LLVM_TYPES, ModuleContext
-from .derivative_calls import DerivativeCalls
-from .expressions import ExpressionLowering
-from .helpers import HelperCalls
-from .lowering import FunctionLowering, captured_names
+from .helper_function import Lowering
+from .lowering import captured_names
 from .source import Source
-from .statements import StatementLowering
 from .values import ArrayRef, Scalar
-
-
-class Lowering(StatementLowering, ExpressionLowering, CallLowering, ArrayLowering, HelperCalls,
-               DerivativeCalls, FunctionLowering):
-    """Everything a function body needs; kernels and helpers specialise the ends."""
 
 
 def kernel_signature(pyfunc, source: Source, grid_rank: int) -> KernelSignature:

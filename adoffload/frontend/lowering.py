@@ -13,7 +13,7 @@ import numpy as np
 from llvmlite import ir
 
 from ..errors import KernelTypeError, SourceError, UndefinedNameError, UnsupportedConstructError
-from ..types import ScalarType, bool_
+from ..language.types import ScalarType, bool_
 from . import typing_rules as rules
 from .context import I1, I64, LocatedBuilder, ModuleContext, llvm_type
 from .source import Source

@@ -12,8 +12,8 @@ import builtins
 
 from llvmlite import ir
 
-from .. import language
-from ..abi_status import TRAP
+from ..language import builtins as language
+from ..language.status import TRAP
 from ..errors import KernelTypeError, UnsupportedConstructError
 from . import typing_rules as rules
 from .context import I64, llvm_type
@@ -38,7 +38,7 @@ class StatementLowering:
         if not isinstance(node.target, ast.Name) or node.value is None:
             raise UnsupportedConstructError("annotated assignments must assign a value to a name")
         declared = self.visit(node.annotation)
-        from ..types import ScalarType
+        from ..language.types import ScalarType
         if not (isinstance(declared, PyObject) and isinstance(declared.obj, ScalarType)):
             raise KernelTypeError(f"annotation must be an ado scalar type, got {describe(declared)}")
         name = node.target.id

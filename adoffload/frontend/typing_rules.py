@@ -32,7 +32,7 @@ range are undefined, as in C (no check is emitted).
 """
 from __future__ import annotations
 
-from ..types import ScalarType, bool_, f32, f64, i32, i64
+from ..language.types import ScalarType, bool_, f32, f64, i32, i64
 
 INT_LIMITS = {i32: (-2**31, 2**31 - 1), i64: (-2**63, 2**63 - 1)}
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from llvmlite import ir
 
-from ..types import ArrayType, ScalarType
+from ..language.types import ArrayType, ScalarType
 
 
 @dataclass(frozen=True)

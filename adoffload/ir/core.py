@@ -461,3 +461,13 @@ class Module:
 
     def __getitem__(self, name: str) -> Function:
         return self.functions[name]
+
+
+def type_suffix(t: Type) -> str:
+    """The overload suffix LLVM intrinsics use for ``t``: f32, f64, f16, v4f32."""
+    if isinstance(t, VectorType):
+        return f"v{t.count}{type_suffix(t.element)}"
+    if isinstance(t, FloatType):
+        return {"half": "f16", "bfloat": "bf16", "float": "f32", "double": "f64", "x86_fp80": "f80",
+                "fp128": "f128", "ppc_fp128": "ppcf128"}[t.kind]
+    return str(t)

@@ -25,7 +25,8 @@ from __future__ import annotations
 import ctypes
 import re
 
-from .handler import API, CALL_FRAME, _destroy_error
+from .ffi_layout import API, CALL_FRAME
+from .handler_ir import Emitter, destroy_error, fn_pointer
 
 ENV_VAR = "ADOFFLOAD_JAX_CPU_POOL"   # "0": CPU handlers run every kernel on XLA's calling thread
 MIN_CHUNK_THREADS = 4096        # kernel threads per chunk, at least: below this, one call is cheaper
@@ -138,7 +139,7 @@ def _has_cycle(successors: dict[str, list[str]], start: str) -> bool:
 def emit_parallel_call(e, slots: str, total: str, entry: str, tag: str = "pool",
                        min_chunk: int = MIN_CHUNK_THREADS) -> None:
     """Run ``entry(slots, 0, total)`` over XLA's pool from the handler body (``e``: the
-    handler's ``_Emitter``; labels here start with ``tag``, distinct per call site). Falls
+    handler's ``Emitter``; labels here start with ``tag``, distinct per call site). Falls
     through when done."""
     api = e.field("%frame", CALL_FRAME["api"])
     ctx = e.field("%frame", CALL_FRAME["ctx"])
@@ -164,7 +165,7 @@ def emit_parallel_call(e, slots: str, total: str, entry: str, tag: str = "pool",
     e.emit(f"br i1 {failed}, label %{tag}_no_pool, label %{tag}_sized")
 
     e.label(f"{tag}_no_pool")
-    _destroy_error(e, api, err)
+    destroy_error(e, api, err)
     e.emit(f"br label %{tag}_serial")
 
     e.label(f"{tag}_sized")
@@ -227,7 +228,7 @@ def emit_parallel_call(e, slots: str, total: str, entry: str, tag: str = "pool",
     e.emit(f"br i1 {sfailed}, label %{tag}_unscheduled, label %{tag}_scheduled")
 
     e.label(f"{tag}_unscheduled")       # that task will never run: drop its reference
-    _destroy_error(e, api, serr)
+    destroy_error(e, api, serr)
     e.emit(f"call void @pool.release(ptr {state})")
     e.emit(f"br label %{tag}_scheduled")
 
@@ -263,3 +264,20 @@ def emit_parallel_call(e, slots: str, total: str, entry: str, tag: str = "pool",
     e.emit(f"br label %{tag}_end")
 
     e.label(f"{tag}_end")
+
+
+def run_host_entry(e: Emitter, slots: str, total: str, address: int, tag: str, min_chunk: int) -> None:
+    """``entry(slots, 0, total)`` for the host entry at ``address``: shared with XLA's thread
+    pool (cpu_parallel.py) unless ``ADOFFLOAD_JAX_CPU_POOL=0``."""
+    from . import cpu_parallel
+    entry = fn_pointer(e, address)
+    if cpu_parallel.enabled():
+        cpu_parallel.emit_parallel_call(e, slots, total, entry, tag, min_chunk)
+    else:
+        e.emit(f"call void {entry}(ptr {slots}, i64 0, i64 {total})")
+
+
+def host_functions() -> list[str]:
+    """The module-level functions ``run_host_entry`` calls."""
+    from . import cpu_parallel
+    return [cpu_parallel.functions()] if cpu_parallel.enabled() else []

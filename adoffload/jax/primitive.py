@@ -29,7 +29,7 @@ class CallSpec:
     tangent_of: tuple | None = None                 # (base kernel, wrt names): this call is jvp(base, wrt)
 
     def __post_init__(self):
-        from ..enzyme.block_stores import check_launch
+        from ..analysis.races.block_stores import check_launch
         check_launch(self.kernel, self.grid)       # a derivative of stores that race between blocks
 
     @property
@@ -130,8 +130,8 @@ def _impl(*operands, spec: CallSpec):
 
 
 def _lowering(ctx, *operands, spec: CallSpec, platform: str):
-    from ..codegen.vectorize import elements_per_thread
-    from ..launch import facts_proven_by
+    from ..codegen.gpu.vectorize import elements_per_thread
+    from ..kernels.launch import facts_proven_by
     shapes = dict(zip(spec.operand_params, (aval.shape for aval in ctx.avals_in)))
     shapes.update(zip(spec.out_params, spec.out_shapes))
     k = 1 if platform == "cpu" else elements_per_thread(spec.kernel.signature, int(np.prod(spec.grid, dtype=np.int64)))

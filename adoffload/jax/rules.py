@@ -33,9 +33,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.interpreters import ad, batching
 
-from .. import batching as kernel_batching
+from ..kernels import batching as kernel_batching
 from ..errors import JaxIntegrationError
-from ..signature import HIDDEN_PREFIX
+from ..language.signature import HIDDEN_PREFIX
 from .primitive import _varying_axes, CallSpec, bind, kernel_call_p
 
 
@@ -43,7 +43,7 @@ from .primitive import _varying_axes, CallSpec, bind, kernel_call_p
 def _derivative(kind: str, kernel, wrt):
     """The lean derivative kernel (enzyme/lean.py): the rules have the primal outputs already, so
     the tangent call and the adjoint skip storing them, and the adjoint reads once-stored seeds."""
-    from ..kernel import jvp, vjp
+    from ..kernels.kernel import jvp, vjp
     return (jvp if kind == "jvp" else vjp)(kernel, list(wrt), primal_outputs=False)
 
 

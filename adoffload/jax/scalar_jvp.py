@@ -60,7 +60,7 @@ def scalar_wrt(spec: CallSpec, tangents) -> tuple[str, ...] | None:
 
 def _forward_kernel(kernel, wrt):
     """``jvp(kernel, wrt, width=K)``, or None when the engine refuses it."""
-    from ..kernel import jvp
+    from ..kernels.kernel import jvp
     try:
         return jvp(kernel, list(wrt), width=len(wrt))
     except DifferentiationError:

@@ -15,12 +15,13 @@ from __future__ import annotations
 import ctypes
 
 from ..errors import JaxIntegrationError
-from ..tape_scan import CHUNK, HANDLER_LEVELS, SCAN_KERNELS
-from .handler import (API, BLOCK_SIZE, CALL_FRAME, ERROR_INTERNAL, ERROR_OUT_OF_RANGE, GpuTables,
-                      HandlerLayout, MESSAGE_BYTES, TapeLayout, _c_string, _cpu_frame, _destroy_error, _Emitter,
-                      _error_return, _fill_slots, _fn, _globals, _grid, _host_functions, _metadata_block,
-                      _prologue, _run_host_entry, _snprintf_address, _status_check, _stream_and_ordinal,
-                      _table, _zero_outputs)
+from ..kernels.tape_scan import CHUNK, HANDLER_LEVELS, SCAN_KERNELS
+from . import cpu_parallel
+from .ffi_layout import (API, BLOCK_SIZE, CALL_FRAME, ERROR_INTERNAL, ERROR_OUT_OF_RANGE, MESSAGE_BYTES, GpuTables,
+                         HandlerLayout, TapeLayout)
+from .handler_ir import (Emitter, c_string, cpu_frame, destroy_error, error_return, fill_slots, fn_pointer,
+                         grid_values, handler_globals, metadata_block, prologue, snprintf_address, status_check,
+                         stream_and_ordinal, table, zero_outputs)
 
 
 ERROR_RESOURCE_EXHAUSTED = 8
@@ -30,27 +31,27 @@ def _libc_address(name: str) -> int:
     return ctypes.cast(getattr(ctypes.CDLL(None), name), ctypes.c_void_p).value
 
 
-def _label(e: _Emitter, base: str) -> str:
+def _label(e: Emitter, base: str) -> str:
     return e.fresh(base)[1:]
 
 
-def _slot_at(e: _Emitter, slots: str, k: int) -> str:
+def _slot_at(e: Emitter, slots: str, k: int) -> str:
     at = e.fresh("slot")
     e.emit(f"{at} = getelementptr i64, ptr {slots}, i64 {k}")
     return at
 
 
-def _load_slot(e: _Emitter, slots: str, k: int, type_: str = "i64") -> str:
+def _load_slot(e: Emitter, slots: str, k: int, type_: str = "i64") -> str:
     value = e.fresh()
     e.emit(f"{value} = load {type_}, ptr {_slot_at(e, slots, k)}")
     return value
 
 
-def _store_slot(e: _Emitter, slots: str, k: int, value: str, type_: str = "i64") -> None:
+def _store_slot(e: Emitter, slots: str, k: int, value: str, type_: str = "i64") -> None:
     e.emit(f"store {type_} {value}, ptr {_slot_at(e, slots, k)}")
 
 
-def _array_bytes(e: _Emitter, slots: str, data_slot: int, ndim: int, itemsize: int) -> str:
+def _array_bytes(e: Emitter, slots: str, data_slot: int, ndim: int, itemsize: int) -> str:
     """Bytes of the array whose data pointer is in ``data_slot`` (its dims in the following slots)."""
     size = str(itemsize)
     for d in range(ndim):
@@ -60,13 +61,13 @@ def _array_bytes(e: _Emitter, slots: str, data_slot: int, ndim: int, itemsize: i
     return size
 
 
-def _at_least(e: _Emitter, value: str, floor: int) -> str:
+def _at_least(e: Emitter, value: str, floor: int) -> str:
     out = e.fresh("atleast")
     e.emit(f"{out} = call i64 @llvm.umax.i64(i64 {value}, i64 {floor})")
     return out
 
 
-def _count_slots(e: _Emitter, layout: HandlerLayout, slots: str, tape: TapeLayout) -> str:
+def _count_slots(e: Emitter, layout: HandlerLayout, slots: str, tape: TapeLayout) -> str:
     """The counting kernel's slots, its first ``shared`` copied from the kernel's (scratch and
     counts pointers, grid and status are stored by the caller)."""
     cslots = e.fresh("cslots")
@@ -76,7 +77,7 @@ def _count_slots(e: _Emitter, layout: HandlerLayout, slots: str, tape: TapeLayou
     return cslots
 
 
-def _count_grid_and_status(e: _Emitter, layout: HandlerLayout, slots: str, cslots: str, status: str,
+def _count_grid_and_status(e: Emitter, layout: HandlerLayout, slots: str, cslots: str, status: str,
                            tape: TapeLayout) -> None:
     """The counts array is shaped like the grid: its dims and the grid slots are the grid."""
     n, rank, shared = len(layout.slots), layout.grid_rank, tape.shared
@@ -87,7 +88,7 @@ def _count_grid_and_status(e: _Emitter, layout: HandlerLayout, slots: str, cslot
     _store_slot(e, cslots, shared + 1 + 2 * rank, status, "ptr")
 
 
-def _hidden_slots(e: _Emitter, layout: HandlerLayout, slots: str, t: TapeLayout, tape: str, tape_bytes: str,
+def _hidden_slots(e: Emitter, layout: HandlerLayout, slots: str, t: TapeLayout, tape: str, tape_bytes: str,
                   offsets: str, shadows: list[str] = ()) -> None:
     """The tape (an i64 array of tape_bytes / 8), its shadows (alike) and its offsets (shaped like the grid)."""
     words = e.fresh("words")
@@ -101,7 +102,7 @@ def _hidden_slots(e: _Emitter, layout: HandlerLayout, slots: str, t: TapeLayout,
         _store_slot(e, slots, t.offsets_slot + 1 + d, _load_slot(e, slots, n + d))
 
 
-def _exclusive_scan(e: _Emitter, counts: str, offsets: str, total: str) -> str:
+def _exclusive_scan(e: Emitter, counts: str, offsets: str, total: str) -> str:
     """``offsets[i] = counts[0] + ... + counts[i-1]`` (in place when they are the same); returns the sum."""
     head, body, done = _label(e, "scan"), _label(e, "scan_body"), _label(e, "scan_done")
     before = _label(e, "scan_entry")
@@ -143,10 +144,10 @@ def cpu_tape_handler_ir(layout: HandlerLayout, host_entry: int, count_entries, m
     derivative's base tape first, then its own), count, scan, allocate; then run; free on every path."""
     count_entries = (count_entries,) if isinstance(count_entries, int) else tuple(count_entries)
     malloc, calloc, free = (_libc_address(n) for n in ("malloc", "calloc", "free"))
-    text, size = _c_string(f"kernel '{layout.kernel_name}': out of host memory while sizing its dynamic tape")
+    text, size = c_string(f"kernel '{layout.kernel_name}': out of host memory while sizing its dynamic tape")
     extra = _tape_globals(layout) + [f"@msg.oom = private unnamed_addr constant [{size} x i8] {text}"]
-    e = _Emitter()
-    slots, status, total = _cpu_frame(e, layout)
+    e = Emitter()
+    slots, status, total = cpu_frame(e, layout)
     # Every buffer the handler allocates is recorded here and freed on every way out.
     owned = _owned_count(layout)
     buffers = e.fresh("owned")
@@ -155,12 +156,12 @@ def cpu_tape_handler_ir(layout: HandlerLayout, host_entry: int, count_entries, m
         e.store_at(buffers, 8 * j, "ptr", "null")
 
     def release():
-        free_fn = _fn(e, free)
+        free_fn = fn_pointer(e, free)
         for j in range(owned):
             e.emit(f"call void {free_fn}(ptr {e.field(buffers, 8 * j)})")
 
     def allocate(j: int, nbytes: str, zeroed: bool) -> str:
-        fn = _fn(e, calloc if zeroed else malloc)
+        fn = fn_pointer(e, calloc if zeroed else malloc)
         p = e.fresh("buf")
         if zeroed:
             e.emit(f"{p} = call ptr {fn}(i64 {nbytes}, i64 1)")
@@ -189,7 +190,7 @@ def cpu_tape_handler_ir(layout: HandlerLayout, host_entry: int, count_entries, m
         counts = allocate(next_owned, count_bytes, zeroed=True)
         _store_slot(e, cslots, tape.shared, counts, "ptr")
         _count_grid_and_status(e, layout, slots, cslots, status, tape)
-        _run_host_entry(e, cslots, total, count_entry, f"count{level}", min_chunk)
+        cpu_parallel.run_host_entry(e, cslots, total, count_entry, f"count{level}", min_chunk)
         code = e.field(status, 0, "i64")
         counted = e.fresh("counted")
         e.emit(f"{counted} = icmp eq i64 {code}, 0")
@@ -204,16 +205,16 @@ def cpu_tape_handler_ir(layout: HandlerLayout, host_entry: int, count_entries, m
         shadows = [allocate(next_owned + 3 + k, tape_bytes, zeroed=True) for k in range(len(tape.shadow_slots))]
         next_owned += 3 + len(shadows)
         _hidden_slots(e, layout, slots, tape, tape_buffer, tape_bytes, offsets, shadows)
-    _run_host_entry(e, slots, total, host_entry, "run", min_chunk)
+    cpu_parallel.run_host_entry(e, slots, total, host_entry, "run", min_chunk)
     release()
     e.emit("br label %check_status")
     e.label("check_status")
-    _status_check(e, layout, status, _snprintf_address(), reset=False)
+    status_check(e, layout, status, snprintf_address(), reset=False)
     e.label("oom")
     release()
-    _error_return(e, "@msg.oom", ERROR_RESOURCE_EXHAUSTED)
+    error_return(e, "@msg.oom", ERROR_RESOURCE_EXHAUSTED)
     e.lines.append("}")
-    return "\n".join(_globals(layout, extra + _host_functions()) + e.lines) + "\n"
+    return "\n".join(handler_globals(layout, extra + cpu_parallel.host_functions()) + e.lines) + "\n"
 
 
 _DRIVER_CALLS = {
@@ -298,41 +299,41 @@ def gpu_tape_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool,
         raise JaxIntegrationError(f"kernel '{layout.kernel_name}': a counting kernel per device and tape level is "
                                   "needed to size its dynamic tape (internal error)")
     extra = _tape_globals(layout) + [
-        _table("functions", tables.functions), _table("statuses", tables.statuses),
-        _table("host_statuses", tables.host_statuses), _release_function()]
-    extra += [_table(f"count_functions{level}", tables.count_functions[level * n_devices:(level + 1) * n_devices])
+        table("functions", tables.functions), table("statuses", tables.statuses),
+        table("host_statuses", tables.host_statuses), _release_function()]
+    extra += [table(f"count_functions{level}", tables.count_functions[level * n_devices:(level + 1) * n_devices])
               for level in range(levels)]
     scans = tables.scan_functions or (0,) * (len(SCAN_KERNELS) * n_devices)
     if len(scans) != len(SCAN_KERNELS) * n_devices:
         raise JaxIntegrationError(f"kernel '{layout.kernel_name}': the prefix-sum kernels per device are needed to "
                                   "size its dynamic tape (internal error)")
-    extra += [_table(f"scan_{name}", scans[k * n_devices:(k + 1) * n_devices]) for k, name in enumerate(SCAN_KERNELS)]
+    extra += [table(f"scan_{name}", scans[k * n_devices:(k + 1) * n_devices]) for k, name in enumerate(SCAN_KERNELS)]
     for key, call in names.items():
-        text, size = _c_string(call)
+        text, size = c_string(call)
         extra.append(f"@call.{key} = private unnamed_addr constant [{size} x i8] {text}")
     for key, message in (
             ("driver", f"kernel '{layout.kernel_name}': %s failed with error %d (dynamic tape handler)"),
             ("alloc", f"kernel '{layout.kernel_name}': XLA_FFI_DeviceMemory_Allocate could not allocate %lld "
                       "bytes of device memory for its dynamic tape (%s)"),
             ("grid", f"kernel '{layout.kernel_name}': grid too large for a 1-D launch")):
-        text, size = _c_string(message)
+        text, size = c_string(message)
         extra.append(f"@msg.{key} = private unnamed_addr constant [{size} x i8] {text}")
-    snprintf = _snprintf_address()
+    snprintf = snprintf_address()
     free = _libc_address("free")
-    e = _Emitter()
-    _prologue(e)
-    _metadata_block(e, traits=0)
+    e = Emitter()
+    prologue(e)
+    metadata_block(e, traits=0)
     e.label("execute")
-    stream, ordinal = _stream_and_ordinal(e, layout, extra, n_devices)
+    stream, ordinal = stream_and_ordinal(e, layout, extra, n_devices)
     e.label("launch")
     api = e.field("%frame", CALL_FRAME["api"])
     ctx = e.field("%frame", CALL_FRAME["ctx"])
     n, rank = len(layout.slots), layout.grid_rank
     slots = e.fresh("slots")
     e.emit(f"{slots} = alloca [{n + rank + 1} x i64], align 8")
-    _fill_slots(e, layout, slots)
-    _zero_outputs(e, layout, tables.memset, stream)
-    total = _grid(e, layout, slots, n)
+    fill_slots(e, layout, slots)
+    zero_outputs(e, layout, tables.memset, stream)
+    total = grid_values(e, layout, slots, n)
     e.store_at(slots, 8 * (n + rank), "ptr", e.element("@statuses", ordinal))
     host_status = e.element("@host_statuses", ordinal)
     empty = e.fresh("empty")
@@ -345,7 +346,7 @@ def gpu_tape_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool,
     e.emit(f"{fits} = icmp ule i64 {blocks64}, 2147483647")
     e.emit(f"br i1 {fits}, label %sizing, label %too_big")
     e.label("too_big")
-    _error_return(e, "@msg.grid", ERROR_OUT_OF_RANGE)
+    error_return(e, "@msg.grid", ERROR_OUT_OF_RANGE)
     e.label("sizing")
     blocks = e.fresh("blocks")
     e.emit(f"{blocks} = trunc i64 {blocks64} to i32")
@@ -364,7 +365,7 @@ def gpu_tape_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool,
 
     def release():
         e.emit(f"call void @release(ptr {api}, ptr {ctx}, ptr {buffers}, ptr {sizes}, i64 {owned}, "
-               f"ptr null, ptr {_fn(e, free)})")      # no host buffer: the counts stay on the device
+               f"ptr null, ptr {fn_pointer(e, free)})")      # no host buffer: the counts stay on the device
 
     def checked(key: str, rc: str) -> None:
         ok, next_ = e.fresh("ok"), _label(e, key + "_ok")
@@ -376,7 +377,7 @@ def gpu_tape_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool,
 
     def driver(key: str, address: int, *args: str) -> None:
         rc = e.fresh("rc")
-        e.emit(f"{rc} = call i32 {_fn(e, address)}({', '.join(args)})")
+        e.emit(f"{rc} = call i32 {fn_pointer(e, address)}({', '.join(args)})")
         checked(key, rc)
 
     def allocate(j: int, nbytes: str) -> str:
@@ -499,19 +500,19 @@ def gpu_tape_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool,
     launch("@functions", slots, n + rank + 1)
     release()
     if sync:
-        e.emit(f"call i32 {_fn(e, tables.synchronize)}(ptr {stream})")
+        e.emit(f"call i32 {fn_pointer(e, tables.synchronize)}(ptr {stream})")
         e.emit("br label %check_status")
     else:
         e.emit("ret ptr null")
     e.label("check_status")
-    _status_check(e, layout, host_status, snprintf, reset=True)
+    status_check(e, layout, host_status, snprintf, reset=True)
     e.label("driver_failed")
     release()
     message = e.fresh("msg")
     e.emit(f"{message} = alloca [{MESSAGE_BYTES} x i8], align 8")
-    e.emit(f"call i32 (ptr, i64, ptr, ...) {_fn(e, snprintf)}(ptr {message}, i64 {MESSAGE_BYTES}, ptr @msg.driver, "
+    e.emit(f"call i32 (ptr, i64, ptr, ...) {fn_pointer(e, snprintf)}(ptr {message}, i64 {MESSAGE_BYTES}, ptr @msg.driver, "
            f"ptr {e.field(fail_call, 0)}, i32 {e.field(fail_code, 0, 'i32')})")
-    _error_return(e, message, ERROR_INTERNAL)
+    error_return(e, message, ERROR_INTERNAL)
     e.label("alloc_failed")
     release()
     xla_error = e.field(fail_error, 0)
@@ -519,11 +520,11 @@ def gpu_tape_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool,
     e.emit(f"call void {e.field(api, API['error_get_message'])}(ptr {margs})")
     message = e.fresh("msg")
     e.emit(f"{message} = alloca [{MESSAGE_BYTES} x i8], align 8")
-    e.emit(f"call i32 (ptr, i64, ptr, ...) {_fn(e, snprintf)}(ptr {message}, i64 {MESSAGE_BYTES}, ptr @msg.alloc, "
+    e.emit(f"call i32 (ptr, i64, ptr, ...) {fn_pointer(e, snprintf)}(ptr {message}, i64 {MESSAGE_BYTES}, ptr @msg.alloc, "
            f"i64 {e.field(fail_size, 0, 'i64')}, ptr {e.field(margs, 24)})")
-    _destroy_error(e, api, xla_error)      # the message is copied: now the error can go
-    _error_return(e, message, ERROR_RESOURCE_EXHAUSTED)
+    destroy_error(e, api, xla_error)      # the message is copied: now the error can go
+    error_return(e, message, ERROR_RESOURCE_EXHAUSTED)
     e.label("done")
     e.emit("ret ptr null")
     e.lines.append("}")
-    return "\n".join(_globals(layout, extra) + e.lines) + "\n"
+    return "\n".join(handler_globals(layout, extra) + e.lines) + "\n"

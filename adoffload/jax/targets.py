@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import abi_status
+from ..language import status as abi_status
 from ..errors import CompilationError, JaxIntegrationError
 from ..runtime.check import check
-from ..signature import HIDDEN_PREFIX
+from ..language.signature import HIDDEN_PREFIX
+from . import ffi_layout
 from . import handler as handlers
 
 PLATFORMS = {"cpu": "cpu", "cuda": "CUDA", "rocm": "ROCM"}
@@ -67,7 +68,7 @@ def gpu_options(kernel, variant: Variant = Variant()) -> dict:
 
 def _gpu_compiled(kernel, target: str, arch: str, variant: Variant):
     """The kernel built for a GPU call: k elements per thread only where that build vectorizes."""
-    from ..codegen.vectorize import choose_compiled
+    from ..codegen.gpu.vectorize import choose_compiled
     return choose_compiled(kernel, target, variant.elements_per_thread, arch=arch, scalars_by_reference=True,
                            **gpu_options(kernel, variant))
 
@@ -109,12 +110,12 @@ def _check_hidden(kernel) -> None:
 
 def _levels(kernel) -> list:
     """The kernel's dynamic tapes in sizing order: (counting kernel, [(tape, offsets)], shadows)."""
-    from ..launch import tape_levels
+    from ..kernels.launch import tape_levels
     return tape_levels(kernel) if hasattr(kernel, "tape") else []
 
 
 def _layout_levels(kernel) -> tuple:
-    """``handlers.layout_for``'s ``levels``: one dynamic tape per level."""
+    """``ffi_layout.layout_for``'s ``levels``: one dynamic tape per level."""
     return tuple((counter.signature, buffers[0][0], buffers[0][1], tuple(shadows))
                  for counter, buffers, shadows in _levels(kernel))
 
@@ -144,7 +145,7 @@ def _cpu_target(kernel, name: str, variant: Variant) -> Target:
         count_entries.append(counting.program.address(counting.entry_name))
         keep.append(counting)
     count_entry = tuple(count_entries) if len(count_entries) > 1 else (count_entries or [0])[0]
-    layout = handlers.layout_for(kernel.signature, scalars_by_reference=False, written=variant.written,
+    layout = ffi_layout.layout_for(kernel.signature, scalars_by_reference=False, written=variant.written,
                                  levels=_layout_levels(kernel))
     from .cpu_parallel import min_chunk_threads
     chunk = min_chunk_threads(kernel.module_text(variant.proven), kernel.body_name)
@@ -197,7 +198,7 @@ def _cuda_target(kernel, name: str, variant: Variant) -> Target:
             module = _check("cuModuleLoadData", driver.cuModuleLoadData(compiled.ptx.encode() + b"\0"))
             function = _check("cuModuleGetFunction", driver.cuModuleGetFunction(module, compiled.entry_name.encode()))
             if compiled.grid_stride:       # the entry loops over the grid: launch one resident wave
-                wave = _resident_threads(driver, function, dev, compiled.extra.get("block_threads", handlers.BLOCK_SIZE))
+                wave = _resident_threads(driver, function, dev, compiled.extra.get("block_threads", ffi_layout.BLOCK_SIZE))
                 max_threads = wave if max_threads is None else min(max_threads, wave)
             for level, counting in enumerate(counters):
                 counted = counting.compiled("nvptx", arch=f"sm_{major}{minor}", scalars_by_reference=True,
@@ -222,15 +223,15 @@ def _cuda_target(kernel, name: str, variant: Variant) -> Target:
         functions[ordinal], statuses[ordinal], host_statuses[ordinal] = int(function), device_ptr, host
         views.append((ordinal, ctx, view))
         keep += [module, compiled]
-    tables = handlers.GpuTables(tuple(functions), tuple(statuses), tuple(host_statuses),
+    tables = ffi_layout.GpuTables(tuple(functions), tuple(statuses), tuple(host_statuses),
                                 launch=ctypes.cast(libcuda.cuLaunchKernel, ctypes.c_void_p).value,
                                 synchronize=ctypes.cast(libcuda.cuStreamSynchronize, ctypes.c_void_p).value,
                                 memset=ctypes.cast(libcuda.cuMemsetD8Async, ctypes.c_void_p).value,
                                 **_tape_tables(libcuda, "cu", count_functions, scan_functions))
-    layout = handlers.layout_for(kernel.signature, scalars_by_reference=True, written=variant.written,
+    layout = ffi_layout.layout_for(kernel.signature, scalars_by_reference=True, written=variant.written,
                                  levels=_layout_levels(kernel))
     text = handlers.gpu_handler_ir(layout, tables, sync=sync_gpu_errors, elements_per_thread=compiled.elements_per_thread,
-                                   block_size=compiled.extra.get("block_threads", handlers.BLOCK_SIZE),
+                                   block_size=compiled.extra.get("block_threads", ffi_layout.BLOCK_SIZE),
                                    max_threads=max_threads or 0 if layout.tape is None else 0)
     target = Target(name, kernel, "cuda", handlers.CompiledHandler(text, keep_alive=keep))
     target.host_statuses = views
@@ -251,8 +252,9 @@ def _resident_threads(driver, function, device, block: int) -> int:
 
 def _scan_kernels() -> tuple:
     """tape_scan.py's kernels, in ``SCAN_KERNELS`` order: a dynamic tape's counts are scanned on the device."""
-    from .. import tape_scan
-    return tuple(getattr(tape_scan, name) for name in tape_scan.SCAN_KERNELS)
+    from ..kernels import tape_scan
+    from ..kernels.kernel import scan_kernels
+    return tuple(scan_kernels()[name] for name in tape_scan.SCAN_KERNELS)
 
 
 def _tape_tables(library, prefix: str, count_functions: list, scan_functions: list) -> dict:
@@ -270,19 +272,19 @@ def _tape_tables(library, prefix: str, count_functions: list, scan_functions: li
 
 # ----------------------------------------------------------------------------- ROCm
 
-def rocm_handler_ir(kernel, tables: handlers.GpuTables | None = None, *, sync: bool = False,
+def rocm_handler_ir(kernel, tables: ffi_layout.GpuTables | None = None, *, sync: bool = False,
                     written: frozenset = frozenset(), elements_per_thread: int = 1,
-                    block_size: int = handlers.BLOCK_SIZE) -> str:
+                    block_size: int = ffi_layout.BLOCK_SIZE) -> str:
     """The ROCm handler text (hipModuleLaunchKernel has cuLaunchKernel's argument list).
 
     Without ``tables`` the addresses are placeholders: used to compile-check the handler on
     machines without an AMD GPU.
     """
     _check_hidden(kernel)
-    layout = handlers.layout_for(kernel.signature, scalars_by_reference=True, written=written,
+    layout = ffi_layout.layout_for(kernel.signature, scalars_by_reference=True, written=written,
                                  levels=_layout_levels(kernel))
     counts = (0,) * len(layout.tapes)
-    tables = tables or handlers.GpuTables((0,), (0,), (0,), launch=0, synchronize=0, count_functions=counts,
+    tables = tables or ffi_layout.GpuTables((0,), (0,), (0,), launch=0, synchronize=0, count_functions=counts,
                                           driver="hip")
     return handlers.gpu_handler_ir(layout, tables, sync=sync, elements_per_thread=elements_per_thread,
                                    block_size=block_size)
@@ -325,14 +327,14 @@ def _rocm_target(kernel, name: str, variant: Variant) -> Target:
         functions[ordinal], statuses[ordinal], host_statuses[ordinal] = int(function), device_ptr, host
         views.append((ordinal, None, view))
         keep += [module, compiled]
-    tables = handlers.GpuTables(tuple(functions), tuple(statuses), tuple(host_statuses),
+    tables = ffi_layout.GpuTables(tuple(functions), tuple(statuses), tuple(host_statuses),
                                 launch=ctypes.cast(libhip.hipModuleLaunchKernel, ctypes.c_void_p).value,
                                 synchronize=ctypes.cast(libhip.hipStreamSynchronize, ctypes.c_void_p).value,
                                 memset=ctypes.cast(libhip.hipMemsetD8Async, ctypes.c_void_p).value,
                                 **_tape_tables(libhip, "hip", count_functions, scan_functions))
     text = rocm_handler_ir(kernel, tables, sync=sync_gpu_errors, written=variant.written,
                            elements_per_thread=compiled.elements_per_thread,
-                           block_size=compiled.extra.get("block_threads", handlers.BLOCK_SIZE))
+                           block_size=compiled.extra.get("block_threads", ffi_layout.BLOCK_SIZE))
     target = Target(name, kernel, "rocm", handlers.CompiledHandler(text, keep_alive=keep))
     target.host_statuses = views
     return target
@@ -359,7 +361,7 @@ def check_errors() -> None:
             record = view.copy()
             if record[0] != abi_status.OK:
                 view[:] = 0
-                from ..launch import shared_names
+                from ..kernels.launch import shared_names
                 abi_status.raise_for_status(record, target.kernel.signature, shared_names=shared_names(target.kernel))
 
 

@@ -1,7 +1,7 @@
 """The vendor-neutral device API: devices, buffers, modules, streams, events, launch.
 
 Three implementations share it: ``host`` (CPU worker threads), ``cuda`` (cuda-python's
-driver API) and ``hip`` (hip-python). ``get_device(spec)`` picks one and caches it per
+driver API) and ``hip`` (hip-python). ``devices.get_device(spec)`` picks one and caches it per
 process, so every caller of ``get_device("cuda:0")`` shares one context and one allocator.
 
 Launches use the packed-slot ABI of docs/ARCHITECTURE.md §4: ``slots`` is a numpy uint64
@@ -11,7 +11,6 @@ then the status pointer; ``total_threads`` is the number of linear threads to ru
 from __future__ import annotations
 
 import abc
-import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -191,68 +190,3 @@ def parse_spec(spec: str) -> tuple[str, int]:
         raise DeviceNotFoundError(f"bad device ordinal in '{spec}'" + (" (the host's variant with 64-lane warps "
                                                                        "is 'cpu:wave64')" if kind == "cpu" else ""))
     return kind, int(number)
-
-
-# The host device whose block kernels run 64-lane warps, as AMD's wavefronts (HostDevice.warp_size).
-WAVE64 = "cpu-wave64"
-WAVE64_SPECS = ("cpu:wave64", "host:wave64")
-_devices: dict[tuple[str, int], Device] = {}
-_devices_lock = threading.Lock()
-
-
-def _construct(kind: str, ordinal: int) -> Device:
-    if kind in ("cpu", WAVE64):
-        from .host import HostDevice
-        return HostDevice(warp_size=64 if kind == WAVE64 else 32)
-    if kind == "cuda":
-        from .cuda import CudaDevice
-        return CudaDevice(ordinal)
-    from .hip import HipDevice
-    return HipDevice(ordinal)
-
-
-def get_device(spec="cpu") -> Device:
-    """The process-wide device for ``spec``: 'cpu'|'host'|'cuda'|'cuda:N'|'hip'|'hip:N' or a Device.
-    'cpu:wave64' is the host running block kernels with AMD's 64-lane wavefronts (a testing aid for
-    AMD semantics without an AMD GPU: codegen/block_split.py)."""
-    if isinstance(spec, Device):
-        return spec
-    if spec is None:
-        spec = "cpu"
-    if not isinstance(spec, str):
-        raise ArgumentError(f"a device is a string like 'cuda:0' or a Device, got {type(spec).__name__}")
-    key = (WAVE64, 0) if spec.strip().lower() in WAVE64_SPECS else parse_spec(spec)
-    with _devices_lock:
-        device = _devices.get(key)
-        if device is None:
-            device = _devices[key] = _construct(*key)
-        return device
-
-
-def device_count(kind: str) -> int:
-    """How many devices of ``kind`` this process can use (0 where the driver is missing)."""
-    kind = _KIND_ALIASES.get(kind, kind)
-    if kind == "cpu":
-        return 1
-    try:
-        if kind == "cuda":
-            from .cuda import cuda_device_count
-            return cuda_device_count()
-        if kind == "hip":
-            from .hip import hip_device_count
-            return hip_device_count()
-    except DeviceNotFoundError:
-        return 0
-    raise DeviceNotFoundError(f"unknown device kind '{kind}'")
-
-
-def available_devices() -> list[Device]:
-    """Every device this process can use: the host first, then CUDA, then HIP devices."""
-    found = [get_device("cpu")]
-    for kind in ("cuda", "hip"):
-        for ordinal in range(device_count(kind)):
-            try:
-                found.append(get_device(f"{kind}:{ordinal}"))
-            except DeviceError:
-                continue
-    return found

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ArgumentError, DeviceError
-from .device import Buffer, Device, get_device
+from .device import Buffer, Device
+from .devices import get_device
 
 # DLDeviceType codes (dlpack.h)
 DL_CPU, DL_CUDA, DL_CUDA_HOST, DL_ROCM, DL_CUDA_MANAGED = 1, 2, 3, 10, 13

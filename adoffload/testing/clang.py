@@ -38,7 +38,7 @@ def _zig_version() -> str:
 
 def _clang(source: str, flags: list[str], suffix: str) -> bytes:
     """Run clang on ``source`` with ``flags``; the output file's bytes (from the cache when there)."""
-    from ..cache import CompileCache
+    from ..codegen.cache import CompileCache
     cache = CompileCache()
     key = ("testing.clang", _zig_version(), suffix, *flags, source)
     hit = cache.get(key)

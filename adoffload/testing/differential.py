@@ -360,7 +360,7 @@ def check_batch(seeds: list[int], opt: int, emit, text: str | None = None, jit_o
     """Check the programs of ``seeds`` at ``-O<opt>``; ``emit(event)`` gets ("begin", seeds, stage)
     before each stage that runs generated code, and ("result", Outcome) per program. ``native``:
     also compare the loaded primal with clang's native build (``text``/``library``: already built)."""
-    from .. import foreign
+    from ..sources import llvm as foreign
     programs = [generate(s) for s in seeds]
     if text is None:
         text = compile_c(module_source(programs), opt)
@@ -478,7 +478,8 @@ def run(seeds: list[int], opts: list[int], jobs: int = 2, batch: int = 40, timeo
     the engine wrote it). ``dedupe``: a program
     whose -O3 code equals its -O2 code (most do) takes the -O2 outcome (``Outcome.same_as``)."""
     ctx = _context()
-    from .. import foreign, enzyme  # noqa: F401 - imported once here, inherited by forked workers
+    from ..sources import llvm as foreign
+    from .. import enzyme  # noqa: F401 - imported once here, inherited by forked workers
     from ..enzyme import host, reverse  # noqa: F401
     pending = [(seeds[k:k + batch], opt) for opt in opts for k in range(0, len(seeds), batch)]
     results: dict[tuple[int, int], Outcome] = {}

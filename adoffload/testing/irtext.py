@@ -96,7 +96,7 @@ class FunctionModules:
         """The small ForeignModule holding ``name``."""
         if name not in self._modules:
             from .. import ir
-            from ..foreign import ForeignModule
+            from ..sources.llvm import ForeignModule
             self.module[name]            # an IRError naming what the module defines, if it lacks name
             small = ForeignModule(ir.import_module(module_subset(self._text, [name])))
             self.prepared[name] = self.prepare(small.ir) if self.prepare is not None else None

@@ -18,7 +18,7 @@ import itertools
 
 import numpy as np
 
-from .. import language, types
+from ..language import builtins as language, types
 
 
 class _Shim:

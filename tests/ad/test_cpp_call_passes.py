@@ -144,7 +144,7 @@ def test_a_wide_float_constant_the_engine_makes_is_spelled_in_hex(kind):
     only hex literals for x86_fp80/fp128: the export spells them so, and they convert back exactly."""
     import ctypes
 
-    from adoffload.codegen.host import HostProgram
+    from adoffload.codegen.host.program import HostProgram
     from adoffload.ir.llvm_export import wide_float_literal
     for value in (0.0, -0.0, 1.0, -2.5, 0.1, 1e-310, 3e300, float("inf")):
         text = f"define double @f() {{\n  %r = fptrunc {kind} {wide_float_literal(kind, value)} to double\n  ret double %r\n}}"

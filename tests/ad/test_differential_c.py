@@ -124,7 +124,7 @@ def test_random_c_programs_have_no_silent_mismatch_and_no_crash(tmp_path, levels
 def test_the_oracles_catch_a_wrong_derivative():
     """The checks are not vacuous: one program's forward tangent, then its reverse adjoints, made
     wrong by 0.1% each give a MISMATCH naming the check that failed; unchanged, it passes."""
-    from adoffload import foreign
+    from adoffload.sources import llvm as foreign
     from adoffload.enzyme.host import compile_host
     program = next(p for p in map(cprograms.generate, range(200))
                    if p.real == "double" and p.returns_real and "x" in [q.name for q in p.params])

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import adoffload as ado
-from adoffload.types import In, InOut, Out, f64
+from adoffload.language.types import In, InOut, Out, f64
 
 N = 16
 

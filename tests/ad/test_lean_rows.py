@@ -10,8 +10,8 @@ import pytest
 
 import adoffload as ado
 from adoffload import ir as adoir
-from adoffload.enzyme.parallel import _linear
-from adoffload.types import In, Out, f64
+from adoffload.analysis.address_classes import _linear
+from adoffload.language.types import In, Out, f64
 
 N = 8          # threads per axis
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import adoffload as ado
-from adoffload.codegen import amdgpu, mathmap, nvptx, tools
+from adoffload.codegen.gpu import amdgpu, mathmap, nvptx, tools
 from adoffload.errors import ToolNotFoundError
 
 

@@ -14,7 +14,7 @@ import pytest
 
 import adoffload as ado
 from adoffload import enzyme as ez
-from adoffload.codegen.rust_runtime import define_allocator_shims, shim_name
+from adoffload.codegen.host.rust_runtime import define_allocator_shims, shim_name
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "foreign" / "rust_alloc"
 
@@ -60,7 +60,7 @@ define i64 @probe(i64 %align) {{
   ret i64 %c
 }}
 """
-    from adoffload.codegen.host import HostProgram
+    from adoffload.codegen.host.program import HostProgram
     program = HostProgram(text)
     probe = program.function("probe", ctypes.c_int64, ctypes.c_int64)
     for align in (8, 16, 64, 256):

@@ -113,7 +113,7 @@ def test_a_wrong_reduction_never_meets_its_target():
 
 def test_primal_rows_report_and_row_launch_of_nested_init():
     import primal_rows
-    from adoffload.codegen.rows import row_blocks
+    from adoffload.codegen.gpu.rows import row_blocks
     grid = next(c for c in CASES if c.name == "basic_nested_init").grid(1 << 26)
     assert row_blocks(grid, rajaperf.BLOCK) == (26, 102, 102)     # what the CUDA baseline launches
     rows = [{"kernel": "a", "n": 10, "ours_ms": 2.0, "cuda_ms": 1.0, "ratio": 2.0},

@@ -167,7 +167,7 @@ def test_prefetched_tiles_are_refilled_from_their_taped_fill_values():
     """A fill whose values are registers loaded in the previous step (a prefetching SGEMM's) is
     refilled with those values from the tape (enzyme/refill.py ``Plan.taped``): both oracles, the
     exact gradient, and the tile's reads recomputed instead of taped."""
-    from adoffload.cli import reverse_stats
+    from adoffload.tools.cli import reverse_stats
     from adoffload.enzyme.stats import PER_ITERATION
     reverse = _check_sin_matmul(kernels.prefetched_matmul, 8, 12, 8, seed=11)
     assert reverse_stats(reverse).recomputed_loads[PER_ITERATION] >= 2

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import adoffload as ado
-from adoffload.codegen import amdgpu, nvptx, tools
+from adoffload.codegen.gpu import amdgpu, nvptx, tools
 from adoffload.errors import ToolNotFoundError
 
 from . import kernels
@@ -173,7 +173,7 @@ def test_shadow_shared_adds_whose_lanes_are_apart_are_plain_atomics():
     adjoint: the address uses the lane's thread index): such adds stay plain atomics, while the
     tiled matmul's (a whole row of lanes on one address) keep the combining."""
     import adoffload as ado
-    from adoffload.codegen.shared_atomics import _warp_axes
+    from adoffload.codegen.gpu.shared_atomics import _warp_axes
     assert _warp_axes((2, 32)) == {1: 32} and _warp_axes((16, 16)) == {1: 16, 0: 2} and _warp_axes((64,)) == {0: 32}
     ptx = ado.vjp(_neighbour_product_kernel(ado.f32), ("x",)).compiled("nvptx", arch="sm_90").artifact
     assert "atom.shared.add.f32" in ptx and "match.any" not in ptx
@@ -187,7 +187,7 @@ def test_tile_adds_predict_their_lane_groups():
     that of ``Bs[k, tj]`` from the lanes of one tj (bits 3-4: mask 24); codegen/shared_atomics.py
     calls the grouped add for each (a butterfly over those bits, after a one-vote check unless
     shared_uniform.py proves the address)."""
-    from adoffload.codegen.shared_atomics import _lane_bits, aggregate_shared_adds
+    from adoffload.codegen.gpu.shared_atomics import _lane_bits, aggregate_shared_adds
     assert _lane_bits((8, 8)) == {1: 7, 0: 24} and _lane_bits((16, 16)) == {1: 15, 0: 16}
     assert _lane_bits((2, 32)) == {1: 31} and _lane_bits((6, 32)) is None
     import adoffload as ado
@@ -220,7 +220,7 @@ def test_rows_of_tile_adds_are_batched(shape, forms):
     in its lane group (codegen/shared_uniform.py: thread indices of the other axes, the k counter):
     no run-time check (checks = 0); the row's addresses are constant offsets of one pointer (common)."""
     import adoffload as ado
-    from adoffload.codegen.shared_atomics import aggregate_shared_adds
+    from adoffload.codegen.gpu.shared_atomics import aggregate_shared_adds
     from adoffload.ir import import_module
     side, tm, bk = kernels.REGISTER_SGEMM_SHAPES[shape]
     reverse = ado.vjp(kernels.make_register_sgemm(side, tm, bk, ado.f32), ("A", "B"))
@@ -246,7 +246,7 @@ def _pointers(body: str):
 def test_batch_checks_only_addresses_not_a_constant_apart():
     """A batch exchanges an address only when it is not a constant number of bytes from one it
     already checks (shared_batches.checked_addresses): same root and variable terms."""
-    from adoffload.codegen.shared_batches import checked_addresses, common_offsets
+    from adoffload.codegen.gpu.shared_batches import checked_addresses, common_offsets
     row = _pointers("  %i = and i64 %t, 15\n  %base = getelementptr float, ptr %s, i64 %i\n"
                     "  %p1 = getelementptr i8, ptr %base, i64 64\n  %j = add nsw i64 %i, 32\n"
                     "  %p2 = getelementptr float, ptr %s, i64 %j\n"
@@ -299,8 +299,8 @@ declare void @use(ptr)
 def _group_uniform(index: str, pre: str = "", guard: str = "true", body: str = "", mask: int = 15) -> bool:
     """Whether shared_uniform proves ``s[k, index]`` (in a loop over k, block (16, 16): lane bits 0-3 are
     tj's, bit 4 ti's) the same in each lane group of ``mask``."""
-    from adoffload.codegen.shared_atomics import _lane_bits
-    from adoffload.codegen.shared_uniform import GroupUniform
+    from adoffload.codegen.gpu.shared_atomics import _lane_bits
+    from adoffload.analysis.lane_uniformity import GroupUniform
     from adoffload.ir import import_module
     text = _LOOP.replace("PRE", pre).replace("INDEX", index).replace("GUARD", guard).replace("BODY", body)
     fn = import_module(text).functions["f"]
@@ -391,7 +391,7 @@ def test_pointer_masks_are_removed_before_code_generation():
     (a less aligned array, a variable mask, foreign IR's own) is done on the integer address; the
     PTX computes the masks it must and assembles without NVPTX's address-space inference seeing one."""
     import llvmlite.binding as llvm
-    from adoffload.codegen.shared_alignment import unmask_shared_pointers
+    from adoffload.codegen.gpu.shared_alignment import unmask_shared_pointers
     text = f"""target triple = "{nvptx.NVPTX_TRIPLE}"
 @g = addrspace(3) global [64 x i32] undef, align 16
 @h = addrspace(3) global [64 x i32] undef, align 4

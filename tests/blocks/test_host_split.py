@@ -5,12 +5,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from adoffload import abi_status
+from adoffload.language import status as abi_status
 from adoffload.codegen import abi, blocks
-from adoffload.codegen.host import HostProgram
+from adoffload.codegen.host.program import HostProgram
 from adoffload.errors import KernelFaultError
-from adoffload.signature import KernelSignature, Param
-from adoffload.types import ArrayType, f64
+from adoffload.language.signature import KernelSignature, Param
+from adoffload.language.types import ArrayType, f64
 
 
 def test_threads_at_different_barriers_stop_the_block_with_a_status():

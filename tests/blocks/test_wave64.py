@@ -177,7 +177,7 @@ def test_amd_adjoint_adds_stay_per_thread_and_are_right_on_wavefronts():
     the AMDGPU entry of an adjoint with shadow-tile and uniform-address adds keeps one plain atomic
     per thread and no NVVM operation. The same adjoint on 64-lane wavefronts against numpy."""
     from adoffload.codegen import blocks
-    from adoffload.enzyme.parallel import lower_uniform_adds_text
+    from adoffload.analysis.address_classes import lower_uniform_adds_text
     reverse = ado.vjp(K.scaled_tile, ("a", "x"))
     text = reverse.module_text()
     assert "adoffload.uniform_fadd" in text

@@ -13,8 +13,8 @@ import numpy as np
 from llvmlite import ir
 
 from adoffload.codegen import abi
-from adoffload.codegen import rows as rows_module
-from adoffload.codegen.host import HostProgram
+from adoffload.codegen.gpu import rows as rows_module
+from adoffload.codegen.host.program import HostProgram
 
 
 def _global(m: ir.Module, name: str) -> ir.GlobalVariable:

@@ -1,6 +1,7 @@
 import pytest
 
-from adoffload.codegen import abi, amdgpu, tools
+from adoffload.codegen import abi
+from adoffload.codegen.gpu import amdgpu, tools
 from adoffload.errors import CompilationError, ToolNotFoundError
 
 from . import bodies

@@ -5,9 +5,9 @@ import stat
 import numpy as np
 import pytest
 
-from adoffload import abi_status
-from adoffload import cache as cache_module
-from adoffload.cache import CompileCache
+from adoffload.language import status as abi_status
+from adoffload.codegen import cache as cache_module
+from adoffload.codegen.cache import CompileCache
 from adoffload.codegen import abi, compile_for_target
 
 from . import bodies
@@ -118,7 +118,7 @@ def test_compile_for_target_host_uses_the_cache(tmp_path):
 
 @pytest.mark.parametrize("target,arch", [("nvptx", "sm_80"), ("amdgpu", "gfx90a")])
 def test_compile_for_target_gpu_caches_artifacts(tmp_path, target, arch):
-    from adoffload.codegen import tools
+    from adoffload.codegen.gpu import tools
     from adoffload.errors import ToolNotFoundError
     try:
         tools.find_lld() if target == "amdgpu" else tools.find_libdevice()

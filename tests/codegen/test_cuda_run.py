@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from adoffload import abi_status
+from adoffload.language import status as abi_status
 from adoffload.codegen import abi, compile_for_target, kernel_symbol
 
 from . import bodies

@@ -4,8 +4,8 @@ import math
 import numpy as np
 import pytest
 
-from adoffload.codegen import devicemath
-from adoffload.codegen.host import HostProgram
+from adoffload.codegen.gpu import devicemath
+from adoffload.codegen.host.program import HostProgram
 
 N = 20_000
 

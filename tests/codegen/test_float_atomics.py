@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from adoffload.cli import gcn_assembly, load_kernel
-from adoffload.codegen import amdgpu
-from adoffload.kernel import vjp
+from adoffload.tools.cli import gcn_assembly, load_kernel
+from adoffload.codegen.gpu import amdgpu
+from adoffload.kernels.kernel import vjp
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = str(ROOT / "tests/fixtures/stats/scatter_kernels.py")
@@ -40,7 +40,7 @@ def test_nvptx_f64_atomics_are_native(arch):
 def _sass_tools():
     """(ptxas, cuobjdump, the folder of nvdisasm), looked for beside ptxas (the CUDA wheels) and
     on PATH; None when one is missing."""
-    from adoffload.codegen.tools import find_ptxas
+    from adoffload.codegen.gpu.tools import find_ptxas
     try:
         ptxas = find_ptxas()
     except Exception:

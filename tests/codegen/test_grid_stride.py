@@ -17,9 +17,10 @@ import pytest
 from llvmlite import ir
 
 import adoffload as ado
-from adoffload.codegen import PTX_GRID_STRIDE_LINE, abi, compile_for_target, grid_stride, loops_over_grid, nvptx, vectorize
-from adoffload.codegen.host import HostProgram
-from adoffload.codegen.uniform_checks import add_checks_function, uniform_checks
+from adoffload.codegen import PTX_GRID_STRIDE_LINE, abi, compile_for_target, loops_over_grid
+from adoffload.codegen.gpu import grid_stride, nvptx, vectorize
+from adoffload.codegen.host.program import HostProgram
+from adoffload.codegen.gpu.uniform_checks import add_checks_function, uniform_checks
 from adoffload.errors import CompilationError
 from adoffload.ir import import_module
 
@@ -204,7 +205,7 @@ def test_dot_ptx_loops_with_128_bit_loads_and_no_status_traffic():
 
 
 def _have_ptxas() -> bool:
-    from adoffload.codegen import tools
+    from adoffload.codegen.gpu import tools
     from adoffload.errors import ToolNotFoundError
     try:
         tools.find_ptxas()
@@ -269,9 +270,10 @@ def test_vjp_of_a_scalar_parameter_loops_too():
 
 
 def test_jax_gpu_handler_caps_the_launch_of_looping_entries():
+    from adoffload.jax import ffi_layout
     from adoffload.jax import handler as handlers
-    layout = handlers.layout_for(kernel_dot.signature, scalars_by_reference=True)
-    tables = handlers.GpuTables((0,), (0,), (0,), launch=0, synchronize=0, memset=0)
+    layout = ffi_layout.layout_for(kernel_dot.signature, scalars_by_reference=True)
+    tables = ffi_layout.GpuTables((0,), (0,), (0,), launch=0, synchronize=0, memset=0)
     capped = handlers.gpu_handler_ir(layout, tables, elements_per_thread=2, max_threads=270_336)
     plain = handlers.gpu_handler_ir(layout, tables, elements_per_thread=2)
     assert re.search(r"call i64 @llvm\.umin\.i64\(i64 %\S+, i64 270336\)", capped) and "umin" not in plain

@@ -3,9 +3,9 @@ import math
 import numpy as np
 import pytest
 
-from adoffload import abi_status
+from adoffload.language import status as abi_status
 from adoffload.codegen import abi
-from adoffload.codegen.host import HostProgram
+from adoffload.codegen.host.program import HostProgram
 
 from . import bodies
 
@@ -141,7 +141,7 @@ def test_an_external_global_nothing_defines_is_refused_not_read_at_address_zero(
     """numba calls a recursive @njit function through ``@.numba.unresolved$<fn>``, a slot it fills
     when it links; MCJIT placed such a global at address 0 and the first load crashed the process.
     An ``extern_weak`` global stays allowed (its address is null by design)."""
-    from adoffload.codegen.host import HostProgram
+    from adoffload.codegen.host.program import HostProgram
     from adoffload.errors import CompilationError
     with pytest.raises(CompilationError, match=r"reads @missing_slot"):
         HostProgram("@missing_slot = external global ptr\n"

@@ -16,9 +16,9 @@ import pytest
 
 import adoffload as ado
 from adoffload import ir
-from adoffload.codegen import lane_combining as lc
-from adoffload.codegen import tools
-from adoffload.codegen.host import HostProgram
+from adoffload.codegen.gpu import lane_combining as lc
+from adoffload.codegen.gpu import tools
+from adoffload.codegen.host.program import HostProgram
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -431,7 +431,7 @@ def _eos(**kw):
 
 @needs_ptxas
 def test_eos_adjoint_ptx_is_combined_and_assembles():
-    from adoffload.codegen import nvptx
+    from adoffload.codegen.gpu import nvptx
     ptx = _eos().compiled("nvptx", noalias=True).artifact
     assert "activemask.b32" in ptx and "vote.sync.ballot.b32" in ptx and ptx.count("shfl.sync.up.b32") >= 14
     # one add of the whole group is unconditional; each of the 6 others is behind its skip branch
@@ -457,7 +457,7 @@ def test_eos_adjoint_ptx_is_combined_and_assembles():
 
 def test_off_for_deterministic_kernels_sm_70_k_elements_and_by_option(monkeypatch, tmp_path):
     from adoffload import codegen
-    from adoffload.codegen import nvptx
+    from adoffload.codegen.gpu import nvptx
     monkeypatch.setenv("ADOFFLOAD_CACHE_DIR", str(tmp_path))     # no cached artifact skips the pass
     seen = []
     original = lc.combine_lane_atomics

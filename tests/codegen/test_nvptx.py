@@ -2,7 +2,8 @@ import re
 
 import pytest
 
-from adoffload.codegen import abi, nvptx, tools
+from adoffload.codegen import abi
+from adoffload.codegen.gpu import nvptx, tools
 from adoffload.errors import ToolNotFoundError
 
 from . import bodies

@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 
 import adoffload as ado
-from adoffload.codegen import abi, compile_for_target, nvptx, tools
-from adoffload.codegen.host import HostProgram
-from adoffload.codegen.reductions import defer_uniform_atomics, identity
+from adoffload.codegen import abi, compile_for_target
+from adoffload.codegen.gpu import nvptx, tools
+from adoffload.codegen.host.program import HostProgram
+from adoffload.codegen.gpu.reductions import defer_uniform_atomics, identity
 from adoffload.errors import CompilationError, ToolNotFoundError
 
 
@@ -216,7 +217,7 @@ def test_amdgpu_defers_to_one_atomic_per_thread_after_the_body():
 
 
 def test_amdgpu_backend_combines_the_deferred_atomic_across_the_wavefront():
-    from adoffload.codegen import amdgpu
+    from adoffload.codegen.gpu import amdgpu
     flat = [f.llvm_type for f in dot.signature.flat_params()]
     asm = amdgpu.compile_gcn_assembly(abi.add_gpu_entry(dot.module_text(), dot.body_name, flat, 1, "amdgpu"))
     assert "v_readlane_b32" in asm and "s_ff1_i32_b64" in asm      # the atomic optimizer's wave loop

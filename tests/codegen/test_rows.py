@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import adoffload as ado
-from adoffload.codegen import rows
+from adoffload.codegen.gpu import rows
 from adoffload.errors import GridError
 
 from .emulated import EmulatedEntry

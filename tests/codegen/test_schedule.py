@@ -7,8 +7,8 @@ import pytest
 
 import adoffload as ado
 from adoffload import ir
-from adoffload.codegen.schedule import hoist_loads
-from adoffload.kernel import Kernel
+from adoffload.codegen.gpu.schedule import hoist_loads
+from adoffload.kernels.kernel import Kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import rajaperf_kernels as R  # noqa: E402
@@ -63,6 +63,6 @@ def test_same_array_read_after_write_stays_in_order():
     px_root = [a for a in ir.import_module(text).functions[rev.body_name].args if a.name == "px"][0].name
 
     def px_order(ops):
-        from adoffload.codegen.schedule import root
+        from adoffload.codegen.gpu.schedule import root
         return [op for op, ptr in ops if getattr(root(ptr), "name", None) == px_root]
     assert px_order(before) == px_order(after)

@@ -13,7 +13,7 @@ import pytest
 
 import adoffload as ado
 from adoffload.codegen import abi
-from adoffload.codegen.uniform_checks import add_thread_checks_function, unchecked_function_name
+from adoffload.codegen.gpu.uniform_checks import add_thread_checks_function, unchecked_function_name
 from adoffload.ir import import_module, verify
 
 from .emulated import EmulatedEntry
@@ -122,6 +122,6 @@ def test_ptx_fast_path_has_no_check_between_accesses():
 
 
 def test_large_bodies_keep_their_checks(monkeypatch):
-    from adoffload.codegen import uniform_checks
+    from adoffload.codegen.gpu import uniform_checks
     monkeypatch.setattr(uniform_checks, "MAX_COPIED_INSTRUCTIONS", 10)
     assert add_thread_checks_function(shifted.module_text(), shifted.body_name) == (shifted.module_text(), None)

@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 from llvmlite import ir
 
-from adoffload.codegen import abi, amdgpu, compile_for_target, nvptx, tools, vectorize
-from adoffload.codegen.host import HostProgram
+from adoffload.codegen import abi, compile_for_target
+from adoffload.codegen.gpu import amdgpu, nvptx, tools, vectorize
+from adoffload.codegen.host.program import HostProgram
 from adoffload.errors import CompilationError, ToolNotFoundError
 
 from . import bodies
@@ -157,7 +158,7 @@ def test_amdgpu_compiles_and_links_with_four_elements_per_thread():
 
 
 def test_compile_cache_never_mixes_k(tmp_path):
-    from adoffload.cache import CompileCache
+    from adoffload.codegen.cache import CompileCache
     store = CompileCache(tmp_path)
     text = stream_add("float")
     four = compile_for_target(text, "sadd", STREAM_TYPES, 1, "nvptx", "sm_90", cache=store, noalias=True,
@@ -195,8 +196,8 @@ class _Sig:
     """A stand-in signature: a grid rank and the element types of its array params."""
 
     def __init__(self, rank, *dtypes):
-        from adoffload.signature import Param
-        from adoffload import types as T
+        from adoffload.language.signature import Param
+        from adoffload.language import types as T
         self.grid_rank = rank
         self.params = [Param(f"a{k}", T.ArrayType(T.SCALAR_TYPES[d], 1, "in")) for k, d in enumerate(dtypes or ("f32",))]
 

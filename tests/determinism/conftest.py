@@ -10,7 +10,7 @@ def fresh_compile_cache(tmp_path_factory, monkeypatch):
     not its source, so an entry from an older checkout could otherwise stand in for today's IR.
     clang's IR of CUDA sources (keyed by the source, its flags and our header) is shared with the
     usual cache: a GPU machine without clang runs these tests from a carried one."""
-    from adoffload.cache import default_root
+    from adoffload.codegen.cache import default_root
     shared = default_root() / "clang-ir"
     private = tmp_path_factory.getbasetemp() / "adoffload-cache"
     private.mkdir(mode=0o700, exist_ok=True)

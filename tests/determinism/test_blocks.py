@@ -104,7 +104,7 @@ def test_gpu_entry_adds_into_shared_memory_in_thread_order():
 
 def _ptxas_available() -> bool:
     try:
-        from adoffload.codegen.tools import find_ptxas
+        from adoffload.codegen.gpu.tools import find_ptxas
         find_ptxas()
         return True
     except Exception:
@@ -113,7 +113,7 @@ def _ptxas_available() -> bool:
 
 @pytest.mark.skipif(not _ptxas_available(), reason="ptxas (CUDA tools) not installed")
 def test_the_ordered_gpu_entry_assembles():
-    from adoffload.codegen.nvptx import ptxas_check
+    from adoffload.codegen.gpu.nvptx import ptxas_check
     ptx = ado.vjp(tile_gather, ["x"], deterministic=True).compiled("nvptx", arch="sm_90").artifact
     assert "Compiling entry function 'tile_gather_$_vjp_$_kernel'" in ptxas_check(ptx, "sm_90")
 

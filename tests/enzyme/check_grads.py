@@ -22,7 +22,7 @@ from adoffload.enzyme.host import compile_host
 from adoffload.enzyme.kernels import derive_kernel
 from adoffload.frontend import compile_kernel
 from adoffload.ir import canonicalize, import_module
-from adoffload.signature import KernelSignature
+from adoffload.language.signature import KernelSignature
 
 
 @dataclass

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from adoffload.enzyme.activity import ACTIVE, CONST, DUP, analyze
+from adoffload.enzyme.activity import ACTIVE, CONST, DUP
+from adoffload.enzyme.soundness import analyze
 from adoffload.errors import DifferentiationError
 from adoffload.ir.core import Module, const, f64, i64, ptr
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import adoffload as ado
-from adoffload.enzyme.parallel import ParallelInfo, lower_uniform_adds
+from adoffload.analysis.address_classes import ParallelInfo, lower_uniform_adds
 from adoffload.ir import export_module
 
 from .test_reverse_support import CONST, DUP, compile_host, derive

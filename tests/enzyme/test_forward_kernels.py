@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import adoffload.language as ado
-from adoffload.types import In, InOut, Out, f32, f64, i64
+import adoffload.language.builtins as ado
+from adoffload.language.types import In, InOut, Out, f32, f64, i64
 
 from .check_grads import KernelCase, check_grads
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import adoffload.language as ado
+import adoffload.language.builtins as ado
 from adoffload.enzyme.activity import CONST, DUP
 from adoffload.enzyme.forward import forward
 from adoffload.enzyme.kernels import derive_kernel
@@ -12,7 +12,7 @@ from adoffload.errors import ArgumentError
 from adoffload.frontend import compile_kernel
 from adoffload.ir import canonicalize, import_module
 from adoffload.ir.core import Constant, Module, StructType, const, f64, ptr
-from adoffload.types import In, Out, f64 as F64
+from adoffload.language.types import In, Out, f64 as F64
 
 from .jit import compile_host, new_function
 

@@ -7,8 +7,8 @@ import threading
 import numpy as np
 import pytest
 
-from adoffload.enzyme.parallel import (AddressClass, ParallelInfo, lower_uniform_adds, lower_uniform_adds_text,
-                                       uniform_add_definition)
+from adoffload.analysis.address_classes import (AddressClass, ParallelInfo, lower_uniform_adds,
+    lower_uniform_adds_text, uniform_add_definition)
 from adoffload.ir import export_module
 
 from .test_reverse_support import ACTIVE, CONST, DUP, compile_host, derive
@@ -183,8 +183,8 @@ entry:
   ret void
 }}
 """
-    from adoffload.enzyme.parallel import AddressClassifier
-    from adoffload.enzyme.reverse_cfg import Dominators, reachable_blocks
+    from adoffload.analysis.address_classes import AddressClassifier
+    from adoffload.analysis.control_flow import Dominators, reachable_blocks
     from adoffload.ir import import_module
     module = import_module(src)
     fn = module["f"]
@@ -225,7 +225,7 @@ def test_text_lowering_replaces_declarations():
 
 def _ptxas_available():
     try:
-        from adoffload.codegen.tools import find_ptxas
+        from adoffload.codegen.gpu.tools import find_ptxas
         find_ptxas()
         return True
     except Exception:
@@ -235,7 +235,7 @@ def _ptxas_available():
 @pytest.mark.skipif(not _ptxas_available(), reason="ptxas not installed")
 @pytest.mark.parametrize("kind, suffix", [("float", "f32"), ("double", "f64")])
 def test_nvptx_warp_reduction_assembles(kind, suffix):
-    from adoffload.codegen.nvptx import compile_ptx, ptxas_check
+    from adoffload.codegen.gpu.nvptx import compile_ptx, ptxas_check
     text = uniform_add_definition(f"adoffload.uniform_fadd.{suffix}", "nvptx") + f"""
 define ptx_kernel void @k(ptr %p, {kind} %v) {{
   call void @"adoffload.uniform_fadd.{suffix}"(ptr %p, {kind} %v)
@@ -287,8 +287,8 @@ entry:
   ret void
 }
 """
-    from adoffload.enzyme.parallel import AddressClassifier
-    from adoffload.enzyme.reverse_cfg import Dominators, reachable_blocks
+    from adoffload.analysis.address_classes import AddressClassifier
+    from adoffload.analysis.control_flow import Dominators, reachable_blocks
     from adoffload.ir import import_module
     fn = import_module(src)["f"]
     classifier = AddressClassifier(ParallelInfo((0,)), Dominators(reachable_blocks(fn)), fn.args, function=fn)
@@ -377,8 +377,8 @@ entry:
   ret void
 }}
 """
-    from adoffload.enzyme.parallel import AddressClassifier
-    from adoffload.enzyme.reverse_cfg import Dominators, reachable_blocks
+    from adoffload.analysis.address_classes import AddressClassifier
+    from adoffload.analysis.control_flow import Dominators, reachable_blocks
     from adoffload.ir import import_module
     fn = import_module(src)["f"]
     classifier = AddressClassifier(ParallelInfo((0,)), Dominators(reachable_blocks(fn)), fn.args, function=fn)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from adoffload.enzyme.reverse_cfg import Dominators, natural_loops, reachable_blocks
-from adoffload.enzyme.trip_bounds import apply_step, header_visit_bound, settling
+from adoffload.analysis.control_flow import Dominators, natural_loops, reachable_blocks
+from adoffload.analysis.trip_bounds import apply_step, header_visit_bound, settling
 from adoffload.ir import import_module
 
 from .test_reverse_support import ACTIVE, CONST, DUP, check_reverse
@@ -174,7 +174,7 @@ def test_an_equality_exit_far_away_is_solved_not_simulated(monkeypatch):
     test first holds after 2^64 steps. It is solved (trip_bounds._equal_only_after_limit) instead of
     simulated for MAX_SIMULATED_TRIPS steps (seconds per loop), and the loop's own test gives the
     bound. Exhaustive on i8 with a small limit: the solved answer equals the simulation's."""
-    import adoffload.enzyme.trip_bounds as tb
+    import adoffload.analysis.trip_bounds as tb
     src = loop(64, "0", "add i64 %h, 1", "icmp ne i64 %h, 3")
     two_tests = src.replace("  %c = icmp ne i64 %h, 3\n  br i1 %c, label %body, label %done",
                             "  %ovf = icmp eq i64 %h, -1\n  br i1 %ovf, label %done, label %check\n"

@@ -14,7 +14,7 @@ needs_clang = pytest.mark.skipif(importlib.util.find_spec("ziglang") is None,
 
 
 def _have_lld() -> bool:
-    from adoffload.codegen.tools import find_lld
+    from adoffload.codegen.gpu.tools import find_lld
     from adoffload.errors import ToolNotFoundError
     try:
         find_lld()

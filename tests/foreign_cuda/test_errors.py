@@ -235,7 +235,7 @@ def test_recursive_device_functions_are_refused_by_name():
 def test_clang_output_is_cached_by_source_and_flags(tmp_path, monkeypatch):
     """A second compile of the same source needs no clang (the GPU machine has none); another
     source, or other flags, does."""
-    from adoffload.foreign_cuda import compile as cuda_compile
+    from adoffload.sources.cuda import compile as cuda_compile
     monkeypatch.setenv("ADOFFLOAD_CACHE_DIR", str(tmp_path))
     source = "__global__ void twice(float* x) { x[threadIdx.x] *= 2.0f; }"
     first = cuda_compile.compile_to_llvm(source)
@@ -276,7 +276,7 @@ def test_debug_info_names_the_temporary_source_in_both_spellings():
     working directory is under that root too (a checkout in /tmp): both become "<cuda source>"."""
     from pathlib import Path
 
-    from adoffload.foreign_cuda.compile import _source_named
+    from adoffload.sources.cuda.compile import _source_named
     path = Path("/tmp/adoffload-cuda-abc123/kernel.cu")
     text = ('!1 = !DIFile(filename: "/tmp/adoffload-cuda-abc123/kernel.cu", directory: "/work")\n'
             '!13 = !DIFile(filename: "adoffload-cuda-abc123/kernel.cu", directory: "/tmp")\n')

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import adoffload as ado
-from adoffload.codegen import tools
+from adoffload.codegen.gpu import tools
 from adoffload.errors import ToolNotFoundError
 
 from .checks import check_derivatives

@@ -12,7 +12,7 @@ import itertools
 import llvmlite.binding as llvm
 import numpy as np
 
-from adoffload.codegen.host import define_host_math
+from adoffload.codegen.host.program import define_host_math
 from adoffload.frontend import compile_kernel
 
 llvm.initialize_native_target()

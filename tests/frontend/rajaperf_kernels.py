@@ -12,8 +12,8 @@ from typing import Callable
 
 import numpy as np
 
-import adoffload.language as ado
-from adoffload.types import In, InOut, Out, f64, i32, i64
+import adoffload.language.builtins as ado
+from adoffload.language.types import In, InOut, Out, f64, i32, i64
 
 
 # --- stream ---------------------------------------------------------------------------------

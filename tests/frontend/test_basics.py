@@ -1,9 +1,9 @@
 import numpy as np
 
 
-import adoffload.language as ado
+import adoffload.language.builtins as ado
 from adoffload.frontend import compile_kernel
-from adoffload.types import In, Out, f32, f64
+from adoffload.language.types import In, Out, f32, f64
 
 from .jit import run
 

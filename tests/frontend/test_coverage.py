@@ -3,7 +3,7 @@ import numpy as np
 
 import adoffload as ado
 from adoffload.frontend.coverage import written_in_full
-from adoffload.jax.handler import layout_for
+from adoffload.jax.ffi_layout import layout_for
 
 
 @ado.kernel

@@ -1,11 +1,11 @@
 """Every front-end error names file, line and column and shows the line with a caret."""
 import pytest
 
-import adoffload.language as ado
+import adoffload.language.builtins as ado
 from adoffload.errors import (KernelTypeError, SourceError, UndefinedNameError,
                               UnsupportedConstructError)
 from adoffload.frontend import compile_kernel
-from adoffload.types import In, InOut, Out, f32, f64, i32
+from adoffload.language.types import In, InOut, Out, f32, f64, i32
 
 
 def not_a_helper(v):

@@ -4,9 +4,9 @@ import math
 import numpy as np
 import pytest
 
-import adoffload.language as ado
+import adoffload.language.builtins as ado
 from adoffload.frontend import compile_kernel
-from adoffload.types import In, InOut, Out, bool_, f32, f64, i32, i64
+from adoffload.language.types import In, InOut, Out, bool_, f32, f64, i32, i64
 
 from .jit import HostKernel, run
 

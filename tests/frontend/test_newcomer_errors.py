@@ -93,7 +93,7 @@ def test_a_missing_grid_says_so():
 
 
 def test_the_installed_command_calls_itself_adoffload():
-    from adoffload.cli import parser
+    from adoffload.tools.cli import parser
     assert parser().format_usage().startswith("usage: adoffload ")
     out = subprocess.run([sys.executable, "-m", "adoffload", "--help"], capture_output=True, text=True).stdout
     assert out.startswith("usage: adoffload ") and "python -m" not in out

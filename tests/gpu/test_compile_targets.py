@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from adoffload.codegen import amdgpu, kernel_symbol, nvptx, tools
+from adoffload.codegen.gpu import amdgpu, nvptx, tools
+from adoffload.codegen import kernel_symbol
 from adoffload.errors import ToolNotFoundError
-from adoffload.launch import bind_arguments, normalize_grid, proven_facts
+from adoffload.kernels.launch import bind_arguments, normalize_grid, proven_facts
 
 from .table import BY_NAME, arguments, run_id, runs, variant
 

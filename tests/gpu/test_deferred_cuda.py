@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import adoffload as ado
-from adoffload.cli import load_kernel
+from adoffload.tools.cli import load_kernel
 
 FIXTURE = str(Path(__file__).resolve().parents[1] / "fixtures/stats/scatter_kernels.py")
 

@@ -9,7 +9,6 @@ comparing with plain host launches tests that data movement without a GPU.
 """
 from __future__ import annotations
 
-import importlib
 
 import numpy as np
 import pytest
@@ -53,9 +52,7 @@ class HostBackedGpu(HostDevice):
 @pytest.fixture
 def fake_gpu(monkeypatch):
     """The fake device; kernels asked for NVPTX code get their host build instead."""
-    # imported here, not at the top: importing the submodule ``adoffload.kernel`` before
-    # ``ado.kernel`` is first used shadows the decorator with the module (see the report)
-    Kernel = importlib.import_module("adoffload.kernel").Kernel
+    from adoffload.kernels.kernel import Kernel
     original = Kernel.compiled
     requested = []
 
@@ -87,7 +84,7 @@ def test_device_path_matches_host(fake_gpu, which):
 
 def scan_launches(n: int) -> int:
     """A chunk-sum and a chunk-scan launch per level above the one serial pass."""
-    from adoffload.tape_scan import level_sizes
+    from adoffload.kernels.tape_scan import level_sizes
     return 2 * (len(level_sizes(n)) - 1) + 1
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import adoffload as ado
-from adoffload.codegen import vectorize
+from adoffload.codegen.gpu import vectorize
 from adoffload.codegen.abi import pack_slots
 from adoffload.errors import BoundsError
 

@@ -18,7 +18,7 @@ import re
 import llvmlite.binding as llvm
 
 from adoffload import ir
-from adoffload.codegen.host import unresolved_functions
+from adoffload.codegen.host.program import unresolved_functions
 from adoffload.ir.builder import Builder
 from adoffload.ir.core import Constant, Function, GlobalVariable, Module, const, i64, ptr
 

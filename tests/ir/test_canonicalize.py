@@ -4,7 +4,7 @@ import pytest
 
 import adoffload.ir as ir
 from adoffload.errors import IRError
-from adoffload.foreign import ForeignModule
+from adoffload.sources.llvm import ForeignModule
 from adoffload.ir.verify import _dominators
 
 from . import snippets

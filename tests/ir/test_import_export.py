@@ -7,7 +7,7 @@ import pytest
 
 import adoffload.ir as ir
 from adoffload.errors import IRError
-from adoffload.foreign import ForeignModule
+from adoffload.sources.llvm import ForeignModule
 
 from . import snippets
 

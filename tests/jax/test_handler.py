@@ -6,11 +6,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from adoffload import types as T
+from adoffload.language import types as T
 from adoffload.codegen import abi
-from adoffload.codegen.host import HostProgram
+from adoffload.codegen.host.program import HostProgram
+from adoffload.jax import ffi_layout
 from adoffload.jax import handler as handlers
-from adoffload.signature import KernelSignature, Param
+from adoffload.language.signature import KernelSignature, Param
 
 BODY = r'''
 define void @axpy(i64 %i, double %a, ptr %x, i64 %nx, ptr %out, i64 %no, ptr %status) {
@@ -54,7 +55,7 @@ def on_the_host():
 def target():
     flat = [f.llvm_type for f in SIGNATURE.flat_params()]
     program = HostProgram(abi.add_host_entry(BODY, "axpy", flat, 1))
-    layout = handlers.layout_for(SIGNATURE, scalars_by_reference=False)
+    layout = ffi_layout.layout_for(SIGNATURE, scalars_by_reference=False)
     handler = handlers.CompiledHandler(handlers.cpu_handler_ir(layout, program.address("axpy.host")),
                                        keep_alive=[program])
     jax.ffi.register_ffi_target("adoffload_test_axpy", handler.capsule(), platform="cpu")
@@ -80,7 +81,7 @@ def test_cpu_handler_turns_the_status_record_into_an_error(target):
 
 def test_layout_reads_inout_from_results_and_scalars_by_reference():
     sig = KernelSignature("k", (Param("a", T.f32), Param("y", T.InOut[T.f32, 2]), Param("o", T.Out[T.i32])), 2)
-    layout = handlers.layout_for(sig, scalars_by_reference=True)
+    layout = ffi_layout.layout_for(sig, scalars_by_reference=True)
     assert [(s.kind, s.side, s.buffer, s.dim) for s in layout.slots] == [
         ("ref", "arg", 0, 0), ("data", "ret", 0, 0), ("dim", "ret", 0, 0), ("dim", "ret", 0, 1),
         ("data", "ret", 1, 0), ("dim", "ret", 1, 0)]
@@ -90,8 +91,8 @@ def test_layout_reads_inout_from_results_and_scalars_by_reference():
 @pytest.mark.parametrize("sync", [False, True])
 def test_gpu_handler_compiles_for_cuda_and_rocm(sync):
     # Placeholder addresses: this checks the generated IR verifies and JIT-compiles (no GPU here).
-    layout = handlers.layout_for(SIGNATURE, scalars_by_reference=True)
-    tables = handlers.GpuTables((0, 0), (0, 0), (0, 0), launch=0, synchronize=0, memset=0)
+    layout = ffi_layout.layout_for(SIGNATURE, scalars_by_reference=True)
+    tables = ffi_layout.GpuTables((0, 0), (0, 0), (0, 0), launch=0, synchronize=0, memset=0)
     text = handlers.gpu_handler_ir(layout, tables, sync=sync)
     compiled = handlers.CompiledHandler(text)
     assert compiled.address
@@ -137,7 +138,7 @@ def _tape_kernel():
 
 def test_tape_layout_skips_the_hidden_params_and_finds_their_slots():
     kernel = _tape_kernel()
-    layout = handlers.layout_for(kernel.signature, scalars_by_reference=False,
+    layout = ffi_layout.layout_for(kernel.signature, scalars_by_reference=False,
                                  count_signature=kernel.count_kernel.signature)
     flat = [f.name for f in kernel.signature.flat_params()]
     hidden = [k for k, s in enumerate(layout.slots) if s.kind == "hidden"]
@@ -158,12 +159,12 @@ def test_tape_handlers_compile_for_cpu_cuda_and_rocm_and_never_join_command_buff
     from adoffload.jax.targets import rocm_handler_ir
     kernel = _tape_kernel()
     signature, counting = kernel.signature, kernel.count_kernel.signature
-    cpu = handlers.cpu_handler_ir(handlers.layout_for(signature, scalars_by_reference=False,
+    cpu = handlers.cpu_handler_ir(ffi_layout.layout_for(signature, scalars_by_reference=False,
                                                       count_signature=counting), 0, 0)
     assert handlers.CompiledHandler(cpu).address
-    layout = handlers.layout_for(signature, scalars_by_reference=True, count_signature=counting)
+    layout = ffi_layout.layout_for(signature, scalars_by_reference=True, count_signature=counting)
     for sync in (False, True):
-        tables = handlers.GpuTables((0, 0), (0, 0), (0, 0), launch=0, synchronize=0, memset=0,
+        tables = ffi_layout.GpuTables((0, 0), (0, 0), (0, 0), launch=0, synchronize=0, memset=0,
                                     count_functions=(0, 0))
         text = handlers.gpu_handler_ir(layout, tables, sync=sync)
         assert handlers.CompiledHandler(text).address
@@ -177,9 +178,9 @@ def test_tape_handlers_compile_for_cpu_cuda_and_rocm_and_never_join_command_buff
 
 
 def test_plain_gpu_handlers_stay_command_buffer_compatible():
-    layout = handlers.layout_for(SIGNATURE, scalars_by_reference=True)
-    tables = handlers.GpuTables((0,), (0,), (0,), launch=0, synchronize=0, memset=0)
-    assert _traits(handlers.gpu_handler_ir(layout, tables)) == handlers.TRAIT_COMMAND_BUFFER_COMPATIBLE
+    layout = ffi_layout.layout_for(SIGNATURE, scalars_by_reference=True)
+    tables = ffi_layout.GpuTables((0,), (0,), (0,), launch=0, synchronize=0, memset=0)
+    assert _traits(handlers.gpu_handler_ir(layout, tables)) == ffi_layout.TRAIT_COMMAND_BUFFER_COMPATIBLE
     assert _traits(handlers.gpu_handler_ir(layout, tables, sync=True)) == 0
 
 
@@ -188,7 +189,7 @@ def test_gpu_handlers_launch_a_thread_per_k_elements():
     # the grid's total by k (rounding up) before sizing the blocks; k = 1 keeps the old launch.
     import adoffload as ado
     from adoffload.jax.targets import Variant, gpu_options, rocm_handler_ir
-    from adoffload.launch import facts_proven_by
+    from adoffload.kernels.launch import facts_proven_by
 
     @ado.kernel
     def scale(a: ado.f32, x: ado.In[ado.f32], y: ado.Out[ado.f32]):

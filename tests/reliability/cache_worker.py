@@ -39,7 +39,7 @@ def expected() -> list:
 
 def compile_and_run_as_other_version(cache_dir: str) -> list:
     """The same, with the cache believing another adoffload version wrote it."""
-    from adoffload import cache
+    from adoffload.codegen import cache
     real = cache._versions
     cache._versions = lambda: tuple(v if not v.startswith("adoffload=") else "adoffload=0.0.0-other"
                                     for v in real())

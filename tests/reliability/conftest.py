@@ -7,7 +7,7 @@ def _reliability_cache(tmp_path_factory):
     """One private folder for the worker's reliability tests. clang's IR of CUDA sources (keyed by the
     source, its flags and our header) is shared with the usual cache, so a GPU machine without clang
     runs these tests from a carried one."""
-    from adoffload.cache import default_root
+    from adoffload.codegen.cache import default_root
     shared = default_root() / "clang-ir"
     folder = tmp_path_factory.mktemp("adoffload-cache")
     if shared.is_dir():

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import adoffload as ado
-from adoffload import abi_status
+from adoffload.language import status as abi_status
 from adoffload.codegen.abi import pack_slots
 from adoffload.errors import (ArgumentError, BoundsError, CompilationError, GridError, IRError,
                               KernelFaultError, UnsupportedConstructError)
@@ -255,7 +255,7 @@ def _run_entry(kernel, values, grid, start, end):
     compiled = kernel.compiled("host")
     status = abi_status.new_record()
     pointers = [v.ctypes.data if isinstance(v, np.ndarray) else 0 for v in values]
-    from adoffload.launch import flat_values
+    from adoffload.kernels.launch import flat_values
     slots = pack_slots(flat_values(kernel.signature, values, pointers), compiled.flat_types, grid,
                        status.ctypes.data)
     compiled.artifact.entry(compiled.entry_name)(slots.ctypes.data, start, end)

@@ -10,7 +10,7 @@ import pytest
 
 import adoffload
 from adoffload import codegen
-from adoffload.cache import _HEADER, CompileCache
+from adoffload.codegen.cache import _HEADER, CompileCache
 
 from .cache_worker import poly
 
@@ -54,9 +54,9 @@ def _host_entry_for_poly(store: CompileCache):
 
 def _run(program, a=1.5):
     """Call the compiled host entry for poly on 16 points."""
-    from adoffload import abi_status
+    from adoffload.language import status as abi_status
     from adoffload.codegen.abi import pack_slots
-    from adoffload.launch import flat_values
+    from adoffload.kernels.launch import flat_values
     x = np.linspace(-1.0, 1.0, 16)
     out = np.zeros(16)
     values = [a, x, out]

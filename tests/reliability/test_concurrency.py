@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import adoffload as ado
-from adoffload import cache as cache_module
+from adoffload.codegen import cache as cache_module
 
 from . import cache_worker
 from .cache_worker import gather, poly

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import adoffload as ado
-from adoffload.local_memory import LOCAL_MEMORY_LIMITS, local_memory_bytes
+from adoffload.kernels.local_memory import LOCAL_MEMORY_LIMITS, local_memory_bytes
 
 
 @ado.kernel

@@ -49,7 +49,7 @@ def test_launch_grid_too_large():
 
 
 def test_scale_ptx_assembles_for_sm90():
-    tools = pytest.importorskip("adoffload.codegen.tools")
+    tools = pytest.importorskip("adoffload.codegen.gpu.tools")
     try:
         ptxas = tools.find_ptxas()
     except Exception as exc:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import llvmlite
 
-from adoffload import doctor
+from adoffload.tools import doctor
 
 
 def test_report_lists_versions_targets_devices_and_tools():

@@ -91,7 +91,7 @@ define double @g(ptr %q) {
 """
     import ctypes
 
-    from adoffload.codegen.host import HostProgram
+    from adoffload.codegen.host.program import HostProgram
     program = HostProgram(text, opt_level=0)          # unoptimized: @first stays a function of its own
     assert program.byref == {}
     x = np.array([2.5, 1.0])

@@ -1,0 +1,46 @@
+"""Counting functions: the primal run once more to count, per thread, the bytes a record needs.
+
+A reverse kernel with a dynamic tape, and a deterministic one's contribution log, size their memory
+before the derivative runs: ``@<name>(primal args..., ptr %<counter>...)`` runs the primal and adds,
+at the end of every visit of a block, the bytes that visit records.
+"""
+from __future__ import annotations
+
+from ..ir.builder import Builder
+from ..ir.clone import clone_function_body
+from ..ir.core import Argument, Function, FunctionType, const, i64, ptr, void
+from .activity import derived_attributes
+
+
+def add_counting_function(module, primal: Function, name: str, counters: list[tuple[str, dict[int, int]]]) -> Function:
+    """``@name(primal args..., ptr %<counter>...)``: runs the primal and stores, per counter, the
+    bytes this thread needs (one i64 each). A counter maps a primal block's index (in
+    ``primal.blocks``) to the bytes each visit of that block adds."""
+    params = tuple(a.type for a in primal.args) + (ptr,) * len(counters)
+    fn = Function(name, FunctionType(void, params),
+                  [Argument(a.type, a.name, k, derived_attributes(a)) for k, a in enumerate(primal.args)])
+    fn.args += [Argument(ptr, counter, len(primal.args) + k) for k, (counter, _) in enumerate(counters)]
+    fn.personality = primal.personality
+    module.add_function(fn)
+    block_map, returns = clone_function_body(primal, fn, dict(zip(primal.args, fn.args)))
+    entry = Builder()
+    entry.position_before(fn.entry.instructions[0])
+    slots = []
+    for counter, per_block in counters:
+        slot = entry.alloca(i64, f"{counter}.count")
+        entry.store(const(i64, 0), slot)
+        slots.append(slot)
+        for index, nbytes in per_block.items():
+            block = block_map.get(primal.blocks[index])
+            if block is None or not nbytes:
+                continue
+            b = Builder()
+            b.position_before_terminator(block)
+            b.store(b.add(b.load(i64, slot), const(i64, nbytes)), slot)
+    for ret in returns:
+        b = Builder()
+        b.position_before(ret)
+        for slot, out in zip(slots, fn.args[len(primal.args):]):
+            b.store(b.load(i64, slot), out)
+        ret.operands = []
+    return fn

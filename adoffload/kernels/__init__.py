@@ -1,0 +1,10 @@
+"""Kernels as users hold them: ``@ado.kernel`` objects, their derivative kernels, and launches.
+
+``kernel`` (Kernel, the decorator, ``jvp``/``vjp``), ``launch`` (numpy and DLPack launches: check the
+arguments, pick the variant, move data by intent), ``batching`` (the IR transformation behind
+``jax.vmap``), ``tape_scan`` (the device prefix sum of dynamic tapes), ``local_memory`` (the per-thread
+budget of local arrays).
+"""
+from .kernel import Kernel, jvp, kernel, vjp
+
+__all__ = ["Kernel", "jvp", "kernel", "vjp"]

@@ -1,0 +1,229 @@
+"""Bounds checks for raw-pointer accesses of translated CUDA kernels.
+
+A pointer parameter is a 1-D array whose length the launcher knows (the array passed), and a
+``__shared__`` variable has its static size. Before every load, store, atomic and memory
+intrinsic through a pointer derived from one of them (by GEPs, phis and selects), the byte
+offset from the root is checked against the root's size (a pointer that may point into several
+of them carries its root's base, size and name along as integers: ``_Origin``); a failing access is skipped: the
+thread records ``{1, param_index, element index, 0}`` in the status record (abi_status.py) and
+returns, as the front end's checks do. Accesses whose root is not a parameter or a shared
+variable (a pointer loaded from memory, ``inttoptr``) are refused: they could not be checked.
+"""
+from __future__ import annotations
+
+from ...language.status import OUT_OF_BOUNDS, SHARED_INDEX_BASE
+from ...errors import IRError, IntentError, UncheckableAccessError
+from ...analysis.pointers import leaves
+from ...ir.builder import Builder
+from ...ir.core import (ArrayType, Block, Constant, ConstantExpr, FloatType, Function, GlobalVariable, Instruction,
+    IntType, PointerType, StructType, Value, VectorType, i64)
+
+_FOLLOW = ("getelementptr", "bitcast", "phi", "select", "freeze")
+_MEMORY_INTRINSICS = ("llvm.memcpy", "llvm.memmove", "llvm.memset")
+
+
+def shared_param_index(n: int) -> int:
+    return SHARED_INDEX_BASE - n
+
+
+def store_size(t) -> int:
+    if isinstance(t, FloatType):
+        return t.bits // 8
+    if isinstance(t, IntType):
+        return (t.bits + 7) // 8
+    if isinstance(t, PointerType):
+        return 8
+    if isinstance(t, (ArrayType, VectorType)):
+        return t.count * store_size(t.element)
+    if isinstance(t, StructType):
+        return sum(store_size(e) for e in t.elements)    # upper bound of the packed bytes; alignment padding not counted
+    raise IRError(f"no store size for type {t}")
+
+
+def root_of(pointer: Value, seen=None):
+    """The value ``pointer`` is derived from (an argument, alloca, global, ...), or None when its
+    derivations lead to different roots."""
+    seen = set() if seen is None else seen
+    if id(pointer) in seen:
+        return _CYCLE
+    seen.add(id(pointer))
+    if isinstance(pointer, Instruction) and pointer.opcode in _FOLLOW:
+        sources = {"getelementptr": pointer.operands[:1], "bitcast": pointer.operands[:1],
+                   "freeze": pointer.operands[:1], "select": pointer.operands[1:],
+                   "phi": pointer.operands}[pointer.opcode]
+        roots = {id(r): r for r in (root_of(s, seen) for s in sources) if r is not _CYCLE}
+        if len(roots) != 1:
+            return None if roots else _CYCLE
+        return next(iter(roots.values()))
+    return pointer
+
+
+_CYCLE = object()
+
+
+def _is_private_or_global(value: Value) -> bool:
+    return isinstance(value, GlobalVariable) or (isinstance(value, Instruction) and value.opcode == "alloca")
+
+
+class _Origin:
+    """For a pointer that may point into several checked arrays (``cond ? a : b``, buffers swapped
+    in a loop): the i64 base address, byte limit, parameter index and element size of the array
+    it points into, computed as integers beside the pointer's own selects and phis."""
+
+    def __init__(self, fn: Function, roots: dict, limits: dict):
+        self.fn, self.roots, self.limits = fn, roots, limits
+        self.memo: dict[int, tuple] = {}
+
+    def of(self, pointer: Value) -> tuple:
+        if id(pointer) in self.memo:
+            return self.memo[id(pointer)]
+        if pointer in self.roots:
+            param_index, _, esize = self.roots[pointer]
+            base = Builder(self.fn.entry, 0).cast("ptrtoint", pointer, i64, "base")
+            result = (base, self.limits[pointer], Constant(i64, param_index), Constant(i64, esize))
+        elif isinstance(pointer, Instruction) and pointer.opcode in ("getelementptr", "bitcast", "freeze"):
+            result = self.of(pointer.operands[0])
+        elif isinstance(pointer, Instruction) and pointer.opcode == "select":
+            a, b = self.of(pointer.operands[1]), self.of(pointer.operands[2])
+            block = pointer.parent
+            after = Builder(block, block.instructions.index(pointer) + 1)
+            result = tuple(after.select(pointer.operands[0], x, y) for x, y in zip(a, b))
+        elif isinstance(pointer, Instruction) and pointer.opcode == "phi":
+            head = Builder(pointer.parent, 0)
+            result = tuple(head.phi(i64, [], name) for name in ("base", "limit", "param", "esize"))
+            self.memo[id(pointer)] = result            # before the incoming values: loops refer back here
+            for value, block in zip(pointer.operands, pointer.blocks):
+                for phi, part in zip(result, self.of(value)):
+                    phi.operands.append(part)
+                    phi.blocks.append(block)
+        else:
+            raise _NotChecked(pointer)
+        self.memo[id(pointer)] = result
+        return result
+
+
+class _NotChecked(Exception):
+    """A leaf of a multi-origin pointer that is not a checked array."""
+
+
+def _accesses(inst: Instruction):
+    """(pointer, byte size) pairs ``inst`` accesses; the size is a Value for memory intrinsics."""
+    op = inst.opcode
+    if op == "load":
+        return [(inst.operands[0], Constant(i64, store_size(inst.type)))]
+    if op == "store":
+        return [(inst.operands[1], Constant(i64, store_size(inst.operands[0].type)))]
+    if op == "atomicrmw":
+        return [(inst.operands[0], Constant(i64, store_size(inst.operands[1].type)))]
+    if op == "cmpxchg":
+        return [(inst.operands[0], Constant(i64, store_size(inst.operands[1].type)))]
+    if op == "call":
+        name = getattr(inst.callee, "name", "")
+        if name.startswith(_MEMORY_INTRINSICS):
+            pointers = inst.operands[:1] if name.startswith("llvm.memset") else inst.operands[:2]
+            return [(p, inst.operands[2]) for p in pointers]
+    return []
+
+
+def check_read_only(fn: Function, read_only: dict, kernel: str) -> None:
+    """``read_only``: root argument -> parameter name of arrays declared ``ado.In``; none may be written."""
+    for inst in fn.instructions():
+        accesses = _accesses(inst)
+        if inst.opcode == "load" or not accesses:
+            continue
+        written = accesses[0][0]        # store/atomic pointer, or a memory intrinsic's destination
+        for root in leaves(written):
+            if root in read_only:
+                raise IntentError(f"kernel '{kernel}' writes array '{read_only[root]}' (a {inst.opcode}), which "
+                                  f"was declared ado.In; declare it ado.InOut (read and written) or ado.Out")
+
+
+def insert_checks(fn: Function, roots: dict, status: Value, kernel: str) -> None:
+    """``roots``: root argument -> (param_index, length in elements (an i64 Value), element bytes)."""
+    users = fn.users()
+    for root in roots:
+        _refuse_escapes(fn, root, users, kernel)
+    entry = Builder(fn.entry, 0)
+    limits = {root: length if esize == 1 else entry.mul(length, Constant(i64, esize), "limit")
+              for root, (_, length, esize) in roots.items()}
+    origins = _Origin(fn, roots, limits)
+    work = []
+    for inst in list(fn.instructions()):
+        for pointer, size in _accesses(inst):
+            found = leaves(pointer)
+            if all(_is_private_or_global(v) for v in found):
+                continue                        # the thread's stack or a __device__ variable
+            root = root_of(pointer)
+            try:
+                if root in roots:
+                    param_index, _, esize = roots[root]
+                    origin = (None, limits[root], Constant(i64, param_index), Constant(i64, esize))
+                else:
+                    origin = origins.of(pointer)
+            except _NotChecked as refused:
+                raise UncheckableAccessError(
+                    f"kernel '{kernel}': a {inst.opcode} accesses memory through a pointer that may come from "
+                    f"{refused.args[0]!r}, which adoffload cannot trace to a pointer parameter or __shared__ "
+                    f"variable, so it cannot bound-check it (pointers loaded from memory or made from integers "
+                    f"are not supported)") from None
+            work.append((inst, pointer, size, root, origin))
+    for inst, pointer, size, root, origin in work:
+        _check(fn, inst, pointer, size, root, origin, status)
+
+
+def _refuse_escapes(fn: Function, root: Value, users: dict, kernel: str) -> None:
+    """A pointer to a checked array must not be stored to memory or passed to an unknown call."""
+    seen, todo = {id(root)}, [root]
+    while todo:
+        value = todo.pop()
+        for inst in users.get(value, []):
+            if inst.opcode in _FOLLOW and id(inst) not in seen:
+                seen.add(id(inst))
+                todo.append(inst)
+            elif inst.opcode == "store" and inst.operands[0] is value:
+                raise UncheckableAccessError(f"kernel '{kernel}' stores a pointer to an array into memory; "
+                                             f"its later accesses could not be bound-checked")
+            elif inst.opcode == "call" and not getattr(inst.callee, "name", "").startswith(("llvm.", "adoffload.")):
+                raise UncheckableAccessError(f"kernel '{kernel}' passes a pointer to an array to "
+                                             f"@{getattr(inst.callee, 'name', '?')}, which was not inlined")
+
+
+def _check(fn: Function, inst: Instruction, pointer, size, root, origin: tuple, status):
+    """Split ``inst``'s block before it: the access runs only when ``[off, off + size)`` is inside the
+    array; ``origin`` is (base address or None for ``root``'s, byte limit, param index, element size)."""
+    base, limit, param_index, esize = origin
+    block = inst.parent
+    at = block.instructions.index(inst)
+    rest = Block(fn._unique_block_name(f"{block.name}.inbounds"), parent=fn)
+    for moved in block.instructions[at:]:
+        rest.append(moved)
+    del block.instructions[at:]
+    for succ in rest.successors:
+        for phi in succ.phis:
+            phi.blocks = [rest if b is block else b for b in phi.blocks]
+    fn.blocks.insert(fn.blocks.index(block) + 1, rest)
+    b = Builder(block)
+    base = b.cast("ptrtoint", root, i64) if base is None else base
+    offset = b.sub(b.cast("ptrtoint", pointer, i64), base, "offset")
+    if isinstance(size, Constant) or size.type == i64:
+        width = size
+    else:
+        width = b.cast("zext", size, i64)
+    starts_inside = b.icmp("ult", offset, limit)
+    fits = b.icmp("uge", b.sub(limit, offset), width)
+    fail = Block(fn._unique_block_name(f"{block.name}.out_of_bounds"), parent=fn)
+    fn.blocks.append(fail)
+    b.cbranch(b.binary("and", starts_inside, fits), rest, fail)
+    f = Builder(fail)
+    old = f.atomicrmw("xchg", status, Constant(i64, OUT_OF_BOUNDS))
+    write = Block(fn._unique_block_name(f"{block.name}.record"), parent=fn)
+    leave = Block(fn._unique_block_name(f"{block.name}.skip"), parent=fn)
+    fn.blocks += [write, leave]
+    f.cbranch(f.icmp("eq", old, Constant(i64, 0)), write, leave)
+    w = Builder(write)
+    one = isinstance(esize, Constant) and esize.value == 1
+    index = offset if one else w.binary("sdiv", offset, esize, "index")
+    for word, value in ((1, param_index), (2, index), (3, Constant(i64, 0))):
+        w.store(value, w.gep(i64, status, [Constant(i64, word)]))
+    w.br(leave)
+    Builder(leave).ret()

@@ -1,0 +1,1 @@
+"""Command-line tools: ``python -m adoffload doctor | compile`` (``cli``, ``doctor``)."""
