@@ -4,7 +4,7 @@ For each kernel and size: ours bounds-checked, ours unchecked and the CUDA basel
 (benchmarks/cuda/rajaperf.cu, nvcc -O3 -arch=sm_90), each checked against numpy once from fresh
 inputs, then timed with the harness's one timer (medians of ``reps`` batches). Rank-2/3 kernels
 are also timed with a linear launch of the same PTX (``linear_ms``: the launch before
-codegen/rows.py), and every 10^6 row is timed ``--repeat`` times (those rows are launch-overhead
+codegen/gpu/rows.py), and every 10^6 row is timed ``--repeat`` times (those rows are launch-overhead
 sized, so their spread is reported). No derivatives, no JAX.
 
     python benchmarks/primal_rows.py --out DIR [--kernels a b ...] [--sizes 1000000 67108864]

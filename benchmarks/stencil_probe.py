@@ -2,7 +2,7 @@
 
 Times ``jax.vjp`` of ``blocks.stencil_shared`` and ``blocks.stencil_plain`` (benchmarks/blocks.py)
 with blocks.py's timer and the block codegen as shipped, or with ``--plain-shared-adds``: float adds into shared arrays
-left as plain atomics (no ``match.any`` lane combining, codegen/shared_atomics.py). An experiment,
+left as plain atomics (no ``match.any`` lane combining, codegen/gpu/shared_atomics.py). An experiment,
 not a mode: run each variant in its own process with its own compile cache.
 
     ADOFFLOAD_CACHE_DIR=$(mktemp -d) PYTHONPATH=. python benchmarks/stencil_probe.py [--plain-shared-adds]

@@ -200,7 +200,7 @@ def _leaves_for_every_operand(cond: Instruction, stays: bool, counter: _Counter,
 
 
 def header_visit_bound(loop, dom) -> int | None:
-    """An upper bound on header executions per entry into ``loop`` (a ``reverse_cfg.Loop``;
+    """An upper bound on header executions per entry into ``loop`` (a ``control_flow.Loop``;
     ``dom`` its ``Dominators``), or None if none is proven."""
     if len(loop.latches) != 1:
         return None

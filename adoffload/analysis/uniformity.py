@@ -18,7 +18,7 @@ whole block gives the whole block the same value (a broadcast through shared mem
 barrier, a parameter array read at blockIdx). A ``volatile`` or atomic load of global memory is
 the exception unless nothing in the kernel writes its array: such loads exist to see other
 threads' writes as they happen (a flag that another block sets), so the block's threads may read
-different values. Shared arrays stay under the rule: the race check (codegen/shared_races.py)
+different values. Shared arrays stay under the rule: the race check (analysis/races/shared.py)
 proves that no thread writes an element another one reads between the same two barriers.
 """
 from __future__ import annotations
@@ -73,7 +73,7 @@ class Divergence:
 
     def __init__(self, fn: Function, tids, block, shared=(), between_blocks: bool = False):
         """``between_blocks``: whether a value may differ between threads at one position of blocks
-        that differ along the axes of ``tids`` (enzyme/block_stores.py), instead of between the
+        that differ along the axes of ``tids`` (analysis/races/block_stores.py), instead of between the
         threads of one block. Then ``tid % extent`` is uniform, ``tid / extent`` varies, and so do
         block reductions and loads of shared memory (each block has its own)."""
         self.extents = {tid: extent for tid, extent in zip(tids, block)}

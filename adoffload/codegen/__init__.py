@@ -14,7 +14,7 @@ from .gpu.rows import PTX_ROW_LAUNCH_LINE, ROW_LAUNCH_MARK, launches_rows  # noq
 
 TARGETS = {"host": "host", "cpu": "host", "nvptx": "nvptx", "cuda": "nvptx", "amdgpu": "amdgpu", "hip": "amdgpu"}
 DEFAULT_ARCH = {"nvptx": "sm_90", "amdgpu": "gfx942"}
-LANE_COMBINING_ENV = "ADOFFLOAD_LANE_COMBINING"     # "0": no lane combining (codegen/lane_combining.py)
+LANE_COMBINING_ENV = "ADOFFLOAD_LANE_COMBINING"     # "0": no lane combining (codegen/gpu/lane_combining.py)
 # Bumped whenever the generated code changes for the same inputs (part of the cache key).
 CODEGEN_REVISION = 7
 
@@ -62,7 +62,7 @@ def normalize_options(opts: dict, target: str, grid_rank: int) -> dict:
     if os.environ.get(LANE_COMBINING_ENV) == "0":
         opts["lane_combining"] = False      # A/B measurements (part of every cache key)
     if opts.get("lane_combining", True) or _canonical_target(target) != "nvptx":
-        opts.pop("lane_combining", None)    # on by default; NVPTX only (codegen/lane_combining.py)
+        opts.pop("lane_combining", None)    # on by default; NVPTX only (codegen/gpu/lane_combining.py)
     if "elements_per_thread" in opts:
         k = abi.check_elements_per_thread(opts["elements_per_thread"], grid_rank)
         if k == 1 or _canonical_target(target) == "host":
@@ -74,7 +74,7 @@ def normalize_options(opts: dict, target: str, grid_rank: int) -> dict:
 
 def _check_warp_size(opts: dict, target: str) -> None:
     """``warp_size`` (host block kernels only): 32, the default (dropped, so the cache key is the
-    default's), or 64, AMD's wavefronts emulated on the host (codegen/block_split.py). A GPU's warp
+    default's), or 64, AMD's wavefronts emulated on the host (codegen/host/block_split.py). A GPU's warp
     size is its hardware's."""
     from ..errors import CompilationError
     if "warp_size" not in opts:
@@ -91,10 +91,10 @@ def _check_warp_size(opts: dict, target: str) -> None:
 
 
 def _combine_lanes(text: str, body_name: str, grid_rank: int, target: str, arch: str, opts: dict) -> str:
-    """A thread's stencil atomics summed across warp lanes (codegen/lane_combining.py): NVPTX from
+    """A thread's stencil atomics summed across warp lanes (codegen/gpu/lane_combining.py): NVPTX from
     sm_75 (``activemask`` needs PTX 6.2), one element per thread, not for deterministic kernels
     (option ``lane_combining=False``; ordered shared adds). A block kernel's adds into its shared
-    arrays (the body's last params before the status) are left to codegen/shared_atomics.py."""
+    arrays (the body's last params before the status) are left to codegen/gpu/shared_atomics.py."""
     from .gpu.nvptx import PTX_VERSION
     if target != "nvptx" or not opts.get("lane_combining", True) or opts.get("elements_per_thread", 1) != 1 \
             or opts.get("ordered_shared_adds") or PTX_VERSION.get(arch, 0) < 62:
@@ -108,7 +108,7 @@ PTX_GRID_STRIDE_LINE = "// adoffload: grid-stride entry (any thread count is cor
 
 
 def loops_over_grid(artifact) -> bool:
-    """Whether a compiled GPU artifact's entry loops over the grid (codegen/grid_stride.py): the
+    """Whether a compiled GPU artifact's entry loops over the grid (codegen/gpu/grid_stride.py): the
     PTX says so in its first line. Such an entry is correct for any thread count; launchers launch
     one resident wave (vectorize.launch_threads), so each block's one atomic covers many elements."""
     return isinstance(artifact, str) and artifact.startswith(PTX_GRID_STRIDE_LINE)
@@ -122,10 +122,10 @@ def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_ran
     NVPTX, HSACO bytes for AMDGPU. ``opts``: ``noalias`` (all targets), ``scalars_by_reference``
     (GPU), ``math`` (AMDGPU: "auto" | "ocml" | "devicemath"), ``reductions`` (how
     uniform-address atomics are combined: "block" (default) | "warp" | "thread" | "off";
-    see codegen/reductions.py), ``elements_per_thread`` (GPU, rank-1 grids: k linear ids per
+    see codegen/gpu/reductions.py), ``elements_per_thread`` (GPU, rank-1 grids: k linear ids per
     thread, launched with ``ceil(total / k)`` threads; see abi.add_gpu_entry and
-    codegen/vectorize.py; ignored on the host), ``lane_combining`` (NVPTX, default True: a
-    thread's stencil atomics summed across warp lanes, codegen/lane_combining.py), ``warp_size``
+    codegen/gpu/vectorize.py; ignored on the host), ``lane_combining`` (NVPTX, default True: a
+    thread's stencil atomics summed across warp lanes, codegen/gpu/lane_combining.py), ``warp_size``
     (host block kernels: 32, or 64 to emulate AMD's wavefronts; the 'cpu:wave64' device). ``cache``:
     True for the default on-disk cache, a ``CompileCache``, or False/None for none.
     """

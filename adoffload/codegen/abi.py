@@ -26,15 +26,15 @@ Entries:
   flushed once. Pointer params the body never writes are marked ``readonly`` (LLVM's own
   inference on the body), since the alignment test's ``ptrtoint`` hides that from it. The
   fast path also requires the body's thread-independent checks to pass
-  (codegen/uniform_checks.py), so their inlined copies fold away.
+  (codegen/gpu/uniform_checks.py), so their inlined copies fold away.
 * NVPTX, rank 2/3, one element per thread: a launch with ``gridDim.z > 1`` is a row launch whose
-  block indices are the tids (codegen/rows.py); 1-D launches decompose the linear id as above.
+  block indices are the tids (codegen/gpu/rows.py); 1-D launches decompose the linear id as above.
 * GPU, one element per thread, loop-free body with several checks decided by its arguments:
   one test per thread, then a copy of the body without them (uniform_checks.py
   ``add_thread_checks_function``); where the test fails, the body as it was.
 * GPU with ``grid_stride`` (by default NVPTX entries with deferred uniform-address atomics):
   each thread loops over groups of k ids with the launch's thread count as stride
-  (codegen/grid_stride.py), so any thread count is correct and launchers launch one resident
+  (codegen/gpu/grid_stride.py), so any thread count is correct and launchers launch one resident
   wave; the artifact says so (``GRID_STRIDE_MARK``, read by ``codegen.loops_over_grid``).
 """
 from __future__ import annotations
@@ -144,8 +144,8 @@ def _prepare_body(module_text: str, body_name: str, types: list[str], grid_rank:
                   checks: bool = False, thread_checks: bool = False):
     """Parse and check the body; with ``checks``, add ``@<body>.checks_ok`` where it has
     thread-independent checks, with ``thread_checks`` ``@<body>.thread_checks_ok`` where it has
-    several checks decided by its arguments (codegen/uniform_checks.py); with ``reductions`` other
-    than "off", defer its uniform-address atomics (codegen/reductions.py). Returns (parsed module,
+    several checks decided by its arguments (codegen/gpu/uniform_checks.py); with ``reductions`` other
+    than "off", defer its uniform-address atomics (codegen/gpu/reductions.py). Returns (parsed module,
     sites, name of the checks function or None, name of the thread checks function or None)."""
     from .gpu import reductions as red
     from .gpu.uniform_checks import add_checks_function, add_thread_checks_function
@@ -215,7 +215,7 @@ def add_host_entry(module_text: str, body_name: str, flat_types: Sequence, grid_
     """Add ``void @<body>.host(ptr slots, i64 start, i64 end)`` (see the module docstring).
 
     ``reductions``: unless "off", uniform-address atomics are summed per call (per chunk of
-    threads) and added once at its end (codegen/reductions.py).
+    threads) and added once at its end (codegen/gpu/reductions.py).
     """
     from .gpu.reductions import EntryAccumulators
     types = flat_type_names(flat_types)
@@ -314,13 +314,13 @@ def add_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, grid_r
 
     ``scalars_by_reference``: see ``_by_reference_mask``; those params arrive as ``ptr`` and
     are loaded. ``noalias``: the runtime promises that no two pointer params overlap.
-    ``reductions``: how uniform-address atomics are combined (codegen/reductions.py): NVPTX
+    ``reductions``: how uniform-address atomics are combined (codegen/gpu/reductions.py): NVPTX
     "block" (warp shuffles, shared memory, one atomic per block; the default), "warp" (one
     per warp), "thread" (one per thread, after the body), "off" (left in the body). AMDGPU
     treats "block"/"warp" as "thread" (the backend's atomic optimizer combines a wavefront).
     ``elements_per_thread`` (k, rank-1 grids only): each thread runs the linear ids
     ``linear*k .. linear*k+k-1``; launch ``ceil(total / k)`` threads (see the module docstring).
-    ``grid_stride``: whether the entry loops over the grid (codegen/grid_stride.py; any thread
+    ``grid_stride``: whether the entry loops over the grid (codegen/gpu/grid_stride.py; any thread
     count is then correct): True, False, or "auto" (the default: NVPTX entries whose uniform-address
     atomics are deferred and combined per block or warp). An entry that loops carries the named
     metadata ``!adoffload.grid_stride`` (``GRID_STRIDE_MARK``), which codegen turns into a PTX
@@ -411,7 +411,7 @@ def add_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, grid_r
         in_range = emit_grid_stride(b, linear, total, _LAUNCHED_THREADS[target](m, b), per_thread, fast, enter_fast, run,
                                     unroll=UNROLL if light else 1)
     elif per_thread == 1 and grid_rank > 1 and target in LAUNCH_INDICES and not sites:
-        # rank 2/3: the launch shape says whether the block indices are the tids (codegen/rows.py)
+        # rank 2/3: the launch shape says whether the block indices are the tids (codegen/gpu/rows.py)
         m.add_named_metadata(ROW_LAUNCH_MARK, [])
         emit_rows_or_linear(m, b, target, grid, linear, total, lambda b: _gpu_tids(b, linear, grid, total), call_body)
         in_range = None
@@ -447,7 +447,7 @@ _LAUNCHED_THREADS = {"nvptx": _launched_threads_nvptx}
 def _fast_path(m: ir.Module, b: ir.IRBuilder, params: list, data_pointers: list[int], checks_ok):
     """(test, enter) of the unguarded fast path: every data pointer 16-byte aligned (a test on
     kernel parameters only, so uniform across the launch) and every thread-independent check
-    passing (codegen/uniform_checks.py). ``enter(b)`` states both to LLVM inside the branch that
+    passing (codegen/gpu/uniform_checks.py). ``enter(b)`` states both to LLVM inside the branch that
     tested them (``llvm.assume``; an align bundle per pointer -- ``llvm.ptrmask`` would say the
     same but crashes the NVPTX backend of LLVM 22). test is None when there is nothing to test."""
     test = checks_ok

@@ -1,8 +1,8 @@
-"""LLVM IR definitions of the cooperative operations (adoffload/collectives.py) per target.
+"""LLVM IR definitions of the cooperative operations (adoffload/language/collectives.py) per target.
 
 * host: ``@adoffload.cpu.<op>(ptr scratch, i32 rank, i32 threads)`` combine the operands that the
   block's threads wrote to ``scratch`` (16 bytes each: float at 0, i32 at 8) before a barrier
-  (codegen/block_split.py). Reductions run in lane order, so every lane gets the same bits. Warps
+  (codegen/host/block_split.py). Reductions run in lane order, so every lane gets the same bits. Warps
   of 32 lanes, or of 64 (``host_definitions(64)``: the AMDGPU definitions' semantics below, to test
   them on the CPU).
 * NVPTX (32-lane warps): ``shfl.sync``, ``vote.ballot.sync`` and ``bar.sync`` (barrier.cta).

@@ -8,7 +8,7 @@ holds the linear ids ``b*T .. b*T+T-1`` (``T = prod(B)``), thread ``t`` of it si
 ``t`` over ``B``, and its tids are ``block_coords * B + thread_coords``.
 
 * host: ``void @<body>.host(ptr slots, i64 start, i64 end)`` runs the blocks whose first linear id
-  is in ``[start, end)``, each as phases of a loop over its threads (codegen/block_split.py), with
+  is in ``[start, end)``, each as phases of a loop over its threads (codegen/host/block_split.py), with
   the thread states, resume points, exchange slots and shared arrays in buffers it allocates once.
 * GPU: ``<cc> void @<body>.kernel(<params>, i64 grid.., ptr status)`` launched with blocks of
   exactly T threads (the launcher passes ``block_size``); shared arrays are ``addrspace(3)``
@@ -190,7 +190,7 @@ def add_block_host_entry(module_text: str, body_name: str, flat_types: Sequence,
 
 
 def _record_divergence(b: ir.IRBuilder, status, block_index) -> None:
-    """Threads of one block stopped at different barriers: status code DIVERGED (abi_status.py),
+    """Threads of one block stopped at different barriers: status code DIVERGED (language/status.py),
     the block's index as the index word; the launch raises instead of returning wrong values."""
     from ..language.status import DIVERGED
     old = b.atomic_rmw("xchg", status, _I64(DIVERGED), "monotonic")
@@ -234,7 +234,7 @@ def add_block_gpu_entry(module_text: str, body_name: str, flat_types: Sequence, 
                         block, shared, arch: str | None = None, scalars_by_reference=False,
                         noalias: bool = False, ordered: bool = False) -> str:
     """``ordered``: float adds into shared arrays in thread order (a deterministic kernel's:
-    codegen/ordered_shared.py)."""
+    codegen/gpu/ordered_shared.py)."""
     types = abi.flat_type_names(flat_types)
     by_ref = abi._by_reference_mask(flat_types, scalars_by_reference)
     aggregated = ordered_adds = False

@@ -9,6 +9,7 @@ from __future__ import annotations
 from ..errors import DifferentiationError
 from .activity import Activity, ActivityInfo
 from .soundness import analyze
+from . import elementary_rules as _elementary_rules  # noqa: F401  (registers the rules of arithmetic and libm)
 from . import blocks as _blocks  # noqa: F401  (registers the rules of block kernels' cooperative operations)
 from . import special as _special  # noqa: F401  (registers the rules of libm's special functions)
 from . import vectors as _vectors  # noqa: F401  (registers the rules of vector reductions)

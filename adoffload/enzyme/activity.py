@@ -267,7 +267,7 @@ def _backward_pass(fn: Function, info: ActivityInfo) -> None:
 
 
 def is_uniform_add(inst: Instruction) -> bool:
-    """A call of the uniform-address add intrinsic that derived kernels use (parallel.py)."""
+    """A call of the uniform-address add intrinsic that derived kernels use (analysis/address_classes.py)."""
     from ..analysis.address_classes import UNIFORM_ADD_PREFIX
     return inst.opcode == "call" and getattr(inst.callee, "name", "").startswith(UNIFORM_ADD_PREFIX)
 

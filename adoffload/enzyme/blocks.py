@@ -3,7 +3,7 @@
 * Shadow shared memory: every float shared array of a block kernel is Dup; its shadow is one more
   shared array of the derived kernel (``derived_shared``), zero-filled when each block starts.
   Adjoint accumulation into it is atomic or private, never deferred to the end of the kernel
-  (parallel.py: ``block_shared_args``), since later parts of the reverse sweep read it back.
+  (analysis/address_classes.py: ``block_shared_args``), since later parts of the reverse sweep read it back.
 * A barrier has no derivative; the reverse sweep re-emits it where the primal had it
   (``REPLAYED_CALLS``), so the adjoint traffic through shadow shared memory is ordered as the
   primal traffic was, mirrored: the reverse sweep keeps the block's barrier structure.
@@ -32,7 +32,7 @@
   block runs on one worker, its threads one after the other in each phase between barriers
   (codegen/blocks.py), so the sums are the same for any worker count. On a GPU the order of
   atomics in shared memory depends on scheduling: the GPU entry of a deterministic kernel makes
-  them adds in thread order, or refuses a site not every thread reaches (codegen/ordered_shared.py).
+  them adds in thread order, or refuses a site not every thread reaches (codegen/gpu/ordered_shared.py).
 """
 from __future__ import annotations
 

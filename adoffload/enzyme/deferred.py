@@ -5,7 +5,7 @@ iteration. Issuing the update there costs one memory operation per iteration (an
 other threads may add into the same element, as ``d_pos[j]`` of a neighbor list does). Here
 the reverse sweep adds ``g`` into a thread-local sum instead (an ``alloca``, a register after
 SROA) and, at the end of the sweep, adds the sum into memory once with the update the address
-class asks for (parallel.py): plain for PRIVATE, atomic for SHARED, the uniform add for UNIFORM.
+class asks for (analysis/address_classes.py): plain for PRIVATE, atomic for SHARED, the uniform add for UNIFORM.
 
 Why this is sound, and when the reverse engine (reverse.py) may use it:
 

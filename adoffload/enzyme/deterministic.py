@@ -49,7 +49,7 @@ guarantee, only the gradients are.
 
 Block kernels: adds into shadow shared memory are read back inside the kernel, so they are not
 logged (reverse_accumulate.py): they stay atomic in an order the target fixes (codegen/blocks.py
-on the host, codegen/ordered_shared.py on GPUs); nor are SHARED-classified updates of the thread's
+on the host, codegen/gpu/ordered_shared.py on GPUs); nor are SHARED-classified updates of the thread's
 own memory (a local array's shadow): only that thread adds there.
 
 Cost: 16 bytes of log per SHARED contribution (and per UNIFORM one inside a loop), a counting
@@ -64,7 +64,6 @@ import numpy as np
 
 from ..errors import DifferentiationError
 from ..ir.builder import Builder
-from .activity import derived_attributes
 from .counting import add_counting_function
 from .rules import describe
 from .tape import TapeSpec

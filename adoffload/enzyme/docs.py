@@ -17,7 +17,7 @@ END = "<!-- end: generated -->"
 
 
 def _reverse_overrides() -> list[str]:
-    from .reverse import REVERSE_OVERRIDES          # deferred: reverse imports this package's modules
+    from .reverse_instructions import REVERSE_OVERRIDES   # deferred: it imports this package's rule modules
     return sorted(REVERSE_OVERRIDES)
 
 

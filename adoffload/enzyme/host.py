@@ -65,7 +65,7 @@ UNIFORM_ADD_PREFIX = "adoffload.uniform_fadd."
 
 
 def define_uniform_adds(module: Module) -> None:
-    """Give declared ``@adoffload.uniform_fadd.*`` (thread-uniform adjoint adds, see enzyme/parallel.py)
+    """Give declared ``@adoffload.uniform_fadd.*`` (thread-uniform adjoint adds, see analysis/address_classes.py)
     a host body: one atomic add. GPU targets lower them with warp reductions instead."""
     for fn in list(module.functions.values()):
         if fn.name.startswith(UNIFORM_ADD_PREFIX) and fn.is_declaration:

@@ -18,7 +18,7 @@ applied only where it is proven not to change any derivative:
   adjoint of ``x[idx] = v`` reads ``d_x[idx]`` and clears it, so that an earlier store to the
   same location sees no stale seed. When the location cannot be stored twice in the whole launch
   -- every store to ``x`` outside loops, no store reachable from another (one per thread at
-  most), at an index the race analysis (``parallel.py``) proves PRIVATE (injective across
+  most), at an index the race analysis (``analysis/address_classes.py``) proves PRIVATE (injective across
   threads); or several stores per thread at rows ``a*t + c`` of one column with distinct ``c``
   less than ``|a|`` apart (``AddressClassifier.disjoint_rows``: a stencil thread writing 4 rows)
   -- and ``x`` is a write-only Out array (no loads whose adjoints would add into

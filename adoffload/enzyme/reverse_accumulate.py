@@ -1,6 +1,6 @@
 """The reverse sweep's shadow updates ``shadow(p) += delta``, race-free at the least cost.
 
-Each update takes the cheapest form its address class allows (parallel.py): PRIVATE a plain
+Each update takes the cheapest form its address class allows (analysis/address_classes.py): PRIVATE a plain
 load/add/store, SHARED an atomic (or, in deterministic mode, a log entry: deterministic.py;
 through ``@adoffload.uniform_fadd`` where the address is likely the same across a warp, such as
 ``d_w[k]`` in a loop over k: the lanes that share it are combined, one atomic per warp),
@@ -61,7 +61,7 @@ def _not_logged(rev, pointer: Value) -> bool:
     * A block kernel's shared array: its shadow is read back later in the same run, before a log
       could be reduced. The target fixes the order of those adds: the host runs a block's threads
       one after the other in each phase (codegen/blocks.py), GPUs put them in thread order
-      (codegen/ordered_shared.py).
+      (codegen/gpu/ordered_shared.py).
     * The thread's own memory (a local array's shadow that the analysis could not tell private):
       no other thread adds there, so the order is program order."""
     root = shadow_root(rev.shadow[pointer])

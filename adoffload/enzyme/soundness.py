@@ -430,7 +430,7 @@ def check_forward_atomics(fn: Function, info: ActivityInfo) -> None:
                 raise DifferentiationError(
                     f"cannot differentiate {_where(inst)} in forward mode (a second derivative of the kernel): it is "
                     f"the adjoint's exchange for a store that every thread of a block makes to one element (say "
-                    f"s[block_id()] = total): one thread takes the seed (enzyme/store_seeds.py), and which thread "
+                    f"s[block_id()] = total): one thread takes the seed (analysis/races/store_seeds.py), and which thread "
                     f"takes the tangent's seed is not fixed. Let one thread store it (`if ado.thread_id() == 0:`)")
             raise DifferentiationError(
                 f"cannot differentiate {_where(inst)} in forward mode: the thread uses the old value the atomic "

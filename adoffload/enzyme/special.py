@@ -12,8 +12,8 @@ import math
 
 from ..ir.builder import Builder
 from ..ir.core import Argument, Constant, Function, FunctionType, Value, f64
-from .rules import (Rule, RuleContext, _complex_pack, _complex_parts, defpartials, defunary, defzero, register,
-                    zero_at_origin)
+from .elementary_rules import _complex_pack, _complex_parts, zero_at_origin
+from .rules import Rule, RuleContext, defpartials, defunary, defzero, register
 
 
 def _c(ctx: RuleContext, like: Value, x: float) -> Constant:

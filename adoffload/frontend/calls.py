@@ -30,7 +30,7 @@ MATH_LOWERING = {
     "pow": ("intrinsic", "pow"), "copysign": ("intrinsic", "copysign"), "fma": ("intrinsic", "fma"),
     "min": ("intrinsic", "minnum"), "max": ("intrinsic", "maxnum"),
     "erf": ("libm", "erf"), "log1p": ("libm", "log1p"), "expm1": ("libm", "expm1"),
-    # no libm has rsqrt: the host defines it as 1/sqrt (codegen/host.py), GPUs call their device rsqrt
+    # no libm has rsqrt: the host defines it as 1/sqrt (codegen/host/program.py), GPUs call their device rsqrt
     "rsqrt": ("libm", "rsqrt"),
 }
 ATOMIC_OPS = {"atomic_add": ("add", "fadd"), "atomic_min": ("min", "fmin"),

@@ -1,6 +1,6 @@
 """The part of a module that some functions need: themselves, every function they call or
 reference (directly, through globals' initializers, constant expressions or personalities), and
-every global they reach. The host JIT compiles only that (codegen/host.py): a large foreign module
+every global they reach. The host JIT compiles only that (codegen/host/program.py): a large foreign module
 (a Rust crate's ~170 functions) then costs only what the called function uses, and a function
 that never calls a symbol nothing defines (a C++ library template elsewhere in the .ll) runs.
 """

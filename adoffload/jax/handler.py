@@ -56,10 +56,10 @@ def gpu_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool = Fal
 
     Without ``sync`` the handler never waits on the device, so XLA may capture it in a
     command buffer (CUDA graph); device-side failures are read later by ``check_errors``.
-    ``elements_per_thread``: the k the kernel was compiled with (codegen/vectorize.py); the
+    ``elements_per_thread``: the k the kernel was compiled with (codegen/gpu/vectorize.py); the
     launch has ``ceil(total / k)`` threads. ``block_size``: threads per block (a block kernel's
     block, codegen/blocks.py; the grid is then a whole number of blocks). ``max_threads`` (> 0
-    only for entries that loop over the grid, codegen/grid_stride.py): launch at most this many
+    only for entries that loop over the grid, codegen/gpu/grid_stride.py): launch at most this many
     threads, one resident wave.
     """
     if layout.tape is not None:

@@ -74,7 +74,7 @@ _LINE_FORMATS = {
     "other": "kernel '{kernel}' stopped with a status record (value %lld, code %lld, parameter %lld)",
 }
 
-# Bounds failures of arrays that are not params (abi_status.py): a block kernel's shared array n
+# Bounds failures of arrays that are not params (language/status.py): a block kernel's shared array n
 # reports SHARED_INDEX_BASE - n, a thread-private array n reports -1 - n. Printed with the index,
 # the axis and n, in the numpy launcher's words.
 _ARRAY_FORMATS = {
@@ -251,7 +251,7 @@ def status_check(e: Emitter, layout: HandlerLayout, status: str, snprintf: int, 
 def _unnamed_array_message(e: Emitter, is_bounds: str, param: str, index: str, dim: str, message: str,
                            fmt_fn: str) -> None:
     """Block ``fmt_unnamed``: a bounds failure of a shared or thread-private array (a negative
-    parameter index, abi_status.py) names that array by its number; anything else goes on to
+    parameter index, language/status.py) names that array by its number; anything else goes on to
     ``fmt_other``."""
     e.label("fmt_unnamed")
     for kind, test, base in (("shared", "sle", abi_status.SHARED_INDEX_BASE), ("local", "slt", -1)):

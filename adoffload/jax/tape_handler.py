@@ -1,6 +1,6 @@
 """FFI handlers for reverse kernels with a dynamic tape (enzyme/tape.py), in LLVM IR.
 
-The handler gives such a kernel its tape as the numpy launcher's ``launch.tape_arguments``
+The handler gives such a kernel its tape as the numpy launcher's ``kernels/launch.with_hidden_arguments``
 does: run the counting kernel over the grid (on private copies of the arrays its primal
 writes), take the exclusive prefix sum of the per-thread byte counts, allocate the tape, pass
 tape and offsets in the hidden params' slots, launch, and free everything on every path.

@@ -46,7 +46,7 @@ class Variant:
     """What a call site fixes about a target beyond kernel and platform (part of its key)."""
     written: frozenset = frozenset()     # Out params the call writes in full: no memset
     proven: frozenset = frozenset()      # bounds facts the call's static shapes prove: checks left out
-    elements_per_thread: int = 1         # GPU only: k elements per thread (codegen/vectorize.py)
+    elements_per_thread: int = 1         # GPU only: k elements per thread (codegen/gpu/vectorize.py)
 
 
 def target_name(kernel, platform: str, variant: Variant = Variant()) -> str:

@@ -26,9 +26,9 @@ class Compiled:
     flat_types: list[str]
     grid_rank: int
     extra: dict = field(default_factory=dict)
-    elements_per_thread: int = 1      # GPU entries: launch ceil(total / this) threads (codegen/vectorize.py)
-    grid_stride: bool = False         # GPU entry loops over the grid: any thread count is correct (codegen/grid_stride.py)
-    row_launch: bool = False          # GPU entry of a rank-2/3 grid accepts a row launch (codegen/rows.py)
+    elements_per_thread: int = 1      # GPU entries: launch ceil(total / this) threads (codegen/gpu/vectorize.py)
+    grid_stride: bool = False         # GPU entry loops over the grid: any thread count is correct (codegen/gpu/grid_stride.py)
+    row_launch: bool = False          # GPU entry of a rank-2/3 grid accepts a row launch (codegen/gpu/rows.py)
 
     @property
     def program(self):
@@ -446,7 +446,7 @@ _DERIVED_LOCK = threading.Lock()
 def _derived(k: Kernel, mode: str, wrt, **options) -> Kernel:
     from ..errors import ArgumentError
     derive = getattr(k, "__ado_derive__", None)
-    if derive is not None and not isinstance(k, Kernel):       # CUDA kernels (foreign_cuda/kernel.py)
+    if derive is not None and not isinstance(k, Kernel):       # CUDA kernels (sources/cuda/kernel.py)
         return derive(mode, (wrt,) if isinstance(wrt, str) else tuple(wrt), **options)
     if not isinstance(k, Kernel):
         raise ArgumentError(f"ado.{mode} expects a kernel made with @ado.kernel, got {type(k).__name__}")

@@ -223,7 +223,7 @@ def launch(kernel, args: tuple, kwargs: dict, *, grid, device="cpu", hidden: dic
         options = {"noalias": True} if dev.kind != "cpu" and not _overlapping_residents(values) else {}
         if getattr(dev, "warp_size", 32) != 32 and getattr(kernel, "block", None) is not None:
             options["warp_size"] = dev.warp_size        # 'cpu:wave64': AMD's 64-lane warps on the host
-        # On a GPU, k logical threads per GPU thread where that gives 128-bit accesses (codegen/vectorize.py)
+        # On a GPU, k logical threads per GPU thread where that gives 128-bit accesses (codegen/gpu/vectorize.py)
         from ..codegen.gpu.vectorize import choose_compiled, elements_per_thread, streamed_params, threads
         k = elements_per_thread(signature, total, streamed_params(kernel)) if dev.kind != "cpu" else 1
         compiled = choose_compiled(kernel, target, k, arch=getattr(dev, "arch", None), proven=proven, **options)
@@ -498,11 +498,11 @@ def _launch_device(dev, compiled, signature, values, grid, threads, status, zero
         block = compiled.extra.get("block_threads") or (function.auto_block_size()
                                                         if hasattr(function, "auto_block_size") else None)
         if compiled.grid_stride and hasattr(function, "resident_threads"):
-            # the entry loops over the grid: one resident wave (codegen/grid_stride.py)
+            # the entry loops over the grid: one resident wave (codegen/gpu/grid_stride.py)
             from ..codegen.gpu.vectorize import launch_threads
             threads = launch_threads(compiled, int(np.prod(grid, dtype=np.int64)), function.resident_threads(block))
         rows = row_blocks(grid, block) if compiled.row_launch and block else None
-        if rows is not None:        # rank 2/3: the block indices are the tids (codegen/rows.py)
+        if rows is not None:        # rank 2/3: the block indices are the tids (codegen/gpu/rows.py)
             dev.launch(function, threads, slots, block_size=block, blocks=rows)
         else:
             dev.launch(function, threads, slots, block_size=block)

@@ -2,7 +2,7 @@
 
 The front end (frontend/blocks.py) and the AD rules (enzyme/blocks.py) emit calls of
 ``@adoffload.<name>[.<f32|f64>]``; each code generation target defines them (codegen/blocks.py
-for GPUs, codegen/block_split.py for the host CPU). Operand and result kinds: ``T`` the float type
+for GPUs, codegen/host/block_split.py for the host CPU). Operand and result kinds: ``T`` the float type
 of the suffix, ``i32``, ``i1``; ``void`` for none. Every one of them must be reached by all threads
 of a block together (block-uniform control flow).
 """

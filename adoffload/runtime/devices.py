@@ -28,7 +28,7 @@ def _construct(kind: str, ordinal: int) -> Device:
 def get_device(spec="cpu") -> Device:
     """The process-wide device for ``spec``: 'cpu'|'host'|'cuda'|'cuda:N'|'hip'|'hip:N' or a Device.
     'cpu:wave64' is the host running block kernels with AMD's 64-lane wavefronts (a testing aid for
-    AMD semantics without an AMD GPU: codegen/block_split.py)."""
+    AMD semantics without an AMD GPU: codegen/host/block_split.py)."""
     if isinstance(spec, Device):
         return spec
     if spec is None:

@@ -37,7 +37,7 @@ def launch_grid(total_threads: int, block: int, max_x: int = MAX_GRID_X, max_y: 
     ``(ctaid.y * nctaid.x + ctaid.x) * ntid.x + tid.x``, and threads whose id is past the
     logical grid return (rounding up always launches a few extra threads).
     ``total_threads`` counts GPU threads, not logical ones: an entry compiled with
-    ``elements_per_thread=k`` (codegen/vectorize.py) covers the grid with ``ceil(total / k)``.
+    ``elements_per_thread=k`` (codegen/gpu/vectorize.py) covers the grid with ``ceil(total / k)``.
     """
     blocks = -(-total_threads // block)
     if blocks <= max_x:
@@ -116,7 +116,7 @@ class GpuFunction:
     def resident_threads(self, block: int) -> int | None:
         """Threads of this kernel the whole GPU holds at once in blocks of ``block`` (the occupancy
         calculator times the multiprocessors): the launch size of a grid-stride entry
-        (codegen/grid_stride.py). None where the driver does not say."""
+        (codegen/gpu/grid_stride.py). None where the driver does not say."""
         device = self.module.device
         try:
             per_multiprocessor = int(device._occupancy_blocks(self.handle, int(block)))
@@ -299,7 +299,7 @@ class GpuDevice(Device):
         """Launch ``total_threads`` threads in blocks of ``block_size`` (the occupancy calculator's
         size by default), on a grid of ``launch_grid`` blocks; ``blocks``: the grid of blocks
         ``(x, y, z)`` the caller chose instead (a row launch of an entry that accepts one,
-        codegen/rows.py), covering at least ``total_threads``."""
+        codegen/gpu/rows.py), covering at least ``total_threads``."""
         if not isinstance(function, GpuFunction) or function.module.device is not self:
             raise ArgumentError(f"{self.spec} launches functions loaded on it, got {function!r}")
         slots = check_slots(slots)

@@ -188,7 +188,7 @@ class HostDevice(Device):
         """Run ``[0, total_threads)`` in chunks on the calling thread and the pool.
 
         Chunks are claimed one at a time; none is started once ``status[0]`` (the kernel's
-        status record, abi_status.py) is set, so a failing launch stops early. A
+        status record, language/status.py) is set, so a failing launch stops early. A
         KeyboardInterrupt (Ctrl-C) on the calling thread stops the claiming too: the running
         chunks finish, then it propagates."""
         if not isinstance(function, HostFunction):

@@ -1,8 +1,8 @@
 """Random block kernels on an NVIDIA GPU against the same kernels on the host CPU.
 
 The two run different code. The host runs a block as phases of a loop over its threads
-(codegen/block_split.py). The GPU entry (codegen/blocks.py) has shared arrays in addrspace(3),
-``bar.sync``, ``shfl.sync``, the shadow-tile add combining of codegen/shared_atomics.py, and
+(codegen/host/block_split.py). The GPU entry (codegen/blocks.py) has shared arrays in addrspace(3),
+``bar.sync``, ``shfl.sync``, the shadow-tile add combining of codegen/gpu/shared_atomics.py, and
 lane combining. block_fuzz.py checks the derivatives on the host against both oracles; this
 module checks that the GPU computes what the host computes.
 

@@ -179,7 +179,7 @@ def kernel_stats(k, label: str) -> str:
 
 
 def _lane_groups(k, body) -> str:
-    """Groups codegen/lane_combining.py would combine (the numpy launcher's GPU path is noalias)."""
+    """Groups codegen/gpu/lane_combining.py would combine (the numpy launcher's GPU path is noalias)."""
     from ..codegen.gpu.lane_combining import find_groups
     shared = len(getattr(k, "shared", ()) or ()) if getattr(k, "block", None) is not None else 0
     groups = find_groups(body, k.signature.grid_rank, True, skip_args=shared)

@@ -80,8 +80,8 @@ def test_generated_programs_compile_and_their_primal_is_finite(tmp_path):
     for p in programs:
         native = differential.NativeFunction(library, p)
         for k in range(3):
-            point = differential._Point(p, np.random.default_rng([p.seed, k]))
-            out = differential._run(native, point, point.args())
+            point = differential.Point(p, np.random.default_rng([p.seed, k]))
+            out = differential.run_at(native, point, point.args())
             assert np.all(np.isfinite(out)) and np.max(np.abs(out), initial=0) < 1e6, (p.seed, out)
 
 
@@ -132,7 +132,7 @@ def test_the_oracles_catch_a_wrong_derivative():
     derived, names = differential._derive(module, program)
     funcs = compile_host(module, [program.name] + names, opt_level=0, codegen_level=0)
     count = funcs[derived.count] if derived.count else None
-    right = differential._Derivatives(funcs[derived.forward], funcs[derived.reverse], count)
+    right = differential.Derivatives(funcs[derived.forward], funcs[derived.reverse], count)
     assert differential.check_program(program, 0, funcs[program.name], right).status == differential.PASS
 
     def wrong_forward(*args):
@@ -142,8 +142,8 @@ def test_the_oracles_catch_a_wrong_derivative():
         right.reverse(*args)
         args[len(program.params)][...] += 1e-3      # the adjoint of the first differentiated argument
 
-    for derivatives, check in [(differential._Derivatives(wrong_forward, right.reverse, count), "forward"),
-                               (differential._Derivatives(right.forward, wrong_reverse, count), "reverse")]:
+    for derivatives, check in [(differential.Derivatives(wrong_forward, right.reverse, count), "forward"),
+                               (differential.Derivatives(right.forward, wrong_reverse, count), "reverse")]:
         outcome = differential.check_program(program, 0, funcs[program.name], derivatives)
         assert outcome.status == differential.MISMATCH and check in outcome.modes, outcome
         assert "identity" in outcome.modes, outcome

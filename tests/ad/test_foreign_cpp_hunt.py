@@ -157,7 +157,7 @@ def test_an_exception_caught_inside_gives_the_fallback_and_its_zero_derivative()
 
 def test_a_function_libcxx_throws_from_runs_with_libstdcxx():
     """std::vector's growth path calls std::bad_array_new_length's constructor, which libstdc++ keeps
-    inline: defined for the host (codegen/libcxx_compat.py), so the function runs."""
+    inline: defined for the host (codegen/host/libcxx_compat.py), so the function runs."""
     fn = _module("O1", "cpp_vector_resize")["cpp_vector_resize"]
     x = np.array([0.5, -1.0, 2.0])
     a = np.r_[x, x * x - 1.0]

@@ -1,6 +1,6 @@
 """Rust code runs on the host without stand-ins: panics become ForeignPanicError (host_guard.py);
 heap blocks from Rust's allocator work too:
-the host JIT defines the allocator shims (codegen/rust_runtime.py), and the AD engine gives the
+the host JIT defines the allocator shims (codegen/host/rust_runtime.py), and the AD engine gives the
 blocks shadows (enzyme/memory.py). (At opt-level 0 and 1 the same crate calls into Rust's std
 library, which the .ll does not contain: the host JIT refuses it, naming the symbols.)"""
 from __future__ import annotations
@@ -85,7 +85,7 @@ CORPUS = Path(__file__).parents[1] / "fixtures" / "foreign" / "corpus"
 def test_bounds_checked_rust_runs_and_a_panic_is_an_exception(opt):
     """rs_gather_sum indexes a slice with an index array: every access is bounds-checked and
     reaches core::panicking::panic_bounds_check when out of range. The host defines no panics;
-    the guard (codegen/host_guard.py) turns one into ForeignPanicError, and the process lives on."""
+    the guard (codegen/host/guard.py) turns one into ForeignPanicError, and the process lives on."""
     fn = ado.from_llvm((CORPUS / f"rs_O{opt}.ll").read_text())["rs_gather_sum"]
     x = np.array([0.5, 1.0, 1.5, 2.0, 2.5, 3.0])
     idx = np.array([5, 0, 3, 3], np.int64)

@@ -215,7 +215,7 @@ TILED_MATMUL_8 = {"f32": make_tiled_matmul(8, ado.f32), "f64": make_tiled_matmul
 def permuted_tiled_matmul(A: ado.In[ado.f64, 2], B: ado.In[ado.f64, 2], order: ado.In[ado.i64],
                           C: ado.Out[ado.f64, 2]):
     """``TILED_MATMUL_8["f64"]`` summing each tile in the order ``order`` gives (a permutation of
-    0..7): the adjoint's shadow-tile addresses use a loaded index, which codegen/shared_uniform.py
+    0..7): the adjoint's shadow-tile addresses use a loaded index, which analysis/lane_uniformity.py
     cannot prove the same across a lane group, so the grouped adds keep their run-time check."""
     i, j = ado.tid()
     ti, tj = ado.thread_id()
@@ -335,7 +335,7 @@ def make_register_sgemm(side: int, tm: int, bk: int, dtype):
     """A register-tiled matmul as benchmarks/blocks.py's ``sgemm_static`` writes it: blocks of
     ``side`` x ``side`` threads, ``tm`` x ``tm`` outputs per thread strided by ``side``, K steps of
     ``bk``; the register tiles unrolled (``ado.static_range``). Its adjoint adds ``tm`` values in a
-    row into each shadow tile: the batched grouped adds of codegen/shared_batches.py. Grid
+    row into each shadow tile: the batched grouped adds of codegen/gpu/shared_batches.py. Grid
     (M / tm, N / tm); M, N multiples of side * tm, K of bk."""
     bm = side * tm
     per = bk * bm // (side * side)

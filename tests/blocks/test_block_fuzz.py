@@ -132,7 +132,7 @@ def test_deterministic_refusal_of_a_mixed_address_names_the_line(folder):
 
 
 def test_race_check_drops_a_branch_condition_too_deep_to_follow(tmp_path):
-    """shared_guards.py tested ``None & set`` (TypeError while making the kernel) when a branch
+    """races/guards.py tested ``None & set`` (TypeError while making the kernel) when a branch
     condition depended on a chain of more than 24 instructions."""
     body = "\n".join(["    v = x[i]"] + ["    v = ado.sin(v) * 1.5 + 0.25"] * 30)
     path = tmp_path / "deep_guard_kernel.py"

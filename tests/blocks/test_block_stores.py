@@ -1,4 +1,4 @@
-"""Stores that race between the blocks of a launch (enzyme/block_stores.py): a derivative launch of
+"""Stores that race between the blocks of a launch (analysis/races/block_stores.py): a derivative launch of
 a kernel whose blocks each store their own value to one element is refused; with one block along
 that axis, and for the forms that are no race, both derivative oracles hold."""
 import numpy as np

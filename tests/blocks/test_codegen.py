@@ -141,7 +141,7 @@ def test_reverse_kernels_link_for_amd(name):
 @pytest.mark.parametrize("dtype", ["f32", "f64"])
 def test_shadow_shared_adds_are_warp_aggregated_on_nvidia(dtype):
     """sm_90 has no native float add on shared memory (a CAS loop per lane): the reverse kernel's
-    adds into shadow tiles first combine lanes with equal addresses (codegen/shared_atomics.py)."""
+    adds into shadow tiles first combine lanes with equal addresses (codegen/gpu/shared_atomics.py)."""
     import adoffload as ado
     ptx = ado.vjp(kernels.TILED_MATMUL_8[dtype], ("A", "B")).compiled("nvptx", arch="sm_90").artifact
     assert "activemask.b32" in ptx and "match.any.sync.b32" in ptx and "vote.sync.all.pred" in ptx
@@ -184,7 +184,7 @@ def test_shadow_shared_adds_whose_lanes_are_apart_are_plain_atomics():
 
 def test_tile_adds_predict_their_lane_groups():
     """8x8 blocks: the adjoint of ``As[ti, k]`` adds from the lanes of one ti (lane bits 0-2: mask 7),
-    that of ``Bs[k, tj]`` from the lanes of one tj (bits 3-4: mask 24); codegen/shared_atomics.py
+    that of ``Bs[k, tj]`` from the lanes of one tj (bits 3-4: mask 24); codegen/gpu/shared_atomics.py
     calls the grouped add for each (a butterfly over those bits, after a one-vote check unless
     shared_uniform.py proves the address)."""
     from adoffload.codegen.gpu.shared_atomics import _lane_bits, aggregate_shared_adds
@@ -216,8 +216,8 @@ def test_tile_adds_predict_their_lane_groups():
                                           ("16x16", {("f32", 15, 8, 0, True), ("f32", 16, 8, 0, True)})])
 def test_rows_of_tile_adds_are_batched(shape, forms):
     """The register tile's adjoint adds ``tm`` values in a row into each shadow tile: one batched call
-    per row and tile (codegen/shared_batches.py), which assembles. Every address is proven the same
-    in its lane group (codegen/shared_uniform.py: thread indices of the other axes, the k counter):
+    per row and tile (codegen/gpu/shared_batches.py), which assembles. Every address is proven the same
+    in its lane group (analysis/lane_uniformity.py: thread indices of the other axes, the k counter):
     no run-time check (checks = 0); the row's addresses are constant offsets of one pointer (common)."""
     import adoffload as ado
     from adoffload.codegen.gpu.shared_atomics import aggregate_shared_adds
@@ -374,7 +374,7 @@ def _rows_of_four(x: ado.In[ado.f32], y: ado.Out[ado.f32]):
 
 
 def test_neighbouring_shared_loads_merge_into_vector_loads():
-    """The shared arrays' 16-byte alignment is visible to LLVM (codegen/shared_alignment.py): four
+    """The shared arrays' 16-byte alignment is visible to LLVM (codegen/gpu/shared_alignment.py): four
     neighbouring loads become one ld.shared.v4 / ds_read_b128, in the primal and in the adjoint's
     recomputation; the masks that carried the alignment are gone from the final code."""
     ptx = _rows_of_four.compiled("nvptx", arch="sm_90").artifact

@@ -30,7 +30,7 @@ def test_tiled_matmul_and_its_derivatives(cuda):
 @pytest.mark.parametrize("shape", sorted(kernels.REGISTER_SGEMM_SHAPES))
 def test_batched_shadow_tile_adds_give_the_matmul_gradient(cuda, shape, dtype):
     """The register-tiled matmul's adjoint on the GPU, whose rows of shadow-tile adds are batched
-    (codegen/shared_batches.py: transposed reductions over lane groups of 2 to 16 lanes), against
+    (codegen/gpu/shared_batches.py: transposed reductions over lane groups of 2 to 16 lanes), against
     numpy's gradient."""
     side, tm, bk = kernels.REGISTER_SGEMM_SHAPES[shape]
     t = getattr(ado, dtype)
@@ -53,7 +53,7 @@ def test_batched_shadow_tile_adds_give_the_matmul_gradient(cuda, shape, dtype):
 @pytest.mark.parametrize("dtype", ["f32", "f64"])
 def test_warp_aggregated_shadow_tile_adds_match_the_host(cuda, dtype):
     """8x8 blocks (whole warps): each adjoint add into a shadow tile element comes from 8 lanes of
-    a row (xor 1, 2, 4) or of a column (xor 8, 16); codegen/shared_atomics.py combines them."""
+    a row (xor 1, 2, 4) or of a column (xor 8, 16); codegen/gpu/shared_atomics.py combines them."""
     kernel = kernels.TILED_MATMUL_8[dtype]
     real = np.float32 if dtype == "f32" else np.float64
     rng = np.random.default_rng(4)
@@ -120,7 +120,7 @@ def test_warp_and_block_operations_and_derivatives(cuda, name):
 @pytest.mark.parametrize("name", ["sgemm_static", "sgemm_prefetch"])
 def test_benchmark_sgemm_lean_vjps_give_the_matmul_gradient(cuda, name):
     """benchmarks/blocks.py's register-tiled SGEMMs (16x16 blocks, 8x8 outputs a thread): their lean
-    VJPs on the GPU, whose shadow-tile batches skip the lane-group check (codegen/shared_uniform.py
+    VJPs on the GPU, whose shadow-tile batches skip the lane-group check (analysis/lane_uniformity.py
     proves every address), against numpy."""
     import importlib.util
     from pathlib import Path

@@ -1,5 +1,5 @@
 """A deterministic CUDA-source block kernel on an NVIDIA GPU (device="cuda"; skipped without one):
-the tiled matmul's adjoint adds into its shadow tiles in thread order (codegen/ordered_shared.py),
+the tiled matmul's adjoint adds into its shadow tiles in thread order (codegen/gpu/ordered_shared.py),
 so the gradients are bitwise identical run to run. Here rather than in tests/determinism, whose
 conftest gives every test a fresh compile cache: a GPU machine without clang reads this source's
 IR from the carried cache (benchmarks/warm_clang_cache.py, benchmarks/gpu_bvmap.sh)."""

@@ -1,4 +1,4 @@
-"""Shared-memory races inside a barrier interval are refused at compile time (codegen/shared_races.py),
+"""Shared-memory races inside a barrier interval are refused at compile time (analysis/races/shared.py),
 in our block kernels and in CUDA sources; race-free patterns (tree reductions, single writers,
 tiles, strided fills, atomics) are accepted and run right on the host."""
 

@@ -6,7 +6,7 @@ block_max (a warp or block of NaNs gave -inf on the host and forward and reverse
 false race refusals of ``S[(t + 1) % B]`` for B not a power of two and of a guarded mirrored 2-D tile
 (O3's bit tricks), and threads of a block reading a global array's element that another thread writes
 between the same barriers (accepted, and the two modes disagreed: now a race error,
-codegen/global_races.py). The refusals it checked are at the end; GPU comparisons: test_user_kernels2_gpu.py."""
+analysis/races/global_accesses.py). The refusals it checked are at the end; GPU comparisons: test_user_kernels2_gpu.py."""
 import numpy as np
 import pytest
 

@@ -1,4 +1,4 @@
-"""jax.vmap of block kernels (adoffload/batching.py): the batch is a leading grid axis of block
+"""jax.vmap of block kernels (adoffload/kernels/batching.py): the batch is a leading grid axis of block
 extent 1 (grid rank 3: folded into axis 0), so blocks, shared memory, barriers and warps never mix
 batch elements. Checked against a Python loop over the batch and against plain jnp, through
 grad, jacfwd, jacrev and hessian, for kernels in our language and CUDA-source kernels. On a GPU

@@ -172,8 +172,8 @@ def test_cuda_shuffles_and_votes_mean_the_same_on_wavefronts():
 # --- the passes that combine lanes are NVPTX-only: the AMD entry has no 32-lane assumption ------------
 
 def test_amd_adjoint_adds_stay_per_thread_and_are_right_on_wavefronts():
-    """Lane combining (codegen/lane_combining.py), warp-aggregated shared adds (shared_atomics.py)
-    and the uniform-add shuffle tree (enzyme/parallel.py) assume 32-lane warps and run on NVPTX only:
+    """Lane combining (codegen/gpu/lane_combining.py), warp-aggregated shared adds (shared_atomics.py)
+    and the uniform-add shuffle tree (analysis/address_classes.py) assume 32-lane warps and run on NVPTX only:
     the AMDGPU entry of an adjoint with shadow-tile and uniform-address adds keeps one plain atomic
     per thread and no NVVM operation. The same adjoint on 64-lane wavefronts against numpy."""
     from adoffload.codegen import blocks

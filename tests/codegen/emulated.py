@@ -1,7 +1,7 @@
 """A GPU entry built for an emulated target and run on this CPU, one call per GPU thread.
 
 The target's launch indices (``ctaid.x * ntid.x + tid.x``, ``ctaid.y``, ``ctaid.z``,
-``nctaid.z``: codegen/rows.py) and linear id are global variables the test sets before each
+``nctaid.z``: codegen/gpu/rows.py) and linear id are global variables the test sets before each
 call, so an entry's thread mapping and checks run exactly as built, launch shape by launch shape.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Kernels whose atomics form lane-combining groups (codegen/lane_combining.py): stencil adjoints,
+"""Kernels whose atomics form lane-combining groups (codegen/gpu/lane_combining.py): stencil adjoints,
 odd offsets (negative, duplicated, farther than a warp), divergent and looped placements, and a
 grid-stride entry. Shared by the CPU pattern tests and the GPU tests."""
 from __future__ import annotations
@@ -53,7 +53,7 @@ def looped(out: ado.Out[F64], u: ado.In[F64]):
 
 @ado.kernel(bounds_check=False)
 def with_total(h: ado.InOut[F64], total: ado.InOut[F64], v: ado.In[F64]):
-    """A uniform atomic too: the NVPTX entry loops over the grid (codegen/grid_stride.py)."""
+    """A uniform atomic too: the NVPTX entry loops over the grid (codegen/gpu/grid_stride.py)."""
     i = ado.tid()
     ado.atomic_add(total, 0, v[i])
     ado.atomic_add(h, i, v[i])

@@ -1,5 +1,5 @@
-"""Reduction entries at bandwidth: the grid-stride loop (codegen/grid_stride.py), thread-independent
-checks hoisted out of fast paths (codegen/uniform_checks.py) and the launch policy
+"""Reduction entries at bandwidth: the grid-stride loop (codegen/gpu/grid_stride.py), thread-independent
+checks hoisted out of fast paths (codegen/gpu/uniform_checks.py) and the launch policy
 (vectorize.launch_threads).
 
 The loop's logic is run on this CPU: the entry is built for an emulated target whose linear

@@ -1,4 +1,4 @@
-"""Lane combining of atomic adds (codegen/lane_combining.py): which groups the matcher takes and
+"""Lane combining of atomic adds (codegen/gpu/lane_combining.py): which groups the matcher takes and
 refuses, the rewritten code run on this CPU by 32 threads emulating one warp's shuffles and votes
 (results and the number of atomics), and the PTX it gives (ptxas accepts it)."""
 from __future__ import annotations
@@ -84,7 +84,7 @@ def test_canonical_address_forms_are_groups(first, second):
     dict(use="store double %x0, ptr %b, align 8"),                             # a result used
     dict(order="seq_cst"),
     dict(first="%p0 = getelementptr double, ptr %a, i64 0",
-         second="%p1 = getelementptr double, ptr %a, i64 1"),                  # uniform: codegen/reductions.py's
+         second="%p1 = getelementptr double, ptr %a, i64 1"),                  # uniform: codegen/gpu/reductions.py's
     dict(second="%p1 = getelementptr i8, ptr %p0, i64 4"),                      # half an element away
     dict(second="%p1 = getelementptr double, ptr %p0, i64 32"),                 # past a warp
     dict(first="%s0 = sext i32 %j to i64\n  %p0 = getelementptr double, ptr %a, i64 %s0",

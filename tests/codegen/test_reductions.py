@@ -1,4 +1,4 @@
-"""Deferred uniform-address atomics (codegen/reductions.py): analysis, host results, PTX shape."""
+"""Deferred uniform-address atomics (codegen/gpu/reductions.py): analysis, host results, PTX shape."""
 import re
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""Row launches of rank-2/3 grids (codegen/rows.py): the entry's logic run on this CPU, the launch
+"""Row launches of rank-2/3 grids (codegen/gpu/rows.py): the entry's logic run on this CPU, the launch
 policy, and the PTX and launch plumbing that carry them.
 
 The entry is built for an emulated target whose launch indices (``ctaid.x * ntid.x + tid.x``,

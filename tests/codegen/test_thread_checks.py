@@ -1,4 +1,4 @@
-"""Checks decided by the arguments alone, tested once per thread (codegen/uniform_checks.py
+"""Checks decided by the arguments alone, tested once per thread (codegen/gpu/uniform_checks.py
 ``add_thread_checks_function``): the GPU entry runs ``@<body>.unchecked`` where every such
 check passes and the body as it was elsewhere.
 

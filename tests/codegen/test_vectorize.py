@@ -1,5 +1,5 @@
 """k elements per thread in the GPU entry (abi.add_gpu_entry(elements_per_thread=k)) and the
-launch policy (codegen/vectorize.py).
+launch policy (codegen/gpu/vectorize.py).
 
 PTX and GCN are checked for 128-bit accesses; the entry's logic (fast path, misaligned
 pointers, the last partial group, deferred atomics, bounds errors) is run on this CPU by

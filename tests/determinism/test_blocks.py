@@ -1,7 +1,7 @@
 """deterministic=True for block kernels (host CPU): global contributions go to the log, shadow
 shared memory is summed in the host block loop's fixed thread order. Bitwise identical run to
 run and across worker counts, equal to float64 references and (to rounding) to the default
-mode. GPU entries: shared-memory adds in thread order (codegen/ordered_shared.py), checked here
+mode. GPU entries: shared-memory adds in thread order (codegen/gpu/ordered_shared.py), checked here
 on the generated PTX; tests/determinism/test_gpu_blocks.py and tests/blocks/test_deterministic_gpu.py
 run them on a GPU."""
 from __future__ import annotations
@@ -157,7 +157,7 @@ __global__ void nested(const double* x, double* y, int n) {
 
 def test_a_thread_dependent_break_out_of_an_inner_loop_still_makes_its_values_vary():
     """The inner loop's ``j`` after a data-dependent break differs between threads, inside the
-    outer loop too: a barrier under ``if (j > 3)`` is refused (foreign_cuda/uniformity.py)."""
+    outer loop too: a barrier under ``if (j > 3)`` is refused (analysis/uniformity.py)."""
     k = ado.from_cuda(NESTED_BREAK).kernel("nested", x=ado.In[ado.f64], y=ado.Out[ado.f64], n=ado.i32)
     with pytest.raises(ado.Error, match=r"__syncthreads\(\) runs under control flow that is not uniform"):
         k.specialize((32,))

@@ -1,5 +1,5 @@
 """Deterministic block kernels on an NVIDIA GPU (device="cuda"; skipped without one): shared-memory
-adds in thread order (codegen/ordered_shared.py) and the contribution log give bitwise-identical
+adds in thread order (codegen/gpu/ordered_shared.py) and the contribution log give bitwise-identical
 gradients run to run, close to the host's deterministic result and to float64 references. The
 default mode's run-to-run spread and both modes' times are printed (``pytest -s``)."""
 from __future__ import annotations

@@ -49,6 +49,6 @@ def test_gradient_through_both_arms():
 def test_the_reverse_reuses_the_arms_square_root_on_the_gpu():
     ptx = ado.vjp(roots, ["a", "b"]).compiled("nvptx", arch="sm_90", noalias=True).artifact
     # One square root per version of the body -- the checked one and the copy without its bounds
-    # checks that runs when a thread's checks all pass up front (codegen/uniform_checks.py): the
+    # checks that runs when a thread's checks all pass up front (codegen/gpu/uniform_checks.py): the
     # forward arm's. A reverse sweep that recomputed it would double the count.
     assert ptx.count("sqrt.rn.f64") == 2

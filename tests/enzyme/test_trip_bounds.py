@@ -1,4 +1,4 @@
-"""Static trip bounds of halving, shifting and doubling loops (enzyme/trip_bounds.py): the bound
+"""Static trip bounds of halving, shifting and doubling loops (analysis/trip_bounds.py): the bound
 holds for every start value (checked exhaustively on 8-bit counters against an independent
 interpreter), loops that can run forever get none, and derivatives through such loops match
 central differences, with the tape static where the bound allows."""

@@ -92,7 +92,7 @@ REDUCTIONS = {   # tuned grid-stride reductions: shuffles, shared memory, `warp 
 
 @pytest.mark.parametrize("name", sorted(REDUCTIONS))
 def test_tuned_reductions_and_their_derivatives(rajaperf, name):
-    """The last warp's shuffles run on every warp (foreign_cuda/speculate.py): same sums, same derivatives."""
+    """The last warp's shuffles run on every warp (sources/cuda/speculate.py): same sums, same derivatives."""
     params, make, wrt, reference = REDUCTIONS[name]
     k = rajaperf.kernel(name, **params)
     values = make()
@@ -104,7 +104,7 @@ def test_tuned_reductions_and_their_derivatives(rajaperf, name):
 
 def test_integer_reduction_with_atomics_under_the_warp_branch(rajaperf):
     """`if (warp == 0) { shuffles; if (lane == 0) atomics }`: the shuffles run on every warp, the
-    loads and atomics stay guarded (foreign_cuda/speculate.py)."""
+    loads and atomics stay guarded (sources/cuda/speculate.py)."""
     k = rajaperf.kernel("basic_reduce3_int", vec=ado.In[ado.i32], vsum=ado.Out[ado.i64], vmin=ado.Out[ado.i32],
                         vmax=ado.Out[ado.i32], n=i64)
     v = np.random.default_rng(32).integers(-1000, 1000, 10003).astype(np.int32)

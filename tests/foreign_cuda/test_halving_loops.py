@@ -1,5 +1,5 @@
 """Tree reductions whose loop halves its counter (``for (h = blockDim.x / 2; h > 0; h >>= 1)``) get a
-static trip bound (enzyme/trip_bounds.py), from clang's IR at -O0 to -O3 and from our front end, so
+static trip bound (analysis/trip_bounds.py), from clang's IR at -O0 to -O3 and from our front end, so
 their VJP keeps its tape in registers instead of a launcher-sized dynamic tape; derivatives are
 checked against central differences and <Jv, w> = <v, J^T w>."""
 import numpy as np

@@ -8,7 +8,7 @@ tests the old value in the latch), the bank-conflict-free up-sweep (a thread's p
 as a run) and the whole scan (its stride and its thread count are stepped together: the race check
 now simulates a loop's counters as one state). Threads of a block storing different values to one global
 element were accepted (a race: the primal changed from run to run and forward and reverse mode disagreed);
-they are refused now (foreign_cuda/global_races.py). One warp per row with whole warps returning before
+they are refused now (analysis/races/global_writes.py). One warp per row with whole warps returning before
 the shuffles (warp_row_softmax) was refused; its counted column loops now run speculatively (speculate.py)."""
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Grid-stride reduction entries (codegen/grid_stride.py) on a real CUDA device: the launcher caps
+"""Grid-stride reduction entries (codegen/gpu/grid_stride.py) on a real CUDA device: the launcher caps
 the launch at one resident wave, so every thread loops over many groups; sizes around the
 groups and past several waves, k forced to 1/2/4 or left to the policy, misaligned views (the
 checked path), a failing thread-independent check, launches of arbitrary thread counts, and an

@@ -1,4 +1,4 @@
-"""Lane-combined atomics (codegen/lane_combining.py) on the GPU: stencil adjoints and primal atomics
+"""Lane-combined atomics (codegen/gpu/lane_combining.py) on the GPU: stencil adjoints and primal atomics
 give the host's results, for sizes that are not whole warps or blocks, with odd offsets, under
 divergent branches, in loops of different trip counts per lane, and in a grid-stride entry; and
 the PTX really has the combined form (so a pass that stopped firing fails here)."""

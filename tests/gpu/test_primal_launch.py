@@ -1,4 +1,4 @@
-"""Row launches (codegen/rows.py) and versioned bounds checks (uniform_checks.py) on a real CUDA
+"""Row launches (codegen/gpu/rows.py) and versioned bounds checks (uniform_checks.py) on a real CUDA
 device, through the launcher: results equal numpy's, out-of-bounds accesses still raise
 BoundsError naming the parameter and index. Skips without a CUDA GPU."""
 from __future__ import annotations

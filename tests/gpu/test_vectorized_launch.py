@@ -1,4 +1,4 @@
-"""Several elements per GPU thread (codegen/vectorize.py, abi.add_gpu_entry(elements_per_thread))
+"""Several elements per GPU thread (codegen/gpu/vectorize.py, abi.add_gpu_entry(elements_per_thread))
 on a real CUDA device: every size around the k-groups, f32/f64/i32, misaligned views and
 misaligned device pointers (the scalar path), in-place updates, deferred uniform atomics and an
 adjoint's reductions, with k forced through ADOFFLOAD_ELEMENTS_PER_THREAD and by the default

@@ -185,7 +185,7 @@ def test_plain_gpu_handlers_stay_command_buffer_compatible():
 
 
 def test_gpu_handlers_launch_a_thread_per_k_elements():
-    # A vectorized kernel (codegen/vectorize.py) runs k elements per thread: the handler divides
+    # A vectorized kernel (codegen/gpu/vectorize.py) runs k elements per thread: the handler divides
     # the grid's total by k (rounding up) before sizing the blocks; k = 1 keeps the old launch.
     import adoffload as ado
     from adoffload.jax.targets import Variant, gpu_options, rocm_handler_ir

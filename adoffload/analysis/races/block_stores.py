@@ -16,7 +16,7 @@ the JAX rules call it). A store races along grid axis ``a`` when, with evidence 
 * no equality on the block index guards it (``if block_id() == 0``, ``if i == 0``,
   ``if i < block``): every block that gets there stores;
 * its value may differ between those blocks (a block reduction, a shared-memory load, anything from
-  ``block_id()`` along ``a``), by foreign_cuda/uniformity.py's analysis between blocks.
+  ``block_id()`` along ``a``), by analysis/uniformity.py's analysis between blocks.
 
 Stores of one value for the whole grid (``y[0] = a * x[0]``) are no race; neither are the block's
 own elements (``y[block_id()] = s``). Within one block, check_stores_by_the_block

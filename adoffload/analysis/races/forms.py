@@ -1,4 +1,4 @@
-"""Integer values of a block-kernel body as functions of the thread, for the race check (shared_races.py).
+"""Integer values of a block-kernel body as functions of the thread, for the race check (shared.py).
 
 ``Forms`` gives a value's *affine form*: ``const + sum(coef * atom)`` over
 
@@ -378,7 +378,7 @@ class Concrete:
         or operands make it poison there (``mul nsw`` overflowing, a shift by the width or more;
         ``is_poison``). An address computed from poison is undefined behaviour (clang's nsw is C's
         signed overflow), so no defined run has the thread make that access; the value sets of
-        shared_values.py already leave such values out, and the enumeration of threads must too
+        races/values.py already leave such values out, and the enumeration of threads must too
         (the bank-conflict-free scan's stride, 2^25 among its values, overflows ``stride * (2t + 2)``)."""
         if depth > 48 or not isinstance(v, Instruction) or not isinstance(v.type, IntType) \
                 or v.opcode in ("phi", "select") or v.opcode not in _PROPAGATES_POISON:

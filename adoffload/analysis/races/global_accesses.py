@@ -1,4 +1,4 @@
-"""Global arrays in the shared-memory race check of a block kernel (shared_races.py).
+"""Global arrays in the shared-memory race check of a block kernel (shared.py).
 
 Threads of a block exchange values through a global array as through a shared one: a write, a
 barrier, a read of another thread's element is how GPU code does it, and the derivatives follow it.
@@ -36,7 +36,7 @@ def written_arrays(fn: Function, params: list[Argument], rank: int) -> tuple[Arg
 
 def _own_elements(fn: Function, array: Argument, rank: int) -> bool:
     """Whether every access of ``array`` is of one element at one index, injective in the thread index
-    (``y[i] +=``; ``z[i0, i1]`` under its bounds checks: enzyme/parallel.py), also through a select or
+    (``y[i] +=``; ``z[i0, i1]`` under its bounds checks: analysis/address_classes.py), also through a select or
     phi of pointers into several arrays: no two threads share an element. (The forms cannot say so
     where a row stride is a parameter or the pointer is chosen.)"""
     from ..address_classes import AddressClassifier, ParallelInfo, _decompose, _structure  # deferred: enzyme

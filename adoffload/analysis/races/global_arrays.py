@@ -1,4 +1,4 @@
-"""Global arrays in the block race check (shared_races.py) of CUDA kernels: in-place updates.
+"""Global arrays in the block race check (shared.py) of CUDA kernels: in-place updates.
 
 An array a kernel both loads and stores can race like shared memory: ``x[i] = x[i] + x[i + 1]`` with
 no barrier has thread i read what thread i + 1 writes (on a GPU the order is undefined; the host runs

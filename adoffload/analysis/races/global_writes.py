@@ -4,14 +4,14 @@
 one thread's value; which one, CUDA does not say. The host runs a block's threads in order and its
 blocks on several workers, so the primal changes from run to run, and the derivatives cannot agree
 with it or with each other: forward mode keeps the last tangent stored, reverse mode hands the seed to
-the one thread that takes it (enzyme/store_seeds.py). So such a store is refused when the kernel is
+the one thread that takes it (analysis/races/store_seeds.py). So such a store is refused when the kernel is
 translated. It is found as the reverse sweep finds stores of the block's result
 (``store_seeds.stored_by_the_block``: an address free of the thread index but through ``blockIdx``,
 no ``threadIdx == c`` guard) at an address the same for the whole block, whose value may differ
 between its threads (both by uniformity.Divergence). A value that is the same for the block (``out[blockIdx.x] = s[0]`` after
 a reduction, ``out[0] = a * x[0]``) is no race and stays accepted. Stores of one thread per block to
 an element every block stores (``if (threadIdx.x == 0) out[0] = total`` with several blocks) race
-only when the launch has several blocks: enzyme/block_stores.py refuses their derivatives at launch.
+only when the launch has several blocks: analysis/races/block_stores.py refuses their derivatives at launch.
 """
 from __future__ import annotations
 

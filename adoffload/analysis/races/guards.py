@@ -1,7 +1,7 @@
 """What holds where a shared-memory access runs: the branch conditions on every path to it.
 
-For the race check (shared_races.py): per block, *facts* (affine constraints ``form <= 0`` or
-``form == 0`` in the atoms of shared_forms.py, for the range proofs) and *conditions* (branch
+For the race check (shared.py): per block, *facts* (affine constraints ``form <= 0`` or
+``form == 0`` in the atoms of races/forms.py, for the range proofs) and *conditions* (branch
 conditions and switch cases with the side taken, evaluated bit-exactly by the enumeration).
 A block's knowledge is what holds on the edges from all its predecessors (so ``if (ti == 15)``
 reached both from a ``switch`` case and from a dead test still counts), or, at a loop header,

@@ -1,4 +1,4 @@
-"""Barrier intervals of a block-kernel body, for the race check (shared_races.py).
+"""Barrier intervals of a block-kernel body, for the race check (shared.py).
 
 A barrier (``sync_threads``, and the block operations, which hold barriers on every target) ends an
 interval. A *piece* is the code of a block between two of its barriers; an interval *starts* at the

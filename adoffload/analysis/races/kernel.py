@@ -1,4 +1,4 @@
-"""The block race check of a kernel (shared_races.py) with the global arrays its source style calls for.
+"""The block race check of a kernel (shared.py) with the global arrays its source style calls for.
 
 Our language bounds-checks shared-array indices and the check may take every array the body writes
 (global_races.py: refused unless proven apart); CUDA sources read beside their atomics in

@@ -20,7 +20,7 @@ def where(forms: Forms, x: Access, verb: str, array: str, thread_names, plain: b
 
 def message(forms: Forms, a: Access, b: Access, witness, array: str, kernel: str, thread_names,
             memory: str = "shared", plain: bool = False) -> str:
-    """``plain``: a kernel without blocks (kernel_races.check_plain_kernel), whose threads no barrier orders."""
+    """``plain``: a kernel without blocks (races/kernel.check_plain_kernel), whose threads no barrier orders."""
     def place(x: Access) -> str:
         return where(forms, x, _VERB[x.kind], array, thread_names, plain)
     same = a.inst is b.inst

@@ -87,7 +87,7 @@ def check_stores_by_the_block(fn: Function, thread_args: list, stored_arrays: se
     writer whose value survived): the gradient would silently disagree with the primal. In forward
     ``mode`` the value and its tangent are two stores, which the warps of a GPU block may interleave,
     so the tangent kept need not be the surviving value's. The value is
-    compared with foreign_cuda/uniformity.py's analysis, taking the divisions of the thread indices
+    compared with analysis/uniformity.py's analysis, taking the divisions of the thread indices
     that the address makes as the block; where it divides an index two ways, or also uses it
     undivided, nothing is refused."""
     from ..uniformity import Divergence

@@ -1,4 +1,4 @@
-"""Finite sets of the values an integer may take, for the race check (shared_races.py).
+"""Finite sets of the values an integer may take, for the race check (shared.py).
 
 A bitonic sort's stride starts at a power of two and is halved or doubled each trip of a loop
 holding a barrier; the race check sees it as one value alike for the block, of which nothing is
@@ -20,7 +20,7 @@ untested one then has its exact values, in the loop and on the edges leaving it.
 
 ``fold_constant_branches`` turns a conditional branch whose condition has one possible value into
 a jump: ``for (stride = size >> 1; stride > 0; ...)`` with ``size`` in {2, ..., 64} always enters,
-so the loop around it has no barrier-free path back (shared_intervals.py).
+so the loop around it has no barrier-free path back (races/intervals.py).
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ import itertools
 
 from ...ir.core import Block, Constant, Function, Instruction, IntType, PointerType, Value
 from ...ir.cfg import dominator_sets
-from .forms import apply_instruction, is_poison as _poison, signed
+from .forms import apply_instruction, is_poison as _poison
 
 MAX_VALUES = 80              # more possible values than this: unknown
 _MAX_SLICE = 200             # instructions followed back from one value
@@ -202,7 +202,7 @@ class ValueSets:
 
     def admitted(self, v: Value, conditions: list) -> set:
         """The elements of ``of(v)`` for which each of ``conditions`` ((condition, side) pairs, as
-        shared_guards.py gives them: true where an access runs) that is a function of ``v`` alone
+        races/guards.py gives them: true where an access runs) that is a function of ``v`` alone
         takes its side."""
         kept = set(self.of(v))
         for condition, side in conditions:
@@ -378,7 +378,7 @@ def prune_unreachable(fn: Function) -> None:
 
 
 def symbol_inputs(forms, sets: ValueSets, roots: list[Value]) -> tuple[list[Instruction], list[Instruction]]:
-    """The symbols (values alike for the block, shared_forms.py's "v" atoms) with finite value sets
+    """The symbols (values alike for the block, races/forms.py's "v" atoms) with finite value sets
     that ``roots`` (addresses, branch conditions) are computed from, with the thread's index and
     constants: (leaves: phis and selects, derived: the symbols computed from them, which
     shared_forms.Concrete evaluates once the leaves have values). A root that also depends on
@@ -419,4 +419,3 @@ def _inputs(forms, sets: ValueSets, root: Value):
             derived[id(v)] = v
         todo.extend((o, depth + 1) for o in v.operands)
     return leaves, derived
-

@@ -1,16 +1,16 @@
 """The grid-stride loop of NVPTX reduction entries: few threads, many elements each.
 
-A kernel whose uniform-address atomics are deferred (codegen/reductions.py) pays one atomic
+A kernel whose uniform-address atomics are deferred (codegen/gpu/reductions.py) pays one atomic
 per block, so the fewer blocks the better -- as long as they fill the GPU. Its entry
 (abi.add_gpu_entry) therefore loops: GPU thread ``t`` of ``T`` launched threads handles the
 groups of k logical ids starting at ``t*k, t*k + T*k, t*k + 2*T*k, ...``, summing into the
 same register accumulators, and the block combines them once at the end. Any launch size is
 correct (``ceil(total / k)`` threads make one group each, as before); launchers that know
 the entry loops (``Compiled.grid_stride``) launch about one resident wave
-(codegen/vectorize.py ``launch_threads``).
+(codegen/gpu/vectorize.py ``launch_threads``).
 
 Per thread, where ``fast`` holds (every data array 16-byte aligned and every thread-independent
-check passing, codegen/uniform_checks.py; uniform across the launch):
+check passing, codegen/gpu/uniform_checks.py; uniform across the launch):
 
 1. ``UNROLL`` groups per iteration while all of them are whole: U*k unguarded body calls,
    so each thread keeps U 128-bit loads per array in flight (what tuned CUDA reductions do);

@@ -12,7 +12,7 @@ What this pass does, on the kernel body before the NVPTX entry is added (codegen
   variable index terms X (after peeling constants from ``gep``/``add``/``sub``/``or disjoint`` and
   from ``sext``/``zext`` of no-wrap adds), distinct constant lane distances ``d_k = c_k - pivot`` in
   1..31 from the pivot site (the smallest ``c``). Sites at the same address are summed first.
-  Strictly uniform addresses are left to codegen/reductions.py.
+  Strictly uniform addresses are left to codegen/gpu/reductions.py.
 * The rewritten group, placed at its last site: ``mask = activemask``; each lane shuffles its
   pivot *address* up by one lane and votes whether its predecessor (in ``mask``) adds its pivot
   exactly ``size`` bytes lower; the ballot ``b`` is the same in every lane of ``mask``. Lane ``L``
@@ -46,7 +46,7 @@ What this pass does, on the kernel body before the NVPTX entry is added (codegen
 
 Float sums are reassociated, the freedom the atomics already had. Block kernels (CUDA sources
 included) get it for their global arrays; adds into their shared arrays are left to
-codegen/shared_atomics.py. Not used with ``deterministic=True`` (Kernel.compiled turns it off; such
+codegen/gpu/shared_atomics.py. Not used with ``deterministic=True`` (Kernel.compiled turns it off; such
 adjoints log contributions anyway; block kernels' ordered shared adds), nor for
 ``elements_per_thread > 1`` builds (lanes are k elements apart: nothing would
 match), sm_70 (``activemask`` needs PTX 6.2) or AMDGPU (wavefronts of 64: not done yet).

@@ -14,7 +14,7 @@ from collections.abc import Callable
 INTRINSIC_OPS = ("sin", "cos", "tan", "exp", "exp2", "exp10", "log", "log2", "log10", "pow", "tanh",
                  "atan2", "sinh", "cosh", "asin", "acos", "atan")
 # Operations known only by their libm name (``erf`` / ``erff``). ``rsqrt`` is no libm function but
-# libdevice's and ocml's (the host defines it: codegen/host.py).
+# libdevice's and ocml's (the host defines it: codegen/host/program.py).
 LIBM_ONLY_OPS = ("erf", "erfc", "expm1", "log1p", "cbrt", "hypot", "lgamma", "tgamma", "fmod", "rsqrt")
 ALL_OPS = INTRINSIC_OPS + LIBM_ONLY_OPS
 

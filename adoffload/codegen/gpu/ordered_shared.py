@@ -11,7 +11,7 @@ Here each float ``atomicrmw fadd`` into a shared array of the body becomes a cal
 (address, value) to its slot, a barrier, thread 0 adds the T slots in thread order, a barrier.
 Adds to one address are then summed in thread order at each such site, every run. That needs
 every thread of the block to reach the site the same number of times: a site under control flow
-that is not uniform across the block (``foreign_cuda.uniformity``'s analysis, with the branches
+that is not uniform across the block (``analysis.uniformity``'s analysis, with the branches
 into a failed bounds check taken as not taken: a failed launch raises anyway) is refused with its
 source line. Cost: two barriers and T serial adds per site and visit.
 """

@@ -63,7 +63,7 @@ def unmask_shared_pointers(module: llvm.ModuleRef) -> llvm.ModuleRef:
     text = _MASK_CALL.sub(plain, text)
     if "@llvm.ptrmask.p0.i64(ptr " in text:
         raise CompilationError("a pointer mask was left in a form the code generator cannot take "
-                               "(codegen/shared_alignment.py)")
+                               "(codegen/gpu/shared_alignment.py)")
     try:
         unmasked = llvm.parse_assembly(text)
         unmasked.verify()

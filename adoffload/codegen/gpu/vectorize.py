@@ -117,7 +117,7 @@ def threads(total: int, k: int) -> int:
 def launch_threads(compiled, total: int, resident: int | None = None) -> int:
     """GPU threads to launch for ``compiled``: ``threads(total, k)``, capped at ``resident`` (the
     threads the GPU holds at once: ``GpuFunction.resident_threads``) when the entry loops over
-    the grid (``compiled.grid_stride``, codegen/grid_stride.py) -- one full wave, each thread
+    the grid (``compiled.grid_stride``, codegen/gpu/grid_stride.py) -- one full wave, each thread
     looping over several groups, one atomic per block."""
     count = threads(total, compiled.elements_per_thread)
     if getattr(compiled, "grid_stride", False) and resident:

@@ -5,7 +5,7 @@ A pointer parameter is a 1-D array whose length the launcher knows (the array pa
 intrinsic through a pointer derived from one of them (by GEPs, phis and selects), the byte
 offset from the root is checked against the root's size (a pointer that may point into several
 of them carries its root's base, size and name along as integers: ``_Origin``); a failing access is skipped: the
-thread records ``{1, param_index, element index, 0}`` in the status record (abi_status.py) and
+thread records ``{1, param_index, element index, 0}`` in the status record (language/status.py) and
 returns, as the front end's checks do. Accesses whose root is not a parameter or a shared
 variable (a pointer loaded from memory, ``inttoptr``) are refused: they could not be checked.
 """

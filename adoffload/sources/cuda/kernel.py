@@ -187,7 +187,7 @@ class CudaDerived(CudaLaunchable):
 class CudaBlockKernel(IRKernel):
     """The block kernel of one CUDA kernel for one block shape (row-major, CUDA's x last)."""
 
-    launched_cuda_style = True      # errors about the launch speak of blocks= and blockIdx (enzyme/block_stores.py)
+    launched_cuda_style = True      # errors about the launch speak of blocks= and blockIdx (analysis/races/block_stores.py)
 
     def __init__(self, signature: KernelSignature, text: str, body_name: str, block: tuple[int, ...], shared):
         super().__init__(signature, text, body_name)

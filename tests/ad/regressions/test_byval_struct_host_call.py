@@ -4,7 +4,7 @@ passed by value across the C ABI (rustc: ``extern "C" fn f(p: V3, k: f64)``, a 2
 ctypes passed the array's address in a register, the function read the struct from the stack.
 The result was silently wrong (about 1e-310), the reverse gradient silently zero.
 Fixed: the host program calls such functions through a wrapper taking plain pointers, whose call
-passes them ``byval`` (codegen/host_byval.py), so LLVM makes the copy as a C caller would.
+passes them ``byval`` (codegen/host/byval.py), so LLVM makes the copy as a C caller would.
 """
 from __future__ import annotations
 
