@@ -1,8 +1,8 @@
 """Scaling over the devices of a host: basin-hopping walkers/s and decomposed MD atom-steps/s.
 
-    python benchmarks/scaling.py --out benchmarks/results/<date>-scaling            # every GPU, full sizes
+    python -m benchmarks scaling --device cuda --out DIR                                  # every GPU, full sizes
     XLA_FLAGS=--xla_force_host_platform_device_count=4 \\
-        python benchmarks/scaling.py --platform cpu --quick --out /tmp/scaling          # a dry run on the CPU
+        python -m benchmarks scaling --device cpu --quick --out /tmp/scaling              # a dry run on the CPU
 
 For each device count (1 and all visible, or ``--devices 1 2 4``) it measures, in one run:
 
@@ -14,42 +14,31 @@ For each device count (1 and all visible, or ``--devices 1 2 4``) it measures, i
 
 Times are medians of repeated calls after warm-up (``block_until_ready``), reported with their
 spread; speedups are ratios measured in the same run. The targets of issue 15 (2 GPUs: walkers
->= 1.9x, MD >= 1.7x) are printed beside the measured ratios, never assumed. Writes report.md,
-results.csv and the environment (date, devices, driver, versions) to ``--out``.
+>= 1.9x, MD >= 1.7x) are printed beside the measured ratios, never assumed.
 """
 from __future__ import annotations
 
-import argparse
-import csv
-import json
 import statistics
-import sys
 import time
-from pathlib import Path
 
 TARGETS = {"walkers": 1.9, "md": 1.7}     # speedup on 2 devices asked for by issue 15
 QUICK = {"atoms": [4_000], "walkers": 24, "cluster": 13, "fire_steps": 30, "md_chunk": 10, "reps": 2}
 
 
-def parse(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--platform", choices=["gpu", "cpu"], default="gpu")
+DEVICES = ("cpu", "cuda")
+
+
+def add_arguments(p) -> None:
     p.add_argument("--devices", type=int, nargs="+", help="device counts to compare (default: 1 and all visible)")
     p.add_argument("--atoms", type=int, nargs="+", default=[2_000_000, 8_000_000], help="MD system sizes")
     p.add_argument("--walkers", type=int, default=8192, help="basin-hopping walkers (split over the devices)")
     p.add_argument("--cluster", type=int, default=38, help="atoms per LJ cluster")
     p.add_argument("--fire-steps", type=int, default=200)
     p.add_argument("--md-chunk", type=int, default=20, help="MD steps per timed call")
-    p.add_argument("--reps", type=int, default=5, help="timed calls per measurement (after one warm-up)")
     p.add_argument("--backend", choices=["adoffload", "jax"], default="adoffload")
-    p.add_argument("--quick", action="store_true", help="tiny sizes (a dry run of the script)")
-    p.add_argument("--out", default="benchmarks/results/scaling")
-    args = p.parse_args(argv)
-    if args.quick:                         # tiny sizes, for whatever was not given explicitly
-        for name, value in QUICK.items():
-            if getattr(args, name) == p.get_default(name):
-                setattr(args, name, value)
-    return args
+
+
+DEFAULTS = {"atoms": [2_000_000, 8_000_000], "walkers": 8192, "cluster": 38, "fire_steps": 200, "md_chunk": 20}
 
 
 def _median_seconds(fn, reps):
@@ -138,43 +127,40 @@ def md_undecomposed(device, n_atoms, args):
             "spread_s": spread / args.md_chunk}
 
 
-def main(argv=None):
-    args = parse(argv)
+def run(rows, device: str, quick: bool, options) -> None:
     import jax
     jax.config.update("jax_enable_x64", True)
     from adoffload.chemistry import get_backend
     from adoffload.chemistry.sharding import describe, select_devices
-    sys.path.insert(0, str(Path(__file__).parent))
-    from harness import environment
-
-    visible = select_devices(args.platform)
+    args = options
+    if quick:                         # tiny sizes, for whatever was not given explicitly
+        for name, value in QUICK.items():
+            if name != "reps" and getattr(args, name) == DEFAULTS[name]:
+                setattr(args, name, value)
+    args.reps = args.reps or (QUICK["reps"] if quick else 5)
+    platform = "gpu" if device == "cuda" else "cpu"
+    visible = select_devices(platform)
     counts = args.devices or sorted({1, len(visible)})
     print(f"scaling on {describe(visible)} visible; comparing device counts {counts}; backend {args.backend}")
     backend = get_backend(args.backend)
-    rows = []
+    measured = []
+
+    def add(row):
+        measured.append(row)
+        print(_line(row))
     for count in counts:
-        devices = select_devices(args.platform, count)
-        rows.append(dict(walkers_per_second(devices, args, backend), devices=count))
-        print(_line(rows[-1]))
+        devices = select_devices(platform, count)
+        add(dict(walkers_per_second(devices, args, backend), devices=count, visible=describe(visible)))
         for n_atoms in args.atoms:
             if count == 1:
-                rows.append(dict(md_undecomposed(devices[0], n_atoms, args), devices=1))
-                print(_line(rows[-1]))
-            rows.append(dict(md_atom_steps_per_second(devices, n_atoms, args), devices=count))
-            print(_line(rows[-1]))
-    _speedups(rows)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    env = dict(environment(), devices=describe(visible), device_kind=visible[0].device_kind, args=vars(args))
-    (out / "environment.json").write_text(json.dumps(env, indent=2, default=str))
-    columns = ["measure", "size", "devices", "rate", "unit", "speedup", "target", "median_s", "spread_s"]
-    with open(out / "results.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
-    (out / "report.md").write_text(_report(env, rows, columns))
-    print(f"report: {out / 'report.md'}")
-    return rows
+                add(dict(md_undecomposed(devices[0], n_atoms, args), devices=1, visible=describe(visible)))
+            add(dict(md_atom_steps_per_second(devices, n_atoms, args), devices=count, visible=describe(visible)))
+    _speedups(measured)
+    for row in measured:
+        rows.append(row)
+
+
+COLUMNS = ["measure", "size", "devices", "rate", "unit", "speedup", "target", "median_s", "spread_s"]
 
 
 def _speedups(rows):
@@ -189,19 +175,3 @@ def _speedups(rows):
 
 def _line(r):
     return f"  {r['devices']} device(s)  {r['measure']:32s} {r['size']:36s} {r['rate']:.4g} {r['unit']}"
-
-
-def _report(env, rows, columns):
-    def cell(v):
-        return "" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v)
-    lines = ["# Scaling over devices (issue 15)", "",
-             f"Date {env['date']}; {env['devices']} ({env['device_kind']}); GPU/driver: {env['gpu']}; "
-             f"jax {env['jax']}, llvmlite {env['llvmlite']}.", "",
-             "Speedup: rate over the 1-device rate of the same measure and size, measured in this run.", "",
-             "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(cell(r.get(c)) for c in columns) + " |" for r in rows]
-    return "\n".join(lines) + "\n"
-
-
-if __name__ == "__main__":
-    main()

@@ -1,8 +1,9 @@
-"""Chemistry benchmark: LJ energy + forces, neighbor lists, an MD step and a force-matching gradient;
-adoffload against the same physics in plain JAX, in jax-md and in hand-written CUDA.
+"""The library's chemistry: LJ energy + forces, neighbor lists, an MD step, force matching; vs plain JAX, jax-md, CUDA.
 
-    python benchmarks/chemistry.py --out benchmarks/results/chemistry [--device cpu|cuda] [--quick]
-        [--max-atoms 'jax-md Dense=108000' ...] [--isolate SECONDS]
+adoffload's ForceField against the same physics in plain JAX, in jax-md and in hand-written CUDA.
+
+    python -m benchmarks chemistry --out DIR [--device cpu|cuda] [--quick] [--sides ...] [--measures ...]
+        [--max-atoms 'jax-md Dense=108000' ...] [--isolate SECONDS [--budget SECONDS]]
 
 Every side computes the truncated-and-shifted LJ (sigma = epsilon = 1, cutoff 2.5, skin 0.3,
 float64) on the same fcc-lattice liquid (density 0.8, positions jittered):
@@ -15,12 +16,11 @@ float64) on the same fcc-lattice liquid (density 0.8, positions jittered):
 * ``cuda``: ``cuda/lj.cu``, one thread per atom over our neighbor list (the ceiling; per-atom
   energies and forces, no total), on the GPU when nvcc is found.
 
-One timer for all (``harness.time_calls``: same warm-up, repetitions and batch, host wall clock
+One timer for all (``timing.time_calls``: same warm-up, repetitions and batch, host wall clock
 after the device is done); each size is reported on its own, with median, IQR, min and max; a
 side that fails is an error row; device memory is released between sides. Each side's forces
 are compared with the plain-JAX reference's (``max_force_diff``), and the force-matching
-gradient with the reference's (``grad_rel_diff``). Also callable from ``benchmarks/run.py`` as
-``run(rows, device=..., quick=...)``.
+gradient with the reference's (``grad_rel_diff``).
 
 A side need not run every size: ``--max-atoms SIDE=N`` skips it above N atoms (a row says so),
 and ``--isolate SECONDS`` runs each (size, side) in a child process with that time limit, so a
@@ -28,22 +28,22 @@ side that exhausts device memory or runs past its limit is an error row with the
 rest are still measured (the child streams its rows as it goes: rows measured before a timeout
 are kept); ``--budget SECONDS`` bounds the whole isolated run the same way (no child outlives
 it). The report files are rewritten after every side, so a run cut short by an outer
-time limit still leaves every size measured so far.
+time limit still leaves every size measured so far. The library's fused kernel is a recognised,
+hand-tuned path; the user_kernels suite times kernels written the way a user writes them.
 """
 from __future__ import annotations
 
-import argparse
-import csv
 import gc
 import json
 import re
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).parent
-sys.path.insert(0, str(HERE))
+from ..results import BenchmarkError
+from ..timing import BATCH, REPS, time_jax
 
-from harness import BATCH, REPS, environment, time_calls, time_jax  # noqa: E402
+DEVICES = ("cpu", "cuda")
+SIZE_KEY = "atoms"
 
 SIZES = {"cpu": (4_000,), "cuda": (10_976, 108_000, 1_048_576)}     # 4 n^3 (n = 10, 14, 30, 64)
 QUICK_SIZES = {"cpu": (256,), "cuda": (108_000,)}
@@ -163,7 +163,7 @@ def forcefield_side(rows, system, backend, reps) -> None:
 
 def jaxmd_side(rows, system, fmt, reps) -> None:
     import jax
-    from jaxmd_lj import JaxMdLJ
+    from ..peers.jaxmd_lj import JaxMdLJ
     side = f"jax-md {fmt}"
     try:
         with jax.default_device(system.device):
@@ -186,18 +186,12 @@ def cuda_side(rows, system, reps) -> None:
     """cuda/lj.cu through adoffload's CUDA runtime, on our neighbor list, timed like the rest: one
     thread per atom, and 2, 4 or 8 lanes per atom (the form our GPU backend picks for small systems);
     each is a row, so the ceiling is the fastest of them at each size."""
-    import subprocess
-    import tempfile
     import numpy as np
-    from harness import Gpu
+    from ..gpu import Gpu, nvcc_cubin
     gpu = Gpu()
-    with tempfile.TemporaryDirectory() as tmp:
-        cubin = Path(tmp) / "lj.cubin"
-        subprocess.run(["nvcc", "-O3", "-arch=sm_90", "-cubin", "-o", str(cubin), str(HERE / "cuda" / "lj.cu")],
-                       check=True, capture_output=True)
-        module = gpu.device.load_module(cubin.read_bytes())
-        functions = {lanes: module.function("lj_energy_forces" + (f"_lanes{lanes}" if lanes > 1 else ""))
-                     for lanes in (1, 2, 4, 8)}
+    module = gpu.device.load_module(nvcc_cubin("lj.cu"))
+    functions = {lanes: module.function("lj_energy_forces" + (f"_lanes{lanes}" if lanes > 1 else ""))
+                 for lanes in (1, 2, 4, 8)}
     neighbors = np.ascontiguousarray(np.asarray(system.nl.neighbors, dtype=np.int64))
     n, capacity = neighbors.shape
     host = {"pos": np.ascontiguousarray(np.asarray(system.pos)), "box": np.full(3, system.edge),
@@ -220,8 +214,8 @@ def cuda_side(rows, system, reps) -> None:
         gpu.free(dev)
 
 
-def run(rows, device="cpu", quick=False, reps=None, sides=None, measures=None, sizes=None, max_atoms=None,
-        after_side=None):
+def measure_all(rows, device="cpu", quick=False, reps=None, sides=None, measures=None, sizes=None, max_atoms=None,
+                after_side=None):
     """Append result rows for every size and side (see the module docstring); ``sides`` and
     ``measures`` (e.g. ``[chemistry.EF]``) select a subset. ``max_atoms``: {side: N}, the sizes a
     side runs at most (larger ones give a skipped row); ``after_side(rows)`` is called after each side."""
@@ -229,7 +223,7 @@ def run(rows, device="cpu", quick=False, reps=None, sides=None, measures=None, s
     import jax
     jax.config.update("jax_enable_x64", True)
     from adoffload.chemistry import available
-    from jaxmd_lj import available as jaxmd_available
+    from ..peers.jaxmd_lj import available as jaxmd_available
     platform_name = {"cpu": "cpu", "cuda": "gpu"}[device]
     try:
         jax_device = jax.devices(platform_name)[0]
@@ -289,7 +283,7 @@ class StreamedRows(list):
 
 def run_isolated(rows, seconds, device, sizes, sides, reps=None, quick=False, max_atoms=None, after_side=None,
                  measure_keys=None, budget=None):
-    """``run`` with each (size, side) in a child process limited to ``seconds``: device memory is the
+    """``measure_all`` with each (size, side) in a child process limited to ``seconds``: device memory is the
     child's alone, and a side that fails, runs out of memory or past the limit is an error row.
     ``budget``: seconds for the whole run; a child gets at most what is left, and once less than
     10 s is left the remaining sides are rows saying they were not run."""
@@ -311,7 +305,7 @@ def run_isolated(rows, seconds, device, sizes, sides, reps=None, quick=False, ma
                 continue
             with tempfile.TemporaryDirectory() as tmp:
                 stream = Path(tmp) / "rows.jsonl"
-                command = [sys.executable, str(Path(__file__).resolve()), "--device", device, "--sizes", str(n),
+                command = [sys.executable, "-m", __name__, "--device", device, "--sizes", str(n),
                            "--sides", side, "--rows-jsonl", str(stream)]
                 command += ["--reps", str(reps)] if reps else []
                 command += ["--measures", *measure_keys] if measure_keys else []
@@ -369,95 +363,85 @@ def ratios(rows):
     return out
 
 
-def write(out: Path, env, rows):
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / "chemistry.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
-        writer.writeheader()
-        for r in rows:
-            writer.writerow({k: r.get(k, "") for k in COLUMNS})
-    fmt = lambda v: f"{v:.4g}" if isinstance(v, float) else ("" if v is None else str(v))   # noqa: E731
-    lines = ["# Chemistry benchmark: adoffload vs plain JAX vs jax-md vs hand-written CUDA", ""]
-    lines += [f"- {k}: {v}" for k, v in env.items()]
-    lines += [f"- system: fcc-lattice LJ liquid, density {DENSITY}, cutoff {CUTOFF}, skin {SKIN}, float64; one "
-              f"timer for all sides (harness.time_calls: batches of calls, wall clock after the device is done); "
-              "median, IQR and min/max over the repetitions; max_force_diff is against the plain-JAX reference", ""]
-    for n in sorted({r["atoms"] for r in rows if "atoms" in r}):
-        lines += [f"## {n} atoms", "", "| " + " | ".join(COLUMNS[:1] + COLUMNS[2:]) + " |",
-                  "|" + "---|" * (len(COLUMNS) - 1)]
-        lines += ["| " + " | ".join(fmt(r.get(k)) for k in COLUMNS[:1] + COLUMNS[2:]) + " |"
-                  for r in rows if r.get("atoms") == n]
-        lines += ["", "| ratio | value | target |", "|---|---|---|"]
-        lines += [f"| {r['ratio']} | {fmt(r['value'])} | {r['target']} |" for r in ratios(rows) if r["atoms"] == n]
-        lines.append("")
-    other = [r for r in rows if "atoms" not in r]
-    lines += [f"- {r.get('measure')}: {r.get('error')}" for r in other]
-    (out / "chemistry.md").write_text("\n".join(lines) + "\n")
+def max_atoms_limits(items) -> dict:
+    """``["SIDE=N", ...]`` -> {side: N} (a BenchmarkError names a malformed item)."""
+    limits = {}
+    for item in items or ():
+        side, _, n = item.rpartition("=")
+        if side not in SIDES or not n.isdigit():
+            raise BenchmarkError(f"--max-atoms {item!r}: expected SIDE=N with SIDE one of {', '.join(SIDES)}")
+        limits[side] = int(n)
+    return limits
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=str(HERE / "results" / "chemistry"))
-    parser.add_argument("--device", choices=["cpu", "cuda", "auto"], default="auto")
-    parser.add_argument("--quick", action="store_true")
+def _check_sides(sides) -> None:
+    for side in sides or ():
+        if side not in SIDES:
+            raise BenchmarkError(f"unknown side {side!r}; choose from {', '.join(SIDES)}")
+
+
+def add_arguments(parser) -> None:
     parser.add_argument("--sizes", type=int, nargs="*", help="atom counts (default: the device's three sizes)")
-    parser.add_argument("--reps", type=int)
     parser.add_argument("--sides", nargs="*", help="adoffload jax 'jax-md Dense' 'jax-md Sparse' "
-                                                    "'jax-md OrderedSparse' cuda (default: all)")
-    parser.add_argument("--measures", nargs="*", choices=sorted(MEASURE_KEYS),
-                        help="measure only these (default: all)")
+                                                   "'jax-md OrderedSparse' cuda (default: all)")
+    parser.add_argument("--measures", nargs="*", choices=sorted(MEASURE_KEYS), help="measure only these (default: all)")
     parser.add_argument("--max-atoms", action="append", default=[], metavar="SIDE=N",
                         help="run SIDE only at sizes up to N atoms (repeatable)")
     parser.add_argument("--isolate", type=int, metavar="SECONDS",
                         help="run each (size, side) in a child process with this time limit")
     parser.add_argument("--budget", type=int, metavar="SECONDS",
                         help="with --isolate: seconds for the whole run (later sides become 'not run' rows)")
-    parser.add_argument("--rows-jsonl", help=argparse.SUPPRESS)      # a child of --isolate: stream rows here
-    args = parser.parse_args(argv)
-    max_atoms = _max_atoms(parser, args.max_atoms)
-    measures = [MEASURE_KEYS[m] for m in args.measures] if args.measures else None
-    for side in args.sides or ():
-        if side not in SIDES:
-            parser.error(f"unknown side {side!r}; choose from {', '.join(SIDES)}")
-    device = args.device
-    if device == "auto":
-        import jax
-        try:
-            device = "cuda" if jax.devices("gpu") else "cpu"
-        except RuntimeError:
-            device = "cpu"
-            print("no GPU found by JAX: running the CPU comparison at small sizes")
-    if args.rows_jsonl:                 # child: rows go to the stream only
-        run(StreamedRows(Path(args.rows_jsonl)), device=device, quick=args.quick, reps=args.reps, sides=args.sides,
-            sizes=args.sizes, max_atoms=max_atoms, measures=measures)
-        return 0
-    env = {**environment(), "requested device": device}
-    out = Path(args.out)
 
-    def save(rows):
-        write(out, env, rows)
-    if args.isolate:
-        rows = run_isolated([], args.isolate, device, args.sizes, args.sides, reps=args.reps, quick=args.quick,
-                            max_atoms=max_atoms, after_side=save, measure_keys=args.measures, budget=args.budget)
+
+def run(rows, device: str, quick: bool, options) -> None:
+    _check_sides(options.sides)
+    max_atoms = max_atoms_limits(options.max_atoms)
+    if options.isolate:
+        run_isolated(rows, options.isolate, device, options.sizes, options.sides, reps=options.reps, quick=quick,
+                     max_atoms=max_atoms, measure_keys=options.measures, budget=options.budget)
     else:
-        rows = run([], device=device, quick=args.quick, reps=args.reps, sides=args.sides, sizes=args.sizes,
-                   max_atoms=max_atoms, after_side=save, measures=measures)
-    save(rows)
-    for r in rows:
-        print({k: v for k, v in r.items() if v not in ("", None)}, flush=True)
-    print(f"wrote {args.out}/chemistry.md and chemistry.csv")
+        measures = [MEASURE_KEYS[m] for m in options.measures] if options.measures else None
+        measure_all(rows, device=device, quick=quick, reps=options.reps, sides=options.sides, sizes=options.sizes,
+                    max_atoms=max_atoms, measures=measures)
+
+
+COLUMNS = ["measure", "atoms", "side", "median_ms", "iqr_ms", "min_ms", "max_ms", "reps", "batch",
+           "max_force_diff", "grad_rel_diff", "atom_steps_per_s"]
+
+
+def report(rows) -> list[str]:
+    from ..report import table
+    lines = [f"System: fcc-lattice LJ liquid, density {DENSITY}, cutoff {CUTOFF}, skin {SKIN}, float64; "
+             "max_force_diff is against the plain-JAX reference.", ""]
+    for n in sorted({r["atoms"] for r in rows if "atoms" in r}):
+        lines += [f"Ratios at {n} atoms:", "", table([r for r in ratios(rows) if r["atoms"] == n],
+                                                     ["ratio", "value", "target"]), ""]
+    return lines
+
+
+def targets(rows) -> list[dict]:
+    from ..targets import meets
+    return [{"measure": f"chemistry, {r['atoms']} atoms: {r['ratio']}", "measured": r["value"],
+             "target": r["target"], "met": meets(r["value"], r["target"])}
+            for r in ratios(rows) if r["target"] not in ("(none)", "")]
+
+
+def _child(argv=None) -> int:
+    """A child of ``--isolate``: one size and side, rows streamed to a JSON-lines file."""
+    import argparse
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--device", required=True)
+    parser.add_argument("--sizes", type=int, nargs="*")
+    parser.add_argument("--sides", nargs="*")
+    parser.add_argument("--reps", type=int)
+    parser.add_argument("--measures", nargs="*")
+    parser.add_argument("--rows-jsonl", required=True)
+    args = parser.parse_args(argv)
+    measures = [MEASURE_KEYS[m] for m in args.measures] if args.measures else None
+    measure_all(StreamedRows(Path(args.rows_jsonl)), device=args.device, reps=args.reps, sides=args.sides,
+                sizes=args.sizes, measures=measures)
     return 0
 
 
-def _max_atoms(parser, items) -> dict:
-    limits = {}
-    for item in items:
-        side, _, n = item.rpartition("=")
-        if side not in SIDES or not n.isdigit():
-            parser.error(f"--max-atoms {item!r}: expected SIDE=N with SIDE one of {', '.join(SIDES)}")
-        limits[side] = int(n)
-    return limits
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_child())

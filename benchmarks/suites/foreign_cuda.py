@@ -1,23 +1,23 @@
-"""CUDA C kernels through ado.from_cuda (issue #16): primal, JVP and VJP times, and the same
-kernels written in adoffload's kernel language, all as jitted JAX calls on one device.
+"""CUDA C kernels through ado.from_cuda (issue 16) against the same kernels in our language: primal, JVP and VJP in jax.jit.
 
 Each case checks that the CUDA kernel and ours agree (values, JVP and VJP) before timing; the
-rows give median times (harness.time_jax: warm-up, repetitions of back-to-back calls) and the
-ratios derivative / primal and CUDA-source / kernel-language. ``--smoke`` runs tiny sizes on any
-JAX backend (CPU included) to check the script.
+rows give median times (the one timer: warm-up, repetitions of back-to-back calls) and the
+ratios derivative / primal and CUDA-source / kernel-language. ``block_sum``'s halving loop
+(``h = h // 2``) has a static trip bound, so its VJP needs no dynamic tape (``static_tape``).
+from_cuda needs clang: a GPU machine without it needs the clang-IR cache filled where clang is
+(``python -m tests.foreign_cuda.warm_clang_cache``) and carried (``ADOFFLOAD_CACHE_DIR``).
+``--quick`` runs tiny sizes on any JAX backend (CPU included).
 """
 from __future__ import annotations
 
-import argparse
-import sys
-from pathlib import Path
-
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import adoffload as ado
 
-import adoffload as ado  # noqa: E402
+from ..gpu import CUDA_SOURCES
+from ..timing import time_jax
+
+DEVICES = ("cpu", "cuda")
 
 CUDA = r"""
 __global__ void daxpy(double a, const double* x, double* y, int n) {
@@ -163,7 +163,7 @@ def stream_dot_case(mod, sizes, rng):
     branch, one atomic per block); its twin here is jnp.vdot (cuBLAS), derivatives by JAX."""
     import jax.numpy as jnp
     n = sizes["n"]
-    rajaperf = ado.from_cuda((Path(__file__).resolve().parent / "cuda" / "rajaperf.cu").read_text())
+    rajaperf = ado.from_cuda((CUDA_SOURCES / "rajaperf.cu").read_text())
     k = rajaperf.kernel("stream_dot", a=ado.In[ado.f64], b=ado.In[ado.f64], dot=ado.Out[ado.f64], n=ado.i64)
     cu = ado.jax_kernel(k, blocks=264, threads=256, out_shapes={"dot": 1})     # a grid-stride loop: 2 waves of 132 SMs
     a, b = jnp.asarray(rng.standard_normal(n)), jnp.asarray(rng.standard_normal(n))
@@ -179,7 +179,6 @@ CASES = {"daxpy": daxpy_case, "stencil": stencil_case, "block_sum": block_sum_ca
 def measure(name, cu, ours, args, reps: int) -> dict:
     import jax
     import jax.numpy as jnp
-    from harness import time_jax
     row = {"case": name, "size": [list(np.shape(a)) for a in args]}
     tangents = tuple(jnp.asarray(np.random.default_rng(1).standard_normal(np.shape(a))) for a in args)
     variants = {}
@@ -216,24 +215,23 @@ def measure(name, cu, ours, args, reps: int) -> dict:
     return row
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True, help="directory for cuda_foreign.json")
-    parser.add_argument("--reps", type=int, default=20)
-    parser.add_argument("--smoke", action="store_true", help="tiny sizes on any JAX backend")
-    args = parser.parse_args(argv)
+def run(rows, device: str, quick: bool, options) -> None:
     import jax
     jax.config.update("jax_enable_x64", True)
-    sizes = {"n": 1 << 12, "stencil": 64, "atoms": 256} if args.smoke else \
-        {"n": 1 << 24, "stencil": 4096, "atoms": 8192}
-    reps = 2 if args.smoke else args.reps
-    mod = ado.from_cuda(CUDA)
-    from harness import run_cases, write_rows
+    sizes = {"n": 1 << 12, "stencil": 64, "atoms": 256} if quick else {"n": 1 << 24, "stencil": 4096, "atoms": 8192}
+    reps = options.reps or (2 if quick else 20)
+    try:
+        mod = ado.from_cuda(CUDA)
+    except Exception as exc:  # noqa: BLE001 - no clang and no cached IR: say so in a row
+        rows.append({"case": "all", "error": f"from_cuda failed: {type(exc).__name__}: {str(exc)[:300]}"})
+        return
     rng = np.random.default_rng(0)
-    rows = run_cases((name, lambda name=name, build=build: measure(name, *build(mod, sizes, rng), reps))
-                     for name, build in CASES.items())
-    return write_rows(args.out / "cuda_foreign.json", rows)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    with jax.default_device(jax.devices("gpu" if device == "cuda" else "cpu")[0]):
+        for name, build in CASES.items():
+            try:
+                row = measure(name, *build(mod, sizes, rng), reps)
+                if name == "block_sum":
+                    row["static_tape"] = ado.vjp(block_sum_ado, ["x"]).tape is None
+                rows.append(row)
+            except Exception as exc:  # noqa: BLE001 - reported in the row
+                rows.append({"case": name, "agree": False, "error": f"{type(exc).__name__}: {str(exc)[:400]}"})
