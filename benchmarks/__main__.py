@@ -10,8 +10,12 @@ environment (date, machine, load, GPU, versions, commit), then writes DIR/report
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
+
+# Our runtime, CuPy and JAX share one GPU: JAX must not take 75% of its memory up front.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 from .environment import environment, load_average
 from .results import BenchmarkError, ResultStore

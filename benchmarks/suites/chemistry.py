@@ -310,7 +310,8 @@ def run_isolated(rows, seconds, device, sizes, sides, reps=None, quick=False, ma
                 command += ["--reps", str(reps)] if reps else []
                 command += ["--measures", *measure_keys] if measure_keys else []
                 try:
-                    done = subprocess.run(command, capture_output=True, text=True, timeout=left)
+                    done = subprocess.run(command, capture_output=True, text=True, timeout=left,
+                                          cwd=Path(__file__).resolve().parents[2])
                     failure = None if done.returncode == 0 else \
                         f"child process exited with {done.returncode}: {_last_line(done.stderr)}"
                 except subprocess.TimeoutExpired:

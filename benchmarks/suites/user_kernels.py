@@ -37,8 +37,8 @@ PAIR_LIST = {"radius": 2.7, "slots": 80}          # LJ and Morse: cutoff 2.5 + s
 ANGLE_LIST = {"radius": 1.6, "slots": 16}         # the three-body term: cutoff 1.5 + skin 0.1
 POTENTIALS = ("lj", "morse", "angle")
 LLM_C = ("llm.c GPT-2 forward reversed by ez.autodiff vs llm.c's hand-written forward + backward (issue 31)")
-LLM_C_TODO = ("TODO, not measured: no llm.c GPT-2 source (train_gpt2.c) is in tests/ or benchmarks/ to "
-              "build it from; the 46.8 ms vs 11.5 ms of issue 31 came from outside this harness")
+LLM_C_TODO = ("TODO, not measured: no llm.c GPT-2 source (train_gpt2.c) or driver for it is in tests/ or "
+              "benchmarks/ to build the row from")
 
 
 def add_arguments(parser) -> None:

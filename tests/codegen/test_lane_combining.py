@@ -21,7 +21,6 @@ from adoffload.codegen.gpu import tools
 from adoffload.codegen.host.program import HostProgram
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import lane_kernels as L  # noqa: E402
 
 
