@@ -94,7 +94,6 @@ def cuda_rows(rows, reps: int, filters) -> None:
         for side, call in sides.items():
             if wanted(side, filters):
                 _row(rows, size, side, call, sync, reps, batch)
-        del x, y
 
 
 def launch_rows(rows, device: str, quick: bool, filters=None) -> None:

@@ -126,7 +126,6 @@ def attempt(rows, measure, system, side, fn) -> None:
 def forcefield_side(rows, system, backend, reps) -> None:
     """adoffload or the plain-JAX reference, through the same ForceField."""
     import jax
-    import jax.numpy as jnp
     from adoffload.chemistry.dynamics import initial_state, maxwell_boltzmann, verlet_step
     ff = system.forcefield(backend)
     spec = ff.neighbor_list(system.n, skin=SKIN)

@@ -11,7 +11,7 @@ arrays (zeroing ``d_pos`` and setting the seed each call, as a user must); hand-
 forces (benchmarks/cuda/user_kernels.cu: one thread or two lanes per atom for the pair terms,
 atomics for the angle term; ``vs_cuda`` is over the fastest form); plain JAX ``value_and_grad``.
 Host rows: ours ``ado.vjp`` on one thread and on all cores; ours through JAX; Warp's ``wp.Tape``
-adjoint of the same kernel written in Warp (``vs_warp``: Warp's CPU launches run on one thread);
+adjoint of the same kernel written in Warp (``vs_warp``; Warp's CPU launches ran on one core here);
 Numba's hand-written forces on one thread and with ``prange``; plain JAX. Then the cost of a tiny
 launch from Python (benchmarks/tiny_launches.py), and llm.c's GPT-2 (not measured: see its row).
 A peer that is not installed is a row saying so. Each side's first call (compile + run) is a row
