@@ -3,7 +3,8 @@
 
 First the targets of shared/BENCHMARKS.md with what this folder's rows measured (targets.py),
 then each suite: its environment, its own summary where it has one (a suite module's
-``report(rows)``), and its rows, one table per problem size (the suite's ``SIZE_KEY``), since
+``report(rows)``), and its rows, one table per problem size (the suite's ``SIZE_KEY``, or its own
+``tables(rows)``), since
 a launch-bound size and a bandwidth-bound size never share a table or a mean.
 """
 from __future__ import annotations
@@ -55,6 +56,8 @@ def suite_section(name: str, entry: dict) -> list[str]:
         module = None
     if module is not None and hasattr(module, "report"):
         parts += module.report(rows) + [""]
+    if module is not None and hasattr(module, "tables"):
+        return parts + module.tables(rows)
     size_key = getattr(module, "SIZE_KEY", None)
     order = getattr(module, "COLUMNS", LEADING)
     sizes = sorted({r[size_key] for r in rows if isinstance(r.get(size_key), (int, float))}) if size_key else []

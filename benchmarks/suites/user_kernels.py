@@ -340,8 +340,35 @@ def _resave(rows) -> None:
         store.save()
 
 
-COLUMNS = ["measure", "size", "side", "median_ms", "iqr_ms", "min_ms", "max_ms", "reps", "batch", "vs_cuda",
-           "vs_warp", "vs_numba", "vs_cupy", "force_rel_diff", "energy_rel_diff", "first_call_ms", "threads"]
+TIMED = ["measure", "side", "median_ms", "iqr_ms", "min_ms", "max_ms", "reps", "batch", "vs_cuda", "vs_warp",
+         "vs_numba", "vs_cupy", "force_rel_diff", "energy_rel_diff"]
+
+
+def tables(rows) -> list[str]:
+    """Per size: the timed rows (ratios to the fastest side of each reference kind), the first calls,
+    then what was skipped or failed, with the reason."""
+    from ..report import table
+    lines = []
+    for size in sorted({r["size"] for r in rows if isinstance(r.get("size"), int)}):
+        sized = [r for r in rows if r.get("size") == size]
+        unit = next((r.get("size_unit") for r in sized if r.get("size_unit")), "")
+        timed = [r for r in sized if "median_ms" in r]
+        columns = [c for c in TIMED if any(c in r for r in timed)]
+        refs = sorted({f"`{c}`: {r[c + '_side']}" for r in timed for c in ("vs_cuda", "vs_warp", "vs_numba", "vs_cupy")
+                       if c + "_side" in r})
+        lines += [f"### {size} {unit}", ""]
+        if timed:
+            lines += [table(timed, columns), ""] + (["Ratios over: " + "; ".join(refs) + ".", ""] if refs else [])
+        first = [r for r in sized if "first_call_ms" in r]
+        if first:
+            lines += ["First calls (compile + run):", "", table(first, ["measure", "side", "first_call_ms"]), ""]
+        other = [r for r in sized if "skipped" in r or "error" in r]
+        if other:
+            lines += [table(other, ["measure", "side", "skipped", "error"]), ""]
+    rest = [r for r in rows if not isinstance(r.get("size"), int)]
+    if rest:
+        lines += [table(rest, ["case", "measure", "side", "skipped", "error"]), ""]
+    return lines
 
 # (side, ratio column, target, potentials it applies to or None for any) -- issue 31 and shared/BENCHMARKS.md
 TARGETS = [("ours: jax.value_and_grad (ado.jax_kernel)", "vs_cuda", "<= 2.0", ("lj", "morse")),
