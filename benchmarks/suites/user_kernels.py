@@ -84,8 +84,8 @@ class System:
             import jax
             from ..peers.plain_jax import ENERGIES as PLAIN
             pos, nbr, *scalars = self.arguments(potential)
-            with jax.default_device(self.device):
-                e, g = jax.jit(jax.value_and_grad(lambda p: PLAIN[potential](p, nbr, *scalars)))(pos)
+            with jax.default_device(self.device):       # arrays are arguments: never constants in the HLO
+                e, g = jax.jit(jax.value_and_grad(lambda p, nb: PLAIN[potential](p, nb, *scalars)))(pos, nbr)
             self._reference[potential] = (float(e), -np.asarray(g))
         return self._reference[potential]
 
@@ -113,29 +113,28 @@ def wanted(side: str, filters) -> bool:
     return not filters or any(word.lower() in side.lower() for word in filters)
 
 
-def jax_sides(system: System, potential: str):
-    """(side name, jitted value_and_grad of the summed energy): ours through ado.jax_kernel, plain JAX."""
+def jax_sides(potential: str, scalars: list):
+    """(side name, jitted value_and_grad in the positions of the summed energy, a function of
+    (positions, neighbors)): ours through ado.jax_kernel, and plain JAX."""
     import jax
     import jax.numpy as jnp
     import adoffload as ado
     from ..peers.plain_jax import ENERGIES as PLAIN
-    kernel = ENERGIES[potential][0]
-    _, nbr, *scalars = system.arguments(potential)
-    nbr = jax.device_put(nbr, system.device)
-    ours = ado.jax_kernel(kernel)
+    ours = ado.jax_kernel(ENERGIES[potential][0])
     yield "ours: jax.value_and_grad (ado.jax_kernel)", jax.jit(jax.value_and_grad(
-        lambda p: jnp.sum(ours(p, nbr, *scalars))))
-    yield "plain JAX: jax.value_and_grad", jax.jit(jax.value_and_grad(lambda p: PLAIN[potential](p, nbr, *scalars)))
+        lambda p, nb: jnp.sum(ours(p, nb, *scalars))))
+    yield "plain JAX: jax.value_and_grad", jax.jit(jax.value_and_grad(lambda p, nb: PLAIN[potential](p, nb, *scalars)))
 
 
 def time_jax_sides(rows, system, potential, base, reps, batch, filters) -> None:
     import jax
-    pos = jax.device_put(system.pos, system.device)
-    for side, fn in jax_sides(system, potential):
+    pos, nbr, *scalars = system.arguments(potential)
+    pos, nbr = jax.device_put(pos, system.device), jax.device_put(nbr, system.device)
+    for side, fn in jax_sides(potential, scalars):
         if not wanted(side, filters):
             continue
-        measure_side(rows, {**base, "side": side}, lambda fn=fn: fn(pos), jax.block_until_ready,
-                     lambda fn=fn: _jax_check(system, potential, fn(pos)), reps, batch)
+        measure_side(rows, {**base, "side": side}, lambda fn=fn: fn(pos, nbr), jax.block_until_ready,
+                     lambda fn=fn: _jax_check(system, potential, fn(pos, nbr)), reps, batch)
 
 
 def _jax_check(system, potential, result) -> dict:
