@@ -64,11 +64,19 @@ def run_suite(name: str, args: argparse.Namespace) -> int:
     store = ResultStore(args.out)
     rows = store.start(name, environment(), options)
     try:
+        found, why = (True, "")
+        if device == "cuda":
+            from .gpu import gpu_available
+            found, why = gpu_available()
         if device not in module.DEVICES:
             rows.append({"case": "suite", "skipped": f"the {name} suite runs on {' or '.join(module.DEVICES)}, "
                                                      f"not on {device}"})
+        elif not found:
+            rows.append({"case": "suite", "skipped": f"--device cuda: {why}"})
         else:
             module.run(rows, device=device, quick=args.quick, options=args)
+    except BenchmarkError:
+        raise                     # asked for something that cannot be run: said on stderr, exit status 2
     except Exception as exc:  # noqa: BLE001 - the suite's failure is a row; the report is still written
         store.fail(name, exc)
     finally:

@@ -53,6 +53,11 @@ def test_report_of_a_folder_without_results_is_an_error(tmp_path, capsys):
         load(tmp_path)
 
 
+def test_a_side_that_does_not_exist_is_an_error(tmp_path, capsys):
+    assert main(["chemistry", "--device", "cpu", "--sides", "jaxmd", "--out", str(tmp_path)]) == 2
+    assert "unknown side 'jaxmd'" in capsys.readouterr().err
+
+
 def test_results_keep_every_suite_and_the_report_comes_from_them(tmp_path):
     store = ResultStore(tmp_path)
     rows = store.start("rajaperf", {"date": "today", "gpu": "none"}, {"quick": True})
