@@ -77,6 +77,10 @@ class SuiteRows(list):
         print(json.dumps(_jsonable({k: v for k, v in row.items() if v not in ("", None)})), flush=True)
         self.store.save()
 
+    def extend(self, rows) -> None:
+        for row in rows:
+            self.append(row)
+
 
 class ResultStore:
     """``DIR/results.json``: ``{"suites": {name: {"environment", "options", "rows"}}}``."""
