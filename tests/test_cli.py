@@ -192,11 +192,11 @@ def test_stats_of_the_primal_lists_every_derivative_and_a_dynamic_tape():
 
 
 def test_stats_count_lane_combined_groups():
-    out = compile_ok("benchmarks/rajaperf_kernels.py:lcals_eos", "--stats", "--mode", "vjp", "--lean", "--wrt", "u,y,z")
+    out = compile_ok("benchmarks/kernels/rajaperf.py:lcals_eos", "--stats", "--mode", "vjp", "--lean", "--wrt", "u,y,z")
     assert out.startswith("lcals_eos_vjp (lean vjp of lcals_eos)\n")
     assert "  lane-combined adds (NVPTX, noalias launches): 1 group(s) of 7 adds," in out
     # the default adjoint reads d_y and d_z between its sites (codegen/gpu/lane_combining.py)
-    out = compile_ok("benchmarks/rajaperf_kernels.py:lcals_eos", "--stats", "--mode", "vjp", "--wrt", "u,y,z")
+    out = compile_ok("benchmarks/kernels/rajaperf.py:lcals_eos", "--stats", "--mode", "vjp", "--wrt", "u,y,z")
     assert "  lane-combined adds (NVPTX, noalias launches): none\n" in out
 
 

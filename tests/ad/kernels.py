@@ -7,18 +7,13 @@ edges so that finite differences are meaningful; sizes are small so the table ru
 """
 from __future__ import annotations
 
-import os
-import sys
-
 import numpy as np
 
 import adoffload as ado
 from adoffload import In, InOut, Out, f32, f64, i32, i64
+from benchmarks.kernels import rajaperf
 
 from .check_grads import Spec
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
-import rajaperf_kernels as rajaperf  # noqa: E402
 
 N = 6
 

@@ -76,7 +76,7 @@ SY, SX, SR = 2, 4, 4
 
 @ado.kernel(block=(SY, SX))
 def stencil_rows(x: In[f64, 2], y: Out[f64, 2]):
-    """benchmarks/blocks.py's stencil_shared in small: 4 rows per thread, the left and right
+    """benchmarks/kernels/blocks.py's stencil_shared in small: 4 rows per thread, the left and right
     neighbours from a shared tile."""
     ti, tj = ado.thread_id()
     bi, bj = ado.block_id()

@@ -1,25 +1,25 @@
-"""Smoke tests of the CPU-runnable benchmark code (small sizes; no timing assertions)."""
+"""Unit tests of the benchmarks' pieces that run on the CPU: the timer, the targets, the chemistry
+suite's ratios and size limits, and the hand-written baselines' physics (no timing assertions)."""
 from __future__ import annotations
 
 import ctypes
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
-sys.path.insert(0, str(BENCH))
+from benchmarks import targets, timing
+from benchmarks.peers import jaxmd_lj
+from benchmarks.suites import chemistry
 
-import harness  # noqa: E402
-import report  # noqa: E402
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 def test_one_timer_reports_median_iqr_and_extremes():
     calls = []
-    t = harness.time_calls(lambda: calls.append(1), lambda _: None, reps=5, batch=3, warmup=2)
+    t = timing.time_calls(lambda: calls.append(1), lambda _: None, reps=5, batch=3, warmup=2)
     assert len(calls) == 2 + 5 * 3
     assert t.reps == 5 and t.min_ms <= t.q1_ms <= t.median_ms <= t.q3_ms <= t.max_ms
     assert set(t.columns("x")) == {"x_ms", "x_iqr_ms", "x_min_ms", "x_max_ms"}
@@ -29,36 +29,19 @@ def test_report_keeps_sizes_apart_and_names_failed_kernels():
     rows = [{"kernel": "stream_dot", "n": 10, "ours_ms": 1.0, "cuda_ms": 2.0, "vjp_ratio": 2.0, "vjp_ms": 2.0},
             {"kernel": "basic_if_quad", "n": 10, "error": "OutOfMemoryError"},
             {"kernel": "stream_dot", "n": 20, "ours_ms": 4.0, "cuda_ms": 1.0, "vjp_ratio": 3.0, "vjp_ms": 12.0}]
-    lines = {r["measure"]: r["measured"] for r in report.summary({"rajaperf": rows})}
+    suites = {"rajaperf": {"rows": [{k: v for k, v in r.items() if not k.startswith("vjp")} for r in rows]},
+              "derivatives": {"rows": [{k: v for k, v in r.items() if k in ("kernel", "n", "vjp_ratio", "vjp_ms",
+                                                                             "error")} for r in rows]}}
+    lines = {r["measure"]: r["measured"] for r in targets.targets(suites)}
     primal = {m: v for m, v in lines.items() if "primal / hand-written CUDA" in m}
     assert sorted(primal.values()) == [0.5, 4.0]                      # one geomean per size, never mixed
     assert any("missing: basic_if_quad" in m for m in primal)
     assert lines["n=10: stream_dot: tuned CUDA time / ours"] == 2.0
 
 
-def test_chemistry_benchmark_runs_on_the_cpu(tmp_path):
-    """Every side gives a timed row or an error row, and the same forces as the reference. (The MD
-    step and force-matching cases compile slowly; tests/chemistry covers their physics.)"""
-    import chemistry
-    import jaxmd_lj
-    sides = ["adoffload", "jax"] + (["jax-md Dense"] if jaxmd_lj.available()[0] else [])
-    rows = chemistry.run([], device="cpu", quick=True, reps=1, sides=sides,
-                         measures=[chemistry.EF, chemistry.EF_ADJOINT, chemistry.BUILD])
-    assert {r["side"] for r in rows} == set(sides)
-    failed = [r for r in rows if "error" in r]
-    assert not failed, failed
-    for r in rows:
-        assert r["median_ms"] > 0 and r["min_ms"] <= r["median_ms"] <= r["max_ms"]
-        if "max_force_diff" in r:
-            assert r["max_force_diff"] < 1e-9, r
-    chemistry.write(tmp_path, {"date": "test"}, rows)
-    assert "| ratio | value | target |" in (tmp_path / "chemistry.md").read_text()
-
-
 def test_chemistry_ratio_to_cuda_takes_its_fastest_form():
     """The CUDA ceiling is the fastest of the hand-written forms (one thread or several lanes per
     atom) at each size, and a failed (time-less) form is not counted."""
-    import chemistry
     cuda = chemistry.EF + " (per-atom e, no total)"
     rows = [{"atoms": 10, "side": "adoffload", "measure": chemistry.EF, "median_ms": 3.0},
             {"atoms": 10, "side": "cuda", "measure": cuda, "median_ms": 2.0},
@@ -71,20 +54,19 @@ def test_chemistry_ratio_to_cuda_takes_its_fastest_form():
     assert values[(10, name)] == pytest.approx(2.0) and values[(20, name)] == pytest.approx(1.0)
 
 
-def test_chemistry_benchmark_skips_a_side_above_its_size_limit(tmp_path):
+def test_chemistry_benchmark_skips_a_side_above_its_size_limit():
     """--max-atoms: a side above its limit is one row saying so; the others still run."""
-    import chemistry
-    rows = chemistry.run([], device="cpu", sizes=[256], reps=1, sides=["jax", "adoffload"],
-                         measures=[chemistry.EF], max_atoms={"adoffload": 255})
+    from benchmarks.results import BenchmarkError
+    rows = chemistry.measure_all([], device="cpu", sizes=[256], reps=1, sides=["jax", "adoffload"],
+                                 measures=[chemistry.EF], max_atoms={"adoffload": 255})
     assert [(r["side"], r["measure"]) for r in rows] == [("jax", chemistry.EF), ("adoffload", "all")]
     assert rows[0]["median_ms"] > 0
     assert rows[1]["error"] == "skipped: 256 atoms is above this side's limit of 255 (--max-atoms)"
-    with pytest.raises(SystemExit):
-        chemistry.main(["--max-atoms", "jax-md Dens=5", "--out", str(tmp_path)])
+    with pytest.raises(BenchmarkError, match="jax-md Dens=5"):
+        chemistry.max_atoms_limits(["jax-md Dens=5"])
 
 
 def test_jaxmd_peer_is_the_same_physics():
-    import jaxmd_lj
     ok, why = jaxmd_lj.available()
     if not ok:
         pytest.skip(why)
@@ -156,24 +138,9 @@ def test_hand_written_cuda_lj_computes_the_same_physics(tmp_path):
     np.testing.assert_allclose(f, forces, atol=1e-10)
 
 
-@pytest.mark.parametrize("source", ["lj.cu", "rajaperf.cu"])
+@pytest.mark.parametrize("source", ["lj.cu", "rajaperf.cu", "user_kernels.cu"])
 def test_cuda_baselines_compile(source, tmp_path):
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc is not installed here")
     subprocess.run(["nvcc", "-O3", "-arch=sm_90", "-cubin", "-o", str(tmp_path / "out.cubin"),
                     str(BENCH / "cuda" / source)], check=True)
-
-
-def test_block_stencil_benchmark_runs_on_the_cpu(tmp_path):
-    """benchmarks/blocks.py's stencil section (tiny size, CPU JAX): the shared-memory stencils agree
-    with the plain one, primal and VJP, and every variant gets a timing row (the launch-only
-    timings need a GPU and are absent here)."""
-    import json
-    subprocess.run([sys.executable, str(BENCH / "blocks.py"), "--smoke", "--only", "stencil", "--out", str(tmp_path)],
-                   check=True, capture_output=True, timeout=300)
-    [row] = json.loads((tmp_path / "blocks.json").read_text())["rows"]
-    assert row["correct"] is True, row
-    for name in ("shared", "shared16", "plain"):
-        for kind in ("", "vjp_"):
-            assert row[kind + name]["median_ms"] > 0 and row[kind + name]["reps"] == 2
-    assert "launch_shared" not in row and row["speedup_shared"] > 0

@@ -99,7 +99,7 @@ RB, RK, RT = 4, 2, 2        # register-tiled matmul: RBxRB outputs per block, K 
 
 @ado.kernel(block=(2, 2))
 def register_tiled_matmul(A: ado.In[ado.f64, 2], B: ado.In[ado.f64, 2], C: ado.Out[ado.f64, 2]):
-    """benchmarks/blocks.py's SGEMM in miniature: shared tiles filled by all threads, private
+    """benchmarks/kernels/blocks.py's SGEMM in miniature: shared tiles filled by all threads, private
     register tiles ``a``, ``b`` refilled every k step; grid (M / RT, N / RT)."""
     ti, tj = ado.thread_id()
     bi, bj = ado.block_id()
@@ -233,7 +233,7 @@ def permuted_tiled_matmul(A: ado.In[ado.f64, 2], B: ado.In[ado.f64, 2], order: a
     C[i, j] = acc
 
 
-SY, SX, SR = 2, 4, 20            # a small benchmarks/blocks.py stencil: (SY, SX) threads, SR rows each
+SY, SX, SR = 2, 4, 20            # a small benchmarks/kernels/blocks.py stencil: (SY, SX) threads, SR rows each
 TR = SY * SR
 
 
@@ -332,7 +332,7 @@ def prefetched_matmul(A: ado.In[ado.f64, 2], B: ado.In[ado.f64, 2], C: ado.Out[a
 
 
 def make_register_sgemm(side: int, tm: int, bk: int, dtype):
-    """A register-tiled matmul as benchmarks/blocks.py's ``sgemm_static`` writes it: blocks of
+    """A register-tiled matmul as benchmarks/kernels/blocks.py's ``sgemm_static`` writes it: blocks of
     ``side`` x ``side`` threads, ``tm`` x ``tm`` outputs per thread strided by ``side``, K steps of
     ``bk``; the register tiles unrolled (``ado.static_range``). Its adjoint adds ``tm`` values in a
     row into each shadow tile: the batched grouped adds of codegen/gpu/shared_batches.py. Grid

@@ -119,16 +119,15 @@ def test_warp_and_block_operations_and_derivatives(cuda, name):
 
 @pytest.mark.parametrize("name", ["sgemm_static", "sgemm_prefetch"])
 def test_benchmark_sgemm_lean_vjps_give_the_matmul_gradient(cuda, name):
+<<<<<<< HEAD
     """benchmarks/blocks.py's register-tiled SGEMMs (16x16 blocks, 8x8 outputs a thread): their lean
     VJPs on the GPU, whose shadow-tile batches skip the lane-group check (analysis/lane_uniformity.py
+=======
+    """benchmarks/kernels/blocks.py's register-tiled SGEMMs (16x16 blocks, 8x8 outputs a thread): their lean
+    VJPs on the GPU, whose shadow-tile batches skip the lane-group check (codegen/shared_uniform.py
+>>>>>>> bench
     proves every address), against numpy."""
-    import importlib.util
-    from pathlib import Path
-    # under its own name: ``import blocks`` can find tests/blocks, the package this test is in
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "blocks.py"
-    spec = importlib.util.spec_from_file_location("benchmark_blocks", path)
-    blocks = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(blocks)
+    from benchmarks.kernels import blocks
     n, k = 256, 64
     rng = np.random.default_rng(8)
     A, B, G = (rng.standard_normal(s).astype(np.float32) for s in ((n, k), (k, n), (n, n)))

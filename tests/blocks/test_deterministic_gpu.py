@@ -2,7 +2,7 @@
 the tiled matmul's adjoint adds into its shadow tiles in thread order (codegen/gpu/ordered_shared.py),
 so the gradients are bitwise identical run to run. Here rather than in tests/determinism, whose
 conftest gives every test a fresh compile cache: a GPU machine without clang reads this source's
-IR from the carried cache (benchmarks/warm_clang_cache.py, benchmarks/gpu_bvmap.sh)."""
+IR from the carried cache (python -m tests.foreign_cuda.warm_clang_cache)."""
 from __future__ import annotations
 
 import numpy as np

@@ -348,7 +348,7 @@ def k(x: ado.In[ado.f64], start: ado.i64, out: ado.Out[ado.f64]):
 
 def test_a_tree_reduction_whose_start_is_a_parameter_is_accepted_and_an_overlap_refused(tmp_path):
     """``t + h`` is 64-bit arithmetic that may wrap, but under ``t < h`` (so h > 0) it cannot: the
-    writes [0, h) and the reads [h, 2h) are apart (benchmarks/halving.py's dynamic block sum).
+    writes [0, h) and the reads [h, 2h) are apart (the derivatives benchmark's dynamic block sum).
     Reading ``S[t + h - 1]`` overlaps the writes and stays refused."""
     k = _compile(HALVING_FROM_A_PARAMETER, tmp_path)
     x, out = np.random.default_rng(3).random(128), np.zeros(2)

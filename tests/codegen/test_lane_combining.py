@@ -21,7 +21,6 @@ from adoffload.codegen.gpu import tools
 from adoffload.codegen.host.program import HostProgram
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import lane_kernels as L  # noqa: E402
 
 
@@ -155,7 +154,7 @@ def test_clang_cuda_stencil_adjoint_has_a_group():
 
 def test_rajaperf_stencil_adjoints_have_one_group():
     """lcals_eos's default adjoint reads d_y and d_z between its sites: left alone (module docstring)."""
-    import rajaperf_kernels as rk
+    from benchmarks.kernels import rajaperf as rk
     for kernel, wrt, distances in ((rk.lcals_eos, ["u", "y", "z"], (1, 2, 3, 4, 5, 6)),
                                    (rk.lcals_hydro_1d, ["y", "z"], (1,)),
                                    (rk.lcals_first_diff, ["y"], (1,))):
@@ -359,7 +358,7 @@ def _flat_args(kernel, values: dict) -> list:
 def test_emulated_warp_eos_adjoint_adds_53_times_instead_of_224():
     """lcals_eos's lean adjoint: 7 adds per lane (d_u[i] .. d_u[i+6]); combined, 32 pivot adds and
     the d top lanes' site-d adds (1 + 2 + ... + 6): 53 per whole warp."""
-    import rajaperf_kernels as rk
+    from benchmarks.kernels import rajaperf as rk
     k = ado.vjp(rk.lcals_eos, ["u", "y", "z"], primal_outputs=False)
     rng = np.random.default_rng(12)
     n = 200
@@ -425,7 +424,7 @@ needs_ptxas = pytest.mark.skipif(not (_have(tools.find_ptxas) and _have(tools.fi
 
 
 def _eos(**kw):
-    import rajaperf_kernels as rk
+    from benchmarks.kernels import rajaperf as rk
     return ado.vjp(rk.lcals_eos, ["u", "y", "z"], primal_outputs=False, **kw)
 
 

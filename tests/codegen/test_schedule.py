@@ -1,6 +1,4 @@
 """Load hoisting for noalias GPU compiles: loads move above stores to other arrays only."""
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,8 +8,7 @@ from adoffload import ir
 from adoffload.codegen.gpu.schedule import hoist_loads
 from adoffload.kernels.kernel import Kernel
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import rajaperf_kernels as R  # noqa: E402
+from benchmarks.kernels import rajaperf as R
 
 
 def _memory_ops(text, body):

@@ -8,7 +8,7 @@ import pytest
 import adoffload as ado
 
 # Tests of clang itself (its error messages, the compile cache): the GPU machine runs the others from the
-# carried clang-IR cache (benchmarks/warm_clang_cache.py), but clang's failures are never cached.
+# carried clang-IR cache (python -m tests.foreign_cuda.warm_clang_cache), but clang's failures are never cached.
 needs_clang = pytest.mark.skipif(importlib.util.find_spec("ziglang") is None,
                                  reason="needs clang from the ziglang wheel (tests clang's own errors or the cache)")
 

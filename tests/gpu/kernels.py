@@ -1,6 +1,6 @@
 """The AD kernels of the device-parity suite, each with a numpy reference for its primal.
 
-They cover what the RAJAPerf table (benchmarks/rajaperf_kernels.py) does not: f32 data,
+They cover what the RAJAPerf table (benchmarks/kernels/rajaperf.py) does not: f32 data,
 an all-pairs loop with a data-dependent branch, a recurrence with a per-thread trip count
 (its adjoint needs a dynamic tape), an atomic reduction, 2-D and 3-D grids, and libm/libdevice math in f32 and f64.
 """

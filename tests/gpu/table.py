@@ -126,7 +126,7 @@ N = 1000               # not a multiple of any block size: the last block is par
 
 
 def _rajaperf_cases() -> list[DeviceCase]:
-    bench = _load("adoffload_bench_rajaperf_kernels", ROOT / "benchmarks" / "rajaperf_kernels.py")
+    bench = _load("adoffload_bench_rajaperf_kernels", ROOT / "benchmarks" / "kernels" / "rajaperf.py")
     cases = []
     for c in bench.CASES:
         cases.append(DeviceCase(f"rajaperf.{c.name}", c.kernel, lambda rng, c=c: c.make(N, rng), c.grid(N),

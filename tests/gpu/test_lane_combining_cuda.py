@@ -13,10 +13,9 @@ import pytest
 import adoffload as ado
 
 _ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(_ROOT / "benchmarks"))
 sys.path.insert(0, str(_ROOT / "tests" / "codegen"))
 import lane_kernels as L  # noqa: E402
-from rajaperf_kernels import CASES  # noqa: E402
+from benchmarks.kernels.rajaperf import CASES  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 SIZES = (33, 1000, 4099, 70001)     # none a multiple of 32 or of a block

@@ -3,16 +3,12 @@ adjoint of RAJAPerf kernels (stencils with atomics, branches, vector groups and 
 the host's derivatives."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 import adoffload as ado
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from rajaperf_kernels import CASES  # noqa: E402
+from benchmarks.kernels.rajaperf import CASES
 
 pytestmark = pytest.mark.gpu
 LEAN = ["stream_copy", "basic_if_quad", "lcals_eos", "lcals_hydro_1d", "lcals_planckian"]

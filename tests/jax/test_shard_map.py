@@ -45,15 +45,19 @@ def test_shard_map_and_sharded_inputs_on_four_host_devices(tmp_path):
     assert "SHARD_MAP_OK" in result.stdout, result.stdout[-2000:] + result.stderr[-4000:]
 
 
-def test_grad_of_a_replicated_scalar_inside_shard_map():
+def test_grad_of_a_replicated_scalar_inside_shard_map(tmp_path):
     # A parameter replicated over the mesh gets per-device adjoint contributions; its
-    # cotangent must be their sum (benchmarks/shard_map_gpus.py, the script run on 2 GPUs).
+    # cotangent must be their sum (the benchmarks' shard_map suite, run on 2 GPUs as well).
+    import json
     import os
     import subprocess
     import sys
     from pathlib import Path
-    script = Path(__file__).resolve().parents[2] / "benchmarks" / "shard_map_gpus.py"
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")
-    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu",
+               PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
+    run = subprocess.run([sys.executable, "-m", "benchmarks", "shard_map", "--device", "cpu", "--out", str(tmp_path)],
+                         capture_output=True, text=True, env=env, timeout=300, cwd=root)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "loss and grad match" in run.stdout and "sharded input across 2 devices: matches" in run.stdout
+    rows = json.loads((tmp_path / "results.json").read_text())["suites"]["shard_map"]["rows"]
+    assert [(r["devices"], r["agree"]) for r in rows] == [(2, True), (2, True)], rows

@@ -11,7 +11,7 @@ atomic; a warp whose lanes all add to distinct addresses skips that. A warp that
 not whole and converged (``activemask`` not all 32 lanes) adds plainly, as before. Adds whose
 address visibly keeps the lanes apart (``_lanes_apart``: a stencil's adjoint) are not rewritten
 at all: there ``match.any`` finds every lane alone and only costs time (22% of the H200 stencil
-adjoint, benchmarks/stencil_probe.py). Where the block shape predicts which lanes share an address
+adjoint, docs/performance.md). Where the block shape predicts which lanes share an address
 (the lane-id bits of the thread indices the address does not use: ``_group_mask``), the add is a
 call of ``@adoffload.shared_fadd_group.<t>.<mask>`` instead: one exchange and one vote check the
 prediction, a butterfly over those bits sums each group and its first lane adds; a failed check
