@@ -215,7 +215,7 @@ TILED_MATMUL_8 = {"f32": make_tiled_matmul(8, ado.f32), "f64": make_tiled_matmul
 def permuted_tiled_matmul(A: ado.In[ado.f64, 2], B: ado.In[ado.f64, 2], order: ado.In[ado.i64],
                           C: ado.Out[ado.f64, 2]):
     """``TILED_MATMUL_8["f64"]`` summing each tile in the order ``order`` gives (a permutation of
-    0..7): the adjoint's shadow-tile addresses use a loaded index, which analysis/lane_uniformity.py
+    0..7): the adjoint's shadow-tile addresses use a loaded index, which analysis/lane_groups.py
     cannot prove the same across a lane group, so the grouped adds keep their run-time check."""
     i, j = ado.tid()
     ti, tj = ado.thread_id()

@@ -217,7 +217,7 @@ def test_tile_adds_predict_their_lane_groups():
 def test_rows_of_tile_adds_are_batched(shape, forms):
     """The register tile's adjoint adds ``tm`` values in a row into each shadow tile: one batched call
     per row and tile (codegen/gpu/shared_batches.py), which assembles. Every address is proven the same
-    in its lane group (analysis/lane_uniformity.py: thread indices of the other axes, the k counter):
+    in its lane group (analysis/lane_groups.py: thread indices of the other axes, the k counter):
     no run-time check (checks = 0); the row's addresses are constant offsets of one pointer (common)."""
     import adoffload as ado
     from adoffload.codegen.gpu.shared_atomics import aggregate_shared_adds
@@ -300,7 +300,7 @@ def _group_uniform(index: str, pre: str = "", guard: str = "true", body: str = "
     """Whether shared_uniform proves ``s[k, index]`` (in a loop over k, block (16, 16): lane bits 0-3 are
     tj's, bit 4 ti's) the same in each lane group of ``mask``."""
     from adoffload.codegen.gpu.shared_atomics import _lane_bits
-    from adoffload.analysis.lane_uniformity import GroupUniform
+    from adoffload.analysis.lane_groups import GroupUniform
     from adoffload.ir import import_module
     text = _LOOP.replace("PRE", pre).replace("INDEX", index).replace("GUARD", guard).replace("BODY", body)
     fn = import_module(text).functions["f"]

@@ -28,7 +28,7 @@ from ...ir.builder import Builder
 from ...ir.core import FunctionType, Instruction, void
 from ..block_ops import _exchange
 from .shared_batches import batch_definition, batch_group_adds, shared_offset
-from ...analysis.lane_uniformity import GroupUniform
+from ...analysis.lane_groups import GroupUniform
 
 _TYPES = {"float": "f32", "double": "f64"}
 _OFFSETS = (1, 2, 4, 8, 16)
