@@ -80,6 +80,9 @@ class Kernel:
         without bounds checks (``ado.jax_kernel`` derives Out shapes from them)."""
         return self.candidate_facts
 
+    _last_plan = None
+    """The plan of this kernel's most recent cacheable numpy launch (kernels/launch_plan.py), checked first."""
+
     seed_params: frozenset = frozenset()
     """Names of params the kernel reads as a seed and clears (a reverse kernel's ``d_<out>``):
     the numpy launcher passes them copies, so the caller's seed is kept."""
@@ -150,7 +153,7 @@ class Kernel:
             from ..errors import GridError
             raise GridError(f"kernel '{self.name}' needs grid=: the number of threads to launch, an int "
                             f"(e.g. grid=x.shape[0]) or a tuple of {self.signature.grid_rank} ints")
-        return launch(self, args, kwargs, grid=grid, device=device)
+        return launch(self, args, kwargs, grid, device)
 
     @classmethod
     def from_ir(cls, signature: KernelSignature, module_text: str, body_name: str, *, tape=None) -> "Kernel":

@@ -25,25 +25,31 @@ __all__ = ["MAX_THREADS", "Resident", "arrays_to_zero", "bind_arguments", "check
            "source_file", "tape_levels", "with_hidden_arguments"]
 
 
-def launch(kernel, args: tuple, kwargs: dict, *, grid, device="cpu", hidden: dict | None = None):
+def launch(kernel, args: tuple, kwargs: dict, grid, device="cpu", hidden: dict | None = None):
     """Check the arguments, compile (or reuse) the right variant and run it on ``device``.
     ``hidden``: launcher-filled params already filled (a counting kernel of a second-order tape)."""
     key = None
     if not hidden:
-        plans = plans_of(kernel)
-        try:
-            key, residents = call_key(args, kwargs, grid, device)
-            plan = plans.get(key)
-        except (Uncacheable, TypeError):          # TypeError: an unhashable device or grid
-            key = plan = None
-        if plan is not None:
+        plan = kernel._last_plan
+        values = plan.matches(args, kwargs, grid, device) if plan is not None else None
+        if values is None:
             try:
-                return run_plan(plan, plan.bind(args, kwargs, residents), None, launch)
+                key, residents = call_key(args, kwargs, grid, device)
+                plan = plans_of(kernel).get(key)
+            except (Uncacheable, TypeError):          # TypeError: an unhashable device or grid
+                key = plan = None
+            if plan is not None:
+                values = plan.bind(args, kwargs, residents)
+                kernel._last_plan = plan
+        if values is not None:
+            try:
+                return run_plan(plan, values, None, launch)
             except SlotValueError:
                 pass        # a scalar its slot cannot hold as given: the full path converts or refuses it
     from ..runtime import get_device
+    plain_grid = grid
     values, grid = full_bind(kernel, args, kwargs, grid)
     plan = LaunchPlan(kernel, values, grid, get_device(device), bool(hidden))
     if key is not None:
-        plan.cache_as(plans, key, args, kwargs, residents)
+        plan.cache_as(plans_of(kernel), key, args, kwargs, residents, plain_grid, device)
     return run_plan(plan, values, hidden, launch)

@@ -46,7 +46,7 @@ def call_key(args: tuple, kwargs: dict, grid, device):
     way ({argument position: Resident}, positions counting ``args`` then ``kwargs`` values).
     Raises Uncacheable for arguments outside what plans cover."""
     if type(grid) is not int and not (type(grid) is tuple and all(type(g) is int for g in grid)):
-        raise Uncacheable
+        grid = _grid_key(grid)
     key = [grid, device, len(args), *kwargs]
     residents = None
     for position, value in enumerate((*args, *kwargs.values()) if kwargs else args):
@@ -64,6 +64,19 @@ def call_key(args: tuple, kwargs: dict, grid, device):
                 residents = {}
             residents[position] = resident
     return tuple(key), residents
+
+
+def _grid_key(grid) -> tuple[int, ...]:
+    """A grid of other integer types (numpy's) as a tuple of ints, or Uncacheable (the full path
+    then says what is wrong with it)."""
+    try:
+        normalized = tuple(int(g) for g in ((grid,) if np.ndim(grid) == 0 else grid))
+    except (TypeError, ValueError):
+        raise Uncacheable from None
+    if any(isinstance(g, (bool, np.bool_, float, np.floating)) or not isinstance(g, (int, np.integer))
+           for g in ((grid,) if np.ndim(grid) == 0 else grid)):
+        raise Uncacheable
+    return normalized
 
 
 def gpu_array(value) -> Resident | None:
@@ -150,6 +163,7 @@ class LaunchPlan:
                                     f"lives on {values[n].device}, the launch runs on {device.spec}")
         self.proven = facts_proven_by(kernel, shapes, grid)
         self.zeroed = [] if self.hidden else sorted(arrays_to_zero(kernel, values, grid))
+        self.zeroed_bytes = [(n, self.nbytes[n]) for n in self.zeroed]
         self.needs_log = kernel.tape is not None and _log_param() in kernel.tape.buffers
         self.variants: dict[bool, object] = {}
         self._lock = threading.Lock()
@@ -208,7 +222,7 @@ class LaunchPlan:
                                    **options)
         return Variant(self, compiled)
 
-    def cache_as(self, plans: dict, key, args: tuple, kwargs: dict, residents: dict | None) -> None:
+    def cache_as(self, plans: dict, key, args: tuple, kwargs: dict, residents: dict | None, grid, device) -> None:
         """Keep this plan for launches with call key ``key`` where the raw arguments (passed as
         ``args``, ``kwargs``) are what a hit takes as they are: exact numpy arrays or GPU arrays for
         arrays, Python or numpy scalars for scalars (a 0-d array for a scalar is not)."""
@@ -222,8 +236,25 @@ class LaunchPlan:
         if all(type(v) is np.ndarray or type(v) is Resident if p.is_array else type(v) in _SCALAR_TYPES
                for p, v in zip(self.visible, raw)):
             remember(plans, key, self)
+            self._quick_checks(args, kwargs, grid, device, residents)
+            self.kernel._last_plan = self
 
     order = None
+    overlap_free = None      # the addresses of the last launch whose overlap check passed
+
+    def _quick_checks(self, args: tuple, kwargs: dict, grid, device, residents) -> None:
+        """The kernel's check of launches with exactly this signature (signature_match.py); launches
+        with GPU arrays (read per launch through the call key) and non-int grids have none."""
+        if residents or type(grid) is not int:
+            return
+        from .signature_match import matcher
+        self.matches = matcher([p.name for p in self.visible], (*args, *kwargs.values()), len(args),
+                               tuple(kwargs), grid, device)
+
+    @staticmethod
+    def matches(args: tuple, kwargs: dict, grid, device) -> list | None:
+        """The visible values of a launch with exactly this plan's signature, else None."""
+        return None
 
 
 def check_block_grid(kernel, grid: tuple[int, ...]) -> None:

@@ -12,6 +12,7 @@ read the record back in three driver calls with the geometry the plan prepared.
 from __future__ import annotations
 
 import ctypes
+import operator
 import struct
 
 import numpy as np
@@ -28,6 +29,7 @@ SLOT_FORMATS = {"float": "f4x", "double": "d", "i1": "?7x", "i8": "b7x", "i32": 
 STATUS_WORDS = abi_status.WORDS
 _memset = ctypes.memset
 _addressof = ctypes.addressof
+_StatusRecord = ctypes.c_int64 * STATUS_WORDS
 
 
 def slot_struct(flat_types: list[str], grid_rank: int) -> struct.Struct:
@@ -84,23 +86,28 @@ class Variant:
         from ..codegen.gpu.rows import row_blocks
         from ..codegen.gpu.vectorize import launch_threads, threads
         device, signature = plan.device, plan.signature
-        self.compiled, self.signature = compiled, signature
+        self.compiled, self.signature, self.grid = compiled, signature, plan.grid
         self.function = loaded_function(device, compiled)
         self.struct = slot_struct(compiled.flat_types, signature.grid_rank)
         self.words = len(compiled.flat_types) + signature.grid_rank + 1
-        self.buffer_type = ctypes.c_int64 * (self.words + STATUS_WORDS)
+        self.buffer_type = ctypes.c_int64 * self.words
         self.static = not plan.hidden
-        template, self.pointer_slots, self.scalar_slots = [], [], []
-        for slot, flat in enumerate(signature.flat_params()):
-            if flat.role == "array":
-                self.pointer_slots.append((slot, flat.param_index))
-                template.append(0)
-            elif flat.role == "shape":
-                template.append(plan.shape_of(flat.param_index)[flat.dim] if self.static else 0)
-            else:
-                self.scalar_slots.append((slot, flat.param_index))
-                template.append(0)
-        self.template = template + list(plan.grid) + [0]
+        if self.static:
+            # slot k is item indices[k] of (one item per param: its scalar or its data address) + constants
+            params = len(signature.params)
+            self.constants, indices = [0], []      # constants[0]: the status pointer
+            for flat in signature.flat_params():
+                if flat.role == "shape":
+                    indices.append(params + len(self.constants))
+                    self.constants.append(plan.shape_of(flat.param_index)[flat.dim])
+                else:
+                    indices.append(flat.param_index)
+            for g in plan.grid:
+                indices.append(params + len(self.constants))
+                self.constants.append(g)
+            self.params = params
+            self.slots_of = operator.itemgetter(*indices, params)
+        self.entry = getattr(self.function, "entry", None)
         self.inline = plan.on_host and device.chunk_size(plan.total) >= plan.total
         self.prepared = None
         if not plan.on_host:
@@ -114,19 +121,26 @@ class Variant:
             if hasattr(device, "launch_checked"):
                 self.prepared = device.prepare_launch(self.function, self.threads, self.block, self.rows)
 
-    def pack(self, buffer, values: list, pointers: list, status_ptr: int) -> None:
-        """Pack the slots into ``buffer``: ``values`` and ``pointers`` by param index."""
-        slots = self.template.copy()
+    def slots(self, sources: list, values: list, status_ptr: int) -> tuple:
+        """The slot values in order. ``sources``: per param, its scalar or the address the kernel gets
+        for its data; ``values``: the params' values (their shapes, for a plan with hidden buffers)."""
         if self.static:
-            for slot, k in self.pointer_slots:
-                slots[slot] = pointers[k]
-            for slot, k in self.scalar_slots:
-                slots[slot] = values[k]
-        else:
-            slots[:len(self.compiled.flat_types)] = flat_values(self.signature, values, pointers)
-        slots[-1] = status_ptr
+            items = sources + self.constants
+            items[self.params] = status_ptr
+            return self.slots_of(items)
+        return (*flat_values(self.signature, values, sources), *self.grid, status_ptr)
+
+    def packed(self, sources: list, values: list, status_ptr: int) -> bytes:
+        """The slots as bytes (host entries only read their slots: the entry gets these bytes' buffer)."""
         try:
-            self.struct.pack_into(buffer, 0, *slots)
+            return self.struct.pack(*self.slots(sources, values, status_ptr))
+        except (struct.error, OverflowError, TypeError) as exc:
+            raise SlotValueError(str(exc)) from None
+
+    def pack_into(self, buffer, sources: list, values: list, status_ptr: int) -> None:
+        """The slots packed into ``buffer`` (a ctypes array: GPU launches pass each slot's address)."""
+        try:
+            self.struct.pack_into(buffer, 0, *self.slots(sources, values, status_ptr))
         except (struct.error, OverflowError, TypeError) as exc:
             raise SlotValueError(str(exc)) from None
 
@@ -134,110 +148,104 @@ class Variant:
 def run_plan(plan, values: list, hidden: dict | None, launch) -> None:
     """Launch ``plan`` with ``values`` (visible, in parameter order). Raises SlotValueError (before
     anything is written) when a scalar must take the full path."""
-    arrays, nbytes = plan.arrays, plan.nbytes
-    addresses = [0] * len(values)
-    for n in arrays:
+    sources = list(values)               # arrays become their data addresses
+    for n in plan.arrays:
         value = values[n]
-        addresses[n] = value.ptr if type(value) is Resident else data_address(value)
-    for a, b in plan.overlap_pairs:
-        if addresses[a] < addresses[b] + nbytes[b] and addresses[b] < addresses[a] + nbytes[a]:
-            raise overlap_error(plan.signature.name, plan.visible[a], plan.visible[b], plan.copied)
+        sources[n] = value.ptr if type(value) is Resident else data_address(value)
+    nbytes = plan.nbytes
+    if plan.overlap_pairs:
+        addresses = [sources[n] for n in plan.arrays]
+        if addresses != plan.overlap_free:   # the same addresses as a launch that passed: the same answer
+            for a, b in plan.overlap_pairs:
+                if sources[a] < sources[b] + nbytes[b] and sources[b] < sources[a] + nbytes[a]:
+                    raise overlap_error(plan.signature.name, plan.visible[a], plan.visible[b], plan.copied)
+            plan.overlap_free = addresses
     if plan.total == 0:
         return
-    if plan.on_host:
-        _run_host(plan, values, addresses, hidden, launch)
-    else:
-        _run_device(plan, values, addresses, hidden, launch)
-
-
-def _run_host(plan, values: list, addresses: list, hidden: dict | None, launch) -> None:
-    for n in plan.seeds:                # a reverse kernel clears its seed: it gets a copy
+    if not plan.on_host:
+        return _run_device(plan, values, sources, hidden, launch)
+    for n in plan.seeds:                 # a reverse kernel clears its seed: it gets a copy
         values[n] = values[n].copy()
-        addresses[n] = data_address(values[n])
+        sources[n] = data_address(values[n])
     variant = plan.variant(False)
     if plan.hidden:
         full = with_hidden_arguments(plan.kernel, values, plan.grid, plan.device, hidden or {}, launch)
-        zeroed = sorted(plan.zeroed_of(full))
-        addresses = [data_address(v) if isinstance(v, np.ndarray) else 0 for v in full]
+        zeroed = [(n, full[n].nbytes) for n in sorted(plan.zeroed_of(full))]
+        sources = [data_address(v) if isinstance(v, np.ndarray) else v for v in full]
     else:
-        full, zeroed = values, plan.zeroed
-    buffer = variant.buffer_type()
-    base = _addressof(buffer)
-    status_at = base + 8 * variant.words
-    variant.pack(buffer, full, addresses, status_at)
-    for n in zeroed:
-        _memset(addresses[n], 0, full[n].nbytes)
-    total = plan.total
+        full, zeroed = values, plan.zeroed_bytes
+    status = _StatusRecord()
+    slots = variant.packed(sources, full, _addressof(status))
+    for n, size in zeroed:
+        _memset(sources[n], 0, size)
     if variant.inline:
-        variant.function.entry(base, 0, total)
+        variant.entry(slots, 0, plan.total)
     else:
-        plan.device.launch(variant.function, total, np.frombuffer(buffer, np.uint64, variant.words),
-                           status=np.frombuffer(buffer, np.int64, STATUS_WORDS, 8 * variant.words))
-    if buffer[variant.words]:
-        _raise_status(plan, buffer[variant.words:variant.words + STATUS_WORDS], full)
+        plan.device.launch(variant.function, plan.total, np.frombuffer(slots, np.uint64),
+                           status=np.frombuffer(status, np.int64))
+    if status[0]:
+        _raise_status(plan, list(status), full)
     if plan.needs_log:
         reduce_contribution_log(plan.kernel, full)
 
 
-def _run_device(plan, values: list, addresses: list, hidden: dict | None, launch) -> None:
+def _run_device(plan, values: list, sources: list, hidden: dict | None, launch) -> None:
     """Stage numpy arrays by intent, launch, copy written arrays and the status record back."""
     from ..runtime.device import Buffer
-    device, kernel = plan.device, plan.kernel
+    device, kernel, nbytes = plan.device, plan.kernel, plan.nbytes
     noalias = True
-    for a, b in plan.resident_pairs:    # GPU arrays passed twice (only read): nothing promised to LLVM
-        if addresses[a] < addresses[b] + plan.nbytes[b] and addresses[b] < addresses[a] + plan.nbytes[a]:
+    for a, b in plan.resident_pairs:     # GPU arrays passed twice (only read): nothing promised to LLVM
+        if sources[a] < sources[b] + nbytes[b] and sources[b] < sources[a] + nbytes[a]:
             noalias = False
             break
     variant = plan.variant(noalias)
-    owned: list = []                    # device buffers of dynamic tapes, freed after the launch
-    staged: list = []                   # (param, array, buffer, copy back)
+    owned: list = []                     # device buffers of dynamic tapes, freed after the launch
+    staged: list = []                    # (array, buffer, copy back)
     status_ptr = status_buf = None
     record = np.zeros(STATUS_WORDS, np.int64)
     try:
         if plan.hidden:
             full = with_hidden_arguments(kernel, values, plan.grid, device, hidden or {}, launch, owned)
             zeroed = plan.zeroed_of(full)
+            sources = [v.ptr if isinstance(v, Resident) else v for v in full]
         else:
             full, zeroed = values, plan.zeroed
         params = plan.signature.params
-        pointers = [0] * len(full)
         for k, value in enumerate(full):
             if isinstance(value, Resident):
                 if k in zeroed:
                     device.memset(Buffer(value.ptr, value.nbytes, device), 0)
-                pointers[k] = value.ptr          # already on the device: used in place
-            elif isinstance(value, np.ndarray):
+            elif isinstance(value, np.ndarray):  # its own device buffer, filled by intent
                 param = params[k]
                 buf = device.allocate(max(value.nbytes, 1))
-                seed = param.name in plan.copied
-                staged.append((param, value, buf, param.type.writes and not seed))
+                staged.append((value, buf, param.type.writes and param.name not in plan.copied))
                 if param.type.reads:
                     device.copy_to_device(buf, value)
                 else:
                     device.memset(buf, 0)    # always: after a bounds error the array comes back whole
-                pointers[k] = buf.ptr
+                sources[k] = buf.ptr
         buffer = variant.buffer_type()
         if variant.prepared is not None:
             status_ptr = device.scratch(8 * STATUS_WORDS)
-            variant.pack(buffer, full, pointers, status_ptr)
+            variant.pack_into(buffer, sources, full, status_ptr)
             device.launch_checked(variant.prepared, _addressof(buffer), variant.words, status_ptr, STATUS_WORDS,
                                   record.ctypes.data)
         else:
             status_buf = device.allocate(record.nbytes)
             device.copy_to_device(status_buf, record)
-            variant.pack(buffer, full, pointers, status_buf.ptr)
+            variant.pack_into(buffer, sources, full, status_buf.ptr)
             slots = np.frombuffer(buffer, np.uint64, variant.words)
-            if variant.rows is not None:       # rank 2/3: the block indices are the tids (codegen/rows.py)
+            if variant.rows is not None:        # rank 2/3: the block indices are the tids (codegen/rows.py)
                 device.launch(variant.function, variant.threads, slots, block_size=variant.block, blocks=variant.rows)
             else:
                 device.launch(variant.function, variant.threads, slots, block_size=variant.block)
             device.synchronize()
             device.copy_to_host(status_buf, record)
-        for param, value, buf, copy_back in staged:
+        for value, buf, copy_back in staged:
             if copy_back:
                 device.copy_to_host(buf, value)
     finally:
-        for _, _, buf, _ in staged:
+        for _, buf, _ in staged:
             device.free(buf)
         if status_buf is not None:
             device.free(status_buf)
