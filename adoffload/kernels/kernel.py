@@ -248,11 +248,17 @@ class DerivedKernel(Kernel):
 
     @property
     def seed_params(self) -> frozenset:
-        if self.mode != "vjp":
-            return frozenset()
+        """A reverse kernel's seeds ``d_<out>`` (the shadows of the base's Out arrays, ``d2_<out>`` of a
+        second derivative), and in any derivative the base's own seeds, which its primal clears."""
+        from .shadows import own_shadows
         written = {p.name for p in self.signature.params if p.is_array and p.type.writes}
-        return frozenset(f"d_{p.name}" for p in self.base.signature.params
-                         if p.is_array and p.type.intent == "out" and f"d_{p.name}" in written)
+        seeds = {name for name in getattr(self.base, "seed_params", ()) if name in written}
+        if self.mode == "vjp":
+            base_params, params = self.base.signature.params, self.signature.params
+            seeds |= {params[shadow].name for shadow, primal in own_shadows(self)
+                      if base_params[primal].is_array and base_params[primal].type.intent == "out"
+                      and params[shadow].name in written}
+        return frozenset(seeds)
 
     @property
     def thread_indexed(self) -> frozenset:

@@ -46,27 +46,39 @@ def shadow_rules(kernel) -> tuple[ShadowRule, ...]:
     return rules
 
 
-def _rules(kernel) -> tuple[ShadowRule, ...]:
+def own_shadows(kernel) -> list[tuple[int, int]]:
+    """``(shadow param index, primal param index)`` of the shadows ``kernel`` itself adds (none unless it
+    is a derivative kernel: ``mode`` and ``base``)."""
     mode, base = getattr(kernel, "mode", None), getattr(kernel, "base", None)
     if mode not in ("jvp", "vjp") or base is None:
-        return ()
+        return []
     from ..enzyme.kernels import shadowed_params
-    primal_params = base.signature.params
-    params = kernel.signature.params
-    width = getattr(kernel, "width", 1)
-    own = []
+    primal_params, params = base.signature.params, kernel.signature.params
+    pairs = []
     for offset, primal in enumerate(shadowed_params(base.signature, list(kernel.wrt))):
         index = len(primal_params) + offset
         name, primal_name = params[index].name, primal_params[primal].name
         if not re.fullmatch(rf"d\d*_{re.escape(primal_name)}", name):
             raise CompilationError(f"internal: kernel '{kernel.name}' has '{name}' where the shadow of "
                                    f"'{primal_name}' belongs; its shadows cannot be checked")
+        pairs.append((index, primal))
+    return pairs
+
+
+def _rules(kernel) -> tuple[ShadowRule, ...]:
+    pairs = own_shadows(kernel)
+    if not pairs:
+        return ()
+    mode, width = kernel.mode, getattr(kernel, "width", 1)
+    primal_params = kernel.base.signature.params
+    own = []
+    for index, primal in pairs:
         scalar = not primal_params[primal].is_array
         if mode == "jvp" and width == 1 and scalar:
             continue                              # a float tangent, checked as a scalar
         lead = (1,) if mode == "vjp" and scalar else (width,) if mode == "jvp" and width > 1 else ()
         own.append(ShadowRule(index, primal, lead, mode))
-    return tuple(own) + shadow_rules(base)
+    return shadow_rules(kernel.base) + tuple(own)     # the first derivative's shadows first: the root cause
 
 
 def check_shadow_shapes(kernel, shapes: dict) -> None:
