@@ -100,15 +100,15 @@ def check_shadow_shapes(kernel, shapes: dict) -> None:
 
 def _message(kernel_name: str, shadow, primal, rule: ShadowRule, expected: tuple, given: tuple) -> str:
     dtype = shadow.type.dtype.dtype
-    what = "gradient" if rule.mode == "vjp" else "tangent"
     if not primal.is_array:
-        role = (f"the {what} of the scalar '{primal.name}' is a 1-element array" if rule.mode == "vjp"
-                else f"the {rule.lead[0]} tangents of the scalar '{primal.name}' are an array of {rule.lead[0]}")
+        role = (f"it accumulates the gradient of the scalar '{primal.name}' in a 1-element array" if rule.mode == "vjp"
+                else f"it holds the {rule.lead[0]} tangents of the scalar '{primal.name}'")
     elif rule.lead:
-        role = (f"the {rule.lead[0]} tangents of '{primal.name}' have its shape {expected[1:]} after a leading "
-                f"axis of {rule.lead[0]}")
+        role = f"it holds {rule.lead[0]} tangents of '{primal.name}' (shape {expected[1:]}) along a leading axis"
     else:
-        role = f"the {what} of '{primal.name}' has its shape"
+        role = f"it is the shadow of '{primal.name}' (shape {expected})"
+    how = (f"indexes '{shadow.name}' with the shape of '{primal.name}'" if primal.is_array
+           else f"accesses {expected[0]} element{'s' if expected[0] > 1 else ''} of '{shadow.name}'")
     return (f"kernel '{kernel_name}', parameter '{shadow.name}': {role}: expected a {dtype} array of shape "
-            f"{expected}, got shape {given}; the kernel indexes '{shadow.name}' like '{primal.name}', so a "
-            f"shorter one would be accessed past its end")
+            f"{expected}, got shape {given}. The kernel {how}, so any other shape would be read or written "
+            f"out of place")
