@@ -23,6 +23,7 @@ path on every launch, as do launches given hidden buffers (a counting kernel of 
 """
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
@@ -35,6 +36,7 @@ KEY_FLAGS = 0x1 | 0x100 | 0x400      # numpy's C_CONTIGUOUS | ALIGNED | WRITEABL
 MAX_PLANS = 64                       # per kernel; the oldest goes when a new signature would exceed it
 _SCALAR_TYPES = frozenset({bool, int, float, np.bool_, np.float16, np.float32, np.float64,
                            np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64})
+
 
 
 class Uncacheable(Exception):
@@ -165,7 +167,7 @@ class LaunchPlan:
         self.zeroed = [] if self.hidden else sorted(arrays_to_zero(kernel, values, grid))
         self.zeroed_bytes = [(n, self.nbytes[n]) for n in self.zeroed]
         self.needs_log = kernel.tape is not None and _log_param() in kernel.tape.buffers
-        self.variants: dict[bool, object] = {}
+        self.variants: dict = {}
         self._lock = threading.Lock()
 
     def _overlap_pairs(self) -> list[tuple[int, int]]:
@@ -199,13 +201,15 @@ class LaunchPlan:
         return values if order is None else [values[k] for k in order]
 
     def variant(self, noalias: bool):
-        """``(compiled, launch geometry)`` of the variant for this launch, made once."""
-        hit = self.variants.get(noalias)
+        """The Variant (launch_run.py) for this launch, made once per ``noalias`` and, on a GPU, per
+        setting of the environment variables that choose GPU code (A/B runs change them in-process)."""
+        key = noalias if self.on_host else (noalias, *map(os.environ.get, gpu_code_variables()))
+        hit = self.variants.get(key)
         if hit is None:
             with self._lock:
-                hit = self.variants.get(noalias)
+                hit = self.variants.get(key)
                 if hit is None:
-                    hit = self.variants[noalias] = self._make_variant(noalias)
+                    hit = self.variants[key] = self._make_variant(noalias)
         return hit
 
     def _make_variant(self, noalias: bool):
@@ -255,6 +259,20 @@ class LaunchPlan:
     def matches(args: tuple, kwargs: dict, grid, device) -> list | None:
         """The visible values of a launch with exactly this plan's signature, else None."""
         return None
+
+
+def gpu_code_variables() -> tuple[str, ...]:
+    """The environment variables read while choosing or compiling GPU code: elements per thread
+    (codegen/gpu/vectorize.py) and lane combining (codegen/__init__.py)."""
+    global _GPU_CODE_VARIABLES
+    if _GPU_CODE_VARIABLES is None:
+        from ..codegen import LANE_COMBINING_ENV
+        from ..codegen.gpu.vectorize import ENV_VAR
+        _GPU_CODE_VARIABLES = (ENV_VAR, LANE_COMBINING_ENV)
+    return _GPU_CODE_VARIABLES
+
+
+_GPU_CODE_VARIABLES = None
 
 
 def check_block_grid(kernel, grid: tuple[int, ...]) -> None:
