@@ -84,14 +84,15 @@ def _grid_key(grid) -> tuple[int, ...]:
 def gpu_array(value) -> Resident | None:
     """``value`` as a Resident when it is a C-contiguous array in GPU memory (a DeviceArray, or
     through DLPack), else None (the full path then checks or refuses it)."""
-    from ..runtime.dlpack import GPU_DLPACK_DEVICES, DeviceArray, read_gpu_capsule
+    from ..runtime.dlpack import DeviceArray, read_gpu_capsule
     if isinstance(value, DeviceArray):
         if value.device.kind == "cpu":
             return None
         return Resident(value.device.spec, value.ptr, value.shape, value.dtype, value)
-    dlpack, where = getattr(value, "__dlpack__", None), getattr(value, "__dlpack_device__", None)
-    if dlpack is None or where is None or int(where()[0]) not in GPU_DLPACK_DEVICES:
+    dlpack = getattr(value, "__dlpack__", None)
+    if dlpack is None or not hasattr(value, "__dlpack_device__"):
         return None
+    # the capsule's DLTensor says where the data is (no __dlpack_device__ call: one call less per array)
     external = read_gpu_capsule(dlpack(stream=None), value)
     if external is None or not external.c_contiguous:
         return None

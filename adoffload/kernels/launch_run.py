@@ -19,7 +19,7 @@ import numpy as np
 
 from ..language import status as abi_status
 from ..language.signature import KernelSignature
-from ..runtime.host import data_address
+from ..runtime.host import DATA_OFFSET, read_pointer, data_address
 from .arguments import Resident
 from .hidden_buffers import reduce_contribution_log, with_hidden_arguments
 from .overlap import overlap_error
@@ -151,7 +151,11 @@ def run_plan(plan, values: list, hidden: dict | None, launch) -> None:
     sources = list(values)               # arrays become their data addresses
     for n in plan.arrays:
         value = values[n]
-        sources[n] = value.ptr if type(value) is Resident else data_address(value)
+        kind = type(value)
+        if kind is np.ndarray and DATA_OFFSET is not None:       # runtime/host.py data_address, inlined
+            sources[n] = read_pointer(id(value) + DATA_OFFSET).value or 0
+        else:
+            sources[n] = value.ptr if kind is Resident else data_address(value)
     nbytes = plan.nbytes
     if plan.overlap_pairs:
         addresses = [sources[n] for n in plan.arrays]

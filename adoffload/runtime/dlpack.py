@@ -26,7 +26,6 @@ from .devices import get_device
 DL_CPU, DL_CUDA, DL_CUDA_HOST, DL_ROCM, DL_CUDA_MANAGED = 1, 2, 3, 10, 13
 _DEVICE_KIND = {DL_CPU: "cpu", DL_CUDA_HOST: "cpu", DL_CUDA: "cuda", DL_CUDA_MANAGED: "cuda", DL_ROCM: "hip"}
 _DL_TYPE_OF_KIND = {"cpu": DL_CPU, "cuda": DL_CUDA, "hip": DL_ROCM}
-GPU_DLPACK_DEVICES = frozenset(code for code, kind in _DEVICE_KIND.items() if kind != "cpu")
 
 # DLDataTypeCode -> numpy kind letter
 _DL_INT, _DL_UINT, _DL_FLOAT, _DL_COMPLEX, _DL_BOOL = 0, 1, 2, 5, 6

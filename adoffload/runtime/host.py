@@ -32,7 +32,7 @@ _in_worker = threading.local()
 
 # numpy's ``PyArrayObject_fields.data`` sits right after the object header (PyArray_DATA reads it
 # there in every compiled extension); read directly it costs a quarter of ``a.ctypes.data``.
-# ``_DATA_OFFSET`` is None where a probe at import disagrees with ``ctypes.data`` (another Python
+# ``DATA_OFFSET`` is None where a probe at import disagrees with ``ctypes.data`` (another Python
 # implementation, a numpy that moved it): then ``data_address`` asks numpy.
 _HEADER_BYTES = 2 * ctypes.sizeof(ctypes.c_void_p)
 
@@ -51,14 +51,14 @@ def _probe_data_offset() -> int | None:
     return None
 
 
-_DATA_OFFSET = _probe_data_offset()
-_read_pointer = ctypes.c_void_p.from_address
+DATA_OFFSET = _probe_data_offset()
+read_pointer = ctypes.c_void_p.from_address
 
 
 def data_address(array: np.ndarray) -> int:
     """The address of ``array``'s first element (a numpy array of exactly the ndarray type)."""
-    if _DATA_OFFSET is not None and type(array) is np.ndarray:
-        return _read_pointer(id(array) + _DATA_OFFSET).value or 0
+    if DATA_OFFSET is not None and type(array) is np.ndarray:
+        return read_pointer(id(array) + DATA_OFFSET).value or 0
     return int(array.ctypes.data)
 
 

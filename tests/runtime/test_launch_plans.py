@@ -184,3 +184,13 @@ def test_bounds_errors_come_through_a_cached_plan():
         shifted(np.arange(8.0), out, grid=8)
     with pytest.raises(ado.BoundsError, match="index 8 is out of bounds"):
         shifted(np.arange(8.0), out, grid=8)          # the same signature again: its plan
+
+
+def test_data_address_reads_what_numpy_says():
+    from adoffload.runtime.host import data_address
+    base = np.arange(40, dtype=np.float64)
+    frozen = base[5:9]
+    frozen.flags.writeable = False
+    for array in (base, base[3:], base[::3], frozen, base.reshape(5, 8)[1:, 2:], np.empty(0), np.zeros(()),
+                  base.view(Sub), np.zeros(7, np.int8)[1:]):
+        assert data_address(array) == array.ctypes.data
