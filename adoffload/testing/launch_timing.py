@@ -88,10 +88,24 @@ def host_calls(n: int = 16) -> dict:
 
 
 def cuda_calls(n: int) -> tuple[dict, object]:
-    """adoffload primal and vjp on ``cuda`` with CuPy arrays, and CuPy's ElementwiseKernel; and CuPy's
-    synchronize."""
-    import cupy as cp
+    """adoffload primal and vjp on ``cuda`` with CuPy arrays, and CuPy's ElementwiseKernel, with CuPy's
+    synchronize; without CuPy, adoffload alone with DeviceArrays."""
     saxpy, saxpy_vjp = saxpy_kernels()
+    try:
+        import cupy as cp
+    except ImportError:
+        from ..runtime import get_device
+        from ..runtime.dlpack import DeviceArray
+        device = get_device("cuda")
+
+        def array(values):
+            return DeviceArray.from_numpy(np.asarray(values, np.float32), device=device)
+        x, y, out = array(np.ones(n)), array(np.arange(n)), array(np.zeros(n))
+        d_a, d_x, d_out = array(np.zeros(1)), array(np.zeros(n)), array(np.ones(n))
+        calls = {"adoffload": lambda: saxpy(2.0, x, y, out, grid=n, device="cuda"),
+                 "adoffload_vjp": lambda: saxpy_vjp(2.0, x, y, out, d_a=d_a, d_x=d_x, d_out=d_out, grid=n,
+                                                    device="cuda")}
+        return calls, device.synchronize
     x, y, out = cp.ones(n, cp.float32), cp.arange(n, dtype=cp.float32), cp.zeros(n, cp.float32)
     d_a, d_x, d_out = cp.zeros(1, cp.float32), cp.zeros(n, cp.float32), cp.ones(n, cp.float32)
     kernel = cp.ElementwiseKernel("float32 a, float32 x, float32 y", "float32 out", "out = a * x + y", "cp_saxpy")

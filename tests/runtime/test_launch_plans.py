@@ -194,3 +194,23 @@ def test_data_address_reads_what_numpy_says():
     for array in (base, base[3:], base[::3], frozen, base.reshape(5, 8)[1:, 2:], np.empty(0), np.zeros(()),
                   base.view(Sub), np.zeros(7, np.int8)[1:]):
         assert data_address(array) == array.ctypes.data
+
+
+def test_a_dynamic_tape_is_sized_anew_on_every_launch_of_a_plan():
+    from tests.ad.test_second_order import _bounce
+
+    def reference(x, count):
+        c = np.ones_like(x)
+        for i in range(len(x)):
+            z = x[i]
+            for _ in range(count[i]):
+                z = z * 0.5 if z > 1.0 else z * 3.0
+            c[i] = z / x[i]
+        return 3.0 * c * c * x * x
+    gradient = ado.vjp(_bounce, ["x"])
+    rng = np.random.default_rng(8)
+    for top in (2, 9, 0, 5):                       # other tape sizes through the same signature
+        x, count = rng.uniform(0.2, 2.5, 40), rng.integers(0, top + 1, 40)
+        d_x = np.zeros(40)
+        gradient(x, count, np.zeros(40), d_x, np.ones(40), grid=40)
+        np.testing.assert_allclose(d_x, reference(x, count), rtol=1e-12)
