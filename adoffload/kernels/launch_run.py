@@ -216,10 +216,7 @@ def _run_device(plan, values: list, sources: list, hidden: dict | None, launch) 
             full, zeroed = values, plan.zeroed
         params = plan.signature.params
         for k, value in enumerate(full):
-            if isinstance(value, Resident):
-                if k in zeroed:
-                    device.memset(Buffer(value.ptr, value.nbytes, device), 0)
-            elif isinstance(value, np.ndarray):  # its own device buffer, filled by intent
+            if isinstance(value, np.ndarray):    # its own device buffer, filled by intent
                 param = params[k]
                 buf = device.allocate(max(value.nbytes, 1))
                 staged.append((value, buf, param.type.writes and param.name not in plan.copied))
@@ -229,15 +226,19 @@ def _run_device(plan, values: list, sources: list, hidden: dict | None, launch) 
                     device.memset(buf, 0)    # always: after a bounds error the array comes back whole
                 sources[k] = buf.ptr
         buffer = variant.buffer_type()
-        if variant.prepared is not None:
-            status_ptr = device.scratch(8 * STATUS_WORDS)
-            variant.pack_into(buffer, sources, full, status_ptr)
+        status_ptr = device.scratch(8 * STATUS_WORDS) if variant.prepared is not None else None
+        if status_ptr is None:
+            status_buf = device.allocate(record.nbytes)
+        variant.pack_into(buffer, sources, full, status_ptr if status_ptr is not None else status_buf.ptr)
+        for k in zeroed:                     # arrays already on the device, zeroed once the slots are packed
+            value = full[k]
+            if isinstance(value, Resident):
+                device.memset(Buffer(value.ptr, value.nbytes, device), 0)
+        if status_ptr is not None:
             device.launch_checked(variant.prepared, _addressof(buffer), variant.words, status_ptr, STATUS_WORDS,
                                   record.ctypes.data)
         else:
-            status_buf = device.allocate(record.nbytes)
             device.copy_to_device(status_buf, record)
-            variant.pack_into(buffer, sources, full, status_buf.ptr)
             slots = np.frombuffer(buffer, np.uint64, variant.words)
             if variant.rows is not None:        # rank 2/3: the block indices are the tids (codegen/rows.py)
                 device.launch(variant.function, variant.threads, slots, block_size=variant.block, blocks=variant.rows)

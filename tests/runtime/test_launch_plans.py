@@ -11,6 +11,7 @@ import pytest
 
 import adoffload as ado
 from adoffload.errors import ArgumentError, GridError, ShapeError
+from tests.gpu.test_device_path import fake_gpu  # noqa: F401  (the host-backed fake GPU fixture)
 
 
 @ado.kernel
@@ -214,3 +215,23 @@ def test_a_dynamic_tape_is_sized_anew_on_every_launch_of_a_plan():
         d_x = np.zeros(40)
         gradient(x, count, np.zeros(40), d_x, np.ones(40), grid=40)
         np.testing.assert_allclose(d_x, reference(x, count), rtol=1e-12)
+
+
+def test_a_refused_scalar_leaves_device_arrays_alone(fake_gpu):
+    from adoffload.runtime.dlpack import DeviceArray
+
+    @ado.kernel
+    def weighted_total(w: ado.i32, x: ado.In[ado.f64], total: ado.Out[ado.f64]):
+        i = ado.tid()
+        ado.atomic_add(total, 0, ado.f64(w) * x[i])
+    x = DeviceArray.from_numpy(np.arange(8.0), device=fake_gpu)
+    total = DeviceArray.empty(1, np.float64, device=fake_gpu)
+    try:
+        weighted_total(2, x, total, grid=8, device=fake_gpu)
+        assert total.to_numpy()[0] == 56.0
+        with pytest.raises(ArgumentError, match="does not fit in ado.i32"):
+            weighted_total(2**31, x, total, grid=8, device=fake_gpu)
+        assert total.to_numpy()[0] == 56.0, "an Out array on the device was zeroed before the error"
+    finally:
+        for array in (x, total):
+            fake_gpu.free(array.buffer)
