@@ -48,3 +48,40 @@ def test_derivative_kernel_shadow_aliasing_its_primal_is_refused():
     x, out = np.arange(8.0), np.zeros(8)
     with pytest.raises(ado.ArgumentError, match="share memory"):
         ado.vjp(smooth, ["x"])(x, out, d_x=x, d_out=np.ones(8), grid=8)
+
+
+def test_the_message_names_the_overlapping_arguments_and_the_one_to_copy():
+    a, out = np.arange(8.0), np.zeros(8)
+    with pytest.raises(ado.ArgumentError) as info:
+        add(a, np.ones(8), a, grid=8)                   # out is a
+    message = str(info.value)
+    assert "arrays 'a' and 'out' share memory and 'out' is written" in message
+    assert "a copy of the array given for 'a'" in message and "a separate array for 'out'" in message
+    assert "x.copy()" not in message                    # it used to suggest a copy of an unrelated 'x'
+    with pytest.raises(ado.ArgumentError) as info:
+        ado.vjp(add, ["a"])(a, np.ones(8), out, d_a=a, d_out=np.ones(8), grid=8)
+    message = str(info.value)
+    assert "arrays 'a' and 'd_a' share memory and 'd_a' is written" in message
+    assert "a copy of the array given for 'a'" in message
+
+
+def test_two_written_arrays_sharing_memory_are_both_named():
+    @ado.kernel
+    def two(x: ado.InOut[ado.f64], y: ado.InOut[ado.f64]):
+        i = ado.tid()
+        x[i] += y[i]
+        y[i] *= 2.0
+
+    x = np.arange(8.0)
+    with pytest.raises(ado.ArgumentError, match="'x' and 'y' are written.*separate array for one of them"):
+        two(x, x, grid=8)
+
+
+def test_a_seed_is_only_read_so_it_may_share_memory_with_other_inputs():
+    x, out = np.arange(8.0), np.zeros(8)
+    d_x = np.zeros(8)
+    ado.vjp(add, ["a"])(x, x, out, d_a=d_x, d_out=x, grid=8)     # d_out is x: read, like x
+    np.testing.assert_array_equal(d_x, x)
+    np.testing.assert_array_equal(x, np.arange(8.0))             # the seed is kept
+    with pytest.raises(ado.ArgumentError, match="arrays 'd_a' and 'd_out' share memory and 'd_a' is written"):
+        ado.vjp(add, ["a"])(x, x, out, d_a=d_x, d_out=d_x, grid=8)

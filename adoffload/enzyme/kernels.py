@@ -86,8 +86,10 @@ class TapeKernel:
         return tuple(OFFSETS2_PARAM if b == TAPE2_PARAM else BUFFER_PARAMS[b][0] for b in self.buffers)
 
 
-def _shadowed_params(signature: KernelSignature, wrt: list[str]) -> list[int]:
-    """Indices of the params that get a shadow: ``wrt`` ones and every float Out/InOut array."""
+def shadowed_params(signature: KernelSignature, wrt: list[str]) -> list[int]:
+    """Indices of the params that get a shadow: ``wrt`` ones and every float Out/InOut array. The
+    derived kernel's shadow params, one each, follow its primal params in this order (the launcher
+    checks their shapes against these primals, kernels/shadows.py)."""
     floats = [p.name for p in signature.params if p.dtype.is_float]
     for name in wrt:
         if name not in floats:
@@ -128,7 +130,7 @@ def shadow_param(param: Param, mode: str, width: int) -> Param:
 def tangent_signature(signature: KernelSignature, wrt: list[str]) -> KernelSignature:
     """The signature ``derive_kernel(..., "jvp", wrt)`` gives (width 1), without deriving a body."""
     shadows = _unique_names(signature, [shadow_param(signature.params[k], "jvp", 1)
-                                        for k in _shadowed_params(signature, list(wrt))])
+                                        for k in shadowed_params(signature, list(wrt))])
     return KernelSignature(f"{signature.name}_jvp", tuple(signature.params) + tuple(shadows), signature.grid_rank)
 
 
@@ -158,7 +160,7 @@ def derive_kernel(signature: KernelSignature, module: Module, body_name: str, mo
         raise ArgumentError("vector width applies to forward mode (jvp) only")
     body = module.functions[body_name]
     base_tape = _base_tape(signature, width, deterministic)
-    shadowed = sorted(_shadowed_params(signature, list(wrt)) + ([] if base_tape is None else [base_tape]))
+    shadowed = sorted(shadowed_params(signature, list(wrt)) + ([] if base_tape is None else [base_tape]))
     activity = llvm_activity(signature, shadowed, mode, shared)
     tape = log = None
     rank = signature.grid_rank
@@ -345,4 +347,4 @@ def _wrap(module: Module, name: str, derived_sig: KernelSignature, primal_sig: K
     return fn
 
 
-__all__ = ["DerivedKernel", "derive_kernel", "shadow_param", "llvm_activity"]
+__all__ = ["DerivedKernel", "derive_kernel", "shadow_param", "shadowed_params", "llvm_activity"]

@@ -80,6 +80,9 @@ class Kernel:
         without bounds checks (``ado.jax_kernel`` derives Out shapes from them)."""
         return self.candidate_facts
 
+    _last_plan = None
+    """The plan of this kernel's most recent cacheable numpy launch (kernels/launch_plan.py), checked first."""
+
     seed_params: frozenset = frozenset()
     """Names of params the kernel reads as a seed and clears (a reverse kernel's ``d_<out>``):
     the numpy launcher passes them copies, so the caller's seed is kept."""
@@ -150,7 +153,7 @@ class Kernel:
             from ..errors import GridError
             raise GridError(f"kernel '{self.name}' needs grid=: the number of threads to launch, an int "
                             f"(e.g. grid=x.shape[0]) or a tuple of {self.signature.grid_rank} ints")
-        return launch(self, args, kwargs, grid=grid, device=device)
+        return launch(self, args, kwargs, grid, device)
 
     @classmethod
     def from_ir(cls, signature: KernelSignature, module_text: str, body_name: str, *, tape=None) -> "Kernel":
@@ -245,11 +248,17 @@ class DerivedKernel(Kernel):
 
     @property
     def seed_params(self) -> frozenset:
-        if self.mode != "vjp":
-            return frozenset()
+        """A reverse kernel's seeds ``d_<out>`` (the shadows of the base's Out arrays, ``d2_<out>`` of a
+        second derivative), and in any derivative the base's own seeds, which its primal clears."""
+        from .shadows import own_shadows
         written = {p.name for p in self.signature.params if p.is_array and p.type.writes}
-        return frozenset(f"d_{p.name}" for p in self.base.signature.params
-                         if p.is_array and p.type.intent == "out" and f"d_{p.name}" in written)
+        seeds = {name for name in getattr(self.base, "seed_params", ()) if name in written}
+        if self.mode == "vjp":
+            base_params, params = self.base.signature.params, self.signature.params
+            seeds |= {params[shadow].name for shadow, primal in own_shadows(self)
+                      if base_params[primal].is_array and base_params[primal].type.intent == "out"
+                      and params[shadow].name in written}
+        return frozenset(seeds)
 
     @property
     def thread_indexed(self) -> frozenset:

@@ -12,6 +12,7 @@ data on another stream, ``__dlpack__`` synchronizes the device first (simple and
 from __future__ import annotations
 
 import ctypes
+import struct
 import threading
 from dataclasses import dataclass
 
@@ -142,6 +143,31 @@ def read_capsule(capsule, kind: str, owner=None) -> ExternalArray:
     # Keeping the unconsumed capsule alive keeps the producer's memory alive; its destructor
     # calls the producer's deleter when we drop it.
     return ExternalArray(device, ptr, shape, dtype, strides, (capsule, owner))
+
+
+# DLTensor's fields as bytes: data, device type and id, ndim, dtype code/bits/lanes, shape, strides, byte_offset
+_DLTENSOR = struct.Struct("<QiiiBBHQQQ" if ctypes.sizeof(ctypes.c_void_p) == 8 else "<IiiiBBHIIQ")
+if _DLTENSOR.size != ctypes.sizeof(DLTensor):
+    raise ImportError(f"adoffload's DLPack reader expects a {_DLTENSOR.size}-byte DLTensor, ctypes lays it out in "
+                      f"{ctypes.sizeof(DLTensor)}")
+
+
+def read_gpu_capsule(capsule, owner=None) -> ExternalArray | None:
+    """``read_capsule`` for a launcher's hot path: one read of the DLTensor's bytes; None when the
+    tensor is not in CUDA or ROCm device memory (the caller then takes the general path)."""
+    address = _get_pointer(capsule, b"dltensor")
+    data, device_type, device_id, ndim, code, bits, lanes, shape_at, strides_at, byte_offset = \
+        _DLTENSOR.unpack(ctypes.string_at(address, _DLTENSOR.size))
+    kind = _DEVICE_KIND.get(device_type)
+    if kind not in ("cuda", "hip") or ndim < 0:
+        return None
+    dtype = numpy_dtype(code, bits, lanes)
+    shape = struct.unpack(f"<{ndim}q", ctypes.string_at(shape_at, 8 * ndim)) if ndim else ()
+    if strides_at:
+        strides = tuple(s * dtype.itemsize for s in struct.unpack(f"<{ndim}q", ctypes.string_at(strides_at, 8 * ndim)))
+    else:
+        strides = _c_strides(shape, dtype.itemsize)
+    return ExternalArray(f"{kind}:{device_id}", data + byte_offset, shape, dtype, strides, (capsule, owner))
 
 
 # --- exporting ---------------------------------------------------------------------------

@@ -10,7 +10,9 @@ The two drivers have the same shape (``cuMemAlloc``/``hipMalloc``, ``cuLaunchKer
 from __future__ import annotations
 
 import abc
+import ctypes
 import weakref
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -59,6 +61,16 @@ def _check_blocks(blocks, total_threads: int, block: int) -> tuple[int, int, int
         raise GridError(f"a grid of {grid} blocks of {block} threads holds fewer than the {total_threads} "
                         "threads of the launch")
     return grid
+
+
+@dataclass(frozen=True)
+class PreparedLaunch:
+    """What a launch of one function at one size needs besides its slots (``GpuDevice.prepare_launch``)."""
+    function: "GpuFunction"
+    grid: tuple[int, int, int]
+    block: int
+    stream: object
+    detail: str
 
 
 class GpuStream(Stream):
@@ -315,6 +327,40 @@ class GpuDevice(Device):
         self.call("launch", function.handle, *grid, block, 1, 1, 0,
                   self.stream_handle(stream), int(pointers.ctypes.data), self.NO_EXTRA,
                   detail=f"kernel '{function.name}', grid {grid}, block {block}")
+
+    def prepare_launch(self, function: GpuFunction, total_threads: int, block_size: int | None = None,
+                       blocks: tuple[int, int, int] | None = None) -> PreparedLaunch:
+        """The geometry ``launch`` would choose, computed once for a launcher's plan (kernels/launch_plan.py)."""
+        if not isinstance(function, GpuFunction) or function.module.device is not self:
+            raise ArgumentError(f"{self.spec} launches functions loaded on it, got {function!r}")
+        total = check_total_threads(total_threads)
+        block = int(block_size or function.auto_block_size())
+        grid = launch_grid(total, block) + (1,) if blocks is None else _check_blocks(blocks, total, block)
+        return PreparedLaunch(function, grid, block, self.stream_handle(None),
+                              f"kernel '{function.name}', grid {grid}, block {block}")
+
+    def scratch(self, nbytes: int) -> int:
+        """A device block from the cache, without a Buffer: the caller returns it with ``release_scratch``
+        once the work using it is done (a launch's status record)."""
+        self.refuse_if_faulted()
+        return self.allocator.allocate(nbytes)[0]
+
+    def release_scratch(self, ptr: int) -> None:
+        self.allocator.release(ptr)
+
+    def launch_checked(self, prepared: PreparedLaunch, slots_address: int, slot_count: int, status_ptr: int,
+                       status_words: int, record_address: int) -> None:
+        """Clear the status record at ``status_ptr``, launch ``prepared`` with the packed slots at
+        ``slots_address``, and copy the record back to host memory at ``record_address``; the copy
+        waits for the kernel (all on the default stream), so on return it has finished."""
+        self.check_generation(prepared.function.module)
+        nbytes = 8 * status_words
+        self.activate()
+        self.call("memset", status_ptr, 0, nbytes)
+        params = (ctypes.c_void_p * slot_count)(*range(slots_address, slots_address + 8 * slot_count, 8))
+        self.call("launch", prepared.function.handle, *prepared.grid, prepared.block, 1, 1, 0, prepared.stream,
+                  ctypes.addressof(params), self.NO_EXTRA, detail=prepared.detail)
+        self.call("dtoh", record_address, status_ptr, nbytes)
 
     # --- ordering ------------------------------------------------------------------------
     def synchronize(self) -> None:

@@ -138,14 +138,14 @@ def reverse_stats(k):
     """The reverse engine's counts (enzyme/stats.py ReverseStats) for a vjp kernel ``k``: its
     base body is differentiated again, as enzyme/kernels.py does, to keep what the engine knew."""
     from .. import ir
-    from ..enzyme.kernels import _shadowed_params, llvm_activity
+    from ..enzyme.kernels import shadowed_params, llvm_activity
     from ..analysis.address_classes import ParallelInfo
     from ..enzyme.reverse import reverse
     base = k.base
     module = ir.import_module(base.module_text())
     body = module.functions[base.body_name]
     shared = base.shared if base.block is not None else ()
-    activity = llvm_activity(base.signature, _shadowed_params(base.signature, list(k.wrt)), "vjp", shared)
+    activity = llvm_activity(base.signature, shadowed_params(base.signature, list(k.wrt)), "vjp", shared)
     rank = base.signature.grid_rank
     first_shared = rank + len(base.signature.flat_params())
     parallel = ParallelInfo(thread_args=tuple(range(rank)), uniform_args=frozenset(range(rank, len(body.args))),

@@ -35,14 +35,15 @@ def shifted(px: ado.InOut[ado.f64], cx: ado.In[ado.f64], off: ado.i64):
 
 @pytest.fixture
 def launches(cuda, monkeypatch):
-    """The ``blocks`` argument of every launch on the device (None: a 1-D launch)."""
+    """The ``blocks`` argument of every launch geometry the launcher prepares on the device (None: a
+    1-D launch); the launcher prepares one per kernel variant and argument signature."""
     seen = []
-    original = cuda.launch
+    original = cuda.prepare_launch
 
-    def launch(*args, blocks=None, **kwargs):
+    def prepare_launch(function, total_threads, block_size=None, blocks=None):
         seen.append(blocks)
-        return original(*args, blocks=blocks, **kwargs)
-    monkeypatch.setattr(cuda, "launch", launch)
+        return original(function, total_threads, block_size, blocks)
+    monkeypatch.setattr(cuda, "prepare_launch", prepare_launch)
     return seen
 
 

@@ -1,0 +1,169 @@
+"""Binding and checking one launch's arguments: every problem is an ``adoffload.Error`` naming the parameter.
+
+``bind_arguments`` matches positional and keyword arguments to the visible parameters and checks
+each (dtype, rank, layout, alignment, writability, scalar kinds and ranges); arrays already in GPU
+memory become ``Resident`` values. ``normalize_grid`` checks the grid. The launcher's plans
+(launch_plan.py) run these once per argument signature and cache what they proved.
+"""
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ArgumentError, GridError
+from ..language.signature import KernelSignature
+from ..language.types import ArrayType, ScalarType
+
+MAX_THREADS = 2**62
+
+
+def bind_arguments(signature: KernelSignature, args: tuple, kwargs: dict, copied: frozenset = frozenset()) -> list:
+    """Match positional and keyword arguments to the visible parameters, in parameter order.
+    ``copied``: names of written params whose numpy arrays the launcher replaces by a copy (a
+    reverse kernel's seeds): those may be read-only."""
+    params = signature.visible_params
+    if len(args) > len(params):
+        raise ArgumentError(f"kernel '{signature.name}' takes {len(params)} arguments "
+                            f"({', '.join(p.name for p in params)}), got {len(args)}")
+    bound = list(args) + [_MISSING] * (len(params) - len(args))
+    names = [p.name for p in params]
+    for key, value in kwargs.items():
+        if key not in names:
+            raise ArgumentError(f"kernel '{signature.name}' has no parameter '{key}' "
+                                f"(parameters: {', '.join(names)})")
+        k = names.index(key)
+        if bound[k] is not _MISSING:
+            raise ArgumentError(f"kernel '{signature.name}': parameter '{key}' given twice")
+        bound[k] = value
+    missing = [names[k] for k, v in enumerate(bound) if v is _MISSING]
+    if missing:
+        raise ArgumentError(f"kernel '{signature.name}' is missing argument(s): {', '.join(missing)}")
+    return [check_argument(signature, p, v, p.name in copied) for p, v in zip(params, bound)]
+
+
+_MISSING = object()
+
+
+def check_argument(signature: KernelSignature, param, value, copied: bool = False):
+    """``value`` checked against ``param`` (numpy scalars for scalars, a Resident for a GPU array);
+    ``copied``: the launcher passes the kernel a copy of a numpy array, so it may be read-only."""
+    where = f"kernel '{signature.name}', parameter '{param.name}'"
+    if isinstance(param.type, ArrayType):
+        return _check_array(where, param.type, value, copied)
+    return _check_scalar(where, param.type, value)
+
+
+@dataclass(frozen=True)
+class Resident:
+    """An array argument already in GPU memory (a DeviceArray, or a CuPy/JAX/PyTorch GPU array
+    through DLPack): launches on its device use it in place, with no copies."""
+    device: str
+    ptr: int
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    owner: object
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+
+def _resident(where: str, value) -> Resident | None:
+    """``value`` as a Resident when it lives in GPU memory, else None."""
+    from ..runtime.dlpack import DeviceArray, as_device_array
+    if isinstance(value, DeviceArray):
+        if value.device.kind == "cpu":
+            return None
+        return Resident(value.device.spec, value.ptr, value.shape, value.dtype, value)
+    if not hasattr(value, "__dlpack_device__") or int(value.__dlpack_device__()[0]) == 1:   # 1: DLPack CPU
+        return None
+    external = as_device_array(value)
+    if not external.c_contiguous:
+        raise ArgumentError(f"{where}: the device array is not C-contiguous (strides {external.strides})")
+    return Resident(external.device, external.ptr, tuple(external.shape), np.dtype(external.dtype), external)
+
+
+def _check_array(where: str, expected: ArrayType, value, copied: bool = False):
+    if not isinstance(value, np.ndarray):
+        if isinstance(value, (numbers.Number, np.generic)):
+            raise ArgumentError(f"{where}: expected an array {expected!r}, got the scalar {value!r}")
+        resident = _resident(where, value)
+        if resident is not None:
+            _check_layout(where, expected, resident)
+            return resident
+        if hasattr(value, "__array__") or hasattr(value, "__dlpack__"):
+            value = np.asarray(value)
+        else:
+            raise ArgumentError(f"{where}: expected a numpy array {expected!r}, got {type(value).__name__}")
+    _check_layout(where, expected, value)
+    if not value.flags.c_contiguous:
+        raise ArgumentError(f"{where}: the array is not C-contiguous (strides {value.strides}); "
+                            f"pass np.ascontiguousarray(...)")
+    if not value.flags.aligned:
+        raise ArgumentError(f"{where}: the array's data address {value.ctypes.data:#x} is not a multiple of "
+                            f"its element size {value.itemsize} (a misaligned view, e.g. np.frombuffer with "
+                            f"an odd offset); kernels may use aligned loads, so pass an aligned copy: "
+                            f"np.require(x, requirements='CA')")
+    if expected.writes and not copied and not value.flags.writeable:
+        raise ArgumentError(f"{where}: the array is read-only but the kernel writes it ({expected!r})")
+    return value
+
+
+def _check_layout(where: str, expected: ArrayType, value) -> None:
+    if value.dtype != expected.dtype.dtype:
+        raise ArgumentError(f"{where}: expected dtype {expected.dtype.dtype} ({expected!r}), got {value.dtype}")
+    if value.ndim != expected.ndim:
+        raise ArgumentError(f"{where}: expected a {expected.ndim}-D array, got {value.ndim}-D with shape {value.shape}")
+
+
+def _check_scalar(where: str, expected: ScalarType, value):
+    if isinstance(value, np.ndarray):
+        if value.ndim == 0:
+            value = value[()]
+        else:
+            raise ArgumentError(f"{where}: expected a scalar {expected!r}, got an array of shape {value.shape}")
+    if expected.is_float:
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+            raise ArgumentError(f"{where}: expected a float {expected!r}, got {type(value).__name__} {value!r}")
+        return expected.dtype.type(value)
+    if expected is not None and expected.name == "bool_":
+        if not isinstance(value, (bool, np.bool_, numbers.Integral)):
+            raise ArgumentError(f"{where}: expected a bool, got {type(value).__name__} {value!r}")
+        return np.bool_(value)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise ArgumentError(f"{where}: expected an integer {expected!r}, got {type(value).__name__} {value!r}")
+    info = np.iinfo(expected.dtype)
+    if not info.min <= int(value) <= info.max:
+        raise ArgumentError(f"{where}: {value} does not fit in {expected!r}")
+    return expected.dtype.type(value)
+
+
+def normalize_grid(signature: KernelSignature, grid) -> tuple[int, ...]:
+    """The grid as a tuple of grid_rank non-negative ints (an int is accepted for rank 1)."""
+    rank = signature.grid_rank
+    if isinstance(grid, numbers.Integral) and not isinstance(grid, bool):
+        grid = (int(grid),)
+    try:
+        if isinstance(grid, (str, bytes)) or not all(isinstance(g, numbers.Integral) and not isinstance(g, bool)
+                                                     for g in grid):
+            raise TypeError
+        grid = tuple(int(g) for g in grid)
+    except TypeError:
+        raise GridError(f"kernel '{signature.name}': grid must be an int or a tuple of ints, got {grid!r}") from None
+    if len(grid) != rank:
+        raise GridError(f"kernel '{signature.name}' uses a {rank}-D grid (ado.tid() gives {rank} "
+                        f"index{'es' if rank > 1 else ''}), got grid={grid}")
+    if any(g < 0 for g in grid):
+        raise GridError(f"kernel '{signature.name}': grid sizes must be >= 0, got {grid}")
+    total = 1
+    for g in grid:
+        total *= g
+    if total > MAX_THREADS:
+        raise GridError(f"kernel '{signature.name}': grid {grid} has {total} threads, more than {MAX_THREADS}")
+    return grid
