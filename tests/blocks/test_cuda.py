@@ -119,13 +119,8 @@ def test_warp_and_block_operations_and_derivatives(cuda, name):
 
 @pytest.mark.parametrize("name", ["sgemm_static", "sgemm_prefetch"])
 def test_benchmark_sgemm_lean_vjps_give_the_matmul_gradient(cuda, name):
-<<<<<<< HEAD
-    """benchmarks/blocks.py's register-tiled SGEMMs (16x16 blocks, 8x8 outputs a thread): their lean
-    VJPs on the GPU, whose shadow-tile batches skip the lane-group check (analysis/lane_groups.py
-=======
     """benchmarks/kernels/blocks.py's register-tiled SGEMMs (16x16 blocks, 8x8 outputs a thread): their lean
-    VJPs on the GPU, whose shadow-tile batches skip the lane-group check (codegen/shared_uniform.py
->>>>>>> bench
+    VJPs on the GPU, whose shadow-tile batches skip the lane-group check (analysis/lane_groups.py
     proves every address), against numpy."""
     from benchmarks.kernels import blocks
     n, k = 256, 64
