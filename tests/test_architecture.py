@@ -26,3 +26,17 @@ def test_no_module_is_past_the_size_limit():
     long = {str(path.relative_to(ROOT)): n for path in sorted((ROOT / "adoffload").rglob("*.py"))
             if (n := len(path.read_text().splitlines())) > MAX_LINES}
     assert not long, f"modules past {MAX_LINES} lines (split them by responsibility): {long}"
+
+
+def test_no_merge_conflict_markers_are_left():
+    """A merge that left its markers in a file (it happened: a test module that no longer parsed)."""
+    marks = ("<" * 7 + " ", ">" * 7 + " ")
+    found = []
+    for folder in ("adoffload", "tests", "docs", "benchmarks", "examples"):
+        for path in (ROOT / folder).rglob("*"):
+            if path.suffix in (".py", ".md", ".cu", ".c", ".ll", ".toml", ".txt") and path.is_file():
+                lines = path.read_text(errors="replace").splitlines()
+                found += [f"{path.relative_to(ROOT)}:{k + 1}" for k, line in enumerate(lines) if line.startswith(marks)]
+    found += [f"{name}:{k + 1}" for name in ("README.md", "pyproject.toml")
+              for k, line in enumerate((ROOT / name).read_text().splitlines()) if line.startswith(marks)]
+    assert not found, f"merge conflict markers: {found}"
