@@ -103,7 +103,7 @@ class ReverseResult:
 
 def reverse(module: Module, fn: Function, activity: list[Activity], name: str | None = None,
             deterministic: bool = False, parallel: ParallelInfo | None = None,
-            failure_arg: int | None = None) -> ReverseResult:
+            failure_arg: int | None = None, static_tape_limit: int = STATIC_TAPE_LIMIT) -> ReverseResult:
     """Add the combined adjoint of ``fn`` to ``module`` (see the module docstring).
 
     ``deterministic``: shadow updates that may race (SHARED, UNIFORM) go to a per-thread
@@ -113,11 +113,13 @@ def reverse(module: Module, fn: Function, activity: list[Activity], name: str | 
     bounds error) returns without a reverse sweep: the launch raises anyway, and reversing those
     exits would enter loops at several points (an irreducible adjoint no one could differentiate
     again).
+    ``static_tape_limit``: the most tape bytes kept in a local array (more: a dynamic tape);
+    derivatives of helpers inside kernels (inner_arrays.py) allow more than kernels do.
     """
     name = name or f"{fn.name}.reverse"
     try:
         return _Reverser(module, fn, list(activity), parallel, deterministic=deterministic and parallel is not None,
-                         failure_arg=failure_arg).build(name)
+                         failure_arg=failure_arg, static_tape_limit=static_tape_limit).build(name)
     except BaseException:
         module.functions.pop(name, None)     # leave no half-built function behind in the module
         raise
@@ -137,8 +139,10 @@ def _strip_pointer(pointer: Value) -> Value:
 
 class _Reverser:
     def __init__(self, module: Module, fn: Function, activity: list[Activity], parallel: ParallelInfo | None,
-                 deterministic: bool = False, failure_arg: int | None = None):
+                 deterministic: bool = False, failure_arg: int | None = None,
+                 static_tape_limit: int = STATIC_TAPE_LIMIT):
         self.module, self.primal, self.activity, self.parallel = module, fn, activity, parallel
+        self.static_tape_limit = static_tape_limit
         self.deterministic, self.failure_arg = deterministic, failure_arg
         self.info = analyze(fn, activity)
         if parallel is not None:         # a kernel: its adjoint is a launch of its own
@@ -752,7 +756,7 @@ class _Reverser:
                 self.tape.cursor_slot.parent.instructions.remove(self.tape.cursor_slot)
             return
         nbytes = self.tape.static_bytes(self.loops.visit_bound)
-        if nbytes is not None and nbytes <= STATIC_TAPE_LIMIT:
+        if nbytes is not None and nbytes <= self.static_tape_limit:
             base = self.tape.static_stack(nbytes)
             result.stats.tape_bytes = nbytes
         else:

@@ -374,7 +374,7 @@ def kernel(fn=None, *, bounds_check: bool = True, block=None):
     return SourceKernel(fn, bounds_check=bounds_check, block=block)
 
 
-def jvp(k: Kernel, wrt=None, *, width: int = 1, primal_outputs: bool = True) -> Kernel:
+def jvp(k: Kernel, wrt=None, *, width: int = 1, primal_outputs: bool = True, argnums=None) -> Kernel:
     """The forward-mode (tangent) kernel of ``k`` with respect to the parameters named in ``wrt``.
 
     It takes ``k``'s parameters, then one shadow per differentiated or written float parameter,
@@ -393,15 +393,20 @@ def jvp(k: Kernel, wrt=None, *, width: int = 1, primal_outputs: bool = True) -> 
     input); tangents are unchanged (enzyme/lean.py).
 
     ``ado.jvp(f)`` of an ``@ado.func`` helper is its forward derivative, called inside kernels
-    as ``y, dy = ado.jvp(f)(x1..xn, dx1..dxn)`` (``language.FuncDerivative``).
+    as ``y, dy = ado.jvp(f)(x1..xn, dx1..dxn)`` (``language.FuncDerivative``); ``argnums=(0, 3)``
+    takes the tangents of those arguments only (docs/language.md: array arguments).
     """
     from ..language.builtins import Func, helper_jvp
     if isinstance(k, Func):
         if wrt is not None or width != 1 or not primal_outputs:
             from ..errors import ArgumentError
-            raise ArgumentError(f"ado.jvp({k.__name__}) of a helper takes the helper alone; call "
-                                f"the result inside a kernel with (x1..xn, dx1..dxn)")
-        return helper_jvp(k)
+            raise ArgumentError(f"ado.jvp({k.__name__}) of a helper takes the helper alone (and "
+                                f"argnums=); call the result inside a kernel with (x1..xn, dx1..dxn)")
+        return helper_jvp(k, argnums)
+    if argnums is not None:
+        from ..errors import ArgumentError
+        raise ArgumentError("ado.jvp(kernel, wrt): argnums= is for helpers (@ado.func); name a kernel's "
+                            "parameters in wrt")
     if wrt is None:
         from ..errors import ArgumentError
         raise ArgumentError("ado.jvp(kernel, wrt) needs the names of the parameters to differentiate")
