@@ -20,8 +20,8 @@ The front end emits the helper as for an ordinary call (``mode="inline"``: statu
 failure flag) and a *wrapper* ``@<helper>.adoffload.inner.wrap<N>`` that passes the constant
 shapes of local and shared arrays (so the helper's loops over them have constant trip counts and
 its adjoint a static tape) and stores a float result through a trailing pointer. The placeholder
-``@adoffload.inner.array_<kind>.<positions>.<wrapper>`` (positions: wrapper arguments, ascending)
-is defined from the wrapper's derivative by ``enzyme/inner_arrays.py``.
+``@adoffload.inner.array_<kind>.<positions>.<locals>.<wrapper>`` (positions: wrapper arguments,
+ascending; locals: ``<argument>x<bytes>`` of each float array of the thread, or ``none``) is defined from the wrapper's derivative by ``enzyme/inner_arrays.py``.
 """
 from __future__ import annotations
 
@@ -63,13 +63,15 @@ class ArrayDerivativeCalls:
                 raise KernelTypeError(f"{what}: the helper must return one float value (it returns "
                                       f"{'nothing' if result is None else repr(result)})")
         wrapper, slots = self._wrapper(compiled, args)
+        local_bytes = {slots[k]: _nbytes(a) for k, a in enumerate(args)
+                       if isinstance(a, ArrayRef) and a.is_local and a.type.dtype.is_float}
         order = sorted(range(len(positions)), key=lambda j: positions[j])
         wrap_positions = [slots[positions[j]] for j in order]
         shadows = [shadows[j] for j in order]
         if kind != "jvp":
             for g in shadows:
                 self._zero(g)
-        return self._emit_array_placeholder(kind, wrapper, wrap_positions, args, shadows, result)
+        return self._emit_array_placeholder(kind, wrapper, wrap_positions, local_bytes, args, shadows, result)
 
     # --- arguments ---------------------------------------------------------------------------
 
@@ -215,7 +217,7 @@ class ArrayDerivativeCalls:
         b.branch(head)
         b.position_at_end(done)
 
-    def _emit_array_placeholder(self, kind, wrapper, wrap_positions, args, shadows, result):
+    def _emit_array_placeholder(self, kind, wrapper, wrap_positions, local_bytes, args, shadows, result):
         b = self.builder
         flat = []
         for a in args:
@@ -234,7 +236,8 @@ class ArrayDerivativeCalls:
         else:
             ret = llvm_type(result) if kind == "value_and_grad" else ir.VoidType()
         operands = flat + [status, failed] + shadow_values
-        name = f"{ARRAY_PREFIX}{kind}.{'_'.join(map(str, wrap_positions))}.{wrapper.name}"
+        locals_ = "_".join(f"{k}x{n}" for k, n in sorted(local_bytes.items())) or "none"
+        name = f"{ARRAY_PREFIX}{kind}.{'_'.join(map(str, wrap_positions))}.{locals_}.{wrapper.name}"
         declaration = self.ctx.declare(name, ret, [v.type for v in operands])
         call = b.call(declaration, operands)
         self.guard(b.not_(b.load(failed)), lambda: None)
@@ -245,6 +248,13 @@ class ArrayDerivativeCalls:
         if result is None:
             return PyObject(None)
         return Scalar(b.extract_value(call, 0), result), Scalar(b.extract_value(call, 1), result)
+
+
+def _nbytes(array: ArrayRef) -> int:
+    count = array.type.dtype.bits // 8
+    for e in array.shape:
+        count *= e.constant
+    return count
 
 
 def has_arrays(values, out) -> bool:
