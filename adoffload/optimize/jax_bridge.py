@@ -1,0 +1,35 @@
+"""The optimizer kernels as JAX custom calls (``ado.jax_kernel``): ``jax.jit`` and ``jax.vmap`` compose.
+
+The results are not differentiable: the kernel's own derivative would differentiate the iteration,
+not the solution. ``jax.grad`` / ``jax.jvp`` through them raise ``JaxIntegrationError`` (implicit
+differentiation of the optimality conditions is not built).
+"""
+from __future__ import annotations
+
+import functools
+
+from ..errors import JaxIntegrationError
+
+
+def call(kernel, inputs: list, shapes: dict) -> dict:
+    """Run ``kernel`` on ``inputs`` (its In and scalar params in order) with Out arrays of ``shapes``."""
+    import jax
+    import adoffload as ado
+    function = ado.jax_kernel(kernel, grid=lambda *args: (shapes["x_out"][0],), out_shapes=shapes)
+
+    @jax.custom_jvp
+    def run(*operands):
+        return function(*operands)
+
+    @run.defjvp
+    def _no_derivative(primals, tangents):
+        raise JaxIntegrationError(f"the results of adoffload.optimize ({kernel.name}) are not differentiable: "
+                                  f"wrap the call in jax.lax.stop_gradient, or differentiate the optimality "
+                                  f"conditions yourself (implicit differentiation is not built in)")
+
+    results = run(*inputs)
+    outs = [p.name for p in kernel.signature.visible_params if p.is_array and p.type.intent == "out"]
+    return dict(zip(outs, results))
+
+
+__all__ = ["call", "functools"]
