@@ -30,7 +30,7 @@ MINIMIZE = """
 def {name}(x0: ado.In[{T}, 2], {params}gtol: {T}, ftol: {T}, maxiter: ado.i64{extra},
         x_out: ado.Out[{T}, 2], f_out: ado.Out[{T}], g_out: ado.Out[{T}, 2], status_out: ado.Out[ado.i64],
         nit_out: ado.Out[ado.i64], nfev_out: ado.Out[ado.i64]):
-    i = ado.tid()
+    i = ado.tid() + 0   # not the bare thread index: no second build without its row checks
 {copies}    xt = ado.zeros({N}, {T})
     gt = ado.zeros({N}, {T})
 {allocate}    for j in range({N}):
@@ -58,7 +58,7 @@ def {name}(x0: ado.In[{T}, 2], {params}ftol: {T}, xtol: {T}, gtol: {T}, max_nfev
         x_out: ado.Out[{T}, 2], cost_out: ado.Out[{T}], r_out: ado.Out[{T}, 2], g_out: ado.Out[{T}, 2],
         status_out: ado.Out[ado.i64], nit_out: ado.Out[ado.i64], nfev_out: ado.Out[ado.i64],
         njev_out: ado.Out[ado.i64]):
-    i = ado.tid()
+    i = ado.tid() + 0   # not the bare thread index: no second build without its row checks
 {copies}{allocate}    for j in range({N}):
         x[j] = x0[i, j]
     action = least_squares_steps.JACOBIAN

@@ -144,7 +144,7 @@ def _as_array(a, name: str, use_jax: bool):
             raise ArgumentError(f"{name} is {type(a).__name__}, not an array or a scalar ({exc})") from None
     if a.dtype == object:
         raise ArgumentError(f"{name} is not a numeric array (dtype object)")
-    return np.ascontiguousarray(a) if not use_jax else a
+    return np.ascontiguousarray(a) if not use_jax and a.ndim else a
 
 
 def _dtype(array, name: str) -> str:

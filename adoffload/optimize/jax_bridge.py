@@ -6,15 +6,28 @@ differentiation of the optimality conditions is not built).
 """
 from __future__ import annotations
 
-import functools
-
 from ..errors import JaxIntegrationError
+
+
+_REGISTERED = []
+
+
+def _register_result() -> None:
+    """OptimizeResult is a pytree (a jitted function may return it); its keys are the children."""
+    import jax
+    from .result import OptimizeResult
+    if not _REGISTERED:
+        jax.tree_util.register_pytree_node(
+            OptimizeResult, lambda r: (list(r.values()), list(r.keys())),
+            lambda keys, values: OptimizeResult(zip(keys, values)))
+        _REGISTERED.append(True)
 
 
 def call(kernel, inputs: list, shapes: dict) -> dict:
     """Run ``kernel`` on ``inputs`` (its In and scalar params in order) with Out arrays of ``shapes``."""
     import jax
     import adoffload as ado
+    _register_result()
     function = ado.jax_kernel(kernel, grid=lambda *args: (shapes["x_out"][0],), out_shapes=shapes)
 
     @jax.custom_jvp
@@ -32,4 +45,4 @@ def call(kernel, inputs: list, shapes: dict) -> dict:
     return dict(zip(outs, results))
 
 
-__all__ = ["call", "functools"]
+__all__ = ["call"]

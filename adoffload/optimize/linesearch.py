@@ -8,7 +8,10 @@ sufficient decrease was found). So a kernel has one evaluation site (``ado.value
 which the threads of a warp reach together whatever phase each is in.
 
 A non-finite ``f`` or ``dg`` at a trial counts as too large a step (it brackets from above), so a
-step into an overlap of atoms (infinite energy) is shortened, not accepted.
+step into an overlap of atoms (infinite energy) is shortened, not accepted. Near a minimum, where the
+decrease ``f0 - f`` is lost in rounding, a trial is also accepted by Hager & Zhang's approximate Wolfe
+conditions (the slope shrank, ``C2 dg0 <= dg <= (2 C1 - 1) dg0``, and ``f`` rose by rounding at most):
+the gradient, not the function value, then leads to a tight ``gtol``.
 
 State: ``ls`` (floats, ``LS_FLOATS`` slots named below) and ``li`` (ints, ``LS_INTS``), local arrays
 of the kernel. Written in the kernel language: these are ``@ado.func`` helpers.
@@ -27,6 +30,7 @@ TRY, ACCEPT, FAIL = 0, 1, 2
 C1, C2 = 1e-4, 0.9          # sufficient decrease, curvature (quasi-Newton values)
 MAX_TRIALS = 40             # evaluations per search
 GROWTH = 4.0                # bracketing: the next trial step is this many times the last
+ROUNDING = 1e-12            # a rise of f this small relative to |f0| may be rounding (approximate Wolfe)
 
 
 @ado.func
@@ -108,6 +112,8 @@ def update(ls, li, f, dg):
     dg0 = ls[DG0]
     usable = finite(f) and finite(dg)
     decrease = usable and f <= f0 + C1 * a * dg0
+    if usable and not decrease and f <= f0 + ROUNDING * ado.abs(f0) and C2 * dg0 <= dg <= (2.0 * C1 - 1.0) * dg0:
+        return ACCEPT       # Hager & Zhang's approximate Wolfe conditions: f0 - f is lost in rounding here
     if li[PHASE] == BRACKET:
         if not decrease or (li[COUNT] > 1 and f >= ls[F_PREV]):
             _set_lo(ls, ls[A_PREV], ls[F_PREV], ls[DG_PREV])
