@@ -112,9 +112,7 @@ def reverse(module: Module, fn: Function, activity: list[Activity], name: str | 
     ``failure_arg``: the kernel's status-record argument. A thread that records a failure (a
     bounds error) returns without a reverse sweep: the launch raises anyway, and reversing those
     exits would enter loops at several points (an irreducible adjoint no one could differentiate
-    again).
-    ``static_tape_limit``: the most tape bytes kept in a local array (more: a dynamic tape);
-    derivatives of helpers inside kernels (inner_arrays.py) allow more than kernels do.
+    again). ``static_tape_limit``: the most bytes of a local-array tape (inner_arrays.py raises it).
     """
     name = name or f"{fn.name}.reverse"
     try:
@@ -139,10 +137,8 @@ def _strip_pointer(pointer: Value) -> Value:
 
 class _Reverser:
     def __init__(self, module: Module, fn: Function, activity: list[Activity], parallel: ParallelInfo | None,
-                 deterministic: bool = False, failure_arg: int | None = None,
-                 static_tape_limit: int = STATIC_TAPE_LIMIT):
-        self.module, self.primal, self.activity, self.parallel = module, fn, activity, parallel
-        self.static_tape_limit = static_tape_limit
+                 deterministic: bool = False, failure_arg: int | None = None, static_tape_limit: int = STATIC_TAPE_LIMIT):
+        self.module, self.primal, self.activity, self.parallel, self.static_tape_limit = module, fn, activity, parallel, static_tape_limit
         self.deterministic, self.failure_arg = deterministic, failure_arg
         self.info = analyze(fn, activity)
         if parallel is not None:         # a kernel: its adjoint is a launch of its own

@@ -44,6 +44,7 @@ from ...ir.core import (Argument, ArrayType, Block, FloatType, Function, Instruc
     StructType, Value, VectorType)
 from ...ir.cfg import dominator_sets
 from .global_arrays import LOAD_STORE, at_loaded_index, in_place, loaded_index_message
+from .single_thread import one_thread
 from .accesses import Access
 from .messages import message as _message, where as _where
 from .forms import Concrete, Forms, Lin, Modular, const_int, signed
@@ -324,7 +325,7 @@ class Proofs:
     def conflict(self, a: Access, b: Access):
         """None when proven apart; else a witness (thread of ``a``, thread of ``b``) or () if none is known.
         A symbol both forms (or guards) name must have one instance for both (``_alike``)."""
-        if self._one_thread(a, b):
+        if one_thread(self, a, b):
             return None
         if not self._alike(a, b, _symbol_ids(a) & _symbol_ids(b)):
             return ()
@@ -340,23 +341,6 @@ class Proofs:
             return ()
         found = self._witness(a, b)
         return self._witness_per_value(a, b) if found == () else found
-
-    def _one_thread(self, a: Access, b: Access) -> bool:
-        """Whether the guards of both accesses admit one thread of the block at most (``if thread_id() ==
-        0:`` around a helper's derivative over shared arrays): one thread's accesses are in program order."""
-        runners = set()
-        for x in (a, b):
-            if not hasattr(x, "_runners"):
-                x._runners = []
-                for thread in itertools.product(*map(range, self.forms.block)):
-                    if self._holds(x, {("t", axis): v for axis, v in enumerate(thread)}):
-                        x._runners.append(thread)
-                        if len(x._runners) > 1:
-                            break
-            runners.update(x._runners)
-            if len(runners) > 1:
-                return False
-        return True
 
     # -- the accesses of different threads lie apart (mixed radix) --
     def upper(self, x: Access, atom) -> int | None:
