@@ -50,6 +50,8 @@ class Kernel:
     tape = None                # a reverse kernel's tape protocol (enzyme.tape), None for most kernels
     block: tuple[int, ...] | None = None   # a block kernel's block shape (frontend/blocks.py)
     shared: tuple = ()         # a block kernel's shared arrays (SharedArray), in body-argument order
+    launch_block: int | None = None   # a plain kernel's threads per GPU block (None: the occupancy
+                                      # calculator's; JAX: 256); adoffload.optimize sets 32
 
     def __init__(self, signature: KernelSignature, body_name: str):
         self.signature = signature
@@ -135,6 +137,8 @@ class Kernel:
             if self.block is not None:
                 from ..codegen.blocks import block_threads
                 compiled.extra["block_threads"] = block_threads(self.block)
+            elif self.launch_block is not None and target != "host":
+                compiled.extra["block_threads"] = self.launch_block
             self._compiled[key] = compiled
             return compiled
 

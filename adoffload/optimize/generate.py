@@ -17,6 +17,7 @@ from pathlib import Path
 from ..codegen.cache import default_root
 from .inputs import ArgSpec
 
+LAUNCH_BLOCK = 32
 _KERNELS: dict = {}
 _LOCK = threading.Lock()
 
@@ -133,7 +134,13 @@ def _load(source: str, name: str, fun, what: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     module.fun = fun
-    return ado.kernel(getattr(module, name))
+    kernel = ado.kernel(getattr(module, name))
+    # One problem per thread is latency-bound (one warp's line search, local-memory state): blocks of
+    # one warp spread a batch of a few thousand problems over every multiprocessor instead of a few
+    # (256-thread blocks put 4,096 problems on 16 of an H200's 132). The register count, not the
+    # 32 resident blocks per multiprocessor, limits occupancy at this kernel's size.
+    kernel.launch_block = LAUNCH_BLOCK
+    return kernel
 
 
 def _cached(key, make):

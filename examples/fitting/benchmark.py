@@ -132,6 +132,11 @@ def main(argv=None):
     scipy_seconds = time.perf_counter() - began
     runs = [measure("adoffload.optimize (lm)", lambda t, y, x0: adoffload_fits(t, y, x0, args.device), t, y, x0,
                     args.first)]
+    try:
+        import optimistix  # noqa: F401
+    except ImportError:
+        print("note: optimistix is not installed here (pip install optimistix): left out")
+        args.skip.append("optimistix")
     if "optimistix" not in args.skip:
         runs.append(measure("optimistix LM, vmap", lambda t, y, x0: optimistix_fits(t, y, x0, args.device), t, y, x0,
                             args.first))

@@ -115,10 +115,8 @@ def test_an_empty_batch():
 
 
 def test_the_generated_kernel_is_in_the_kernel_language_and_named_in_errors():
-    from adoffload.optimize import generate
-    kernel = generate.minimize_kernel(rosen, generate.lbfgs if hasattr(generate, "lbfgs") else
-                                      __import__("adoffload.optimize.lbfgs", fromlist=["x"]),
-                                      4, np.dtype(np.float64), (), {"H": 10})
+    from adoffload.optimize import generate, lbfgs
+    kernel = generate.minimize_kernel(rosen, lbfgs, 4, np.dtype(np.float64), (), {"H": 10})
     assert isinstance(kernel, ado.Kernel) and kernel.pyfunc.__code__.co_filename.endswith(".py")
     assert "ado.value_and_grad(fun)(xt, out=gt)" in open(kernel.pyfunc.__code__.co_filename).read()
 
@@ -133,3 +131,11 @@ def test_shared_marks_an_array_for_every_problem():
 
     result = minimize(weighted, np.zeros((3, 2)), args=(shared(np.array([1.0, 4.0])),))
     np.testing.assert_allclose(result.x, 1.0, atol=1e-6)
+
+
+def test_gpu_launches_use_blocks_of_one_warp():
+    """A few thousand problems spread over every multiprocessor (generate.LAUNCH_BLOCK)."""
+    from adoffload.optimize import generate, lbfgs
+    kernel = generate.minimize_kernel(rosen, lbfgs, 4, np.dtype(np.float64), (), {"H": 10})
+    assert kernel.compiled("nvptx", arch="sm_90").extra["block_threads"] == generate.LAUNCH_BLOCK == 32
+    assert "block_threads" not in kernel.compiled("host").extra
