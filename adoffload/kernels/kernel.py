@@ -178,6 +178,7 @@ class SourceKernel(Kernel):
         self._candidates = frozenset(source.candidate_facts) if bounds_check else frozenset()
         self._thread_indexed = frozenset(source.candidate_facts)
         self._full_writes = source.full_writes
+        self.loaded_and_stored = source.loaded_and_stored
         self._texts[frozenset()] = _canonical_body(source.llvm_ir)
         if self.block is not None:
             from ..analysis.races.kernel import check_block_kernel
