@@ -348,3 +348,72 @@ def bad(w: ado.In[ado.f64], e: ado.Out[ado.f64]):
     line = ("import adoffload as ado\n" + HELPERS + source).splitlines().index(
         "    e[0] = ado.value_and_grad(weighted)(x, w, out=g)") + 1
     assert f"bad_tape.py:{line}:" in str(info.value)
+
+
+@ado.func
+def pair_energy(p):
+    """Pairs of a (4, 3) array of positions: sum of 1 / r^2."""
+    e = 0.0
+    for a in range(4):
+        for b in range(a + 1, 4):
+            r2 = 0.0
+            for c in range(3):
+                r2 += (p[a, c] - p[b, c]) ** 2
+            e += 1.0 / r2
+    return e
+
+
+@ado.kernel
+def positions_gradient(ps: ado.In[ado.f64, 3], vs: ado.In[ado.f64, 3], g_out: ado.Out[ado.f64, 3],
+                       dy: ado.Out[ado.f64]):
+    i = ado.tid()
+    p = ado.zeros((4, 3), ado.f64)
+    v = ado.zeros((4, 3), ado.f64)
+    g = ado.zeros((4, 3), ado.f64)
+    for a in range(4):
+        for c in range(3):
+            p[a, c] = ps[i, a, c]
+            v[a, c] = vs[i, a, c]
+    ado.grad(pair_energy)(p, out=g)
+    y, d = ado.jvp(pair_energy)(p, v)
+    dy[i] = d
+    for a in range(4):
+        for c in range(3):
+            g_out[i, a, c] = g[a, c]
+
+
+def test_a_two_dimensional_local_array():
+    rng = np.random.default_rng(5)
+    ps, vs = rng.normal(size=(3, 4, 3)), rng.normal(size=(3, 4, 3))
+    g, dy = np.zeros_like(ps), np.zeros(3)
+    positions_gradient(ps, vs, g, dy, grid=3)
+    for p, gp in zip(ps, g):
+        d = p[:, None] - p[None]
+        r2 = (d ** 2).sum(-1) + np.eye(4)
+        expected = (-2 * d / r2[..., None] ** 2 * (1 - np.eye(4))[..., None]).sum(1)
+        np.testing.assert_allclose(gp, expected, rtol=1e-12)
+    np.testing.assert_allclose(dy, np.einsum("bac,bac->b", g, vs), rtol=1e-12)
+
+
+@ado.kernel(block=8)
+def block_tangent(xs: ado.In[ado.f64, 2], vs: ado.In[ado.f64, 2], dy: ado.Out[ado.f64]):
+    t = ado.thread_id()
+    b = ado.block_id()
+    xsh = ado.shared(8, ado.f64)
+    vsh = ado.shared(8, ado.f64)
+    xsh[t] = xs[b, t]
+    vsh[t] = vs[b, t]
+    ado.sync_threads()
+    if t == 0:
+        y, d = ado.jvp(block_energy)(xsh, vsh)
+        dy[b] = d
+
+
+def test_a_tangent_of_shared_arrays():
+    rng = np.random.default_rng(6)
+    xs, vs = rng.normal(size=(2, 8)), rng.normal(size=(2, 8))
+    dy = np.zeros(2)
+    block_tangent(xs, vs, dy, grid=16)
+    nxt = np.roll(xs, -1, axis=1)
+    g = -np.sin(xs) * nxt + np.roll(np.cos(xs), 1, axis=1)
+    np.testing.assert_allclose(dy, np.sum(g * vs, axis=1), rtol=1e-12)
