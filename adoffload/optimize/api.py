@@ -12,7 +12,7 @@ import inspect
 
 import numpy as np
 
-from ..errors import ArgumentError
+from ..errors import ArgumentError, CompilationError
 from . import bfgs, fire, generate, lbfgs
 from .inputs import check_function, check_start, is_jax, prepare
 from .result import OptimizeResult, finish
@@ -110,7 +110,14 @@ def _run(kernel, inputs: list, shapes: dict, dtype, batch: int, device: str, use
     outs = {name: np.zeros(shape, dtype=np.int64 if name in _INT_OUTPUTS else dtype)
             for name, shape in shapes.items()}
     if batch:
-        kernel(*inputs, *outs.values(), grid=batch, device=device)
+        try:
+            kernel(*inputs, *outs.values(), grid=batch, device=device)
+        except CompilationError as exc:
+            if "local arrays" not in str(exc):
+                raise
+            raise CompilationError(f"{exc}. adoffload.optimize keeps each problem's whole state in its thread "
+                                   f"(n={inputs[0].shape[1]}): use method='lbfgs' with a smaller maxcor, or "
+                                   f"fewer parameters per problem (a problem per block is not built)") from None
     return outs
 
 

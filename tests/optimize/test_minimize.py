@@ -139,3 +139,8 @@ def test_gpu_launches_use_blocks_of_one_warp():
     kernel = generate.minimize_kernel(rosen, lbfgs, 4, np.dtype(np.float64), (), {"H": 10})
     assert kernel.compiled("nvptx", arch="sm_90").extra["block_threads"] == generate.LAUNCH_BLOCK == 32
     assert "block_threads" not in kernel.compiled("host").extra
+
+
+def test_a_problem_too_large_for_a_thread_is_refused_with_advice():
+    with pytest.raises(ado.CompilationError, match="need [0-9]+ bytes per thread.*smaller maxcor"):
+        minimize(rosen, np.zeros((1, 70000)), method="lbfgs", maxiter=1)
