@@ -144,3 +144,18 @@ def test_gpu_launches_use_blocks_of_one_warp():
 def test_a_problem_too_large_for_a_thread_is_refused_with_advice():
     with pytest.raises(ado.CompilationError, match="need [0-9]+ bytes per thread.*smaller maxcor"):
         minimize(rosen, np.zeros((1, 70000)), method="lbfgs", maxiter=1)
+
+
+@pytest.mark.parametrize("target, arch", [("nvptx", "sm_90"), ("amdgpu", "gfx942")])
+def test_the_optimizer_kernels_compile_for_gpus(target, arch):
+    """NVIDIA PTX and AMD GCN (no AMD GPU here: compiled, not run; local arrays in address space 5)."""
+    from adoffload.optimize import fire, generate, lbfgs
+    from adoffload.optimize.inputs import ArgSpec
+    from tests.optimize.problems import M, decay
+    kernels = [generate.minimize_kernel(rosen, lbfgs, 4, np.dtype(np.float64), (), {"H": 10}),
+               generate.minimize_kernel(rosen, fire, 4, np.dtype(np.float64), (), {"G": 1}),
+               generate.least_squares_kernel(decay, 3, M, np.dtype(np.float64),
+                                             (ArgSpec("shared_array", "ado.f64", (M,)),
+                                              ArgSpec("batch_array", "ado.f64", (M,))), False)]
+    for kernel in kernels:
+        assert kernel.compiled(target, arch=arch).artifact
