@@ -56,6 +56,7 @@ class ArrayDerivativeCalls:
                                       f"the scalars in a call of their own (they return their partials)")
             shadows = self._gradient_arrays(out, args, positions, what)
         self._check_distinct(args, [s for s in shadows if isinstance(s, ArrayRef)], what)
+        self._check_unaliased(args, positions, what)
         compiled = self._inline_helper(helper, args)
         result = compiled.results
         if kind != "jvp" or result is not None:
@@ -138,6 +139,17 @@ class ArrayDerivativeCalls:
                 raise KernelTypeError(f"{what}: {describe(array)} is passed both as {other} and as "
                                       f"{role}; derivative arrays must be arrays of their own")
             seen[id(array.pointer)] = role
+
+    def _check_unaliased(self, args, positions, what: str) -> None:
+        """A differentiated array passed again as another argument would alias a Dup pointer with a
+        Const one (the engine takes distinct arguments for distinct memory)."""
+        for k in positions:
+            if not isinstance(args[k], ArrayRef):
+                continue
+            for j, a in enumerate(args):
+                if j != k and isinstance(a, ArrayRef) and a.pointer is args[k].pointer:
+                    raise KernelTypeError(f"{what}: {describe(a)} is argument {k}, which is differentiated, "
+                                          f"and argument {j} too; pass a copy as argument {j}")
 
     # --- the helper and its wrapper ----------------------------------------------------------
 

@@ -312,6 +312,9 @@ REFUSALS = {
                       ado.KernelTypeError, "tangent of argument 0"),
     "out for jvp": ("    x = ado.zeros(5, ado.f64)\n    y, d = ado.jvp(rosen)(x, x, out=x)\n",
                     ado.KernelTypeError, "positional arguments only"),
+    "x passed twice": ("    x = ado.zeros(3, ado.f64)\n    g = ado.zeros(3, ado.f64)\n"
+                       "    ado.grad(half_squares)(x, x, x, out=g)\n",
+                       ado.KernelTypeError, "argument 0, which is differentiated, and argument 1 too"),
     "too few outs": ("    x = ado.zeros(3, ado.f64)\n    t = ado.zeros(6, ado.f64)\n    g = ado.zeros(3, ado.f64)\n"
                      "    ado.grad(half_squares, argnums=(0, 1))(x, t, t, out=g)\n",
                      ado.KernelTypeError, r"out= needs 2 array"),
