@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import threading
 from pathlib import Path
 
@@ -127,7 +128,7 @@ def _load(source: str, name: str, fun, what: str):
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}_{digest}.py"
     if not path.exists() or path.read_text() != source:
-        temporary = path.with_suffix(f".{threading.get_ident()}.tmp")
+        temporary = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")   # concurrent writers
         temporary.write_text(source)
         temporary.replace(path)
     spec = importlib.util.spec_from_file_location(f"adoffload_optimize_{name}_{digest}", path)
