@@ -420,3 +420,36 @@ def test_a_tangent_of_shared_arrays():
     nxt = np.roll(xs, -1, axis=1)
     g = -np.sin(xs) * nxt + np.roll(np.cos(xs), 1, axis=1)
     np.testing.assert_allclose(dy, np.sum(g * vs, axis=1), rtol=1e-12)
+
+
+@ado.func
+def chooser(x, p):
+    s = 0.0
+    for j in range(4):
+        s += ado.sin((x[j]) if x[j] > 0.1 else (p[j]))
+    return s
+
+
+@ado.kernel
+def chooser_gradient(xs: ado.In[ado.f64, 2], ps: ado.In[ado.f64, 2], g_out: ado.Out[ado.f64, 2]):
+    i = ado.tid()
+    x = ado.zeros(4, ado.f64)
+    p = ado.zeros(4, ado.f64)
+    g = ado.zeros(4, ado.f64)
+    for j in range(4):
+        x[j] = xs[i, j]
+        p[j] = ps[i, j]
+    ado.grad(chooser)(x, p, out=g)
+    for j in range(4):
+        g_out[i, j] = g[j]
+
+
+def test_a_data_array_merged_with_the_parameters_gets_a_scratch_shadow():
+    """`x[j] if c else p[j]` becomes a load through a select of the two arrays' pointers; p (not
+    differentiated) gets a zeroed shadow of its own, and the gradient flows through x's side only."""
+    xs = np.array([[0.5, -0.3, 0.2, 0.05]])
+    ps = np.array([[1.0, 2.0, 3.0, 4.0]])
+    g = np.zeros((1, 4))
+    chooser_gradient(xs, ps, g, grid=1)
+    np.testing.assert_allclose(g, np.where(xs > 0.1, np.cos(xs), 0.0), rtol=1e-14)
+    assert chooser_gradient.compiled("amdgpu", arch="gfx942").artifact       # the scratch alloca in address space 5
