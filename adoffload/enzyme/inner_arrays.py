@@ -36,11 +36,26 @@ INNER_TAPE_LIMIT = 64 * 1024
 
 
 def call_site(module: Module, placeholder: Function) -> str:
-    """``file:line: `` of the first call of the placeholder (for error messages)."""
+    """``file:line: `` of the first call of the placeholder (for error messages); where canonicalization
+    dropped the call's own location (LLVM keeps unknown metadata on calls only sometimes), the nearest
+    located instruction of its block before it, else after it."""
     for fn in module.functions.values():
-        for inst in fn.instructions():
-            if inst.opcode == "call" and inst.callee is placeholder and inst.location is not None:
-                return f"{inst.location}: "
+        for block in fn.blocks:
+            for k, inst in enumerate(block.instructions):
+                if inst.opcode != "call" or inst.callee is not placeholder:
+                    continue
+                around = [inst] + block.instructions[k - 1::-1] if k else [inst]
+                for other in around + block.instructions[k + 1:]:
+                    if other.location is not None:
+                        return f"{other.location}: "
+    return ""
+
+
+def helper_site(wrapper: Function) -> str:
+    """`` (helper at file:line)``: the first source location of the helper inlined into its wrapper."""
+    for inst in wrapper.instructions():
+        if inst.location is not None:
+            return f" (helper at {inst.location})"
     return ""
 
 
@@ -73,7 +88,7 @@ def define_array_placeholder(module: Module, placeholder: Function) -> None:
         else:
             derivative = _reverse(module, wrapper, activity, f"{wrapper.name}.rev.{suffix}")
     except DifferentiationError as exc:
-        raise DifferentiationError(f"{where}ado.{kind}({helper_name}): {exc}") from None
+        raise DifferentiationError(f"{where}ado.{kind}({helper_name}){helper_site(wrapper)}: {exc}") from None
     _emit_body(module, placeholder, kind, wrapper, derivative, activity, {k: local_bytes[k] for k in scratch}, returns)
     for fn in (placeholder, derivative, wrapper):
         fn.linkage = "internal"

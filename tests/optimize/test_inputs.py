@@ -68,3 +68,18 @@ def test_a_wrong_helper_body_is_a_located_kernel_error():
     with pytest.raises(ado.UndefinedNameError, match="undefined_name") as info:
         minimize(broken, np.zeros((2, 2)))
     assert "test_inputs.py" in str(info.value)
+
+
+def test_a_function_whose_adjoint_needs_a_dynamic_tape_is_refused_naming_it():
+    @ado.func
+    def until_large(x):
+        s = 0.0
+        k = 0
+        while s < 3.0 and k < 100:
+            s = s + ado.exp(x[0] * s) * 0.1 + x[1] * x[1]
+            k += 1
+        return s
+
+    with pytest.raises(ado.DifferentiationError, match=r"value_and_grad\(until_large\) \(helper at .*test_inputs\.py:"
+                                                     r"[0-9]+\).*dynamic tape"):
+        minimize(until_large, np.zeros((2, 2)))
