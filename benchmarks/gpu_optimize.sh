@@ -31,7 +31,7 @@ lj38)
   tail -8 "$OUT/fire.txt"
   ;;
 fits)
-  timeout 200 python3 examples/fitting/decay_fits.py --device cuda --curves 1000000 --chunk 1000000 \
+  timeout 180 python3 examples/fitting/decay_fits.py --device cuda --curves 1000000 --chunk 1000000 \
     --out "$OUT/fits" > "$OUT/fits.txt" 2>&1
   tail -8 "$OUT/fits.txt"
   timeout 300 python3 examples/fitting/benchmark.py --device cuda --curves 1000000 --scipy 300 \
