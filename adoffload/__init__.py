@@ -42,7 +42,7 @@ _LAZY = {
 }
 # sub-packages reachable as attributes (``ado.enzyme``), and where ``ado.cache`` now lives
 _SUBMODULES = {"enzyme": "enzyme", "ir": "ir", "codegen": "codegen", "runtime": "runtime", "frontend": "frontend",
-               "chemistry": "chemistry", "cache": "codegen.cache", "analysis": "analysis", "types": "language.types"}
+               "chemistry": "chemistry", "optimize": "optimize", "cache": "codegen.cache", "analysis": "analysis", "types": "language.types"}
 
 
 def __getattr__(name: str):

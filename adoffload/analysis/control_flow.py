@@ -110,7 +110,8 @@ class LoopInfo:
         """How many times ``block`` can execute per call, or None when not statically bounded."""
         total = 1
         for loop in self.containing[block]:
-            bound = header_visit_bound(loop, self._dom)
+            enclosing = [outer for outer in self.containing[block] if outer is not loop and loop.header in outer.blocks]
+            bound = header_visit_bound(loop, self._dom, enclosing)
             if bound is None:
                 return None
             total *= bound

@@ -199,9 +199,11 @@ def _leaves_for_every_operand(cond: Instruction, stays: bool, counter: _Counter,
     return all(_holds(cond, a, b) != stays for a in choices[0] for b in choices[1])
 
 
-def header_visit_bound(loop, dom) -> int | None:
+def header_visit_bound(loop, dom, enclosing=()) -> int | None:
     """An upper bound on header executions per entry into ``loop`` (a ``control_flow.Loop``;
-    ``dom`` its ``Dominators``), or None if none is proven."""
+    ``dom`` its ``Dominators``), or None if none is proven. ``enclosing``: the loops around it,
+    whose simulated counters may give a start that is not a constant (``for j in range(i + 1, n)``)
+    its possible values: the bound is then the largest over them."""
     if len(loop.latches) != 1:
         return None
     latch = loop.latches[0]
@@ -209,14 +211,68 @@ def header_visit_bound(loop, dom) -> int | None:
     best = None
     for counter in counters(loop):
         reading = [(cond, stays) for cond, stays in tests if any(counter.reads(o) for o in cond.operands)]
-        first = _simulated_together(counter, reading) if counter.start is not None and reading else {}
+        if not reading:
+            continue
+        starts = [counter.start] if counter.start is not None else _outer_starts(counter, loop, enclosing, dom)
+        firsts = [_simulated_together(_Counter(counter.phi, counter.step, counter.amount, x), reading)
+                  for x in starts or ()]
         for cond, stays in reading:
-            bound = first.get(cond)
+            found = [first.get(cond) for first in firsts]
+            bound = max(found) if found and None not in found else None
             if bound is None:
                 bound = _proven_bound(counter, cond, stays)
             if bound is not None:
                 best = bound if best is None else min(best, bound)
     return best
+
+
+MAX_OUTER_STARTS = 4096
+
+
+def _outer_starts(counter: _Counter, loop, enclosing, dom) -> list[int] | None:
+    """The values a counter's start ``c`` or ``c + k`` can hold where ``c`` is the simulated counter
+    of an enclosing loop (every value its header phi takes until its tests leave, the leaving one
+    included), or None."""
+    start = next(v for v, b in zip(counter.phi.operands, counter.phi.blocks) if b not in loop.blocks)
+    base, offset = start, 0
+    if isinstance(start, Instruction) and start.opcode in ("add", "sub") and len(start.operands) == 2:
+        c = int_value(start.operands[1])
+        if c is not None:
+            base, offset = start.operands[0], c if start.opcode == "add" else -c
+        elif start.opcode == "add" and int_value(start.operands[0]) is not None:
+            base, offset = start.operands[1], int_value(start.operands[0])
+    for outer in enclosing:
+        if len(outer.latches) != 1:
+            continue
+        for oc in counters(outer):
+            if oc.phi is not base or oc.start is None or oc.bits != counter.bits:
+                continue
+            tests = [(cond, stays) for cond, stays in _exit_tests(outer, dom, outer.latches[0])
+                     if any(oc.reads(o) for o in cond.operands)]
+            values = _values_until_exit(oc, tests)
+            if values is None:
+                return None
+            return [apply_step("add", x, offset, counter.bits) for x in values]
+    return None
+
+
+def _values_until_exit(counter: _Counter, tests: list) -> list[int] | None:
+    """Every value of the counter's phi from its constant start until a test of the counter alone
+    leaves (that value included); None past MAX_OUTER_STARTS values or without such a test."""
+    live = [(cond, stays) for cond, stays in tests]
+    x, seen = counter.start, []
+    while len(seen) < MAX_OUTER_STARTS:
+        seen.append(x)
+        for cond, stays in list(live):
+            a, b = (counter.value(o, x) for o in cond.operands)
+            if a is None or b is None:
+                live.remove((cond, stays))     # not a test of the counter alone
+            elif _holds(cond, a, b) != stays:
+                return seen
+        x = counter.next(x)
+        if not live or x is None:
+            return None
+    return None
 
 
 def _simulated_together(counter: _Counter, tests: list) -> dict:

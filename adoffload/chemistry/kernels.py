@@ -46,6 +46,21 @@ def lj_pair(r2: ado.f64, sigma: ado.f64, epsilon: ado.f64) -> ado.f64:
 
 
 @ado.func
+def lj_cluster_energy(x, sigma, epsilon):
+    """The Lennard-Jones energy of one cluster, ``x`` its coordinates (x0, y0, z0, x1, ...) as a flat
+    array: the function ``adoffload.optimize.minimize`` minimizes for examples/chemistry/lj_clusters.py."""
+    e = 0.0
+    n = len(x) // 3
+    for i in range(n):
+        for j in range(i + 1, n):
+            dx = x[3 * j] - x[3 * i]
+            dy = x[3 * j + 1] - x[3 * i + 1]
+            dz = x[3 * j + 2] - x[3 * i + 2]
+            e += lj_pair(dx * dx + dy * dy + dz * dz, sigma, epsilon)
+    return e
+
+
+@ado.func
 def morse_pair(r: ado.f64, depth: ado.f64, alpha: ado.f64, r0: ado.f64) -> ado.f64:
     x = 1.0 - ado.exp(-alpha * (r - r0))
     return depth * (x * x - 1.0)

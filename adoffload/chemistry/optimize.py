@@ -74,22 +74,34 @@ def random_cluster(key, n_atoms: int, density: float = 1.0):
     return d * r
 
 
-def basin_hopping_step(energy_fn, walker: Walker, key, *, step_size: float, kT: float,
-                       container: float, fire: FireOptions = FireOptions()) -> Walker:
-    """Perturb every atom, minimize, accept by Metropolis at ``kT``; keep the best minimum seen.
-
-    Atoms kicked past ``container`` from the centroid are put back at a random place inside
-    it (the usual spherical container; it shapes moves only, not the energy).
-    """
-    move_key, place_key, accept_key = jax.random.split(key, 3)
+def perturb(walker: Walker, key, *, step_size: float, container: float):
+    """A basin-hopping move of every atom of one walker: a uniform kick in [-step_size, step_size] per
+    coordinate; atoms kicked past ``container`` from the centroid are put back at a random place inside
+    it (the usual spherical container; it shapes moves only, not the energy)."""
+    move_key, place_key = jax.random.split(key)
     x = walker.x + jax.random.uniform(move_key, walker.x.shape, walker.x.dtype, -step_size, step_size)
     center = jnp.mean(x, axis=0)
     outside = jnp.linalg.norm(x - center, axis=-1, keepdims=True) > container
-    x = jnp.where(outside, center + random_cluster(place_key, x.shape[0]) * 0.5, x)
-    x, energy, _ = fire_minimize(energy_fn, x, fire)
+    return jnp.where(outside, center + random_cluster(place_key, x.shape[0]) * 0.5, x)
+
+
+def accept(walker: Walker, x, energy, key, *, kT: float) -> Walker:
+    """Metropolis at ``kT`` between the walker's minimum and the new one (x, energy); the best seen is kept.
+    A non-finite energy is never accepted."""
     energy = jnp.where(jnp.isfinite(energy), energy, jnp.inf)
-    accept = jax.random.uniform(accept_key, dtype=energy.dtype) < jnp.exp(-(energy - walker.energy) / kT)
-    x = jnp.where(accept, x, walker.x)
-    current = jnp.where(accept, energy, walker.energy)
+    accepted = jax.random.uniform(key, dtype=energy.dtype) < jnp.exp(-(energy - walker.energy) / kT)
+    x = jnp.where(accepted, x, walker.x)
+    current = jnp.where(accepted, energy, walker.energy)
     better = energy < walker.best_energy
     return Walker(x, current, jnp.where(better, x, walker.best_x), jnp.where(better, energy, walker.best_energy))
+
+
+def basin_hopping_step(energy_fn, walker: Walker, key, *, step_size: float, kT: float,
+                       container: float, fire: FireOptions = FireOptions()) -> Walker:
+    """Perturb every atom, minimize with FIRE (in JAX), accept by Metropolis at ``kT``; keep the best
+    minimum seen (``perturb`` and ``accept``; adoffload.optimize.minimize can take the middle step
+    for a whole batch of walkers in one kernel launch: examples/chemistry/lj_clusters.py)."""
+    move_key, accept_key = jax.random.split(key)
+    x = perturb(walker, move_key, step_size=step_size, container=container)
+    x, energy, _ = fire_minimize(energy_fn, x, fire)
+    return accept(walker, x, energy, accept_key, kT=kT)

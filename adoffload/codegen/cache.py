@@ -32,7 +32,7 @@ def _versions() -> tuple[str, ...]:
         ours = version("adoffload")
     except PackageNotFoundError:
         ours = "unknown"
-    package = Path(__file__).parent
+    package = Path(__file__).resolve().parent.parent      # all of adoffload/, not only codegen/ (AD, front end)
     source = hashlib.sha256()
     for path in sorted(package.rglob("*.py")):
         source.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())

@@ -25,6 +25,7 @@ from ..ir.core import Argument, Constant, Function, Module, StructType, const
 from .activity import ACTIVE, CONST, DUP
 from .custom import find_custom
 from .forward import forward
+from .inner_arrays import ARRAY_PREFIX, call_site, define_array_placeholder, refuse_nested
 
 PREFIX = "adoffload.inner."
 KINDS = ("grad", "value_and_grad", "jvp")
@@ -49,21 +50,21 @@ def parse_placeholder(name: str) -> tuple[str, tuple[int, ...], str]:
 
 
 def define_placeholder(module: Module, placeholder: Function) -> None:
+    if placeholder.name.startswith(ARRAY_PREFIX):
+        define_array_placeholder(module, placeholder)
+        return
     kind, positions, helper_name = parse_placeholder(placeholder.name)
-    where = _call_site(module, placeholder)
+    where = call_site(module, placeholder)
     helper = module.functions.get(helper_name)
     if kind not in KINDS or helper is None or helper.is_declaration:
         raise DifferentiationError(f"{where}internal error: no helper @{helper_name} for {placeholder.name}")
-    for inst in helper.instructions():
-        if inst.opcode == "call" and getattr(inst.callee, "name", "").startswith(PREFIX):
-            raise DifferentiationError(f"{where}ado.{kind} of a helper that itself calls ado.grad / "
-                                       f"ado.value_and_grad / ado.jvp is not supported (nested derivatives)")
+    refuse_nested(helper, where, kind)
     custom = find_custom(module, helper) is not None
     target = _call_wrapper(module, helper) if custom else helper
     try:
         if kind == "jvp":
-            derivative = forward(module, target, [DUP] * len(target.args),
-                                 name=f"{helper.name}.adoffload.inner.fwd")
+            derivative = forward(module, target, [DUP if k in positions else CONST for k in range(len(target.args))],
+                                 name=f"{helper.name}.adoffload.inner.fwd.{'_'.join(map(str, sorted(positions)))}")
         else:
             derivative = _reverse(module, target, positions, where)
     except DifferentiationError as exc:
@@ -113,8 +114,9 @@ def _emit_body(module: Module, placeholder: Function, kind: str, positions, help
     placeholder.args = [Argument(ty, f"x{k}", k) for k, ty in enumerate(placeholder.function_type.params)]
     b = Builder(placeholder.add_block("entry"))
     primal = placeholder.args[:n]
-    if kind == "jvp":
-        fields = [b.call(helper, primal), b.call(derivative, list(placeholder.args))]
+    if kind == "jvp":       # tangents come in argnums order, the derivative takes them in argument order
+        tangents = dict(zip(positions, placeholder.args[n:]))
+        fields = [b.call(helper, primal), b.call(derivative, list(primal) + [tangents[k] for k in sorted(positions)])]
     else:
         slots = []
         for k in positions:
@@ -133,12 +135,3 @@ def _emit_body(module: Module, placeholder: Function, kind: str, positions, help
     for k, value in enumerate(fields):
         aggregate = b.emit("insertvalue", ret, [aggregate, value], indices=(k,))
     b.ret(aggregate)
-
-
-def _call_site(module: Module, placeholder: Function) -> str:
-    """``file:line: `` of the first call of the placeholder (for error messages)."""
-    for fn in module.functions.values():
-        for inst in fn.instructions():
-            if inst.opcode == "call" and inst.callee is placeholder and inst.location is not None:
-                return f"{inst.location}: "
-    return ""

@@ -47,7 +47,7 @@ from ..analysis.control_flow import Dominators, LoopInfo, inductions, predecesso
 from .zero_adjoints import maybe_zero_adjoints
 from .rules import describe
 from .soundness import analyze, check_kernel_stores, check_rerun
-from .tape import Tape
+from .tape import STATIC_TAPE_LIMIT, Tape
 from .reverse_blocks import ControlFlowReversal
 from .reverse_finish import Finishing, ReverseResult
 from .reverse_instructions import InstructionReversal
@@ -56,7 +56,7 @@ from .reverse_values import PrimalValues, strip_pointer
 
 def reverse(module: Module, fn: Function, activity: list[Activity], name: str | None = None,
             deterministic: bool = False, parallel: ParallelInfo | None = None,
-            failure_arg: int | None = None) -> ReverseResult:
+            failure_arg: int | None = None, static_tape_limit: int = STATIC_TAPE_LIMIT) -> ReverseResult:
     """Add the combined adjoint of ``fn`` to ``module`` (see the module docstring).
 
     ``deterministic``: shadow updates that may race (SHARED, UNIFORM) go to a per-thread
@@ -65,12 +65,12 @@ def reverse(module: Module, fn: Function, activity: list[Activity], name: str | 
     ``failure_arg``: the kernel's status-record argument. A thread that records a failure (a
     bounds error) returns without a reverse sweep: the launch raises anyway, and reversing those
     exits would enter loops at several points (an irreducible adjoint no one could differentiate
-    again).
+    again). ``static_tape_limit``: the most bytes of a local-array tape (inner_arrays.py raises it).
     """
     name = name or f"{fn.name}.reverse"
     try:
         return _Reverser(module, fn, list(activity), parallel, deterministic=deterministic and parallel is not None,
-                         failure_arg=failure_arg).build(name)
+                         failure_arg=failure_arg, static_tape_limit=static_tape_limit).build(name)
     except BaseException:
         module.functions.pop(name, None)     # leave no half-built function behind in the module
         raise
@@ -83,8 +83,10 @@ def reverse(module: Module, fn: Function, activity: list[Activity], name: str | 
 
 class _Reverser(PrimalValues, ControlFlowReversal, InstructionReversal, Finishing):
     def __init__(self, module: Module, fn: Function, activity: list[Activity], parallel: ParallelInfo | None,
-                 deterministic: bool = False, failure_arg: int | None = None):
+                 deterministic: bool = False, failure_arg: int | None = None,
+                 static_tape_limit: int = STATIC_TAPE_LIMIT):
         self.module, self.primal, self.activity, self.parallel = module, fn, activity, parallel
+        self.static_tape_limit = static_tape_limit
         self.deterministic, self.failure_arg = deterministic, failure_arg
         self.info = analyze(fn, activity)
         if parallel is not None:         # a kernel: its adjoint is a launch of its own

@@ -8,7 +8,7 @@ from ..ir.core import (Argument, Function, FunctionType, Value, i8, i64,
                        ptr, void)
 from .deterministic import LogSpec, attach_log
 from .stats import PER_ITERATION, PER_THREAD, ReverseStats
-from .tape import STATIC_TAPE_LIMIT, TapeSpec, add_count_function
+from .tape import TapeSpec, add_count_function
 from .reverse_values import RECOMPUTABLE
 
 
@@ -49,7 +49,7 @@ class Finishing:
                 self.tape.cursor_slot.parent.instructions.remove(self.tape.cursor_slot)
             return
         nbytes = self.tape.static_bytes(self.loops.visit_bound)
-        if nbytes is not None and nbytes <= STATIC_TAPE_LIMIT:
+        if nbytes is not None and nbytes <= self.static_tape_limit:
             base = self.tape.static_stack(nbytes)
             result.stats.tape_bytes = nbytes
         else:

@@ -30,6 +30,7 @@ class KernelSource:
     full_writes: frozenset = frozenset()   # {(param_index, ((axis, scale), ...))}: Out arrays written in full (coverage.py)
     block: tuple[int, ...] | None = None   # a block kernel's block shape (frontend/blocks.py)
     shared: tuple = ()                     # its SharedArray list, in body-argument order
+    loaded_and_stored: frozenset | None = None   # array params with an element both loaded and stored
 
 
 def compile_kernel(pyfunc, *, bounds_check: bool = True, proven=frozenset(),
@@ -57,7 +58,7 @@ def compile_kernel(pyfunc, *, bounds_check: bool = True, proven=frozenset(),
     return KernelSource(signature, ctx.finish(), frozenset(ctx.candidate_facts),
                         source.filename, source.first_line,
                         full_writes(source.tree, signature, block, captured_names(pyfunc)),
-                        block, tuple(shared))
+                        block, tuple(shared), frozenset(ctx.loaded_params & ctx.stored_params))
 
 
 __all__ = ["compile_kernel", "KernelSource", "Func"]

@@ -188,6 +188,7 @@ class CallLowering:
             raise KernelTypeError(f"ado.{name}() does not work on bool arrays")
         stored = self.coerce(value, dtype, f"ado.{name}() on '{array.name}'")
         address = self.address_of(array, self.index_list(array, index))
+        self.ctx.accessed(array, load=True, store=True)
         operation = ATOMIC_OPS[name][1 if dtype.is_float else 0]
         return Scalar(self.builder.atomic_rmw(operation, address, stored, "monotonic"), dtype)
 

@@ -35,6 +35,8 @@ class ModuleContext:
         self.helpers: dict = {}              # specialization key -> CompiledHelper
         self.helpers_in_progress: set = set()
         self.local_array_count = 0
+        self.loaded_params: set[int] = set()     # array parameters an element of which is loaded
+        self.stored_params: set[int] = set()     # ... stored (atomics: both)
         self._locations: dict = {}
 
     def location(self, filename: str, line: int, col: int) -> ir.MDValue:
@@ -56,6 +58,14 @@ class ModuleContext:
         while name in self.module.globals:
             name, n = f"{base}.{n}", n + 1
         return name
+
+    def accessed(self, array, load: bool, store: bool) -> None:
+        """Record a load / store of an element of ``array`` (kernel parameters only)."""
+        if array.param_index >= 0:
+            if load:
+                self.loaded_params.add(array.param_index)
+            if store:
+                self.stored_params.add(array.param_index)
 
     def new_local_array_number(self) -> int:
         self.local_array_count += 1

@@ -24,6 +24,7 @@ from ..language import builtins as language
 from ..errors import Error, KernelTypeError
 from ..language.types import ScalarType
 from .context import llvm_type
+from .array_derivatives import ArrayDerivativeCalls, has_arrays
 from .helpers import compile_custom_helper, compile_helper
 from .values import ArrayRef, Literal, PyObject, Scalar, describe
 
@@ -34,8 +35,9 @@ def placeholder_name(kind: str, positions: tuple[int, ...], helper_name: str) ->
     return f"{PLACEHOLDER_PREFIX}{kind}.{'_'.join(map(str, positions))}.{helper_name}"
 
 
-class DerivativeCalls:
-    """Mixin of FunctionLowering: compile-time calls (``ado.grad(f)``) and derivative calls."""
+class DerivativeCalls(ArrayDerivativeCalls):
+    """Mixin of FunctionLowering: compile-time calls (``ado.grad(f)``) and derivative calls
+    (those with array arguments: ``array_derivatives.py``)."""
 
     def compile_time_call(self, target, node: ast.Call):
         """Evaluate ``ado.grad(f, argnums=(0, 2))`` and the like while compiling."""
@@ -60,21 +62,34 @@ class DerivativeCalls:
     def call_derivative(self, derivative: language.FuncDerivative, node: ast.Call):
         helper, kind = derivative.helper, derivative.kind
         what = f"ado.{kind}({helper.__name__})"
-        if node.keywords:
-            raise KernelTypeError(f"{what} takes positional arguments only")
+        out = None
+        for keyword in node.keywords:
+            if keyword.arg != "out" or kind == "jvp":
+                raise KernelTypeError(f"{what} takes positional arguments only"
+                                      + ("" if kind == "jvp" else " (and out= for the gradient of an array)"))
+            out = self.visit(keyword.value)
         values = [self.visit(a) for a in node.args]
-        n = len(values) // 2 if kind == "jvp" else len(values)
         expected = len(inspect.signature(helper.pyfunc).parameters)
-        if (kind == "jvp" and len(values) != 2 * expected) or (kind != "jvp" and len(values) != expected):
-            count = f"{2 * expected} (x1..x{expected}, dx1..dx{expected})" if kind == "jvp" else str(expected)
+        tangents_count = len(derivative.positions) if kind == "jvp" else 0
+        n = expected
+        if len(values) != expected + tangents_count:
+            if kind != "jvp":
+                count = str(expected)
+            elif tangents_count == expected:
+                count = f"{2 * expected} (x1..x{expected}, dx1..dx{expected})"
+            else:
+                count = f"{expected + tangents_count} ({expected} arguments, then the tangents of argnums " \
+                        f"{derivative.positions})"
             raise KernelTypeError(f"{what} takes {count} argument(s), got {len(values)}")
+        if has_arrays(values, out):
+            return self.call_array_derivative(derivative, values, out, what)
         args = [self.derivative_argument(v, k, what) for k, v in enumerate(values[:n])]
         for k in derivative.positions:
             if not args[k].type.is_float:
                 raise KernelTypeError(f"{what}: argument {k} is {describe(args[k])}; only float "
                                       f"arguments can be differentiated")
         tangents = [self.coerce(t, args[k].type, f"the tangent of argument {k} of {what}")
-                    for k, t in enumerate(values[n:])]
+                    for k, t in zip(derivative.positions, values[n:])]
         function, result = self.compile_differentiable_helper(helper, args, what)
         return self.emit_placeholder_call(derivative, function, result, args, tangents)
 
@@ -106,7 +121,7 @@ class DerivativeCalls:
         partials = [args[k].type for k in positions]          # a partial has its argument's type
         fields = {"grad": partials, "value_and_grad": [result] + partials, "jvp": [result, result]}[kind]
         ret = llvm_type(fields[0]) if single else ir.LiteralStructType([llvm_type(t) for t in fields])
-        arg_types = [llvm_type(a.type) for a in args] + [llvm_type(a.type) for a in args][:len(tangents)]
+        arg_types = [llvm_type(a.type) for a in args] + [llvm_type(args[k].type) for k in positions][:len(tangents)]
         name = placeholder_name(kind, positions, function.name)
         declaration = self.ctx.declare(name, ret, arg_types)
         call = self.builder.call(declaration, [a.value for a in args] + tangents)

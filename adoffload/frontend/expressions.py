@@ -396,6 +396,7 @@ class ExpressionLowering:
                                       f"{len(base)}") from None
         if isinstance(base, ArrayRef):
             address = self.element_address(base, node.slice)
+            self.ctx.accessed(base, load=True, store=False)
             dtype = base.type.dtype           # arrays are element-aligned (the launcher checks)
             return Scalar(self.builder.load(address, typ=llvm_type(dtype), align=dtype.dtype.itemsize), dtype)
         raise KernelTypeError(f"{describe(base)} cannot be indexed")

@@ -77,6 +77,7 @@ class StatementLowering:
         array = self.array_target(target)
         what = f"an element of '{array.name}'"
         stored = self.coerce(value, array.type.dtype, what)
+        self.ctx.accessed(array, load=False, store=True)
         self.builder.store(stored, self.element_address(array, target.slice), align=array.type.dtype.dtype.itemsize)
 
     def visit_AugAssign(self, node: ast.AugAssign):
@@ -88,6 +89,7 @@ class StatementLowering:
         elif isinstance(node.target, ast.Subscript):
             array = self.array_target(node.target)
             address = self.element_address(array, node.target.slice)
+            self.ctx.accessed(array, load=True, store=True)
             dtype = array.type.dtype
             current = Scalar(self.builder.load(address, typ=llvm_type(dtype), align=dtype.dtype.itemsize), dtype)
             result = self.binary(op, current, self.visit(node.value))

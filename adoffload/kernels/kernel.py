@@ -50,6 +50,8 @@ class Kernel:
     tape = None                # a reverse kernel's tape protocol (enzyme.tape), None for most kernels
     block: tuple[int, ...] | None = None   # a block kernel's block shape (frontend/blocks.py)
     shared: tuple = ()         # a block kernel's shared arrays (SharedArray), in body-argument order
+    launch_block: int | None = None   # a plain kernel's threads per GPU block (None: the occupancy
+                                      # calculator's; JAX: 256); adoffload.optimize sets 32
 
     def __init__(self, signature: KernelSignature, body_name: str):
         self.signature = signature
@@ -138,6 +140,8 @@ class Kernel:
             if self.block is not None:
                 from ..codegen.blocks import block_threads
                 compiled.extra["block_threads"] = block_threads(self.block)
+            elif self.launch_block is not None and target != "host":
+                compiled.extra["block_threads"] = self.launch_block
             self._compiled[key] = compiled
             return compiled
 
@@ -177,6 +181,7 @@ class SourceKernel(Kernel):
         self._candidates = frozenset(source.candidate_facts) if bounds_check else frozenset()
         self._thread_indexed = frozenset(source.candidate_facts)
         self._full_writes = source.full_writes
+        self.loaded_and_stored = source.loaded_and_stored
         self._texts[frozenset()] = _canonical_body(source.llvm_ir)
         if self.block is not None:
             from ..analysis.races.kernel import check_block_kernel
@@ -383,7 +388,7 @@ def kernel(fn=None, *, bounds_check: bool = True, block=None):
     return SourceKernel(fn, bounds_check=bounds_check, block=block)
 
 
-def jvp(k: Kernel, wrt=None, *, width: int = 1, primal_outputs: bool = True) -> Kernel:
+def jvp(k: Kernel, wrt=None, *, width: int = 1, primal_outputs: bool = True, argnums=None) -> Kernel:
     """The forward-mode (tangent) kernel of ``k`` with respect to the parameters named in ``wrt``.
 
     It takes ``k``'s parameters, then one shadow per differentiated or written float parameter,
@@ -402,15 +407,20 @@ def jvp(k: Kernel, wrt=None, *, width: int = 1, primal_outputs: bool = True) -> 
     input); tangents are unchanged (enzyme/lean.py).
 
     ``ado.jvp(f)`` of an ``@ado.func`` helper is its forward derivative, called inside kernels
-    as ``y, dy = ado.jvp(f)(x1..xn, dx1..dxn)`` (``language.FuncDerivative``).
+    as ``y, dy = ado.jvp(f)(x1..xn, dx1..dxn)`` (``language.FuncDerivative``); ``argnums=(0, 3)``
+    takes the tangents of those arguments only (docs/language.md: array arguments).
     """
     from ..language.builtins import Func, helper_jvp
     if isinstance(k, Func):
         if wrt is not None or width != 1 or not primal_outputs:
             from ..errors import ArgumentError
-            raise ArgumentError(f"ado.jvp({k.__name__}) of a helper takes the helper alone; call "
-                                f"the result inside a kernel with (x1..xn, dx1..dxn)")
-        return helper_jvp(k)
+            raise ArgumentError(f"ado.jvp({k.__name__}) of a helper takes the helper alone (and "
+                                f"argnums=); call the result inside a kernel with (x1..xn, dx1..dxn)")
+        return helper_jvp(k, argnums)
+    if argnums is not None:
+        from ..errors import ArgumentError
+        raise ArgumentError("ado.jvp(kernel, wrt): argnums= is for helpers (@ado.func); name a kernel's "
+                            "parameters in wrt")
     if wrt is None:
         from ..errors import ArgumentError
         raise ArgumentError("ado.jvp(kernel, wrt) needs the names of the parameters to differentiate")

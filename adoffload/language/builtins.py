@@ -250,6 +250,7 @@ class FuncDerivative:
     KINDS = ("grad", "value_and_grad", "jvp")
 
     def __init__(self, helper: Func, kind: str, argnums=0):
+        """``argnums`` of a ``jvp`` may be None: every argument gets a tangent."""
         if not isinstance(helper, Func):
             raise ArgumentError(f"ado.{kind} inside kernels differentiates an @ado.func helper; got "
                         f"{type(helper).__name__} {helper!r} (for a kernel use ado.vjp / ado.jvp "
@@ -274,7 +275,7 @@ class FuncDerivative:
 def _check_argnums(helper: Func, kind: str, argnums):
     import inspect
     n = len(inspect.signature(helper.pyfunc).parameters)
-    if kind == "jvp":
+    if kind == "jvp" and argnums is None:
         return tuple(range(n))
     many = isinstance(argnums, (tuple, list))
     values = tuple(argnums) if many else (argnums,)
@@ -300,9 +301,10 @@ def value_and_grad(helper, argnums=0) -> FuncDerivative:
     return FuncDerivative(helper, "value_and_grad", argnums)
 
 
-def helper_jvp(helper) -> FuncDerivative:
-    """``ado.jvp(f)`` of a helper: ``y, dy = ado.jvp(f)(x1..xn, dx1..dxn)`` inside kernels."""
-    return FuncDerivative(helper, "jvp")
+def helper_jvp(helper, argnums=None) -> FuncDerivative:
+    """``ado.jvp(f)`` of a helper: ``y, dy = ado.jvp(f)(x1..xn, dx1..dxn)`` inside kernels;
+    ``ado.jvp(f, argnums=(0, 3))`` takes tangents of those arguments only, in argnums order."""
+    return FuncDerivative(helper, "jvp", argnums)
 
 
 # Called during kernel compilation with Python values (the front end evaluates them).

@@ -707,3 +707,21 @@ extern "C" __global__ void k(const float* x, float* y, float* z) {
     x = np.ones(64, np.float32)
     with pytest.raises(Error, match=r"global-memory race on 'y': the write of y\[.*\] .* and the read of y"):
         k(x, np.zeros(64, np.float32), np.zeros(64, np.float32), blocks=2, threads=32)
+
+
+def test_the_front_end_tells_the_plain_race_check_which_arrays_are_loaded_and_stored():
+    """No array parameter both loaded and stored: the plain kernel's race check has nothing to do (and
+    does not import the body); an atomic or an update counts as both."""
+    @ado.kernel
+    def copy(x: ado.In[ado.f64], y: ado.Out[ado.f64]):
+        i = ado.tid()
+        y[i] = 2.0 * x[i]
+
+    @ado.kernel
+    def update(x: ado.In[ado.f64], y: ado.InOut[ado.f64], s: ado.Out[ado.f64]):
+        i = ado.tid()
+        y[i] += x[i]
+        ado.atomic_add(s, 0, x[i])
+
+    assert copy.loaded_and_stored == frozenset()
+    assert update.loaded_and_stored == frozenset({1, 2})

@@ -132,3 +132,14 @@ def test_compile_for_target_gpu_caches_artifacts(tmp_path, target, arch):
     assert second == first and entry.stat().st_mtime_ns == stamp
     other = compile_for_target(bodies.GRID2, "grid2", bodies.GRID2_TYPES, 2, target, arch, cache=c, noalias=True)
     assert len(list(tmp_path.rglob("*.bin"))) == 2 and isinstance(other, type(first))
+
+
+def test_cache_keys_cover_the_whole_compiler_not_only_codegen():
+    """An edit of the AD engine or the front end must not reuse a derivative cached before it (the
+    digest moved with cache.py into codegen/ and covered only that folder)."""
+    from pathlib import Path
+    import adoffload
+    from adoffload.codegen import cache
+    package = Path(adoffload.__file__).resolve().parent
+    assert Path(cache.__file__).resolve().parent.parent == package
+    assert any("enzyme" in str(p) for p in package.rglob("*.py"))      # what the digest reads

@@ -201,3 +201,30 @@ def test_an_equality_exit_far_away_is_solved_not_simulated(monkeypatch):
                                 break
                             x = (x + amount) & 255
                         assert tb._equal_only_after_limit(counter, cond, stays) == (amount % 256 != 0 and first is None)
+
+
+def test_a_start_from_an_enclosing_counter_is_bounded_by_the_values_that_counter_takes():
+    """for i in range(6): for j in range(i + 1, 6): the inner start is i + 1 for i in 0..6 (the value
+    that leaves included): the inner loop runs its header at most 6 times per entry."""
+    import adoffload as ado
+    from adoffload.analysis.control_flow import LoopInfo
+
+    @ado.kernel
+    def triangle(x: ado.In[ado.f64], y: ado.Out[ado.f64]):
+        k = ado.tid()
+        s = 0.0
+        for i in range(6):
+            for j in range(i + 1, 6):
+                s = ado.sin(s) * x[i] + x[j]
+        y[k] = s
+
+    module = import_module(triangle.module_text())
+    fn = module.functions[triangle.body_name]
+    blocks = reachable_blocks(fn)
+    dom = Dominators(blocks)
+    info = LoopInfo(blocks, dom)
+    inner = [loop for loop in info.loops if any(loop.header in other.blocks and other is not loop
+                                               for other in info.loops)]
+    assert len(inner) == 1
+    assert info.visit_bound(inner[0].header) <= 8 * 8     # (6 + 2) outer visits, at most 7 inner
+    assert ado.vjp(triangle, ["x"]).tape is None        # a static tape: no launcher-sized one

@@ -9,6 +9,7 @@ from ...ir.core import Argument, Instruction, IntType, Value
 from .accesses import Access
 from .forms import Concrete, Forms, Lin, Modular, signed
 from .intervals import Intervals
+from .single_thread import one_thread
 from .values import ValueSets, symbol_inputs
 from .accesses import gep_terms
 
@@ -48,6 +49,8 @@ class Proofs:
     def conflict(self, a: Access, b: Access):
         """None when proven apart; else a witness (thread of ``a``, thread of ``b``) or () if none is known.
         A symbol both forms (or guards) name must have one instance for both (``_alike``)."""
+        if one_thread(self, a, b):
+            return None
         if not self._alike(a, b, symbol_ids(a) & symbol_ids(b)):
             return ()
         if a.size is not None and b.size is not None and a.offset is not None and b.offset is not None:

@@ -1,0 +1,179 @@
+"""``minimize`` and ``least_squares``: batches of small problems, each solved by one thread in one launch.
+
+Names and conventions follow ``scipy.optimize`` (docs/optimize.md). The function is an ``@ado.func``;
+its derivatives are built inside the optimizer kernel by the AD engine (``ado.value_and_grad`` for
+``minimize``, ``ado.jvp`` columns of the Jacobian for ``least_squares``). Inputs are numpy arrays
+(results are numpy arrays) or JAX arrays (the kernel runs as a JAX custom call: ``jax.jit`` and
+``jax.vmap`` compose; results are JAX arrays).
+"""
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+
+from ..errors import ArgumentError, CompilationError
+from . import bfgs, fire, generate, lbfgs
+from .inputs import check_function, check_start, is_jax, prepare
+from .result import OptimizeResult, finish
+
+EPS = float(np.finfo(np.float64).eps)
+METHODS = {"lbfgs": lbfgs, "l-bfgs": lbfgs, "bfgs": bfgs, "fire": fire}
+# method -> {option: default}; maxiter None: the method's rule below
+OPTIONS = {
+    lbfgs: {"gtol": 1e-5, "ftol": 1e7 * EPS, "maxiter": 15000, "maxcor": 10},
+    bfgs: {"gtol": 1e-5, "ftol": 0.0, "maxiter": None},
+    fire: {"gtol": 1e-5, "maxiter": 10000, "dt_start": 0.1, "dt_max": 1.0, "max_step": 0.2, "group": 1,
+           "n_min": 5, "f_inc": 1.1, "f_dec": 0.5, "alpha_start": 0.1, "f_alpha": 0.99},
+}
+
+
+def minimize(fun, x0, args=(), method: str = "lbfgs", tol: float | None = None, maxiter: int | None = None,
+             device: str = "cpu", options: dict | None = None) -> OptimizeResult:
+    """Minimize ``fun(x, *args)`` for every row of ``x0`` (shape ``(batch, n)``), one problem per thread.
+
+    ``method``: ``"lbfgs"`` (limited-memory BFGS, scipy's L-BFGS-B without bounds), ``"bfgs"`` (dense
+    inverse Hessian, scipy's BFGS) or ``"fire"`` (FIRE, Bitzek et al. 2006, for atomistic energies).
+    ``tol`` sets ``gtol`` (and for L-BFGS ``ftol``) as in scipy; ``options`` the rest (``OPTIONS``).
+    ``args`` as in inputs.py. Returns an ``OptimizeResult`` of per-problem arrays ``x``, ``fun``,
+    ``jac``, ``success``, ``status``, ``message``, ``nit``, ``nfev``.
+    """
+    what = "adoffload.optimize.minimize"
+    check_function(fun, what, "fun")
+    if not isinstance(method, str) or method.lower() not in METHODS:
+        hint = " (bounds are not supported: use 'lbfgs')" if str(method).lower() == "l-bfgs-b" else ""
+        raise ArgumentError(f"{what}: unknown method {method!r}{hint}; choose one of 'lbfgs', 'bfgs', 'fire'")
+    module = METHODS[method.lower()]
+    use_jax = is_jax(x0)
+    batch, n, dtype = check_start(x0, what)
+    specs, values = prepare(args, batch, dtype, what, use_jax)
+    _check_arity(fun, 1 + len(specs), what, "fun(x, *args)")
+    opts = _options(module, tol, maxiter, options, what, n)
+    static = {"H": int(opts["maxcor"])} if module is lbfgs else {"G": int(opts["group"])} if module is fire else {}
+    kernel = generate.minimize_kernel(fun, module, n, dtype, specs, static)
+    settings = [opts["gtol"], opts.get("ftol", 0.0), int(opts["maxiter"])] + \
+        [opts[name] for name, _ in module.KERNEL_PARAMS]
+    shapes = {"x_out": (batch, n), "f_out": (batch,), "g_out": (batch, n), "status_out": (batch,),
+              "nit_out": (batch,), "nfev_out": (batch,)}
+    out = _run(kernel, [x0] + values + settings, shapes, dtype, batch, device, use_jax)
+    return finish({"x": out["x_out"], "fun": out["f_out"], "jac": out["g_out"], "status": out["status_out"],
+                   "nit": out["nit_out"], "nfev": out["nfev_out"], "njev": out["nfev_out"]})
+
+
+def least_squares(residual, x0, args=(), m: int | None = None, method: str = "lm", ftol: float = 1e-8,
+                  xtol: float = 1e-8, gtol: float = 1e-8, max_nfev: int | None = None,
+                  device: str = "cpu") -> OptimizeResult:
+    """Minimize ``0.5 * sum(r**2)`` where ``residual(x, *args, r)`` writes the ``m`` residuals into ``r``,
+    for every row of ``x0`` (shape ``(batch, n)``), one problem per thread.
+
+    ``method``: ``"lm"`` (Levenberg-Marquardt with Marquardt's scaling) or ``"gn"`` (Gauss-Newton with a
+    backtracking line search). The Jacobian comes column by column from ``ado.jvp(residual)``.
+    Tolerances as scipy's ``least_squares``; ``max_nfev`` (default ``100 * n``) counts residual
+    evaluations at trial points. Returns an ``OptimizeResult`` of per-problem ``x``, ``cost``, ``fun``
+    (residuals), ``grad``, ``optimality``, ``success``, ``status``, ``message``, ``nit``, ``nfev``, ``njev``.
+    """
+    what = "adoffload.optimize.least_squares"
+    check_function(residual, what, "residual")
+    if not isinstance(method, str) or method.lower() not in ("lm", "gn"):
+        raise ArgumentError(f"{what}: unknown method {method!r}; choose 'lm' (Levenberg-Marquardt) or 'gn' "
+                            f"(Gauss-Newton)")
+    if m is None or isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1:
+        raise ArgumentError(f"{what}: m= must be given, the number of residuals residual(x, *args, r) writes "
+                            f"into r (a positive int); got {m!r}")
+    use_jax = is_jax(x0)
+    batch, n, dtype = check_start(x0, what)
+    specs, values = prepare(args, batch, dtype, what, use_jax)
+    _check_arity(residual, 2 + len(specs), what, "residual(x, *args, r)")
+    for name, value in (("ftol", ftol), ("xtol", xtol), ("gtol", gtol)):
+        _check_tolerance(name, value, what)
+    if ftol < EPS and xtol < EPS and gtol < EPS:
+        raise ArgumentError(f"{what}: at least one of ftol, xtol, gtol must be >= machine epsilon ({EPS:.3g}), "
+                            f"as in scipy")
+    max_nfev = 100 * n if max_nfev is None else _positive_int(max_nfev, "max_nfev", what)
+    kernel = generate.least_squares_kernel(residual, n, int(m), dtype, specs, method.lower() == "gn")
+    shapes = {"x_out": (batch, n), "cost_out": (batch,), "r_out": (batch, int(m)), "g_out": (batch, n),
+              "status_out": (batch,), "nit_out": (batch,), "nfev_out": (batch,), "njev_out": (batch,)}
+    out = _run(kernel, [x0] + values + [ftol, xtol, gtol, max_nfev], shapes, dtype, batch, device, use_jax)
+    grad = out["g_out"]
+    optimality = np.max(np.abs(grad), axis=1) if isinstance(grad, np.ndarray) else abs(grad).max(axis=1)
+    return finish({"x": out["x_out"], "cost": out["cost_out"], "fun": out["r_out"], "grad": grad,
+                   "optimality": optimality, "status": out["status_out"], "nit": out["nit_out"],
+                   "nfev": out["nfev_out"], "njev": out["njev_out"]})
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+def _run(kernel, inputs: list, shapes: dict, dtype, batch: int, device: str, use_jax: bool) -> dict:
+    if use_jax:
+        from .jax_bridge import call
+        return call(kernel, inputs, shapes)
+    outs = {name: np.zeros(shape, dtype=np.int64 if name in _INT_OUTPUTS else dtype)
+            for name, shape in shapes.items()}
+    if batch:
+        try:
+            kernel(*inputs, *outs.values(), grid=batch, device=device)
+        except CompilationError as exc:
+            if "local arrays" not in str(exc):
+                raise
+            raise CompilationError(f"{exc}. adoffload.optimize keeps each problem's whole state in its thread "
+                                   f"(n={inputs[0].shape[1]}): use method='lbfgs' with a smaller maxcor, or "
+                                   f"fewer parameters per problem (a problem per block is not built)") from None
+    return outs
+
+
+_INT_OUTPUTS = frozenset({"status_out", "nit_out", "nfev_out", "njev_out"})
+
+
+def _check_arity(fun, count: int, what: str, form: str) -> None:
+    try:
+        parameters = inspect.signature(fun.pyfunc).parameters
+    except (TypeError, ValueError):
+        return
+    if len(parameters) != count:
+        raise ArgumentError(f"{what}: {form} is called with {count} argument(s), but '{fun.__name__}' takes "
+                            f"{len(parameters)} ({', '.join(parameters)})")
+
+
+def _check_tolerance(name: str, value, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) \
+            or not np.isfinite(value) or value < 0:
+        raise ArgumentError(f"{what}: {name} must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+def _positive_int(value, name: str, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ArgumentError(f"{what}: {name} must be a positive int, got {value!r}")
+    return int(value)
+
+
+def _options(module, tol, maxiter, options, what: str, n: int) -> dict:
+    defaults = OPTIONS[module]
+    options = dict(options or {})
+    unknown = set(options) - set(defaults)
+    if unknown:
+        raise ArgumentError(f"{what}: unknown option(s) {sorted(unknown)} for method "
+                            f"'{module.__name__.rsplit('.', 1)[-1]}'; known: {sorted(defaults)}")
+    opts = dict(defaults)
+    if tol is not None:
+        _check_tolerance("tol", tol, what)
+        opts["gtol"] = float(tol)
+        if module is lbfgs:
+            opts["ftol"] = float(tol)
+    opts.update(options)
+    if maxiter is not None:
+        opts["maxiter"] = maxiter
+    if opts["maxiter"] is None:
+        opts["maxiter"] = 200 * n
+    opts["maxiter"] = _positive_int(opts["maxiter"], "maxiter", what)
+    for name in ("gtol", "ftol"):
+        if name in opts:
+            opts[name] = _check_tolerance(name, opts[name], what)
+    if module is lbfgs:
+        opts["maxcor"] = _positive_int(opts["maxcor"], "maxcor", what)
+    if module is fire:
+        fire.check_options(opts, n, what)
+    return opts
+
+
+__all__ = ["minimize", "least_squares", "OptimizeResult"]

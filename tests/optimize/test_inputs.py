@@ -1,0 +1,85 @@
+"""Bad input to adoffload.optimize is refused before anything runs, with an adoffload.Error naming it."""
+import numpy as np
+import pytest
+
+import adoffload as ado
+from adoffload.optimize import NonFiniteStartError, least_squares, minimize, shared
+from tests.optimize.problems import M, T, decay, rosen, shifted_bowl
+
+
+def plain_rosen(x):
+    return float(np.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2))
+
+
+CASES = [
+    (lambda: minimize(plain_rosen, np.zeros((2, 3))), ado.ArgumentError, "must be an @ado.func"),
+    (lambda: minimize(rosen, np.zeros(3)), ado.ShapeError, r"shape \(batch, n\)"),
+    (lambda: minimize(rosen, np.zeros((2, 0))), ado.ShapeError, r"n >= 1"),
+    (lambda: minimize(rosen, np.zeros((2, 3), np.int64)), ado.ArgumentError, "float64 or float32"),
+    (lambda: minimize(rosen, np.array([[0.0, np.nan, 1.0], [0.0, 0.0, 0.0]])), NonFiniteStartError,
+     "NaN or infinity in 1 problem.*row 0"),
+    (lambda: minimize(rosen, np.zeros((2, 3)), method="newton"), ado.ArgumentError, "unknown method 'newton'"),
+    (lambda: minimize(rosen, np.zeros((2, 3)), method="L-BFGS-B"), ado.ArgumentError, "bounds are not supported"),
+    (lambda: minimize(rosen, np.zeros((2, 3)), options={"maxcorr": 5}), ado.ArgumentError, r"unknown option.*maxcorr"),
+    (lambda: minimize(rosen, np.zeros((2, 3)), maxiter=0), ado.ArgumentError, "maxiter must be a positive int"),
+    (lambda: minimize(rosen, np.zeros((2, 3)), tol=-1.0), ado.ArgumentError, "tol must be a finite number"),
+    (lambda: minimize(rosen, np.zeros((2, 3)), args=(1.0,)), ado.ArgumentError,
+     r"called with 2 argument\(s\), but 'rosen' takes 1"),
+    (lambda: minimize(shifted_bowl, np.zeros((2, 3)), args=(0.5, np.ones(3))), ado.ShapeError,
+     r"args\[1\] has shape \(3,\).*leading axis must be the batch \(2 problems.*shared"),
+    (lambda: minimize(shifted_bowl, np.zeros((2, 3)), args=(True, np.ones(2))), ado.ArgumentError, "is a bool"),
+    (lambda: minimize(shifted_bowl, np.zeros((2, 3)), args=(0.5, np.ones(2, np.complex128))), ado.ArgumentError,
+     "dtype complex128"),
+    (lambda: minimize(shifted_bowl, np.zeros((2, 3)), args=(0.5, np.array(1.0))), ado.ArgumentError, "0-d array"),
+    (lambda: minimize(shifted_bowl, np.zeros((2, 3)), args=(0.5, np.ones((2, 1, 1, 1)))), ado.ShapeError,
+     "at most 2 dimensions after the batch"),
+    (lambda: minimize(shifted_bowl, np.zeros((2, 3)), args=(0.5, shared(np.ones((1, 1, 1, 1))))), ado.ShapeError,
+     "1 to 3 dimensions"),
+    (lambda: minimize(rosen, np.zeros((2, 3)), method="fire", options={"group": 2}), ado.ArgumentError,
+     "group=2 must divide n=3"),
+    (lambda: least_squares(decay, np.zeros((2, 3)), args=(shared(T), np.zeros((2, M)))), ado.ArgumentError,
+     "m= must be given"),
+    (lambda: least_squares(decay, np.zeros((2, 3)), args=(shared(T),), m=M), ado.ArgumentError,
+     r"residual\(x, \*args, r\) is called with 3 argument"),
+    (lambda: least_squares(decay, np.zeros((2, 3)), args=(shared(T), np.zeros((2, M))), m=M, method="trf"),
+     ado.ArgumentError, "unknown method 'trf'"),
+    (lambda: least_squares(decay, np.zeros((2, 3)), args=(shared(T), np.zeros((2, M))), m=M, ftol=0, xtol=0, gtol=0),
+     ado.ArgumentError, "at least one of ftol, xtol, gtol"),
+]
+
+
+@pytest.mark.parametrize("index", range(len(CASES)))
+def test_refused_with_a_named_error(index):
+    call, error, message = CASES[index]
+    with pytest.raises(error, match=message):
+        call()
+    assert issubclass(error, ado.Error)
+
+
+def test_nonfinite_starts_are_value_errors_like_scipys():
+    assert issubclass(NonFiniteStartError, ValueError) and issubclass(NonFiniteStartError, ado.Error)
+
+
+def test_a_wrong_helper_body_is_a_located_kernel_error():
+    @ado.func
+    def broken(x):
+        return x[0] + undefined_name      # noqa: F821
+
+    with pytest.raises(ado.UndefinedNameError, match="undefined_name") as info:
+        minimize(broken, np.zeros((2, 2)))
+    assert "test_inputs.py" in str(info.value)
+
+
+def test_a_function_whose_adjoint_needs_a_dynamic_tape_is_refused_naming_it():
+    @ado.func
+    def until_large(x):
+        s = 0.0
+        k = 0
+        while s < 3.0 and k < 100:
+            s = s + ado.exp(x[0] * s) * 0.1 + x[1] * x[1]
+            k += 1
+        return s
+
+    with pytest.raises(ado.DifferentiationError, match=r"value_and_grad\(until_large\) \(helper at .*test_inputs\.py:"
+                                                     r"[0-9]+\).*dynamic tape"):
+        minimize(until_large, np.zeros((2, 2)))

@@ -1,0 +1,70 @@
+"""adoffload.optimize.least_squares against scipy.optimize.least_squares (host CPU)."""
+import numpy as np
+import pytest
+import scipy.optimize
+
+import adoffload as ado
+from adoffload.optimize import least_squares, shared
+from adoffload.optimize.status import MAXITER, SINGULAR
+from tests.optimize.problems import M, T, decay, decay_data
+
+
+def scipy_fit(x0, y, method="lm"):
+    return scipy.optimize.least_squares(lambda p: p[0] * np.exp(-p[1] * T) + p[2] - y, x0, method=method)
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(0)
+    true, y = decay_data(rng, 24)
+    return true, y, np.tile([1.0, 1.0, 0.0], (24, 1))
+
+
+@pytest.mark.parametrize("method", ["lm", "gn"])
+def test_noisy_decay_fits_match_scipy(method, data):
+    true, y, x0 = data
+    result = least_squares(decay, x0, args=(shared(T), y), m=M, method=method)
+    assert result.x.shape == (24, 3) and result.fun.shape == (24, M)
+    for k in np.flatnonzero(result.success):
+        ref = scipy_fit(x0[k], y[k])
+        np.testing.assert_allclose(result.x[k], ref.x, rtol=1e-5, atol=1e-6)
+        assert result.cost[k] == pytest.approx(ref.cost, rel=1e-9)
+        np.testing.assert_allclose(result.fun[k], ref.fun, atol=1e-6)
+        np.testing.assert_allclose(result.grad[k], ref.jac.T @ ref.fun, atol=1e-6)
+    assert result.success.mean() >= (1.0 if method == "lm" else 0.9)
+    fitted = result.x[result.success]
+    assert np.abs(fitted - true[result.success]).max() < 0.2        # noise 0.01: close to the truth
+    np.testing.assert_allclose(result.optimality, np.abs(result.grad).max(axis=1))
+
+
+def test_the_residuals_and_gradient_belong_to_the_returned_x(data):
+    _, y, x0 = data
+    result = least_squares(decay, x0[:4], args=(shared(T), y[:4]), m=M)
+    for x, g, r, target in zip(result.x, result.grad, result.fun, y[:4]):
+        e = np.exp(-x[1] * T)
+        np.testing.assert_allclose(r, x[0] * e + x[2] - target, rtol=1e-12, atol=1e-14)
+        jac = np.stack([e, -x[0] * T * e, np.ones(M)], axis=1)
+        np.testing.assert_allclose(g, jac.T @ r, rtol=1e-9, atol=1e-13)
+
+
+def test_max_nfev_reports_failure(data):
+    _, y, x0 = data
+    result = least_squares(decay, x0[:3], args=(shared(T), y[:3]), m=M, max_nfev=2)
+    assert (result.status == MAXITER).all() and not result.success.any()
+    assert (result.nfev == 2).all()
+
+
+@ado.func
+def one_parameter_matters(x, t, y, r):
+    for k in range(len(r)):
+        r[k] = x[0] * t[k] + 0.0 * x[1] - y[k]
+
+
+def test_gauss_newton_refuses_singular_normal_equations_and_lm_damps_them():
+    y = 2.0 * T[None, :] + 0.0 * np.ones((2, 1))
+    x0 = np.array([[0.5, 1.0], [1.5, -1.0]])
+    gn = least_squares(one_parameter_matters, x0, args=(shared(T), y), m=M, method="gn")
+    assert (gn.status == SINGULAR).all() and not gn.success.any()
+    lm = least_squares(one_parameter_matters, x0, args=(shared(T), y), m=M, method="lm")
+    assert lm.success.all()
+    np.testing.assert_allclose(lm.x[:, 0], 2.0, rtol=1e-8)
