@@ -19,6 +19,11 @@ def test_lj13_global_minimum_is_reached(examples_path, tmp_path, capsys):
     assert (tmp_path / "lj13_best_energy.png").exists()
     out = capsys.readouterr().out
     assert "backend adoffload" in out and f"output folder: {tmp_path}" in out
+    # the time printed says what it counts: the search, and the whole run since the script started
+    import re
+    search, whole = map(float, re.search(r"time ([\d.]+) s for the search .*; ([\d.]+) s since the script started",
+                                         out).groups())
+    assert whole >= search == pytest.approx(result["seconds"], abs=0.05)
 
 
 def test_fit_recovers_morse_parameters_with_adoffload_gradients_of_forces(examples_path, tmp_path):
