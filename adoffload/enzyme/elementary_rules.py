@@ -380,16 +380,23 @@ def _copysign(ctx, inst):    # |a| with b's sign: ∂/∂a = sign(a)·sign(b); b
     return [ctx.mul(ctx.math("copysign", one, a), ctx.math("copysign", one, b)), None]
 
 
-def _pick(ctx, inst, predicate: str):
-    """Partials of min/max: 1 for the operand chosen, 0 for the other."""
+def _pick(ctx, inst, predicate: str, quiet: bool = False):
+    """Partials of min/max: 1 for the operand chosen, 0 for the other. ``quiet``: a NaN operand is
+    ignored (``minnum``/``maxnum``: the other operand is the result), so a NaN second operand
+    chooses the first; otherwise the first is chosen where ``predicate`` holds (ties by it)."""
     a, b = ctx.operand(inst, 0), ctx.operand(inst, 1)
     first = ctx.fcmp(predicate, a, b)
+    if quiet:
+        first = ctx.builder.emit("or", first.type, [first, ctx.fcmp("uno", b, b)])
     one, zero = _c(ctx, a, 1.0), _c(ctx, a, 0.0)
     return [ctx.select(first, one, zero), ctx.select(first, zero, one)]
 
 
-register("call:minnum", Rule(partials=lambda ctx, inst: _pick(ctx, inst, "ole")))
-register("call:maxnum", Rule(partials=lambda ctx, inst: _pick(ctx, inst, "oge")))
+# minnum/maxnum may return either operand on a tie (LLVM leaves it open, and under -ffast-math clang
+# makes them from ``a > b ? a : b`` and from ``a >= b ? a : b`` alike): the derivative goes to the
+# first, a one-sided derivative, as Enzyme's does.
+register("call:minnum", Rule(partials=lambda ctx, inst: _pick(ctx, inst, "ole", quiet=True)))
+register("call:maxnum", Rule(partials=lambda ctx, inst: _pick(ctx, inst, "oge", quiet=True)))
 register("call:minimum", Rule(partials=lambda ctx, inst: _pick(ctx, inst, "ole")))
 register("call:maximum", Rule(partials=lambda ctx, inst: _pick(ctx, inst, "oge")))
 defzero("call:floor", "call:ceil", "call:trunc", "call:round")

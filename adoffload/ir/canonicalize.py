@@ -66,6 +66,12 @@ _ATTRIBUTE_GROUP = re.compile(r"^(attributes #\d+ = \{)(.*)\}$", re.M)
 # what may stand between a definition's parameter list and its function attributes
 _AFTER_PARAMETERS = re.compile(r"(?:\s+(?:local_unnamed_addr|unnamed_addr|addrspace\(\d+\)))*")
 _DEFINE = re.compile(r"^define\b[^\n]*?@(?:\"[^\"]*\"|[-\w$.]+)\(", re.M)
+# Fast-math flags on a comparison, select or phi: with ``nnan nsz`` there, instcombine turns
+# ``select (fcmp ogt a, b), a, b`` into ``maxnum(a, b)``, which may return either operand on a tie
+# (the select returns b), so the derivative could go to the element the program did not select
+# (Enzyme's vecmax.c under -ffast-math). Dropping the flags only makes results more defined (no
+# poison for NaN operands); the arithmetic keeps its flags.
+_SELECTION_FLAGS = re.compile(r"(= (?:select|phi|fcmp))((?: (?:fast|nnan|ninf|nsz|arcp|contract|afn|reassoc))+)(?= )")
 
 
 def prepare_for_analysis(source: str | bytes) -> str:
@@ -74,9 +80,12 @@ def prepare_for_analysis(source: str | bytes) -> str:
     Foreign IR is differentiated in its optimized form whatever its attributes, as Enzyme
     does: ``optnone``/``noinline`` (every function at clang -O0) are dropped and every defined
     function is marked ``alwaysinline``, so canonicalization promotes stack slots to SSA and
-    inlines callees (a call left afterwards is recursive or external). Semantics are unchanged.
+    inlines callees (a call left afterwards is recursive or external). Fast-math flags are dropped
+    from fcmps, selects and phis (``_SELECTION_FLAGS``: a select keeps the operand it returns on a tie).
+    Semantics are unchanged (or refined: fewer results are poison).
     """
     text = str(parse_llvm(source)) if isinstance(source, (bytes, bytearray)) else source
+    text = _SELECTION_FLAGS.sub(r"\1", text)
     text = _ATTRIBUTE_GROUP.sub(lambda m: m.group(1) + (_BLOCKING_ATTRIBUTES.sub("", m.group(2)).strip()
                                                        or "alwaysinline") + " }", text)   # a group may not be empty
     pieces, last = [], 0

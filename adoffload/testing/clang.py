@@ -56,9 +56,10 @@ def _clang(source: str, flags: list[str], suffix: str) -> bytes:
     return data
 
 
-def compile_c(source: str, opt: int) -> str:
-    """LLVM IR text of ``source`` at ``-O<opt>`` from the wheel's clang (optnone kept at -O0)."""
-    return _clang(source, IR_FLAGS + OPT_FLAGS[opt], ".ll").decode()
+def compile_c(source: str, opt: int, flags: tuple[str, ...] = ()) -> str:
+    """LLVM IR text of ``source`` at ``-O<opt>`` from the wheel's clang (optnone kept at -O0);
+    ``flags``: more clang flags (``-ffast-math``)."""
+    return _clang(source, IR_FLAGS + OPT_FLAGS[opt] + list(flags), ".ll").decode()
 
 
 def compile_native(source: str, opt: int, folder: Path):

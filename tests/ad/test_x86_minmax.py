@@ -45,3 +45,17 @@ def test_the_scalar_form_is_refused():
     text = SOURCE.replace("OP.pd", "max.sd")
     with pytest.raises(DifferentiationError, match="max.sd"):
         ez.autodiff(ez.Reverse, ado.from_llvm(text)["f"], ez.Duplicated(np.ones(4), np.zeros(4)))
+
+
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_a_nan_lane_gives_the_derivative_to_the_second_operand(op):
+    """MAXPD/MINPD return the second operand where either is NaN: lane 1 is (NaN, 2), so b1 = 2
+    is the result and gets the derivative; a1 gets none (lane 0 as in the test above)."""
+    fn = ado.from_llvm(SOURCE.replace("OP", op))["f"]
+    x = np.array([1.0, np.nan, 0.5, 2.0])
+    assert fn(x.copy()) == (1.0 if op == "max" else 0.5) + 6.0
+    grad = np.zeros(4)
+    ez.autodiff(ez.Reverse, fn, ez.Duplicated(x.copy(), grad))
+    np.testing.assert_array_equal(grad, [1, 0, 0, 3] if op == "max" else [0, 0, 1, 3])
+    tangents = [ez.autodiff(ez.Forward, fn, ez.Duplicated(x.copy(), np.eye(4)[k])) for k in range(4)]
+    np.testing.assert_array_equal(tangents, [1, 0, 0, 3] if op == "max" else [0, 0, 1, 3])
