@@ -6,8 +6,9 @@ get tangents or adjoints. Pointers derived from a Dup pointer argument (GEP, cas
 phi/select of pointers) are *shadowed*: they have a shadow pointer derived the same way from
 the shadow argument. Float loads through a shadowed pointer are varied; a store through one
 is an output. Private memory (an ``alloca``, or a heap block from an allocation function,
-memory.py) becomes shadowed once an active value is stored or copied into it, or once a
-pointer into it is merged (phi/select) with a shadowed pointer.
+memory.py) becomes shadowed once an active value or a shadowed pointer is stored or copied into
+it, or once a pointer into it is merged (phi/select) with a shadowed pointer. A pointer loaded from
+private memory whose every content is a shadowed pointer is shadowed (pointer_memory.py).
 Integers, comparisons, indices and branch conditions are never active.
 """
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 
 from ..errors import DifferentiationError
 from ..ir.core import (ArrayType, Function, Instruction, StructType, Type, Value, VectorType)
+from .pointer_memory import PointerTables, is_placeholder_pointer, memory_roots, pointer_sources  # noqa: F401
 
 
 class Activity(enum.Enum):
@@ -40,8 +42,6 @@ def is_float_type(t: Type) -> bool:
     return bool(t.is_float)
 
 
-# Ops whose result derives from their (non-pointer) operands arithmetically.
-_POINTER_DERIVING = frozenset({"getelementptr", "bitcast", "addrspacecast"})
 _SHADOW_WRITES = frozenset({"store", "atomicrmw"})
 
 
@@ -103,21 +103,6 @@ class ActivityInfo:
         return self.varied & self.useful
 
 
-def is_placeholder_pointer(v) -> bool:
-    """A constant pointer that points at no memory: null, undef, or an address made from an
-    integer constant (Rust's dangling ``inttoptr (i64 8 to ptr)`` for empty slices). It may meet a
-    shadowed pointer in a phi; it is its own shadow, since nothing is ever accessed through it."""
-    from ..ir.core import Constant, Instruction
-    if isinstance(v, Instruction) and v.opcode == "inttoptr":
-        return isinstance(v.operands[0], Constant) and v.operands[0].kind == "scalar"
-    if not isinstance(v, Constant):
-        return False
-    if v.kind in ("null", "undef", "poison", "zero"):
-        return True
-    return v.kind == "expr" and getattr(v, "opcode", "") == "inttoptr" and all(
-        isinstance(o, Constant) and o.kind == "scalar" for o in getattr(v, "operands", ()))
-
-
 def derived_attributes(arg) -> set[str]:
     """A primal argument's attributes for the same argument of a derived function: all but those
     that speak of the primal's return value (``returned``: derived functions return void or a tangent)."""
@@ -149,9 +134,11 @@ def _forward_pass(fn: Function, info: ActivityInfo) -> None:
         if act is not CONST:
             (shadowed if arg.type.is_pointer else varied).add(arg)
 
+    tables = PointerTables(fn)
+
     def shadow_root_of(pointer: Value) -> bool:
         grew = False
-        for root in memory_roots(pointer):
+        for root in tables.roots(pointer):
             if root not in shadowed:
                 shadowed.add(root)
                 info.shadow_roots.append(root)
@@ -162,8 +149,8 @@ def _forward_pass(fn: Function, info: ActivityInfo) -> None:
     while changed:
         changed = False
         for inst in fn.instructions():
-            if inst.opcode == "store" and inst.operands[0] in varied:
-                changed |= shadow_root_of(inst.operands[1])
+            if inst.opcode == "store" and (inst.operands[0] in varied or inst.operands[0] in shadowed):
+                changed |= shadow_root_of(inst.operands[1])     # an active value, or a pointer with a shadow
             elif _is_copy(inst) and inst.operands[1] in shadowed:
                 changed |= shadow_root_of(inst.operands[0])
             elif inst.type.is_pointer and inst.opcode in ("phi", "select") and any(
@@ -174,7 +161,7 @@ def _forward_pass(fn: Function, info: ActivityInfo) -> None:
                 changed |= shadow_root_of(_resized_block(inst))
             if inst in varied or inst in shadowed:
                 continue
-            became = _forward_transfer(inst, varied, shadowed)
+            became = _forward_transfer(inst, varied, shadowed, tables)
             if became == "shadowed":
                 shadowed.add(inst)
                 changed = True
@@ -193,48 +180,15 @@ def _is_copy(inst: Instruction) -> bool:
     return inst.opcode == "call" and getattr(inst.callee, "name", "").startswith(("llvm.memcpy", "llvm.memmove"))
 
 
-def pointer_sources(inst: Instruction) -> list[Value]:
-    """The pointer operands a phi/select/GEP/cast result is derived from."""
-    if inst.opcode == "phi":
-        return list(inst.operands)
-    if inst.opcode == "select":
-        return list(inst.operands[1:])
-    if inst.opcode in _POINTER_DERIVING:
-        return inst.operands[:1]
-    return []
-
-
-def memory_roots(pointer: Value) -> list[Instruction]:
-    """The private memory (allocas and heap allocation calls) a pointer may point into, through
-    GEPs, casts, phis and selects; empty when any source is something else (an argument, a
-    loaded pointer): such memory is not private, and gets no shadow of its own. A placeholder
-    pointer (``is_placeholder_pointer``: Rust's dangling ``inttoptr (i64 8 to ptr)`` of an empty
-    Vec) points into no memory and adds no root."""
-    from .memory import is_allocation
-    roots, seen, work = [], set(), [pointer]
-    while work:
-        p = work.pop()
-        if p in seen:
-            continue
-        seen.add(p)
-        if is_placeholder_pointer(p) and p is not pointer:
-            continue
-        if isinstance(p, Instruction) and (p.opcode == "alloca" or is_allocation(p)):
-            roots.append(p)
-        elif isinstance(p, Instruction) and pointer_sources(p):
-            work.extend(pointer_sources(p))
-        else:
-            return []
-    return roots
-
-
-def _forward_transfer(inst: Instruction, varied: set, shadowed: set) -> str | None:
+def _forward_transfer(inst: Instruction, varied: set, shadowed: set, tables: PointerTables) -> str | None:
     op = inst.opcode
     if inst.type.is_pointer:
         from .memory import heap_function
         entry = heap_function(inst)
         if entry is not None and entry.kind == "realloc":       # the block moves with its contents
             return "shadowed" if inst.operands[entry.pointer] in shadowed else None
+        if op == "load":           # a pointer kept in memory: its shadow is kept in the shadow memory
+            return "shadowed" if inst.operands[0] in shadowed and tables.holds_shadowed(inst.operands[0], shadowed) else None
         return "shadowed" if any(s in shadowed for s in pointer_sources(inst)) else None
     if not is_float_type(inst.type):
         return None

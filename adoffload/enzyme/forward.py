@@ -247,6 +247,10 @@ class ForwardPass:
         heap = heap_function(inst)
         if heap is not None:
             return self.visit_allocation(inst, heap)
+        if inst.opcode == "load":        # a pointer kept in memory: its shadow is in the shadow memory
+            self.shadows[inst] = [self.builder.load(inst.type, self.shadow(inst.operands[0], lane, inst),
+                                                    f"d_{inst.name}", inst.align) for lane in range(self.width)]
+            return
         if inst.opcode not in _POINTER_OPS and inst.opcode != "select":
             raise DifferentiationError(f"cannot derive a shadow pointer through {inst.opcode} at {inst.location or '?'}")
         lanes = []
@@ -279,9 +283,10 @@ class ForwardPass:
         b = self.builder
         pointer, value = (inst.operands[1], inst.operands[0]) if inst.opcode == "store" else inst.operands
         if not is_float_type(value.type):
-            if inst.opcode == "store":           # an integer overwrites the location: its tangent is zero
-                for lane in range(self.width):
-                    b.store(zero_of(value.type), self.shadow(pointer, lane, inst), inst.align)
+            if inst.opcode == "store":           # an integer overwrites the location: its tangent is zero;
+                for lane in range(self.width):   # a pointer with a shadow leaves its shadow (pointer_memory.py)
+                    kept = self.shadow(value, lane, inst) if self.info.has_shadow(value) else zero_of(value.type)
+                    b.store(kept, self.shadow(pointer, lane, inst), inst.align)
             return
         if inst.opcode == "store":
             for lane in range(self.width):

@@ -197,6 +197,7 @@ class _Reverser(PrimalValues, ControlFlowReversal, InstructionReversal, Finishin
     def _make_shadows(self) -> None:
         """Shadow pointers next to their primal pointers: GEPs, casts, phis, selects, allocas."""
         self.shadow: dict[Value, Value] = {}
+        self.shadow_loads: dict[Instruction, Instruction] = {}
         for k, j in self.shadow_args.items():
             if self.fn.args[k].type.is_pointer:
                 self.shadow[self.fn.args[k]] = self.fn.args[j]
@@ -214,6 +215,24 @@ class _Reverser(PrimalValues, ControlFlowReversal, InstructionReversal, Finishin
                 self.shadow[inst] = s
         for phi, s in phis:
             s.operands = [self._shadow_operand(v, phi) for v in phi.operands]
+        self._store_shadow_pointers()
+
+    def _store_shadow_pointers(self) -> None:
+        """A pointer with a shadow stored into memory with a shadow: its shadow goes into the shadow
+        memory beside it, in the augmented forward sweep (pointer_memory.py); the reverse sweep leaves
+        it there (``_reverse_store``), for the shadow loads it recomputes."""
+        for block in self.blocks:
+            for inst in list(block.instructions):
+                old = self.original.get(inst)
+                if (old is None or old.opcode != "store" or not old.operands[0].type.is_pointer
+                        or not self.info.has_shadow(old.operands[1]) or not (
+                            self.info.has_shadow(old.operands[0]) or is_placeholder_pointer(old.operands[0]))):
+                    continue
+                b = Builder()
+                b.position_before(inst)
+                b.index += 1
+                b.store(self._shadow_operand(inst.operands[0], inst), self._shadow_operand(inst.operands[1], inst),
+                        align=inst.align)
 
     def _shadow_of(self, inst: Instruction, b: Builder, phis: list) -> Instruction:
         op = inst.opcode
@@ -228,6 +247,10 @@ class _Reverser(PrimalValues, ControlFlowReversal, InstructionReversal, Finishin
         if op == "phi":
             s = b.phi(inst.type, [(v, blk) for v, blk in zip(inst.operands, inst.blocks)])
             phis.append((inst, s))
+            return s
+        if op == "load":          # a pointer kept in memory: its shadow from the shadow memory
+            s = b.load(inst.type, self._shadow_operand(inst.operands[0], inst), align=inst.align)
+            self.shadow_loads[s] = inst     # recomputed or taped as the primal load is (reverse_values.py)
             return s
         heap = heap_function(inst)
         if heap is not None:      # realloc too: the old shadow stays until the reverse sweep (_reverse_heap)

@@ -8,7 +8,7 @@ from typing import Callable
 from ..errors import DifferentiationError
 from ..ir.builder import Builder
 from ..ir.core import Block, Instruction, Value, const, i8
-from .activity import is_float_type
+from .activity import is_float_type, is_placeholder_pointer
 from .blocks import REPLAYED_CALLS
 from .adjoint_values import zero_of
 from .memory import heap_function
@@ -102,6 +102,8 @@ class InstructionReversal:
         value, pointer = inst.operands
         if pointer not in self.shadow:
             return
+        if value in self.shadow or value.type.is_pointer and is_placeholder_pointer(value):
+            return                             # a pointer's shadow, kept in the shadow memory: no adjoint
         shadow = self.need(self.shadow[pointer], block)
         if not is_float_type(value.type):      # an integer overwrote the location: its adjoint is dropped
             b.store(zero_of(value.type), shadow, align=inst.align)

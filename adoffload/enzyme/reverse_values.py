@@ -86,6 +86,7 @@ class PrimalValues:
         return self.induction_slots[phi]
 
     def _readonly(self, load: Instruction) -> bool:
+        load = self.shadow_loads.get(load, load)     # a shadow pointer's load: as its primal load
         return self.readonly_root(strip_pointer(self.original.get(load.operands[0], load.operands[0])))
 
     def readonly_root(self, root: Value) -> bool:

@@ -11,7 +11,8 @@ pattern through which a derivative could be lost or corrupted silently:
   bit-cast to an integer, whose value is stored, returned, passed to a call or turned back into
   a float or a pointer (comparisons and integer arithmetic that only decide branches are fine);
 * a pointer to differentiated memory that escapes where shadows cannot follow it (stored into
-  memory, returned, passed to a function without a derivative);
+  memory without a shadow, returned, passed to a function without a derivative); stored into the
+  function's own memory it is followed (pointer_memory.py);
 * a float load that reaches an output through a pointer of unknown origin (loaded from
   differentiated memory, made from an integer, returned by an unknown call, a lane of a vector of
   pointers), and any write through such a pointer when the function has differentiated memory;
@@ -52,8 +53,9 @@ REFUSED = (
      "its derivative would be lost"),
     ("a call to an external function with no rule that receives an active value", "no derivative rule"),
     ("a recursive call (it cannot be inlined)", "calls are differentiated by inlining"),
-    ("a pointer to differentiated memory stored into memory, returned, or passed to a function that "
-     "could not be inlined", "shadows are not followed through memory"),
+    ("a pointer to differentiated memory stored into memory without a shadow (an argument's, a global's, "
+     "memory reached through a pointer of unknown origin), returned, or passed to a function that could "
+     "not be inlined", "shadows are not followed through memory there"),
     ("free/realloc of differentiated memory the function did not allocate", "its shadow belongs to the caller"),
     ("memcpy/memmove of differentiated memory into memory without a shadow", "its derivative would be lost"),
     ("a float load that reaches the result through a pointer of unknown origin (loaded from "
@@ -180,10 +182,12 @@ def _check_shadowed_pointers(inst: Instruction, info: ActivityInfo, users: dict)
         return
     op = inst.opcode
     if op == "store":
-        if 0 in shadowed:
+        if 0 in shadowed and 1 not in shadowed:
             raise DifferentiationError(
                 f"cannot differentiate {_where(inst)}: it stores a pointer to differentiated memory "
-                f"({inst.operands[0].ref()}) into memory; shadows are not followed through memory")
+                f"({inst.operands[0].ref()}) into memory that has no shadow ({_origin(inst.operands[1])}); "
+                f"shadows are not followed through memory there (only through the function's own stack "
+                f"and heap memory, enzyme/pointer_memory.py)")
         return
     if op in POINTER_USES:
         return
