@@ -53,7 +53,8 @@ def render() -> str:
         "| construct | handling |",
         "|---|---|",
         f"| uses of a pointer to differentiated memory | {', '.join(f'`{k}`' for k in sorted(POINTER_USES))}, "
-        "`store` (as the address), `memset`/`memcpy`/`memmove`, the allocation functions below |",
+        "`store` (as the address; as the value into memory with a shadow: its shadow beside it, "
+        "`enzyme/pointer_memory.py`), `memset`/`memcpy`/`memmove`, the allocation functions below |",
     ]
     for kind, names in sorted(kinds.items()):
         lines.append(f"| heap: {kind} | {', '.join(names)} |")

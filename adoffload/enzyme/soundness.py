@@ -53,7 +53,7 @@ REFUSED = (
      "its derivative would be lost"),
     ("a call to an external function with no rule that receives an active value", "no derivative rule"),
     ("a recursive call (it cannot be inlined)", "calls are differentiated by inlining"),
-    ("a pointer to differentiated memory stored into memory without a shadow (an argument's, a global's, "
+    ("a pointer to differentiated memory stored into memory without a shadow (a Const argument's, a global's, "
      "memory reached through a pointer of unknown origin), returned, or passed to a function that could "
      "not be inlined", "shadows are not followed through memory there"),
     ("free/realloc of differentiated memory the function did not allocate", "its shadow belongs to the caller"),

@@ -33,21 +33,23 @@ ALL = ("O0", "O1", "O2", "O3", "Ofast")     # Ofast: -O3 -ffast-math
 
 # name: (levels, pattern of the refusal, why it is refused)
 REFUSED = {
-    "cpp_std_function": (ALL, "stores a pointer to differentiated memory",
+    "cpp_std_function": (ALL, "receives a pointer to differentiated memory|escapes through 'invoke'",
                          "std::function keeps its lambda (which captured the active a) in its own buffer and calls "
-                         "it through a table of function pointers; shadows are not followed through memory"),
+                         "it through a table of function pointers, which receives that buffer (with its shadow) "
+                         "and is not inlined"),
     "cpp_recursive_pow": (ALL[:4], "is recursive", "recursion is not differentiated (with fast-math, clang "
                           "turns the recursion into a loop)"),
     "cpp_fast_rsqrt": (ALL, "float bits carried as an integer", "the bit-level guess: its derivative is not "
                        "the derivative of the integer arithmetic"),
     "cpp_vec_of_vec": (ALL, "memory that has no shadow", "std::vector<std::vector<double>>: the rows' heap "
                        "blocks are pointers in heap memory, which shadows do not follow"),
-    "cpp_heat_pingpong": (ALL, "stores a pointer to differentiated memory", "the step's buffers are reached "
-                          "through pointers to the two std::vector objects, whose data pointers live in memory"),
+    "cpp_heat_pingpong": (ALL, "memory that has no shadow|pointer of unknown origin", "the step's buffers are "
+                          "reached through pointers to the two std::vector objects, whose data pointers live in "
+                          "memory the engine cannot prove holds only pointers (enzyme/pointer_memory.py)"),
     "cpp_static_array": (ALL, "memory that has no shadow", "a function-local static array holds active values: "
                          "global memory has no shadow"),
-    "cpp_sort_by_key": (ALL, "stores a pointer to differentiated memory", "the comparator lambda captures x, "
-                        "and std::sort keeps the comparator in memory"),
+    "cpp_sort_by_key": (ALL, "receives a pointer to differentiated memory|escapes through 'invoke'",
+                        "the comparator lambda captures x, and std::sort, which gets the comparator, is recursive"),
     "cpp_product": (("Ofast",), "no derivative rule for @llvm.vector.reduce.fmul", "fast-math lets clang "
                     "multiply the product's lanes with a vector reduction, which has no derivative rule"),
 }

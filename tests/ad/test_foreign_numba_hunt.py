@@ -36,8 +36,9 @@ REFUSED = {
     "nb_np_cumsum": (_NRT, "np.cumsum's result: its MemInfo is stored into memory (as nb_where_scalar)"),
     "nb_np_dot": ("numba_xxdot", "np.dot of 1-D arrays calls BLAS through numba's helper, whose body is not "
                   "in the IR"),
-    "nb_argmax": ("stores a pointer to differentiated memory",
-                  "np.argmax/np.max pass the array as a struct in memory; shadows are not followed through memory"),
+    "nb_argmax": ("numba_attempt_nocopy_reshape receives a pointer to differentiated memory",
+                  "np.argmax/np.max pass the array as a struct in memory to numba's reshape helper, whose body "
+                  "is not in the IR"),
     "nb_frexp_ldexp": ("numba_frexp", "math.frexp is numba's helper, which has no derivative rule"),
     "nb_bits_abs": ("float bits carried as an integer", "x.view(np.uint64) clears sign bits as integers"),
 }

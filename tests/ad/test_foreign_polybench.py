@@ -38,10 +38,9 @@ FULL = os.environ.get("ADOFFLOAD_POLYBENCH") == "all"
 _STATIC = ((0,), r"stores the active value .* into memory that has no shadow \(the global @atax_tmp\)",
            ("the scratch is a file-scope static array: a global has no shadow, so an active value stored there "
             "would lose its derivative (from -O1 on clang keeps the scratch in registers and drops the global)"))
-_ROWS = (ALL, "stores a pointer to differentiated memory .* shadows are not followed through memory",
-         ("a table of row pointers into the input (double **) lives in stack memory the loop indexes, so it "
-          "stays memory at every level; the engine does not keep shadow pointers in memory"))
-REFUSED = {"pb_atax_static": _STATIC, "pbf_atax_static": _STATIC, "pb_trisolv_rows": _ROWS, "pbf_trisolv_rows": _ROWS}
+# pb_trisolv_rows (a table of row pointers into the input, double **, in stack memory the loop indexes)
+# was refused until the engine kept shadow pointers in the function's own memory (pointer_memory.py)
+REFUSED = {"pb_atax_static": _STATIC, "pbf_atax_static": _STATIC}
 TABLE = {**CASES, **FLOAT_CASES}
 
 

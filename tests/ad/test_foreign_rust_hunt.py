@@ -35,10 +35,12 @@ ALL = (0, 1, 2, 3)
 
 # name: (levels, pattern of the refusal, why it is refused)
 REFUSED = {
-    "hr_lj_energy": ((2, 3), "stores a pointer to differentiated memory",
-                     "Vec<&[f64]> keeps slices of the input in heap memory; shadows are not followed through memory"),
-    "hr_vec_of_vecs": ((2, 3), "stores a pointer to differentiated memory",
-                       "Vec<Vec<f64>>: the rows' heap blocks are pointers in heap memory (as hr_lj_energy)"),
+    "hr_lj_energy": ((2, 3), "pointer of unknown origin",
+                     "Vec<&[f64]> keeps slices of the input in heap memory next to their lengths, so the engine "
+                     "cannot prove the block holds only pointers with shadows (enzyme/pointer_memory.py)"),
+    "hr_vec_of_vecs": ((2, 3), "pointer of unknown origin",
+                       "Vec<Vec<f64>>: the rows' heap blocks are pointers in heap memory next to lengths and "
+                       "capacities (as hr_lj_energy)"),
     "hr_sorted_weights": ((2, 3), "escapes through 'invoke'", "core's sort is not inlined (recursive)"),
     "hr_rotate": ((2, 3), "float bits carried as an integer", "rotate_left moves the f64s as i64 next to "
                   "memcpy calls on the same memory, so which float it holds is not known (ir/float_moves.py)"),
