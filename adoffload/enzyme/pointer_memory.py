@@ -84,6 +84,13 @@ def memory_roots(pointer: Value) -> list[Instruction]:
 # ----------------------------------------------------------------------------- pointers in memory
 
 
+def _frees(inst: Instruction) -> bool:
+    """``free``/``delete`` of a block: it ends the block's life and writes nothing one could load back."""
+    from .memory import heap_function
+    entry = heap_function(inst)
+    return entry is not None and entry.kind == "free"
+
+
 class PointerTables:
     """Points-to facts of one function for pointers stored in its private memory."""
 
@@ -213,7 +220,8 @@ class PointerTables:
                     writes.append((inst, inst.operands[1]))
                 elif op in ("atomicrmw", "cmpxchg"):
                     writes.append((inst, inst.operands[0]))
-                elif op in ("call", "invoke") and not getattr(inst.callee, "name", "").startswith(_HARMLESS_CALLS):
+                elif (op in ("call", "invoke") and not getattr(inst.callee, "name", "").startswith(_HARMLESS_CALLS)
+                      and not _frees(inst)):
                     writes += [(inst, o) for o in inst.operands if o.type.is_pointer]
             self._writes = writes
         return self._writes
