@@ -15,7 +15,8 @@ Both spellings are read: LLVM 22's (the alignment a parameter attribute, three a
 older one with an ``i32`` alignment argument. The scalar accesses take the element's natural
 alignment, which is what the vectorizer widened (its vector accesses carry the element's).
 A lane of a vector GEP taken outside such calls (``extractelement`` of ``gep %base, <N x i64>``:
-a wide load at lane 0's address) becomes the scalar GEP of that lane too.
+a wide load at lane 0's address) becomes the scalar GEP of that lane too, and a plain store of such a
+vector of pointers (a table of row pointers the vectorizer fills) one scalar store per lane.
 """
 from __future__ import annotations
 
@@ -38,7 +39,40 @@ def scalarize_masked_memory(module: Module) -> int:
         for call in calls:
             _scalarize(fn, call)
             done += 1
+        done += _scalar_pointer_stores(fn)
         done += _scalar_lane_pointers(fn)
+    return done
+
+
+def _scalar_pointer_stores(fn: Function) -> int:
+    """``store <N x ptr> %v, ptr %p`` where every lane of %v is a lane of a vector GEP of a scalar base
+    (the vectorizer filling a table of row pointers, ``rows[i] = a + i*m``) becomes N scalar stores of
+    those lanes' scalar GEPs at ``p + k`` (what the vector store writes, element by element), so the
+    AD engine follows the pointers into the table (enzyme/pointer_memory.py); returns how many."""
+    done = 0
+    for block in fn.blocks:
+        for inst in list(block.instructions):
+            value = inst.operands[0] if inst.opcode == "store" else None
+            if (value is None or not isinstance(value.type, VectorType) or not value.type.element.is_pointer
+                    or "volatile" in inst.flags or inst.ordering):
+                continue
+            index = block.instructions.index(inst)
+            builder = Builder(block, index)
+
+            def emit(b: Builder, opcode, type_, operands, name="", **fields) -> Instruction:
+                made = b.emit(opcode, type_, operands, name, **fields)
+                made.location = inst.location
+                return made
+            lanes = [_lane_base(builder, emit, value, const(i64, k)) for k in range(value.type.count)]
+            if any(lane is None for lane in lanes):
+                del block.instructions[index:builder.index]      # what the attempt emitted
+                continue
+            for k, lane in enumerate(lanes):
+                at = emit(builder, "getelementptr", ptr, [inst.operands[1], const(i64, k)], "lane.ptr",
+                          element_type=ptr, flags={"inbounds"})
+                emit(builder, "store", void, [lane, at], align=8)
+            block.instructions.remove(inst)
+            done += 1
     return done
 
 

@@ -153,9 +153,12 @@ def test_a_gpt_shaped_loss_through_structs_of_pointers(opt):
     assert float(tangent) == pytest.approx(float(grad @ v), rel=1e-12, abs=1e-14)
 
 
-@pytest.mark.parametrize("opt", [0, 1])
+@pytest.mark.parametrize("opt", LEVELS)
 @isolated
 def test_row_pointers_in_a_heap_block(opt):
+    """At -O2/-O3 the vectorizer fills the table with ``store <4 x ptr>`` (ir/masked_memory.py makes
+    those one store per lane)."""
+    assert ("store <4 x ptr>" in differential.compile_c(HEADER + ROWS, opt)) == (opt >= 2)
     fn = load(ROWS, opt)["rows_loss"]
     n, m = 3, 4
     a = np.random.default_rng(10 + opt).standard_normal(n * m)
@@ -168,16 +171,6 @@ def test_row_pointers_in_a_heap_block(opt):
     v = np.random.default_rng(20 + opt).standard_normal(n * m)
     tangent = ez.autodiff(ez.Forward, fn, ez.Duplicated(a.copy(), v.copy()), n, m)
     assert float(tangent) == pytest.approx(float(grad @ v), rel=1e-12)
-
-
-@pytest.mark.parametrize("opt", [2, 3])
-def test_row_pointers_stored_as_vectors_are_refused(opt):
-    """At -O2/-O3 the vectorizer fills the row table with ``store <4 x ptr>``: the shadows of a vector
-    of pointers are not followed, so what the rows are loaded from is not proven: refused."""
-    fn = load(ROWS, opt)["rows_loss"]
-    assert "store <4 x ptr>" in differential.compile_c(HEADER + ROWS, opt)
-    with pytest.raises(DifferentiationError, match=r"source\.c:\d+: .*pointer of unknown origin"):
-        ez.autodiff(ez.Reverse, fn, ez.Duplicated(np.ones(12), np.zeros(12)), 3, 4)
 
 
 # ------------------------------------------------------------------ what stays refused
