@@ -153,6 +153,27 @@ def test_a_gpt_shaped_loss_through_structs_of_pointers(opt):
     assert float(tangent) == pytest.approx(float(grad @ v), rel=1e-12, abs=1e-14)
 
 
+GPT_F32 = (GPT.replace("double", "float").replace("sqrt(", "sqrtf(").replace("exp(", "expf(")
+           .replace("log(", "logf(").replace("1e-5", "1e-5f"))
+
+
+@pytest.mark.parametrize("opt", LEVELS)
+@isolated
+def test_the_same_loss_in_float_as_llm_c_has_it(opt):
+    fn = load(GPT_F32, opt)["gpt_loss"]
+    rng = np.random.default_rng(opt)
+    params = (0.5 * rng.standard_normal(N_PARAMS)).astype(np.float32)
+    params[V * C:V * C + C] += 1.0
+    rest = (ez.Const(TOKENS), ez.Const(TARGETS), T, V, C)
+    grad = np.zeros_like(params)
+    ez.autodiff(ez.Reverse, fn, ez.Duplicated(params.copy(), grad), *rest)
+    fd = central_differences(lambda p: float(fn(p.astype(np.float32), TOKENS, TARGETS, T, V, C)), params, h=1e-2)
+    np.testing.assert_allclose(grad, fd, rtol=0, atol=3e-3)        # f32 central differences: h = 1e-2
+    v = rng.standard_normal(N_PARAMS).astype(np.float32)
+    tangent = ez.autodiff(ez.Forward, fn, ez.Duplicated(params.copy(), v.copy()), *rest)
+    assert float(tangent) == pytest.approx(float(grad.astype(np.float64) @ v), rel=1e-5, abs=1e-6)
+
+
 @pytest.mark.parametrize("opt", LEVELS)
 @isolated
 def test_row_pointers_in_a_heap_block(opt):
