@@ -24,7 +24,7 @@ from ..ir.core import Constant, Function, Instruction, Value
 
 # Calls that touch no memory a table holds (annotations of the program, not reads or writes).
 _HARMLESS_CALLS = ("llvm.lifetime", "llvm.dbg", "llvm.assume", "llvm.experimental.noalias", "llvm.invariant")
-_UNKNOWN = None
+_MEMORY_INTRINSICS = ("llvm.memset", "llvm.memcpy", "llvm.memmove")
 # Ops whose pointer result is derived from their first operand.
 _POINTER_DERIVING = frozenset({"getelementptr", "bitcast", "addrspacecast"})
 
@@ -83,150 +83,169 @@ def memory_roots(pointer: Value) -> list[Instruction]:
 
 # ----------------------------------------------------------------------------- pointers in memory
 
+# A pointer's points-to set: private roots (allocas, heap blocks), and EXTERNAL for memory that is not
+# the function's own (arguments, globals); None: unknown (loaded from memory whose contents are not
+# known, made from an integer, returned by a call, a lane of a vector of pointers).
+EXTERNAL = "external"
+_TOP = None
 
-def _frees(inst: Instruction) -> bool:
-    """``free``/``delete`` of a block: it ends the block's life and writes nothing one could load back."""
+
+def _callee(inst: Instruction) -> str:
+    return getattr(inst.callee, "name", "") or ""
+
+
+def _heap_function(inst: Instruction):
     from .memory import heap_function
-    entry = heap_function(inst)
-    return entry is not None and entry.kind == "free"
+    return heap_function(inst)
+
+
+def _union(sets) -> frozenset | None:
+    out: set = set()
+    for one in sets:
+        if one is _TOP:
+            return _TOP
+        out |= one
+    return frozenset(out)
 
 
 class PointerTables:
-    """Points-to facts of one function for pointers stored in its private memory."""
+    """Points-to facts of one function for pointers kept in its private memory, as a fixed point over
+    the whole function (Andersen-style, flow-insensitive): what each pointer may point into, and what
+    each private block holds (the pointers stored into it, or unknown once anything else may write it)."""
 
     def __init__(self, fn: Function):
         self.fn = fn
-        self._roots: dict[Value, tuple[Instruction, ...] | None] = {}
-        self._contents: dict[Instruction, tuple[Value, ...] | None] = {}
-        self._writes: list[tuple[Instruction, Value]] | None = None     # (writing instruction, pointer written)
+        self._pts: dict[Value, frozenset | None] = {}
+        self._contents: dict[Instruction, set | None] = {}
+        self._order = {inst: k for k, inst in enumerate(fn.instructions())}
+        self._solve()
 
-    # ---- which private memory a pointer may point into
-    def roots(self, pointer: Value) -> list[Instruction]:
-        """``memory_roots`` extended through loads of pointers from private memory whose contents are
-        known; empty when any source is something else (as memory_roots)."""
-        found = self._roots_of(pointer, set())
-        return list(found) if found else []
+    # ---- the fixed point
+    def points_to(self, v: Value) -> frozenset | None:
+        if v in self._pts:
+            return self._pts[v]
+        if is_placeholder_pointer(v):
+            return frozenset()
+        if not isinstance(v, Instruction):
+            return frozenset({EXTERNAL})      # an argument, a global, a constant address
+        if v.opcode == "alloca" or (_heap_function(v) is not None and _heap_function(v).kind in ("alloc", "realloc")):
+            return frozenset({v})
+        return frozenset()                    # not reached yet: grows as the fixed point goes on
 
-    def _roots_of(self, pointer: Value, busy: set) -> tuple[Instruction, ...] | None:
-        if pointer in self._roots:
-            return self._roots[pointer]
-        if pointer in busy:
-            return _UNKNOWN                       # a cycle (a linked structure): not followed
-        busy.add(pointer)
-        result = self._compute_roots(pointer, busy)
-        busy.discard(pointer)
-        if not busy:                              # only results that depend on no unfinished cycle are kept
-            self._roots[pointer] = result
-        return result
+    def _solve(self) -> None:
+        instructions = list(self.fn.instructions())
+        for inst in instructions:
+            if inst.opcode == "alloca" or (_heap_function(inst) is not None
+                                           and _heap_function(inst).kind in ("alloc", "realloc")):
+                self._contents[inst] = set()
+                if _heap_function(inst) is not None and _heap_function(inst).kind == "realloc":
+                    self._contents[inst] = _TOP          # it holds what realloc copied, too
+        changed = True
+        while changed:
+            changed = False
+            taken = self._taken(instructions)
+            for inst in instructions:
+                if inst.type.is_pointer and inst.opcode not in ("alloca",) and not (
+                        _heap_function(inst) is not None and _heap_function(inst).kind in ("alloc", "realloc")):
+                    new = self._transfer(inst)
+                    if new != self._pts.get(inst, frozenset()):
+                        self._pts[inst] = new
+                        changed = True
+                changed |= self._write(inst, taken)
 
-    def _compute_roots(self, pointer: Value, busy: set) -> tuple[Instruction, ...] | None:
-        plain = memory_roots(pointer)
-        if plain:
-            return tuple(plain)
-        if not isinstance(pointer, Instruction):
-            return _UNKNOWN
-        if pointer.opcode == "load" and pointer.type.is_pointer:
-            tables = self._roots_of(pointer.operands[0], busy)
-            if not tables:
-                return _UNKNOWN
-            found: list[Instruction] = []
+    def _transfer(self, inst: Instruction) -> frozenset | None:
+        if inst.opcode == "load":
+            tables = self.points_to(inst.operands[0])
+            if tables is _TOP or EXTERNAL in tables:
+                return _TOP
+            found: list = []
             for table in tables:
-                contents = self._contents_of(table, busy)
-                if contents is None:
-                    return _UNKNOWN
-                for stored in contents:
-                    if is_placeholder_pointer(stored):
-                        continue
-                    inner = self._roots_of(stored, busy)
-                    if not inner:
-                        return _UNKNOWN
-                    found += [r for r in inner if r not in found]
-            return tuple(found) if found else _UNKNOWN
-        sources = pointer_sources(pointer)
-        if not sources:
-            return _UNKNOWN
-        found = []
-        for source in sources:
-            if is_placeholder_pointer(source):
+                contents = self._contents.get(table, _TOP)
+                if contents is _TOP:
+                    return _TOP
+                found += [self.points_to(v) for v in contents]
+            return _union(found)
+        sources = pointer_sources(inst)
+        if sources:
+            return _union(self.points_to(o) for o in sources)
+        return _TOP
+
+    def _write(self, inst: Instruction, taken: set) -> bool:
+        """Add what ``inst`` writes to the contents of the blocks it may write; True when some grew."""
+        op, name = inst.opcode, _callee(inst)
+        if op == "store":
+            targets, value = [inst.operands[1]], inst.operands[0]
+        elif op in ("atomicrmw", "cmpxchg"):
+            targets, value = [inst.operands[0]], None
+        elif op == "call" and name.startswith(_MEMORY_INTRINSICS):
+            targets, value = [inst.operands[0]], None
+        elif op in ("call", "invoke") and not name.startswith(_HARMLESS_CALLS) and _heap_function(inst) is None:
+            targets, value = [o for o in inst.operands if o.type.is_pointer], None
+            if targets:               # the callee may follow the pointers it gets, to any block they reach
+                return self._spoil(taken)
+        else:
+            return False
+        changed = False
+        for target in targets:
+            blocks = self.points_to(target)
+            if blocks is _TOP:
+                changed |= self._spoil(taken)
                 continue
-            inner = self._roots_of(source, busy)
-            if not inner:
-                return _UNKNOWN
-            found += [r for r in inner if r not in found]
-        return tuple(found) if found else _UNKNOWN
+            for block in blocks - {EXTERNAL}:
+                contents = self._contents.get(block, _TOP)
+                if contents is _TOP:
+                    continue
+                if value is None or not value.type.is_pointer:
+                    self._contents[block] = _TOP   # an integer, a float, an atomic, memset/memcpy
+                    changed = True
+                elif value not in contents:
+                    contents.add(value)
+                    changed = True
+        return changed
 
-    # ---- what private memory holds
-    def contents(self, root: Instruction) -> tuple[Value, ...] | None:
-        """The pointers stored into ``root``, when those are all it can hold (see the module
-        docstring); None when something else may write it."""
-        return self._contents_of(root, set())
+    def _spoil(self, blocks) -> bool:
+        changed = False
+        for block in blocks:
+            if self._contents.get(block, _TOP) is not _TOP:
+                self._contents[block] = _TOP
+                changed = True
+        return changed
 
-    def _contents_of(self, root: Instruction, busy: set) -> tuple[Value, ...] | None:
-        if root in self._contents:
-            return self._contents[root]
-        if ("contents", root) in busy:
-            return _UNKNOWN
-        busy.add(("contents", root))
-        result = self._compute_contents(root, busy)
-        busy.discard(("contents", root))
-        if not busy:
-            self._contents[root] = result
-        return result
-
-    def _compute_contents(self, root: Instruction, busy: set) -> tuple[Value, ...] | None:
-        from .memory import heap_function
-        entry = heap_function(root)
-        if entry is not None and entry.kind == "realloc":
-            return _UNKNOWN                       # it holds what realloc copied, too
-        stored: list[Value] = []
-        for inst, target in self._all_writes():
-            targets = self._roots_of(target, busy)
-            if targets is None:
-                if inst.opcode == "store" and self._may_alias_unknown(root):
-                    return _UNKNOWN
+    def _taken(self, instructions) -> set:
+        """Blocks whose address is stored into memory or leaves what these facts follow (an integer, a
+        return, an aggregate, a call): a write through a pointer of unknown target may reach them."""
+        taken: set = set()
+        for inst in instructions:
+            if inst.opcode == "store":
+                values = [inst.operands[0]]
+            elif inst.opcode in ("ptrtoint", "ret", "insertvalue", "insertelement") or (
+                    inst.opcode in ("call", "invoke") and not _callee(inst).startswith(_HARMLESS_CALLS + _MEMORY_INTRINSICS)
+                    and _heap_function(inst) is None):
+                values = list(inst.operands)
+            else:
                 continue
-            if root not in targets:
-                continue
-            if inst.opcode != "store" or not inst.operands[0].type.is_pointer:
-                return _UNKNOWN                   # an integer, a float, an atomic, memset/memcpy or a call
-            stored.append(inst.operands[0])
-        return tuple(stored)
+            for v in values:
+                if v.type.is_pointer:
+                    blocks = self.points_to(v)
+                    if blocks is not _TOP:
+                        taken |= blocks - {EXTERNAL}
+        return taken
 
-    def _may_alias_unknown(self, root: Instruction) -> bool:
-        """Whether a write through a pointer of unknown target might reach ``root``: only when the
-        root's address leaves what these facts follow (soundness.py refuses such writes in functions
-        with differentiated memory; here the table is simply not trusted)."""
-        return root in self._escaped()
+    # ---- questions
+    def roots(self, pointer: Value) -> list[Instruction]:
+        """The private blocks ``pointer`` may point into (through GEPs, casts, phis, selects and loads
+        of pointers from blocks whose contents are known); empty when it may point elsewhere too."""
+        blocks = self.points_to(pointer)
+        if blocks is _TOP or EXTERNAL in blocks or not blocks:
+            return []
+        return sorted(blocks, key=lambda b: self._order.get(b, -1))
 
-    def _escaped(self) -> set[Instruction]:
-        if not hasattr(self, "_escaped_roots"):
-            escaped: set[Instruction] = set()
-            for inst in self.fn.instructions():
-                if inst.opcode in ("ptrtoint", "ret", "insertvalue", "insertelement"):
-                    for o in inst.operands:
-                        if o.type.is_pointer:
-                            escaped.update(memory_roots(o))
-            self._escaped_roots = escaped
-        return self._escaped_roots
+    def contents(self, block: Instruction) -> tuple[Value, ...] | None:
+        """The pointers stored into ``block``, when those are all it can hold; None when something
+        else may write it."""
+        contents = self._contents.get(block, _TOP)
+        return None if contents is _TOP else tuple(sorted(contents, key=lambda v: self._order.get(v, -1)))
 
-    def _all_writes(self) -> list[tuple[Instruction, Value]]:
-        """Every instruction that may write memory, with the pointer it writes through (a call: each
-        pointer it receives)."""
-        if self._writes is None:
-            writes: list[tuple[Instruction, Value]] = []
-            for inst in self.fn.instructions():
-                op = inst.opcode
-                if op == "store":
-                    writes.append((inst, inst.operands[1]))
-                elif op in ("atomicrmw", "cmpxchg"):
-                    writes.append((inst, inst.operands[0]))
-                elif (op in ("call", "invoke") and not getattr(inst.callee, "name", "").startswith(_HARMLESS_CALLS)
-                      and not _frees(inst)):
-                    writes += [(inst, o) for o in inst.operands if o.type.is_pointer]
-            self._writes = writes
-        return self._writes
-
-    # ---- activity's question
     def holds_shadowed(self, table_pointer: Value, shadowed: set) -> bool:
         """A pointer loaded through ``table_pointer`` has a shadow: the memory is private, holds only
         the pointers stored into it, and each of those has a shadow (or points nowhere)."""
@@ -235,7 +254,7 @@ class PointerTables:
             return False
         for table in tables:
             contents = self.contents(table)
-            if contents is None or not contents:
+            if not contents:
                 return False
             if not all(v in shadowed or is_placeholder_pointer(v) for v in contents):
                 return False

@@ -216,6 +216,14 @@ REFUSED = {
                "    double* t[4]; memset(t, 0, sizeof t); for (int i = 0; i < n; i++) t[i] = x + i;\n"
                "    double s = 0; for (int i = 0; i < n; i++) s += t[(i + k) % n][0] * t[i][0];\n    return s; }",
                lambda: (ez.Duplicated(np.ones(4), np.zeros(4)), 4, 1), r"pointer of unknown origin"),
+    # a table written through a pointer loaded from a table whose contents are not known (memset):
+    # the write may put any pointer into it
+    "indirect": ("double indirect(double* x, const double* y, int k) {\n"
+                 "    const double* t[2] = {x, x + 1}; const double** u[2]; memset(u, 0, sizeof u);\n"
+                 "    u[0] = &t[0]; u[1] = &t[1]; *u[k] = y;\n"
+                 "    double s = 0; for (int i = 0; i < 2; i++) s += t[(i + k) & 1][0];\n    return s; }",
+                 lambda: (ez.Duplicated(np.ones(2), np.zeros(2)), ez.Const(np.ones(2)), 1),
+                 r"pointer of unknown origin|memory that has no shadow"),
     # the table goes to a function whose body is not there
     "external": ("void keep(double** t, int n);\n"
                  "double external(double* x, int n) { double* t[2] = {x, x + 1}; keep(t, n); return t[0][0] * t[1][0]; }",
