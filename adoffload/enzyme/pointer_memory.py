@@ -7,16 +7,18 @@ every layer loads its weights' pointer from the struct. Enzyme follows such poin
 ``store p, slot`` into memory with a shadow is ``store shadow(p), shadow(slot)``, and the shadow of
 ``q = load slot`` is ``load shadow(slot)``. That is right when the shadow slot holds the shadow of
 every pointer the primal slot can hold, which this module proves for *private* memory (allocas and
-heap blocks of the function, activity.memory_roots): every write into it is a pointer store (no
-integer, float or memset/memcpy write, no call that receives it, not a realloc'd block), so its
-contents are exactly the pointers stored, and a load gets a shadow when each of them has one
-(``holds_shadowed``). Which memory a pointer loaded from such a table points into (``roots``) is the
-union of what the stored pointers point into: the store ``*(ptrs[i]) = it`` writes the struct.
+heap blocks of the function): ``PointerTables`` solves, over the whole function at once, what each
+pointer may point into (through GEPs, casts, phis, selects and loads of pointers from blocks whose
+contents are known: the store ``*(ptrs[i]) = it`` writes the struct) and what each block holds (the
+pointers stored into it; unknown once an integer, a float, an atomic, memset/memcpy, a realloc or a
+call may write it, or once a write through a pointer of unknown target or a call that gets pointers
+may reach it, which is the case for every block whose address was stored or escaped). A load gets a
+shadow when its block holds only pointers that have one (``holds_shadowed``).
 
 The pointer helpers activity analysis is built on (``pointer_sources``, ``memory_roots``,
-``is_placeholder_pointer``) live here too. Everything else stays as it was: a pointer loaded from memory whose contents are not proven is of
-unknown origin, and soundness.py refuses it where it matters. Facts here do not depend on activity,
-so they are computed once per function and cached.
+``is_placeholder_pointer``) live here too. Everything else stays as it was: a pointer loaded from
+memory whose contents are not proven is of unknown origin, and soundness.py refuses it where it
+matters. The facts do not depend on activity, so they are solved once per function.
 """
 from __future__ import annotations
 
