@@ -25,9 +25,10 @@ SOURCE_NAME = "<c source>"
 # asked for, and clang's own -O1 does not vectorize.
 OPT_FLAGS = {0: ["-O0"], 1: ["-O1", "-fno-vectorize", "-fno-slp-vectorize", "-Xclang", "-O1"],
              2: ["-O2"], 3: ["-O3", "-Xclang", "-O3"]}
-IR_FLAGS = ["-S", "-emit-llvm", "-fno-sanitize=all"]
+# -fno-discard-value-names: the IR keeps the C parameters' names, so argument errors say 'x', not '1'
+IR_FLAGS = ["-S", "-emit-llvm", "-fno-sanitize=all", "-fno-discard-value-names"]
 # part of the cache key: bumped when what is stored for the same source changes
-C_IR_FORMAT = 1
+C_IR_FORMAT = 2
 _FIRST_ERROR = re.compile(r"^" + re.escape(SOURCE_NAME) + r":(\d+):(\d+): (?:fatal )?error: (.*)$", re.M)
 
 

@@ -113,3 +113,9 @@ def test_the_ir_is_cached_by_source_and_level(tmp_path, monkeypatch):
     for opt in (1, 1, 2):
         assert ado.from_c("double f(double x) { return x * x; }", opt=opt)["f"](3.0) == 9.0
     assert [a[1] for a in calls] == [1, 2]
+
+
+def test_argument_errors_name_the_c_parameter():
+    mod = ado.from_c("void sq(const double *x, double *out, long n) { for (long i = 0; i < n; i++) out[i] = x[i]; }")
+    with pytest.raises(ado.ArgumentError, match=r"argument 0 \('x'\) of @sq must have dtype float64"):
+        mod["sq"](np.zeros(3, np.float32), np.zeros(3), 3)
