@@ -3,7 +3,7 @@ inputs, generated from three descriptions rather than listed per combination.
 
 * ``SOURCES``: how a source spells the same two kernels, ``map`` (``out[i] = a * x[i]**2``) and
   ``gather`` (``out[i] = a * x[(k[i] // m[i]) * 2]`` in 32-bit integers), and how it is called
-  (``KINDS``: our kernels and CUDA/HIP ones through the numpy launcher with ``grid=`` or
+  (``KIND_LAUNCHERS``, by kind: our kernels and CUDA/HIP ones through the numpy launcher with ``grid=`` or
   ``blocks=/threads=``, foreign functions as ``f(a, x, out, n)`` and ``enzyme.autodiff``);
 * ``LAUNCHERS``: the primal call, ``jvp`` and ``vjp`` (``ado.jvp``/``ado.vjp``; for foreign
   functions ``autodiff(Forward | Reverse, ...)``) and ``jax`` (``ado.jax_kernel``, where the source
@@ -132,8 +132,8 @@ KNOWN_FAILURES: tuple[tuple[str, str, str, str], ...] = (
 
 
 def known_failure(source: str, launcher: str, bad: str) -> str | None:
-    for s, l, b, reason in KNOWN_FAILURES:
-        if s in ("*", source) and l in ("*", launcher) and b in ("*", bad):
+    for s, launch_name, b, reason in KNOWN_FAILURES:
+        if s in ("*", source) and launch_name in ("*", launcher) and b in ("*", bad):
             return reason
     return None
 
@@ -197,7 +197,7 @@ def _message_names(case: Case, message: str) -> bool:
     bad = case.bad
     if bad.param is None:                    # an in-kernel fault without an array: the line
         return re.search(r"\bline \d+", message) is not None
-    if re.search(rf"(?<![\w.]){re.escape(bad.param)}\b", message):
+    if f"'{bad.param}'" in message:          # quoted, as every message spells a parameter ('a' is a word too)
         return True
     if case.source.kind == "foreign":        # the argument as the IR names it (numba: %.2), or its position
         index = PRIMALS[bad.kernel].index(bad.param.removeprefix("d_"))
