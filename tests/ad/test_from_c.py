@@ -119,3 +119,13 @@ def test_argument_errors_name_the_c_parameter():
     mod = ado.from_c("void sq(const double *x, double *out, long n) { for (long i = 0; i < n; i++) out[i] = 2.0 * x[i]; }")   # vectorized at -O2
     with pytest.raises(ado.ArgumentError, match=r"argument 0 \('x'\) of @sq must have dtype float64"):
         mod["sq"](np.zeros(3, np.float32), np.zeros(3), 3)
+
+
+def test_each_level_is_the_level_asked_for():
+    """zig's cc maps -O1..-O3 to one level; from_c restores each (-O0 keeps optnone, -O1 does not
+    vectorize, -O2 and -O3 do)."""
+    from adoffload.sources.c import compile_c_to_llvm
+    loop = "void scale(double *x, long n) { for (long i = 0; i < n; i++) x[i] *= 3.0; }"
+    texts = {opt: compile_c_to_llvm(loop, opt) for opt in range(4)}
+    assert "optnone" in texts[0] and "optnone" not in texts[1]
+    assert "x double>" not in texts[1] and "x double>" in texts[2] and "x double>" in texts[3]
