@@ -192,7 +192,7 @@ class ForeignFunction:
 
 def accessed_element_type(fn: ir.Function, pointer: ir.Value) -> ir.Type | None:
     """The one scalar type loaded or stored through ``pointer`` (following GEPs, phis and
-    selects), or None when it cannot be decided (no access, several types, passed to a call)."""
+    selects; a vector access counts as its element type), or None when it cannot be decided (no access, several types, passed to a call)."""
     users = fn.users()
     seen, todo, found = {id(pointer)}, [pointer], set()
     while todo:
@@ -209,4 +209,5 @@ def accessed_element_type(fn: ir.Function, pointer: ir.Value) -> ir.Type | None:
             elif inst.opcode in _POINTER_FOLLOWERS and inst.type.is_pointer and id(inst) not in seen:
                 seen.add(id(inst))
                 todo.append(inst)
+    found = {t.element if isinstance(t, ir.VectorType) else t for t in found}   # vectorized loops: their lanes
     return found.pop() if len(found) == 1 else None
