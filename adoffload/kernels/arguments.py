@@ -8,8 +8,6 @@ memory become ``Resident`` values. ``normalize_grid`` checks the grid. The launc
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass
-
 import numpy as np
 
 from ..errors import ArgumentError, GridError
@@ -55,15 +53,21 @@ def check_argument(signature: KernelSignature, param, value, copied: bool = Fals
     return _check_scalar(where, param.type, value)
 
 
-@dataclass(frozen=True)
 class Resident:
     """An array argument already in GPU memory (a DeviceArray, or a CuPy/JAX/PyTorch GPU array
-    through DLPack): launches on its device use it in place, with no copies."""
-    device: str
-    ptr: int
-    shape: tuple[int, ...]
-    dtype: np.dtype
-    owner: object
+    through DLPack): launches on its device use it in place, with no copies. ``ordered``: work on it
+    is ordered with the device's default stream, where the launcher queues its launches (our own
+    DeviceArrays; CuPy arrays while CuPy works on its null stream), so a launch need not wait for
+    the kernel before returning (launch_run.py); arrays of other producers are launched synchronously."""
+    __slots__ = ("device", "ptr", "shape", "dtype", "owner", "ordered")
+
+    def __init__(self, device: str, ptr: int, shape: tuple[int, ...], dtype: np.dtype, owner: object,
+                 ordered: bool = False):
+        self.device, self.ptr, self.shape, self.dtype, self.owner, self.ordered = \
+            device, ptr, shape, dtype, owner, ordered
+
+    def __repr__(self) -> str:
+        return f"Resident({self.device}, {self.ptr:#x}, {self.shape}, {self.dtype})"
 
     @property
     def ndim(self) -> int:
@@ -80,7 +84,7 @@ def _resident(where: str, value) -> Resident | None:
     if isinstance(value, DeviceArray):
         if value.device.kind == "cpu":
             return None
-        return Resident(value.device.spec, value.ptr, value.shape, value.dtype, value)
+        return Resident(value.device.spec, value.ptr, value.shape, value.dtype, value, True)
     if not hasattr(value, "__dlpack_device__") or int(value.__dlpack_device__()[0]) == 1:   # 1: DLPack CPU
         return None
     external = as_device_array(value)

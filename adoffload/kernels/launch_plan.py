@@ -82,13 +82,22 @@ def _grid_key(grid) -> tuple[int, ...]:
 
 
 def gpu_array(value) -> Resident | None:
-    """``value`` as a Resident when it is a C-contiguous array in GPU memory (a DeviceArray, or
-    through DLPack), else None (the full path then checks or refuses it)."""
+    """``value`` as a Resident when it is a C-contiguous array in GPU memory (a DeviceArray, a CuPy
+    array through its attributes, others through DLPack), else None (the full path then checks or
+    refuses it)."""
+    kind = type(value)
+    reader = _READERS.get(kind, _UNKNOWN)
+    if reader is _UNKNOWN:
+        reader = _READERS.setdefault(kind, _reader_for(kind))
+    if reader is not None:
+        resident = reader(value)
+        if resident is not None:
+            return resident
     from ..runtime.dlpack import DeviceArray, read_gpu_capsule
     if isinstance(value, DeviceArray):
         if value.device.kind == "cpu":
             return None
-        return Resident(value.device.spec, value.ptr, value.shape, value.dtype, value)
+        return Resident(value.device.spec, value.ptr, value.shape, value.dtype, value, True)
     dlpack = getattr(value, "__dlpack__", None)
     if dlpack is None or not hasattr(value, "__dlpack_device__"):
         return None
@@ -97,6 +106,33 @@ def gpu_array(value) -> Resident | None:
     if external is None or not external.c_contiguous:
         return None
     return Resident(external.device, external.ptr, tuple(external.shape), np.dtype(external.dtype), external)
+
+
+_UNKNOWN = object()
+_READERS: dict = {}          # argument type -> its fast reader (None: DeviceArray or DLPack)
+
+
+def _reader_for(kind):
+    """A reader of CuPy's ndarray through its own attributes (a DLPack capsule costs more than the
+    rest of a launch); None for every other type."""
+    if kind.__name__ != "ndarray" or not kind.__module__.startswith("cupy"):
+        return None
+    import cupy
+    current_stream = cupy.cuda.get_current_stream
+    prefix = "hip:" if getattr(cupy.cuda.runtime, "is_hip", False) else "cuda:"
+    specs: dict[int, str] = {}
+
+    def read(value) -> Resident | None:
+        # CuPy on another stream than its null stream (the default stream our launches use): DLPack,
+        # whose producer orders that stream's work before ours, and a synchronous launch
+        if current_stream().ptr != 0 or not value.flags.c_contiguous:
+            return None
+        memory = value.data
+        spec = specs.get(memory.device_id)
+        if spec is None:
+            spec = specs[memory.device_id] = prefix + str(memory.device_id)
+        return Resident(spec, memory.ptr, value.shape, value.dtype, value, True)
+    return read
 
 
 def plans_of(kernel) -> dict:
@@ -168,6 +204,9 @@ class LaunchPlan:
         self.zeroed = [] if self.hidden else sorted(arrays_to_zero(kernel, values, grid))
         self.zeroed_bytes = [(n, self.nbytes[n]) for n in self.zeroed]
         self.needs_log = kernel.tape is not None and _log_param() in kernel.tape.buffers
+        # every array already on the GPU, nothing sized or reduced per launch: a launch need not wait
+        self.in_place = not self.on_host and not self.hidden and not self.needs_log and \
+            len(self.resident) == len(self.arrays)
         self.variants: dict = {}
         self._lock = threading.Lock()
 
