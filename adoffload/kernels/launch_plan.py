@@ -30,6 +30,7 @@ import numpy as np
 
 from ..errors import ArgumentError, GridError
 from .arguments import Resident, bind_arguments, normalize_grid
+from .environment import environment_key, environment_value
 from .overlap import written
 
 KEY_FLAGS = 0x1 | 0x100 | 0x400      # numpy's C_CONTIGUOUS | ALIGNED | WRITEABLE (ndarray.flags.num)
@@ -243,7 +244,11 @@ class LaunchPlan:
     def variant(self, noalias: bool):
         """The Variant (launch_run.py) for this launch, made once per ``noalias`` and, on a GPU, per
         setting of the environment variables that choose GPU code (A/B runs change them in-process)."""
-        key = noalias if self.on_host else (noalias, *map(os.environ.get, gpu_code_variables()))
+        if self.on_host:
+            key = noalias
+        else:
+            first, second = _GPU_CODE_KEYS or _gpu_code_keys()
+            key = (noalias, environment_value(first), environment_value(second))
         hit = self.variants.get(key)
         if hit is None:
             with self._lock:
@@ -313,6 +318,16 @@ def gpu_code_variables() -> tuple[str, ...]:
 
 
 _GPU_CODE_VARIABLES = None
+_GPU_CODE_KEYS = None
+
+
+def _gpu_code_keys():
+    global _GPU_CODE_KEYS
+    first, second = gpu_code_variables()
+    _GPU_CODE_KEYS = environment_key(first), environment_key(second)
+    return _GPU_CODE_KEYS
+
+
 
 
 def check_block_grid(kernel, grid: tuple[int, ...]) -> None:

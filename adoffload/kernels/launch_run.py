@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ctypes
 import operator
-import os
 import struct
 import threading
 
@@ -25,6 +24,7 @@ from ..language.signature import KernelSignature
 from ..runtime.host import DATA_OFFSET, read_pointer, data_address
 from .arguments import Resident
 from .hidden_buffers import reduce_contribution_log, with_hidden_arguments
+from .environment import environment_key, environment_value
 from .overlap import overlap_error
 
 # How each flattened parameter type sits in its 8-byte slot (codegen/abi.py pack_slots).
@@ -34,8 +34,9 @@ _memset = ctypes.memset
 _addressof = ctypes.addressof
 _StatusRecord = ctypes.c_int64 * STATUS_WORDS
 _get_ident = threading.get_ident
-_environ = os.environ
 SYNC_ENV = "ADOFFLOAD_SYNC_LAUNCH"     # "1": GPU launches on device arrays wait and report their own errors
+_SYNC_KEY = environment_key(SYNC_ENV)
+_SYNC_ON = ("1", b"1")
 
 
 def slot_struct(flat_types: list[str], grid_rank: int) -> struct.Struct:
@@ -227,7 +228,7 @@ def _run_device(plan, values: list, sources: list, hidden: dict | None, launch) 
     ring = device.status_ring() if variant.prepared is not None else None
     if ring is not None:
         ring.check()                     # an earlier launch's error comes first
-        if plan.in_place and _environ.get(SYNC_ENV) != "1":
+        if plan.in_place and environment_value(_SYNC_KEY) not in _SYNC_ON:
             for n in plan.arrays:
                 if not values[n].ordered:
                     break
@@ -306,7 +307,7 @@ def _launch_in_place(plan, variant, values: list, sources: list, ring) -> None:
         variant.pack_into(buffer, sources, values, ring.take(report))
         for n, size in plan.zeroed_bytes:      # zeroed once the slots are packed (a SlotValueError writes nothing)
             device.zero(sources[n], size)
-        device.launch_prepared(variant.prepared, params)
+        device.launch_prepared(variant.prepared, params, variant.words)
 
 
 class _Shaped:
@@ -325,9 +326,10 @@ def _deferred_report(plan):
             _raise_status(plan, record, shaped)
         except Error as exc:
             more = f"; {later} later launch{'es' if later > 1 else ''} on the device failed too" if later else ""
-            raise type(exc)(f"{exc} [reported after the launch: a launch on {plan.device.spec} arrays returns before "
-                            f"its kernel ends, and its error surfaces at the next launch, synchronize() or copy to the "
-                            f"host; {SYNC_ENV}=1 makes every launch wait and report its own]{more}") from None
+            raise type(exc)(f"{exc} [reported after the launch: a launch on arrays already on {plan.device.spec} "
+                            f"returns before its kernel ends, and its error surfaces at the next launch there, its "
+                            f"synchronize() or a copy to the host; {SYNC_ENV}=1 makes every launch wait and report "
+                            f"its own]{more}") from None
     plan.report = report
     return report
 

@@ -73,6 +73,7 @@ class PreparedLaunch:
     block: int
     stream: object
     detail: str
+    raw: tuple | None = None         # the C launch call's leading arguments as ints, where the device has one
 
 
 class GpuStream(Stream):
@@ -346,8 +347,9 @@ class GpuDevice(Device):
         total = check_total_threads(total_threads)
         block = int(block_size or function.auto_block_size())
         grid = launch_grid(total, block) + (1,) if blocks is None else _check_blocks(blocks, total, block)
-        return PreparedLaunch(function, grid, block, self.stream_handle(None),
-                              f"kernel '{function.name}', grid {grid}, block {block}")
+        stream = self.stream_handle(None)
+        return PreparedLaunch(function, grid, block, stream, f"kernel '{function.name}', grid {grid}, block {block}",
+                              self._raw_launch_arguments(function.handle, grid, block, stream))
 
     def scratch(self, nbytes: int) -> int:
         """A device block from the cache, without a Buffer: the caller returns it with ``release_scratch``
@@ -388,14 +390,20 @@ class GpuDevice(Device):
                                          StatusRing(*memory, DEFAULT_COUNT, self._raw_synchronize))
         return ring or None
 
-    def launch_prepared(self, prepared: PreparedLaunch, params_address: int) -> None:
+    def launch_prepared(self, prepared: PreparedLaunch, params_address: int, slot_count: int) -> None:
         """Queue ``prepared`` on its stream with the kernel parameters at ``params_address`` (an array of
-        pointers to the slots, as ``kernelParams``) and return without waiting for the kernel."""
+        ``slot_count`` pointers to the slots, as ``kernelParams``) and return without waiting for the kernel."""
         if self.fault is not None:
             self.refuse_if_faulted()
         if prepared.function.module.generation != self.generation:
             self.check_generation(prepared.function.module)
         self.activate()
+        raw = prepared.raw
+        if raw is not None:
+            status = self._c_launch(*raw, params_address, None)
+            if status:
+                self._raise_launch_failure(status, prepared.detail)
+            return
         function = self._launch_function
         result = function(prepared.function.handle, *prepared.grid, prepared.block, 1, 1, 0, prepared.stream,
                           params_address, self.NO_EXTRA)
@@ -405,6 +413,14 @@ class GpuDevice(Device):
             except KernelFaultError as exc:
                 self.fault = exc             # latched as every call does
                 raise
+
+    def _raw_launch_arguments(self, handle, grid, block, stream) -> tuple | None:
+        """``(function, grid x, y, z, block x, y, z, shared bytes, stream)`` as ints for ``_c_launch``, or
+        None: launches go through the binding's launch function."""
+        return None
+
+    def _raise_launch_failure(self, status: int, detail: str) -> None:
+        raise DeviceError(f"launch failed with status {status}: {detail}")
 
     @property
     def _launch_function(self):
