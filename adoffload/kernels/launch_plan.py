@@ -29,7 +29,7 @@ import threading
 import numpy as np
 
 from ..errors import ArgumentError, GridError
-from .arguments import Resident, bind_arguments, normalize_grid
+from .arguments import Resident, bind_arguments, fast_reader, normalize_grid
 from .environment import environment_key, environment_value
 from .overlap import written
 
@@ -86,10 +86,7 @@ def gpu_array(value) -> Resident | None:
     """``value`` as a Resident when it is a C-contiguous array in GPU memory (a DeviceArray, a CuPy
     array through its attributes, others through DLPack), else None (the full path then checks or
     refuses it)."""
-    kind = type(value)
-    reader = _READERS.get(kind, _UNKNOWN)
-    if reader is _UNKNOWN:
-        reader = _READERS.setdefault(kind, _reader_for(kind))
+    reader = fast_reader(type(value))
     if reader is not None:
         resident = reader(value)
         if resident is not None:
@@ -107,33 +104,6 @@ def gpu_array(value) -> Resident | None:
     if external is None or not external.c_contiguous:
         return None
     return Resident(external.device, external.ptr, tuple(external.shape), np.dtype(external.dtype), external)
-
-
-_UNKNOWN = object()
-_READERS: dict = {}          # argument type -> its fast reader (None: DeviceArray or DLPack)
-
-
-def _reader_for(kind):
-    """A reader of CuPy's ndarray through its own attributes (a DLPack capsule costs more than the
-    rest of a launch); None for every other type."""
-    if kind.__name__ != "ndarray" or not kind.__module__.startswith("cupy"):
-        return None
-    import cupy
-    current_stream = cupy.cuda.get_current_stream
-    prefix = "hip:" if getattr(cupy.cuda.runtime, "is_hip", False) else "cuda:"
-    specs: dict[int, str] = {}
-
-    def read(value) -> Resident | None:
-        # CuPy on another stream than its null stream (the default stream our launches use): DLPack,
-        # whose producer orders that stream's work before ours, and a synchronous launch
-        if current_stream().ptr != 0 or not value.flags.c_contiguous:
-            return None
-        memory = value.data
-        spec = specs.get(memory.device_id)
-        if spec is None:
-            spec = specs[memory.device_id] = prefix + str(memory.device_id)
-        return Resident(spec, memory.ptr, value.shape, value.dtype, value, True)
-    return read
 
 
 def plans_of(kernel) -> dict:
@@ -290,15 +260,22 @@ class LaunchPlan:
 
     order = None
     overlap_free = None      # the addresses of the last launch whose overlap check passed
+    quick_sources = False    # matches() returns the slot sources (launch_run.run_in_place), not values
 
     def _quick_checks(self, args: tuple, kwargs: dict, grid, device, residents) -> None:
         """The kernel's check of launches with exactly this signature (signature_match.py); launches
-        with GPU arrays (read per launch through the call key) and non-int grids have none."""
-        if residents or type(grid) is not int:
+        with GPU arrays have one where all are DeviceArrays or CuPy arrays and the device has a status
+        ring (others read them per launch through the call key); non-int grids have none."""
+        if type(grid) is not int:
             return
-        from .signature_match import matcher
-        self.matches = matcher([p.name for p in self.visible], (*args, *kwargs.values()), len(args),
-                               tuple(kwargs), grid, device)
+        from .signature_match import in_place_matcher, matcher
+        names, raw = [p.name for p in self.visible], (*args, *kwargs.values())
+        if not residents:
+            self.matches = matcher(names, raw, len(args), tuple(kwargs), grid, device)
+        elif self.in_place and getattr(self.device, "status_ring", None) and self.device.status_ring() is not None:
+            quick = in_place_matcher(names, raw, len(args), tuple(kwargs), grid, device, _SCALAR_TYPES)
+            if quick is not None:
+                self.matches, self.quick_sources = quick, True
 
     @staticmethod
     def matches(args: tuple, kwargs: dict, grid, device) -> list | None:

@@ -296,7 +296,35 @@ def _run_device(plan, values: list, sources: list, hidden: dict | None, launch) 
         reduce_contribution_log(kernel, full)
 
 
-def _launch_in_place(plan, variant, values: list, sources: list, ring) -> None:
+def run_in_place(plan, sources: list) -> bool:
+    """Launch an in-place plan (every array on the GPU, ordered with the default stream) with the slot
+    sources its quick check read (signature_match.in_place_matcher), without waiting for the kernel;
+    False where ADOFFLOAD_SYNC_LAUNCH asks for a launch that waits (the caller takes run_plan's path)."""
+    if environment_value(_SYNC_KEY) in _SYNC_ON:
+        return False
+    nbytes = plan.nbytes
+    if plan.overlap_pairs:
+        addresses = [sources[n] for n in plan.arrays]
+        if addresses != plan.overlap_free:   # the same addresses as a launch that passed: the same answer
+            for a, b in plan.overlap_pairs:
+                if sources[a] < sources[b] + nbytes[b] and sources[b] < sources[a] + nbytes[a]:
+                    raise overlap_error(plan.signature.name, plan.visible[a], plan.visible[b], plan.copied)
+            plan.overlap_free = addresses
+    if plan.total == 0:
+        return True
+    noalias = True
+    for a, b in plan.resident_pairs:     # GPU arrays passed twice (only read): nothing promised to LLVM
+        if sources[a] < sources[b] + nbytes[b] and sources[b] < sources[a] + nbytes[a]:
+            noalias = False
+            break
+    variant = plan.variant(noalias)
+    ring = plan.device.status_ring()
+    ring.check()                         # an earlier launch's error comes first
+    _launch_in_place(plan, variant, None, sources, ring)
+    return True
+
+
+def _launch_in_place(plan, variant, values: list | None, sources: list, ring) -> None:
     """Queue the launch with a record of the device's status ring (runtime/status_ring.py) and return:
     its error, if any, is raised at the next launch on the device, its next synchronous copy to the
     host or ``synchronize()``, naming this launch's kernel."""

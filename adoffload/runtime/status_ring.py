@@ -27,7 +27,7 @@ import weakref
 from ..language.status import WORDS
 
 RECORD_BYTES = 8 * WORDS
-DEFAULT_COUNT = 256
+DEFAULT_COUNT = 128
 
 
 class StatusRing:

@@ -234,3 +234,32 @@ def test_unreported_errors_are_collected_at_exit():
     assert not ring.is_set() and ring.next == 0
     ring.check()                                          # nothing left: no wait, no error
     assert waits == [1]
+
+
+def test_the_quick_check_of_device_arrays_still_refuses_what_the_plan_refuses(queueing_gpu):
+    x, out = queueing_gpu.array(np.arange(9.0)), queueing_gpu.array(np.zeros(8))
+    shifted(x, out, grid=8, device=queueing_gpu)
+    assert shifted._last_plan.quick_sources, "DeviceArrays on a device with a status ring: the quick check"
+    shifted(x, out, grid=8, device=queueing_gpu)
+    with pytest.raises(ado.ArgumentError, match="share memory"):
+        shifted(out, out, grid=8, device=queueing_gpu)              # written and read: refused
+    x32 = DeviceArray.from_numpy(np.arange(9, dtype=np.float32), device=queueing_gpu)
+    with pytest.raises(ado.ArgumentError, match="expected dtype float64"):
+        shifted(x32, out, grid=8, device=queueing_gpu)
+    queueing_gpu.free(x32.buffer)
+    np.testing.assert_array_equal(out.to_numpy(), np.arange(1.0, 9.0))
+
+
+def test_a_refused_scalar_through_the_quick_check_leaves_device_arrays_alone(queueing_gpu):
+    @ado.kernel
+    def weighted_total(w: ado.i32, x: ado.In[ado.f64], total: ado.Out[ado.f64]):
+        i = ado.tid()
+        ado.atomic_add(total, 0, ado.f64(w) * x[i])
+    x, total = queueing_gpu.array(np.arange(8.0)), queueing_gpu.array(np.zeros(1))
+    weighted_total(2, x, total, grid=8, device=queueing_gpu)
+    assert weighted_total._last_plan.quick_sources
+    assert total.to_numpy()[0] == 56.0
+    with pytest.raises(ado.ArgumentError, match="does not fit in ado.i32"):
+        weighted_total(2**31, x, total, grid=8, device=queueing_gpu)
+    assert not queueing_gpu.queue and total.to_numpy()[0] == 56.0, "nothing zeroed or launched"
+    queueing_gpu.synchronize()
