@@ -130,8 +130,8 @@ class Variant:
                 self.prepared = device.prepare_launch(self.function, self.threads, self.block, self.rows)
 
     def frame(self) -> tuple:
-        """``(slot buffer, address of the kernelParams array pointing into it)`` of the calling thread,
-        reused launch after launch (the driver copies the parameter values during the launch call)."""
+        """``(slot buffer, the address of the kernelParams array pointing into it, as a c_void_p)`` of the
+        calling thread, reused launch after launch (the driver copies the values during the launch call)."""
         thread = _get_ident()
         hit = self.frames.get(thread)
         if hit is None:
@@ -140,7 +140,7 @@ class Variant:
             buffer = self.buffer_type()
             address = _addressof(buffer)
             params = (ctypes.c_void_p * self.words)(*range(address, address + 8 * self.words, 8))
-            hit = self.frames[thread] = (buffer, _addressof(params), params)
+            hit = self.frames[thread] = (buffer, ctypes.c_void_p(_addressof(params)), params)
         return hit[0], hit[1]
 
     def slots(self, sources: list, values: list, status_ptr: int) -> tuple:

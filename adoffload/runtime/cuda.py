@@ -62,13 +62,13 @@ def initialize():
 
 
 def _c_launch_kernel():
-    """libcuda's cuLaunchKernel as a ctypes function, or None where it cannot be found."""
+    """libcuda's cuLaunchKernel as a ctypes function, or False where it cannot be found. No argtypes:
+    every argument is passed as a ctypes object of its C type, built once per plan (converting
+    Python ints on each call would cost more than the binding's call)."""
     try:
         function = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
     except (OSError, AttributeError):
-        return None
-    u, p = ctypes.c_uint, ctypes.c_void_p
-    function.argtypes = [p, u, u, u, u, u, u, u, p, p, p]
+        return False
     function.restype = ctypes.c_int
     return function
 
@@ -146,18 +146,16 @@ class CudaDevice(GpuDevice):
         """cuLaunchKernel called through ctypes: the binding's call costs a few microseconds more, a
         third of a tiny launch. The same libcuda the binding loaded; only where launches would go to
         the legacy default stream either way (the binding's per-thread-stream mode is left to it)."""
-        if self._c_launch is None or os.environ.get("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", "0") != "0":
+        if self._c_launch is None:
+            self._c_launch = _c_launch_kernel()
+        if not self._c_launch or os.environ.get("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", "0") != "0":
             return None
         try:
-            return (int(handle), *grid, block, 1, 1, 0, int(stream))
+            u = ctypes.c_uint
+            return (ctypes.c_void_p(int(handle)), *map(u, grid), u(block), u(1), u(1), u(0),
+                    ctypes.c_void_p(int(stream)))
         except (TypeError, ValueError):          # a binding whose handles are not ints
             return None
-
-    @property
-    def _c_launch(self):
-        if "_c_launch_fn" not in self.__dict__:
-            self.__dict__["_c_launch_fn"] = _c_launch_kernel()
-        return self.__dict__["_c_launch_fn"]
 
     def _raise_launch_failure(self, status: int, detail: str) -> None:
         try:

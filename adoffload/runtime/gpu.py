@@ -390,9 +390,9 @@ class GpuDevice(Device):
                                          StatusRing(*memory, DEFAULT_COUNT, self._raw_synchronize))
         return ring or None
 
-    def launch_prepared(self, prepared: PreparedLaunch, params_address: int, slot_count: int) -> None:
-        """Queue ``prepared`` on its stream with the kernel parameters at ``params_address`` (an array of
-        ``slot_count`` pointers to the slots, as ``kernelParams``) and return without waiting for the kernel."""
+    def launch_prepared(self, prepared: PreparedLaunch, params: ctypes.c_void_p, slot_count: int) -> None:
+        """Queue ``prepared`` on its stream with the kernel parameters at ``params`` (the address of an
+        array of ``slot_count`` pointers to the slots, as ``kernelParams``) and return without waiting."""
         if self.fault is not None:
             self.refuse_if_faulted()
         if prepared.function.module.generation != self.generation:
@@ -400,13 +400,13 @@ class GpuDevice(Device):
         self.activate()
         raw = prepared.raw
         if raw is not None:
-            status = self._c_launch(*raw, params_address, None)
+            status = self._c_launch(*raw, params, None)
             if status:
                 self._raise_launch_failure(status, prepared.detail)
             return
         function = self._launch_function
         result = function(prepared.function.handle, *prepared.grid, prepared.block, 1, 1, 0, prepared.stream,
-                          params_address, self.NO_EXTRA)
+                          params.value, self.NO_EXTRA)
         if int(result[0] if isinstance(result, tuple) else result):
             try:
                 check(result, getattr(function, "__name__", "launch"), prepared.detail)
@@ -414,9 +414,11 @@ class GpuDevice(Device):
                 self.fault = exc             # latched as every call does
                 raise
 
+    _c_launch = None                 # the C launch function the raw arguments are for (cuda.py)
+
     def _raw_launch_arguments(self, handle, grid, block, stream) -> tuple | None:
-        """``(function, grid x, y, z, block x, y, z, shared bytes, stream)`` as ints for ``_c_launch``, or
-        None: launches go through the binding's launch function."""
+        """``(function, grid x, y, z, block x, y, z, shared bytes, stream)`` as ctypes objects for
+        ``_c_launch``, or None: launches go through the binding's launch function."""
         return None
 
     def _raise_launch_failure(self, status: int, detail: str) -> None:

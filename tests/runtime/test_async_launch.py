@@ -38,8 +38,8 @@ class QueueingGpu(HostBackedGpu):
     def prepare_launch(self, function, total_threads, block_size=None, blocks=None):
         return types.SimpleNamespace(function=function, threads=total_threads)
 
-    def launch_prepared(self, prepared, params_address, slot_count):
-        pointers = (ctypes.c_uint64 * slot_count).from_address(params_address)
+    def launch_prepared(self, prepared, params, slot_count):
+        pointers = (ctypes.c_uint64 * slot_count).from_address(params.value)
         slots = np.array([ctypes.c_uint64.from_address(p).value for p in pointers], np.uint64)
         self.queue.append(lambda: HostDevice.launch(self, prepared.function, prepared.threads, slots))
         self.launches += 1
