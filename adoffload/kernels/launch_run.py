@@ -7,7 +7,11 @@ zeroing Out arrays, the launch, and the status check. On the host a grid that fi
 larger ones go through ``HostDevice.launch``. On a GPU, numpy arrays are staged in device buffers
 by intent (numpy seeds copied in and not back: the caller's seed is kept), arrays already there are
 used in place, and devices with ``launch_checked`` (CUDA, HIP) clear the status record, launch and
-read the record back in three driver calls with the geometry the plan prepared.
+read the record back in three driver calls with the geometry the plan prepared. A launch whose arrays
+are all on the device and ordered with its default stream (``Resident.ordered``) does not wait, on a
+device with a status ring (runtime/status_ring.py: CUDA): it takes the ring's next record, queues the
+kernel (``GpuDevice.launch_prepared``) and returns; its error is raised later, by the next launch,
+``synchronize()`` or copy to the host (``ADOFFLOAD_SYNC_LAUNCH=1``: every launch waits).
 """
 from __future__ import annotations
 
