@@ -11,11 +11,9 @@
 """
 from __future__ import annotations
 
-import ctypes
-import os
 import threading
 
-from ..errors import ArgumentError, DeviceError, DeviceNotFoundError, KernelFaultError
+from ..errors import ArgumentError, DeviceError, DeviceNotFoundError
 from .check import check, invoke
 from .gpu import GpuDevice
 
@@ -59,18 +57,6 @@ def initialize():
             raise DeviceNotFoundError(_init_error) from exc
         _initialized = True
         return cu
-
-
-def _c_launch_kernel():
-    """libcuda's cuLaunchKernel as a ctypes function, or False where it cannot be found. No argtypes:
-    every argument is passed as a ctypes object of its C type, built once per plan (converting
-    Python ints on each call would cost more than the binding's call)."""
-    try:
-        function = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
-    except (OSError, AttributeError):
-        return False
-    function.restype = ctypes.c_int
-    return function
 
 
 def cuda_device_count() -> int:
@@ -141,32 +127,6 @@ class CudaDevice(GpuDevice):
         result = self.lib.cuCtxSetCurrent(self._context)
         if result[0] is not _SUCCESS:
             check(result, "cuCtxSetCurrent")
-
-    def _raw_launch_arguments(self, handle, grid, block, stream) -> tuple | None:
-        """cuLaunchKernel called through ctypes: the binding's call costs a few microseconds more, a
-        third of a tiny launch. The same libcuda the binding loaded; only where launches would go to
-        the legacy default stream either way (the binding's per-thread-stream mode is left to it)."""
-        if self._c_launch is None:
-            self._c_launch = _c_launch_kernel()
-        if not self._c_launch or os.environ.get("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", "0") != "0":
-            return None
-        try:
-            u = ctypes.c_uint
-            return (ctypes.c_void_p(int(handle)), *map(u, grid), u(block), u(1), u(1), u(0),
-                    ctypes.c_void_p(int(stream)))
-        except (TypeError, ValueError):          # a binding whose handles are not ints
-            return None
-
-    def _raise_launch_failure(self, status: int, detail: str) -> None:
-        try:
-            result = (self.lib.CUresult(status),)
-        except ValueError:
-            result = (status,)
-        try:
-            check(result, "cuLaunchKernel", detail)
-        except KernelFaultError as exc:
-            self.fault = exc             # latched as every call does
-            raise
 
     def _mapped_host_alloc(self, nbytes: int) -> tuple[int, int] | None:
         """Page-locked host memory mapped into this device's address space (launch status records)."""

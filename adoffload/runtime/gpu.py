@@ -73,7 +73,6 @@ class PreparedLaunch:
     block: int
     stream: object
     detail: str
-    raw: tuple | None = None         # the C launch call's leading arguments as ints, where the device has one
 
 
 class GpuStream(Stream):
@@ -347,9 +346,8 @@ class GpuDevice(Device):
         total = check_total_threads(total_threads)
         block = int(block_size or function.auto_block_size())
         grid = launch_grid(total, block) + (1,) if blocks is None else _check_blocks(blocks, total, block)
-        stream = self.stream_handle(None)
-        return PreparedLaunch(function, grid, block, stream, f"kernel '{function.name}', grid {grid}, block {block}",
-                              self._raw_launch_arguments(function.handle, grid, block, stream))
+        return PreparedLaunch(function, grid, block, self.stream_handle(None),
+                              f"kernel '{function.name}', grid {grid}, block {block}")
 
     def scratch(self, nbytes: int) -> int:
         """A device block from the cache, without a Buffer: the caller returns it with ``release_scratch``
@@ -398,12 +396,6 @@ class GpuDevice(Device):
         if prepared.function.module.generation != self.generation:
             self.check_generation(prepared.function.module)
         self.activate()
-        raw = prepared.raw
-        if raw is not None:
-            status = self._c_launch(*raw, params, None)
-            if status:
-                self._raise_launch_failure(status, prepared.detail)
-            return
         function = self._launch_function
         result = function(prepared.function.handle, *prepared.grid, prepared.block, 1, 1, 0, prepared.stream,
                           params.value, self.NO_EXTRA)
@@ -413,16 +405,6 @@ class GpuDevice(Device):
             except KernelFaultError as exc:
                 self.fault = exc             # latched as every call does
                 raise
-
-    _c_launch = None                 # the C launch function the raw arguments are for (cuda.py)
-
-    def _raw_launch_arguments(self, handle, grid, block, stream) -> tuple | None:
-        """``(function, grid x, y, z, block x, y, z, shared bytes, stream)`` as ctypes objects for
-        ``_c_launch``, or None: launches go through the binding's launch function."""
-        return None
-
-    def _raise_launch_failure(self, status: int, detail: str) -> None:
-        raise DeviceError(f"launch failed with status {status}: {detail}")
 
     @property
     def _launch_function(self):
