@@ -125,7 +125,8 @@ class CudaDevice(GpuDevice):
     # --- hooks ---------------------------------------------------------------------------
     def activate(self) -> None:
         result = self.lib.cuCtxSetCurrent(self._context)
-        if result[0] is not _SUCCESS:
+        status = result[0]
+        if status is not _SUCCESS and int(status):      # bindings that make a new enum object per call
             check(result, "cuCtxSetCurrent")
 
     def _mapped_host_alloc(self, nbytes: int) -> tuple[int, int] | None:
