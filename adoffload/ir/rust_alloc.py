@@ -42,6 +42,8 @@ _TYPES = {
     "do_reserve_and_handle": "void (ptr, i64, i64, i64, i64)",
 }
 
+# The allocator shims are called nounwind (a global allocator must not unwind), so that inlined where
+# the crate invokes these functions they stay calls, which the engine knows as allocations.
 # %self: &mut RawVecInner { cap: usize @0, ptr @8 }; a Layout is (align, size). Helpers are internal.
 _HELPERS = """
 define internal { i64, i64 } @adoffload.rust.layout_array(i64 %cap, i64 %align, i64 %size) {
@@ -77,13 +79,13 @@ sized:
   %fresh = or i1 %none, %zst
   br i1 %fresh, label %allocate, label %grow
 allocate:
-  %p = call ptr @SHIM_ALLOC(i64 %bytes, i64 %align)
+  %p = call ptr @SHIM_ALLOC(i64 %bytes, i64 %align) nounwind
   br label %allocated
 grow:
   %slot = getelementptr inbounds i8, ptr %self, i64 8
   %old = load ptr, ptr %slot, align 8
   %old_bytes = mul nuw i64 %old_cap, %size
-  %q = call ptr @SHIM_REALLOC(ptr %old, i64 %old_bytes, i64 %align, i64 %bytes)
+  %q = call ptr @SHIM_REALLOC(ptr %old, i64 %old_bytes, i64 %align, i64 %bytes) nounwind
   br label %allocated
 allocated:
   %new = phi ptr [ %p, %allocate ], [ %q, %grow ]
@@ -122,13 +124,13 @@ sized:
   %fresh = or i1 %none, %zst
   br i1 %fresh, label %allocate, label %grow
 allocate:
-  %p = call ptr @SHIM_ALLOC(i64 %bytes, i64 %align)
+  %p = call ptr @SHIM_ALLOC(i64 %bytes, i64 %align) nounwind
   br label %allocated
 grow:
   %slot = getelementptr inbounds i8, ptr %self, i64 8
   %old = load ptr, ptr %slot, align 8
   %old_bytes = mul nuw i64 %old_cap, %size
-  %q = call ptr @SHIM_REALLOC(ptr %old, i64 %old_bytes, i64 %align, i64 %bytes)
+  %q = call ptr @SHIM_REALLOC(ptr %old, i64 %old_bytes, i64 %align, i64 %bytes) nounwind
   br label %allocated
 allocated:
   %new = phi ptr [ %p, %allocate ], [ %q, %grow ]
@@ -226,10 +228,10 @@ dangling:
 choose:
   br i1 %zeroed, label %clear, label %plain
 clear:
-  %z = call ptr @SHIM_ALLOC_ZEROED(i64 %bytes, i64 %align)
+  %z = call ptr @SHIM_ALLOC_ZEROED(i64 %bytes, i64 %align) nounwind
   br label %allocated
 plain:
-  %p = call ptr @SHIM_ALLOC(i64 %bytes, i64 %align)
+  %p = call ptr @SHIM_ALLOC(i64 %bytes, i64 %align) nounwind
   br label %allocated
 allocated:
   %new = phi ptr [ %z, %clear ], [ %p, %plain ]
@@ -257,7 +259,7 @@ free:
   %slot = getelementptr inbounds i8, ptr %self, i64 8
   %p = load ptr, ptr %slot, align 8
   %bytes = mul nuw i64 %cap, %size
-  call void @SHIM_DEALLOC(ptr %p, i64 %bytes, i64 %align)
+  call void @SHIM_DEALLOC(ptr %p, i64 %bytes, i64 %align) nounwind
   br label %done
 done:
   ret void
