@@ -1,8 +1,8 @@
 """Rust code runs on the host without stand-ins: panics become ForeignPanicError (host_guard.py);
 heap blocks from Rust's allocator work too:
 the host JIT defines the allocator shims (codegen/host/rust_runtime.py), and the AD engine gives the
-blocks shadows (enzyme/memory.py). (At opt-level 0 and 1 the same crate calls into Rust's std
-library, which the .ll does not contain: the host JIT refuses it, naming the symbols.)"""
+blocks shadows (enzyme/memory.py). (At opt-level 0 and 1 a growing Vec calls liballoc's RawVecInner
+functions, which the .ll does not contain: ir/rust_alloc.py defines them, tests/ad/test_rust_std.py.)"""
 from __future__ import annotations
 
 import ctypes
