@@ -23,8 +23,10 @@ import re
 
 from .llvm_import import parse_llvm
 
-# rustc releases whose liballoc these bodies follow (checked with their std: tests/ad/test_rust_vec.py)
-RUSTC_RELEASES = {(1, 95), (1, 97)}
+# rustc releases whose liballoc these bodies follow (checked with their std: tests/ad/test_rust_std.py),
+# and the first word of Ok(()) in each one's Result<(), TryReserveError> (a niche of the error's
+# Layout.align: after Alignment's values in 1.95, all ones in 1.97)
+RUSTC_RELEASES = {(1, 95): -9223372036854775807, (1, 97): -1}
 _IDENT = re.compile(r'!"rustc version (\d+)\.(\d+)\.')
 # <alloc::raw_vec::RawVecInner>::NAME and <RawVecInner<_>>::reserve::do_reserve_and_handle::<Global>,
 # as rustc's v0 mangling spells them (the instantiating crate after the name)
@@ -33,7 +35,6 @@ _RESERVE = re.compile(r"^_RINvNvMs\w*?_NtCs(\w+?)_5alloc7raw_vecINtB\w+?_11RawVe
                       r"21do_reserve_and_handleNtNtB\w+?_5alloc6GlobalECs\w+$")
 _SHIM = re.compile(r'@"?(_RNv\w*?___rustc)(\d+)_(__rust_(?:alloc|alloc_zeroed|realloc|dealloc))\b')
 
-OK = -9223372036854775807               # Ok(()) of Result<(), TryReserveError>: the niche after Alignment's
 _TYPES = {
     "grow_amortized": "{ i64, i64 } (ptr, i64, i64, i64, i64)",
     "try_allocate_in": "void (ptr, i64, i1, i64, i64)",
@@ -146,7 +147,7 @@ ok:
   %slot1 = getelementptr inbounds i8, ptr %self, i64 8
   store ptr %new, ptr %slot1, align 8
   store i64 %cap, ptr %self, align 8
-  ret { i64, i64 } { i64 -9223372036854775807, i64 0 }
+  ret { i64, i64 } { i64 OK_WORD, i64 0 }
 }
 
 define internal { i64, i64 } @adoffload.rust.grow_amortized(ptr %self, i64 %len, i64 %additional, i64 %align, i64 %size) {
@@ -193,7 +194,7 @@ start:
 start:
   %r = call { i64, i64 } @adoffload.rust.grow_amortized(ptr %self, i64 %len, i64 %additional, i64 %align, i64 %size)
   %w0 = extractvalue { i64, i64 } %r, 0
-  %ok = icmp eq i64 %w0, -9223372036854775807
+  %ok = icmp eq i64 %w0, OK_WORD
   br i1 %ok, label %done, label %failed
 done:
   ret void
@@ -294,7 +295,8 @@ def define_raw_vec_functions(source: str | bytes) -> tuple[str | bytes, bool]:
         if b"RawVecInner" not in source:
             return source, False
         source = str(parse_llvm(source))
-    if "RawVecInner" not in source or rustc_release(source) not in RUSTC_RELEASES:
+    release = rustc_release(source) if "RawVecInner" in source else None
+    if release not in RUSTC_RELEASES:
         return source, False
     module = parse_llvm(source)
     wanted = {}
@@ -316,6 +318,7 @@ def define_raw_vec_functions(source: str | bytes) -> tuple[str | bytes, bool]:
         returns = _TYPES[what].split(" (")[0]
         lines.append(f'define linkonce_odr {returns} @"{name}"' + _BODIES[what])
     text = "\n".join(lines).replace("@HANDLE_ERROR", f'@"{handle_error}"')
+    text = text.replace("OK_WORD", str(RUSTC_RELEASES[release]))
     for shim, name in shims.items():
         text = re.sub(rf"@SHIM_{shim[7:].upper()}\b", f'@"{name}"', text)
     library = parse_llvm(text)

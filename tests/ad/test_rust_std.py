@@ -31,19 +31,32 @@ RUSTC = shutil.which("rustc")
 pytestmark = pytest.mark.skipif(RUSTC is None, reason="needs rustc on PATH (compiles rust_std/*.rs)")
 
 
-def _compile(tmp_path_factory, source: str, opt: int, panic: str = "abort") -> str:
+def _nightly() -> bool:
+    try:
+        return RUSTC is not None and subprocess.run([RUSTC, "+nightly", "--version"], capture_output=True).returncode == 0
+    except OSError:
+        return False
+
+
+# the machine's rustc at every level; a nightly toolchain where rustup has one, at the levels where
+# liballoc's functions are called (its Result<(), TryReserveError> has another niche than 1.95's)
+LEVELS = [("", 0), ("", 1), ("", 2), ("", 3)] + ([("+nightly", 0), ("+nightly", 1)] if _nightly() else [])
+
+
+def _compile(tmp_path_factory, source: str, opt: int, panic: str = "abort", toolchain: str = "") -> str:
     out = tmp_path_factory.mktemp("rust") / f"{source}_O{opt}_{panic}.ll"
-    subprocess.run([RUSTC, "--crate-type=cdylib", f"-Copt-level={opt}", f"-Cpanic={panic}", "--emit=llvm-ir",
+    subprocess.run([RUSTC, *([toolchain] if toolchain else []), "--crate-type=cdylib", f"-Copt-level={opt}", f"-Cpanic={panic}", "--emit=llvm-ir",
                     "-o", str(out), str(SOURCES / f"{source}.rs")], check=True, capture_output=True)
     return out.read_text()
 
 
-@pytest.fixture(scope="module", params=[0, 1, 2, 3], ids=lambda n: f"O{n}")
+@pytest.fixture(scope="module", params=LEVELS, ids=lambda p: f"{p[0][1:]}O{p[1]}")
 def vec_module(request, tmp_path_factory):
-    text = _compile(tmp_path_factory, "vec", request.param)
-    if request.param < 2 and rustc_release(text) not in RUSTC_RELEASES:
+    toolchain, opt = request.param
+    text = _compile(tmp_path_factory, "vec", opt, toolchain=toolchain)
+    if opt < 2 and rustc_release(text) not in RUSTC_RELEASES:
         pytest.skip(f"rustc {rustc_release(text)}: adoffload defines liballoc's RawVecInner for {sorted(RUSTC_RELEASES)}")
-    return request.param, text, ado.from_llvm(text)
+    return opt, text, ado.from_llvm(text)
 
 
 def _push(x):
@@ -64,7 +77,9 @@ def _reserve(x):
 
 
 REFERENCES = {"rv_push": _push, "rv_capacity": lambda x: float(np.exp(x) @ x), "rv_extend": _extend,
-              "rv_reserve": _reserve}
+              "rv_reserve": _reserve,
+              # try_reserve Ok, try_reserve_exact Ok (capacity 3 n), an overflowing try_reserve Err
+              "rv_try_reserve": lambda x: 7000.0 + 3 * len(x) + float(np.sum(x))}
 
 
 @pytest.mark.parametrize("name", sorted(REFERENCES))
