@@ -151,5 +151,6 @@ def test_dyn_fn_derivatives_are_right_or_refused_by_name(closures):
         assert d_x == pytest.approx((2 * x + np.cos(x) + y + 1) * y, rel=1e-13)
         assert d_y == pytest.approx(x * x + np.sin(x) + 2 * x * y + x, rel=1e-13)
     # the boxed closures are called through vtables chosen at run time: refused, naming the call
-    with pytest.raises(DifferentiationError, match=r"indirect|invoke"):
+    with pytest.raises(DifferentiationError, match=r"no derivative rule for @<indirect: %[-\w.]+>|"
+                                                   r"to @<indirect: %[-\w.]+> through 'invoke'"):
         ez.autodiff(ez.Reverse, module["rd_boxed"], ez.Active(x), ez.Active(y), 5)
