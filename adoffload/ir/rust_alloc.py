@@ -309,7 +309,7 @@ def define_raw_vec_functions(source: str | bytes) -> tuple[str | bytes, bool]:
     shims = _shim_names(source)
     alloc_hash = next(iter(wanted.values()))[0]
     handle_error = f"_RNvNtCs{alloc_hash}_5alloc7raw_vec12handle_error"
-    lines = [_HELPERS, f'declare void @"{handle_error}"(i64, i64) cold noreturn nounwind']
+    lines = [_HELPERS, f'declare void @"{handle_error}"(i64, i64) cold noreturn']    # it panics: may unwind
     for shim, name in shims.items():
         returns, params = _SHIM_TYPES[shim].split(" ", 1)
         lines.append(f'declare {returns} @"{name}"{params} allockind("{_SHIM_KINDS[shim]}") '

@@ -55,7 +55,8 @@ def vec_module(request, tmp_path_factory):
     toolchain, opt = request.param
     text = _compile(tmp_path_factory, "vec", opt, toolchain=toolchain)
     if opt < 2 and rustc_release(text) not in RUSTC_RELEASES:
-        pytest.skip(f"rustc {rustc_release(text)}: adoffload defines liballoc's RawVecInner for {sorted(RUSTC_RELEASES)}")
+        pytest.skip(f"rustc {rustc_release(text)}: adoffload defines liballoc's RawVecInner for "
+                    f"{sorted(RUSTC_RELEASES)}")
     return opt, text, ado.from_llvm(text)
 
 
