@@ -51,6 +51,8 @@ def normalize_options(opts: dict, target: str, grid_rank: int) -> dict:
     its chunk anyway), and checked otherwise (abi.check_elements_per_thread)."""
     opts = dict(opts)
     _check_warp_size(opts, target)
+    if not opts.get("serial") or _canonical_target(target) != "host" or opts.get("block") is not None:
+        opts.pop("serial", None)    # host launches on one OS thread only (codegen/host/serial.py)
     if opts.get("block") is not None:
         # block kernels: one GPU thread per logical thread, no deferred reductions (codegen/blocks.py)
         opts.pop("elements_per_thread", None)
@@ -155,7 +157,8 @@ def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_ran
                 store.put(key, program.optimized_ir.encode())
         else:
             program = HostProgram(abi.add_host_entry(text, body_name, flat_types, grid_rank,
-                                                     noalias=opts.get("noalias", False), reductions=reductions))
+                                                     noalias=opts.get("noalias", False), reductions=reductions,
+                                                     serial=opts.get("serial", False)))
             if store is not None:
                 store.put(key, program.optimized_ir.encode())
         program.entry_name = abi.host_entry_name(body_name)
