@@ -188,3 +188,76 @@ def test_plain_atomics_rewrites_only_what_it_can_say_plainly():
     assert plain_atomics(ATOMICS, "other")[1] == 0
     assert has_update_atomics(ATOMICS) and not has_update_atomics(
         "define void @f(ptr %s) {\n  %x = atomicrmw xchg ptr %s, i64 1 monotonic\n  ret void\n}\n")
+
+
+# ---- which adjoints may be structural zeros (enzyme/zero_adjoints.py, exit_block)
+
+def _marked_in_reverse(pyfunc, wrt, monkeypatch):
+    """(marked with the reverse sweep's exit block, marked without it) as the engine computes them
+    while it builds the reverse of a fresh kernel of ``pyfunc``, and that reverse kernel."""
+    import importlib
+    reverse_module = importlib.import_module("adoffload.enzyme.reverse")   # (the package exports a function of that name)
+    from adoffload.enzyme.zero_adjoints import maybe_zero_adjoints
+    seen = []
+
+    def recording(blocks, exit_block=None):
+        found = maybe_zero_adjoints(blocks, exit_block)
+        seen.append((found, maybe_zero_adjoints(blocks), blocks))
+        return found
+    monkeypatch.setattr(reverse_module, "maybe_zero_adjoints", recording)
+    kernel = ado.vjp(ado.kernel(pyfunc), wrt)
+    kernel.module_text()
+    assert len(seen) == 1
+    return seen[0]
+
+
+def _conditional_sum_source(x: ado.In[ado.f64, 2], out: ado.Out[ado.f64]):
+    i = ado.tid()
+    e = 0.0
+    for k in range(x.shape[1]):
+        s = ado.exp(x[i, k])            # inf past 709.8; its adjoint is zero where the branch is not taken
+        if x[i, k] < 700.0:             # enough work that LLVM keeps the branch (no select)
+            t = x[i, k]
+            e += s * t / (1.0 + t * t) * (2.0 + t) / (3.0 + t)
+    out[i] = e
+
+
+_conditional_sum = ado.kernel(_conditional_sum_source)
+
+
+def test_a_running_sum_always_gets_its_adjoint_a_value_used_under_a_branch_may_not(monkeypatch):
+    refined, plain, blocks = _marked_in_reverse(_conditional_sum_source, ["x"], monkeypatch)
+    assert refined < plain                              # the sum's chain is no longer marked
+    insts = [i for b in blocks for i in b.instructions]
+    exp = next(i for i in insts if i.opcode == "call" and "exp" in getattr(i.callee, "name", ""))
+    sums = [i for i in insts if i.opcode == "phi" and str(i.type) == "double"]
+    assert exp in refined                              # used only under the branch: still strong
+    assert sums and not set(sums) & refined             # the running sum e: every path uses it
+
+
+def test_the_strong_zero_still_guards_the_untaken_branch():
+    """x = 800 takes no branch and exp's partial there is inf: the gradient must be 0, not NaN."""
+    x = np.array([[800.0, 1.5, 0.2, 0.3], [2.0, 800.0, 900.0, 0.7], [800.0, 800.0, 800.0, 800.0]])
+    w = np.array([1.0, -2.0, 0.5])
+    f = lambda t: np.exp(t) * t / (1.0 + t * t) * (2.0 + t) / (3.0 + t)      # noqa: E731
+    small = np.where(x < 700, x, 0.0)
+    h = 1e-6
+    expected = np.where(x < 700, (f(small + h) - f(small - h)) / (2 * h), 0.0) * w[:, None]
+    for device in (HostDevice(workers=1), "cpu"):
+        d_x = np.zeros_like(x)
+        ado.vjp(_conditional_sum, ["x"])(x, np.zeros(3), d_x=d_x, d_out=w.copy(), grid=3, device=device)
+        assert np.all(np.isfinite(d_x)), d_x
+        np.testing.assert_allclose(d_x, expected, rtol=1e-7, atol=1e-9)
+    v = np.random.default_rng(6).normal(size=x.shape) * (x < 700)
+    t = np.zeros(3)
+    ado.jvp(_conditional_sum, ["x"])(x, np.zeros(3), d_x=v, d_out=t, grid=3)
+    assert abs(t @ w - np.sum(v * d_x)) <= 1e-12 * max(1.0, abs(t @ w))
+
+
+def test_the_user_energy_adjoint_has_strong_products_only_where_the_cutoff_decides():
+    """Of the pair energy's reverse, only r2's operands (r2 is used only inside the cutoff) and the
+    fdiv rule's own strong zero select: the seed's chain through s6 has plain products."""
+    text = ado.vjp(pair_energy, ["pos"]).module_text()
+    body = text[text.index("define void @pair_energy.vjp("):]
+    body = body[:body.index("\n}\n")]
+    assert body.count(" select ") <= 4, body.count(" select ")
