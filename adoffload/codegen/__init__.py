@@ -128,7 +128,9 @@ def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_ran
     thread, launched with ``ceil(total / k)`` threads; see abi.add_gpu_entry and
     codegen/gpu/vectorize.py; ignored on the host), ``lane_combining`` (NVPTX, default True: a
     thread's stencil atomics summed across warp lanes, codegen/gpu/lane_combining.py), ``warp_size``
-    (host block kernels: 32, or 64 to emulate AMD's wavefronts; the 'cpu:wave64' device). ``cache``:
+    (host block kernels: 32, or 64 to emulate AMD's wavefronts; the 'cpu:wave64' device), ``serial`` (host,
+not block kernels: every thread of a launch runs on one OS thread, so the body's atomics are made
+plain, codegen/host/serial.py). ``cache``:
     True for the default on-disk cache, a ``CompileCache``, or False/None for none.
     """
     from .cache import CompileCache

@@ -221,9 +221,9 @@ def add_host_entry(module_text: str, body_name: str, flat_types: Sequence, grid_
     """
     from .gpu.reductions import EntryAccumulators
     types = flat_type_names(flat_types)
-    if noalias:
-        module_text = _noalias_parameters(module_text, body_name, [grid_rank + k for k, t in enumerate(types)
-                                                                    if t == "ptr"])
+    if noalias:      # on the body's own parameters: the inliner makes alias scopes only of those
+        from .host.noalias import noalias_parameters
+        module_text = noalias_parameters(module_text, body_name, [grid_rank + k for k, t in enumerate(types) if t == "ptr"])
     body_module, sites, _, _ = _prepare_body(module_text, body_name, types, grid_rank, reductions)
     m, body = _entry_module(body_module, body_name, types, grid_rank, len(sites))
     fn = ir.Function(m, ir.FunctionType(ir.VoidType(), [_PTR, _I64, _I64]), name=host_entry_name(body_name))
@@ -268,27 +268,10 @@ def add_host_entry(module_text: str, body_name: str, flat_types: Sequence, grid_
     b.branch(done)
     b.position_at_end(done)
     b.ret_void()
-    linked = _link(body_module, m, body_name)
-    if serial:
-        from .host.serial import plain_atomics
-        linked = plain_atomics(linked, body_name)[0]
-    return linked
-
-
-def _noalias_parameters(module_text: str, body_name: str, positions: list[int]) -> str:
-    """The body's pointer parameters at ``positions`` marked ``noalias`` on its definition. The host
-    entry calls the body from its loop, and LLVM's inliner turns only the callee's own ``noalias``
-    parameters (not a call site's) into the scoped alias metadata that lets loads of read-only arrays
-    move past stores to the adjoints."""
-    from .. import ir as adoir
-    module = adoir.import_module(module_text)
-    body = module.functions.get(body_name)
-    if body is None or not body.blocks:
-        return module_text
-    for k in positions:
-        if k < len(body.args):
-            body.args[k].attributes.add("noalias")
-    return adoir.export_module(module)
+    if not serial:
+        return _link(body_module, m, body_name)
+    from .host.serial import plain_atomics
+    return plain_atomics(_link(body_module, m, body_name), body_name)[0]
 
 
 def _increment_with_carry(b: ir.IRBuilder, tids: list[ir.Value], grid: list[ir.Value]) -> list[ir.Value]:
