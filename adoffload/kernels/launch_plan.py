@@ -237,9 +237,18 @@ class LaunchPlan:
             options["warp_size"] = device.warp_size        # 'cpu:wave64': AMD's 64-lane warps on the host
         # On a GPU, k logical threads per GPU thread where that gives 128-bit accesses (codegen/gpu/vectorize.py)
         k = 1 if self.on_host else elements_per_thread(self.signature, self.total, streamed_params(kernel))
+        if self.on_host and getattr(kernel, "block", None) is None and self._one_thread():
+            options["serial"] = True        # plain read-modify-writes (codegen/host/serial.py)
         compiled = choose_compiled(kernel, target, k, arch=getattr(device, "arch", None), proven=self.proven,
                                    **options)
         return Variant(self, compiled)
+
+    def _one_thread(self) -> bool:
+        """The launch runs on one OS thread and the body has update atomics to make plain."""
+        from ..codegen.host.serial import has_update_atomics
+        one_thread = getattr(self.device, "one_thread", None)
+        return one_thread is not None and one_thread(self.total) and \
+            has_update_atomics(self.kernel.module_text(self.proven))
 
     def cache_as(self, plans: dict, key, args: tuple, kwargs: dict, residents: dict | None, grid, device) -> None:
         """Keep this plan for launches with call key ``key`` where the raw arguments (passed as

@@ -197,7 +197,9 @@ def run_plan(plan, values: list, hidden: dict | None, launch) -> None:
     for n in plan.seeds:                 # a reverse kernel clears its seed: it gets a copy
         values[n] = values[n].copy()
         sources[n] = data_address(values[n])
-    variant = plan.variant(False)
+    # no visible array the launch writes shares memory with another (checked above) and hidden buffers
+    # are the launcher's own: the body's pointers are noalias (launcher-filled tapes: not promised)
+    variant = plan.variant(not plan.hidden)
     if plan.hidden:
         full = with_hidden_arguments(plan.kernel, values, plan.grid, plan.device, hidden or {}, launch)
         zeroed = [(n, full[n].nbytes) for n in sorted(plan.zeroed_of(full))]
