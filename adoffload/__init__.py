@@ -38,7 +38,7 @@ _LAZY = {
     "block_max": "language.builtins",
     # foreign IR and JAX
     "from_llvm": "sources.llvm", "from_numba": "sources.llvm", "jax_kernel": "jax", "from_cuda": "sources.cuda",
-    "from_hip": "sources.cuda", "struct": "sources.cuda",
+    "from_hip": "sources.cuda", "struct": "sources.cuda", "from_c": "sources.c",
 }
 # sub-packages reachable as attributes (``ado.enzyme``), and where ``ado.cache`` now lives
 _SUBMODULES = {"enzyme": "enzyme", "ir": "ir", "codegen": "codegen", "runtime": "runtime", "frontend": "frontend",

@@ -38,9 +38,9 @@ def _run(block: str, path: Path, namespace: dict) -> dict:
 
 def test_every_python_block_is_checked_here():
     blocks = _blocks("python")
-    assert len(blocks) == 4, "a README python block was added or removed: check it in this file"
+    assert len(blocks) == 5, "a README python block was added or removed: check it in this file"
     assert "@ado.kernel" in blocks[0] and "jax_kernel" in blocks[1] and "ez.autodiff" in blocks[2]
-    assert "ado.sync_threads()" in blocks[3]
+    assert "ado.from_c" in blocks[3] and "ado.sync_threads()" in blocks[4]
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +78,13 @@ def test_foreign_ir_block_gives_the_derivatives_of_lj(monkeypatch, tmp_path):
     d_sigma = 4 * epsilon * (2 * s6 - 1) * s6 * (6 / sigma)
     assert ns["d_r2"] == pytest.approx(d_r2, rel=1e-12)
     assert ns["d_sigma"] == pytest.approx(d_sigma, rel=1e-12)
+
+
+def test_from_c_block_gives_the_derivatives_of_sin_x_y(tmp_path):
+    ns = _run(_blocks("python")[3], tmp_path / "readme_from_c.py", {})
+    assert ns["mod"]["f"](1.0, 2.0) == pytest.approx(2.0 * np.sin(1.0), rel=1e-15)
+    assert ns["d_x"] == pytest.approx(2.0 * np.cos(1.0), rel=1e-14)
+    assert ns["d_y"] == pytest.approx(np.sin(1.0), rel=1e-14)
 
 
 def _bash_lines() -> list[str]:
@@ -124,7 +131,7 @@ def test_example_and_benchmark_commands_name_real_scripts_and_options():
 
 
 def test_block_kernel_block_runs_and_its_adjoint_is_right(tmp_path):
-    block = _blocks("python")[3]
+    block = _blocks("python")[4]
     assert "ado.sync_threads()" in block
     path = tmp_path / "readme_block_kernel.py"
     path.write_text(block)

@@ -51,6 +51,8 @@ def normalize_options(opts: dict, target: str, grid_rank: int) -> dict:
     its chunk anyway), and checked otherwise (abi.check_elements_per_thread)."""
     opts = dict(opts)
     _check_warp_size(opts, target)
+    if not opts.get("serial") or _canonical_target(target) != "host" or opts.get("block") is not None:
+        opts.pop("serial", None)    # host launches on one OS thread only (codegen/host/serial.py)
     if opts.get("block") is not None:
         # block kernels: one GPU thread per logical thread, no deferred reductions (codegen/blocks.py)
         opts.pop("elements_per_thread", None)
@@ -126,7 +128,9 @@ def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_ran
     thread, launched with ``ceil(total / k)`` threads; see abi.add_gpu_entry and
     codegen/gpu/vectorize.py; ignored on the host), ``lane_combining`` (NVPTX, default True: a
     thread's stencil atomics summed across warp lanes, codegen/gpu/lane_combining.py), ``warp_size``
-    (host block kernels: 32, or 64 to emulate AMD's wavefronts; the 'cpu:wave64' device). ``cache``:
+    (host block kernels: 32, or 64 to emulate AMD's wavefronts; the 'cpu:wave64' device), ``serial`` (host,
+not block kernels: every thread of a launch runs on one OS thread, so the body's atomics are made
+plain, codegen/host/serial.py). ``cache``:
     True for the default on-disk cache, a ``CompileCache``, or False/None for none.
     """
     from .cache import CompileCache
@@ -155,7 +159,8 @@ def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_ran
                 store.put(key, program.optimized_ir.encode())
         else:
             program = HostProgram(abi.add_host_entry(text, body_name, flat_types, grid_rank,
-                                                     noalias=opts.get("noalias", False), reductions=reductions))
+                                                     noalias=opts.get("noalias", False), reductions=reductions,
+                                                     serial=opts.get("serial", False)))
             if store is not None:
                 store.put(key, program.optimized_ir.encode())
         program.entry_name = abi.host_entry_name(body_name)

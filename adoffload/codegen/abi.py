@@ -211,14 +211,19 @@ def _load_slot(b: ir.IRBuilder, slot_ptr: ir.Value, type_name: str) -> ir.Value:
 # --- host entry -------------------------------------------------------------------------------
 
 def add_host_entry(module_text: str, body_name: str, flat_types: Sequence, grid_rank: int,
-                   noalias: bool = False, reductions: str = "block") -> str:
+                   noalias: bool = False, reductions: str = "block", serial: bool = False) -> str:
     """Add ``void @<body>.host(ptr slots, i64 start, i64 end)`` (see the module docstring).
 
     ``reductions``: unless "off", uniform-address atomics are summed per call (per chunk of
-    threads) and added once at its end (codegen/gpu/reductions.py).
+    threads) and added once at its end (codegen/gpu/reductions.py). ``serial``: the launcher runs
+    every thread of a launch on one OS thread, so the body's atomics become plain
+    read-modify-writes (codegen/host/serial.py).
     """
     from .gpu.reductions import EntryAccumulators
     types = flat_type_names(flat_types)
+    if noalias:      # on the body's own parameters: the inliner makes alias scopes only of those
+        from .host.noalias import noalias_parameters
+        module_text = noalias_parameters(module_text, body_name, [grid_rank + k for k, t in enumerate(types) if t == "ptr"])
     body_module, sites, _, _ = _prepare_body(module_text, body_name, types, grid_rank, reductions)
     m, body = _entry_module(body_module, body_name, types, grid_rank, len(sites))
     fn = ir.Function(m, ir.FunctionType(ir.VoidType(), [_PTR, _I64, _I64]), name=host_entry_name(body_name))
@@ -263,7 +268,10 @@ def add_host_entry(module_text: str, body_name: str, flat_types: Sequence, grid_
     b.branch(done)
     b.position_at_end(done)
     b.ret_void()
-    return _link(body_module, m, body_name)
+    if not serial:
+        return _link(body_module, m, body_name)
+    from .host.serial import plain_atomics
+    return plain_atomics(_link(body_module, m, body_name), body_name)[0]
 
 
 def _increment_with_carry(b: ir.IRBuilder, tids: list[ir.Value], grid: list[ir.Value]) -> list[ir.Value]:

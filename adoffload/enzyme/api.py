@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ArgumentError, ShapeError
-from ..ir.core import Function, Module
+from ..ir.core import FloatType, Function, IntType, Module
 from .activity import ACTIVE, CONST, DUP, Activity, is_float_type
 from .forward import forward
 from .host import HostFunction, compile_host
@@ -74,6 +74,10 @@ def _activity(mode: Mode, fn: Function, args) -> list[Activity]:
     acts = []
     for arg, value in zip(fn.args, args):
         where = f"argument %{arg.name} of @{fn.name}"
+        if not arg.type.is_pointer:
+            _check_scalar(where, arg.type, _raw(value))
+            if isinstance(value, Duplicated):
+                _check_scalar(f"{where}: the tangent", arg.type, value.shadow)
         if isinstance(value, Active):
             if mode is Forward:
                 raise ArgumentError(f"{where}: Active is for reverse mode; use Duplicated(x, dx) in forward mode")
@@ -93,10 +97,31 @@ def _activity(mode: Mode, fn: Function, args) -> list[Activity]:
     return acts
 
 
+def _check_scalar(where: str, t, value) -> None:
+    """A scalar argument must be a number of its kind: ctypes' own refusal ("argument 1: TypeError:
+    wrong type") names neither the argument nor the function."""
+    if not isinstance(t, (FloatType, IntType)):       # by-value structs, vectors: ctypes decides
+        return
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if isinstance(t, FloatType):
+        ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+        need = f"a float ({t})"
+    else:
+        ok = isinstance(value, (int, np.integer, bool, np.bool_))
+        need = f"an integer ({t})"
+    if not ok:
+        raise ArgumentError(f"{where} is a scalar: pass {need}, got {type(value).__name__} {value!r}")
+
+
 def _check_shadow(where: str, dup: Duplicated) -> None:
     x, dx = dup.value, dup.shadow
     if not isinstance(x, np.ndarray) or not isinstance(dx, np.ndarray):
         raise ArgumentError(f"{where}: Duplicated(x, dx) of a pointer needs two numpy arrays")
+    for what, array in (("the array", x), ("the shadow", dx)):
+        if not array.flags.c_contiguous:
+            raise ArgumentError(f"{where}: {what} is not C-contiguous (strides {array.strides}); pass "
+                                f"np.ascontiguousarray(...)")
     if x.shape != dx.shape or x.dtype != dx.dtype:
         raise ShapeError(f"{where}: shadow {dx.dtype}{list(dx.shape)} does not match the array "
                          f"{x.dtype}{list(x.shape)}")

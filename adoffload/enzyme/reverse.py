@@ -98,7 +98,7 @@ class _Reverser(PrimalValues, ControlFlowReversal, InstructionReversal, Finishin
         fn = self._declare(name)
         self._clone_forward(fn)
         self._make_shadows()
-        self.maybe_zero = maybe_zero_adjoints(self.blocks)
+        self.maybe_zero = maybe_zero_adjoints(self.blocks, self.exit)
         self.dom = Dominators(self.blocks)
         self.loops = LoopInfo(self.blocks, self.dom)
         self.preds = predecessor_map(self.blocks)

@@ -138,11 +138,13 @@ class RuleContext:
         return self.builder.fneg(a)
 
     def strong_mul(self, a: Value, b: Value) -> Value:
-        """``a · b`` that is 0 whenever ``b`` is 0, even for a = ±inf or NaN."""
+        """``a · b`` that is 0 whenever ``b`` is 0, even for a = ±inf or NaN. That zero is -0.0, the
+        identity of ``fadd``: added into an adjoint or tangent it folds away (``x + -0.0`` is x bit
+        for bit), where +0.0 would stay as an add."""
         product = self.mul(a, b)
         if isinstance(product, Constant) or constant_value(b) not in (None, 0.0):
             return product
-        zero = self.const(b.type, 0.0)
+        zero = self.const(b.type, -0.0)
         is_zero = self.builder.fcmp("oeq", b, zero)
         if isinstance(b.type, VectorType):
             is_zero.type = VectorType(i1, b.type.count)

@@ -162,6 +162,10 @@ def _check_active_operands(fn: Function, inst: Instruction, info: ActivityInfo, 
         raise DifferentiationError(
             f"cannot differentiate {_where(inst)}: it reinterprets the bits of the active value {what} as "
             f"{inst.type}; a derivative cannot follow float bits through integers")
+    if op == "invoke":          # name the callee: a call through a vtable or function pointer says so
+        raise DifferentiationError(
+            f"cannot differentiate {_where(inst)}: it passes the active value {what} to @{_callee_name(inst)} "
+            f"through 'invoke' (a call that may unwind), and the engine has no derivative rule for 'invoke'")
     raise DifferentiationError(
         f"cannot differentiate {_where(inst)}: it consumes the active value {what} and the engine has no "
         f"derivative rule for '{op}'")

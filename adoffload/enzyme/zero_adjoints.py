@@ -69,8 +69,43 @@ def _certain_use(value: Instruction, user: Instruction, chains: dict) -> bool:
     return user.parent in chains.setdefault(home, _unconditional_chain(home))
 
 
-def maybe_zero_adjoints(blocks: list[Block]) -> set[Instruction]:
-    """The float instructions of ``blocks`` whose adjoint may be a structural zero (module docstring)."""
+# the refinement below walks the CFG once per value with an uncertain use: only for functions this small
+COVERAGE_BLOCK_LIMIT = 400
+
+
+def _used_on_every_path(value: Instruction, users: list[Instruction], exit_block: Block) -> bool:
+    """Whether every path from ``value``'s definition to ``exit_block`` (where the reverse sweep
+    starts) runs one of ``users`` first: a non-phi user's block, or a phi user's incoming edge from
+    the block that passes ``value``. A path that comes back to the definition's block first (the
+    next iteration redefines the value) does not count as covered; paths that end elsewhere (a
+    failed thread's own return, ``unreachable``) run no reverse sweep."""
+    home = value.parent
+    use_blocks = {u.parent for u in users if u.opcode != "phi"}
+    use_edges = {(b, u.parent) for u in users if u.opcode == "phi"
+                 for v, b in zip(u.operands, u.blocks) if v is value}
+    seen: set[Block] = set()
+    work = [home]
+    while work:
+        block = work.pop()
+        for succ in block.successors:
+            if (block, succ) in use_edges or succ in use_blocks:
+                continue
+            if succ is exit_block or succ is home:
+                return False
+            if succ not in seen:
+                seen.add(succ)
+                work.append(succ)
+    return True
+
+
+def maybe_zero_adjoints(blocks: list[Block], exit_block: Block | None = None) -> set[Instruction]:
+    """The float instructions of ``blocks`` whose adjoint may be a structural zero (module docstring).
+
+    With ``exit_block`` (the block the reverse sweep starts from), a value whose uses are not all
+    certain is still not marked where every path from it to ``exit_block`` runs one of them: a loop's
+    running sum ``e`` used by ``e + t`` under a condition and passed on unchanged by a phi otherwise
+    always gets the sum's adjoint, so its contributions need no strong products."""
+    refine = exit_block is not None and len(blocks) <= COVERAGE_BLOCK_LIMIT
     users: dict[int, list[Instruction]] = {}
     for block in blocks:
         for inst in block.instructions:
@@ -90,12 +125,12 @@ def maybe_zero_adjoints(blocks: list[Block]) -> set[Instruction]:
         for inst in block.instructions:
             if not _is_float_like(inst):
                 continue
-            for user in users.get(id(inst), []):
-                if user.opcode in _NO_ADJOINT_USERS:
-                    continue
-                if _selects_operands(user) or not _certain_use(inst, user, chains):
-                    mark(inst)
-                    break
+            carrying = [u for u in users.get(id(inst), []) if u.opcode not in _NO_ADJOINT_USERS]
+            if any(_selects_operands(u) for u in carrying):
+                mark(inst)
+            elif not all(_certain_use(inst, u, chains) for u in carrying) and \
+                    not (refine and _used_on_every_path(inst, carrying, exit_block)):
+                mark(inst)
     while work:
         for operand in work.pop().operands:
             mark(operand)

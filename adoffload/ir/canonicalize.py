@@ -22,6 +22,11 @@ _FUNCTION_PASSES = ("add_sroa_pass", "add_instruction_combine_pass", "add_new_gv
 # (a phi of two slots joins the error paths); once simplifycfg has merged the blocks it can, and the
 # Vec's pointer no longer reaches its users through an ``inttoptr`` the AD engine cannot follow.
 _PROMOTE_AGAIN = ("add_sroa_pass", "add_instruction_combine_pass")
+# rustc -O0/-O1 IR with liballoc's RawVecInner bodies inlined (ir/rust_alloc.py): a Result returned
+# through memory joins the new block's address with the error's size in one integer phi; jump
+# threading sends the error edges straight to the error branch, so the phi the Vec's pointer is
+# rebuilt from holds only addresses (ir/pointer_phis.py).
+_THREAD_JUMPS = ("add_jump_threading_pass", "add_simplify_cfg_pass", "add_sroa_pass", "add_instruction_combine_pass")
 
 _initialized = False
 
@@ -35,9 +40,10 @@ def _target_machine() -> llvm.TargetMachine:
     return llvm.Target.from_default_triple().create_target_machine()
 
 
-def canonicalize_module(module: llvm.ModuleRef, *, inline: bool = True, promote_again: bool = False) -> llvm.ModuleRef:
+def canonicalize_module(module: llvm.ModuleRef, *, inline: bool = True, promote_again: bool = False,
+                        thread_jumps: bool = False) -> llvm.ModuleRef:
     """Run the canonical pipeline in place on a parsed llvmlite module; returns it
-    (``promote_again``: see ``_PROMOTE_AGAIN``)."""
+    (``promote_again``: see ``_PROMOTE_AGAIN``; ``thread_jumps``: ``_THREAD_JUMPS``)."""
     tuning = llvm.create_pipeline_tuning_options()
     pass_builder = llvm.create_pass_builder(_target_machine(), tuning)
     passes = llvm.create_new_module_pass_manager()
@@ -46,7 +52,7 @@ def canonicalize_module(module: llvm.ModuleRef, *, inline: bool = True, promote_
         passes.add_global_dead_code_eliminate_pass()
     names = _FUNCTION_PASSES
     if promote_again:                   # before loop-simplify and LCSSA, which must come last
-        names = names[:5] + _PROMOTE_AGAIN + names[5:]
+        names = names[:5] + _PROMOTE_AGAIN + (_THREAD_JUMPS if thread_jumps else ()) + names[5:]
     for name in names:
         getattr(passes, name)()
     passes.add_verifier()
@@ -54,9 +60,11 @@ def canonicalize_module(module: llvm.ModuleRef, *, inline: bool = True, promote_
     return module
 
 
-def canonicalize(source: str | bytes, *, inline: bool = True, promote_again: bool = False) -> str:
+def canonicalize(source: str | bytes, *, inline: bool = True, promote_again: bool = False,
+                 thread_jumps: bool = False) -> str:
     """Canonical LLVM IR text for LLVM IR text or bitcode (see the module docstring)."""
-    return str(canonicalize_module(parse_llvm(source), inline=inline, promote_again=promote_again))
+    return str(canonicalize_module(parse_llvm(source), inline=inline, promote_again=promote_again,
+                                   thread_jumps=thread_jumps))
 
 
 # Attributes that keep LLVM from optimizing or inlining a function: clang -O0 puts

@@ -8,8 +8,6 @@ memory become ``Resident`` values. ``normalize_grid`` checks the grid. The launc
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass
-
 import numpy as np
 
 from ..errors import ArgumentError, GridError
@@ -55,15 +53,21 @@ def check_argument(signature: KernelSignature, param, value, copied: bool = Fals
     return _check_scalar(where, param.type, value)
 
 
-@dataclass(frozen=True)
 class Resident:
     """An array argument already in GPU memory (a DeviceArray, or a CuPy/JAX/PyTorch GPU array
-    through DLPack): launches on its device use it in place, with no copies."""
-    device: str
-    ptr: int
-    shape: tuple[int, ...]
-    dtype: np.dtype
-    owner: object
+    through DLPack): launches on its device use it in place, with no copies. ``ordered``: work on it
+    is ordered with the device's default stream, where the launcher queues its launches (our own
+    DeviceArrays; CuPy arrays while CuPy works on its null stream), so a launch need not wait for
+    the kernel before returning (launch_run.py); arrays of other producers are launched synchronously."""
+    __slots__ = ("device", "ptr", "shape", "dtype", "owner", "ordered")
+
+    def __init__(self, device: str, ptr: int, shape: tuple[int, ...], dtype: np.dtype, owner: object,
+                 ordered: bool = False):
+        self.device, self.ptr, self.shape, self.dtype, self.owner, self.ordered = \
+            device, ptr, shape, dtype, owner, ordered
+
+    def __repr__(self) -> str:
+        return f"Resident({self.device}, {self.ptr:#x}, {self.shape}, {self.dtype})"
 
     @property
     def ndim(self) -> int:
@@ -77,16 +81,55 @@ class Resident:
 def _resident(where: str, value) -> Resident | None:
     """``value`` as a Resident when it lives in GPU memory, else None."""
     from ..runtime.dlpack import DeviceArray, as_device_array
+    reader = fast_reader(type(value))
+    resident = reader(value) if reader is not None else None
+    if resident is not None:
+        return resident
     if isinstance(value, DeviceArray):
         if value.device.kind == "cpu":
             return None
-        return Resident(value.device.spec, value.ptr, value.shape, value.dtype, value)
+        return Resident(value.device.spec, value.ptr, value.shape, value.dtype, value, True)
     if not hasattr(value, "__dlpack_device__") or int(value.__dlpack_device__()[0]) == 1:   # 1: DLPack CPU
         return None
     external = as_device_array(value)
     if not external.c_contiguous:
         raise ArgumentError(f"{where}: the device array is not C-contiguous (strides {external.strides})")
     return Resident(external.device, external.ptr, tuple(external.shape), np.dtype(external.dtype), external)
+
+
+_UNKNOWN = object()
+_READERS: dict = {}          # argument type -> its fast reader (None: DeviceArray or DLPack)
+
+
+def fast_reader(kind):
+    """``read(value) -> Resident | None`` for arrays of type ``kind`` read without DLPack (CuPy's), or None."""
+    reader = _READERS.get(kind, _UNKNOWN)
+    if reader is _UNKNOWN:
+        reader = _READERS.setdefault(kind, _reader_for(kind))
+    return reader
+
+
+def _reader_for(kind):
+    """A reader of CuPy's ndarray through its own attributes (a DLPack capsule costs more than the
+    rest of a launch); None for every other type."""
+    if kind.__name__ != "ndarray" or not kind.__module__.startswith("cupy"):
+        return None
+    import cupy
+    current_stream = cupy.cuda.get_current_stream
+    prefix = "hip:" if getattr(cupy.cuda.runtime, "is_hip", False) else "cuda:"
+    specs: dict[int, str] = {}
+
+    def read(value) -> Resident | None:
+        # CuPy on another stream than its null stream (the default stream our launches use): DLPack,
+        # whose producer orders that stream's work before ours, and a synchronous launch
+        if current_stream().ptr != 0 or not value.flags.c_contiguous:
+            return None
+        memory = value.data
+        spec = specs.get(memory.device_id)
+        if spec is None:
+            spec = specs[memory.device_id] = prefix + str(memory.device_id)
+        return Resident(spec, memory.ptr, value.shape, value.dtype, value, True)
+    return read
 
 
 def _check_array(where: str, expected: ArrayType, value, copied: bool = False):

@@ -104,7 +104,7 @@ def _sized_on_device(counter, buffers, shadows, scratch, counter_hidden, grid, d
         return array
 
     def resident(array: DeviceArray) -> Resident:
-        return Resident(device.spec, array.ptr, array.shape, array.dtype, array)
+        return Resident(device.spec, array.ptr, array.shape, array.dtype, array, True)
     counts = [zeroed(grid) for _ in buffers]
     launch(counter, (*scratch, *counts), {}, grid=grid, device=device, hidden=counter_hidden)
     result = {}

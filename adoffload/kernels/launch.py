@@ -16,7 +16,8 @@ from .arguments import MAX_THREADS, Resident, bind_arguments, check_argument, no
 from .hidden_buffers import reduce_contribution_log, sized_buffers, tape_levels, with_hidden_arguments
 from .launch_plan import (LaunchPlan, Uncacheable, arrays_to_zero, call_key, check_block_grid, facts_proven_by,
                           full_bind, plans_of, proven_facts)
-from .launch_run import SlotValueError, flat_values, loaded_function, run_plan, shared_names, source_file
+from .launch_run import (SlotValueError, flat_values, loaded_function, run_in_place, run_plan, shared_names,
+                         source_file)
 from .overlap import check_no_written_overlap
 
 __all__ = ["MAX_THREADS", "Resident", "arrays_to_zero", "bind_arguments", "check_argument", "check_block_grid",
@@ -32,6 +33,13 @@ def launch(kernel, args: tuple, kwargs: dict, grid, device="cpu", hidden: dict |
     if not hidden:
         plan = kernel._last_plan
         values = plan.matches(args, kwargs, grid, device) if plan is not None else None
+        if values is not None and plan.quick_sources:          # values: the slot sources of GPU arrays
+            try:
+                if run_in_place(plan, values):
+                    return None
+            except SlotValueError:
+                pass
+            values = None                  # the synchronous switch, or a scalar: the path below
         if values is None:
             try:
                 key, residents = call_key(args, kwargs, grid, device)

@@ -29,7 +29,8 @@ import threading
 import numpy as np
 
 from ..errors import ArgumentError, GridError
-from .arguments import Resident, bind_arguments, normalize_grid
+from .arguments import Resident, bind_arguments, fast_reader, normalize_grid
+from .environment import environment_key, environment_value
 from .overlap import written
 
 KEY_FLAGS = 0x1 | 0x100 | 0x400      # numpy's C_CONTIGUOUS | ALIGNED | WRITEABLE (ndarray.flags.num)
@@ -82,13 +83,19 @@ def _grid_key(grid) -> tuple[int, ...]:
 
 
 def gpu_array(value) -> Resident | None:
-    """``value`` as a Resident when it is a C-contiguous array in GPU memory (a DeviceArray, or
-    through DLPack), else None (the full path then checks or refuses it)."""
+    """``value`` as a Resident when it is a C-contiguous array in GPU memory (a DeviceArray, a CuPy
+    array through its attributes, others through DLPack), else None (the full path then checks or
+    refuses it)."""
+    reader = fast_reader(type(value))
+    if reader is not None:
+        resident = reader(value)
+        if resident is not None:
+            return resident
     from ..runtime.dlpack import DeviceArray, read_gpu_capsule
     if isinstance(value, DeviceArray):
         if value.device.kind == "cpu":
             return None
-        return Resident(value.device.spec, value.ptr, value.shape, value.dtype, value)
+        return Resident(value.device.spec, value.ptr, value.shape, value.dtype, value, True)
     dlpack = getattr(value, "__dlpack__", None)
     if dlpack is None or not hasattr(value, "__dlpack_device__"):
         return None
@@ -168,6 +175,9 @@ class LaunchPlan:
         self.zeroed = [] if self.hidden else sorted(arrays_to_zero(kernel, values, grid))
         self.zeroed_bytes = [(n, self.nbytes[n]) for n in self.zeroed]
         self.needs_log = kernel.tape is not None and _log_param() in kernel.tape.buffers
+        # every array already on the GPU, nothing sized or reduced per launch: a launch need not wait
+        self.in_place = not self.on_host and not self.hidden and not self.needs_log and \
+            len(self.resident) == len(self.arrays)
         self.variants: dict = {}
         self._lock = threading.Lock()
 
@@ -204,7 +214,11 @@ class LaunchPlan:
     def variant(self, noalias: bool):
         """The Variant (launch_run.py) for this launch, made once per ``noalias`` and, on a GPU, per
         setting of the environment variables that choose GPU code (A/B runs change them in-process)."""
-        key = noalias if self.on_host else (noalias, *map(os.environ.get, gpu_code_variables()))
+        if self.on_host:
+            key = noalias
+        else:
+            first, second = _GPU_CODE_KEYS or _gpu_code_keys()
+            key = (noalias, environment_value(first), environment_value(second))
         hit = self.variants.get(key)
         if hit is None:
             with self._lock:
@@ -223,9 +237,18 @@ class LaunchPlan:
             options["warp_size"] = device.warp_size        # 'cpu:wave64': AMD's 64-lane warps on the host
         # On a GPU, k logical threads per GPU thread where that gives 128-bit accesses (codegen/gpu/vectorize.py)
         k = 1 if self.on_host else elements_per_thread(self.signature, self.total, streamed_params(kernel))
+        if self.on_host and getattr(kernel, "block", None) is None and self._one_thread():
+            options["serial"] = True        # plain read-modify-writes (codegen/host/serial.py)
         compiled = choose_compiled(kernel, target, k, arch=getattr(device, "arch", None), proven=self.proven,
                                    **options)
         return Variant(self, compiled)
+
+    def _one_thread(self) -> bool:
+        """The launch runs on one OS thread and the body has update atomics to make plain."""
+        from ..codegen.host.serial import has_update_atomics
+        one_thread = getattr(self.device, "one_thread", None)
+        return one_thread is not None and one_thread(self.total) and \
+            has_update_atomics(self.kernel.module_text(self.proven))
 
     def cache_as(self, plans: dict, key, args: tuple, kwargs: dict, residents: dict | None, grid, device) -> None:
         """Keep this plan for launches with call key ``key`` where the raw arguments (passed as
@@ -246,15 +269,22 @@ class LaunchPlan:
 
     order = None
     overlap_free = None      # the addresses of the last launch whose overlap check passed
+    quick_sources = False    # matches() returns the slot sources (launch_run.run_in_place), not values
 
     def _quick_checks(self, args: tuple, kwargs: dict, grid, device, residents) -> None:
         """The kernel's check of launches with exactly this signature (signature_match.py); launches
-        with GPU arrays (read per launch through the call key) and non-int grids have none."""
-        if residents or type(grid) is not int:
+        with GPU arrays have one where all are DeviceArrays or CuPy arrays and the device has a status
+        ring (others read them per launch through the call key); non-int grids have none."""
+        if type(grid) is not int:
             return
-        from .signature_match import matcher
-        self.matches = matcher([p.name for p in self.visible], (*args, *kwargs.values()), len(args),
-                               tuple(kwargs), grid, device)
+        from .signature_match import in_place_matcher, matcher
+        names, raw = [p.name for p in self.visible], (*args, *kwargs.values())
+        if not residents:
+            self.matches = matcher(names, raw, len(args), tuple(kwargs), grid, device)
+        elif self.in_place and getattr(self.device, "status_ring", None) and self.device.status_ring() is not None:
+            quick = in_place_matcher(names, raw, len(args), tuple(kwargs), grid, device, _SCALAR_TYPES)
+            if quick is not None:
+                self.matches, self.quick_sources = quick, True
 
     @staticmethod
     def matches(args: tuple, kwargs: dict, grid, device) -> list | None:
@@ -274,6 +304,16 @@ def gpu_code_variables() -> tuple[str, ...]:
 
 
 _GPU_CODE_VARIABLES = None
+_GPU_CODE_KEYS = None
+
+
+def _gpu_code_keys():
+    global _GPU_CODE_KEYS
+    first, second = gpu_code_variables()
+    _GPU_CODE_KEYS = environment_key(first), environment_key(second)
+    return _GPU_CODE_KEYS
+
+
 
 
 def check_block_grid(kernel, grid: tuple[int, ...]) -> None:

@@ -7,21 +7,28 @@ zeroing Out arrays, the launch, and the status check. On the host a grid that fi
 larger ones go through ``HostDevice.launch``. On a GPU, numpy arrays are staged in device buffers
 by intent (numpy seeds copied in and not back: the caller's seed is kept), arrays already there are
 used in place, and devices with ``launch_checked`` (CUDA, HIP) clear the status record, launch and
-read the record back in three driver calls with the geometry the plan prepared.
+read the record back in three driver calls with the geometry the plan prepared. A launch whose arrays
+are all on the device and ordered with its default stream (``Resident.ordered``) does not wait, on a
+device with a status ring (runtime/status_ring.py: CUDA): it takes the ring's next record, queues the
+kernel (``GpuDevice.launch_prepared``) and returns; its error is raised later, by the next launch,
+``synchronize()`` or copy to the host (``ADOFFLOAD_SYNC_LAUNCH=1``: every launch waits).
 """
 from __future__ import annotations
 
 import ctypes
 import operator
 import struct
+import threading
 
 import numpy as np
 
+from ..errors import Error
 from ..language import status as abi_status
 from ..language.signature import KernelSignature
 from ..runtime.host import DATA_OFFSET, read_pointer, data_address
 from .arguments import Resident
 from .hidden_buffers import reduce_contribution_log, with_hidden_arguments
+from .environment import environment_key, environment_value
 from .overlap import overlap_error
 
 # How each flattened parameter type sits in its 8-byte slot (codegen/abi.py pack_slots).
@@ -30,6 +37,10 @@ STATUS_WORDS = abi_status.WORDS
 _memset = ctypes.memset
 _addressof = ctypes.addressof
 _StatusRecord = ctypes.c_int64 * STATUS_WORDS
+_get_ident = threading.get_ident
+SYNC_ENV = "ADOFFLOAD_SYNC_LAUNCH"     # "1": GPU launches on device arrays wait and report their own errors
+_SYNC_KEY = environment_key(SYNC_ENV)
+_SYNC_ON = ("1", b"1")
 
 
 def slot_struct(flat_types: list[str], grid_rank: int) -> struct.Struct:
@@ -110,6 +121,7 @@ class Variant:
         self.entry = getattr(self.function, "entry", None)
         self.inline = plan.on_host and device.chunk_size(plan.total) >= plan.total
         self.prepared = None
+        self.frames: dict = {}
         if not plan.on_host:
             self.block = compiled.extra.get("block_threads") or (self.function.auto_block_size()
                                                                  if hasattr(self.function, "auto_block_size") else None)
@@ -120,6 +132,20 @@ class Variant:
             self.rows = row_blocks(plan.grid, self.block) if compiled.row_launch and self.block else None
             if hasattr(device, "launch_checked"):
                 self.prepared = device.prepare_launch(self.function, self.threads, self.block, self.rows)
+
+    def frame(self) -> tuple:
+        """``(slot buffer, the address of the kernelParams array pointing into it, as a c_void_p)`` of the
+        calling thread, reused launch after launch (the driver copies the values during the launch call)."""
+        thread = _get_ident()
+        hit = self.frames.get(thread)
+        if hit is None:
+            if len(self.frames) > 64:
+                self.frames.clear()
+            buffer = self.buffer_type()
+            address = _addressof(buffer)
+            params = (ctypes.c_void_p * self.words)(*range(address, address + 8 * self.words, 8))
+            hit = self.frames[thread] = (buffer, ctypes.c_void_p(_addressof(params)), params)
+        return hit[0], hit[1]
 
     def slots(self, sources: list, values: list, status_ptr: int) -> tuple:
         """The slot values in order. ``sources``: per param, its scalar or the address the kernel gets
@@ -171,7 +197,9 @@ def run_plan(plan, values: list, hidden: dict | None, launch) -> None:
     for n in plan.seeds:                 # a reverse kernel clears its seed: it gets a copy
         values[n] = values[n].copy()
         sources[n] = data_address(values[n])
-    variant = plan.variant(False)
+    # no visible array the launch writes shares memory with another (checked above) and hidden buffers
+    # are the launcher's own: the body's pointers are noalias (launcher-filled tapes: not promised)
+    variant = plan.variant(not plan.hidden)
     if plan.hidden:
         full = with_hidden_arguments(plan.kernel, values, plan.grid, plan.device, hidden or {}, launch)
         zeroed = [(n, full[n].nbytes) for n in sorted(plan.zeroed_of(full))]
@@ -194,8 +222,8 @@ def run_plan(plan, values: list, hidden: dict | None, launch) -> None:
 
 
 def _run_device(plan, values: list, sources: list, hidden: dict | None, launch) -> None:
-    """Stage numpy arrays by intent, launch, copy written arrays and the status record back."""
-    from ..runtime.device import Buffer
+    """Stage numpy arrays by intent, launch, copy written arrays and the status record back; a launch
+    on arrays all in place and ordered with the default stream does not wait (``_launch_in_place``)."""
     device, kernel, nbytes = plan.device, plan.kernel, plan.nbytes
     noalias = True
     for a, b in plan.resident_pairs:     # GPU arrays passed twice (only read): nothing promised to LLVM
@@ -203,6 +231,16 @@ def _run_device(plan, values: list, sources: list, hidden: dict | None, launch) 
             noalias = False
             break
     variant = plan.variant(noalias)
+    ring = device.status_ring() if variant.prepared is not None else None
+    if ring is not None:
+        ring.check()                     # an earlier launch's error comes first
+        if plan.in_place and environment_value(_SYNC_KEY) not in _SYNC_ON:
+            for n in plan.arrays:
+                if not values[n].ordered:
+                    break
+            else:
+                return _launch_in_place(plan, variant, values, sources, ring)
+    from ..runtime.device import Buffer
     owned: list = []                     # device buffers of dynamic tapes, freed after the launch
     staged: list = []                    # (array, buffer, copy back)
     status_ptr = status_buf = None
@@ -262,6 +300,72 @@ def _run_device(plan, values: list, sources: list, hidden: dict | None, launch) 
         _raise_status(plan, record, full)
     if plan.needs_log:
         reduce_contribution_log(kernel, full)
+
+
+def run_in_place(plan, sources: list) -> bool:
+    """Launch an in-place plan (every array on the GPU, ordered with the default stream) with the slot
+    sources its quick check read (signature_match.in_place_matcher), without waiting for the kernel;
+    False where ADOFFLOAD_SYNC_LAUNCH asks for a launch that waits (the caller takes run_plan's path)."""
+    if environment_value(_SYNC_KEY) in _SYNC_ON:
+        return False
+    nbytes = plan.nbytes
+    if plan.overlap_pairs:
+        addresses = [sources[n] for n in plan.arrays]
+        if addresses != plan.overlap_free:   # the same addresses as a launch that passed: the same answer
+            for a, b in plan.overlap_pairs:
+                if sources[a] < sources[b] + nbytes[b] and sources[b] < sources[a] + nbytes[a]:
+                    raise overlap_error(plan.signature.name, plan.visible[a], plan.visible[b], plan.copied)
+            plan.overlap_free = addresses
+    if plan.total == 0:
+        return True
+    noalias = True
+    for a, b in plan.resident_pairs:     # GPU arrays passed twice (only read): nothing promised to LLVM
+        if sources[a] < sources[b] + nbytes[b] and sources[b] < sources[a] + nbytes[a]:
+            noalias = False
+            break
+    variant = plan.variant(noalias)
+    ring = plan.device.status_ring()
+    ring.check()                         # an earlier launch's error comes first
+    _launch_in_place(plan, variant, None, sources, ring)
+    return True
+
+
+def _launch_in_place(plan, variant, values: list | None, sources: list, ring) -> None:
+    """Queue the launch with a record of the device's status ring (runtime/status_ring.py) and return:
+    its error, if any, is raised at the next launch on the device, its next synchronous copy to the
+    host or ``synchronize()``, naming this launch's kernel."""
+    device = plan.device
+    buffer, params = variant.frame()
+    report = plan.__dict__.get("report") or _deferred_report(plan)
+    with ring.lock:
+        variant.pack_into(buffer, sources, values, ring.take(report))
+        for n, size in plan.zeroed_bytes:      # zeroed once the slots are packed (a SlotValueError writes nothing)
+            device.zero(sources[n], size)
+        device.launch_prepared(variant.prepared, params, variant.words)
+
+
+class _Shaped:
+    __slots__ = ("shape",)
+
+    def __init__(self, shape):
+        self.shape = shape
+
+
+def _deferred_report(plan):
+    """``report(record, later)`` for the status ring: raises the launch's error, saying it was reported late."""
+    shaped = [_Shaped(plan.shapes[k]) if k in plan.shapes else None for k in range(len(plan.signature.params))]
+
+    def report(record, later: int) -> None:
+        try:
+            _raise_status(plan, record, shaped)
+        except Error as exc:
+            more = f"; {later} later launch{'es' if later > 1 else ''} on the device failed too" if later else ""
+            raise type(exc)(f"{exc} [reported after the launch: a launch on arrays already on {plan.device.spec} "
+                            f"returns before its kernel ends, and its error surfaces at the next launch there, its "
+                            f"synchronize() or a copy to the host; {SYNC_ENV}=1 makes every launch wait and report "
+                            f"its own]{more}") from None
+    plan.report = report
+    return report
 
 
 def _raise_status(plan, record, values: list) -> None:

@@ -23,6 +23,7 @@ LOG_BYTES = 16384
 _init_lock = threading.Lock()
 _init_error: str | None = None
 _initialized = False
+_SUCCESS = None                      # cu.CUresult.CUDA_SUCCESS once the driver is loaded
 
 
 def driver():
@@ -90,7 +91,9 @@ class CudaDevice(GpuDevice):
     }
 
     def __init__(self, ordinal: int = 0):
+        global _SUCCESS
         self.lib = cu = initialize()
+        _SUCCESS = cu.CUresult.CUDA_SUCCESS
         count = invoke(cu.cuDeviceGetCount)
         if not 0 <= ordinal < count:
             raise DeviceNotFoundError(f"cuda:{ordinal} requested but {count} CUDA device(s) found")
@@ -121,7 +124,19 @@ class CudaDevice(GpuDevice):
 
     # --- hooks ---------------------------------------------------------------------------
     def activate(self) -> None:
-        check(self.lib.cuCtxSetCurrent(self._context), "cuCtxSetCurrent")
+        result = self.lib.cuCtxSetCurrent(self._context)
+        status = result[0]
+        if status is not _SUCCESS and int(status):      # bindings that make a new enum object per call
+            check(result, "cuCtxSetCurrent")
+
+    def _mapped_host_alloc(self, nbytes: int) -> tuple[int, int] | None:
+        """Page-locked host memory mapped into this device's address space (launch status records)."""
+        cu = self.lib
+        if not self._attribute("CAN_MAP_HOST_MEMORY"):
+            return None
+        host = int(self.call(cu.cuMemHostAlloc, nbytes,
+                             cu.CU_MEMHOSTALLOC_DEVICEMAP | cu.CU_MEMHOSTALLOC_PORTABLE))
+        return host, int(self.call(cu.cuMemHostGetDevicePointer, host, 0))
 
     def _create_stream(self):
         flags = self.lib.CUstream_flags.CU_STREAM_NON_BLOCKING.value

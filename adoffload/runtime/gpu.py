@@ -11,18 +11,20 @@ from __future__ import annotations
 
 import abc
 import ctypes
+import threading
 import weakref
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import ArgumentError, DeviceError, Error, GridError, KernelFaultError
-from .check import invoke
+from .check import check, invoke
 from .device import (Buffer, Device, Event, LoadedModule, Stream, check_copy, check_slots,
                      check_total_threads)
 from .memory import CachingAllocator
 
 DEFAULT_BLOCK = 256
+_RING_LOCK = threading.Lock()
 MAX_GRID_X = 2**31 - 1
 MAX_GRID_Y = 65535
 
@@ -166,6 +168,7 @@ class GpuDevice(Device):
         self.generation = 0           # bumped by reset(): older buffers and modules are dead
         self.fault: KernelFaultError | None = None
         self.allocator = CachingAllocator(self._driver_alloc, self._driver_free)
+        self._ring = None             # status_ring(): made on first use; False where the device has none
 
     # --- hooks ---------------------------------------------------------------------------
     @abc.abstractmethod
@@ -185,6 +188,11 @@ class GpuDevice(Device):
 
     @abc.abstractmethod
     def _load_image(self, image): ...
+
+    def _mapped_host_alloc(self, nbytes: int) -> tuple[int, int] | None:
+        """``(host address, device address)`` of page-locked host memory the device can write, or
+        None where this device offers none (its launches then wait for their kernels)."""
+        return None
 
     @abc.abstractmethod
     def _reset_context(self) -> None: ...
@@ -279,6 +287,8 @@ class GpuDevice(Device):
             raise ArgumentError("copy from device into a read-only array")
         if array.nbytes:
             self._copy("dtoh", array.ctypes.data, buf.ptr, array.nbytes, stream)
+        if stream is None and self._ring:
+            self._ring.check()       # the copy waited for earlier launches: report their errors now
 
     def memset(self, buf: Buffer, value: int = 0, stream: Stream | None = None) -> None:
         if buf.freed:
@@ -362,8 +372,60 @@ class GpuDevice(Device):
                   ctypes.addressof(params), self.NO_EXTRA, detail=prepared.detail)
         self.call("dtoh", record_address, status_ptr, nbytes)
 
+    def status_ring(self):
+        """The device's StatusRing (runtime/status_ring.py) for launches that do not wait for their
+        kernels, or None where it has no mapped host memory."""
+        ring = self._ring
+        if ring is None:
+            with _RING_LOCK:
+                ring = self._ring
+                if ring is None:
+                    from .status_ring import DEFAULT_COUNT, RECORD_BYTES, StatusRing
+                    self.refuse_if_faulted()
+                    self.activate()
+                    memory = self._mapped_host_alloc(DEFAULT_COUNT * RECORD_BYTES)
+                    ring = self._ring = (False if memory is None else
+                                         StatusRing(*memory, DEFAULT_COUNT, self._raw_synchronize))
+        return ring or None
+
+    def launch_prepared(self, prepared: PreparedLaunch, params: ctypes.c_void_p, slot_count: int) -> None:
+        """Queue ``prepared`` on its stream with the kernel parameters at ``params`` (the address of an
+        array of ``slot_count`` pointers to the slots, as ``kernelParams``) and return without waiting."""
+        if self.fault is not None:
+            self.refuse_if_faulted()
+        if prepared.function.module.generation != self.generation:
+            self.check_generation(prepared.function.module)
+        self.activate()
+        function = self._launch_function
+        result = function(prepared.function.handle, *prepared.grid, prepared.block, 1, 1, 0, prepared.stream,
+                          params.value, self.NO_EXTRA)
+        if int(result[0] if isinstance(result, tuple) else result):
+            try:
+                check(result, getattr(function, "__name__", "launch"), prepared.detail)
+            except KernelFaultError as exc:
+                self.fault = exc             # latched as every call does
+                raise
+
+    @property
+    def _launch_function(self):
+        function = self.__dict__.get("_launch_fn")
+        if function is None:
+            function = self.__dict__["_launch_fn"] = self.driver_function("launch")
+        return function
+
+    def zero(self, ptr: int, nbytes: int) -> None:
+        """Queue the zeroing of ``nbytes`` device bytes at ``ptr`` on the default stream."""
+        if nbytes:
+            self.call("memset", ptr, 0, nbytes)
+
     # --- ordering ------------------------------------------------------------------------
     def synchronize(self) -> None:
+        """Wait for all work on the device; then raise the error of an earlier asynchronous launch that failed."""
+        self._raw_synchronize()
+        if self._ring:
+            self._ring.check()
+
+    def _raw_synchronize(self) -> None:
         self.activate()
         self.call("synchronize")
 
@@ -388,6 +450,9 @@ class GpuDevice(Device):
         fault = self.fault
         self.generation += 1
         self.allocator.forget_all()
+        if self._ring:
+            self._ring.closed = True      # its mapped memory goes with the context
+        self._ring = None
         try:
             self._reset_context()
         except Error as exc:

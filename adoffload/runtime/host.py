@@ -206,6 +206,12 @@ class HostDevice(Device):
         count = min(self.workers * CHUNKS_PER_WORKER, total) if self.workers > 1 else 1
         return min(-(-total // count), MAX_CHUNK)
 
+    def one_thread(self, total: int) -> bool:
+        """Whether ``launch`` of ``total`` threads (no block size) runs every chunk on the calling
+        thread: one worker, or one chunk. Its kernel's atomics then need not be atomic
+        (codegen/host/serial.py)."""
+        return self.workers == 1 or self.chunk_size(total) >= total
+
     def chunks(self, total: int, block_size: int | None = None) -> list[tuple[int, int]]:
         """How ``[0, total)`` is split (see ``chunk_size``)."""
         if total <= 0:

@@ -1,2 +1,2 @@
 """Kernels and functions written in other languages: LLVM IR from clang, rustc or numba (``llvm``),
-CUDA and HIP source (``cuda``)."""
+C source through clang (``c``), CUDA and HIP source (``cuda``)."""

@@ -22,6 +22,7 @@ from ..ir.indirect_calls import devirtualize_indirect_calls
 from ..ir.masked_memory import scalarize_masked_memory
 from ..ir.numba_arrays import separate_numba_arrays
 from ..ir.pointer_phis import pointer_phis
+from ..ir.rust_alloc import define_raw_vec_functions
 from ..ir.posix_memalign import posix_memalign_as_aligned_alloc
 from ..errors import ArgumentError, IRError
 
@@ -39,7 +40,8 @@ def from_llvm(source: str | bytes, *, canonical: bool = True) -> "ForeignModule"
     calls through read-only function tables become direct calls (``ir.devirtualize``)."""
     if not canonical:
         return ForeignModule(ir.import_module(source))
-    module = ir.import_module(ir.canonicalize(ir.prepare_for_analysis(source), promote_again=True))
+    source, threads = define_raw_vec_functions(source)     # rustc -O0/-O1: Vec growth is liballoc's, declared only
+    module = ir.import_module(ir.canonicalize(ir.prepare_for_analysis(source), promote_again=True, thread_jumps=threads))
     for _ in range(MAX_INLINE_ROUNDS):
         # calls that became direct after inlining (a callback passed down, a devirtualized table)
         # are inlined by one more round
@@ -49,7 +51,8 @@ def from_llvm(source: str | bytes, *, canonical: bool = True) -> "ForeignModule"
         changed = devirtualize_indirect_calls(module) or changed          # virtual calls, calls of chosen functions
         if not (changed or _inlinable_calls(module)):
             break
-        module = ir.import_module(ir.canonicalize(ir.prepare_for_analysis(ir.export_module(module)), promote_again=True))
+        module = ir.import_module(ir.canonicalize(ir.prepare_for_analysis(ir.export_module(module)),
+                                                  promote_again=True, thread_jumps=threads))
     pointer_phis(module)        # rustc's Vec pointers rebuilt from integer phis: followed by the AD engine
     float_moves(module)         # f64s moved as i64 (slice::swap) moved as f64: the AD engine follows them
     unfreeze_pointer_arguments(module)   # numba's x[::-1]: a frozen argument is the argument
@@ -192,7 +195,7 @@ class ForeignFunction:
 
 def accessed_element_type(fn: ir.Function, pointer: ir.Value) -> ir.Type | None:
     """The one scalar type loaded or stored through ``pointer`` (following GEPs, phis and
-    selects), or None when it cannot be decided (no access, several types, passed to a call)."""
+    selects; a vector access counts as its element type), or None when it cannot be decided (no access, several types, passed to a call)."""
     users = fn.users()
     seen, todo, found = {id(pointer)}, [pointer], set()
     while todo:
@@ -209,4 +212,5 @@ def accessed_element_type(fn: ir.Function, pointer: ir.Value) -> ir.Type | None:
             elif inst.opcode in _POINTER_FOLLOWERS and inst.type.is_pointer and id(inst) not in seen:
                 seen.add(id(inst))
                 todo.append(inst)
+    found = {t.element if isinstance(t, ir.VectorType) else t for t in found}   # vectorized loops: their lanes
     return found.pop() if len(found) == 1 else None

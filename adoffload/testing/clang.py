@@ -14,10 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-# The wheel's zig maps -O1/-O2/-O3 all to clang -O2 (its ReleaseFast); -Xclang -O<k> restores the
-# level asked for, and clang -O1 does not vectorize.
-OPT_FLAGS = {0: ["-O0"], 1: ["-O1", "-fno-vectorize", "-fno-slp-vectorize", "-Xclang", "-O1"],
-             2: ["-O2"], 3: ["-O3", "-Xclang", "-O3"]}
+from ..sources.c import OPT_FLAGS   # zig's level mapping undone, as ado.from_c does
 IR_FLAGS = ["-S", "-emit-llvm", "-fno-sanitize=all", "-w"]
 SHARED_FLAGS = ["-shared", "-fPIC", "-nostdlib", "-fno-sanitize=all", "-w"]
 

@@ -10,9 +10,10 @@ ratios stay meaningful; the load average is reported beside them.
     python -m adoffload.testing.launch_timing [--device cpu|cuda] [--n 16] [--rounds 15]
 
 prints one JSON object: microseconds per call by entry, the ratios the launch targets speak of,
-and the load. adoffload's launches are synchronous (they read the kernel's status record before
-returning), so on CUDA the CuPy entry ``cupy_synced`` synchronizes after each call too; ``cupy``
-is CuPy's asynchronous per-call cost (the loop synchronized once at the end of each round).
+and the load. On CUDA, adoffload's launches on CuPy arrays return before the kernel ends, as CuPy's
+do (their errors come at the next launch or synchronize; ``ADOFFLOAD_SYNC_LAUNCH=1`` makes them wait):
+``cupy`` is CuPy's asynchronous per-call cost (each round synchronized once at its end), and
+``cupy_synced`` synchronizes after each call, the cost of a launch that waits.
 """
 from __future__ import annotations
 

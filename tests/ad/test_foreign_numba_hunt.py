@@ -46,6 +46,9 @@ REFUSED = {
 HOST_REFUSED = {
     "nb_bits_read": (ArgumentError, "must have dtype int64",
                      "numba reads x only through its int64 view: the host call wants int64 data"),
+    "nb_bits_abs": (ArgumentError, "must have dtype int64",
+                    "numba reads and writes x only through its uint64 view (vectorized: <2 x i64> accesses, which "
+                    "the dtype check once skipped): the host call wants int64 data"),
     "nb_recursive": (CompilationError, r"numba\.unresolved",
                      "a recursive @njit function is linked by numba later; its body is not in the IR"),
 }

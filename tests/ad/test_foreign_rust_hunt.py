@@ -35,14 +35,14 @@ ALL = (0, 1, 2, 3)
 
 # name: (levels, pattern of the refusal, why it is refused)
 REFUSED = {
-    "hr_lj_energy": ((2, 3), "pointer of unknown origin",
+    "hr_lj_energy": (ALL, "pointer of unknown origin",
                      "Vec<&[f64]> keeps slices of the input in heap memory next to their lengths, so the engine "
                      "cannot prove the block holds only pointers with shadows (enzyme/pointer_memory.py)"),
-    "hr_vec_of_vecs": ((2, 3), "pointer of unknown origin",
+    "hr_vec_of_vecs": (ALL, r"pointer of unknown origin|memory that has no shadow \('inttoptr'",
                        "Vec<Vec<f64>>: the rows' heap blocks are pointers in heap memory next to lengths and "
-                       "capacities (as hr_lj_energy)"),
-    "hr_sorted_weights": ((2, 3), "escapes through 'invoke'", "core's sort is not inlined (recursive)"),
-    "hr_rotate": ((2, 3), "float bits carried as an integer", "rotate_left moves the f64s as i64 next to "
+                       "capacities (as hr_lj_energy; at -O1 stored as integers)"),
+    "hr_sorted_weights": (ALL, "escapes through 'invoke'", "core's sort is not inlined (recursive)"),
+    "hr_rotate": (ALL, "float bits carried as an integer", "rotate_left moves the f64s as i64 next to "
                   "memcpy calls on the same memory, so which float it holds is not known (ir/float_moves.py)"),
     "hr_fn_table": (ALL, "no derivative rule for 'invoke'", "a call through a table of std's f64::sin/exp, "
                     "whose bodies are not in the .ll"),
@@ -59,15 +59,11 @@ def _text(level: int) -> str:
         return f.read()
 
 
-# at -O0/-O1 these call liballoc's RawVecInner functions, which the .ll does not define: they skip there
-OPTIMIZED_ONLY = {"hr_lj_energy", "hr_vec_zeros", "hr_recurrence", "hr_table", "hr_arc_length",
-                  "hr_sorted_weights", "hr_springs", "hr_rotate", "hr_extend", "hr_verlet", "hr_vec_of_vecs"}
 FULL = os.environ.get("ADOFFLOAD_RUST_HUNT") == "all"
 
 
 def _in_turn(k: int, name: str) -> int:
-    levels = (2, 3) if name in OPTIMIZED_ONLY else ALL
-    return levels[k % len(levels)]
+    return ALL[k % len(ALL)]
 
 
 MATRIX = [(name, level) for k, name in enumerate(CASES) for level in ALL if FULL or level == _in_turn(k, name)]

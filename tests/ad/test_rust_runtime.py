@@ -1,8 +1,8 @@
 """Rust code runs on the host without stand-ins: panics become ForeignPanicError (host_guard.py);
 heap blocks from Rust's allocator work too:
 the host JIT defines the allocator shims (codegen/host/rust_runtime.py), and the AD engine gives the
-blocks shadows (enzyme/memory.py). (At opt-level 0 and 1 the same crate calls into Rust's std
-library, which the .ll does not contain: the host JIT refuses it, naming the symbols.)"""
+blocks shadows (enzyme/memory.py). (At opt-level 0 and 1 a growing Vec calls liballoc's RawVecInner
+functions, which the .ll does not contain: ir/rust_alloc.py defines them, tests/ad/test_rust_std.py.)"""
 from __future__ import annotations
 
 import ctypes
@@ -116,3 +116,55 @@ def test_panics_in_threads_reach_their_own_callers():
         results = list(pool.map(call, range(200)))
     assert results[0::2] == ["panic"] * 100
     assert results[1::2] == [pytest.approx(x[5] + 2 * x[0] + 7 * x[3])] * 100
+
+
+UNWINDING = """
+declare i32 @rust_eh_personality(i32, i32, i64, ptr, ptr)
+declare ptr @"_RNvCs1_7___rustc12___rust_alloc"(i64, i64)
+declare void @"_RNvCs1_7___rustc14___rust_dealloc"(ptr, i64, i64)
+define i64 @probe(ptr %f) personality ptr @rust_eh_personality {
+entry:
+  %p = call ptr @"_RNvCs1_7___rustc12___rust_alloc"(i64 16, i64 8)
+  store i64 7, ptr %p
+  invoke void %f() to label %ok unwind label %lp
+ok:
+  %v = load i64, ptr %p
+  call void @"_RNvCs1_7___rustc14___rust_dealloc"(ptr %p, i64 16, i64 8)
+  ret i64 %v
+lp:
+  %l = landingpad { ptr, i32 } cleanup
+  call void @"_RNvCs1_7___rustc14___rust_dealloc"(ptr %p, i64 16, i64 8)
+  resume { ptr, i32 } %l
+}
+define void @nothing() {
+  ret void
+}
+"""
+
+
+def test_a_landing_pad_resume_links_and_the_allocator_still_works():
+    """Rust built with panic=unwind (rustc's default): a cleanup landing pad ends in ``resume``, which
+    the backend lowers to a call of ``_Unwind_Resume``, a symbol no declaration names. It used to stay
+    unresolved, and MCJIT then left the program's later relocations unapplied: the allocator shim's
+    call of malloc jumped to address 0 (a segfault; rustc's sort_unstable_by, a Vec<Box<dyn Fn>>)."""
+    from adoffload.codegen.host.program import HostProgram
+    program = HostProgram(UNWINDING)
+    probe = program.function("probe", ctypes.c_int64, ctypes.c_void_p)
+    assert probe(program.address("nothing")) == 7
+
+
+def test_an_unresolvable_unwinder_is_a_clear_error(monkeypatch):
+    """Where nothing defines ``_Unwind_Resume`` (no libgcc_s), the module is refused naming it."""
+    from adoffload.codegen.host import program as host
+    real = llvm.address_of_symbol
+    monkeypatch.setattr(llvm, "address_of_symbol", lambda name: None if name == "_Unwind_Resume" else real(name))
+    module = llvm.parse_assembly(UNWINDING)
+    try:
+        ctypes.CDLL(None)["_Unwind_Resume"]
+        pytest.skip("this process itself defines _Unwind_Resume")
+    except AttributeError:
+        pass
+    assert host._unresolved_libcalls(module) == ["_Unwind_Resume"]
+    assert host._unresolved_libcalls(llvm.parse_assembly("define void @f() {\n  ret void\n}")) == []
+    with pytest.raises(ado.CompilationError, match="_Unwind_Resume"):
+        host.HostProgram(UNWINDING)

@@ -19,6 +19,8 @@ def sources() -> list[str]:
     from tests.foreign_cuda import sources as corpus
     found = [v for v in vars(corpus).values() if isinstance(v, str) and "__global__" in v]
     found.append(foreign_cuda.CUDA)
+    from adoffload.testing.bad_input_sources import CUDA_SOURCE        # the bad-input matrix's GPU variant
+    found.append(CUDA_SOURCE)
     found += [p.read_text() for p in sorted((ROOT / "benchmarks" / "cuda").glob("*.cu"))]
     return found
 

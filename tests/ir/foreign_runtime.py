@@ -41,7 +41,7 @@ def provide_runtime(module: Module) -> dict[str, str]:
     opaque = set()
     for name in missing:
         fn = module.functions[name]
-        allocator = next((c for suffix, c in _ALLOCATOR.items() if name.endswith(suffix)), "")
+        allocator = next((c for suffix, c in _ALLOCATOR.items() if ("_" + name).endswith(suffix)), "")
         if allocator != "":
             _allocator(module, fn, allocator)
         elif name.startswith("__ubsan_handle_"):

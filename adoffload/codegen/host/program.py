@@ -31,8 +31,11 @@ _THREAD_LOCAL = re.compile(r'^@\S+\s*=[^"]*?\bthread_local\b|section "\.t(data|b
 
 # compiler-rt builtins the backend itself calls (they appear in no declaration): llvm.powi with a
 # variable exponent, C complex products/quotients, i128 arithmetic and conversions, half-precision
-# conversions. Without them MCJIT jumps to address 0. libgcc_s provides them on Linux.
-_BUILTINS = ("__powidf2", "__powisf2", "__muldc3", "__mulsc3", "__divdc3", "__divsc3",
+# conversions; and the unwinder's ``_Unwind_Resume``, which a landing pad's ``resume`` becomes (rustc's
+# cleanups: any Rust built with panic=unwind). Without them MCJIT jumps to address 0 (worse: once
+# one symbol is unresolved it leaves the module's later relocations unapplied, so a call of malloc
+# jumped to 0 too). libgcc_s provides them on Linux.
+_BUILTINS = ("_Unwind_Resume", "__powidf2", "__powisf2", "__muldc3", "__mulsc3", "__divdc3", "__divsc3",
              "__multi3", "__divti3", "__modti3", "__udivti3", "__umodti3", "__floattidf", "__floattisf",
              "__floatuntidf", "__floatuntisf", "__fixdfti", "__fixsfti", "__fixunsdfti", "__fixunssfti",
              "__extendhfsf2", "__truncsfhf2", "__truncdfhf2")
@@ -120,6 +123,19 @@ def unresolved_functions(module: llvm.ModuleRef) -> list[str]:
     return missing
 
 
+def _unresolved_libcalls(module: llvm.ModuleRef) -> list[str]:
+    """Functions the backend calls for an instruction (no declaration names them) that nothing
+    defines: ``_Unwind_Resume`` for ``resume`` where libgcc_s is not loaded."""
+    if llvm.address_of_symbol("_Unwind_Resume") or not any(
+            inst.opcode == "resume" for fn in module.functions for block in fn.blocks for inst in block.instructions):
+        return []
+    try:
+        ctypes.CDLL(None)["_Unwind_Resume"]
+    except AttributeError:
+        return ["_Unwind_Resume"]
+    return []
+
+
 def unresolved_globals(module: llvm.ModuleRef) -> list[str]:
     """Global variables the module declares (``external global``) that nothing defines: MCJIT would
     place them at address 0, and the first load would crash the process."""
@@ -184,6 +200,7 @@ class HostProgram:
         from .byval import byval_wrappers
         from .guard import guard, provide_failure_stubs, throws_cxx
         missing, has_failures = provide_failure_stubs(module, missing)
+        missing += _unresolved_libcalls(module)
         throws = throws_cxx(module) and _load_cxx_runtime()
         defined = {f.name for f in module.functions if not f.is_declaration}
         self.byref = byval_wrappers(module)      # ctypes calls of structs passed by value go through these
