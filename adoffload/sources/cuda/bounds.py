@@ -125,6 +125,37 @@ def _accesses(inst: Instruction):
     return []
 
 
+def accessed_scalars(fn: Function, pointer: Value, users=None) -> set:
+    """The scalar types of the loads, stores and atomics through ``pointer`` and what is derived
+    from it by GEPs, casts, phis and selects (vectors and aggregates by their leaf types)."""
+    users = fn.users() if users is None else users
+    seen, todo, found = {id(pointer)}, [pointer], set()
+    while todo:
+        value = todo.pop()
+        for inst in users.get(value, []):
+            accessed = None
+            if inst.opcode == "load" and inst.operands[0] is value:
+                accessed = inst.type
+            elif inst.opcode == "store" and inst.operands[1] is value:
+                accessed = inst.operands[0].type
+            elif inst.opcode in ("atomicrmw", "cmpxchg") and inst.operands[0] is value:
+                accessed = inst.operands[-1].type
+            elif inst.opcode in _FOLLOW and inst.type.is_pointer and id(inst) not in seen:
+                seen.add(id(inst))
+                todo.append(inst)
+            if accessed is not None:
+                found |= _leaf_types(accessed)
+    return found
+
+
+def _leaf_types(t) -> set:
+    if isinstance(t, (ArrayType, VectorType)):
+        return _leaf_types(t.element)
+    if isinstance(t, StructType):
+        return {leaf for e in t.elements for leaf in _leaf_types(e)}
+    return {t}
+
+
 def check_read_only(fn: Function, read_only: dict, kernel: str) -> None:
     """``read_only``: root argument -> parameter name of arrays declared ``ado.In``; none may be written."""
     for inst in fn.instructions():

@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 from ...errors import ForeignCompileError, ToolNotFoundError
+from .diagnostics import explained
 
 HEADER = Path(__file__).with_name("ado_cuda.h")
 TIMEOUT_S = 120
@@ -68,7 +69,8 @@ def _compile(source: str, language: str, arch: str, options) -> str:
         except subprocess.TimeoutExpired:
             raise ForeignCompileError(f"clang took more than {TIMEOUT_S} s on the {language} source") from None
         if done.returncode != 0:
-            message = done.stderr.replace(str(path), f"<{language} source>").strip()
+            name = f"<{language} source>"
+            message = explained(done.stderr.replace(str(path), name), name, HEADER)
             raise ForeignCompileError(f"clang could not compile the {language} source for {arch}:\n{message}")
         return _source_named(out.read_text(), path, language)
 

@@ -210,6 +210,30 @@ def check_parameters(fn: Function, params, kernel: str) -> None:
             raise CudaTranslationError(f"kernel '{kernel}': parameter '{param.name}' was declared {param.type!r} "
                                        f"but the kernel's parameter {arg.index} is {arg.type} (parameters: "
                                        f"{_types(args)})")
+        if param.is_array:
+            _check_element_type(fn, arg, param, kernel)
+
+
+_ADO_NAMES = {"float": "ado.f32", "double": "ado.f64", "i32": "ado.i32", "i64": "ado.i64"}
+
+
+def _check_element_type(fn: Function, arg: Argument, param, kernel: str) -> None:
+    """A pointer parameter's declared dtype has the size of what the kernel loads and stores through
+    it (a ``const float*`` declared ``ado.In[ado.f64]`` would read pairs of floats as doubles). Only
+    sizes are compared: a kernel may access a float array as integer bits (``atomicCAS`` on
+    ``(int*)p``); byte accesses and pointers reached only through calls decide nothing."""
+    accessed = {t for t in bounds.accessed_scalars(fn, arg) if bounds.store_size(t) > 1}
+    size = param.dtype.bits // 8
+    if not accessed or any(bounds.store_size(t) == size for t in accessed):
+        return
+    spelled = " and ".join(sorted(str(t) for t in accessed))
+    hint = [_ADO_NAMES[str(t)] for t in accessed if str(t) in _ADO_NAMES]
+    intent = {"in": "In", "out": "Out", "inout": "InOut"}[param.type.intent]
+    fix = f"; declare it ado.{intent}[{hint[0]}]" if len(hint) == 1 else ""
+    raise CudaTranslationError(f"kernel '{kernel}': parameter '{param.name}' was declared {param.type!r} "
+                               f"({size}-byte elements), but the kernel accesses it as {spelled} "
+                               f"({', '.join(str(bounds.store_size(t)) for t in sorted(accessed, key=str))}-byte "
+                               f"elements){fix}")
 
 
 def _types(args) -> str:

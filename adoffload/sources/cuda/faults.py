@@ -1,0 +1,143 @@
+"""Run-time guards of translated CUDA kernels that are not array bounds (those are bounds.py).
+
+* **Integer division** (``sdiv``/``udiv``/``srem``/``urem``) by a divisor that may be zero: x86
+  raises SIGFPE, which kills the process, and a GPU gives an arbitrary value. Before each such
+  division the thread checks the divisor; zero records DIVISION_BY_ZERO (and a signed
+  ``INT_MIN / -1`` INTEGER_OVERFLOW) in the status record with the source line, and returns,
+  as the kernel language's ``//`` does (frontend/expressions.py). Always inserted.
+* **Signed overflow in index arithmetic** (with the bounds checks): clang marks C's signed
+  ``+``, ``-``, ``*``, ``<<`` ``nsw`` (overflow is undefined), and ``x[j * j]`` with ``int j =
+  65536`` wraps to ``x[0]``, an access inside the array that no bounds check can tell from a right
+  one. Every ``nsw``/``nuw`` operation narrower than 64 bits whose result flows into an address
+  (a GEP index, through casts, integer arithmetic, phis and selects) is computed again in 64
+  bits before it, and a result that does not fit records INTEGER_OVERFLOW (``dim`` says which
+  operation) with the line. The original instruction keeps its flags, so what the analyses
+  prove from them (private thread indices) still holds, and holds now because it is checked.
+
+The status record's words (language/status.py): ``{code, -1, source line or 0, dim}``.
+"""
+from __future__ import annotations
+
+from ...ir.builder import Builder
+from ...ir.core import Block, Constant, Function, Instruction, IntType, Value, i1, i64
+from ...language.status import DIVISION_BY_ZERO, INTEGER_OVERFLOW, OVERFLOW_KINDS
+
+_DIVISIONS = ("sdiv", "udiv", "srem", "urem")
+_WRAPPING = ("add", "sub", "mul", "shl")
+_INDEX_FLOW = ("sext", "zext", "trunc", "add", "sub", "mul", "shl", "or", "and", "xor", "phi", "select", "freeze")
+
+
+def line_of(inst: Instruction) -> int:
+    location = getattr(inst, "location", None)
+    return location.line if location is not None else 0
+
+
+def fail_unless(fn: Function, inst: Instruction, ok: Value, code: int, words: tuple, status: Value) -> None:
+    """Split ``inst``'s block before it: where ``ok`` is false the first failing thread writes
+    ``code`` and ``words`` (three i64 Values) to the status record, and the thread returns."""
+    block = inst.parent
+    at = block.instructions.index(inst)
+    rest = Block(fn._unique_block_name(f"{block.name}.ok"), parent=fn)
+    for moved in block.instructions[at:]:
+        rest.append(moved)
+    del block.instructions[at:]
+    for succ in rest.successors:
+        for phi in succ.phis:
+            phi.blocks = [rest if b is block else b for b in phi.blocks]
+    fn.blocks.insert(fn.blocks.index(block) + 1, rest)
+    fail = Block(fn._unique_block_name(f"{block.name}.fault"), parent=fn)
+    write = Block(fn._unique_block_name(f"{block.name}.record"), parent=fn)
+    leave = Block(fn._unique_block_name(f"{block.name}.stop"), parent=fn)
+    fn.blocks += [fail, write, leave]
+    Builder(block).cbranch(ok, rest, fail)
+    f = Builder(fail)
+    old = f.atomicrmw("xchg", status, Constant(i64, code))
+    f.cbranch(f.icmp("eq", old, Constant(i64, 0)), write, leave)
+    w = Builder(write)
+    for word, value in zip((1, 2, 3), words):
+        w.store(value, w.gep(i64, status, [Constant(i64, word)]))
+    w.br(leave)
+    Builder(leave).ret()
+
+
+def guard_divisions(fn: Function, status: Value) -> int:
+    """The division guards (module docstring); returns how many divisions were guarded."""
+    guarded = 0
+    for inst in list(fn.instructions()):
+        if inst.opcode not in _DIVISIONS or not isinstance(inst.type, IntType):
+            continue                                   # vector divisions: by constants only (clang's SLP)
+        dividend, divisor = inst.operands
+        t, signed = inst.type, inst.opcode[0] == "s"
+        known = divisor.value if isinstance(divisor, Constant) and divisor.kind == "scalar" else None
+        if known is not None and known != 0 and not (signed and _signed(known, t.bits) == -1):
+            continue
+        line = Constant(i64, line_of(inst))
+        b = Builder(inst.parent, inst.parent.instructions.index(inst))
+        nonzero = b.icmp("ne", divisor, Constant(t, 0))
+        fail_unless(fn, inst, nonzero, DIVISION_BY_ZERO, (Constant(i64, -1), line, Constant(i64, -1)), status)
+        if signed:
+            b = Builder(inst.parent, inst.parent.instructions.index(inst))
+            smallest = Constant(t, -(1 << (t.bits - 1)))
+            overflows = b.binary("and", b.icmp("eq", divisor, Constant(t, -1)), b.icmp("eq", dividend, smallest))
+            fits = b.binary("xor", overflows, Constant(i1, 1))
+            fail_unless(fn, inst, fits, INTEGER_OVERFLOW, (Constant(i64, -1), line, Constant(i64, -1)), status)
+        guarded += 1
+    return guarded
+
+
+def check_index_overflow(fn: Function, status: Value) -> int:
+    """The index-overflow checks (module docstring); returns how many operations were checked."""
+    checked = 0
+    for inst in _index_arithmetic(fn):
+        a, c = inst.operands
+        bits = inst.type.bits
+        b = Builder(inst.parent, inst.parent.instructions.index(inst))
+        ok = None
+        if "nsw" in inst.flags:
+            wide = b.binary(inst.opcode, b.cast("sext", a, i64), _shift_amount(b, inst, c, "sext"))
+            low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+            ok = b.binary("and", b.icmp("sge", wide, Constant(i64, low)), b.icmp("sle", wide, Constant(i64, high)))
+        if "nuw" in inst.flags:
+            wide = b.binary(inst.opcode, b.cast("zext", a, i64), _shift_amount(b, inst, c, "zext"))
+            fits = b.icmp("ult", wide, Constant(i64, 1 << bits))
+            ok = fits if ok is None else b.binary("and", ok, fits)
+        kind = Constant(i64, OVERFLOW_KINDS.index(inst.opcode) + 1)
+        fail_unless(fn, inst, ok, INTEGER_OVERFLOW, (Constant(i64, -1), Constant(i64, line_of(inst)), kind), status)
+        checked += 1
+    return checked
+
+
+def _index_arithmetic(fn: Function) -> list[Instruction]:
+    """The wrap-flagged integer operations (narrower than 64 bits; shifts by constants) whose results
+    flow into a GEP's indices."""
+    seen, todo, found = set(), [], []
+    for inst in fn.instructions():
+        if inst.opcode == "getelementptr":
+            todo += [v for v in inst.operands[1:] if isinstance(v, Instruction)]
+    while todo:
+        value = todo.pop()
+        if id(value) in seen or not isinstance(value, Instruction) or value.opcode not in _INDEX_FLOW:
+            continue
+        seen.add(id(value))
+        operands = value.operands[1:] if value.opcode == "select" else value.operands
+        todo += [v for v in operands if isinstance(v, Instruction)]
+        if (value.opcode in _WRAPPING and isinstance(value.type, IntType) and value.type.bits < 64
+                and {"nsw", "nuw"} & set(value.flags)
+                and (value.opcode != "shl" or (isinstance(value.operands[1], Constant)
+                                               and 0 <= value.operands[1].value < value.type.bits))):
+            found.append(value)
+    order = {id(i): k for k, i in enumerate(fn.instructions())}
+    return sorted(found, key=lambda i: order[id(i)])
+
+
+def _shift_amount(b: Builder, inst: Instruction, c: Value, extend: str) -> Value:
+    if inst.opcode == "shl":
+        return Constant(i64, c.value)
+    return b.cast(extend, c, i64)
+
+
+def _signed(value: int, bits: int) -> int:
+    value &= (1 << bits) - 1
+    return value - (1 << bits) if value >> (bits - 1) else value
+
+
