@@ -63,8 +63,9 @@ def raise_for_status(record, signature, values=None, source_file: str | None = N
     if code == TRAP:
         raise KernelFaultError(f"kernel '{signature.name}': an assert failed at {where}; {stopped}")
     if code == DIVISION_BY_ZERO:
+        spelled = "'/' or '%'" if source_file and source_file.startswith("<") else "'//' or '%'"   # C or Python
         raise KernelFaultError(f"kernel '{signature.name}': integer division or modulo by zero "
-                                   f"('//' or '%') at {where}; {stopped}")
+                                   f"({spelled}) at {where}; {stopped}")
     if code == INTEGER_OVERFLOW and 1 <= dim <= len(OVERFLOW_KINDS):
         operation = {"add": "an addition", "sub": "a subtraction", "mul": "a multiplication",
                      "shl": "a left shift"}[OVERFLOW_KINDS[dim - 1]]

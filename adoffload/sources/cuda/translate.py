@@ -35,6 +35,7 @@ from ...language.types import i32 as ado_i32
 from ...language.types import i64 as ado_i64
 from . import bounds, structs
 from ...analysis.races.global_writes import check_stores_of_the_block
+from .faults import check_index_overflow, guard_divisions
 from .header_locations import call_site_locations
 from .structs import Struct
 from .speculate import make_exchanges_uniform
@@ -172,6 +173,9 @@ def translate(text: str, symbol: str, signature: KernelSignature, threads: tuple
         shared_roots = {a: (bounds.shared_param_index(n), Constant(i64, s.nbytes // (s.dtype.bits // 8)),
                             s.dtype.bits // 8) for n, (a, s) in enumerate(zip(args.shared, shared))}
         bounds.insert_checks(fn, {**arrays, **shared_roots}, args.status, kernel)
+        check_index_overflow(fn, args.status)             # after: the checks' own status stores are not checked
+    guard_divisions(fn, args.status)
+    fn.attributes.discard("null_pointer_is_valid")    # clang's -fno-delete-null-pointer-checks: nulls are checked now
     for name in [n for n, g in module.globals.items() if g.addrspace == 3 or n in _OFFLOAD_BOOKKEEPING
                  or n.startswith("__hip_cuid_")]:
         del module.globals[name]          # shared memory is now arguments; the rest served the offload bundler
