@@ -26,6 +26,7 @@ _MEMORY_INTRINSICS = ("llvm.memcpy", "llvm.memmove", "llvm.memset")
 
 NULL_ROOT = -2_000_000          # the param index a null pointer's accesses carry (recorded as NULL_POINTER)
 _CONSTANT_FOLLOW = ("getelementptr", "bitcast", "addrspacecast")
+NULL_PAGE = 1 << 20             # constant addresses below this are a null pointer's elements (other ones are refused)
 
 
 def shared_param_index(n: int) -> int:
@@ -33,6 +34,10 @@ def shared_param_index(n: int) -> int:
 
 
 def is_null(value: Value) -> bool:
+    """``null``, or an address just past it (``p[1]`` of a null ``p``: clang folds it to ``inttoptr (i64 4)``)."""
+    if isinstance(value, ConstantExpr):
+        operand = value.operands[0] if value.opcode == "inttoptr" and value.operands else None
+        return isinstance(operand, Constant) and operand.kind == "scalar" and 0 <= operand.value < NULL_PAGE
     return isinstance(value, Constant) and value.kind in ("null", "zero") and isinstance(value.type, PointerType)
 
 
@@ -83,7 +88,7 @@ def root_of(pointer: Value, seen=None):
     if id(pointer) in seen:
         return _CYCLE
     seen.add(id(pointer))
-    if isinstance(pointer, ConstantExpr) and pointer.opcode in _CONSTANT_FOLLOW:
+    if isinstance(pointer, ConstantExpr) and pointer.opcode in _CONSTANT_FOLLOW and not is_null(pointer):
         return root_of(pointer.operands[0], seen)          # a constant GEP of null (or of a global)
     if isinstance(pointer, Instruction) and pointer.opcode in _FOLLOW:
         sources = {"getelementptr": pointer.operands[:1], "bitcast": pointer.operands[:1],

@@ -46,6 +46,10 @@ KERNEL_CONVENTIONS = ("ptx_kernel", "amdgpu_kernel")
 _BARRIERS = ("llvm.nvvm.barrier0", "llvm.nvvm.barrier.sync", "llvm.nvvm.barrier.cta.sync",
              "llvm.nvvm.bar.sync")
 _AXES = "xyz"
+# the device heap (C++ operator new/delete, by their mangled prefix, and the C library's), refused by name
+_HEAP_CALLS = {"_Znw": "operator new", "_Zna": "operator new[]", "_Zdl": "operator delete",
+               "_Zda": "operator delete[]", "malloc": "malloc", "free": "free", "calloc": "calloc",
+               "realloc": "realloc"}
 _OFFLOAD_BOOKKEEPING = ("llvm.used", "llvm.compiler.used")
 MAX_THREADS_PER_AXIS = 2**31       # blocks * threads on one axis: CUDA's int thread index fits
 GRID_PARAMS = tuple(f"gridDim_{c}" for c in _AXES)
@@ -135,6 +139,12 @@ def translate(text: str, symbol: str, signature: KernelSignature, threads: tuple
     fn, kernel = module.functions[symbol], source_name(symbol)
     for inst in fn.instructions():
         callee = inst.callee if inst.opcode == "call" else None
+        heap = _HEAP_CALLS.get(callee.name[:4] if callee.name.startswith("_Z") else callee.name) \
+            if isinstance(callee, Function) else None
+        if heap is not None:
+            where = f" at {inst.location}" if inst.location is not None else ""
+            raise CudaTranslationError(f"kernel '{kernel}' calls {heap}{where}: kernels cannot allocate memory (use "
+                                       f"a local array of fixed size, or pass a scratch array as a parameter)")
         if isinstance(callee, Function) and not callee.is_declaration:
             raise CudaTranslationError(f"kernel '{kernel}' calls @{callee.name}, which could not be inlined "
                                        f"(a recursive device function); recursion is not supported")
