@@ -188,3 +188,19 @@ def test_faults_on_the_gpu(mod, cuda):
     y = np.zeros(4)
     window(x, y, 0, blocks=1, threads=4, device="cuda")
     np.testing.assert_array_equal(y, x * x)
+
+
+def test_faults_under_jax_name_the_fault_and_line(mod):
+    jnp = pytest.importorskip("jax.numpy")
+    k = mod.kernel("divide", x=ado.In[ado.i32], q=ado.Out[ado.i32], r=ado.Out[ado.i32], d=ado.i32)
+    f = ado.jax_kernel(k, blocks=1, threads=4, out_shapes={"q": 4, "r": 4})
+    q, r = f(jnp.arange(4, dtype=jnp.int32), 3)
+    np.testing.assert_array_equal(np.asarray(q), np.arange(4) // 3)
+    with pytest.raises(Exception, match=f"kernel 'divide': integer division or modulo by zero .* at line "
+                                        f"{LINES['x[i] / d']} of its source"):
+        np.asarray(f(jnp.arange(4, dtype=jnp.int32), 0)[0])
+    null = ado.jax_kernel(mod.kernel("maybe_null", x=ado.In[ado.f32], y=ado.Out[ado.f32], n=ado.i32),
+                          blocks=1, threads=4, out_shapes={"y": 4})
+    with pytest.raises(Exception, match=f"kernel 'maybe_null': a load or store through a null pointer at line "
+                                        f"{LINES['p[threadIdx.x]']} of its source"):
+        np.asarray(null(jnp.ones(4, jnp.float32), 0))
