@@ -10,20 +10,25 @@
   65536`` wraps to ``x[0]``, an access inside the array that no bounds check can tell from a right
   one. Every ``nsw``/``nuw`` operation narrower than 64 bits whose result flows into an address
   (a GEP index, through casts, integer arithmetic, phis and selects) is computed again in 64
-  bits before it, and a result that does not fit records INTEGER_OVERFLOW (``dim`` says which
-  operation) with the line. The original instruction keeps its flags, so what the analyses
-  prove from them (private thread indices) still holds, and holds now because it is checked.
+  bits beside it, and before each access using it (that it dominates) a result that did not fit
+  records INTEGER_OVERFLOW (``dim`` says which operation) with the line. The original
+  instruction keeps its flags, so what the analyses prove from them (private thread indices)
+  still holds, and holds now because it is checked. An operation reaching an access only through
+  a loop's phi (``i += stride``) is checked where it dominates; a wrapped loop counter is then left
+  to the bounds check (a negative or huge index).
 
 The status record's words (language/status.py): ``{code, -1, source line or 0, dim}``.
 """
 from __future__ import annotations
 
 from ...ir.builder import Builder
+from ...ir.cfg import dominator_sets
 from ...ir.core import Block, Constant, Function, Instruction, IntType, Value, i1, i64
 from ...language.status import DIVISION_BY_ZERO, INTEGER_OVERFLOW, OVERFLOW_KINDS
 
 _DIVISIONS = ("sdiv", "udiv", "srem", "urem")
 _WRAPPING = ("add", "sub", "mul", "shl")
+_POINTER_FLOW = ("bitcast", "phi", "select", "freeze")
 _INDEX_FLOW = ("sext", "zext", "trunc", "add", "sub", "mul", "shl", "or", "and", "xor", "phi", "select", "freeze")
 
 
@@ -86,48 +91,89 @@ def guard_divisions(fn: Function, status: Value) -> int:
 
 
 def check_index_overflow(fn: Function, status: Value) -> int:
-    """The index-overflow checks (module docstring); returns how many operations were checked."""
-    checked = 0
-    for inst in _index_arithmetic(fn):
-        a, c = inst.operands
-        bits = inst.type.bits
+    """The index-overflow checks (module docstring): each operation's ``fits`` flag is computed
+    beside it, and checked just before each load, store or atomic whose address it flows into
+    and whose block it dominates (so an access that speculation (speculate.py) guards is checked
+    only on the threads that make it). Returns how many accesses got a check."""
+    dominators = dominator_sets(fn)
+    position = {id(i): k for k, i in enumerate(fn.instructions())}
+
+    def dominates(op: Instruction, at: Instruction) -> bool:
+        if op.parent is at.parent:
+            return position[id(op)] < position[id(at)]
+        return op.parent in dominators.get(at.parent, ())
+    plan, fits = [], {}
+    for inst in list(fn.instructions()):
+        pointer = _address(inst)
+        if pointer is None:
+            continue
+        ops = [op for op in _wrapping_into(pointer) if dominates(op, inst)]
+        if ops:
+            plan.append((inst, sorted(ops, key=lambda op: position[id(op)])))
+            for op in ops:
+                if id(op) not in fits:
+                    fits[id(op)] = _fits(op)
+    for inst, ops in plan:
         b = Builder(inst.parent, inst.parent.instructions.index(inst))
-        ok = None
-        if "nsw" in inst.flags:
-            wide = b.binary(inst.opcode, b.cast("sext", a, i64), _shift_amount(b, inst, c, "sext"))
-            low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-            ok = b.binary("and", b.icmp("sge", wide, Constant(i64, low)), b.icmp("sle", wide, Constant(i64, high)))
-        if "nuw" in inst.flags:
-            wide = b.binary(inst.opcode, b.cast("zext", a, i64), _shift_amount(b, inst, c, "zext"))
-            fits = b.icmp("ult", wide, Constant(i64, 1 << bits))
-            ok = fits if ok is None else b.binary("and", ok, fits)
-        kind = Constant(i64, OVERFLOW_KINDS.index(inst.opcode) + 1)
-        fail_unless(fn, inst, ok, INTEGER_OVERFLOW, (Constant(i64, -1), Constant(i64, line_of(inst)), kind), status)
-        checked += 1
-    return checked
+        ok, kind, line = None, Constant(i64, 0), Constant(i64, line_of(inst))
+        for op in reversed(ops):          # the record names the first operation that does not fit
+            op_ok = fits[id(op)]
+            ok = op_ok if ok is None else b.binary("and", ok, op_ok)
+            kind = b.select(op_ok, kind, Constant(i64, OVERFLOW_KINDS.index(op.opcode) + 1))
+            line = b.select(op_ok, line, Constant(i64, line_of(op) or line_of(inst)))
+        fail_unless(fn, inst, ok, INTEGER_OVERFLOW, (Constant(i64, -1), line, kind), status)
+    return len(plan)
 
 
-def _index_arithmetic(fn: Function) -> list[Instruction]:
+def _fits(op: Instruction) -> Value:
+    """An i1 computed just before ``op``: its result is the exact one (what its flags promise)."""
+    a, c = op.operands
+    bits = op.type.bits
+    b = Builder(op.parent, op.parent.instructions.index(op))
+    ok = None
+    if "nsw" in op.flags:
+        wide = b.binary(op.opcode, b.cast("sext", a, i64), _shift_amount(b, op, c, "sext"))
+        low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+        ok = b.binary("and", b.icmp("sge", wide, Constant(i64, low)), b.icmp("sle", wide, Constant(i64, high)))
+    if "nuw" in op.flags:
+        wide = b.binary(op.opcode, b.cast("zext", a, i64), _shift_amount(b, op, c, "zext"))
+        in_range = b.icmp("ult", wide, Constant(i64, 1 << bits))
+        ok = in_range if ok is None else b.binary("and", ok, in_range)
+    return ok
+
+
+def _address(inst: Instruction) -> Value | None:
+    if inst.opcode in ("load", "atomicrmw", "cmpxchg"):
+        return inst.operands[0]
+    if inst.opcode == "store":
+        return inst.operands[1]
+    return None
+
+
+def _wrapping_into(pointer: Value) -> list[Instruction]:
     """The wrap-flagged integer operations (narrower than 64 bits; shifts by constants) whose results
-    flow into a GEP's indices."""
-    seen, todo, found = set(), [], []
-    for inst in fn.instructions():
-        if inst.opcode == "getelementptr":
-            todo += [v for v in inst.operands[1:] if isinstance(v, Instruction)]
+    flow into ``pointer``'s GEP indices (through pointer GEPs, phis and selects)."""
+    seen, todo, found = set(), [pointer], []
     while todo:
         value = todo.pop()
-        if id(value) in seen or not isinstance(value, Instruction) or value.opcode not in _INDEX_FLOW:
+        if id(value) in seen or not isinstance(value, Instruction):
             continue
         seen.add(id(value))
-        operands = value.operands[1:] if value.opcode == "select" else value.operands
-        todo += [v for v in operands if isinstance(v, Instruction)]
+        if value.type.is_pointer:
+            if value.opcode == "getelementptr":
+                todo += value.operands
+            elif value.opcode in _POINTER_FLOW:
+                todo += value.operands[1:] if value.opcode == "select" else value.operands
+            continue
+        if value.opcode not in _INDEX_FLOW:
+            continue
+        todo += value.operands[1:] if value.opcode == "select" else value.operands
         if (value.opcode in _WRAPPING and isinstance(value.type, IntType) and value.type.bits < 64
                 and {"nsw", "nuw"} & set(value.flags)
                 and (value.opcode != "shl" or (isinstance(value.operands[1], Constant)
                                                and 0 <= value.operands[1].value < value.type.bits))):
             found.append(value)
-    order = {id(i): k for k, i in enumerate(fn.instructions())}
-    return sorted(found, key=lambda i: order[id(i)])
+    return found
 
 
 def _shift_amount(b: Builder, inst: Instruction, c: Value, extend: str) -> Value:
