@@ -204,3 +204,23 @@ def test_faults_under_jax_name_the_fault_and_line(mod):
     with pytest.raises(Exception, match=f"kernel 'maybe_null': a load or store through a null pointer at line "
                                         f"{LINES['p[threadIdx.x]']} of its source"):
         np.asarray(null(jnp.ones(4, jnp.float32), 0))
+
+
+def test_index_overflow_on_threads_that_only_run_a_branch_speculatively_is_no_fault():
+    """Warp 1 runs warp 0's ``if`` too (its shuffles must be reached by the whole block, speculate.py)
+    and its t * k overflows there, but it makes none of the branch's accesses: no fault; warp 0's
+    own overflow is one."""
+    k = ado.from_cuda(r"""
+__global__ void spec_index(const float* x, float* out, int k) {
+  int t = threadIdx.x;
+  if (t < 32) {
+    float v = x[(t * k) >> 26];
+    for (int d = 16; d > 0; d >>= 1) v += __shfl_down_sync(0xffffffffu, v, d);
+    if (t == 0) out[blockIdx.x] = v;
+  }
+}""").kernel("spec_index", x=ado.In[ado.f32], out=ado.Out[ado.f32], k=ado.i32)
+    x, out = np.arange(32, dtype=np.float32), np.zeros(1, np.float32)
+    k(x, out, 1 << 26, blocks=1, threads=64)        # 63 * 2**26 does not fit an int; 31 * 2**26 does
+    assert out[0] == x.sum()
+    with pytest.raises(KernelFaultError, match="integer overflow in a multiplication of index arithmetic"):
+        k(x, out, 1 << 27, blocks=1, threads=64)    # 16 * 2**27 = 2**31, on warp 0

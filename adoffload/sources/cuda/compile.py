@@ -63,8 +63,8 @@ def _compile(source: str, language: str, arch: str, options) -> str:
         path.write_text(source)
         out = Path(tmp) / "kernel.ll"
         command = (clang_command() + device_flags(language, arch)
-                   + ["-O2", "-S", "-emit-llvm", "-fno-exceptions", "-fno-delete-null-pointer-checks", "-include", str(HEADER), *options,
-                      str(path), "-o", str(out)])
+                   + ["-O2", "-S", "-emit-llvm", "-fno-exceptions", "-fno-delete-null-pointer-checks",
+                      "-include", str(HEADER), *options, str(path), "-o", str(out)])
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
         except subprocess.TimeoutExpired:

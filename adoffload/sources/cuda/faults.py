@@ -29,7 +29,8 @@ from ...language.status import DIVISION_BY_ZERO, INTEGER_OVERFLOW, OVERFLOW_KIND
 _DIVISIONS = ("sdiv", "udiv", "srem", "urem")
 _WRAPPING = ("add", "sub", "mul", "shl")
 _POINTER_FLOW = ("bitcast", "phi", "select", "freeze")
-_INDEX_FLOW = ("sext", "zext", "trunc", "add", "sub", "mul", "shl", "or", "and", "xor", "phi", "select", "freeze")
+_INDEX_FLOW = ("sext", "zext", "trunc", "add", "sub", "mul", "shl", "lshr", "ashr", "or", "and", "xor", "phi", "select",
+               "freeze")
 
 
 def line_of(inst: Instruction) -> int:
