@@ -18,7 +18,7 @@ from ...ir.builder import Builder
 from ...ir.core import (ArrayType, Block, Constant, ConstantExpr, FloatType, Function, GlobalVariable, Instruction,
     IntType, PointerType, StructType, Value, VectorType, i1, i64)
 from .faults import line_of
-from .structs import size
+from .structs import alignment, size
 
 _FOLLOW = ("getelementptr", "bitcast", "phi", "select", "freeze")
 _MEMORY_INTRINSICS = ("llvm.memcpy", "llvm.memmove", "llvm.memset")
@@ -65,6 +65,42 @@ def local_roots(fn: Function) -> dict:
             length = Constant(i64, count)
         out[inst] = (-1 - len(out), length, esize)
     return out
+
+
+def constant_offset(pointer: Value, root: Value) -> int | None:
+    """The byte offset of ``pointer`` from ``root`` where it is ``root`` through GEPs of constant
+    indices only (C layout, structs.py), else None."""
+    offset = 0
+    while pointer is not root:
+        if not (isinstance(pointer, Instruction) and pointer.opcode == "getelementptr"
+                and all(isinstance(i, Constant) and i.kind == "scalar" for i in pointer.operands[1:])):
+            return None
+        indices, t = [int(i.value) for i in pointer.operands[1:]], pointer.element_type
+        try:
+            offset += indices[0] * size(t)
+            for k in indices[1:]:
+                if isinstance(t, StructType):
+                    offset += _field_offset(t, k)
+                    t = t.elements[k]
+                elif isinstance(t, (ArrayType, VectorType)):
+                    t = t.element
+                    offset += k * size(t)
+                else:
+                    return None
+        except CudaTranslationError:
+            return None
+        pointer = pointer.operands[0]
+    return offset
+
+
+def _field_offset(t: StructType, k: int) -> int:
+    offset = 0
+    for n, e in enumerate(t.elements[:k + 1]):
+        if not t.packed:
+            offset = -(-offset // alignment(e)) * alignment(e)
+        if n < k:
+            offset += size(e)
+    return offset
 
 
 def store_size(t) -> int:
@@ -249,6 +285,12 @@ def insert_checks(fn: Function, roots: dict, status: Value, kernel: str) -> None
                 if root is not None and is_null(root):
                     width = size.value if isinstance(size, Constant) else 1
                     origin = (Constant(i64, 0), Constant(i64, 0), Constant(i64, NULL_ROOT), Constant(i64, width))
+                elif root in locals_ and isinstance(size, Constant) and isinstance(locals_[root][1], Constant):
+                    at = constant_offset(pointer, root)        # a[2] of float a[4]: inside, nothing to check
+                    if at is not None and 0 <= at and at + size.value <= locals_[root][1].value * locals_[root][2]:
+                        continue
+                    param_index, _, esize = roots[root]
+                    origin = (None, limits[root], Constant(i64, param_index), Constant(i64, esize))
                 elif root in roots:
                     param_index, _, esize = roots[root]
                     origin = (None, limits[root], Constant(i64, param_index), Constant(i64, esize))
