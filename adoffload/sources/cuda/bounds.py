@@ -6,8 +6,12 @@ intrinsic through a pointer derived from one of them (by GEPs, phis and selects)
 offset from the root is checked against the root's size (a pointer that may point into several
 of them carries its root's base, size and name along as integers: ``_Origin``); a failing access is skipped: the
 thread records ``{1, param_index, element index, 0}`` in the status record (language/status.py) and
-returns, as the front end's checks do. Accesses whose root is not a parameter or a shared
-variable (a pointer loaded from memory, ``inttoptr``) are refused: they could not be checked.
+returns, as the front end's checks do. The thread's local arrays (allocas clang kept: ``float
+a[4]`` indexed at run time) are roots too (``local_roots``; accesses at constant offsets inside
+them need no check, which keeps them promotable to registers), and a null pointer is a root of
+no elements whose failures record NULL_POINTER ``{6, -1, line, element}``. Accesses whose root is
+none of these (a pointer loaded from memory, ``inttoptr`` of a variable) are refused: they could
+not be checked. ``__device__``/``__constant__`` variables are not checked.
 """
 from __future__ import annotations
 

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from ...ir.builder import Builder
 from ...ir.cfg import dominator_sets
-from ...ir.core import Block, Constant, Function, Instruction, IntType, Value, i1, i64
+from ...errors import CudaTranslationError
+from ...ir.core import Block, Constant, Function, Instruction, IntType, Value, VectorType, i1, i64
 from ...language.status import DIVISION_BY_ZERO, INTEGER_OVERFLOW, OVERFLOW_KINDS
 
 _DIVISIONS = ("sdiv", "udiv", "srem", "urem")
@@ -66,12 +67,22 @@ def fail_unless(fn: Function, inst: Instruction, ok: Value, code: int, words: tu
     Builder(leave).ret()
 
 
-def guard_divisions(fn: Function, status: Value) -> int:
-    """The division guards (module docstring); returns how many divisions were guarded."""
+def guard_divisions(fn: Function, status: Value, kernel: str) -> int:
+    """The division guards (module docstring); returns how many divisions were guarded. A vector
+    division by a vector that is not constant is refused rather than left unguarded."""
     guarded = 0
     for inst in list(fn.instructions()):
-        if inst.opcode not in _DIVISIONS or not isinstance(inst.type, IntType):
-            continue                                   # vector divisions: by constants only (clang's SLP)
+        if inst.opcode not in _DIVISIONS:
+            continue
+        if isinstance(inst.type, VectorType):
+            if not isinstance(inst.operands[1], Constant):
+                where = f" at {inst.location}" if inst.location is not None else ""
+                raise CudaTranslationError(f"kernel '{kernel}': a vector integer division ({inst.opcode} "
+                                           f"{inst.type}){where} by a divisor that is not constant could not be "
+                                           f"guarded against division by zero")
+            continue
+        if not isinstance(inst.type, IntType):
+            continue
         dividend, divisor = inst.operands
         t, signed = inst.type, inst.opcode[0] == "s"
         known = divisor.value if isinstance(divisor, Constant) and divisor.kind == "scalar" else None

@@ -184,7 +184,7 @@ def translate(text: str, symbol: str, signature: KernelSignature, threads: tuple
                             s.dtype.bits // 8) for n, (a, s) in enumerate(zip(args.shared, shared))}
         check_index_overflow(fn, args.status)             # first: a wrapped index is told as such
         bounds.insert_checks(fn, {**arrays, **shared_roots}, args.status, kernel)
-    guard_divisions(fn, args.status)
+    guard_divisions(fn, args.status, kernel)
     fn.attributes.discard("null_pointer_is_valid")    # clang's -fno-delete-null-pointer-checks: nulls are checked now
     for name in [n for n, g in module.globals.items() if g.addrspace == 3 or n in _OFFLOAD_BOOKKEEPING
                  or n.startswith("__hip_cuid_")]:
