@@ -9,7 +9,8 @@
   ``+``, ``-``, ``*``, ``<<`` ``nsw`` (overflow is undefined), and ``x[j * j]`` with ``int j =
   65536`` wraps to ``x[0]``, an access inside the array that no bounds check can tell from a right
   one. Every ``nsw``/``nuw`` operation narrower than 64 bits whose result flows into an address
-  (a GEP index, through casts, integer arithmetic, phis and selects) is computed again in 64
+  (a GEP index, through casts, integer arithmetic, phis and selects) and that depends on a kernel
+  parameter or on memory (``check_index_overflow``) is computed again in 64
   bits beside it, and before each access using it (that it dominates) a result that did not fit
   records INTEGER_OVERFLOW (``dim`` says which operation) with the line. The original
   instruction keeps its flags, so what the analyses prove from them (private thread indices)
@@ -102,11 +103,16 @@ def guard_divisions(fn: Function, status: Value, kernel: str) -> int:
     return guarded
 
 
-def check_index_overflow(fn: Function, status: Value) -> int:
+def check_index_overflow(fn: Function, status: Value, trusted=()) -> int:
     """The index-overflow checks (module docstring): each operation's ``fits`` flag is computed
     beside it, and checked just before each load, store or atomic whose address it flows into
     and whose block it dominates (so an access that speculation (speculate.py) guards is checked
-    only on the threads that make it). Returns how many accesses got a check."""
+    only on the threads that make it). Only operations on values that come from the kernel's
+    parameters or from memory are checked (``_from_inputs``): what is computed from thread
+    indices (``trusted``: the body's thread ids and ``gridDim``, which the launcher bounds),
+    constants and counters of them cannot reach 2**31 in a launch, and checking it would hide the
+    index forms the race analysis proves apart. Returns how many accesses got a check."""
+    inputs = _from_inputs(fn, trusted)
     dominators = dominator_sets(fn)
     position = {id(i): k for k, i in enumerate(fn.instructions())}
 
@@ -119,7 +125,7 @@ def check_index_overflow(fn: Function, status: Value) -> int:
         pointer = _address(inst)
         if pointer is None:
             continue
-        ops = [op for op in _wrapping_into(pointer) if dominates(op, inst)]
+        ops = [op for op in _wrapping_into(pointer) if id(op) in inputs and dominates(op, inst)]
         if ops:
             plan.append((inst, sorted(ops, key=lambda op: position[id(op)])))
             for op in ops:
@@ -135,6 +141,25 @@ def check_index_overflow(fn: Function, status: Value) -> int:
             line = b.select(op_ok, line, Constant(i64, line_of(op) or line_of(inst)))
         fail_unless(fn, inst, ok, INTEGER_OVERFLOW, (Constant(i64, -1), line, kind), status)
     return len(plan)
+
+
+def _from_inputs(fn: Function, trusted) -> set[int]:
+    """Ids of the instructions whose value depends on an argument not in ``trusted`` or on a load
+    (or an atomic's old value), through any instruction (phis and selects included)."""
+    trusted = {id(a) for a in trusted}
+    sources = {id(a) for a in fn.args if id(a) not in trusted}
+    found: set[int] = set()
+    changed = True
+    while changed:
+        changed = False
+        for inst in fn.instructions():
+            if id(inst) in found:
+                continue
+            if inst.opcode in ("load", "atomicrmw", "cmpxchg") or any(
+                    id(o) in sources or id(o) in found for o in inst.operands):
+                found.add(id(inst))
+                changed = True
+    return found
 
 
 def _fits(op: Instruction) -> Value:

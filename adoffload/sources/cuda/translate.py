@@ -182,7 +182,8 @@ def translate(text: str, symbol: str, signature: KernelSignature, threads: tuple
                   for p in params if p.is_array}
         shared_roots = {a: (bounds.shared_param_index(n), Constant(i64, s.nbytes // (s.dtype.bits // 8)),
                             s.dtype.bits // 8) for n, (a, s) in enumerate(zip(args.shared, shared))}
-        check_index_overflow(fn, args.status)             # first: a wrapped index is told as such
+        trusted = [*args.tids, *(args.flat[g] for g in GRID_PARAMS if g in args.flat)]
+        check_index_overflow(fn, args.status, trusted)    # first: a wrapped index is told as such
         bounds.insert_checks(fn, {**arrays, **shared_roots}, args.status, kernel)
     guard_divisions(fn, args.status, kernel)
     fn.attributes.discard("null_pointer_is_valid")    # clang's -fno-delete-null-pointer-checks: nulls are checked now
