@@ -68,7 +68,9 @@ def c_string(text: str) -> tuple[str, int]:
 _LINE_FORMATS = {
     "trap": "kernel '{kernel}': an assert failed at line %lld of its source",
     "division": "kernel '{kernel}': integer division or modulo by zero ('//' or '%%') at line %lld of its source",
-    "overflow": "kernel '{kernel}': integer overflow (the most negative integer // -1) at line %lld of its source",
+    "overflow": "kernel '{kernel}': integer overflow (the most negative integer // -1, or a from_cuda kernel's "
+                "signed index arithmetic) at line %lld of its source",
+    "null": "kernel '{kernel}': a load or store through a null pointer at line %lld of its source (0: not known)",
     "diverged": "kernel '{kernel}': the threads of block %lld reached different barriers (control flow that is "
                 "not uniform across the block); the block was stopped",
     "other": "kernel '{kernel}' stopped with a status record (value %lld, code %lld, parameter %lld)",
@@ -236,7 +238,8 @@ def status_check(e: Emitter, layout: HandlerLayout, status: str, snprintf: int, 
     e.label("fmt_other")
     fmt = "@fmt.other"
     for status_code, name in ((abi_status.TRAP, "trap"), (abi_status.DIVISION_BY_ZERO, "division"),
-                              (abi_status.INTEGER_OVERFLOW, "overflow"), (abi_status.DIVERGED, "diverged")):
+                              (abi_status.INTEGER_OVERFLOW, "overflow"), (abi_status.DIVERGED, "diverged"),
+                              (abi_status.NULL_POINTER, "null")):
         is_code, chosen = e.fresh("is_code"), e.fresh("fmt")
         e.emit(f"{is_code} = icmp eq i64 {code}, {status_code}")
         e.emit(f"{chosen} = select i1 {is_code}, ptr @fmt.{name}, ptr {fmt}")

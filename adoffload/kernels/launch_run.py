@@ -73,6 +73,9 @@ def loaded_function(dev, compiled):
 def source_file(kernel) -> str | None:
     """The file a kernel (or the kernel it was derived from) was written in, if any."""
     while kernel is not None:
+        named = getattr(kernel, "source_name", None)     # a foreign source: "<cuda source>"
+        if named:
+            return named
         pyfunc = getattr(kernel, "pyfunc", None)
         if pyfunc is not None:
             return pyfunc.__code__.co_filename

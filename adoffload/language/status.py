@@ -2,7 +2,8 @@
 
 Four i64 words: ``{code, param_index, index, dim}``. The first thread to fail wins (an
 atomic exchange on ``code``); the launcher turns the record into an exception. Codes 2-4
-(assert, integer division by zero, integer overflow) store the source line in ``index``.
+(assert, integer division by zero, integer overflow) and 6 (null pointer) store the source line in
+``index`` (0: not known).
 Once the record is set, host launches stop claiming new chunks of threads.
 """
 from __future__ import annotations
@@ -14,6 +15,10 @@ import numpy as np
 from ..errors import BoundsError, KernelFaultError
 
 OK, OUT_OF_BOUNDS, TRAP, DIVISION_BY_ZERO, INTEGER_OVERFLOW, DIVERGED = 0, 1, 2, 3, 4, 5  # DIVERGED: a block's threads at different barriers (host)
+NULL_POINTER = 6          # {6, -1, source line or 0, element index}: an access through a null pointer (from_cuda)
+# INTEGER_OVERFLOW's dim: -1 for MIN // -1; k + 1 for a signed (or unsigned) wrap of OVERFLOW_KINDS[k] in
+# the index arithmetic of a from_cuda kernel (sources/cuda/faults.py)
+OVERFLOW_KINDS = ("add", "sub", "mul", "shl")
 WORDS = 4
 SHARED_INDEX_BASE = -1_000_000      # param_index of a block kernel's shared array n: SHARED_INDEX_BASE - n
 
@@ -47,7 +52,10 @@ def raise_for_status(record, signature, values=None, source_file: str | None = N
         raise BoundsError(f"kernel '{signature.name}': index {index} is out of bounds for axis {dim} of "
                           f"{name}{shape}; the access was skipped and no memory outside the array was touched")
     where = f"line {index}" + (f" of {source_file}" if source_file else " of its source")
-    if code in (TRAP, DIVISION_BY_ZERO, INTEGER_OVERFLOW) and source_file:
+    if index <= 0 and code in (TRAP, DIVISION_BY_ZERO, INTEGER_OVERFLOW, NULL_POINTER):
+        where = ("a line not known (the source was compiled without line tables; from_cuda(..., "
+                 "options=['-gline-tables-only']) names it)")
+    elif code in (TRAP, DIVISION_BY_ZERO, INTEGER_OVERFLOW) and source_file:
         text = linecache.getline(source_file, index).strip()
         where += f" ({text})" if text else ""
     stopped = ("the failing thread stopped there (threads not yet started were not run) and the device "
@@ -55,11 +63,21 @@ def raise_for_status(record, signature, values=None, source_file: str | None = N
     if code == TRAP:
         raise KernelFaultError(f"kernel '{signature.name}': an assert failed at {where}; {stopped}")
     if code == DIVISION_BY_ZERO:
+        spelled = "'/' or '%'" if source_file and source_file.startswith("<") else "'//' or '%'"   # C or Python
         raise KernelFaultError(f"kernel '{signature.name}': integer division or modulo by zero "
-                                   f"('//' or '%') at {where}; {stopped}")
+                                   f"({spelled}) at {where}; {stopped}")
+    if code == INTEGER_OVERFLOW and 1 <= dim <= len(OVERFLOW_KINDS):
+        operation = {"add": "an addition", "sub": "a subtraction", "mul": "a multiplication",
+                     "shl": "a left shift"}[OVERFLOW_KINDS[dim - 1]]
+        raise KernelFaultError(f"kernel '{signature.name}': integer overflow in {operation} of index arithmetic "
+                               f"at {where} (C's signed int arithmetic must not wrap; the access would have read "
+                               f"or written another element); {stopped}")
+    if code == NULL_POINTER:
+        raise BoundsError(f"kernel '{signature.name}': a load or store through a null pointer (element {dim}) at "
+                          f"{where}; the access was skipped and {stopped}")
     if code == INTEGER_OVERFLOW:
         raise KernelFaultError(f"kernel '{signature.name}': integer overflow at {where} (the most "
-                                   f"negative integer // -1 does not fit in its type); {stopped}")
+                                   f"negative integer divided by -1 does not fit in its type); {stopped}")
     if code == DIVERGED:
         raise KernelFaultError(f"kernel '{signature.name}': the threads of block {index} reached different barriers "
                                f"(control flow that is not uniform across the block); the block was stopped")

@@ -227,3 +227,28 @@ __global__ void tail_sum(const double* x, double* out) {
   }
 }
 """
+
+# Faults and bad inputs (issue 30): a local array indexed at run time, null pointers, integer
+# divisions by a parameter, and an index computed in 32-bit int arithmetic
+FAULTS = r"""
+__global__ void local_window(const double* x, double* y, int k) {
+  double a[4];
+  for (int j = 0; j < 4; ++j) a[j] = x[j] * x[j];
+  y[threadIdx.x] = a[threadIdx.x + k];
+}
+__global__ void maybe_null(const float* x, float* y, int n) {
+  const float* p = n > 0 ? x : nullptr;
+  y[threadIdx.x] = p[threadIdx.x];
+}
+__global__ void divide(const int* x, int* q, int* r, int d) {
+  int i = threadIdx.x;
+  q[i] = x[i] / d;
+  r[i] = x[i] % d;
+}
+__global__ void divide_long(const long long* x, long long* q, long long d) {
+  q[threadIdx.x] = x[threadIdx.x] / d;
+}
+__global__ void squared_index(const float* x, float* y, int j) {
+  y[threadIdx.x] = x[j * j + threadIdx.x];
+}
+"""

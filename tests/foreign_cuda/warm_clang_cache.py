@@ -14,6 +14,12 @@ from adoffload.sources.cuda.compile import compile_to_llvm
 ROOT = Path(__file__).resolve().parents[2]
 
 
+# (source, clang options) the GPU tests compile with flags (tests/foreign_cuda/test_faults.py: line tables)
+def flagged() -> list[tuple[str, tuple[str, ...]]]:
+    from tests.foreign_cuda import sources as corpus
+    return [(corpus.FAULTS, ("-gline-tables-only",))]
+
+
 def sources() -> list[str]:
     from benchmarks.suites import foreign_cuda
     from tests.foreign_cuda import sources as corpus
@@ -29,4 +35,6 @@ if __name__ == "__main__":
     texts = sources()
     for text in texts:
         compile_to_llvm(text)
-    print(f"{len(texts)} CUDA sources in the clang-IR cache")
+    for text, options in flagged():
+        compile_to_llvm(text, options=options)
+    print(f"{len(texts) + len(flagged())} CUDA sources in the clang-IR cache")

@@ -6,24 +6,105 @@ intrinsic through a pointer derived from one of them (by GEPs, phis and selects)
 offset from the root is checked against the root's size (a pointer that may point into several
 of them carries its root's base, size and name along as integers: ``_Origin``); a failing access is skipped: the
 thread records ``{1, param_index, element index, 0}`` in the status record (language/status.py) and
-returns, as the front end's checks do. Accesses whose root is not a parameter or a shared
-variable (a pointer loaded from memory, ``inttoptr``) are refused: they could not be checked.
+returns, as the front end's checks do. The thread's local arrays (allocas clang kept: ``float
+a[4]`` indexed at run time) are roots too (``local_roots``; accesses at constant offsets inside
+them need no check, which keeps them promotable to registers), and a null pointer is a root of
+no elements whose failures record NULL_POINTER ``{6, -1, line, element}``. Accesses whose root is
+none of these (a pointer loaded from memory, ``inttoptr`` of a variable) are refused: they could
+not be checked. ``__device__``/``__constant__`` variables are not checked.
 """
 from __future__ import annotations
 
-from ...language.status import OUT_OF_BOUNDS, SHARED_INDEX_BASE
-from ...errors import IRError, IntentError, UncheckableAccessError
+from ...language.status import NULL_POINTER, OUT_OF_BOUNDS, SHARED_INDEX_BASE
+from ...errors import CudaTranslationError, IRError, IntentError, UncheckableAccessError
 from ...analysis.pointers import leaves
 from ...ir.builder import Builder
 from ...ir.core import (ArrayType, Block, Constant, ConstantExpr, FloatType, Function, GlobalVariable, Instruction,
-    IntType, PointerType, StructType, Value, VectorType, i64)
+    IntType, PointerType, StructType, Value, VectorType, i1, i64)
+from .faults import line_of
+from .structs import alignment, size
 
 _FOLLOW = ("getelementptr", "bitcast", "phi", "select", "freeze")
 _MEMORY_INTRINSICS = ("llvm.memcpy", "llvm.memmove", "llvm.memset")
 
 
+NULL_ROOT = -2_000_000          # the param index a null pointer's accesses carry (recorded as NULL_POINTER)
+_CONSTANT_FOLLOW = ("getelementptr", "bitcast", "addrspacecast")
+NULL_PAGE = 1 << 20             # constant addresses below this are a null pointer's elements (other ones are refused)
+
+
 def shared_param_index(n: int) -> int:
     return SHARED_INDEX_BASE - n
+
+
+def is_null(value: Value) -> bool:
+    """``null``, or an address just past it (``p[1]`` of a null ``p``: clang folds it to ``inttoptr (i64 4)``)."""
+    if isinstance(value, ConstantExpr):
+        operand = value.operands[0] if value.opcode == "inttoptr" and value.operands else None
+        return isinstance(operand, Constant) and operand.kind == "scalar" and 0 <= operand.value < NULL_PAGE
+    return isinstance(value, Constant) and value.kind in ("null", "zero") and isinstance(value.type, PointerType)
+
+
+def local_roots(fn: Function) -> dict:
+    """The thread's local arrays (``float a[4]``, a struct's copy): alloca -> (param index ``-1 - k``,
+    length, element bytes), as ``insert_checks`` takes roots; the elements are the innermost
+    array's (a ``float a[4][4]`` has 16). Allocas of types without a known size are left out."""
+    out = {}
+    for inst in fn.instructions():
+        if inst.opcode != "alloca":
+            continue
+        t, count = inst.element_type, 1
+        while isinstance(t, ArrayType):
+            t, count = t.element, count * t.count
+        try:
+            esize = size(t)
+        except CudaTranslationError:        # a pointer or other type structs.size does not know
+            continue
+        if inst.operands:                   # alloca T, i32 %n
+            b = Builder(inst.parent, inst.parent.instructions.index(inst))
+            n = inst.operands[0]
+            n = n if n.type == i64 else b.cast("zext", n, i64)
+            length = b.mul(n, Constant(i64, count)) if count != 1 else n
+        else:
+            length = Constant(i64, count)
+        out[inst] = (-1 - len(out), length, esize)
+    return out
+
+
+def constant_offset(pointer: Value, root: Value) -> int | None:
+    """The byte offset of ``pointer`` from ``root`` where it is ``root`` through GEPs of constant
+    indices only (C layout, structs.py), else None."""
+    offset = 0
+    while pointer is not root:
+        if not (isinstance(pointer, Instruction) and pointer.opcode == "getelementptr"
+                and all(isinstance(i, Constant) and i.kind == "scalar" for i in pointer.operands[1:])):
+            return None
+        indices, t = [int(i.value) for i in pointer.operands[1:]], pointer.element_type
+        try:
+            offset += indices[0] * size(t)
+            for k in indices[1:]:
+                if isinstance(t, StructType):
+                    offset += _field_offset(t, k)
+                    t = t.elements[k]
+                elif isinstance(t, (ArrayType, VectorType)):
+                    t = t.element
+                    offset += k * size(t)
+                else:
+                    return None
+        except CudaTranslationError:
+            return None
+        pointer = pointer.operands[0]
+    return offset
+
+
+def _field_offset(t: StructType, k: int) -> int:
+    offset = 0
+    for n, e in enumerate(t.elements[:k + 1]):
+        if not t.packed:
+            offset = -(-offset // alignment(e)) * alignment(e)
+        if n < k:
+            offset += size(e)
+    return offset
 
 
 def store_size(t) -> int:
@@ -47,6 +128,8 @@ def root_of(pointer: Value, seen=None):
     if id(pointer) in seen:
         return _CYCLE
     seen.add(id(pointer))
+    if isinstance(pointer, ConstantExpr) and pointer.opcode in _CONSTANT_FOLLOW and not is_null(pointer):
+        return root_of(pointer.operands[0], seen)          # a constant GEP of null (or of a global)
     if isinstance(pointer, Instruction) and pointer.opcode in _FOLLOW:
         sources = {"getelementptr": pointer.operands[:1], "bitcast": pointer.operands[:1],
                    "freeze": pointer.operands[:1], "select": pointer.operands[1:],
@@ -77,10 +160,16 @@ class _Origin:
     def of(self, pointer: Value) -> tuple:
         if id(pointer) in self.memo:
             return self.memo[id(pointer)]
-        if pointer in self.roots:
+        if is_null(pointer):
+            result = (Constant(i64, 0), Constant(i64, 0), Constant(i64, NULL_ROOT), Constant(i64, 1))
+        elif pointer in self.roots:
             param_index, _, esize = self.roots[pointer]
-            base = Builder(self.fn.entry, 0).cast("ptrtoint", pointer, i64, "base")
+            at = (Builder(pointer.parent, pointer.parent.instructions.index(pointer) + 1)
+                  if isinstance(pointer, Instruction) else Builder(self.fn.entry, 0))     # after an alloca
+            base = at.cast("ptrtoint", pointer, i64, "base")
             result = (base, self.limits[pointer], Constant(i64, param_index), Constant(i64, esize))
+        elif isinstance(pointer, ConstantExpr) and pointer.opcode in _CONSTANT_FOLLOW:
+            result = self.of(pointer.operands[0])
         elif isinstance(pointer, Instruction) and pointer.opcode in ("getelementptr", "bitcast", "freeze"):
             result = self.of(pointer.operands[0])
         elif isinstance(pointer, Instruction) and pointer.opcode == "select":
@@ -125,6 +214,37 @@ def _accesses(inst: Instruction):
     return []
 
 
+def accessed_scalars(fn: Function, pointer: Value, users=None) -> set:
+    """The scalar types of the loads, stores and atomics through ``pointer`` and what is derived
+    from it by GEPs, casts, phis and selects (vectors and aggregates by their leaf types)."""
+    users = fn.users() if users is None else users
+    seen, todo, found = {id(pointer)}, [pointer], set()
+    while todo:
+        value = todo.pop()
+        for inst in users.get(value, []):
+            accessed = None
+            if inst.opcode == "load" and inst.operands[0] is value:
+                accessed = inst.type
+            elif inst.opcode == "store" and inst.operands[1] is value:
+                accessed = inst.operands[0].type
+            elif inst.opcode in ("atomicrmw", "cmpxchg") and inst.operands[0] is value:
+                accessed = inst.operands[-1].type
+            elif inst.opcode in _FOLLOW and inst.type.is_pointer and id(inst) not in seen:
+                seen.add(id(inst))
+                todo.append(inst)
+            if accessed is not None:
+                found |= _leaf_types(accessed)
+    return found
+
+
+def _leaf_types(t) -> set:
+    if isinstance(t, (ArrayType, VectorType)):
+        return _leaf_types(t.element)
+    if isinstance(t, StructType):
+        return {leaf for e in t.elements for leaf in _leaf_types(e)}
+    return {t}
+
+
 def check_read_only(fn: Function, read_only: dict, kernel: str) -> None:
     """``read_only``: root argument -> parameter name of arrays declared ``ado.In``; none may be written."""
     for inst in fn.instructions():
@@ -139,23 +259,43 @@ def check_read_only(fn: Function, read_only: dict, kernel: str) -> None:
 
 
 def insert_checks(fn: Function, roots: dict, status: Value, kernel: str) -> None:
-    """``roots``: root argument -> (param_index, length in elements (an i64 Value), element bytes)."""
+    """``roots``: root argument -> (param_index, length in elements (an i64 Value), element bytes);
+    the thread's local arrays (``local_roots``) are checked too, and an access through a null
+    pointer (``p = nullptr; p[i]``, or ``c ? x : nullptr``, which clang keeps with
+    ``-fno-delete-null-pointer-checks``) fails as one into an array of no elements."""
+    locals_ = local_roots(fn)
+    roots = {**roots, **locals_}
     users = fn.users()
     for root in roots:
         _refuse_escapes(fn, root, users, kernel)
     entry = Builder(fn.entry, 0)
-    limits = {root: length if esize == 1 else entry.mul(length, Constant(i64, esize), "limit")
-              for root, (_, length, esize) in roots.items()}
+    limits = {}
+    for root, (_, length, esize) in roots.items():
+        at = entry
+        if isinstance(length, Instruction):              # a dynamic alloca's count, computed before it
+            at = Builder(length.parent, length.parent.instructions.index(length) + 1)
+        limits[root] = length if esize == 1 else at.mul(length, Constant(i64, esize), "limit")
     origins = _Origin(fn, roots, limits)
     work = []
     for inst in list(fn.instructions()):
         for pointer, size in _accesses(inst):
             found = leaves(pointer)
-            if all(_is_private_or_global(v) for v in found):
-                continue                        # the thread's stack or a __device__ variable
+            if any(v is status for v in found):
+                continue                        # the status record (faults.py's checks)
+            if all(isinstance(v, GlobalVariable) or (_is_private_or_global(v) and v not in roots) for v in found):
+                continue                        # a __device__ variable or a local of unknown size
             root = root_of(pointer)
             try:
-                if root in roots:
+                if root is not None and is_null(root):
+                    width = size.value if isinstance(size, Constant) else 1
+                    origin = (Constant(i64, 0), Constant(i64, 0), Constant(i64, NULL_ROOT), Constant(i64, width))
+                elif root in locals_ and isinstance(size, Constant) and isinstance(locals_[root][1], Constant):
+                    at = constant_offset(pointer, root)        # a[2] of float a[4]: inside, nothing to check
+                    if at is not None and 0 <= at and at + size.value <= locals_[root][1].value * locals_[root][2]:
+                        continue
+                    param_index, _, esize = roots[root]
+                    origin = (None, limits[root], Constant(i64, param_index), Constant(i64, esize))
+                elif root in roots:
                     param_index, _, esize = roots[root]
                     origin = (None, limits[root], Constant(i64, param_index), Constant(i64, esize))
                 else:
@@ -215,7 +355,14 @@ def _check(fn: Function, inst: Instruction, pointer, size, root, origin: tuple, 
     fn.blocks.append(fail)
     b.cbranch(b.binary("and", starts_inside, fits), rest, fail)
     f = Builder(fail)
-    old = f.atomicrmw("xchg", status, Constant(i64, OUT_OF_BOUNDS))
+    null = (Constant(i1, int(param_index.value == NULL_ROOT)) if isinstance(param_index, Constant)
+            else f.icmp("eq", param_index, Constant(i64, NULL_ROOT)))
+
+    def pick(if_null, otherwise, builder=f):
+        if isinstance(null, Constant):
+            return if_null if null.value else otherwise
+        return builder.select(null, if_null, otherwise)
+    old = f.atomicrmw("xchg", status, pick(Constant(i64, NULL_POINTER), Constant(i64, OUT_OF_BOUNDS)))
     write = Block(fn._unique_block_name(f"{block.name}.record"), parent=fn)
     leave = Block(fn._unique_block_name(f"{block.name}.skip"), parent=fn)
     fn.blocks += [write, leave]
@@ -223,7 +370,9 @@ def _check(fn: Function, inst: Instruction, pointer, size, root, origin: tuple, 
     w = Builder(write)
     one = isinstance(esize, Constant) and esize.value == 1
     index = offset if one else w.binary("sdiv", offset, esize, "index")
-    for word, value in ((1, param_index), (2, index), (3, Constant(i64, 0))):
+    words = ((1, pick(Constant(i64, -1), param_index, w)), (2, pick(Constant(i64, line_of(inst)), index, w)),
+             (3, pick(index, Constant(i64, 0), w)))
+    for word, value in words:
         w.store(value, w.gep(i64, status, [Constant(i64, word)]))
     w.br(leave)
     Builder(leave).ret()

@@ -13,12 +13,14 @@ import tempfile
 from pathlib import Path
 
 from ...errors import ForeignCompileError, ToolNotFoundError
+from .diagnostics import explained
 
 HEADER = Path(__file__).with_name("ado_cuda.h")
 TIMEOUT_S = 120
 # part of the clang-IR cache key: bumped when what is stored for the same source changes (2: every
-# spelling of the temporary file's path in debug info is "<cuda source>")
-CLANG_IR_FORMAT = 2
+# spelling of the temporary file's path in debug info is "<cuda source>"; 3: null pointers are kept,
+# -fno-delete-null-pointer-checks, so that their accesses are checked instead of deleted as undefined)
+CLANG_IR_FORMAT = 3
 
 
 def clang_command() -> list[str]:
@@ -61,14 +63,15 @@ def _compile(source: str, language: str, arch: str, options) -> str:
         path.write_text(source)
         out = Path(tmp) / "kernel.ll"
         command = (clang_command() + device_flags(language, arch)
-                   + ["-O2", "-S", "-emit-llvm", "-fno-exceptions", "-include", str(HEADER), *options,
-                      str(path), "-o", str(out)])
+                   + ["-O2", "-S", "-emit-llvm", "-fno-exceptions", "-fno-delete-null-pointer-checks",
+                      "-include", str(HEADER), *options, str(path), "-o", str(out)])
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
         except subprocess.TimeoutExpired:
             raise ForeignCompileError(f"clang took more than {TIMEOUT_S} s on the {language} source") from None
         if done.returncode != 0:
-            message = done.stderr.replace(str(path), f"<{language} source>").strip()
+            name = f"<{language} source>"
+            message = explained(done.stderr.replace(str(path), name), name, HEADER)
             raise ForeignCompileError(f"clang could not compile the {language} source for {arch}:\n{message}")
         return _source_named(out.read_text(), path, language)
 

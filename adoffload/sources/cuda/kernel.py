@@ -161,6 +161,7 @@ class CudaKernel(CudaLaunchable):
                 body = translate(self.module.text, self.symbol, signature, threads, self.body_name,
                                  bounds_check=self.bounds_check, shared_bytes=key[1], declared=self.params)
                 hit = CudaBlockKernel(signature, body.text, self.body_name, tuple(reversed(threads)), body.shared)
+                hit.source_name = f"<{self.module.language} source>"
                 self._kernels[key] = hit
             return hit
 
@@ -188,6 +189,7 @@ class CudaBlockKernel(IRKernel):
     """The block kernel of one CUDA kernel for one block shape (row-major, CUDA's x last)."""
 
     launched_cuda_style = True      # errors about the launch speak of blocks= and blockIdx (analysis/races/block_stores.py)
+    source_name = "<cuda source>"   # faults name lines of it (kernels/launch_run.source_file)
 
     def __init__(self, signature: KernelSignature, text: str, body_name: str, block: tuple[int, ...], shared):
         super().__init__(signature, text, body_name)

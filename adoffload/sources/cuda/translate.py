@@ -35,6 +35,7 @@ from ...language.types import i32 as ado_i32
 from ...language.types import i64 as ado_i64
 from . import bounds, structs
 from ...analysis.races.global_writes import check_stores_of_the_block
+from .faults import check_index_overflow, guard_divisions
 from .header_locations import call_site_locations
 from .structs import Struct
 from .speculate import make_exchanges_uniform
@@ -45,6 +46,10 @@ KERNEL_CONVENTIONS = ("ptx_kernel", "amdgpu_kernel")
 _BARRIERS = ("llvm.nvvm.barrier0", "llvm.nvvm.barrier.sync", "llvm.nvvm.barrier.cta.sync",
              "llvm.nvvm.bar.sync")
 _AXES = "xyz"
+# the device heap (C++ operator new/delete, by their mangled prefix, and the C library's), refused by name
+_HEAP_CALLS = {"_Znw": "operator new", "_Zna": "operator new[]", "_Zdl": "operator delete",
+               "_Zda": "operator delete[]", "malloc": "malloc", "free": "free", "calloc": "calloc",
+               "realloc": "realloc"}
 _OFFLOAD_BOOKKEEPING = ("llvm.used", "llvm.compiler.used")
 MAX_THREADS_PER_AXIS = 2**31       # blocks * threads on one axis: CUDA's int thread index fits
 GRID_PARAMS = tuple(f"gridDim_{c}" for c in _AXES)
@@ -134,6 +139,12 @@ def translate(text: str, symbol: str, signature: KernelSignature, threads: tuple
     fn, kernel = module.functions[symbol], source_name(symbol)
     for inst in fn.instructions():
         callee = inst.callee if inst.opcode == "call" else None
+        heap = _HEAP_CALLS.get(callee.name[:4] if callee.name.startswith("_Z") else callee.name) \
+            if isinstance(callee, Function) else None
+        if heap is not None:
+            where = f" at {inst.location}" if inst.location is not None else ""
+            raise CudaTranslationError(f"kernel '{kernel}' calls {heap}{where}: kernels cannot allocate memory (use "
+                                       f"a local array of fixed size, or pass a scratch array as a parameter)")
         if isinstance(callee, Function) and not callee.is_declaration:
             raise CudaTranslationError(f"kernel '{kernel}' calls @{callee.name}, which could not be inlined "
                                        f"(a recursive device function); recursion is not supported")
@@ -171,7 +182,11 @@ def translate(text: str, symbol: str, signature: KernelSignature, threads: tuple
                   for p in params if p.is_array}
         shared_roots = {a: (bounds.shared_param_index(n), Constant(i64, s.nbytes // (s.dtype.bits // 8)),
                             s.dtype.bits // 8) for n, (a, s) in enumerate(zip(args.shared, shared))}
+        trusted = [*args.tids, *(args.flat[g] for g in GRID_PARAMS if g in args.flat)]
+        check_index_overflow(fn, args.status, trusted)    # first: a wrapped index is told as such
         bounds.insert_checks(fn, {**arrays, **shared_roots}, args.status, kernel)
+    guard_divisions(fn, args.status, kernel)
+    fn.attributes.discard("null_pointer_is_valid")    # clang's -fno-delete-null-pointer-checks: nulls are checked now
     for name in [n for n, g in module.globals.items() if g.addrspace == 3 or n in _OFFLOAD_BOOKKEEPING
                  or n.startswith("__hip_cuid_")]:
         del module.globals[name]          # shared memory is now arguments; the rest served the offload bundler
@@ -210,6 +225,30 @@ def check_parameters(fn: Function, params, kernel: str) -> None:
             raise CudaTranslationError(f"kernel '{kernel}': parameter '{param.name}' was declared {param.type!r} "
                                        f"but the kernel's parameter {arg.index} is {arg.type} (parameters: "
                                        f"{_types(args)})")
+        if param.is_array:
+            _check_element_type(fn, arg, param, kernel)
+
+
+_ADO_NAMES = {"float": "ado.f32", "double": "ado.f64", "i32": "ado.i32", "i64": "ado.i64"}
+
+
+def _check_element_type(fn: Function, arg: Argument, param, kernel: str) -> None:
+    """A pointer parameter's declared dtype has the size of what the kernel loads and stores through
+    it (a ``const float*`` declared ``ado.In[ado.f64]`` would read pairs of floats as doubles). Only
+    sizes are compared: a kernel may access a float array as integer bits (``atomicCAS`` on
+    ``(int*)p``); byte accesses and pointers reached only through calls decide nothing."""
+    accessed = {t for t in bounds.accessed_scalars(fn, arg) if bounds.store_size(t) > 1}
+    size = param.dtype.bits // 8
+    if not accessed or any(bounds.store_size(t) == size for t in accessed):
+        return
+    spelled = " and ".join(sorted(str(t) for t in accessed))
+    hint = [_ADO_NAMES[str(t)] for t in accessed if str(t) in _ADO_NAMES]
+    intent = {"in": "In", "out": "Out", "inout": "InOut"}[param.type.intent]
+    fix = f"; declare it ado.{intent}[{hint[0]}]" if len(hint) == 1 else ""
+    raise CudaTranslationError(f"kernel '{kernel}': parameter '{param.name}' was declared {param.type!r} "
+                               f"({size}-byte elements), but the kernel accesses it as {spelled} "
+                               f"({', '.join(str(bounds.store_size(t)) for t in sorted(accessed, key=str))}-byte "
+                               f"elements){fix}")
 
 
 def _types(args) -> str:
