@@ -106,7 +106,7 @@ def _own_kernels() -> dict:
 
 def _cuda_kernels(language: str) -> dict:
     import adoffload as ado
-    mod = (ado.from_cuda if language == "cuda" else ado.from_hip)(CUDA_SOURCE)
+    mod = (ado.from_cuda if language == "cuda" else ado.from_hip)(CUDA_SOURCE, options=["-gline-tables-only"])
     return {"map": mod.kernel("map", a=ado.f64, x=ado.In[ado.f64], out=ado.Out[ado.f64], n=ado.i32),
             "gather": mod.kernel("gather", a=ado.f64, x=ado.In[ado.f64], k=ado.In[ado.i32], m=ado.In[ado.i32],
                                  out=ado.Out[ado.f64], n=ado.i32)}

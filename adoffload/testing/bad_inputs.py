@@ -107,7 +107,6 @@ BAD_INPUTS = (
 _JAX = ("under JAX an error the kernel finds (bounds, division) comes out of the FFI handler as JAX's "
         "jax.errors.JaxRuntimeError (OUT_OF_RANGE), whose message names the kernel and the array and index "
         "(or the line), not as an adoffload.Error")
-_CUDA = "fixed on branch cudafaults"
 _RAW = ("a raw pointer carries no length: the foreign function reads as far as its n says, past a short array "
         "(silently wrong numbers)")
 _FOREIGN_FAULT = ("foreign code runs unchecked: an index past the array reads or writes outside it (silently "
@@ -117,10 +116,6 @@ _NUMBA_DIVISION = ("numba's cfunc turns the ZeroDivisionError into an 'exception
 _NULL = "None is passed as a NULL pointer (C may accept one); a function that dereferences it crashes (SIGSEGV)"
 
 KNOWN_FAILURES: tuple[tuple[str, str, str, str], ...] = (
-    ("from_cuda", "jax", "division_by_zero", f"{_CUDA} (SIGFPE on the host); then: {_JAX}"),
-    ("from_hip", "jax", "division_by_zero", f"{_CUDA} (SIGFPE on the host); then: {_JAX}"),
-    ("from_cuda", "*", "division_by_zero", f"{_CUDA} (SIGFPE on the host)"),
-    ("from_hip", "*", "division_by_zero", f"{_CUDA} (SIGFPE on the host)"),
     *((s, "jax", b, _JAX) for s in ("@ado.kernel", "from_cuda", "from_hip")
       for b in ("short", "out_of_bounds", "division_by_zero", "index_overflow")),
     ("from_numba", "*", "division_by_zero", _NUMBA_DIVISION),
@@ -195,8 +190,11 @@ def _tails(values: dict) -> list[tuple[np.ndarray, int, bytes]]:
 
 def _message_names(case: Case, message: str) -> bool:
     bad = case.bad
+    line = re.search(r"\bline \d+", message) is not None
     if bad.param is None:                    # an in-kernel fault without an array: the line
-        return re.search(r"\bline \d+", message) is not None
+        return line
+    if bad.fault and line:                   # an in-kernel fault told at its source line (an index's overflow)
+        return True
     if f"'{bad.param}'" in message:          # quoted, as every message spells a parameter ('a' is a word too)
         return True
     if case.source.kind == "foreign":        # the argument as the IR names it (numba: %.2), or its position

@@ -14,10 +14,11 @@ from adoffload.sources.cuda.compile import compile_to_llvm
 ROOT = Path(__file__).resolve().parents[2]
 
 
-# (source, clang options) the GPU tests compile with flags (tests/foreign_cuda/test_faults.py: line tables)
+# (source, clang options) the GPU tests compile with flags (test_faults.py and the bad-input matrix: line tables)
 def flagged() -> list[tuple[str, tuple[str, ...]]]:
+    from adoffload.testing.bad_input_sources import CUDA_SOURCE        # the bad-input matrix's GPU variant
     from tests.foreign_cuda import sources as corpus
-    return [(corpus.FAULTS, ("-gline-tables-only",))]
+    return [(corpus.FAULTS, ("-gline-tables-only",)), (CUDA_SOURCE, ("-gline-tables-only",))]
 
 
 def sources() -> list[str]:
@@ -25,8 +26,6 @@ def sources() -> list[str]:
     from tests.foreign_cuda import sources as corpus
     found = [v for v in vars(corpus).values() if isinstance(v, str) and "__global__" in v]
     found.append(foreign_cuda.CUDA)
-    from adoffload.testing.bad_input_sources import CUDA_SOURCE        # the bad-input matrix's GPU variant
-    found.append(CUDA_SOURCE)
     found += [p.read_text() for p in sorted((ROOT / "benchmarks" / "cuda").glob("*.cu"))]
     return found
 
