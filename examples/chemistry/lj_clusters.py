@@ -52,6 +52,10 @@ def parse(argv=None):
     p.add_argument("--step-size", type=float, default=0.4, help="largest random displacement per coordinate")
     p.add_argument("--kT", type=float, default=0.8, help="Metropolis temperature (reduced units)")
     p.add_argument("--seed", type=int, default=0, help="random seed")
+    p.add_argument("--until-reached", action="store_true",
+                   help="stop the search at the first step where the published minimum is reached")
+    p.add_argument("--time-limit", type=float, help="stop the search after the step that passes this many seconds "
+                                                    "(compiling included; default: no limit)")
     p.add_argument("--out", default="results/lj_clusters", help="folder for the plot (created if missing)")
     return p.parse_args(argv)
 
@@ -87,7 +91,7 @@ def main(argv=None):
     start, hop = over_walkers(start, mesh), over_walkers(hop, mesh)
     published = PUBLISHED_MINIMA.get(n)
     began = time.perf_counter()
-    reached = None
+    reached, stopped = None, None
     key = jax.random.PRNGKey(args.seed)
     with jax.default_device(device):
         key, sub = jax.random.split(key)
@@ -97,13 +101,18 @@ def main(argv=None):
         for s in range(steps):
             if reached is None and published is not None and best_history[-1] < published + REACHED:
                 reached = (s, time.perf_counter() - began)
+            if (reached is not None and args.until_reached) or (
+                    args.time_limit is not None and time.perf_counter() - began > args.time_limit):
+                stopped = f"stopped after {s} of {steps} steps ({'reached' if reached else '--time-limit'})"
+                break
             key, sub = jax.random.split(key)
             walkers = hop(walkers, split_keys(sub, clusters, mesh))
             best_history.append(float(jnp.min(walkers.best_energy)))
             bar(s + 1, steps)
     seconds = time.perf_counter() - began
+    done_steps = len(best_history) - 1
     if reached is None and published is not None and best_history[-1] < published + REACHED:
-        reached = (steps, seconds)
+        reached = (done_steps, seconds)
 
     best = best_history[-1]
     found = to_host(walkers.best_energy)
@@ -113,9 +122,14 @@ def main(argv=None):
         print(f"published global min.  {published:.6f}   (Cambridge Cluster Database)")
         print(f"difference             {best - published:+.2e}; walkers at the global minimum: {hits}/{clusters}")
         if reached is not None:
-            print(f"first reached          after {reached[0]} basin-hopping step(s), {reached[1]:.1f} s "
-                  f"(compiling included)")
-    print(f"time {seconds:.1f} s for the search ({clusters * steps / seconds:.3g} local minimizations/s, "
+            print(f"reached the published minimum: yes, first after {reached[0]} basin-hopping step(s), "
+                  f"{reached[1]:.1f} s (compiling included)")
+        else:
+            print(f"reached the published minimum: NO (best {best - published:+.2e} above it after {done_steps} "
+                  f"steps)")
+    if stopped:
+        print(stopped)
+    print(f"time {seconds:.1f} s for the search ({clusters * (done_steps + 1) / seconds:.3g} local minimizations/s, "
           f"compiling included); {time.perf_counter() - STARTED:.1f} s since the script started (imports and "
           f"JAX's start-up too)")
 
@@ -127,7 +141,7 @@ def main(argv=None):
     print(f"output folder: {out}")
     return {"best": best, "published": published, "history": best_history, "seconds": seconds,
             "walkers_at_minimum": int(np.sum(found < (published or -np.inf) + 1e-4)),
-            "reached": reached}
+            "reached": reached, "steps": done_steps, "clusters": clusters}
 
 
 def _adoffload_steps(args, n: int, local_steps: int, container: float):
