@@ -24,7 +24,8 @@ Two cases, each a row per run, written as they come:
   time on a subset. Each batch method: the first call on all the curves (compiling included:
   JAX traces and compiles for these shapes, adoffload generates and compiles its kernel), then the
   time per curve of a second, identical call (host wall clock, numpy in and out), how many converged, and ``max_diff_vs_scipy``, the largest parameter difference from
-  scipy's on the subset where both converged. scipy: its first fit's time, then per curve.
+  scipy's on the subset where both converged. scipy: its first fit's time, then per curve. The
+  fits too run in a fresh process with an empty compile cache.
 
 One run each (these are seconds-long solves, not microsecond kernels); ``--seeds`` repeats the LJ
 case with other seeds.
@@ -161,6 +162,39 @@ def fit_rows(rows, device: str, curves: int, subset: int) -> None:
                      if both.any() else None})
 
 
+class _PrintedRows(list):
+    def append(self, row: dict) -> None:
+        print("ROW " + json.dumps(row), flush=True)
+
+
+_FITS_CHILD = """
+import sys
+from benchmarks.suites import optimize
+optimize.fit_rows(optimize._PrintedRows(), sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
+"""
+
+
+def fits_in_a_fresh_process(rows, device: str, curves: int, subset: int, timeout: float = 1500.0) -> None:
+    """fit_rows in a child process with an empty compile cache, so that every first call compiles
+    (adoffload's kernel as well as JAX's functions); its rows come back as JSON lines."""
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "ADOFFLOAD_CACHE_DIR": cache, "PYTHONUNBUFFERED": "1",
+               "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        try:
+            done = subprocess.run([sys.executable, "-c", _FITS_CHILD, device, str(curves), str(subset)],
+                                  capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT)
+            stdout, failure = done.stdout, (None if done.returncode == 0 else
+                                            f"exit status {done.returncode}: {done.stderr.strip()[-400:]}")
+        except subprocess.TimeoutExpired as expired:
+            stdout, failure = (expired.stdout or b"").decode() if isinstance(expired.stdout, bytes) else (
+                expired.stdout or ""), f"the fits' process ran past {timeout:g} s (rows before are kept)"
+    for line in stdout.splitlines():
+        if line.startswith("ROW "):
+            rows.append(json.loads(line[len("ROW "):]))
+    if failure is not None:
+        rows.append({"case": "fits", "method": "all", "device": device, "curves": curves, "error": failure})
+
+
 def run(rows, device: str, quick: bool, options) -> None:
     cases = options.cases or ["lj", "fits"]
     if "lj" in cases:
@@ -175,7 +209,7 @@ def run(rows, device: str, quick: bool, options) -> None:
             rows.append(lj_run(device, 75, walkers, steps, "lbfgs", local, seed, limit, Path(options.out), surface))
     if "fits" in cases:
         curves, subset = FIT_SIZES[(device, quick)]
-        fit_rows(rows, device, options.curves or curves, subset)
+        fits_in_a_fresh_process(rows, device, options.curves or curves, subset)
 
 
 LJ_COLUMNS = ["atoms", "walkers", "minimizer", "surface_moves", "seed", "time_limit_s", "reached", "steps_to_minimum", "time_to_minimum_s",
