@@ -15,7 +15,8 @@ Two cases, each a row per run, written as they come:
   4096 walkers with L-BFGS and with FIRE, 60 s of search each at most); ``--quick``: LJ13
   (-44.326801).
 * ``lj75``, only when named (``--cases lj75``): the same for LJ75 (-397.492331) with surface
-  moves (``--surface-moves 0.3``): 8192 walkers, at most 480 s of search on a GPU.
+  moves (``--surface-moves 0.3``): 4096 walkers, at most 480 s of search on a GPU (32 walkers,
+  2700 s on the host).
 * ``fits``: ``examples/fitting/benchmark.py``'s decay curves ``A exp(-k t) + c`` (40 points, 2%
   noise, the same start for all), tolerance 1e-8 everywhere, fitted by adoffload's
   ``least_squares(method="lm")``, optimistix's ``LevenbergMarquardt`` under ``jax.vmap``
@@ -57,7 +58,7 @@ LJ_RUNS = {
 }
 TIME_LIMIT = {"cpu": 300.0, "cuda": 60.0}       # seconds of search per LJ run (then it stops, unreached)
 # the lj75 case (not run by default): walkers, most steps, most L-BFGS iterations, fraction of surface moves
-LJ75_RUN = {"cpu": (32, 3000, 1500, 0.3), "cuda": (8192, 600, 1500, 0.3)}
+LJ75_RUN = {"cpu": (32, 3000, 1500, 0.3), "cuda": (4096, 1000, 1500, 0.3)}
 LJ75_TIME_LIMIT = {"cpu": 2700.0, "cuda": 480.0}
 # fits per (device, quick): curves of the batch methods, of the scipy subset
 FIT_SIZES = {("cpu", False): (20_000, 300), ("cpu", True): (400, 20),

@@ -29,7 +29,7 @@ from common import HelpFormatter, output_folder, pick_backend, progress, save_pl
 PUBLISHED_MINIMA = {13: -44.326801, 38: -173.928427, 75: -397.492331}
 # Size presets: (clusters, basin-hopping steps, most iterations of one local minimization).
 PRESETS = {("cpu", 13): (256, 25, 300), ("cpu", 38): (64, 200, 600), ("cpu", 75): (64, 2000, 1500),
-           ("cuda", 13): (4096, 50, 400), ("cuda", 38): (8192, 400, 800), ("cuda", 75): (8192, 600, 1500)}
+           ("cuda", 13): (4096, 50, 400), ("cuda", 38): (8192, 400, 800), ("cuda", 75): (4096, 1000, 1500)}
 # FIRE's settings for reduced LJ units (adoffload.chemistry.optimize.FireOptions' defaults)
 FIRE_OPTIONS = {"dt_start": 0.005, "dt_max": 0.05, "max_step": 0.1, "group": 3}
 
