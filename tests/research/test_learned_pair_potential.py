@@ -48,3 +48,16 @@ def test_gradient_of_the_force_loss_agrees_with_central_differences(research_pat
         step[index] = h
         expected[index] = (float(value(logs + step)) - float(value(logs - step))) / (2 * h)
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-8 * np.abs(expected).max())
+
+
+@pytest.mark.gpu
+def test_on_cuda_the_second_order_gradient_matches_plain_jax(research_path, cuda, tmp_path):
+    import jax
+    if jax.devices()[0].platform != "gpu":
+        pytest.skip("JAX sees no GPU here (jax[cuda] not installed)")
+    import learned_pair_potential as example
+    result = example.main(["--device", "cuda", "--configs", "64", "--atoms", "32", "--steps", "20",
+                           "--out", str(tmp_path)])
+    assert result["grad_difference"] < 1e-8
+    np.testing.assert_allclose(result["losses"], result["reference_losses"], rtol=1e-6)
+    assert result["losses"][-1] < result["losses"][0]
