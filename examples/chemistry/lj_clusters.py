@@ -55,6 +55,9 @@ def parse(argv=None):
                    help="adoffload backend: the fraction of moves that, instead of kicking every atom, put the "
                         "--surface-atoms least bound atoms at random places on the cluster's surface (angular moves)")
     p.add_argument("--surface-atoms", type=int, default=2, help="atoms a surface move relocates")
+    p.add_argument("--restart-every", type=int, metavar="K",
+                   help="every K-th step restarts every walker from a new random cluster (each keeps its best); "
+                        "default: never")
     p.add_argument("--kT", type=float, default=0.8, help="Metropolis temperature (reduced units)")
     p.add_argument("--seed", type=int, default=0, help="random seed")
     p.add_argument("--until-reached", action="store_true",
@@ -113,7 +116,10 @@ def main(argv=None):
                 stopped = f"stopped after {s} of {steps} steps ({'reached' if reached else '--time-limit'})"
                 break
             key, sub = jax.random.split(key)
-            walkers = hop(walkers, split_keys(sub, clusters, mesh))
+            if args.restart_every and (s + 1) % args.restart_every == 0:
+                walkers = restarted(walkers, start(split_keys(sub, clusters, mesh)))
+            else:
+                walkers = hop(walkers, split_keys(sub, clusters, mesh))
             best_history.append(float(jnp.min(walkers.best_energy)))
             bar(s + 1, steps)
     seconds = time.perf_counter() - began
@@ -188,6 +194,15 @@ def _adoffload_steps(args, n: int, local_steps: int, container: float):
 
     what = f"{'L-BFGS' if args.minimizer == 'lbfgs' else 'FIRE'} to gtol {args.gtol:g} (at most {local_steps} iterations)"
     return start, hop, what
+
+
+def restarted(walkers, fresh):
+    """Each walker continues from its fresh (minimized random) cluster and keeps the best it had."""
+    import jax.numpy as jnp
+    from adoffload.chemistry.optimize import Walker
+    kept = walkers.best_energy < fresh.best_energy
+    return Walker(fresh.x, fresh.energy, jnp.where(kept[:, None, None], walkers.best_x, fresh.best_x),
+                  jnp.where(kept, walkers.best_energy, fresh.best_energy))
 
 
 def surface_move(x, key, count: int):
