@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 
 SUITES = ("bandwidth", "rajaperf", "derivatives", "overheads", "chemistry", "user_kernels", "blocks",
-          "foreign_cuda", "scaling", "shard_map")
+          "foreign_cuda", "scaling", "shard_map", "optimize")
 
 
 def load_suite(name: str):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 
 STARTED = time.perf_counter()       # the whole run's clock: imports and JAX's start-up count too
@@ -27,8 +28,8 @@ from common import HelpFormatter, output_folder, pick_backend, progress, save_pl
 
 PUBLISHED_MINIMA = {13: -44.326801, 38: -173.928427, 75: -397.492331}
 # Size presets: (clusters, basin-hopping steps, most iterations of one local minimization).
-PRESETS = {("cpu", 13): (256, 25, 300), ("cpu", 38): (64, 200, 600),
-           ("cuda", 13): (4096, 50, 400), ("cuda", 38): (8192, 400, 800)}
+PRESETS = {("cpu", 13): (256, 25, 300), ("cpu", 38): (64, 200, 600), ("cpu", 75): (64, 2000, 1500),
+           ("cuda", 13): (4096, 50, 400), ("cuda", 38): (8192, 400, 800), ("cuda", 75): (4096, 1000, 1500)}
 # FIRE's settings for reduced LJ units (adoffload.chemistry.optimize.FireOptions' defaults)
 FIRE_OPTIONS = {"dt_start": 0.005, "dt_max": 0.05, "max_step": 0.1, "group": 3}
 
@@ -50,8 +51,19 @@ def parse(argv=None):
     p.add_argument("--gtol", type=float, default=1e-5, help="a local minimization ends when no force component "
                                                             "exceeds this (adoffload backend)")
     p.add_argument("--step-size", type=float, default=0.4, help="largest random displacement per coordinate")
+    p.add_argument("--surface-moves", type=float, default=0.0, metavar="P",
+                   help="adoffload backend: the fraction of moves that, instead of kicking every atom, put the "
+                        "--surface-atoms least bound atoms at random places on the cluster's surface (angular moves)")
+    p.add_argument("--surface-atoms", type=int, default=2, help="atoms a surface move relocates")
+    p.add_argument("--restart-every", type=int, metavar="K",
+                   help="every K-th step restarts every walker from a new random cluster (each keeps its best); "
+                        "default: never")
     p.add_argument("--kT", type=float, default=0.8, help="Metropolis temperature (reduced units)")
     p.add_argument("--seed", type=int, default=0, help="random seed")
+    p.add_argument("--until-reached", action="store_true",
+                   help="stop the search at the first step where the published minimum is reached")
+    p.add_argument("--time-limit", type=float, help="stop the search after the step that passes this many seconds "
+                                                    "(compiling included; default: no limit)")
     p.add_argument("--out", default="results/lj_clusters", help="folder for the plot (created if missing)")
     return p.parse_args(argv)
 
@@ -68,6 +80,8 @@ def main(argv=None):
     from adoffload.chemistry.sharding import describe, over_walkers, padded_size, select_devices, split_keys, to_host, walker_mesh
 
     backend_name = pick_backend(args.backend, args.device)
+    if args.surface_moves and backend_name != "adoffload":
+        sys.exit("--surface-moves: the adoffload backend's option (the jax backend kicks every atom)")
     clusters, steps, local_steps = PRESETS.get((args.device, args.atoms), PRESETS[(args.device, 38)])
     clusters, steps, local_steps = args.clusters or clusters, args.steps or steps, args.fire_steps or local_steps
     devices = select_devices(args.device, args.devices)
@@ -87,7 +101,7 @@ def main(argv=None):
     start, hop = over_walkers(start, mesh), over_walkers(hop, mesh)
     published = PUBLISHED_MINIMA.get(n)
     began = time.perf_counter()
-    reached = None
+    reached, stopped = None, None
     key = jax.random.PRNGKey(args.seed)
     with jax.default_device(device):
         key, sub = jax.random.split(key)
@@ -97,13 +111,21 @@ def main(argv=None):
         for s in range(steps):
             if reached is None and published is not None and best_history[-1] < published + REACHED:
                 reached = (s, time.perf_counter() - began)
+            if (reached is not None and args.until_reached) or (
+                    args.time_limit is not None and time.perf_counter() - began > args.time_limit):
+                stopped = f"stopped after {s} of {steps} steps ({'reached' if reached else '--time-limit'})"
+                break
             key, sub = jax.random.split(key)
-            walkers = hop(walkers, split_keys(sub, clusters, mesh))
+            if args.restart_every and (s + 1) % args.restart_every == 0:
+                walkers = restarted(walkers, start(split_keys(sub, clusters, mesh)))
+            else:
+                walkers = hop(walkers, split_keys(sub, clusters, mesh))
             best_history.append(float(jnp.min(walkers.best_energy)))
             bar(s + 1, steps)
     seconds = time.perf_counter() - began
+    done_steps = len(best_history) - 1
     if reached is None and published is not None and best_history[-1] < published + REACHED:
-        reached = (steps, seconds)
+        reached = (done_steps, seconds)
 
     best = best_history[-1]
     found = to_host(walkers.best_energy)
@@ -113,9 +135,14 @@ def main(argv=None):
         print(f"published global min.  {published:.6f}   (Cambridge Cluster Database)")
         print(f"difference             {best - published:+.2e}; walkers at the global minimum: {hits}/{clusters}")
         if reached is not None:
-            print(f"first reached          after {reached[0]} basin-hopping step(s), {reached[1]:.1f} s "
-                  f"(compiling included)")
-    print(f"time {seconds:.1f} s for the search ({clusters * steps / seconds:.3g} local minimizations/s, "
+            print(f"reached the published minimum: yes, first after {reached[0]} basin-hopping step(s), "
+                  f"{reached[1]:.1f} s (compiling included)")
+        else:
+            print(f"reached the published minimum: NO (best {best - published:+.2e} above it after {done_steps} "
+                  f"steps)")
+    if stopped:
+        print(stopped)
+    print(f"time {seconds:.1f} s for the search ({clusters * (done_steps + 1) / seconds:.3g} local minimizations/s, "
           f"compiling included); {time.perf_counter() - STARTED:.1f} s since the script started (imports and "
           f"JAX's start-up too)")
 
@@ -127,7 +154,7 @@ def main(argv=None):
     print(f"output folder: {out}")
     return {"best": best, "published": published, "history": best_history, "seconds": seconds,
             "walkers_at_minimum": int(np.sum(found < (published or -np.inf) + 1e-4)),
-            "reached": reached}
+            "reached": reached, "steps": done_steps, "clusters": clusters}
 
 
 def _adoffload_steps(args, n: int, local_steps: int, container: float):
@@ -151,14 +178,48 @@ def _adoffload_steps(args, n: int, local_steps: int, container: float):
         x, energy = local_minimize(jax.vmap(lambda k: random_cluster(k, n))(keys))
         return Walker(x, energy, x, energy)
 
+    def move(walker, key):
+        kick_key, surface_key, pick_key = jax.random.split(key, 3)
+        kicked = perturb(walker, kick_key, step_size=args.step_size, container=container)
+        if args.surface_moves <= 0:
+            return kicked
+        moved = surface_move(walker.x, surface_key, args.surface_atoms)
+        return jnp.where(jax.random.uniform(pick_key) < args.surface_moves, moved, kicked)
+
     def hop(walkers, keys):
         keys = jax.vmap(jax.random.split)(keys)
-        x = jax.vmap(lambda w, k: perturb(w, k, step_size=args.step_size, container=container))(walkers, keys[:, 0])
+        x = jax.vmap(move)(walkers, keys[:, 0])
         x, energy = local_minimize(x)
         return jax.vmap(lambda w, xi, e, k: accept(w, xi, e, k, kT=args.kT))(walkers, x, energy, keys[:, 1])
 
     what = f"{'L-BFGS' if args.minimizer == 'lbfgs' else 'FIRE'} to gtol {args.gtol:g} (at most {local_steps} iterations)"
     return start, hop, what
+
+
+def restarted(walkers, fresh):
+    """Each walker continues from its fresh (minimized random) cluster and keeps the best it had."""
+    import jax.numpy as jnp
+    from adoffload.chemistry.optimize import Walker
+    kept = walkers.best_energy < fresh.best_energy
+    return Walker(fresh.x, fresh.energy, jnp.where(kept[:, None, None], walkers.best_x, fresh.best_x),
+                  jnp.where(kept, walkers.best_energy, fresh.best_energy))
+
+
+def surface_move(x, key, count: int):
+    """An angular move (Wales & Doye 1997): the ``count`` atoms of highest pair energy (least bound) go to
+    random directions from the centroid, at the distance of the outermost atom."""
+    import jax
+    import jax.numpy as jnp
+    n = x.shape[0]
+    d = x[:, None, :] - x[None, :, :]
+    r2 = jnp.sum(d * d, -1) + jnp.eye(n, dtype=x.dtype)
+    s6 = 1.0 / r2 ** 3
+    atom_energy = jnp.sum(jnp.where(jnp.eye(n, dtype=bool), 0.0, 4.0 * (s6 * s6 - s6)), 1)
+    _, worst = jax.lax.top_k(atom_energy, count)
+    center = jnp.mean(x, axis=0)
+    radius = jnp.max(jnp.linalg.norm(x - center, axis=-1))
+    u = jax.random.normal(key, (count, 3), dtype=x.dtype)
+    return x.at[worst].set(center + radius * u / jnp.linalg.norm(u, axis=-1, keepdims=True))
 
 
 def _jax_steps(args, n: int, fire, container: float):

@@ -29,6 +29,7 @@ QUICK_RUNS = [
     ["foreign_cuda"],
     ["scaling", "--atoms", "2048", "--walkers", "8", "--fire-steps", "10", "--md-chunk", "2"],
     ["shard_map"],
+    ["optimize"],
 ]
 _RUNNER = """
 import sys, json

@@ -1,0 +1,54 @@
+"""``python -m benchmarks optimize --quick`` on the host: the LJ main job reaches LJ13's published
+minimum in a fresh process, every fit method is a row that agrees with scipy, and the report shows
+both tables and the ratios measured in the run (no timing assertions)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+from benchmarks.__main__ import main
+from benchmarks.suites import optimize
+
+LJ13_MINIMUM = -44.326801
+
+
+def test_optimize_suite_runs_quick_on_the_host(tmp_path, monkeypatch):
+    pytest.importorskip("jax")
+    monkeypatch.setenv("ADOFFLOAD_CACHE_DIR", str(tmp_path / "cache"))
+    assert main(["optimize", "--device", "cpu", "--quick", "--out", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "results.json").read_text())["suites"]["optimize"]["rows"]
+    lj = [r for r in rows if r["case"] == "lj"]
+    assert len(lj) == 1 and "error" not in lj[0], lj
+    assert lj[0]["reached"] is True and lj[0]["best"] == pytest.approx(LJ13_MINIMUM, abs=1e-4)
+    assert 0 < lj[0]["time_to_minimum_s"] <= lj[0]["search_s"] < lj[0]["script_s"]
+    assert lj[0]["steps_run"] == lj[0]["steps_to_minimum"]          # --until-reached stopped it there
+    fits = {r["method"]: r for r in rows if r["case"] == "fits"}
+    scipy = fits.pop("scipy least_squares (lm), one by one")
+    assert scipy["converged"] == 1.0 and scipy["us_per_curve"] > 0
+    expected = ["adoffload.optimize least_squares (lm)", "optimistix LevenbergMarquardt, vmap",
+                "Gauss-Newton in jnp, to convergence", "Gauss-Newton in jnp, 20 fixed steps"]
+    assert list(fits) == expected
+    if importlib.util.find_spec("optimistix") is None:
+        assert "ModuleNotFoundError" in fits.pop(expected[1])["error"]
+    for name, row in fits.items():
+        assert "error" not in row, (name, row)
+        assert row["first_call_s"] > 0 and row["us_per_curve"] > 0
+        assert row["checked_vs_scipy"] >= 15 and row["max_diff_vs_scipy"] < 1e-5, (name, row)
+    assert fits[expected[0]]["converged"] == 1.0
+    report = (tmp_path / "report.md").read_text()
+    assert "### LJ basin hopping" in report and "### Decay fits" in report
+    assert "time per curve / adoffload's" in report
+
+
+def test_ratios_are_taken_within_the_run_and_skip_failed_methods():
+    rows = [{"case": "fits", "method": "adoffload.optimize least_squares (lm)", "us_per_curve": 2.0},
+            {"case": "fits", "method": "optimistix LevenbergMarquardt, vmap", "us_per_curve": 50.0},
+            {"case": "fits", "method": "Gauss-Newton in jnp, to convergence", "error": "RuntimeError: x"},
+            {"case": "lj", "atoms": 38, "reached": False}]
+    assert optimize.speedups(rows) == [{"method": "optimistix LevenbergMarquardt, vmap",
+                                        "time per curve / adoffload's": 25.0}]
+    assert optimize.speedups(rows[1:]) == []
+    text = "\n".join(optimize.tables(rows))
+    assert "RuntimeError: x" in text and "| 38 |" in text
