@@ -8,6 +8,7 @@ import scipy.optimize
 
 import adoffload as ado
 from adoffload.testing import helper_programs
+from tests.foreign_cuda.checks import needs_lld
 
 N, M = 5, 6
 
@@ -231,7 +232,7 @@ def test_every_thread_writing_a_shared_gradient_is_a_race():
             g_out[b, t] = gsh[t]
 
 
-@pytest.mark.parametrize("target, arch", [("nvptx", "sm_90"), ("amdgpu", "gfx942")])
+@pytest.mark.parametrize("target, arch", [("nvptx", "sm_90"), pytest.param("amdgpu", "gfx942", marks=needs_lld)])
 def test_compiles_for_gpus(target, arch):
     """Local arrays and the adjoint's static tape on GPUs (AMD: private allocas in address space 5)."""
     artifact = decay_jacobian.compiled(target, arch=arch).artifact
@@ -452,4 +453,8 @@ def test_a_data_array_merged_with_the_parameters_gets_a_scratch_shadow():
     g = np.zeros((1, 4))
     chooser_gradient(xs, ps, g, grid=1)
     np.testing.assert_allclose(g, np.where(xs > 0.1, np.cos(xs), 0.0), rtol=1e-14)
+
+
+@needs_lld
+def test_the_merged_data_arrays_scratch_shadow_compiles_for_amd():
     assert chooser_gradient.compiled("amdgpu", arch="gfx942").artifact       # the scratch alloca in address space 5

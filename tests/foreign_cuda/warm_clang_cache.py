@@ -1,10 +1,11 @@
 """Fill the clang-IR cache (``$ADOFFLOAD_CACHE_DIR/clang-ir``) with every CUDA source the GPU tests
 and benchmarks compile, so a GPU machine without clang can run them: run
 ``python -m tests.foreign_cuda.warm_clang_cache`` where clang is, with ADOFFLOAD_CACHE_DIR set,
-then carry that folder and point ADOFFLOAD_CACHE_DIR at it there. The CPU tests of
-tests/foreign_cuda compile more (sources written in the tests, HIP builds): to run that whole
-folder on the GPU machine, run it once where clang is with the same ADOFFLOAD_CACHE_DIR, which
-caches every source it compiles."""
+then carry that folder and point ADOFFLOAD_CACHE_DIR at it there. The CPU tests compile more
+(sources written in the tests, HIP builds): to run a folder on the GPU machine, run it once where
+clang is with the same ADOFFLOAD_CACHE_DIR, which caches every source it compiles. CUDA sources are
+compiled by tests/foreign_cuda, tests/blocks, tests/determinism, tests/reliability and
+tests/test_readme.py; ``from_c``'s IR is keyed by the host CPU, so its tests need clang itself."""
 from __future__ import annotations
 
 from pathlib import Path

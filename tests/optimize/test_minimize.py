@@ -6,6 +6,7 @@ import scipy.optimize
 import adoffload as ado
 from adoffload.optimize import minimize, shared
 from adoffload.optimize.status import FTOL, GTOL, LINE_SEARCH, MAXITER, NONFINITE
+from tests.foreign_cuda.checks import needs_lld
 from tests.optimize.problems import log_barrier, quadratic, random_quadratics, rosen, shifted_bowl
 
 SCIPY = {"lbfgs": "L-BFGS-B", "bfgs": "BFGS"}
@@ -146,7 +147,7 @@ def test_a_problem_too_large_for_a_thread_is_refused_with_advice():
         minimize(rosen, np.zeros((1, 70000)), method="lbfgs", maxiter=1)
 
 
-@pytest.mark.parametrize("target, arch", [("nvptx", "sm_90"), ("amdgpu", "gfx942")])
+@pytest.mark.parametrize("target, arch", [("nvptx", "sm_90"), pytest.param("amdgpu", "gfx942", marks=needs_lld)])
 def test_the_optimizer_kernels_compile_for_gpus(target, arch):
     """NVIDIA PTX and AMD GCN (no AMD GPU here: compiled, not run; local arrays in address space 5)."""
     from adoffload.optimize import fire, generate, lbfgs
