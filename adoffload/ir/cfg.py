@@ -4,6 +4,22 @@ from __future__ import annotations
 from .core import Block, Function
 
 
+def split_before(fn: Function, inst, suffix: str) -> Block:
+    """Move ``inst`` and what follows it in its block to a new block ``<block>.<suffix>`` placed right
+    after it (the successors' phis now name the new block); the old block is left without a terminator."""
+    block = inst.parent
+    at = block.instructions.index(inst)
+    rest = Block(fn._unique_block_name(f"{block.name}.{suffix}"), parent=fn)
+    for moved in block.instructions[at:]:
+        rest.append(moved)
+    del block.instructions[at:]
+    for succ in rest.successors:
+        for phi in succ.phis:
+            phi.blocks = [rest if b is block else b for b in phi.blocks]
+    fn.blocks.insert(fn.blocks.index(block) + 1, rest)
+    return rest
+
+
 def reachable_blocks(fn: Function) -> list[Block]:
     """Blocks reachable from the entry, in reverse post-order."""
     seen, order = {fn.entry}, []

@@ -174,6 +174,25 @@ class Variant:
             raise SlotValueError(str(exc)) from None
 
 
+def check_overlap(plan, sources: list) -> None:
+    """Refuse a launch whose written arrays overlap another array of it (the plan's pairs)."""
+    addresses = [sources[n] for n in plan.arrays]
+    if addresses == plan.overlap_free:        # the same addresses as a launch that passed: the same answer
+        return
+    nbytes = plan.nbytes
+    for a, b in plan.overlap_pairs:
+        if sources[a] < sources[b] + nbytes[b] and sources[b] < sources[a] + nbytes[a]:
+            raise overlap_error(plan.signature.name, plan.visible[a], plan.visible[b], plan.copied)
+    plan.overlap_free = addresses
+
+
+def _no_resident_overlap(plan, sources: list) -> bool:
+    """Whether no two GPU arrays passed for reading share memory: only then are they noalias to LLVM."""
+    nbytes = plan.nbytes
+    return not any(sources[a] < sources[b] + nbytes[b] and sources[b] < sources[a] + nbytes[a]
+                   for a, b in plan.resident_pairs)
+
+
 def run_plan(plan, values: list, hidden: dict | None, launch) -> None:
     """Launch ``plan`` with ``values`` (visible, in parameter order). Raises SlotValueError (before
     anything is written) when a scalar must take the full path."""
@@ -185,14 +204,8 @@ def run_plan(plan, values: list, hidden: dict | None, launch) -> None:
             sources[n] = read_pointer(id(value) + DATA_OFFSET).value or 0
         else:
             sources[n] = value.ptr if kind is Resident else data_address(value)
-    nbytes = plan.nbytes
     if plan.overlap_pairs:
-        addresses = [sources[n] for n in plan.arrays]
-        if addresses != plan.overlap_free:   # the same addresses as a launch that passed: the same answer
-            for a, b in plan.overlap_pairs:
-                if sources[a] < sources[b] + nbytes[b] and sources[b] < sources[a] + nbytes[a]:
-                    raise overlap_error(plan.signature.name, plan.visible[a], plan.visible[b], plan.copied)
-            plan.overlap_free = addresses
+        check_overlap(plan, sources)
     if plan.total == 0:
         return
     if not plan.on_host:
@@ -227,13 +240,8 @@ def run_plan(plan, values: list, hidden: dict | None, launch) -> None:
 def _run_device(plan, values: list, sources: list, hidden: dict | None, launch) -> None:
     """Stage numpy arrays by intent, launch, copy written arrays and the status record back; a launch
     on arrays all in place and ordered with the default stream does not wait (``_launch_in_place``)."""
-    device, kernel, nbytes = plan.device, plan.kernel, plan.nbytes
-    noalias = True
-    for a, b in plan.resident_pairs:     # GPU arrays passed twice (only read): nothing promised to LLVM
-        if sources[a] < sources[b] + nbytes[b] and sources[b] < sources[a] + nbytes[a]:
-            noalias = False
-            break
-    variant = plan.variant(noalias)
+    device, kernel = plan.device, plan.kernel
+    variant = plan.variant(_no_resident_overlap(plan, sources))
     ring = device.status_ring() if variant.prepared is not None else None
     if ring is not None:
         ring.check()                     # an earlier launch's error comes first
@@ -311,22 +319,11 @@ def run_in_place(plan, sources: list) -> bool:
     False where ADOFFLOAD_SYNC_LAUNCH asks for a launch that waits (the caller takes run_plan's path)."""
     if environment_value(_SYNC_KEY) in _SYNC_ON:
         return False
-    nbytes = plan.nbytes
     if plan.overlap_pairs:
-        addresses = [sources[n] for n in plan.arrays]
-        if addresses != plan.overlap_free:   # the same addresses as a launch that passed: the same answer
-            for a, b in plan.overlap_pairs:
-                if sources[a] < sources[b] + nbytes[b] and sources[b] < sources[a] + nbytes[a]:
-                    raise overlap_error(plan.signature.name, plan.visible[a], plan.visible[b], plan.copied)
-            plan.overlap_free = addresses
+        check_overlap(plan, sources)
     if plan.total == 0:
         return True
-    noalias = True
-    for a, b in plan.resident_pairs:     # GPU arrays passed twice (only read): nothing promised to LLVM
-        if sources[a] < sources[b] + nbytes[b] and sources[b] < sources[a] + nbytes[a]:
-            noalias = False
-            break
-    variant = plan.variant(noalias)
+    variant = plan.variant(_no_resident_overlap(plan, sources))
     ring = plan.device.status_ring()
     ring.check()                         # an earlier launch's error comes first
     _launch_in_place(plan, variant, None, sources, ring)

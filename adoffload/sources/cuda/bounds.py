@@ -19,6 +19,7 @@ from ...language.status import NULL_POINTER, OUT_OF_BOUNDS, SHARED_INDEX_BASE
 from ...errors import CudaTranslationError, IRError, IntentError, UncheckableAccessError
 from ...analysis.pointers import leaves
 from ...ir.builder import Builder
+from ...ir.cfg import split_before
 from ...ir.core import (ArrayType, Block, Constant, ConstantExpr, FloatType, Function, GlobalVariable, Instruction,
     IntType, PointerType, StructType, Value, VectorType, i1, i64)
 from .faults import line_of
@@ -333,15 +334,7 @@ def _check(fn: Function, inst: Instruction, pointer, size, root, origin: tuple, 
     array; ``origin`` is (base address or None for ``root``'s, byte limit, param index, element size)."""
     base, limit, param_index, esize = origin
     block = inst.parent
-    at = block.instructions.index(inst)
-    rest = Block(fn._unique_block_name(f"{block.name}.inbounds"), parent=fn)
-    for moved in block.instructions[at:]:
-        rest.append(moved)
-    del block.instructions[at:]
-    for succ in rest.successors:
-        for phi in succ.phis:
-            phi.blocks = [rest if b is block else b for b in phi.blocks]
-    fn.blocks.insert(fn.blocks.index(block) + 1, rest)
+    rest = split_before(fn, inst, "inbounds")
     b = Builder(block)
     base = b.cast("ptrtoint", root, i64) if base is None else base
     offset = b.sub(b.cast("ptrtoint", pointer, i64), base, "offset")

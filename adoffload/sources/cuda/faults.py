@@ -23,7 +23,7 @@ The status record's words (language/status.py): ``{code, -1, source line or 0, d
 from __future__ import annotations
 
 from ...ir.builder import Builder
-from ...ir.cfg import dominator_sets
+from ...ir.cfg import dominator_sets, split_before
 from ...errors import CudaTranslationError
 from ...ir.core import Block, Constant, Function, Instruction, IntType, Value, VectorType, i1, i64
 from ...language.status import DIVISION_BY_ZERO, INTEGER_OVERFLOW, OVERFLOW_KINDS
@@ -44,15 +44,7 @@ def fail_unless(fn: Function, inst: Instruction, ok: Value, code: int, words: tu
     """Split ``inst``'s block before it: where ``ok`` is false the first failing thread writes
     ``code`` and ``words`` (three i64 Values) to the status record, and the thread returns."""
     block = inst.parent
-    at = block.instructions.index(inst)
-    rest = Block(fn._unique_block_name(f"{block.name}.ok"), parent=fn)
-    for moved in block.instructions[at:]:
-        rest.append(moved)
-    del block.instructions[at:]
-    for succ in rest.successors:
-        for phi in succ.phis:
-            phi.blocks = [rest if b is block else b for b in phi.blocks]
-    fn.blocks.insert(fn.blocks.index(block) + 1, rest)
+    rest = split_before(fn, inst, "ok")
     fail = Block(fn._unique_block_name(f"{block.name}.fault"), parent=fn)
     write = Block(fn._unique_block_name(f"{block.name}.record"), parent=fn)
     leave = Block(fn._unique_block_name(f"{block.name}.stop"), parent=fn)
