@@ -155,7 +155,10 @@ def fit_rows(rows, device: str, curves: int, subset: int) -> None:
     for name, method in methods:
         try:
             got = fits.measure(name, lambda t, y, x0: method(t, y, x0, device), t, y, x0)
-        except Exception as exc:  # noqa: BLE001 - a peer that fails (or is missing) is its row
+        except ModuleNotFoundError as exc:   # a peer that is not installed (pip install ".[bench]") is a row saying so
+            rows.append({**base, "method": name, "skipped": f"not installed here: {describe_error(exc, 200)}"})
+            continue
+        except Exception as exc:  # noqa: BLE001 - a peer that fails is its row
             rows.append({**base, "method": name, "error": describe_error(exc)})
             continue
         both = got["ok"][:subset] & reference_ok
