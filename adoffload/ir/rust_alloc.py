@@ -61,6 +61,26 @@ start:
   ret { i64, i64 } %r1
 }
 
+; the block of %bytes that self grows into: a new one where self has none (or its elements have no
+; size), else self's block reallocated; null when the allocator has no memory
+define internal ptr @adoffload.rust.block_for(ptr %self, i64 %bytes, i64 %align, i64 %size) {
+start:
+  %old_cap = load i64, ptr %self, align 8
+  %none = icmp eq i64 %old_cap, 0
+  %zst = icmp eq i64 %size, 0
+  %fresh = or i1 %none, %zst
+  br i1 %fresh, label %allocate, label %grow
+allocate:
+  %p = call ptr @SHIM_ALLOC(i64 %bytes, i64 %align) nounwind
+  ret ptr %p
+grow:
+  %slot = getelementptr inbounds i8, ptr %self, i64 8
+  %old = load ptr, ptr %slot, align 8
+  %old_bytes = mul nuw i64 %old_cap, %size
+  %q = call ptr @SHIM_REALLOC(ptr %old, i64 %old_bytes, i64 %align, i64 %bytes) nounwind
+  ret ptr %q
+}
+
 ; finish_grow: a block of cap elements (the current one reallocated, or a new one); its
 ; Result<NonNull<[u8]>, TryReserveError> in memory: {0, ptr, bytes} or {1, align, bytes} (out of
 ; memory) or {1, 0, 0} (capacity overflow)
@@ -74,22 +94,7 @@ start:
   %bad = icmp ne i64 %flag, 0
   br i1 %bad, label %too_big, label %sized
 sized:
-  %old_cap = load i64, ptr %self, align 8
-  %none = icmp eq i64 %old_cap, 0
-  %zst = icmp eq i64 %size, 0
-  %fresh = or i1 %none, %zst
-  br i1 %fresh, label %allocate, label %grow
-allocate:
-  %p = call ptr @SHIM_ALLOC(i64 %bytes, i64 %align) nounwind
-  br label %allocated
-grow:
-  %slot = getelementptr inbounds i8, ptr %self, i64 8
-  %old = load ptr, ptr %slot, align 8
-  %old_bytes = mul nuw i64 %old_cap, %size
-  %q = call ptr @SHIM_REALLOC(ptr %old, i64 %old_bytes, i64 %align, i64 %bytes) nounwind
-  br label %allocated
-allocated:
-  %new = phi ptr [ %p, %allocate ], [ %q, %grow ]
+  %new = call ptr @adoffload.rust.block_for(ptr %self, i64 %bytes, i64 %align, i64 %size)
   %failed = icmp eq ptr %new, null
   br i1 %failed, label %no_memory, label %ok
 too_big:
@@ -119,22 +124,7 @@ start:
   %bad = icmp ne i64 %flag, 0
   br i1 %bad, label %too_big, label %sized
 sized:
-  %old_cap = load i64, ptr %self, align 8
-  %none = icmp eq i64 %old_cap, 0
-  %zst = icmp eq i64 %size, 0
-  %fresh = or i1 %none, %zst
-  br i1 %fresh, label %allocate, label %grow
-allocate:
-  %p = call ptr @SHIM_ALLOC(i64 %bytes, i64 %align) nounwind
-  br label %allocated
-grow:
-  %slot = getelementptr inbounds i8, ptr %self, i64 8
-  %old = load ptr, ptr %slot, align 8
-  %old_bytes = mul nuw i64 %old_cap, %size
-  %q = call ptr @SHIM_REALLOC(ptr %old, i64 %old_bytes, i64 %align, i64 %bytes) nounwind
-  br label %allocated
-allocated:
-  %new = phi ptr [ %p, %allocate ], [ %q, %grow ]
+  %new = call ptr @adoffload.rust.block_for(ptr %self, i64 %bytes, i64 %align, i64 %size)
   %failed = icmp eq ptr %new, null
   br i1 %failed, label %no_memory, label %ok
 too_big:
