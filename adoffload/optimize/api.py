@@ -107,8 +107,7 @@ def _run(kernel, inputs: list, shapes: dict, dtype, batch: int, device: str, use
     if use_jax:
         from .jax_bridge import call
         return call(kernel, inputs, shapes)
-    outs = {name: np.zeros(shape, dtype=np.int64 if name in _INT_OUTPUTS else dtype)
-            for name, shape in shapes.items()}
+    outs = {name: _output(shape, np.int64 if name in _INT_OUTPUTS else dtype) for name, shape in shapes.items()}
     if batch:
         try:
             kernel(*inputs, *outs.values(), grid=batch, device=device)
@@ -122,6 +121,14 @@ def _run(kernel, inputs: list, shapes: dict, dtype, batch: int, device: str, use
 
 
 _INT_OUTPUTS = frozenset({"status_out", "nit_out", "nfev_out", "njev_out"})
+
+
+def _output(shape: tuple, dtype) -> np.ndarray:
+    """An Out array of the kernel, not zeroed here: the launcher zeroes every Out array the kernel is
+    not proven to write in full (kernels/launch_plan.arrays_to_zero) on the host, and on a GPU copies
+    the whole device buffer (zeroed, then written) back into it; a launch that fails raises, and these
+    arrays are then dropped unseen."""
+    return np.empty(shape, dtype)
 
 
 def _check_arity(fun, count: int, what: str, form: str) -> None:
