@@ -1,7 +1,7 @@
 """adoffload.optimize: LJ38 basin hopping to the published minimum; decay fits vs optimistix, jnp and scipy.
 
     python -m benchmarks optimize --out DIR [--device cpu|cuda] [--quick] [--cases lj fits]
-        [--seeds 0 1] [--time-limit SECONDS] [--curves N] [--fit-reps N]
+        [--seeds 0 1] [--time-limit SECONDS] [--curves N] [--fit-reps N] [--fits-timeout SECONDS]
 
 Two cases, each a row per run, written as they come:
 
@@ -80,6 +80,8 @@ def add_arguments(parser) -> None:
                                                          f"(default {TIME_LIMIT['cpu']:g} cpu, {TIME_LIMIT['cuda']:g} cuda)")
     parser.add_argument("--curves", type=int, help="curves of the batch fit methods (default: by device)")
     parser.add_argument("--fit-reps", type=int, default=3, help="timed calls per fit method and way")
+    parser.add_argument("--fits-timeout", type=float, default=1500.0,
+                        help="seconds the fits' process may run (its rows until then are kept, then an error row)")
 
 
 def _examples_on_path() -> None:
@@ -196,7 +198,8 @@ def run(rows, device: str, quick: bool, options) -> None:
                                restart))
     if "fits" in cases:
         curves, subset = FIT_SIZES[(device, quick)]
-        fits_in_a_fresh_process(rows, device, options.curves or curves, subset, getattr(options, "fit_reps", 3))
+        fits_in_a_fresh_process(rows, device, options.curves or curves, subset, getattr(options, "fit_reps", 3),
+                                getattr(options, "fits_timeout", 1500.0))
 
 
 LJ_COLUMNS = ["atoms", "walkers", "minimizer", "surface_moves", "restart_every", "seed", "time_limit_s", "reached", "steps_to_minimum", "time_to_minimum_s",

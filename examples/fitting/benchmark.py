@@ -227,9 +227,14 @@ def measure(method: Method, way: str, t, y, x0, device: str, reps: int = REPS) -
     began = time.perf_counter()
     wait(call())
     first_call = time.perf_counter() - began
-    last = []
-    timing = time_calls(lambda: last.append(call()) or last[-1], wait, reps=reps, batch=1, warmup=0)
-    x, ok = last[-1]
+    last = [None]
+
+    def timed():
+        last[0] = None                # the previous call's outputs go before the next call (memory)
+        last[0] = call()
+        return last[0]
+    timing = time_calls(timed, wait, reps=reps, batch=1, warmup=0)
+    x, ok = last[0]
     per_curve = 1e3 / len(y)          # ms per call -> us per curve
     return {"first_call_s": first_call, "us_per_curve": timing.median_ms * per_curve,
             "us_per_curve_min": timing.min_ms * per_curve, "us_per_curve_iqr": (timing.q3_ms - timing.q1_ms) * per_curve,

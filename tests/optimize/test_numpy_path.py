@@ -44,3 +44,14 @@ def test_minimize_results_do_not_depend_on_what_the_out_arrays_held(monkeypatch)
     dirty = minimize(rosen, x0)
     for key in clean:
         assert np.array_equal(clean[key], dirty[key]), key
+
+
+@pytest.mark.parametrize("n", [1, 3, 16, 17])
+def test_max_abs_rows_equals_numpys_reduction(n):
+    a = np.random.default_rng(n).standard_normal((50, n))
+    a[3, n // 2] = np.nan
+    a[7, 0] = -np.inf
+    got, expected = api.max_abs_rows(a), np.max(np.abs(a), axis=1)
+    assert got.dtype == expected.dtype and np.array_equal(got, expected, equal_nan=True)
+    assert np.isnan(got[3]) and got[7] == np.inf
+    assert api.max_abs_rows(np.zeros((0, n))).shape == (0,)
