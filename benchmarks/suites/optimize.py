@@ -246,11 +246,12 @@ def report(rows) -> list[str]:
     ratios = speedups(rows)
     if ratios:
         lines += ["Decay fits, time per curve relative to adoffload.optimize (same run, same curves, same way):", "",
-                  table(ratios), ""]
+                  table(ratios, ["way", "method", "time per curve / adoffload's"]), ""]
     peers = peer_ratios(rows)
     if peers:
         lines += ["Decay fits, optimistix's and the 20-step jnp Gauss-Newton's time per curve over each method's "
-                  "(above 1: faster than that peer), per way:", "", table(peers), ""]
+                  "(above 1: faster than that peer), per way:", "",
+                  table(peers, ["way", "method", "us_per_curve", "optimistix / this", "jnp GN fixed / this"]), ""]
     return lines
 
 
