@@ -19,7 +19,7 @@ export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
     > "$OUT/environment.txt" 2>&1
 
 if [ "${1:-}" = tests ]; then
-  timeout 120 "$PY" -m pytest -n 0 -q -p no:cacheprovider tests/runtime/test_staging.py \
+  timeout 120 "$PY" -m pytest -n 4 -q -p no:cacheprovider tests/runtime/test_staging.py \
       tests/optimize/test_gpu.py tests/optimize/test_numpy_path.py > "$OUT/tests.log" 2>&1
   echo "tests: rc=$?" >> "$OUT/environment.txt"
   tail -5 "$OUT/tests.log"

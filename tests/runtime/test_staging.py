@@ -150,3 +150,127 @@ def test_staged_copies_on_cuda_equal_the_drivers(cuda):
         assert np.array_equal(back_staged, array) and np.array_equal(back_plain, array)
         cuda.free(staged)
         cuda.free(plain)
+
+
+class FakeLib:
+    """A driver of the cuda-python shape whose device memory is host memory: synchronous copies run at
+    once (after the queued work, as the legacy default stream orders them), async ones when an event
+    recorded after them, or the context, is synchronized."""
+
+    def __init__(self):
+        self.blocks, self.queue, self.done, self.names = {}, [], 0, []
+        self.pinned = []
+
+    def _run(self, until):
+        while self.done < until:
+            dst, src, nbytes = self.queue[self.done]
+            ctypes.memmove(dst, src, nbytes)
+            self.done += 1
+
+    def cuMemAlloc(self, nbytes):
+        block = np.zeros(nbytes, np.uint8)
+        self.blocks[block.ctypes.data] = block
+        return 0, block.ctypes.data
+
+    def cuMemFree(self, ptr):
+        return (0,)
+
+    def cuMemcpyHtoD(self, dst, src, nbytes):
+        self.names.append("htod")
+        self._run(len(self.queue))
+        ctypes.memmove(dst, src, nbytes)
+        return (0,)
+
+    cuMemcpyDtoH = cuMemcpyHtoD
+
+    def cuMemcpyHtoDAsync(self, dst, src, nbytes, stream):
+        self.names.append("async")
+        self.queue.append((dst, src, nbytes))
+        return (0,)
+
+    cuMemcpyDtoHAsync = cuMemcpyHtoDAsync
+
+    def cuEventRecord(self, event, stream):
+        event[0] = len(self.queue)
+        return (0,)
+
+    def cuEventSynchronize(self, event):
+        self._run(event[0])
+        return (0,)
+
+    def cuCtxSynchronize(self):
+        self._run(len(self.queue))
+        return (0,)
+
+
+def _fake_gpu():
+    from adoffload.runtime.cuda import CudaDevice
+    from adoffload.runtime.gpu import GpuDevice
+
+    class FakeGpu(GpuDevice):
+        kind, name = "cuda", "fake"
+        DRIVER_NAMES = CudaDevice.DRIVER_NAMES
+
+        def __init__(self):
+            self.lib = FakeLib()
+            self._setup_common()
+
+        def activate(self):
+            pass
+
+        def _create_stream(self):
+            return object()
+
+        def _wrap_stream(self, handle):
+            return 0
+
+        def _create_event(self):
+            return [None]
+
+        def _load_image(self, image):
+            raise AssertionError("no modules here")
+
+        def _reset_context(self):
+            pass
+
+        def _pinned_host_alloc(self, nbytes):
+            block = np.zeros(nbytes, np.uint8)
+            self.lib.pinned.append(block)
+            return block.ctypes.data
+    return FakeGpu()
+
+
+def test_gpu_device_copies_large_arrays_through_its_staging_and_small_ones_through_the_driver():
+    device = _fake_gpu()
+    rng = np.random.default_rng(2)
+    small = rng.standard_normal(1000)
+    large = rng.standard_normal((device.STAGING_MIN_BYTES + 3 * 4096 + 40) // 8)
+    for array, staged in ((small, False), (large, True)):
+        buf = device.allocate(array.nbytes)
+        device.lib.names.clear()
+        device.copy_to_device(buf, array)
+        back = np.empty_like(array)
+        device.copy_to_host(buf, back)
+        assert np.array_equal(back, array)
+        assert set(device.lib.names) == ({"async"} if staged else {"htod"}), device.lib.names
+        device.free(buf)
+    assert len(device.lib.pinned) == 1 and device.staging() is device.staging()
+    device.STAGING_MIN_BYTES = float("inf")               # staging off: the driver's copies
+    buf = device.allocate(large.nbytes)
+    device.lib.names.clear()
+    device.copy_to_device(buf, large)
+    back = np.empty_like(large)
+    device.copy_to_host(buf, back)
+    assert np.array_equal(back, large) and set(device.lib.names) == {"htod"}
+
+
+def test_a_device_without_page_locked_memory_keeps_the_drivers_copies():
+    device = _fake_gpu()
+    device._pinned_host_alloc = lambda nbytes: None
+    assert device.staging() is None
+    array = np.arange((device.STAGING_MIN_BYTES + 8) // 8, dtype=np.float64)
+    buf = device.allocate(array.nbytes)
+    device.copy_to_device(buf, array)
+    back = np.empty_like(array)
+    device.copy_to_host(buf, back)
+    assert np.array_equal(back, array) and set(device.lib.names) == {"htod"}
