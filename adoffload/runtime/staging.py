@@ -91,47 +91,72 @@ class Staging:
         """Copy ``nbytes`` from host address ``src`` to device address ``dst``; returns when done."""
         if nbytes <= 0:
             return
-        device, count, chunk = self.device, len(self.buffers), self.chunk
         with self.lock:
-            device.activate()
-            stream = device.stream_handle(None)
-            last = 0
-            for index, offset in enumerate(range(0, nbytes, chunk)):
-                b = last = index % count
-                size = min(chunk, nbytes - offset)
-                self._wait(b)                       # its previous DMA has read it
-                self._move(self.buffers[b], src + offset, size)
-                device.call("htod_async", dst + offset, self.buffers[b], size, stream)
-                self._queued(b)
-            self._wait(last)                        # the last chunk's DMA; earlier ones are before it
-            for b in range(count):
-                self.pending[b] = False             # ordered before the event waited for
+            try:
+                self._to_device(dst, src, nbytes)
+            except BaseException:
+                self._settle()
+                raise
+
+    def _to_device(self, dst: int, src: int, nbytes: int) -> None:
+        device, count, chunk = self.device, len(self.buffers), self.chunk
+        device.activate()
+        stream = device.stream_handle(None)
+        last = 0
+        for index, offset in enumerate(range(0, nbytes, chunk)):
+            b = last = index % count
+            size = min(chunk, nbytes - offset)
+            self._wait(b)                       # its previous DMA has read it
+            self._move(self.buffers[b], src + offset, size)
+            device.call("htod_async", dst + offset, self.buffers[b], size, stream)
+            self._queued(b)
+        self._wait(last)                        # the last chunk's DMA; earlier ones are before it
+        for b in range(count):
+            self.pending[b] = False             # ordered before the event waited for
 
     def to_host(self, dst: int, src: int, nbytes: int) -> None:
         """Copy ``nbytes`` from device address ``src`` to host address ``dst``; returns when done."""
         if nbytes <= 0:
             return
+        with self.lock:
+            try:
+                self._to_host(dst, src, nbytes)
+            except BaseException:
+                self._settle()
+                raise
+
+    def _to_host(self, dst: int, src: int, nbytes: int) -> None:
         device, count, chunk = self.device, len(self.buffers), self.chunk
         chunks = [(offset, min(chunk, nbytes - offset)) for offset in range(0, nbytes, chunk)]
-        with self.lock:
-            device.activate()
-            stream = device.stream_handle(None)
+        device.activate()
+        stream = device.stream_handle(None)
 
-            def queue(index: int) -> None:
-                b = index % count
-                offset, size = chunks[index]
-                # an earlier DMA reading this buffer (to_device) is before this one on the stream
-                device.call("dtoh_async", self.buffers[b], src + offset, size, stream)
-                self._queued(b)
+        def queue(index: int) -> None:
+            b = index % count
+            offset, size = chunks[index]
+            # an earlier DMA reading this buffer (to_device) is before this one on the stream
+            device.call("dtoh_async", self.buffers[b], src + offset, size, stream)
+            self._queued(b)
 
-            for index in range(min(count, len(chunks))):
-                queue(index)
-            for index, (offset, size) in enumerate(chunks):
-                b = index % count
-                self._wait(b)                       # this chunk has arrived in the buffer
-                self._move(dst + offset, self.buffers[b], size)
-                if index + count < len(chunks):
-                    queue(index + count)
+        for index in range(min(count, len(chunks))):
+            queue(index)
+        for index, (offset, size) in enumerate(chunks):
+            b = index % count
+            self._wait(b)                       # this chunk has arrived in the buffer
+            self._move(dst + offset, self.buffers[b], size)
+            if index + count < len(chunks):
+                queue(index + count)
+
+    def _settle(self) -> None:
+        """After a copy that stopped part way (an error, Ctrl-C): wait for every DMA it queued, even
+        one whose event was not recorded yet, so none touches a buffer the next copy fills; a device
+        that cannot wait (a faulted context) refuses the next copy anyway."""
+        try:
+            self.events[0].record()
+            self.events[0].synchronize()
+        except Exception:  # noqa: BLE001 - the copy's own error is the one raised
+            pass
+        self.pending = [False] * len(self.buffers)
 
 
 __all__ = ["CHUNK_BYTES", "COUNT", "MIN_BYTES", "Staging", "default_threads", "slices"]

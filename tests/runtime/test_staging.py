@@ -274,3 +274,28 @@ def test_a_device_without_page_locked_memory_keeps_the_drivers_copies():
     back = np.empty_like(array)
     device.copy_to_host(buf, back)
     assert np.array_equal(back, array) and set(device.lib.names) == {"htod"}
+
+
+def test_a_copy_stopped_part_way_waits_for_what_it_queued():
+    """A DMA queued but not yet followed by its event (Ctrl-C between the two) must not run into a
+    buffer the next copy fills: the stopped copy waits for the stream before it raises."""
+    staging, device, _ = _staging(4096, 2)
+    calls = {"n": 0}
+    record = DeferredEvent.record
+
+    def interrupted(event, stream=None):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+        return record(event, stream)
+    source = np.random.default_rng(9).integers(0, 256, 5 * 4096, dtype=np.uint8)
+    on_device = np.zeros_like(source)
+    DeferredEvent.record = interrupted
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            staging.to_host(np.empty_like(source).ctypes.data, on_device.ctypes.data, source.nbytes)
+    finally:
+        DeferredEvent.record = record
+    assert device.done == len(device.queue)          # everything queued has run
+    staging.to_device(on_device.ctypes.data, source.ctypes.data, source.nbytes)
+    assert np.array_equal(on_device, source)
