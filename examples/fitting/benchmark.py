@@ -43,6 +43,7 @@ import decay_fits  # noqa: E402
 TOL = 1e-8
 FIXED_STEPS = 20        # the fixed-iteration Gauss-Newton's steps (every curve takes them all)
 WAYS = ("numpy in, numpy out", "device-resident")
+SHORT = {"numpy": WAYS[0], "device": WAYS[1]}     # --ways names
 REPS = 3                # timed calls per method and way (seconds-long solves at a million curves)
 
 
@@ -53,7 +54,8 @@ def parse(argv=None):
     p.add_argument("--points", type=int, default=40, help="samples per curve")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where adoffload and JAX run")
     p.add_argument("--skip", nargs="*", default=[], choices=["optimistix", "jnp"], help="peers to leave out")
-    p.add_argument("--ways", nargs="*", default=list(WAYS), choices=WAYS, help="how the methods are fed")
+    p.add_argument("--ways", nargs="*", default=list(SHORT), choices=list(SHORT),
+                   help="how the methods are fed: numpy in and out, or device-resident")
     p.add_argument("--reps", type=int, default=REPS, help="timed calls per method and way (the median is shown)")
     p.add_argument("--seed", type=int, default=1, help="random seed")
     return p.parse_args(argv)
@@ -306,7 +308,7 @@ def main(argv=None):
     print(f"{args.curves} curves of {args.points} points, tolerance {TOL:g}, on {args.device}")
     print(f"{'way':20s} {'method':38s} {'first call s':>12s} {'us/curve':>10s} {'converged':>10s} {'max |x - scipy|':>16s}")
     found = []
-    for row in rows(t, y, x0, args.device, subset, args.reps, args.ways, args.skip):
+    for row in rows(t, y, x0, args.device, subset, args.reps, [SHORT[w] for w in args.ways], args.skip):
         found.append(row)
         if "us_per_curve" not in row:
             print(f"{row['way']:20s} {row['method']:38s} {row.get('skipped') or row.get('error')}")
@@ -317,7 +319,8 @@ def main(argv=None):
               + (f"   ({row['curves']} curves, one by one)" if row["method"].startswith("scipy") else ""))
     for line in ratios(found):
         parts = ", ".join(f"{k} {v:.2f}" for k, v in line.items() if k.endswith("/ this"))
-        print(f"{line['way']:20s} {line['method']:38s} {parts}")
+        if parts:
+            print(f"{line['way']:20s} {line['method']:38s} {parts}")
     return {"rows": found, "ratios": ratios(found)}
 
 
