@@ -49,8 +49,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ..results import describe_error
-
 DEVICES = ("cpu", "cuda")
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
