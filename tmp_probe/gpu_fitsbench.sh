@@ -44,3 +44,4 @@ cat "$OUT/environment.txt"
 for size in 1e6 1e5; do
   [ -f "$OUT/fits-$size/report.md" ] && sed -n '/^Decay fits, optimistix/,/^### /p' "$OUT/fits-$size/report.md"
 done
+[ -f "$OUT/breakdown.jsonl" ] && grep -E '"config"|"raw"' "$OUT/breakdown.jsonl"
