@@ -175,7 +175,7 @@ def raw_copies(curves):
         dev.copy_to_host(buf, back)
         emit({"curves": curves, "raw": "staged round trip identical", "ok": bool(np.array_equal(back, source))})
         if staging:
-            chunk = staging.chunk
+            chunk = min(staging.chunk, nbytes)
 
             def dma_only():
                 for offset in range(0, nbytes - chunk + 1, chunk):
