@@ -173,6 +173,12 @@ def _gpu_devices(platform: str):
     return sorted(jax.devices(platform), key=lambda d: d.local_hardware_id)
 
 
+def _load_cuda(driver, compiled, arch: str):
+    """``cuModuleLoadData`` of the kernel's cubin (ptxas), or of its PTX where there is none."""
+    from ..runtime.cuda import image_bytes
+    return compiled.load_cuda(arch, lambda image: _check("cuModuleLoadData", driver.cuModuleLoadData(image_bytes(image))))
+
+
 def _cuda_target(kernel, name: str, variant: Variant) -> Target:
     driver = _cuda()
     _check("cuInit", driver.cuInit(0))
@@ -191,25 +197,28 @@ def _cuda_target(kernel, name: str, variant: Variant) -> Target:
             driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev))
         minor = _check("cuDeviceGetAttribute", driver.cuDeviceGetAttribute(
             driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev))
-        compiled = _gpu_compiled(kernel, "nvptx", f"sm_{major}{minor}", variant)
+        arch = f"sm_{major}{minor}"
+        compiled = _gpu_compiled(kernel, "nvptx", arch, variant)
+        counted_all = [counting.compiled("nvptx", arch=arch, scalars_by_reference=True, proven=variant.proven)
+                       for counting in counters]
+        scanned_all = [scan.compiled("nvptx", arch=arch) for scan in (_scan_kernels() if counters else ())]
+        for built in [compiled, *counted_all, *scanned_all]:
+            built.pending_cubin(arch)         # every ptxas of this device at once (codegen/gpu/cubin.py)
         ctx = _check("cuDevicePrimaryCtxRetain", driver.cuDevicePrimaryCtxRetain(dev))       # JAX's context on this device
         _check("cuCtxPushCurrent", driver.cuCtxPushCurrent(ctx))
         try:
-            module = _check("cuModuleLoadData", driver.cuModuleLoadData(compiled.ptx.encode() + b"\0"))
+            module = _load_cuda(driver, compiled, arch)
             function = _check("cuModuleGetFunction", driver.cuModuleGetFunction(module, compiled.entry_name.encode()))
             if compiled.grid_stride:       # the entry loops over the grid: launch one resident wave
                 wave = _resident_threads(driver, function, dev, compiled.extra.get("block_threads", ffi_layout.BLOCK_SIZE))
                 max_threads = wave if max_threads is None else min(max_threads, wave)
-            for level, counting in enumerate(counters):
-                counted = counting.compiled("nvptx", arch=f"sm_{major}{minor}", scalars_by_reference=True,
-                                            proven=variant.proven)
-                count_module = _check("cuModuleLoadData", driver.cuModuleLoadData(counted.ptx.encode() + b"\0"))
+            for level, counted in enumerate(counted_all):
+                count_module = _load_cuda(driver, counted, arch)
                 count_functions[level * n + ordinal] = int(_check("cuModuleGetFunction", driver.cuModuleGetFunction(
                     count_module, counted.entry_name.encode())))
                 keep += [count_module, counted]
-            for k, scan in enumerate(_scan_kernels() if counters else ()):
-                scanned = scan.compiled("nvptx", arch=f"sm_{major}{minor}")
-                scan_module = _check("cuModuleLoadData", driver.cuModuleLoadData(scanned.ptx.encode() + b"\0"))
+            for k, scanned in enumerate(scanned_all):
+                scan_module = _load_cuda(driver, scanned, arch)
                 scan_functions[k * n + ordinal] = int(_check("cuModuleGetFunction", driver.cuModuleGetFunction(
                     scan_module, scanned.entry_name.encode())))
                 keep += [scan_module, scanned]
