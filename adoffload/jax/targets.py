@@ -92,6 +92,47 @@ def ensure_target(kernel, platform: str, variant: Variant = Variant()) -> Target
         return target
 
 
+def build_ahead(kernel, platform: str, variant: Variant = Variant(), archs=None) -> list:
+    """Compile, without loading anything, what ``ensure_target`` will compile for ``kernel`` on
+    ``platform`` (CUDA: for each of ``archs``, by default every device the driver sees, the PTX and,
+    by ptxas, the cubin of the kernel and its tape kernels), so that the lowering finds it built.
+    Returns the Compiled artifacts."""
+    _check_hidden(kernel)
+    if platform == "cpu" or _levels(kernel):
+        variant = Variant(variant.written, variant.proven)        # as ensure_target
+    counters = [counter for counter, _, _ in _levels(kernel)]
+    if platform == "cpu":
+        return [kernel.compiled("host", proven=variant.proven)] + \
+            [counter.compiled("host", proven=variant.proven) for counter in counters]
+    if platform != "cuda":
+        raise JaxIntegrationError(f"compile_ahead builds for the 'cpu' and 'cuda' platforms, not {platform!r}")
+    built = []
+    for arch in archs if archs is not None else _driver_archs():
+        here = [_gpu_compiled(kernel, "nvptx", arch, variant)]
+        here += [c.compiled("nvptx", arch=arch, scalars_by_reference=True, proven=variant.proven) for c in counters]
+        here += [scan.compiled("nvptx", arch=arch) for scan in (_scan_kernels() if counters else ())]
+        for compiled in here:
+            compiled.pending_cubin(arch)
+        for compiled in here:
+            compiled.pending_cubin(arch).result()
+        built += here
+    return built
+
+
+def _driver_archs() -> list[str]:
+    """The architectures (``sm_90``) of the CUDA devices the driver sees, without initializing JAX."""
+    driver = _cuda()
+    _check("cuInit", driver.cuInit(0))
+    archs = []
+    for ordinal in range(int(_check("cuDeviceGetCount", driver.cuDeviceGetCount()))):
+        dev = _check("cuDeviceGet", driver.cuDeviceGet(ordinal))
+        major, minor = (_check("cuDeviceGetAttribute", driver.cuDeviceGetAttribute(
+            getattr(driver.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_{part}"), dev))
+            for part in ("MAJOR", "MINOR"))
+        archs.append(f"sm_{major}{minor}")
+    return list(dict.fromkeys(archs))
+
+
 def _check_hidden(kernel) -> None:
     """Launcher-filled params a handler can fill: a dynamic tape (sized by the counting kernel).
     A deterministic kernel's contribution log needs a host-side reduction after the launch."""
