@@ -35,7 +35,7 @@ run() {   # run LABEL MINIMIZER [env...]
     [ "$label" = A ] && extra="--no-compile-ahead"
     [ "$label" = C ] && extra=""
     local t0; t0=$(date +%s.%N)
-    env "$@" ADOFFLOAD_CACHE_DIR="$cache" timeout 120 $PY examples/chemistry/lj_clusters.py --device cuda --atoms 38 \
+    env "$@" ADOFFLOAD_CACHE_DIR="$cache" timeout 75 $PY examples/chemistry/lj_clusters.py --device cuda --atoms 38 \
         --until-reached --time-limit 60 --minimizer "$minimizer" $extra --out "$OUT/plots_${label}_${minimizer}" \
         > "$OUT/run_${label}_${minimizer}.txt" 2>&1
     local rc=$?
@@ -50,17 +50,13 @@ run B lbfgs ADOFFLOAD_PTXAS=1
 run A fire ADOFFLOAD_PTXAS=0
 run B fire ADOFFLOAD_PTXAS=1
 
-# C: as B with ptxas at -O1 (6x shorter assembly on the host; the code differs: 134 registers and no spills
-# against 255 and spills at -O3 for L-BFGS). Whether the search gets slower is the point of this run.
-if [ $(( $(date +%s) - BEGAN )) -lt 80 ]; then run C lbfgs ADOFFLOAD_PTXAS=1 ADOFFLOAD_PTXAS_OPT=1; fi
-
 # the breakdown (timers on every compile stage; the example's clock starts after the runner's imports)
 breakdown() {   # breakdown LABEL MINIMIZER [env...]
     local label=$1 minimizer=$2; shift 2
     local cache; cache=$(mktemp -d)
     local extra=""
     [ "$label" = A ] && extra="--no-compile-ahead"
-    env "$@" ADOFFLOAD_CACHE_DIR="$cache" timeout 120 $PY tmp_probe/gpu_coldcompile_run.py "$OUT/breakdown_${label}_${minimizer}.json" -- \
+    env "$@" ADOFFLOAD_CACHE_DIR="$cache" timeout 75 $PY tmp_probe/gpu_coldcompile_run.py "$OUT/breakdown_${label}_${minimizer}.json" -- \
         --device cuda --atoms 38 --until-reached --time-limit 60 --minimizer "$minimizer" $extra --out "$OUT/plots_bd" \
         > "$OUT/breakdown_${label}_${minimizer}.txt" 2>&1
     say "--- breakdown $label $minimizer (rc $?; $*) ---"
@@ -68,14 +64,19 @@ breakdown() {   # breakdown LABEL MINIMIZER [env...]
     sed -n '/== compile breakdown/,/timeline/p' "$OUT/breakdown_${label}_${minimizer}.txt" | tee -a "$LOG"
     rm -rf "$cache"
 }
-for spec in "A lbfgs ADOFFLOAD_PTXAS=0" "B lbfgs ADOFFLOAD_PTXAS=1"; do
-    if [ $(( $(date +%s) - BEGAN )) -gt 100 ]; then say "skipped breakdown $spec: past 100 s"; continue; fi
+for spec in "B lbfgs ADOFFLOAD_PTXAS=1" "A lbfgs ADOFFLOAD_PTXAS=0"; do
+    if [ $(( $(date +%s) - BEGAN )) -gt 105 ]; then say "skipped breakdown $spec: past 105 s"; continue; fi
     breakdown $spec
 done
 
+# C: as B with ptxas at -O1 (6x shorter assembly on the host; the code differs: 134 registers and no spills
+# against 255 and spills at -O3 for L-BFGS). Whether the search gets slower is the point of this run.
+if [ $(( $(date +%s) - BEGAN )) -lt 115 ]; then run C lbfgs ADOFFLOAD_PTXAS=1 ADOFFLOAD_PTXAS_OPT=1
+else say "skipped C (ptxas -O1): past 115 s"; fi
+
 # ptxas alone on the two kernels' PTX, at each -O level (compile seconds only; the speed of the code is
 # the lead's A/B: ADOFFLOAD_PTXAS_OPT=N runs the example with that level)
-if [ $(( $(date +%s) - BEGAN )) -lt 130 ]; then
+if [ $(( $(date +%s) - BEGAN )) -lt 135 ]; then
 ADOFFLOAD_CACHE_DIR=$(mktemp -d) $PY - <<'EOF' 2>&1 | tee -a "$LOG"
 import time, numpy as np
 from adoffload.optimize import generate, lbfgs, fire
