@@ -70,7 +70,6 @@ class _Importer:
         self.debug_locations = _debug_locations(self.text)
         self.struct_text = {name.strip('"'): body for name, body in _STRUCT_DEF.findall(self.text)}
         self.structs: dict[str, Type] = {}
-        self.types: dict[str, Type] = {}
         self.attribute_groups = dict(re.findall(r"^attributes #(\d+) = \{ (.*) \}$", self.text, re.M))
         self.values: dict[int, Value] = {}   # address of the LLVM value -> our value
 
@@ -85,11 +84,7 @@ class _Importer:
         return self.structs[name]
 
     def type_of(self, typeref) -> Type:
-        spelled = str(typeref)
-        known = self.types.get(spelled)       # types are immutable: one parse per spelling
-        if known is None:
-            known = self.types[spelled] = tp.type_from_string(spelled, self.resolve_struct)
-        return known
+        return tp.type_from_string(str(typeref), self.resolve_struct)
 
     # ---- module
     def run(self) -> Module:
