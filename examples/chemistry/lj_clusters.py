@@ -211,7 +211,9 @@ class _compiled_ahead:
         self._fn, self._done, self._error = fn, threading.Event(), None
         self.compiled = self
         shapes = [_shape_of(a) for a in example]
-        threading.Thread(target=self._compile, args=(shapes,), daemon=True).start()
+        # not a daemon: a run that ends before its first hop waits for the compile at exit (XLA in a
+        # thread killed at interpreter shutdown aborts the process)
+        threading.Thread(target=self._compile, args=(shapes,), name="hop-compile").start()
 
     def _compile(self, shapes):
         try:
