@@ -13,8 +13,8 @@ for m in lbfgs fire; do ADOFFLOAD_CACHE_DIR=$(mktemp -d) PYTHONPATH=. $PY tmp_pr
 PTXAS=$(PYTHONPATH=. $PY -c "from adoffload.codegen.gpu.tools import find_ptxas; print(find_ptxas())")
 echo "-- ptxas ($PTXAS, $($PTXAS --version | tail -1)) on the PTX --"
 for m in lbfgs fire; do for o in 3 1; do
-  s=$(date +%s.%N); $PTXAS -arch=sm_90 -O$o -v -o "$OUT/$m-O$o.cubin" /tmp/$m.ptx > "$OUT/ptxas_$m-O$o.txt" 2>&1; e=$(date +%s.%N)
-  echo "$m -O$o: $(awk "BEGIN{printf \"%.2f\", $e - $s}") s, $(grep -o 'Used [0-9]* registers' "$OUT/ptxas_$m-O$o.txt"), $(grep -o '[0-9]* bytes spill stores' "$OUT/ptxas_$m-O$o.txt"), cubin $(stat -c %s "$OUT/$m-O$o.cubin") bytes"
+  s=$(date +%s.%N); /usr/bin/time -o "$OUT/cpu.txt" -f "%U %S" $PTXAS -arch=sm_90 -O$o -v -o "$OUT/$m-O$o.cubin" /tmp/$m.ptx > "$OUT/ptxas_$m-O$o.txt" 2>&1; e=$(date +%s.%N)
+  echo "$m -O$o: $(awk "BEGIN{printf \"%.2f\", $e - $s}") s (CPU $(awk '{printf "%.2f", $1 + $2}' "$OUT/cpu.txt") s), $(grep -o 'Used [0-9]* registers' "$OUT/ptxas_$m-O$o.txt"), $(grep -o '[0-9]* bytes spill stores' "$OUT/ptxas_$m-O$o.txt"), cubin $(stat -c %s "$OUT/$m-O$o.cubin") bytes"
 done; done
 echo "-- both kernels' ptxas -O3: one after the other, and as two processes at once --"
 for r in 1 2; do
