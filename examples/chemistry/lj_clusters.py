@@ -171,7 +171,8 @@ def main(argv=None):
     print(f"output folder: {out}")
     return {"best": best, "published": published, "history": best_history, "seconds": seconds,
             "walkers_at_minimum": int(np.sum(found < (published or -np.inf) + 1e-4)),
-            "reached": reached, "steps": done_steps, "clusters": clusters}
+            "reached": reached, "steps": done_steps, "clusters": clusters,
+            "started_to_search": began - STARTED}     # what the search's clock leaves out (compile-ahead runs before it)
 
 
 def _minimizer_options(args) -> dict:
