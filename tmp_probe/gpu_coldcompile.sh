@@ -26,7 +26,8 @@ except Exception as e:
 print("cpus:", __import__("os").cpu_count())
 EOF
 
-# A: driver JIT, no compile-ahead (the code before this branch's changes to the load path and the example)
+# A: driver JIT, no compile-ahead (the code before this branch's changes to the load path and the example;
+#    the backend self-checks before the search are jitted in both, see the results README)
 # B: ptxas cubin + compile-ahead (the default now)
 run() {   # run LABEL MINIMIZER [env...]
     local label=$1 minimizer=$2; shift 2
@@ -95,4 +96,3 @@ for name, method, static in (("lbfgs", lbfgs, {"H": 6}), ("fire", fire, {"G": 3}
 EOF
 fi
 say "total $(( $(date +%s) - BEGAN )) s"
-cp "$LOG" "$OUT/" 2>/dev/null || true

@@ -39,6 +39,9 @@ def wrap(module, name, label):
     setattr(module, name, timed)
 
 
+import logging  # noqa: E402
+logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(threadName)s: %(message)s")
+logging.getLogger("adoffload.codegen.gpu.cubin").setLevel(logging.DEBUG)   # why a module had no cubin
 import jax  # noqa: E402
 import adoffload  # noqa: E402
 from adoffload import codegen, frontend, ir  # noqa: E402
