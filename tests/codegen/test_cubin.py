@@ -142,6 +142,19 @@ def test_a_refused_cubin_falls_back_to_the_ptx(ptx, tmp_path, caplog):
     assert any("refused the cubin" in r.getMessage() for r in caplog.records)
 
 
+def test_a_sticky_fault_loading_the_cubin_is_raised_not_retried(ptx, tmp_path):
+    from adoffload.errors import KernelFaultError
+    _ptxas_or_skip()
+    images = []
+
+    def broken_context(image):
+        images.append(image)
+        raise KernelFaultError("cuModuleLoadData failed: CUDA_ERROR_ILLEGAL_ADDRESS (700)")
+    with pytest.raises(KernelFaultError, match="ILLEGAL_ADDRESS"):
+        cubin.load_cuda_module(ptx, "sm_80", broken_context, cubin.start_cubin(ptx, "sm_80", cache=CompileCache(tmp_path)))
+    assert len(images) == 1 and isinstance(images[0], bytes)
+
+
 def test_without_a_cubin_the_ptx_is_loaded(ptx, monkeypatch):
     monkeypatch.setenv(cubin.PTXAS_ENV, "0")
     load = _Loader()

@@ -29,7 +29,7 @@ import threading
 import weakref
 from pathlib import Path
 
-from ...errors import Error, ToolNotFoundError
+from ...errors import Error, KernelFaultError, ToolNotFoundError
 
 PTXAS_ENV = "ADOFFLOAD_PTXAS"            # "0": never run ptxas (the driver JIT loads the PTX)
 PTXAS_OPT_ENV = "ADOFFLOAD_PTXAS_OPT"    # ptxas -O level (default: ptxas's own, 3)
@@ -178,6 +178,8 @@ def load_cuda_module(ptx: str, arch: str, load, pending: PendingCubin | None = N
     if cubin is not None:
         try:
             return load(cubin)
+        except KernelFaultError:    # a broken context: the PTX would not load either
+            raise
         except Error as exc:        # e.g. a ptxas newer than the driver
             _count("fallbacks")
             log.debug("the driver refused the cubin for %s (%s); loading the PTX through its JIT", arch, exc)
