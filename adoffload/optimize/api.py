@@ -39,23 +39,9 @@ def minimize(fun, x0, args=(), method: str = "lbfgs", tol: float | None = None, 
     ``jac``, ``success``, ``status``, ``message``, ``nit``, ``nfev``.
     """
     what = "adoffload.optimize.minimize"
-    check_function(fun, what, "fun")
-    if not isinstance(method, str) or method.lower() not in METHODS:
-        hint = " (bounds are not supported: use 'lbfgs')" if str(method).lower() == "l-bfgs-b" else ""
-        raise ArgumentError(f"{what}: unknown method {method!r}{hint}; choose one of 'lbfgs', 'bfgs', 'fire'")
-    module = METHODS[method.lower()]
     use_jax = is_jax(x0)
-    batch, n, dtype = check_start(x0, what)
-    specs, values = prepare(args, batch, dtype, what, use_jax)
-    _check_arity(fun, 1 + len(specs), what, "fun(x, *args)")
-    opts = _options(module, tol, maxiter, options, what, n)
-    static = {"H": int(opts["maxcor"])} if module is lbfgs else {"G": int(opts["group"])} if module is fire else {}
-    kernel = generate.minimize_kernel(fun, module, n, dtype, specs, static)
-    settings = [opts["gtol"], opts.get("ftol", 0.0), int(opts["maxiter"])] + \
-        [opts[name] for name, _ in module.KERNEL_PARAMS]
-    shapes = {"x_out": (batch, n), "f_out": (batch,), "g_out": (batch, n), "status_out": (batch,),
-              "nit_out": (batch,), "nfev_out": (batch,)}
-    out = _run(kernel, [x0] + values + settings, shapes, dtype, batch, device, use_jax)
+    kernel, inputs, shapes, dtype, batch = minimize_call(fun, x0, args, method, tol, maxiter, options, what, use_jax)
+    out = _run(kernel, inputs, shapes, dtype, batch, device, use_jax)
     return finish({"x": out["x_out"], "fun": out["f_out"], "jac": out["g_out"], "status": out["status_out"],
                    "nit": out["nit_out"], "nfev": out["nfev_out"], "njev": out["nfev_out"]})
 
@@ -102,6 +88,27 @@ def least_squares(residual, x0, args=(), m: int | None = None, method: str = "lm
 
 
 # --- helpers ----------------------------------------------------------------------------------
+
+def minimize_call(fun, x0, args, method, tol, maxiter, options, what: str, use_jax: bool, values: bool = True):
+    """(kernel, its inputs in order, Out shapes, dtype, batch) of a ``minimize`` call (also what
+    ``compile_ahead`` builds; ``values=False``: ``x0`` only gives the shape and dtype)."""
+    check_function(fun, what, "fun")
+    if not isinstance(method, str) or method.lower() not in METHODS:
+        hint = " (bounds are not supported: use 'lbfgs')" if str(method).lower() == "l-bfgs-b" else ""
+        raise ArgumentError(f"{what}: unknown method {method!r}{hint}; choose one of 'lbfgs', 'bfgs', 'fire'")
+    module = METHODS[method.lower()]
+    batch, n, dtype = check_start(x0, what, values)
+    specs, arg_values = prepare(args, batch, dtype, what, use_jax)
+    _check_arity(fun, 1 + len(specs), what, "fun(x, *args)")
+    opts = _options(module, tol, maxiter, options, what, n)
+    static = {"H": int(opts["maxcor"])} if module is lbfgs else {"G": int(opts["group"])} if module is fire else {}
+    kernel = generate.minimize_kernel(fun, module, n, dtype, specs, static)
+    settings = [opts["gtol"], opts.get("ftol", 0.0), int(opts["maxiter"])] + \
+        [opts[name] for name, _ in module.KERNEL_PARAMS]
+    shapes = {"x_out": (batch, n), "f_out": (batch,), "g_out": (batch, n), "status_out": (batch,),
+              "nit_out": (batch,), "nfev_out": (batch,)}
+    return kernel, [x0] + arg_values + settings, shapes, dtype, batch
+
 
 def _run(kernel, inputs: list, shapes: dict, dtype, batch: int, device: str, use_jax: bool) -> dict:
     if use_jax:

@@ -95,7 +95,7 @@ sys.path.insert(0, sys.argv[1])
 import lj_clusters
 r = lj_clusters.main(sys.argv[3:])
 print("RESULT " + json.dumps({k: r[k] for k in ("best", "published", "seconds", "reached", "steps", "clusters",
-                                                "walkers_at_minimum")}))
+                                                "walkers_at_minimum", "started_to_search")}))
 """
 
 
@@ -131,6 +131,8 @@ def lj_run(device: str, atoms: int, walkers: int, steps: int, minimizer: str, lo
     return {**row, "walkers": result["clusters"], "reached": reached is not None,
             "steps_to_minimum": reached[0] if reached else None,
             "time_to_minimum_s": reached[1] if reached else None,
+            # from the script's first line: the kernel built ahead (before the search's clock) counts too
+            "minimum_since_start_s": reached[1] + result["started_to_search"] if reached else None,
             "steps_run": result["steps"], "search_s": result["seconds"], "script_s": script,
             "best": result["best"], "published": result["published"],
             "above_published": result["best"] - result["published"],
@@ -204,7 +206,7 @@ def run(rows, device: str, quick: bool, options) -> None:
 
 
 LJ_COLUMNS = ["atoms", "walkers", "minimizer", "surface_moves", "restart_every", "seed", "time_limit_s", "reached", "steps_to_minimum", "time_to_minimum_s",
-              "steps_run", "search_s", "script_s", "best", "above_published", "walkers_at_minimum", "minimizations_per_s",
+              "minimum_since_start_s", "steps_run", "search_s", "script_s", "best", "above_published", "walkers_at_minimum", "minimizations_per_s",
               "device", "error"]
 FIT_COLUMNS = ["way", "method", "device", "curves", "first_call_s", "first_call_curves", "us_per_curve",
                "us_per_curve_min", "us_per_curve_iqr", "reps", "converged", "checked_vs_scipy", "max_diff_vs_scipy",

@@ -23,6 +23,7 @@ def test_optimize_suite_runs_quick_on_the_host(tmp_path, monkeypatch):
     assert len(lj) == 1 and "error" not in lj[0], lj
     assert lj[0]["reached"] is True and lj[0]["best"] == pytest.approx(LJ13_MINIMUM, abs=1e-4)
     assert 0 < lj[0]["time_to_minimum_s"] <= lj[0]["search_s"] < lj[0]["script_s"]
+    assert lj[0]["time_to_minimum_s"] < lj[0]["minimum_since_start_s"] < lj[0]["script_s"]
     assert lj[0]["steps_run"] == lj[0]["steps_to_minimum"]          # --until-reached stopped it there
     fits = {(r.get("way"), r["method"]): r for r in rows if r["case"] == "fits"}
     scipy = fits.pop(("numpy in, numpy out", "scipy least_squares (lm), one by one"))
