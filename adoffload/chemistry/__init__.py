@@ -9,14 +9,14 @@ velocity Verlet and BAOAB Langevin dynamics (``dynamics``), and an ASE calculato
 (``ase_calculator``, needs ``pip install ase``). Everything computes in float64: enable
 ``jax_enable_x64``.
 """
-from .backend import BACKENDS, available, default_backend, get_backend
+from .backend import BACKENDS, available, default_backend, device_available, get_backend
 from ..errors import (BackendUnavailableError, BoxError, Float64RequiredError, NeighborListOverflowError,
                      OptionalDependencyError)
 from .forcefield import Coulomb, ForceField, HarmonicAngles, HarmonicBonds, LennardJones, Morse, as_box
 from .neighbors import NeighborList, NeighborListSpec, brute_force_neighbors, estimate_capacity
 
 __all__ = [
-    "BACKENDS", "available", "default_backend", "get_backend",
+    "BACKENDS", "available", "default_backend", "device_available", "get_backend",
     "BackendUnavailableError", "BoxError", "Float64RequiredError", "NeighborListOverflowError",
     "OptionalDependencyError",
     "Coulomb", "ForceField", "HarmonicAngles", "HarmonicBonds", "LennardJones", "Morse", "as_box",

@@ -75,6 +75,18 @@ def available(name: str, *, adjoint: bool = True, second_order: bool = False,
     return True, ""
 
 
+def device_available(device: str | None = None) -> tuple[bool, str]:
+    """Whether adoffload can launch kernels on ``device`` here, and why not: the device and its
+    driver only, no kernel built. For programs that build their own kernels (an
+    ``adoffload.optimize`` call): ``available`` also compiles and checks this backend's kernels, seconds
+    of a cold start that such a program would wait for and not use."""
+    try:
+        _check_device(device)
+    except BackendUnavailableError as error:
+        return False, str(error)
+    return True, ""
+
+
 def default_backend(device: str | None = None) -> str:
     """``"adoffload"`` when it can run on ``device``, else ``"jax"``."""
     return "adoffload" if available("adoffload", device=device)[0] else "jax"

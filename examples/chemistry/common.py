@@ -21,17 +21,24 @@ def setup_jax(device: str):
     return devices[0]
 
 
-def pick_backend(requested: str, device: str, *, second_order: bool = False) -> str:
+def pick_backend(requested: str, device: str, *, second_order: bool = False, own_kernels: bool = False) -> str:
     """The backend to use on ``device``. 'auto' is adoffload, or the plain-JAX reference when
     adoffload cannot use that device here (said on the console). Any other failure of the
-    adoffload kernels is raised, never hidden behind a fallback."""
-    from adoffload.chemistry import available
+    adoffload kernels is raised, never hidden behind a fallback. ``own_kernels``: the example builds
+    its own kernels (adoffload.optimize), so only the device is checked, not the chemistry backend's
+    kernels, which it does not use (their checks compile and run a dozen kernels)."""
+    from adoffload.chemistry import available, device_available
+
+    def usable(name):
+        if own_kernels and name == "adoffload":
+            return device_available(device)
+        return available(name, second_order=second_order, device=device)
     if requested != "auto":
-        ok, why = available(requested, second_order=second_order, device=device)
+        ok, why = usable(requested)
         if not ok:
             sys.exit(f"--backend {requested}: {why}")
         return requested
-    ok, why = available("adoffload", second_order=second_order, device=device)
+    ok, why = usable("adoffload")
     if ok:
         return "adoffload"
     print(f"note: --backend auto runs the plain-JAX reference backend: {why}")

@@ -95,7 +95,7 @@ def main(argv=None):
     from adoffload.chemistry.optimize import FireOptions, random_cluster
     from adoffload.chemistry.sharding import describe, over_walkers, padded_size, select_devices, split_keys, to_host, walker_mesh
 
-    backend_name = pick_backend(args.backend, args.device)
+    backend_name = pick_backend(args.backend, args.device, own_kernels=True)
     if args.surface_moves and backend_name != "adoffload":
         sys.exit("--surface-moves: the adoffload backend's option (the jax backend kicks every atom)")
     clusters, steps, local_steps = _sizes(args)

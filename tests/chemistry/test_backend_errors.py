@@ -87,3 +87,30 @@ def test_the_self_checks_compile_whole_programs_not_single_operations(fresh_back
     finally:
         jax.monitoring.unregister_event_duration_listener(listen)
     assert 0 < len(compiles) <= 40, compiles
+
+
+def test_device_available_builds_no_kernel(fresh_backend, monkeypatch):
+    """A program with its own kernels (lj_clusters.py) asks only whether the device can be used:
+    nothing of the chemistry backend is compiled, and a missing GPU is a reason, not an error."""
+    built = []
+    monkeypatch.setattr(chem_backend, "_kernel_backend", lambda *a, **k: built.append(a))
+    assert chem_backend.device_available("cpu") == (True, "")
+    ok, why = chem_backend.device_available("cuda")
+    assert ok == _has_cuda() and (ok or "no cuda device" in why), why
+    ok, why = chem_backend.device_available("tpu")
+    assert not ok and "'tpu'" in why
+    assert built == []
+
+
+def test_lj_clusters_checks_the_device_only(monkeypatch):
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "chemistry"))
+    import common
+    calls = []
+    monkeypatch.setattr(chem_backend, "available", lambda *a, **k: calls.append("available") or (True, ""))
+    monkeypatch.setattr("adoffload.chemistry.available", chem_backend.available)
+    assert common.pick_backend("auto", "cpu", own_kernels=True) == "adoffload"
+    assert calls == []
+    assert common.pick_backend("auto", "cpu") == "adoffload"
+    assert calls == ["available"]
