@@ -21,7 +21,7 @@ from .launch_plan import KEY_FLAGS
 from .native_layout import LAYOUT
 
 ENTRY_NAME = "adoffload_native_launch"
-GIL_RELEASE_THREADS = 32      # launches of more threads than this run with the GIL released
+GIL_RELEASE_THREADS = 32      # launches of more threads than this, or of a body with loops, release the GIL
 STACK_SEED_BYTES = 4096       # the seed copies of a launch up to this size live on the entry's stack
 REASONS = ("arguments", "grid", "device", "array type", "dtype", "shape", "flags", "scalar type", "scalar value",
            "overlap", "memory", "switched off")
@@ -288,8 +288,9 @@ class _Writer:
                           f"i64 {plan.nbytes[n]}, i1 false)")
                 items[n] = self.op(f"ptrtoint ptr {copy} to i64")
                 offset += size
-        launched = self.op(f"load i64, ptr {entry.counter(0)}")
-        self.emit(f"store i64 {self.op(f'add i64 {launched}, 1')}, ptr {entry.counter(0)}")
+        for counter in (entry.counter(0), entry.total(0)):
+            count = self.op(f"load i64, ptr {counter}")
+            self.emit(f"store i64 {self.op(f'add i64 {count}, 1')}, ptr {counter}")
         for n, size in plan.zeroed_bytes:
             self.emit(f"call void @llvm.memset.p0.i64(ptr {self.op(f'inttoptr i64 {items[n]} to ptr')}, i8 0, "
                       f"i64 {size}, i1 false)")
@@ -301,7 +302,7 @@ class _Writer:
         values += [str(g) for g in plan.grid] + [self.op(f"ptrtoint ptr {status} to i64")]
         for k, value in enumerate(values):
             self.emit(f"store i64 {value}, ptr {self.op(f'getelementptr i64, ptr {slots}, i64 {k}')}")
-        release = plan.total > GIL_RELEASE_THREADS
+        release = plan.total > GIL_RELEASE_THREADS or not self.entry.loop_free
         if release:
             thread = self.op("call ptr @PyEval_SaveThread()")
         self.emit(f"call void inttoptr (i64 {variant.function.address} to ptr)(ptr {slots}, i64 0, i64 {plan.total})")
@@ -342,6 +343,9 @@ fallback:
   %fallbacks = load i64, ptr {entry.counter(1)}
   %fallbacks.1 = add i64 %fallbacks, 1
   store i64 %fallbacks.1, ptr {entry.counter(1)}
+  %all_fallbacks = load i64, ptr {entry.total(1)}
+  %all_fallbacks.1 = add i64 %all_fallbacks, 1
+  store i64 %all_fallbacks.1, ptr {entry.total(1)}
   store i64 %reason, ptr {entry.counter(2)}
   %result = call ptr @PyObject_Call(ptr {entry.constant(entry.python_call)}, ptr %args, ptr %kwargs)
   ret ptr %result
