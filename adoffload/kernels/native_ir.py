@@ -148,7 +148,7 @@ class _Writer:
         plan, shape = self.plan, self.plan.call_shape
         names = [p.name for p in plan.visible]
         self.label("%entry")
-        self.fail_if(self.op("icmp eq ptr %kwargs, null"), "arguments")
+        self.fail_if(self.op("icmp eq ptr %kwargs, null"), "grid")         # grid= is a keyword
         self.switch_check()
         size = self.op("call i64 @PyTuple_Size(ptr %args)")
         self.fail_if(self.op(f"icmp ne i64 {size}, {shape.positional}"), "arguments")
