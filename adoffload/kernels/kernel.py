@@ -169,6 +169,14 @@ class Kernel:
 (moved to ``device`` and back by intent). A property, so that a call reaches the native entry
 without a Python frame: ``kernel.__call__`` is that entry or the bound Python path.""")
 
+    @property
+    def __signature__(self):
+        """What ``inspect.signature`` shows (``__call__`` being a property): the kernel function's own
+        parameters where there is one, else the Python path's."""
+        import inspect
+        wrapped = self.__dict__.get("__wrapped__")
+        return inspect.signature(wrapped if wrapped is not None else self._python_call)
+
     @classmethod
     def from_ir(cls, signature: KernelSignature, module_text: str, body_name: str, *, tape=None) -> "Kernel":
         return IRKernel(signature, module_text, body_name, tape=tape)

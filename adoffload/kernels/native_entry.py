@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import threading
 
 from .environment import environment_key, environment_value
@@ -98,27 +99,86 @@ def why_not_native(plan) -> str | None:
     return None
 
 
+_LABEL = re.compile(r"^(?:([-\w.$]+)|\"([^\"]+)\"):")
+_TARGET = re.compile(r"\blabel %(?:([-\w.$]+)|\"([^\"]+)\")")
+
+
 def loop_free(kernel, proven) -> bool:
-    """Whether no function of the kernel's body module has a cycle in its control flow: each thread
-    then runs a bounded path (kernel bodies do not recurse), and a launch of few threads is short."""
-    from .. import ir
-    for fn in ir.import_module(kernel.module_text(proven)).functions.values():
-        state: dict = {}                  # block -> 1 on the DFS stack, 2 done
-        for root in fn.blocks[:1]:
-            stack = [(root, iter(root.successors))]
-            state[root] = 1
-            while stack:
-                block, successors = stack[-1]
-                nxt = next(successors, None)
-                if nxt is None:
-                    state[block] = 2
-                    stack.pop()
-                elif state.get(nxt) == 1:
-                    return False
-                elif nxt not in state:
-                    state[nxt] = 1
-                    stack.append((nxt, iter(nxt.successors)))
+    """Whether no function of the kernel's body module has a cycle in its control flow (read from the
+    IR text: blocks by their labels, successors by the ``label %b`` operands of terminators): each
+    thread then runs a bounded path (kernel bodies do not recurse), so a launch of few threads is short."""
+    for body in re.findall(r"^define [^\n]*\{\n(.*?)^\}", kernel.module_text(proven), re.M | re.S):
+        successors: dict[str, list[str]] = {}
+        block = "%entry"                      # the unlabelled first block
+        order = [block]
+        for line in body.splitlines():
+            label = _LABEL.match(line)
+            if label:
+                block = label.group(1) or label.group(2)
+                order.append(block)
+            elif "label %" in line:
+                successors.setdefault(block, []).extend(a or b for a, b in _TARGET.findall(line))
+        if _has_cycle(order, successors):
+            return False
     return True
+
+
+def _has_cycle(order: list[str], successors: dict[str, list[str]]) -> bool:
+    state: dict[str, int] = {}                # 1: on the DFS stack, 2: done
+    for root in order:
+        if root in state:
+            continue
+        state[root] = 1
+        stack = [(root, iter(successors.get(root, ())))]
+        while stack:
+            block, rest = stack[-1]
+            nxt = next(rest, None)
+            if nxt is None:
+                state[block] = 2
+                stack.pop()
+            elif state.get(nxt) == 1:
+                return True
+            elif nxt not in state:
+                state[nxt] = 1
+                stack.append((nxt, iter(successors.get(nxt, ()))))
+    return False
+
+
+class _Engine:
+    """The one MCJIT engine of every native entry of the process: its target machine (fast
+    instruction selection: the code is straight-line calls and compares) is made once, and each
+    entry's module is added to it (a module per entry, its function named apart)."""
+
+    def __init__(self):
+        import llvmlite.binding as llvm
+        from ..codegen.targets import host_target_machine
+        self.llvm = llvm
+        machine = host_target_machine(fresh=True, codegen_level=0)      # owned by the engine
+        self.triple, self.layout = machine.triple, str(machine.target_data)
+        self.engine = llvm.create_mcjit_compiler(self.module(""), machine)
+        self.count = 0
+        for name in C_API:
+            if not llvm.address_of_symbol(name):
+                llvm.add_symbol(name, ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value)
+
+    def module(self, text: str):
+        module = self.llvm.parse_assembly(text)
+        module.triple, module.data_layout = self.triple, self.layout
+        return module
+
+    def add(self, text: str, name: str) -> int:
+        """Compile ``text`` (defining ``name``); the address of ``name``."""
+        module = self.module(text)
+        module.verify()
+        self.engine.add_module(module)
+        self.engine.finalize_object()
+        address = self.engine.get_function_address(name)
+        if not address:
+            raise RuntimeError(f"the native launch entry @{name} was not compiled")
+        return address
+
+
+_ENGINE: _Engine | None = None
 
 
 _BUILD_LOCK = threading.Lock()
@@ -149,16 +209,15 @@ def entry_of(kernel) -> "NativeEntry | None":
 
 class NativeEntry:
     """One plan's native entry: ``function`` (the callable; its ``__self__`` is this object, which keeps
-    the machine code, the method definition and the objects the code points to alive), ``counters``
-    (launches, fallbacks, the last fallback's reason as 1 + its index in REASONS) and ``text`` (the IR)."""
+    the method definition and the objects the code points to alive; the code stays in the process's
+    engine, a few KiB per entry), ``counters`` (launches, fallbacks, the last fallback's reason as 1 +
+    its index in REASONS) and ``text`` (the IR)."""
 
     def __init__(self, plan):
-        import llvmlite.binding as llvm
-        from ..codegen.host.program import HostProgram
+        global _ENGINE
         from .launch_run import status_reporter
-        for name in C_API:
-            if not llvm.address_of_symbol(name):
-                llvm.add_symbol(name, ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value)
+        if _ENGINE is None:
+            _ENGINE = _Engine()
         self.switch = (ENVIRON, NATIVE_KEY, OFF_VALUE)     # read by the entry on each launch
         self.counters = (ctypes.c_int64 * 3)()
         self.report = status_reporter(plan)
@@ -166,10 +225,12 @@ class NativeEntry:
         self.python_call = type(kernel)._python_call.__get__(kernel)
         self._keep: list = []                 # objects the code points to
         self.loop_free = loop_free(plan.kernel, plan.proven)
+        _ENGINE.count += 1
+        self.name = f"{ENTRY_NAME}.{_ENGINE.count}"
         self.text = entry_text(self, plan, plan.variant(True))
-        self.program = HostProgram(self.text, optimized=True, codegen_level=0)   # straight-line code: ~4x faster to make
+        self.address = _ENGINE.add(self.text, self.name)
         self._name = f"{plan.signature.name} (native launch)".encode()
-        self._def = _PyMethodDef(self._name, self.program.address(ENTRY_NAME), METH_VARARGS_KEYWORDS, None)
+        self._def = _PyMethodDef(self._name, self.address, METH_VARARGS_KEYWORDS, None)
         new = ctypes.pythonapi.PyCFunction_NewEx
         new.restype, new.argtypes = ctypes.py_object, (ctypes.POINTER(_PyMethodDef), ctypes.py_object,
                                                        ctypes.py_object)

@@ -320,7 +320,7 @@ class _Writer:
         phi = ", ".join(f"[ {reason}, {block} ]" for reason, block in self.fails)
         body, allocas = "\n".join(self.lines), "\n".join(self.allocas)
         return f"""{_DECLARATIONS}
-define ptr @{ENTRY_NAME}(ptr %self, ptr %args, ptr %kwargs) {{
+define ptr @"{entry.name}"(ptr %self, ptr %args, ptr %kwargs) {{
 prologue:
 {allocas}
   br label %entry
