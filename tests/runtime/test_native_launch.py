@@ -405,3 +405,45 @@ def test_only_host_plans_of_one_chunk_with_the_callers_arguments_get_an_entry():
     if ado.runtime.get_device("cpu").workers > 1:
         assert plan.native is None and plan.native_why_not == "the launch runs in several chunks"
     assert native_entry.why_not_native(plan) == plan.native_why_not
+
+
+def test_an_entry_that_cannot_be_made_leaves_the_python_path_with_a_warning(monkeypatch):
+    @ado.kernel
+    def negate(x: ado.In[ado.f64], out: ado.Out[ado.f64]):
+        i = ado.tid()
+        out[i] = -x[i]
+
+    def broken(entry, plan, variant):
+        return "define void @broken( {"
+    monkeypatch.setattr(native_entry, "entry_text", broken)
+    x, out = np.arange(4.0), np.zeros(4)
+    negate(x, out, grid=4)
+    with pytest.warns(RuntimeWarning, match="making the native entry failed"):
+        negate(x, out, grid=4)
+    negate(-x, out, grid=4)
+    np.testing.assert_array_equal(out, x)
+    assert entry_of(negate) is None and "failed" in negate._last_plan.native_why_not
+
+
+def test_numpy_scalars_get_entries_of_their_own(monkeypatch):
+    args = mixed_args()
+    scalars = [np.float32(1.5), np.float64(2.25), np.int32(3), np.int64(-7), np.bool_(True)]
+    entry = warmed(mixed, *scalars, *args[5:], grid=N)
+    for values in ([np.float32(-0.5), np.float64(1e300), np.int32(-2**31), np.int64(2**62), np.bool_(False)],
+                   [np.float32(3e38), np.float64(-0.0), np.int32(7), np.int64(-1), np.bool_(True)]):
+        launches = entry.launches
+        got, want = np.zeros(N), np.zeros(N)
+        mixed(*values, *args[5:7], got, grid=N)
+        assert entry.launches == launches + 1, entry.last_reason
+        monkeypatch.setenv(NATIVE_ENV, "0")
+        mixed(*values, *args[5:7], want, grid=N)
+        monkeypatch.delenv(NATIVE_ENV)
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(ArgumentError, match="does not fit in ado.i32"):
+        mixed(np.float32(1), np.float64(1), np.int64(2**40), np.int64(0), np.bool_(True), *args[5:], grid=N)
+    assert entry.last_reason == "scalar type"          # an np.int64 for the i32: another signature
+    wide = [np.float32(1), np.float64(1), np.int64(5), np.int64(0), np.bool_(True)]
+    entry = warmed(mixed, *wide, *args[5:], grid=N)
+    with pytest.raises(ArgumentError, match="does not fit in ado.i32"):
+        mixed(np.float32(1), np.float64(1), np.int64(2**40), np.int64(0), np.bool_(True), *args[5:], grid=N)
+    assert entry.last_reason == "scalar value"         # its own signature, a value the i32 slot cannot hold
