@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import re
 import threading
 import warnings
 
@@ -104,49 +103,13 @@ def why_not_native(plan) -> str | None:
     return None
 
 
-_LABEL = re.compile(r"^(?:([-\w.$]+)|\"([^\"]+)\"):")
-_TARGET = re.compile(r"\blabel %(?:([-\w.$]+)|\"([^\"]+)\")")
-
-
 def loop_free(kernel, proven) -> bool:
-    """Whether no function of the kernel's body module has a cycle in its control flow (read from the
-    IR text: blocks by their labels, successors by the ``label %b`` operands of terminators): each
-    thread then runs a bounded path (kernel bodies do not recurse), so a launch of few threads is short."""
-    for body in re.findall(r"^define [^\n]*\{\n(.*?)^\}", kernel.module_text(proven), re.M | re.S):
-        successors: dict[str, list[str]] = {}
-        block = "%entry"                      # the unlabelled first block
-        order = [block]
-        for line in body.splitlines():
-            label = _LABEL.match(line)
-            if label:
-                block = label.group(1) or label.group(2)
-                order.append(block)
-            elif "label %" in line:
-                successors.setdefault(block, []).extend(a or b for a, b in _TARGET.findall(line))
-        if _has_cycle(order, successors):
-            return False
-    return True
-
-
-def _has_cycle(order: list[str], successors: dict[str, list[str]]) -> bool:
-    state: dict[str, int] = {}                # 1: on the DFS stack, 2: done
-    for root in order:
-        if root in state:
-            continue
-        state[root] = 1
-        stack = [(root, iter(successors.get(root, ())))]
-        while stack:
-            block, rest = stack[-1]
-            nxt = next(rest, None)
-            if nxt is None:
-                state[block] = 2
-                stack.pop()
-            elif state.get(nxt) == 1:
-                return True
-            elif nxt not in state:
-                state[nxt] = 1
-                stack.append((nxt, iter(successors.get(nxt, ()))))
-    return False
+    """Whether the kernel's body has no cycle in its control flow (codegen/gpu/grid_stride.has_loop
+    on its IR; helpers are inlined into it): each thread then runs a bounded path, so a launch of
+    few threads is short."""
+    import llvmlite.binding as llvm
+    from ..codegen.gpu.grid_stride import has_loop
+    return not has_loop(llvm.parse_assembly(kernel.module_text(proven)), kernel.body_name)
 
 
 class _Engine:
