@@ -123,8 +123,8 @@ def _smoke_test(backend) -> None:
     """Compile and run one primal kernel on two atoms against the reference."""
     import jax.numpy as jnp
     pos = jnp.asarray(_TWO_ATOMS[0], dtype=jnp.float64)
-    _compare("LJ cluster energy kernel", lambda: jnp.sum(backend.cluster_lj_energy(pos, 1.0, 1.0)),
-             lambda: jnp.sum(reference.cluster_lj_energy(pos, 1.0, 1.0)))
+    _compare("LJ cluster energy kernel", lambda x: jnp.sum(backend.cluster_lj_energy(x, 1.0, 1.0)),
+             lambda x: jnp.sum(reference.cluster_lj_energy(x, 1.0, 1.0)), pos)
 
 
 @functools.cache
@@ -135,8 +135,8 @@ def _adjoint_smoke_test() -> None:
     import jax.numpy as jnp
     pos = jnp.asarray(_TWO_ATOMS[0], dtype=jnp.float64)
     neighbors, box = jnp.asarray(_TWO_ATOMS[1], dtype=jnp.int64), jnp.full(3, 10.0)
-    force = lambda fns: jax.grad(lambda x: jnp.sum(fns.lj_energy(x, box, neighbors, 1.0, 1.0, 2.5)))(pos)
-    _compare("adjoint of the LJ energy kernel (forces)", lambda: force(backend), lambda: force(reference))
+    force = lambda fns: lambda x, nb, bx: jax.grad(lambda y: jnp.sum(fns.lj_energy(y, bx, nb, 1.0, 1.0, 2.5)))(x)
+    _compare("adjoint of the LJ energy kernel (forces)", force(backend), force(reference), pos, neighbors, box)
 
 
 @functools.cache
@@ -155,12 +155,14 @@ def _second_order_smoke_test() -> None:
     neighbors, box = jnp.asarray(_PADDED_NEIGHBORS, dtype=jnp.int64), jnp.full(3, 10.0)
 
     def fit_gradient(fns):
-        def loss(x, sigma, epsilon):
-            forces = jax.grad(lambda y: jnp.sum(fns.lj_energy(y, box, neighbors, sigma, epsilon, 2.5)))(x)
-            return jnp.sum(forces ** 2)
-        return jnp.concatenate([jnp.ravel(g) for g in jax.grad(loss, argnums=(0, 1, 2))(pos, 1.0, 1.0)])
+        def gradient(x, nb, bx):
+            def loss(x, sigma, epsilon):
+                forces = jax.grad(lambda y: jnp.sum(fns.lj_energy(y, bx, nb, sigma, epsilon, 2.5)))(x)
+                return jnp.sum(forces ** 2)
+            return jnp.concatenate([jnp.ravel(g) for g in jax.grad(loss, argnums=(0, 1, 2))(x, 1.0, 1.0)])
+        return gradient
     _compare("gradient of forces (reverse over reverse of the LJ energy kernel)",
-             lambda: fit_gradient(backend), lambda: fit_gradient(reference))
+             fit_gradient(backend), fit_gradient(reference), pos, neighbors, box)
 
 
 _PADDED_NEIGHBORS = [[1, -1], [0, -1]]
@@ -200,10 +202,14 @@ def _second_order_stays_in_bounds() -> None:
                 "use backend='jax' for fitting to forces until it is fixed")
 
 
-def _compare(what, ours, expected) -> None:
-    """Raise BackendCheckError when the adoffload result differs from the reference."""
+def _compare(what, ours, expected, *args) -> None:
+    """Raise BackendCheckError when ``ours(*args)`` (adoffload) differs from ``expected(*args)`` (the
+    reference). Each side is one jitted program of the arrays ``args``: run op by op (or jitted over
+    closed-over arrays, which are not traced), the checks were ~80 XLA compiles of one operation each
+    (benchmarks/results/2026-12-04-coldcompile)."""
+    import jax
     import numpy as np
-    value, reference_value = np.asarray(ours()), np.asarray(expected())
+    value, reference_value = np.asarray(jax.jit(ours)(*args)), np.asarray(jax.jit(expected)(*args))
     if not np.allclose(value, reference_value, rtol=1e-9, atol=1e-12):
         raise BackendCheckError(f"the adoffload {what} gave {value!r}, the plain-JAX reference "
                                 f"{reference_value!r}: a bug in adoffload (please report it)")

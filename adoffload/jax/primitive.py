@@ -129,13 +129,19 @@ def _impl(*operands, spec: CallSpec):
     return _jitted(spec)(*operands)
 
 
-def _lowering(ctx, *operands, spec: CallSpec, platform: str):
+def call_variant(spec: CallSpec, operand_shapes, platform: str) -> targets.Variant:
+    """What a call of ``spec`` with operands of ``operand_shapes`` (in operand order) fixes about its
+    target on ``platform`` (the lowering's, and ``compile_ahead``'s, so both build the same variant)."""
     from ..codegen.gpu.vectorize import elements_per_thread
     from ..kernels.launch import facts_proven_by
-    shapes = dict(zip(spec.operand_params, (aval.shape for aval in ctx.avals_in)))
+    shapes = dict(zip(spec.operand_params, (tuple(shape) for shape in operand_shapes)))
     shapes.update(zip(spec.out_params, spec.out_shapes))
     k = 1 if platform == "cpu" else elements_per_thread(spec.kernel.signature, int(np.prod(spec.grid, dtype=np.int64)))
-    variant = targets.Variant(_written_in_full(spec), facts_proven_by(spec.kernel, shapes, spec.grid), k)
+    return targets.Variant(_written_in_full(spec), facts_proven_by(spec.kernel, shapes, spec.grid), k)
+
+
+def _lowering(ctx, *operands, spec: CallSpec, platform: str):
+    variant = call_variant(spec, [aval.shape for aval in ctx.avals_in], platform)
     name = targets.target_name(spec.kernel, platform, variant)
     rule = jax.ffi.ffi_lowering(name, operand_output_aliases=spec.aliases())
     return rule(ctx, *operands, grid=np.asarray(spec.grid, dtype=np.int64))

@@ -92,6 +92,47 @@ def ensure_target(kernel, platform: str, variant: Variant = Variant()) -> Target
         return target
 
 
+def build_ahead(kernel, platform: str, variant: Variant = Variant(), archs=None) -> list:
+    """Compile, without loading anything, what ``ensure_target`` will compile for ``kernel`` on
+    ``platform`` (CUDA: for each of ``archs``, by default every device the driver sees, the PTX and,
+    by ptxas, the cubin of the kernel and its tape kernels), so that the lowering finds it built.
+    Returns the Compiled artifacts."""
+    _check_hidden(kernel)
+    if platform == "cpu" or _levels(kernel):
+        variant = Variant(variant.written, variant.proven)        # as ensure_target
+    counters = [counter for counter, _, _ in _levels(kernel)]
+    if platform == "cpu":
+        return [kernel.compiled("host", proven=variant.proven)] + \
+            [counter.compiled("host", proven=variant.proven) for counter in counters]
+    if platform != "cuda":
+        raise JaxIntegrationError(f"compile_ahead builds for the 'cpu' and 'cuda' platforms, not {platform!r}")
+    built = []
+    for arch in archs if archs is not None else _driver_archs():
+        here = [_gpu_compiled(kernel, "nvptx", arch, variant)]
+        here += [c.compiled("nvptx", arch=arch, scalars_by_reference=True, proven=variant.proven) for c in counters]
+        here += [scan.compiled("nvptx", arch=arch) for scan in (_scan_kernels() if counters else ())]
+        for compiled in here:
+            compiled.pending_cubin(arch)
+        for compiled in here:
+            compiled.pending_cubin(arch).result()
+        built += here
+    return built
+
+
+def _driver_archs() -> list[str]:
+    """The architectures (``sm_90``) of the CUDA devices the driver sees, without initializing JAX."""
+    driver = _cuda()
+    _check("cuInit", driver.cuInit(0))
+    archs = []
+    for ordinal in range(int(_check("cuDeviceGetCount", driver.cuDeviceGetCount()))):
+        dev = _check("cuDeviceGet", driver.cuDeviceGet(ordinal))
+        major, minor = (_check("cuDeviceGetAttribute", driver.cuDeviceGetAttribute(
+            getattr(driver.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_{part}"), dev))
+            for part in ("MAJOR", "MINOR"))
+        archs.append(f"sm_{major}{minor}")
+    return list(dict.fromkeys(archs))
+
+
 def _check_hidden(kernel) -> None:
     """Launcher-filled params a handler can fill: a dynamic tape (sized by the counting kernel).
     A deterministic kernel's contribution log needs a host-side reduction after the launch."""
@@ -173,6 +214,12 @@ def _gpu_devices(platform: str):
     return sorted(jax.devices(platform), key=lambda d: d.local_hardware_id)
 
 
+def _load_cuda(driver, compiled, arch: str):
+    """``cuModuleLoadData`` of the kernel's cubin (ptxas), or of its PTX where there is none."""
+    from ..runtime.cuda import image_bytes
+    return compiled.load_cuda(arch, lambda image: _check("cuModuleLoadData", driver.cuModuleLoadData(image_bytes(image))))
+
+
 def _cuda_target(kernel, name: str, variant: Variant) -> Target:
     driver = _cuda()
     _check("cuInit", driver.cuInit(0))
@@ -191,25 +238,28 @@ def _cuda_target(kernel, name: str, variant: Variant) -> Target:
             driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev))
         minor = _check("cuDeviceGetAttribute", driver.cuDeviceGetAttribute(
             driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev))
-        compiled = _gpu_compiled(kernel, "nvptx", f"sm_{major}{minor}", variant)
+        arch = f"sm_{major}{minor}"
+        compiled = _gpu_compiled(kernel, "nvptx", arch, variant)
+        counted_all = [counting.compiled("nvptx", arch=arch, scalars_by_reference=True, proven=variant.proven)
+                       for counting in counters]
+        scanned_all = [scan.compiled("nvptx", arch=arch) for scan in (_scan_kernels() if counters else ())]
+        for built in [compiled, *counted_all, *scanned_all]:
+            built.pending_cubin(arch)         # every ptxas of this device at once (codegen/gpu/cubin.py)
         ctx = _check("cuDevicePrimaryCtxRetain", driver.cuDevicePrimaryCtxRetain(dev))       # JAX's context on this device
         _check("cuCtxPushCurrent", driver.cuCtxPushCurrent(ctx))
         try:
-            module = _check("cuModuleLoadData", driver.cuModuleLoadData(compiled.ptx.encode() + b"\0"))
+            module = _load_cuda(driver, compiled, arch)
             function = _check("cuModuleGetFunction", driver.cuModuleGetFunction(module, compiled.entry_name.encode()))
             if compiled.grid_stride:       # the entry loops over the grid: launch one resident wave
                 wave = _resident_threads(driver, function, dev, compiled.extra.get("block_threads", ffi_layout.BLOCK_SIZE))
                 max_threads = wave if max_threads is None else min(max_threads, wave)
-            for level, counting in enumerate(counters):
-                counted = counting.compiled("nvptx", arch=f"sm_{major}{minor}", scalars_by_reference=True,
-                                            proven=variant.proven)
-                count_module = _check("cuModuleLoadData", driver.cuModuleLoadData(counted.ptx.encode() + b"\0"))
+            for level, counted in enumerate(counted_all):
+                count_module = _load_cuda(driver, counted, arch)
                 count_functions[level * n + ordinal] = int(_check("cuModuleGetFunction", driver.cuModuleGetFunction(
                     count_module, counted.entry_name.encode())))
                 keep += [count_module, counted]
-            for k, scan in enumerate(_scan_kernels() if counters else ()):
-                scanned = scan.compiled("nvptx", arch=f"sm_{major}{minor}")
-                scan_module = _check("cuModuleLoadData", driver.cuModuleLoadData(scanned.ptx.encode() + b"\0"))
+            for k, scanned in enumerate(scanned_all):
+                scan_module = _load_cuda(driver, scanned, arch)
                 scan_functions[k * n + ordinal] = int(_check("cuModuleGetFunction", driver.cuModuleGetFunction(
                     scan_module, scanned.entry_name.encode())))
                 keep += [scan_module, scanned]

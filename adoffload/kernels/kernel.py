@@ -43,6 +43,25 @@ class Compiled:
     def hsaco(self) -> bytes:
         return self.artifact
 
+    def pending_cubin(self, arch: str):
+        """ptxas assembling this PTX for ``arch`` in a subprocess, started on the first call
+        (codegen/gpu/cubin.py): loaders call it early, so it runs beside their other work."""
+        from ..codegen.gpu.cubin import start_cubin
+        with _CUBIN_LOCK:
+            pending = self.extra.setdefault("cubin", {})
+            if arch not in pending:
+                pending[arch] = start_cubin(self.ptx, arch)
+            return pending[arch]
+
+    def load_cuda(self, arch: str, load):
+        """``load(image)`` of this PTX's cubin for ``arch``, or of the PTX (the driver's JIT) where
+        there is none (codegen/gpu/cubin.load_cuda_module)."""
+        from ..codegen.gpu.cubin import load_cuda_module
+        return load_cuda_module(self.ptx, arch, load, self.pending_cubin(arch))
+
+
+_CUBIN_LOCK = threading.Lock()
+
 
 class Kernel:
     """Base class: a signature plus a way to get the body's canonical IR for a set of proven facts."""

@@ -66,7 +66,11 @@ def loaded_function(dev, compiled):
     """The compiled entry loaded on ``dev`` (loaded once per device, not per launch)."""
     loaded = compiled.extra.setdefault("loaded", {})
     if dev.spec not in loaded:
-        loaded[dev.spec] = dev.load_module(compiled.artifact).function(compiled.entry_name)
+        if compiled.target == "nvptx" and getattr(dev, "kind", None) == "cuda":
+            module = compiled.load_cuda(dev.arch, dev.load_module)      # ptxas's cubin, else the driver JIT
+        else:
+            module = dev.load_module(compiled.artifact)
+        loaded[dev.spec] = module.function(compiled.entry_name)
     return loaded[dev.spec]
 
 

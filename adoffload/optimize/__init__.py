@@ -8,9 +8,10 @@ built inside the kernel by the AD engine. Usable from numpy and from JAX (jit, v
 """
 from __future__ import annotations
 
+from .ahead import compile_ahead
 from .api import least_squares, minimize
 from .inputs import NonFiniteStartError, shared
 from .result import OptimizeResult
 from .status import MESSAGES
 
-__all__ = ["minimize", "least_squares", "shared", "OptimizeResult", "NonFiniteStartError", "MESSAGES"]
+__all__ = ["compile_ahead", "minimize", "least_squares", "shared", "OptimizeResult", "NonFiniteStartError", "MESSAGES"]

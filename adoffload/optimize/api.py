@@ -39,23 +39,9 @@ def minimize(fun, x0, args=(), method: str = "lbfgs", tol: float | None = None, 
     ``jac``, ``success``, ``status``, ``message``, ``nit``, ``nfev``.
     """
     what = "adoffload.optimize.minimize"
-    check_function(fun, what, "fun")
-    if not isinstance(method, str) or method.lower() not in METHODS:
-        hint = " (bounds are not supported: use 'lbfgs')" if str(method).lower() == "l-bfgs-b" else ""
-        raise ArgumentError(f"{what}: unknown method {method!r}{hint}; choose one of 'lbfgs', 'bfgs', 'fire'")
-    module = METHODS[method.lower()]
     use_jax = is_jax(x0)
-    batch, n, dtype = check_start(x0, what)
-    specs, values = prepare(args, batch, dtype, what, use_jax)
-    _check_arity(fun, 1 + len(specs), what, "fun(x, *args)")
-    opts = _options(module, tol, maxiter, options, what, n)
-    static = {"H": int(opts["maxcor"])} if module is lbfgs else {"G": int(opts["group"])} if module is fire else {}
-    kernel = generate.minimize_kernel(fun, module, n, dtype, specs, static)
-    settings = [opts["gtol"], opts.get("ftol", 0.0), int(opts["maxiter"])] + \
-        [opts[name] for name, _ in module.KERNEL_PARAMS]
-    shapes = {"x_out": (batch, n), "f_out": (batch,), "g_out": (batch, n), "status_out": (batch,),
-              "nit_out": (batch,), "nfev_out": (batch,)}
-    out = _run(kernel, [x0] + values + settings, shapes, dtype, batch, device, use_jax)
+    kernel, inputs, shapes, dtype, batch = minimize_call(fun, x0, args, method, tol, maxiter, options, what, use_jax)
+    out = _run(kernel, inputs, shapes, dtype, batch, device, use_jax)
     return finish({"x": out["x_out"], "fun": out["f_out"], "jac": out["g_out"], "status": out["status_out"],
                    "nit": out["nit_out"], "nfev": out["nfev_out"], "njev": out["nfev_out"]})
 
@@ -95,7 +81,7 @@ def least_squares(residual, x0, args=(), m: int | None = None, method: str = "lm
               "status_out": (batch,), "nit_out": (batch,), "nfev_out": (batch,), "njev_out": (batch,)}
     out = _run(kernel, [x0] + values + [ftol, xtol, gtol, max_nfev], shapes, dtype, batch, device, use_jax)
     grad = out["g_out"]
-    optimality = np.max(np.abs(grad), axis=1) if isinstance(grad, np.ndarray) else abs(grad).max(axis=1)
+    optimality = max_abs_rows(grad) if isinstance(grad, np.ndarray) else abs(grad).max(axis=1)
     return finish({"x": out["x_out"], "cost": out["cost_out"], "fun": out["r_out"], "grad": grad,
                    "optimality": optimality, "status": out["status_out"], "nit": out["nit_out"],
                    "nfev": out["nfev_out"], "njev": out["njev_out"]})
@@ -103,12 +89,32 @@ def least_squares(residual, x0, args=(), m: int | None = None, method: str = "lm
 
 # --- helpers ----------------------------------------------------------------------------------
 
+def minimize_call(fun, x0, args, method, tol, maxiter, options, what: str, use_jax: bool, values: bool = True):
+    """(kernel, its inputs in order, Out shapes, dtype, batch) of a ``minimize`` call (also what
+    ``compile_ahead`` builds; ``values=False``: ``x0`` only gives the shape and dtype)."""
+    check_function(fun, what, "fun")
+    if not isinstance(method, str) or method.lower() not in METHODS:
+        hint = " (bounds are not supported: use 'lbfgs')" if str(method).lower() == "l-bfgs-b" else ""
+        raise ArgumentError(f"{what}: unknown method {method!r}{hint}; choose one of 'lbfgs', 'bfgs', 'fire'")
+    module = METHODS[method.lower()]
+    batch, n, dtype = check_start(x0, what, values)
+    specs, arg_values = prepare(args, batch, dtype, what, use_jax)
+    _check_arity(fun, 1 + len(specs), what, "fun(x, *args)")
+    opts = _options(module, tol, maxiter, options, what, n)
+    static = {"H": int(opts["maxcor"])} if module is lbfgs else {"G": int(opts["group"])} if module is fire else {}
+    kernel = generate.minimize_kernel(fun, module, n, dtype, specs, static)
+    settings = [opts["gtol"], opts.get("ftol", 0.0), int(opts["maxiter"])] + \
+        [opts[name] for name, _ in module.KERNEL_PARAMS]
+    shapes = {"x_out": (batch, n), "f_out": (batch,), "g_out": (batch, n), "status_out": (batch,),
+              "nit_out": (batch,), "nfev_out": (batch,)}
+    return kernel, [x0] + arg_values + settings, shapes, dtype, batch
+
+
 def _run(kernel, inputs: list, shapes: dict, dtype, batch: int, device: str, use_jax: bool) -> dict:
     if use_jax:
         from .jax_bridge import call
         return call(kernel, inputs, shapes)
-    outs = {name: np.zeros(shape, dtype=np.int64 if name in _INT_OUTPUTS else dtype)
-            for name, shape in shapes.items()}
+    outs = {name: _output(shape, np.int64 if name in _INT_OUTPUTS else dtype) for name, shape in shapes.items()}
     if batch:
         try:
             kernel(*inputs, *outs.values(), grid=batch, device=device)
@@ -122,6 +128,25 @@ def _run(kernel, inputs: list, shapes: dict, dtype, batch: int, device: str, use
 
 
 _INT_OUTPUTS = frozenset({"status_out", "nit_out", "nfev_out", "njev_out"})
+
+
+def max_abs_rows(a: np.ndarray) -> np.ndarray:
+    """``np.max(np.abs(a), axis=1)`` of a (batch, n) array, the same values (NaN included): for a few
+    columns one ``np.maximum`` pass per column, 10-20x faster than numpy's reduction along short rows."""
+    if a.ndim != 2 or a.shape[1] > 16 or a.shape[1] == 0:
+        return np.max(np.abs(a), axis=1)
+    out = np.abs(a[:, 0])
+    for j in range(1, a.shape[1]):
+        np.maximum(out, np.abs(a[:, j]), out=out)
+    return out
+
+
+def _output(shape: tuple, dtype) -> np.ndarray:
+    """An Out array of the kernel, not zeroed here: the launcher zeroes every Out array the kernel is
+    not proven to write in full (kernels/launch_plan.arrays_to_zero) on the host, and on a GPU copies
+    the whole device buffer (zeroed, then written) back into it; a launch that fails raises, and these
+    arrays are then dropped unseen."""
+    return np.empty(shape, dtype)
 
 
 def _check_arity(fun, count: int, what: str, form: str) -> None:

@@ -20,6 +20,7 @@ from .inputs import ArgSpec
 
 LAUNCH_BLOCK = 32
 _KERNELS: dict = {}
+_BUILDING: dict = {}       # key -> the lock of the thread making that kernel
 _LOCK = threading.Lock()
 
 HEADER = """\
@@ -145,13 +146,22 @@ def _load(source: str, name: str, fun, what: str):
 
 
 def _cached(key, make):
+    """The kernel of ``key``, made once: a second thread asking while it is made (``compile_ahead``'s
+    and the caller's) waits for it instead of generating and compiling it again."""
     with _LOCK:
         hit = _KERNELS.get(key)
-    if hit is not None:
-        return hit
-    kernel = make()
-    with _LOCK:
-        return _KERNELS.setdefault(key, kernel)
+        if hit is not None:
+            return hit
+        building = _BUILDING.setdefault(key, threading.Lock())
+    with building:
+        with _LOCK:
+            hit = _KERNELS.get(key)
+        if hit is not None:
+            return hit
+        kernel = make()
+        with _LOCK:
+            _BUILDING.pop(key, None)
+            return _KERNELS.setdefault(key, kernel)
 
 
 def minimize_kernel(fun, method, n: int, dtype, specs: tuple[ArgSpec, ...], static: dict):

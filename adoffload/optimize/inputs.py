@@ -63,8 +63,9 @@ def is_jax(value) -> bool:
     return type(value).__module__.startswith(("jax", "jaxlib"))
 
 
-def check_start(x0, what: str):
-    """(batch, n, numpy dtype) of the starts; refuses anything but a finite (batch, n) float array."""
+def check_start(x0, what: str, values: bool = True):
+    """(batch, n, numpy dtype) of the starts; refuses anything but a finite (batch, n) float array.
+    ``values=False``: ``x0`` only describes the starts (shape and dtype, a ``jax.ShapeDtypeStruct``)."""
     shape = getattr(x0, "shape", None)
     if shape is None:
         x0 = np.asarray(x0)
@@ -75,7 +76,7 @@ def check_start(x0, what: str):
                          f"(n >= 1); got shape {tuple(shape)}")
     if dtype not in (np.dtype(np.float64), np.dtype(np.float32)):
         raise ArgumentError(f"{what}: x0 must be float64 or float32, got {dtype}")
-    if not is_jax(x0) or not _traced(x0):
+    if values and (not is_jax(x0) or not _traced(x0)):
         bad = ~np.isfinite(np.asarray(x0))
         if bad.any():
             rows = np.flatnonzero(bad.any(axis=1))

@@ -138,6 +138,15 @@ class CudaDevice(GpuDevice):
                              cu.CU_MEMHOSTALLOC_DEVICEMAP | cu.CU_MEMHOSTALLOC_PORTABLE))
         return host, int(self.call(cu.cuMemHostGetDevicePointer, host, 0))
 
+    def _pinned_host_alloc(self, nbytes: int) -> int | None:
+        """Page-locked host memory (the staging buffers of large copies); None where the driver
+        refuses it (then the driver's own pageable copies run)."""
+        from ..errors import Error
+        try:
+            return int(self.call(self.lib.cuMemHostAlloc, nbytes, self.lib.CU_MEMHOSTALLOC_PORTABLE))
+        except Error:
+            return None
+
     def _create_stream(self):
         flags = self.lib.CUstream_flags.CU_STREAM_NON_BLOCKING.value
         return self.call(self.lib.cuStreamCreate, flags)

@@ -22,9 +22,12 @@ from .check import check, invoke
 from .device import (Buffer, Device, Event, LoadedModule, Stream, check_copy, check_slots,
                      check_total_threads)
 from .memory import CachingAllocator
+from .staging import CHUNK_BYTES, MIN_BYTES, Staging
+from .staging import COUNT as STAGING_COUNT
 
 DEFAULT_BLOCK = 256
 _RING_LOCK = threading.Lock()
+_STAGING_LOCK = threading.Lock()
 MAX_GRID_X = 2**31 - 1
 MAX_GRID_Y = 65535
 
@@ -169,6 +172,7 @@ class GpuDevice(Device):
         self.fault: KernelFaultError | None = None
         self.allocator = CachingAllocator(self._driver_alloc, self._driver_free)
         self._ring = None             # status_ring(): made on first use; False where the device has none
+        self._staging = None          # staging(): made on first use; False where the device has none
 
     # --- hooks ---------------------------------------------------------------------------
     @abc.abstractmethod
@@ -192,6 +196,11 @@ class GpuDevice(Device):
     def _mapped_host_alloc(self, nbytes: int) -> tuple[int, int] | None:
         """``(host address, device address)`` of page-locked host memory the device can write, or
         None where this device offers none (its launches then wait for their kernels)."""
+        return None
+
+    def _pinned_host_alloc(self, nbytes: int) -> int | None:
+        """The host address of ``nbytes`` of page-locked memory (staging buffers, runtime/staging.py),
+        or None where this device offers none (its large copies then go through the driver's own)."""
         return None
 
     @abc.abstractmethod
@@ -276,17 +285,46 @@ class GpuDevice(Device):
         else:
             self.call(role + "_async", dst, src, nbytes, self.stream_handle(stream))
 
+    # Synchronous copies of at least this many bytes go through page-locked staging buffers
+    # (runtime/staging.py); an instance may set its own (a float('inf') turns staging off).
+    STAGING_MIN_BYTES = MIN_BYTES
+
+    def staging(self):
+        """The device's Staging (runtime/staging.py), made on first use, or None where it has no
+        page-locked host memory to give."""
+        staging = self._staging
+        if staging is None:
+            with _STAGING_LOCK:
+                staging = self._staging
+                if staging is None:
+                    self.refuse_if_faulted()
+                    self.activate()
+                    host = self._pinned_host_alloc(STAGING_COUNT * CHUNK_BYTES)
+                    staging = self._staging = False if host is None else \
+                        Staging(self, [host + k * CHUNK_BYTES for k in range(STAGING_COUNT)], CHUNK_BYTES)
+        return staging or None
+
     def copy_to_device(self, buf: Buffer, array: np.ndarray, stream: Stream | None = None) -> None:
         check_copy(buf, array, "to")
-        if array.nbytes:
-            self._copy("htod", buf.ptr, array.ctypes.data, array.nbytes, stream)
+        nbytes = array.nbytes
+        if nbytes:
+            staging = self.staging() if stream is None and nbytes >= self.STAGING_MIN_BYTES else None
+            if staging is not None:
+                staging.to_device(buf.ptr, array.ctypes.data, nbytes)
+            else:
+                self._copy("htod", buf.ptr, array.ctypes.data, nbytes, stream)
 
     def copy_to_host(self, buf: Buffer, array: np.ndarray, stream: Stream | None = None) -> None:
         check_copy(buf, array, "from")
         if not array.flags.writeable:
             raise ArgumentError("copy from device into a read-only array")
-        if array.nbytes:
-            self._copy("dtoh", array.ctypes.data, buf.ptr, array.nbytes, stream)
+        nbytes = array.nbytes
+        if nbytes:
+            staging = self.staging() if stream is None and nbytes >= self.STAGING_MIN_BYTES else None
+            if staging is not None:
+                staging.to_host(array.ctypes.data, buf.ptr, nbytes)
+            else:
+                self._copy("dtoh", array.ctypes.data, buf.ptr, nbytes, stream)
         if stream is None and self._ring:
             self._ring.check()       # the copy waited for earlier launches: report their errors now
 
@@ -453,6 +491,7 @@ class GpuDevice(Device):
         if self._ring:
             self._ring.closed = True      # its mapped memory goes with the context
         self._ring = None
+        self._staging = None          # its page-locked buffers go with the context too
         try:
             self._reset_context()
         except Error as exc:

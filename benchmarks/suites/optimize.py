@@ -1,32 +1,38 @@
 """adoffload.optimize: LJ38 basin hopping to the published minimum; decay fits vs optimistix, jnp and scipy.
 
     python -m benchmarks optimize --out DIR [--device cpu|cuda] [--quick] [--cases lj fits]
-        [--seeds 0 1] [--time-limit SECONDS] [--curves N]
+        [--seeds 0 1] [--time-limit SECONDS] [--curves N] [--fit-reps N] [--fits-timeout SECONDS]
 
 Two cases, each a row per run, written as they come:
 
 * ``lj``, the main job: ``examples/chemistry/lj_clusters.py`` (basin hopping, every step's local
   minimizations of all walkers one ``adoffload.optimize.minimize`` launch) in a **fresh process
-  with an empty compile cache**, stopped at the first step whose best energy is within 1e-4 of the
+  with an empty compile cache** (and the CUDA driver's JIT cache off: ``CUDA_CACHE_DISABLE=1``), stopped at the first step whose best energy is within 1e-4 of the
   Cambridge Cluster Database minimum (``--until-reached``) or after ``--time-limit`` seconds.
   ``time_to_minimum_s`` is that step's time from the search's start, compiling included;
   ``script_s`` the whole process (imports, JAX's start-up). A run that does not reach the
   minimum says ``reached: False`` and has no time to it. Full size: LJ38 (-173.928427; on a GPU
-  4096 walkers with L-BFGS and with FIRE, 60 s of search each at most); ``--quick``: LJ13
+  16384 walkers with FIRE (the example's GPU default) and with L-BFGS, and issue 32's 4096 walkers
+  with L-BFGS, 60 s of search each at most); ``--quick``: LJ13
   (-44.326801).
 * ``lj75``, only when named (``--cases lj75``): the same for LJ75 (-397.492331) with surface
-  moves (``--surface-moves 0.3``) and restarts from new random clusters every 25 steps: 4096
+  moves (``--surface-moves 0.3``) and restarts from new random clusters every 25 steps: 16384
   walkers, at most 480 s of search on a GPU (64 walkers, 1800 s on the host).
 * ``fits``: ``examples/fitting/benchmark.py``'s decay curves ``A exp(-k t) + c`` (40 points, 2%
   noise, the same start for all), tolerance 1e-8 everywhere, fitted by adoffload's
-  ``least_squares(method="lm")``, optimistix's ``LevenbergMarquardt`` under ``jax.vmap``
-  (``jax.jit``), a batched Gauss-Newton in jnp to convergence (``lax.while_loop``) and one of a
-  fixed 20 steps (``lax.fori_loop``), and scipy's ``least_squares(method="lm")`` one curve at a
-  time on a subset. Each batch method: the first call on all the curves (compiling included:
-  JAX traces and compiles for these shapes, adoffload generates and compiles its kernel), then the
-  time per curve of a second, identical call (host wall clock, numpy in and out), how many converged, and ``max_diff_vs_scipy``, the largest parameter difference from
-  scipy's on the subset where both converged. scipy: its first fit's time, then per curve. The
-  fits too run in a fresh process with an empty compile cache.
+  ``least_squares(method="lm")``, optimistix's ``LevenbergMarquardt`` under ``jax.vmap``, a batched
+  Gauss-Newton in jnp to convergence (``lax.while_loop``) and one of a fixed 20 steps
+  (``lax.fori_loop``), all jitted in float64, and scipy's ``least_squares(method="lm")`` one curve at
+  a time on a subset. Each batch method is measured two ways, a row each (``way``): ``numpy in, numpy
+  out`` (the transfers timed with the solve; ours returns every field of its result, the JAX methods
+  x and the converged flags) and ``device-resident`` (inputs put on the device beforehand, the jitted
+  solve -- ours through its JAX custom call -- timed to ``block_until_ready``, outputs left there).
+  Per row: the first call on all the curves (compiling included), the median time per curve of
+  ``--fit-reps`` further calls (benchmarks/timing.py), how many converged, and
+  ``max_diff_vs_scipy``, the largest parameter difference from scipy's on the subset where both
+  converged. scipy: its first fit's time, then per curve. The fits run in a fresh process with an
+  empty compile cache; the report gives, per way, optimistix's and the fixed-step Gauss-Newton's
+  time over each method's.
 
 One run each (these are seconds-long solves, not microsecond kernels); ``--seeds`` repeats the LJ
 case with other seeds.
@@ -43,8 +49,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ..results import describe_error
-
 DEVICES = ("cpu", "cuda")
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -53,13 +57,13 @@ EXAMPLES = ROOT / "examples"
 LJ_RUNS = {
     ("cpu", False): [(38, 128, 60, "lbfgs", 600)],
     ("cpu", True): [(13, 32, 10, "lbfgs", 300)],
-    ("cuda", False): [(38, 4096, 120, "lbfgs", 800), (38, 4096, 120, "fire", 800)],
+    ("cuda", False): [(38, 16384, 120, "fire", 800), (38, 16384, 120, "lbfgs", 800), (38, 4096, 120, "lbfgs", 800)],
     ("cuda", True): [(13, 1024, 10, "lbfgs", 300)],
 }
 TIME_LIMIT = {"cpu": 300.0, "cuda": 60.0}       # seconds of search per LJ run (then it stops, unreached)
 # the lj75 case (not run by default): walkers, most steps, most L-BFGS iterations, fraction of surface
 # moves, restart every K steps
-LJ75_RUN = {"cpu": (64, 5000, 1500, 0.3, 25), "cuda": (4096, 1000, 1500, 0.3, 25)}
+LJ75_RUN = {"cpu": (64, 5000, 1500, 0.3, 25), "cuda": (16384, 1000, 1500, 0.3, 25)}
 LJ75_TIME_LIMIT = {"cpu": 1800.0, "cuda": 480.0}
 # fits per (device, quick): curves of the batch methods, of the scipy subset
 FIT_SIZES = {("cpu", False): (20_000, 300), ("cpu", True): (400, 20),
@@ -74,6 +78,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--time-limit", type=float, help="seconds of search per LJ run before it stops "
                                                          f"(default {TIME_LIMIT['cpu']:g} cpu, {TIME_LIMIT['cuda']:g} cuda)")
     parser.add_argument("--curves", type=int, help="curves of the batch fit methods (default: by device)")
+    parser.add_argument("--fit-reps", type=int, default=3, help="timed calls per fit method and way")
+    parser.add_argument("--fits-timeout", type=float, default=1500.0,
+                        help="seconds the fits' process may run (its rows until then are kept, then an error row)")
 
 
 def _examples_on_path() -> None:
@@ -88,7 +95,7 @@ sys.path.insert(0, sys.argv[1])
 import lj_clusters
 r = lj_clusters.main(sys.argv[3:])
 print("RESULT " + json.dumps({k: r[k] for k in ("best", "published", "seconds", "reached", "steps", "clusters",
-                                                "walkers_at_minimum")}))
+                                                "walkers_at_minimum", "started_to_search")}))
 """
 
 
@@ -105,7 +112,8 @@ def lj_run(device: str, atoms: int, walkers: int, steps: int, minimizer: str, lo
     if restart_every:
         argv += ["--restart-every", str(restart_every)]
     with tempfile.TemporaryDirectory() as cache:
-        env = {**os.environ, "ADOFFLOAD_CACHE_DIR": cache, "PYTHONUNBUFFERED": "1",
+        # cold means cold: no compile cache of ours, and none of the CUDA driver's PTX JIT either
+        env = {**os.environ, "ADOFFLOAD_CACHE_DIR": cache, "PYTHONUNBUFFERED": "1", "CUDA_CACHE_DISABLE": "1",
                "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
         began = time.perf_counter()
         try:
@@ -123,6 +131,8 @@ def lj_run(device: str, atoms: int, walkers: int, steps: int, minimizer: str, lo
     return {**row, "walkers": result["clusters"], "reached": reached is not None,
             "steps_to_minimum": reached[0] if reached else None,
             "time_to_minimum_s": reached[1] if reached else None,
+            # from the script's first line: the kernel built ahead (before the search's clock) counts too
+            "minimum_since_start_s": reached[1] + result["started_to_search"] if reached else None,
             "steps_run": result["steps"], "search_s": result["seconds"], "script_s": script,
             "best": result["best"], "published": result["published"],
             "above_published": result["best"] - result["published"],
@@ -130,43 +140,15 @@ def lj_run(device: str, atoms: int, walkers: int, steps: int, minimizer: str, lo
             "minimizations_per_s": result["clusters"] * (result["steps"] + 1) / result["seconds"]}
 
 
-def fit_rows(rows, device: str, curves: int, subset: int) -> None:
-    """The decay fits, each method a row (a failing method is its error row)."""
+def fit_rows(rows, device: str, curves: int, subset: int, reps: int = 3) -> None:
+    """The decay fits (examples/fitting/benchmark.py ``rows``): each method fed each way a row."""
     _examples_on_path()
     import benchmark as fits        # examples/fitting/benchmark.py
     import decay_fits
     t, _, y = decay_fits.make_data(curves, FIT_POINTS, 0.02, FIT_SEED)
     x0 = np.tile(decay_fits.START, (curves, 1))
-    subset = min(subset, curves)
-    base = {"case": "fits", "curves": curves, "points": FIT_POINTS, "tol": fits.TOL, "device": device}
-    began = time.perf_counter()
-    fits.scipy_fits(t, y[:1], x0[:1])
-    scipy_first = time.perf_counter() - began
-    began = time.perf_counter()
-    reference, reference_ok = fits.scipy_fits(t, y[:subset], x0[:subset])
-    scipy_seconds = time.perf_counter() - began
-    rows.append({**base, "method": "scipy least_squares (lm), one by one", "device": "cpu", "curves": subset,
-                 "first_call_s": scipy_first, "first_call_curves": 1, "us_per_curve": scipy_seconds / subset * 1e6,
-                 "converged": float(reference_ok.mean())})
-    methods = [("adoffload.optimize least_squares (lm)", fits.adoffload_fits),
-               ("optimistix LevenbergMarquardt, vmap", fits.optimistix_fits),
-               ("Gauss-Newton in jnp, to convergence", fits.jnp_gauss_newton),
-               (f"Gauss-Newton in jnp, {fits.FIXED_STEPS} fixed steps", fits.jnp_gauss_newton_fixed)]
-    for name, method in methods:
-        try:
-            got = fits.measure(name, lambda t, y, x0: method(t, y, x0, device), t, y, x0)
-        except ModuleNotFoundError as exc:   # a peer that is not installed (pip install ".[bench]") is a row saying so
-            rows.append({**base, "method": name, "skipped": f"not installed here: {describe_error(exc, 200)}"})
-            continue
-        except Exception as exc:  # noqa: BLE001 - a peer that fails is its row
-            rows.append({**base, "method": name, "error": describe_error(exc)})
-            continue
-        both = got["ok"][:subset] & reference_ok
-        rows.append({**base, "method": name, "first_call_s": got["first_call_s"],
-                     "first_call_curves": curves, "us_per_curve": got["us_per_curve"],
-                     "converged": float(got["ok"].mean()), "checked_vs_scipy": int(both.sum()),
-                     "max_diff_vs_scipy": float(np.abs(got["x"][:subset][both] - reference[both]).max())
-                     if both.any() else None})
+    for row in fits.rows(t, y, x0, device, min(subset, curves), reps):
+        rows.append(row)
 
 
 class _PrintedRows(list):
@@ -177,18 +159,20 @@ class _PrintedRows(list):
 _FITS_CHILD = """
 import sys
 from benchmarks.suites import optimize
-optimize.fit_rows(optimize._PrintedRows(), sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
+optimize.fit_rows(optimize._PrintedRows(), sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
 """
 
 
-def fits_in_a_fresh_process(rows, device: str, curves: int, subset: int, timeout: float = 1500.0) -> None:
+def fits_in_a_fresh_process(rows, device: str, curves: int, subset: int, reps: int = 3,
+                            timeout: float = 1500.0) -> None:
     """fit_rows in a child process with an empty compile cache, so that every first call compiles
     (adoffload's kernel as well as JAX's functions); its rows come back as JSON lines."""
     with tempfile.TemporaryDirectory() as cache:
-        env = {**os.environ, "ADOFFLOAD_CACHE_DIR": cache, "PYTHONUNBUFFERED": "1",
+        # cold means cold: no compile cache of ours, and none of the CUDA driver's PTX JIT either
+        env = {**os.environ, "ADOFFLOAD_CACHE_DIR": cache, "PYTHONUNBUFFERED": "1", "CUDA_CACHE_DISABLE": "1",
                "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
         try:
-            done = subprocess.run([sys.executable, "-c", _FITS_CHILD, device, str(curves), str(subset)],
+            done = subprocess.run([sys.executable, "-c", _FITS_CHILD, device, str(curves), str(subset), str(reps)],
                                   capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT)
             stdout, failure = done.stdout, (None if done.returncode == 0 else
                                             f"exit status {done.returncode}: {done.stderr.strip()[-400:]}")
@@ -217,24 +201,46 @@ def run(rows, device: str, quick: bool, options) -> None:
                                restart))
     if "fits" in cases:
         curves, subset = FIT_SIZES[(device, quick)]
-        fits_in_a_fresh_process(rows, device, options.curves or curves, subset)
+        fits_in_a_fresh_process(rows, device, options.curves or curves, subset, getattr(options, "fit_reps", 3),
+                                getattr(options, "fits_timeout", 1500.0))
 
 
 LJ_COLUMNS = ["atoms", "walkers", "minimizer", "surface_moves", "restart_every", "seed", "time_limit_s", "reached", "steps_to_minimum", "time_to_minimum_s",
-              "steps_run", "search_s", "script_s", "best", "above_published", "walkers_at_minimum", "minimizations_per_s",
+              "minimum_since_start_s", "steps_run", "search_s", "script_s", "best", "above_published", "walkers_at_minimum", "minimizations_per_s",
               "device", "error"]
-FIT_COLUMNS = ["method", "device", "curves", "first_call_s", "first_call_curves", "us_per_curve", "converged",
-               "checked_vs_scipy", "max_diff_vs_scipy", "error"]
+FIT_COLUMNS = ["way", "method", "device", "curves", "first_call_s", "first_call_curves", "us_per_curve",
+               "us_per_curve_min", "us_per_curve_iqr", "reps", "converged", "checked_vs_scipy", "max_diff_vs_scipy",
+               "skipped", "error"]
 
 
 def speedups(rows) -> list[dict]:
-    """Per-curve time of each fit method over adoffload's (measured in the same run)."""
-    fit = [r for r in rows if r.get("case") == "fits" and r.get("us_per_curve")]
-    ours = next((r for r in fit if r["method"].startswith("adoffload")), None)
-    if ours is None:
-        return []
-    return [{"method": r["method"], "time per curve / adoffload's": r["us_per_curve"] / ours["us_per_curve"]}
-            for r in fit if r is not ours]
+    """Per way, the per-curve time of each fit method over adoffload's (measured in the same run)."""
+    out = []
+    for way in _ways(rows):
+        fit = [r for r in rows if r.get("case") == "fits" and r.get("us_per_curve") and r.get("way", way) == way
+               and not r["method"].startswith("scipy")]
+        ours = next((r for r in fit if r["method"].startswith("adoffload")), None)
+        if ours is not None:
+            out += [{"way": way, "method": r["method"], "time per curve / adoffload's": r["us_per_curve"] / ours["us_per_curve"]}
+                    for r in fit if r is not ours]
+    return out
+
+
+def _ways(rows) -> list:
+    """The ways of the fit rows in order of appearance (None for rows of a run before there were two)."""
+    ways = []
+    for r in rows:
+        if r.get("case") == "fits" and r.get("way") not in ways and not r.get("method", "").startswith("scipy"):
+            ways.append(r.get("way"))
+    return ways
+
+
+def peer_ratios(rows) -> list[dict]:
+    """Per way, each method's time per curve and optimistix's and the fixed-step jnp Gauss-Newton's
+    time over it (above 1: the method is faster than that peer), from rows of one run."""
+    _examples_on_path()
+    import benchmark as fits        # examples/fitting/benchmark.py
+    return fits.ratios(rows)
 
 
 def report(rows) -> list[str]:
@@ -242,8 +248,13 @@ def report(rows) -> list[str]:
     lines = []
     ratios = speedups(rows)
     if ratios:
-        lines += ["Decay fits, time per curve relative to adoffload.optimize (same run, same curves):", "",
-                  table(ratios), ""]
+        lines += ["Decay fits, time per curve relative to adoffload.optimize (same run, same curves, same way):", "",
+                  table(ratios, ["way", "method", "time per curve / adoffload's"]), ""]
+    peers = peer_ratios(rows)
+    if peers:
+        lines += ["Decay fits, optimistix's and the 20-step jnp Gauss-Newton's time per curve over each method's "
+                  "(above 1: faster than that peer), per way:", "",
+                  table(peers, ["way", "method", "us_per_curve", "optimistix / this", "jnp GN fixed / this"]), ""]
     return lines
 
 

@@ -1,11 +1,23 @@
-"""Batch decay fits five ways: adoffload.optimize.least_squares, optimistix's LevenbergMarquardt under
-jax.vmap, a batched Gauss-Newton in jax.numpy (to convergence, and a fixed 20 steps), and
-scipy.optimize.least_squares (a subset, one by one).
+"""Batch decay fits five ways, each measured two ways: adoffload.optimize.least_squares, optimistix's
+LevenbergMarquardt under jax.vmap, a batched Gauss-Newton in jax.numpy (to convergence, and a fixed 20
+steps), and scipy.optimize.least_squares (a subset, one by one).
 
 The same curves (decay_fits.make_data), the same start, the same tolerance (1e-8: scipy's ftol = xtol =
-gtol, optimistix's rtol = atol, the Gauss-Newton step test |dx| < tol (tol + |x|)). For each: the first
-call (compiling included), the time per curve of a second call on the same curves (JAX's jitted
-function kept, so it runs compiled code), how many converged, and the largest difference of its fitted parameters from scipy's on the subset.
+gtol, optimistix's rtol = atol, the Gauss-Newton step test |dx| < tol (tol + |x|)). Every batch method
+is a function of (x0, y) that JAX jits (ours: ``least_squares`` on JAX arrays, its kernel a custom call),
+run two ways (in this order), a row each:
+
+* ``numpy in, numpy out``: numpy arrays in, numpy arrays back, the transfers timed with the solve
+  (ours: ``least_squares`` on numpy arrays with ``device=``, which returns every field of its result:
+  x, cost, the residuals, grad, status, ...; the JAX methods: the jitted function called with numpy
+  arrays, x and the flags converted back with ``np.asarray``);
+* ``device-resident``: x0 and y put on the device beforehand (``jax.device_put``), the jitted solve
+  timed to ``jax.block_until_ready``, its outputs (x and the converged flags) left there.
+
+For each: the first call (compiling included: a fresh ``jax.jit`` per method and way, so JAX compiles
+for each; adoffload's kernel compile cache may serve the second way's first call), the median time per
+curve of ``--reps`` further calls on the same curves (benchmarks/timing.py), how many converged, and
+the largest difference of its fitted parameters from scipy's on the subset.
 
     python examples/fitting/benchmark.py                        # host CPU
     python examples/fitting/benchmark.py --device cuda          # adoffload and JAX on the GPU
@@ -16,9 +28,12 @@ import argparse
 import os
 import sys
 import time
+from dataclasses import dataclass
+from typing import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "chemistry"))
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))   # benchmarks/ (its timer)
 from common import HelpFormatter  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -27,6 +42,9 @@ import decay_fits  # noqa: E402
 
 TOL = 1e-8
 FIXED_STEPS = 20        # the fixed-iteration Gauss-Newton's steps (every curve takes them all)
+WAYS = ("numpy in, numpy out", "device-resident")
+SHORT = {"numpy": WAYS[0], "device": WAYS[1]}     # --ways names
+REPS = 3                # timed calls per method and way (seconds-long solves at a million curves)
 
 
 def parse(argv=None):
@@ -36,6 +54,9 @@ def parse(argv=None):
     p.add_argument("--points", type=int, default=40, help="samples per curve")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where adoffload and JAX run")
     p.add_argument("--skip", nargs="*", default=[], choices=["optimistix", "jnp"], help="peers to leave out")
+    p.add_argument("--ways", nargs="*", default=list(SHORT), choices=list(SHORT),
+                   help="how the methods are fed: numpy in and out, or device-resident")
+    p.add_argument("--reps", type=int, default=REPS, help="timed calls per method and way (the median is shown)")
     p.add_argument("--seed", type=int, default=1, help="random seed")
     return p.parse_args(argv)
 
@@ -51,35 +72,35 @@ def scipy_fits(t, y, x0):
     return np.array(out), np.array(ok)
 
 
-def adoffload_fits(t, y, x0, device):
-    from adoffload.optimize import least_squares, shared
-    r = least_squares(decay_fits.decay, x0, args=(shared(t), y), m=len(t), ftol=TOL, xtol=TOL, gtol=TOL,
-                      device=device)
-    return r.x, r.success
 
 
-def _jax_device(device):
+def jax_device(device: str):
+    """The JAX device for ``device`` ('cpu' or 'cuda'), float64 enabled (every JAX method runs in x64)."""
     import jax
     jax.config.update("jax_enable_x64", True)
     return jax.devices("gpu" if device == "cuda" else "cpu")[0]
 
 
-def _jitted(build):
-    """``fits(t, y, x0, device)`` running ``jax.jit(build(t))``, the jitted function made once per
-    (t, device) and kept: a second call of the same shapes runs the compiled code."""
-    cache = {}
+# --- the methods, each a function of (x0, y) -> (x, converged) that jax.jit takes -------------------------
 
-    def fits(t, y, x0, device, *extra):
-        import jax
-        import jax.numpy as jnp
-        key = (tuple(np.asarray(t).tolist()), device, extra)
-        if key not in cache:
-            cache[key] = jax.jit(build(t, *extra))
-        with jax.default_device(_jax_device(device)):
-            x, ok = cache[key](jnp.asarray(x0), jnp.asarray(y))
-            return np.asarray(x), np.asarray(ok)
-    fits.__doc__ = build.__doc__
-    return fits
+def _ours(t):
+    """adoffload.optimize.least_squares(method='lm') on JAX arrays: its kernel as a JAX custom call."""
+    import jax.numpy as jnp
+    from adoffload.optimize import least_squares, shared
+    tj = jnp.asarray(t)
+
+    def solve(x0, y):
+        r = least_squares(decay_fits.decay, x0, args=(shared(tj), y), m=len(t), ftol=TOL, xtol=TOL, gtol=TOL)
+        return r.x, r.success
+    return solve
+
+
+def ours_numpy(t, y, x0, device):
+    """adoffload.optimize.least_squares on numpy arrays (numpy results: every field of the result)."""
+    from adoffload.optimize import least_squares, shared
+    r = least_squares(decay_fits.decay, x0, args=(shared(t), y), m=len(t), ftol=TOL, xtol=TOL, gtol=TOL,
+                      device=device)
+    return r.x, r.success
 
 
 def _optimistix(t):
@@ -156,56 +177,151 @@ def _gauss_newton_fixed(t, steps: int = FIXED_STEPS):
     return solve
 
 
-optimistix_fits = _jitted(_optimistix)
-jnp_gauss_newton = _jitted(_gauss_newton)
-jnp_gauss_newton_fixed = _jitted(_gauss_newton_fixed)
+@dataclass(frozen=True)
+class Method:
+    """A batch method: ``build(t)`` gives its solve ``(x0, y) -> (x, converged)`` for jax.jit; ``numpy``
+    (ours only) is its own numpy path ``(t, y, x0, device) -> (x, converged)``; ``peer`` names the
+    package a missing install is reported by (None: ours)."""
+    name: str
+    build: Callable
+    numpy: Callable | None = None
+    peer: str | None = None
 
 
-def measure(name, run, t, y, x0):
-    """Two calls on the same curves: the first compiles (JAX traces and compiles for these shapes,
-    adoffload generates and compiles its kernel), the second is timed."""
+OURS = "adoffload.optimize least_squares (lm)"
+OPTIMISTIX = "optimistix LevenbergMarquardt, vmap"
+GN = "Gauss-Newton in jnp, to convergence"
+GN_FIXED = f"Gauss-Newton in jnp, {FIXED_STEPS} fixed steps"
+METHODS = (Method(OURS, _ours, ours_numpy), Method(OPTIMISTIX, _optimistix, peer="optimistix"),
+           Method(GN, _gauss_newton, peer="jnp"), Method(GN_FIXED, _gauss_newton_fixed, peer="jnp"))
+
+
+def calls(method: Method, way: str, t, y, x0, device: str):
+    """``(call, wait)`` of one method fed one way; each call builds nothing (the jitted function is made
+    here, once, so its first call compiles and later ones run the compiled code)."""
+    import jax
+    where = jax_device(device)
+    if way == "device-resident":
+        solve = jax.jit(method.build(t))
+        x0_d, y_d = jax.block_until_ready((jax.device_put(x0, where), jax.device_put(y, where)))
+        return (lambda: solve(x0_d, y_d)), jax.block_until_ready
+    if method.numpy is not None:
+        return (lambda: method.numpy(t, y, x0, device)), _no_wait
+    solve = jax.jit(method.build(t))
+
+    def call():
+        with jax.default_device(where):
+            x, ok = solve(x0, y)
+            return np.asarray(x), np.asarray(ok)
+    return call, _no_wait
+
+
+def _no_wait(result):
+    return result
+
+
+def measure(method: Method, way: str, t, y, x0, device: str, reps: int = REPS) -> dict:
+    """The first call (compiling included), then ``reps`` timed calls on the same curves
+    (benchmarks/timing.time_calls, one call per repetition): first_call_s, us_per_curve (median) with
+    its min and IQR, and the last call's x and converged flags as numpy arrays."""
+    from benchmarks.timing import time_calls
+    call, wait = calls(method, way, t, y, x0, device)
     began = time.perf_counter()
-    run(t, y, x0)
+    wait(call())
     first_call = time.perf_counter() - began
+    last = [None]
+
+    def timed():
+        last[0] = None                # the previous call's outputs go before the next call (memory)
+        last[0] = call()
+        return last[0]
+    timing = time_calls(timed, wait, reps=reps, batch=1, warmup=0)
+    x, ok = last[0]
+    per_curve = 1e3 / len(y)          # ms per call -> us per curve
+    return {"first_call_s": first_call, "us_per_curve": timing.median_ms * per_curve,
+            "us_per_curve_min": timing.min_ms * per_curve, "us_per_curve_iqr": (timing.q3_ms - timing.q1_ms) * per_curve,
+            "reps": timing.reps, "x": np.asarray(x), "ok": np.asarray(ok)}
+
+
+def checked(got: dict, reference, reference_ok) -> dict:
+    """``converged`` (fraction), ``checked_vs_scipy`` and ``max_diff_vs_scipy`` (on the scipy subset,
+    the curves both converged on) of a measured method."""
+    subset = len(reference)
+    both = got["ok"][:subset] & reference_ok
+    return {"converged": float(got["ok"].mean()), "checked_vs_scipy": int(both.sum()),
+            "max_diff_vs_scipy": float(np.abs(got["x"][:subset][both] - reference[both]).max()) if both.any() else None}
+
+
+def rows(t, y, x0, device: str, subset: int, reps: int = REPS, ways=WAYS, skip=()):
+    """Every row of the comparison, yielded as measured: scipy's, then each method fed each way (a
+    missing peer is a row with ``skipped``, a failing one a row with ``error``)."""
+    from benchmarks.results import describe_error
+    base = {"case": "fits", "curves": len(y), "points": len(t), "tol": TOL, "device": device}
     began = time.perf_counter()
-    x, ok = run(t, y, x0)
-    seconds = time.perf_counter() - began
-    return {"name": name, "first_call_s": first_call, "us_per_curve": seconds / len(y) * 1e6, "x": x, "ok": ok}
+    scipy_fits(t, y[:1], x0[:1])
+    scipy_first = time.perf_counter() - began
+    began = time.perf_counter()
+    reference, reference_ok = scipy_fits(t, y[:subset], x0[:subset])
+    scipy_seconds = time.perf_counter() - began
+    yield {**base, "method": "scipy least_squares (lm), one by one", "way": "numpy in, numpy out", "device": "cpu",
+           "curves": subset, "first_call_s": scipy_first, "first_call_curves": 1,
+           "us_per_curve": scipy_seconds / subset * 1e6, "converged": float(reference_ok.mean())}
+    for way in ways:
+        for method in METHODS:
+            row = {**base, "method": method.name, "way": way}
+            if method.peer in skip:
+                yield {**row, "skipped": "left out (--skip)"}
+                continue
+            try:
+                got = measure(method, way, t, y, x0, device, reps)
+            except ModuleNotFoundError as exc:   # a peer that is not installed (pip install ".[bench]")
+                yield {**row, "skipped": f"not installed here: {describe_error(exc, 200)}"}
+                continue
+            except Exception as exc:  # noqa: BLE001 - a method that fails is its row
+                yield {**row, "error": describe_error(exc)}
+                continue
+            yield {**row, "first_call_curves": len(y), **{k: v for k, v in got.items() if k not in ("x", "ok")},
+                   **checked(got, reference, reference_ok)}
+
+
+def ratios(rows) -> list[dict]:
+    """Per way: each method's time per curve, and optimistix's and the fixed-step jnp Gauss-Newton's time
+    over it (above 1: this method is faster), all from rows of the same run."""
+    out = []
+    for way in WAYS:
+        timed = {r["method"]: r for r in rows if r.get("case") == "fits" and r.get("way") == way
+                 and r.get("us_per_curve") and not r["method"].startswith("scipy")}
+        for name, r in timed.items():
+            line = {"way": way, "method": name, "us_per_curve": r["us_per_curve"]}
+            for peer, label in ((OPTIMISTIX, "optimistix / this"), (GN_FIXED, "jnp GN fixed / this")):
+                if peer in timed:
+                    line[label] = timed[peer]["us_per_curve"] / r["us_per_curve"]
+            out.append(line)
+    return out
 
 
 def main(argv=None):
     args = parse(argv)
     t, true, y = decay_fits.make_data(args.curves, args.points, 0.02, args.seed)
     x0 = np.tile(decay_fits.START, (args.curves, 1))
-    subset = slice(0, min(args.scipy, args.curves))
-    began = time.perf_counter()
-    reference, reference_ok = scipy_fits(t, y[subset], x0[subset])
-    scipy_seconds = time.perf_counter() - began
-    runs = [measure("adoffload.optimize (lm)", lambda t, y, x0: adoffload_fits(t, y, x0, args.device), t, y, x0)]
-    try:
-        import optimistix  # noqa: F401
-    except ImportError:
-        print("note: optimistix is not installed here (pip install optimistix): left out")
-        args.skip.append("optimistix")
-    if "optimistix" not in args.skip:
-        runs.append(measure("optimistix LM, vmap", lambda t, y, x0: optimistix_fits(t, y, x0, args.device), t, y, x0))
-    if "jnp" not in args.skip:
-        runs.append(measure("Gauss-Newton in jnp", lambda t, y, x0: jnp_gauss_newton(t, y, x0, args.device), t, y, x0))
-        runs.append(measure(f"Gauss-Newton in jnp, {FIXED_STEPS} steps",
-                            lambda t, y, x0: jnp_gauss_newton_fixed(t, y, x0, args.device), t, y, x0))
+    subset = min(args.scipy, args.curves)
     print(f"{args.curves} curves of {args.points} points, tolerance {TOL:g}, on {args.device}")
-    print(f"{'method':30s} {'first call s':>12s} {'us/curve':>10s} {'converged':>10s} {'max |x - scipy|':>16s}")
-    print(f"{'scipy least_squares (lm)':30s} {'-':>12s} {scipy_seconds / len(reference) * 1e6:10.1f} "
-          f"{reference_ok.mean():10.4f} {'-':>16s}   ({len(reference)} curves, one by one)")
-    rows = []
-    for run in runs:
-        both = run["ok"][subset] & reference_ok
-        difference = float(np.abs(run["x"][subset][both] - reference[both]).max()) if both.any() else float("nan")
-        print(f"{run['name']:30s} {run['first_call_s']:12.2f} {run['us_per_curve']:10.2f} {run['ok'].mean():10.4f} "
-              f"{difference:16.2e}")
-        rows.append({k: v for k, v in run.items() if k not in ("x", "ok")} | {"converged": float(run["ok"].mean()),
-                                                                             "max_difference": difference})
-    return {"scipy_us_per_curve": scipy_seconds / len(reference) * 1e6, "runs": rows}
+    print(f"{'way':20s} {'method':38s} {'first call s':>12s} {'us/curve':>10s} {'converged':>10s} {'max |x - scipy|':>16s}")
+    found = []
+    for row in rows(t, y, x0, args.device, subset, args.reps, [SHORT[w] for w in args.ways], args.skip):
+        found.append(row)
+        if "us_per_curve" not in row:
+            print(f"{row['way']:20s} {row['method']:38s} {row.get('skipped') or row.get('error')}")
+            continue
+        difference = row.get("max_diff_vs_scipy")
+        print(f"{row['way']:20s} {row['method']:38s} {row['first_call_s']:12.2f} {row['us_per_curve']:10.3f} "
+              f"{row['converged']:10.4f} {'-' if difference is None else f'{difference:.2e}':>16s}"
+              + (f"   ({row['curves']} curves, one by one)" if row["method"].startswith("scipy") else ""))
+    for line in ratios(found):
+        parts = ", ".join(f"{k} {v:.2f}" for k, v in line.items() if k.endswith("/ this"))
+        if parts:
+            print(f"{line['way']:20s} {line['method']:38s} {parts}")
+    return {"rows": found, "ratios": ratios(found)}
 
 
 if __name__ == "__main__":

@@ -23,32 +23,57 @@ def test_optimize_suite_runs_quick_on_the_host(tmp_path, monkeypatch):
     assert len(lj) == 1 and "error" not in lj[0], lj
     assert lj[0]["reached"] is True and lj[0]["best"] == pytest.approx(LJ13_MINIMUM, abs=1e-4)
     assert 0 < lj[0]["time_to_minimum_s"] <= lj[0]["search_s"] < lj[0]["script_s"]
+    assert lj[0]["time_to_minimum_s"] < lj[0]["minimum_since_start_s"] < lj[0]["script_s"]
     assert lj[0]["steps_run"] == lj[0]["steps_to_minimum"]          # --until-reached stopped it there
-    fits = {r["method"]: r for r in rows if r["case"] == "fits"}
-    scipy = fits.pop("scipy least_squares (lm), one by one")
+    fits = {(r.get("way"), r["method"]): r for r in rows if r["case"] == "fits"}
+    scipy = fits.pop(("numpy in, numpy out", "scipy least_squares (lm), one by one"))
     assert scipy["converged"] == 1.0 and scipy["us_per_curve"] > 0
-    expected = ["adoffload.optimize least_squares (lm)", "optimistix LevenbergMarquardt, vmap",
-                "Gauss-Newton in jnp, to convergence", "Gauss-Newton in jnp, 20 fixed steps"]
+    methods = ["adoffload.optimize least_squares (lm)", "optimistix LevenbergMarquardt, vmap",
+               "Gauss-Newton in jnp, to convergence", "Gauss-Newton in jnp, 20 fixed steps"]
+    expected = [(way, m) for way in ("numpy in, numpy out", "device-resident") for m in methods]
     assert list(fits) == expected
     if importlib.util.find_spec("optimistix") is None:
-        assert "not installed" in fits.pop(expected[1])["skipped"]       # a row saying so, not an error
+        for way in ("numpy in, numpy out", "device-resident"):
+            assert "not installed" in fits.pop((way, methods[1]))["skipped"]       # a row saying so, not an error
     for name, row in fits.items():
         assert "error" not in row, (name, row)
-        assert row["first_call_s"] > 0 and row["us_per_curve"] > 0
+        assert row["first_call_s"] > 0 and row["us_per_curve"] > 0 and row["reps"] == 3
+        assert row["us_per_curve_min"] <= row["us_per_curve"]
         assert row["checked_vs_scipy"] >= 15 and row["max_diff_vs_scipy"] < 1e-5, (name, row)
-    assert fits[expected[0]]["converged"] == 1.0
+    for way in ("numpy in, numpy out", "device-resident"):
+        assert fits[(way, methods[0])]["converged"] == 1.0
     report = (tmp_path / "report.md").read_text()
     assert "### LJ basin hopping" in report and "### Decay fits" in report
-    assert "time per curve / adoffload's" in report
+    assert "time per curve / adoffload's" in report and "jnp GN fixed / this" in report
+    assert report.count("| device-resident |") >= 3          # its rows, its ratios to ours and to the peers
 
 
-def test_ratios_are_taken_within_the_run_and_skip_failed_methods():
-    rows = [{"case": "fits", "method": "adoffload.optimize least_squares (lm)", "us_per_curve": 2.0},
-            {"case": "fits", "method": "optimistix LevenbergMarquardt, vmap", "us_per_curve": 50.0},
-            {"case": "fits", "method": "Gauss-Newton in jnp, to convergence", "error": "RuntimeError: x"},
+def test_ratios_are_taken_within_the_run_and_way_and_skip_failed_methods():
+    rows = [{"case": "fits", "way": "numpy in, numpy out", "method": "scipy least_squares (lm), one by one",
+             "us_per_curve": 900.0},
+            {"case": "fits", "way": "numpy in, numpy out", "method": "adoffload.optimize least_squares (lm)",
+             "us_per_curve": 2.0},
+            {"case": "fits", "way": "numpy in, numpy out", "method": "optimistix LevenbergMarquardt, vmap",
+             "us_per_curve": 50.0},
+            {"case": "fits", "way": "numpy in, numpy out", "method": "Gauss-Newton in jnp, to convergence",
+             "error": "RuntimeError: x"},
+            {"case": "fits", "way": "device-resident", "method": "adoffload.optimize least_squares (lm)",
+             "us_per_curve": 0.5},
+            {"case": "fits", "way": "device-resident", "method": "optimistix LevenbergMarquardt, vmap",
+             "us_per_curve": 40.0},
+            {"case": "fits", "way": "device-resident", "method": "Gauss-Newton in jnp, 20 fixed steps",
+             "us_per_curve": 1.0},
             {"case": "lj", "atoms": 38, "reached": False}]
-    assert optimize.speedups(rows) == [{"method": "optimistix LevenbergMarquardt, vmap",
-                                        "time per curve / adoffload's": 25.0}]
-    assert optimize.speedups(rows[1:]) == []
+    assert optimize.speedups(rows) == [
+        {"way": "numpy in, numpy out", "method": "optimistix LevenbergMarquardt, vmap",
+         "time per curve / adoffload's": 25.0},
+        {"way": "device-resident", "method": "optimistix LevenbergMarquardt, vmap", "time per curve / adoffload's": 80.0},
+        {"way": "device-resident", "method": "Gauss-Newton in jnp, 20 fixed steps", "time per curve / adoffload's": 2.0}]
+    assert optimize.speedups(rows[2:4]) == []
+    peers = {(r["way"], r["method"]): r for r in optimize.peer_ratios(rows)}
+    ours = peers[("device-resident", "adoffload.optimize least_squares (lm)")]
+    assert ours["optimistix / this"] == 80.0 and ours["jnp GN fixed / this"] == 2.0
+    assert "jnp GN fixed / this" not in peers[("numpy in, numpy out", "adoffload.optimize least_squares (lm)")]
+    assert ("numpy in, numpy out", "scipy least_squares (lm), one by one") not in peers
     text = "\n".join(optimize.tables(rows))
     assert "RuntimeError: x" in text and "| 38 |" in text

@@ -70,3 +70,20 @@ def test_auto_falls_back_only_for_a_missing_device(examples_path, capsys, fresh_
     chem_backend._kernel_backend.cache_clear()
     with pytest.raises(ado.CompilationError):
         common.pick_backend("auto", "cpu")
+
+
+def test_the_self_checks_compile_whole_programs_not_single_operations(fresh_backend):
+    """Each side of a self-check is one jitted program of its arrays: op by op they were ~85 XLA compiles of
+    one operation each (about 2.4 s of a script's start on the host, more on a GPU)."""
+    jax.clear_caches()
+    compiles = []
+
+    def listen(event, duration, **kwargs):
+        if event.endswith("backend_compile_duration"):
+            compiles.append(kwargs.get("fun_name"))
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        assert chem_backend.available("adoffload", device="cpu") == (True, "")
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    assert 0 < len(compiles) <= 40, compiles

@@ -41,3 +41,15 @@ def test_fit_recovers_lj_parameters_with_adoffload_gradients(examples_path, tmp_
     result = fit_potential.main(["--potential", "lj", "--configs", "2", "--steps", "400", "--loss", "energy",
                                  "--backend", "adoffload", "--out", str(tmp_path)])
     assert max(result["relative_errors"].values()) < 1e-3
+
+
+def test_lj_clusters_compiling_ahead_changes_no_result(examples_path, tmp_path, capsys):
+    """The kernel built on the compile-ahead thread and the hop's XLA program compiled during the first
+    minimizations (the default) give the walkers of a run that compiles each when it is first called."""
+    import lj_clusters
+    common = ["--clusters", "32", "--steps", "4", "--fire-steps", "200", "--seed", "5", "--backend", "adoffload",
+              "--restart-every", "3", "--out", str(tmp_path)]
+    ahead = lj_clusters.main(common)
+    plain = lj_clusters.main(common + ["--no-compile-ahead"])
+    assert ahead["history"] == plain["history"] and ahead["walkers_at_minimum"] == plain["walkers_at_minimum"]
+    assert len(ahead["history"]) == 5

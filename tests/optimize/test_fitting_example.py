@@ -24,11 +24,33 @@ def test_decay_fits_recover_the_parameters(fitting_path, tmp_path, capsys):
     assert "converged" in capsys.readouterr().out
 
 
-def test_benchmark_agrees_with_scipy(fitting_path):
+def test_benchmark_agrees_with_scipy_both_ways(fitting_path):
     pytest.importorskip("jax")
     import benchmark
-    result = benchmark.main(["--curves", "400", "--scipy", "40", "--skip", "optimistix"])
-    names = [run["name"] for run in result["runs"]]
-    assert names == ["adoffload.optimize (lm)", "Gauss-Newton in jnp", "Gauss-Newton in jnp, 20 steps"]
-    ours = result["runs"][0]
-    assert ours["converged"] == 1.0 and ours["max_difference"] < 1e-4
+    result = benchmark.main(["--curves", "400", "--scipy", "40", "--skip", "optimistix", "--reps", "2"])
+    rows = {(r["way"], r["method"]): r for r in result["rows"]}
+    methods = [benchmark.OURS, benchmark.OPTIMISTIX, benchmark.GN, benchmark.GN_FIXED]
+    assert list(rows)[1:] == [(way, m) for way in benchmark.WAYS for m in methods]
+    for way in benchmark.WAYS:
+        assert rows[(way, benchmark.OPTIMISTIX)]["skipped"] == "left out (--skip)"
+        ours = rows[(way, benchmark.OURS)]
+        assert ours["converged"] == 1.0 and ours["max_diff_vs_scipy"] < 1e-4 and ours["reps"] == 2
+        assert rows[(way, benchmark.GN_FIXED)]["max_diff_vs_scipy"] < 1e-4
+    ratios = {(r["way"], r["method"]): r for r in result["ratios"]}
+    assert ratios[("device-resident", benchmark.GN_FIXED)]["jnp GN fixed / this"] == 1.0
+
+
+def test_device_resident_way_runs_ours_through_jax(fitting_path):
+    """The device-resident row of ours is the JAX custom call on JAX arrays, jitted: the same answers
+    as the numpy path (bit for bit on the host)."""
+    jax = pytest.importorskip("jax")
+    import benchmark
+    import decay_fits
+    t, _, y = decay_fits.make_data(64, 40, 0.02, 3)
+    x0 = np.tile(decay_fits.START, (64, 1))
+    ours = benchmark.METHODS[0]
+    call, wait = benchmark.calls(ours, "device-resident", t, y, x0, "cpu")
+    x, ok = wait(call())
+    assert isinstance(x, jax.Array) and x.dtype == np.float64
+    x_np, ok_np = benchmark.ours_numpy(t, y, x0, "cpu")
+    assert np.array_equal(np.asarray(x), x_np) and np.array_equal(np.asarray(ok), ok_np)

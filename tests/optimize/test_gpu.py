@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from adoffload.optimize import least_squares, minimize, shared
+from adoffload.optimize import api, least_squares, minimize, shared
 from tests.optimize.problems import M, T, decay, decay_data, quadratic, random_quadratics, rosen
 
 pytestmark = pytest.mark.gpu
@@ -50,3 +50,19 @@ def test_jax_on_cuda(cuda):
     with jax.default_device(device):
         result = jax.jit(lambda x: minimize(rosen, x).x)(jnp.asarray(x0))
     np.testing.assert_allclose(np.asarray(result), minimize(rosen, x0).x, atol=1e-6)
+
+
+def test_decay_fits_on_cuda_are_the_same_through_the_staging_buffers(cuda, monkeypatch):
+    """y and the residuals (60,000 x 30 float64, 14.4 MB each) go through runtime/staging.py's
+    page-locked buffers; with staging off (the driver's pageable copies) every output is the same."""
+    assert cuda.staging() is not None and 60000 * M * 8 >= cuda.STAGING_MIN_BYTES
+    true, y = decay_data(np.random.default_rng(3), 60000)
+    x0 = np.tile([1.0, 1.0, 0.0], (60000, 1))
+    staged = least_squares(decay, x0, args=(shared(T), y), m=M, device="cuda")
+    monkeypatch.setattr(cuda, "STAGING_MIN_BYTES", float("inf"))
+    plain = least_squares(decay, x0, args=(shared(T), y), m=M, device="cuda")
+    monkeypatch.setattr(api, "_output", lambda shape, dtype: np.full(shape, 7, dtype))    # not zeroed by the API
+    dirty = least_squares(decay, x0, args=(shared(T), y), m=M, device="cuda")
+    assert staged.success.mean() > 0.95
+    for key in ("x", "cost", "fun", "grad", "optimality", "status", "nit", "nfev", "njev"):
+        assert np.array_equal(staged[key], plain[key]) and np.array_equal(staged[key], dirty[key]), key
