@@ -8,6 +8,7 @@ too, so everything downstream (launch, JAX, further differentiation) treats them
 from __future__ import annotations
 
 import json
+import operator
 import threading
 from dataclasses import dataclass, field
 
@@ -170,13 +171,30 @@ class Kernel:
         """tape_scan.py's kernels, compiled on first use: the launcher scans dynamic-tape counts with them."""
         return scan_kernels()
 
-    def __call__(self, *args, grid=None, device="cpu", **kwargs):
-        """Run the kernel over ``grid`` with numpy arrays (moved to ``device`` and back by intent)."""
+    def _python_call(self, *args, grid=None, device="cpu", **kwargs):
+        """The Python path of a launch (``__call__`` without a native entry, or where it does not apply)."""
         if grid is None:
             from ..errors import GridError
             raise GridError(f"kernel '{self.name}' needs grid=: the number of threads to launch, an int "
                             f"(e.g. grid=x.shape[0]) or a tuple of {self.signature.grid_rank} ints")
         return launch(self, args, kwargs, grid, device)
+
+    _call = _python_call
+    """What a call of the kernel runs: the Python path, or (an instance attribute) the native entry of
+    one of its host plans (kernels/native_entry.py), which takes the Python path for any other launch."""
+
+    __call__ = property(operator.attrgetter("_call"), doc="""\
+``kernel(*args, grid=, device="cpu", **kwargs)``: run the kernel over ``grid`` with numpy arrays
+(moved to ``device`` and back by intent). A property, so that a call reaches the native entry
+without a Python frame: ``kernel.__call__`` is that entry or the bound Python path.""")
+
+    @property
+    def __signature__(self):
+        """What ``inspect.signature`` shows (``__call__`` being a property): the kernel function's own
+        parameters where there is one, else the Python path's."""
+        import inspect
+        wrapped = self.__dict__.get("__wrapped__")
+        return inspect.signature(wrapped if wrapped is not None else self._python_call)
 
     @classmethod
     def from_ir(cls, signature: KernelSignature, module_text: str, body_name: str, *, tape=None) -> "Kernel":

@@ -9,6 +9,8 @@ All of that depends only on the launch's argument signature, so the first launch
 builds a plan (launch_plan.py) and later ones reuse it: a cache hit reads each argument's type,
 dtype, shape and flags, the data addresses, checks the overlaps and packs the slots
 (launch_run.py). Reverse kernels' launcher-filled buffers are sized per launch (hidden_buffers.py).
+A host plan of one chunk gets a native entry at its second launch (native_entry.py), which
+``Kernel.__call__`` tries before all of this: machine code checking exactly that signature.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from .launch_plan import (LaunchPlan, Uncacheable, arrays_to_zero, call_key, che
                           full_bind, plans_of, proven_facts)
 from .launch_run import (SlotValueError, flat_values, loaded_function, run_in_place, run_plan, shared_names,
                          source_file)
+from .native_entry import native_function
 from .overlap import check_no_written_overlap
 
 __all__ = ["MAX_THREADS", "Resident", "arrays_to_zero", "bind_arguments", "check_argument", "check_block_grid",
@@ -50,6 +53,10 @@ def launch(kernel, args: tuple, kwargs: dict, grid, device="cpu", hidden: dict |
                 values = plan.bind(args, kwargs, residents)
                 kernel._last_plan = plan
         if values is not None:
+            # the signature's second launch makes its native entry, which a call of the kernel runs first
+            native = plan.native if plan.native_tried else native_function(plan)
+            if native is not None:
+                kernel._call = native
             try:
                 return run_plan(plan, values, None, launch)
             except SlotValueError:

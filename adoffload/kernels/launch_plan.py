@@ -127,6 +127,16 @@ def remember(plans: dict, key, plan) -> None:
     plans[key] = plan
 
 
+class CallShape:
+    """How the launch that cached a plan was called: the facts its native entry checks per launch
+    (native_entry.py). Keeps no argument values: per visible param, an array's (dtype, key flags)
+    or a scalar's type."""
+
+    def __init__(self, positional: int, keywords: tuple[str, ...], grid, device, raw: list):
+        self.positional, self.keywords, self.grid, self.device = positional, keywords, grid, device
+        self.kinds = [(v.dtype, v.flags.num & KEY_FLAGS) if type(v) is np.ndarray else type(v) for v in raw]
+
+
 class LaunchPlan:
     """One argument signature's launch of one kernel: build with ``LaunchPlan(kernel, values, grid,
     device)`` from fully checked values (arguments.bind_arguments); run with launch_run.run_plan."""
@@ -263,11 +273,17 @@ class LaunchPlan:
         raw = self.bind(args, kwargs, residents)
         if all(type(v) is np.ndarray or type(v) is Resident if p.is_array else type(v) in _SCALAR_TYPES
                for p, v in zip(self.visible, raw)):
+            if not residents:
+                self.call_shape = CallShape(len(args), tuple(kwargs), grid, device, raw)
             remember(plans, key, self)
             self._quick_checks(args, kwargs, grid, device, residents)
             self.kernel._last_plan = self
 
     order = None
+    call_shape = None        # how the launch that cached it was called (CallShape), for a native entry
+    native = None            # its native entry (native_entry.py), once made; native_tried: whether asked for
+    native_tried = False
+    native_why_not = None
     overlap_free = None      # the addresses of the last launch whose overlap check passed
     quick_sources = False    # matches() returns the slot sources (launch_run.run_in_place), not values
 

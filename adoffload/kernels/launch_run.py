@@ -372,6 +372,16 @@ def _deferred_report(plan):
     return report
 
 
+def status_reporter(plan):
+    """``report(address)``: raises the error of the status record at ``address`` (a native entry's,
+    native_entry.py, read while the entry waits), naming the arrays' shapes as the Python path does."""
+    shaped = [_Shaped(plan.shapes[k]) if k in plan.shapes else None for k in range(len(plan.signature.params))]
+
+    def report(address: int) -> None:
+        _raise_status(plan, list(_StatusRecord.from_address(address)), shaped)
+    return report
+
+
 def _raise_status(plan, record, values: list) -> None:
     abi_status.raise_for_status(record, plan.signature, values, source_file=source_file(plan.kernel),
                                 shared_names=shared_names(plan.kernel))

@@ -1,7 +1,7 @@
 """What one small launch costs from Python, next to peers timed in the same process.
 
 ``launch_costs(device)`` times a saxpy (``out = a*x + y``, float32) launched from Python: the
-adoffload kernel and its vjp, and where they are installed a Numba ``@njit`` call and a Warp
+adoffload kernel, its vjp and its jvp, and where they are installed a Numba ``@njit`` call and a Warp
 launch (host), or a CuPy ElementwiseKernel (CUDA, with CuPy arrays: adoffload launches them in
 place). Timings are interleaved: each round times ``number`` calls of every entry in turn, and
 each entry's best round is kept, so a noisy machine (shared cores) slows them alike and the
@@ -10,7 +10,8 @@ ratios stay meaningful; the load average is reported beside them.
     python -m adoffload.testing.launch_timing [--device cpu|cuda] [--n 16] [--rounds 15]
 
 prints one JSON object: microseconds per call by entry, the ratios the launch targets speak of,
-and the load. On CUDA, adoffload's launches on CuPy arrays return before the kernel ends, as CuPy's
+the load, and on the host how many launches the native entries ran (kernels/native_entry.py; 0
+with ``ADOFFLOAD_NATIVE_LAUNCH=0``, or on a version without them: absent). On CUDA, adoffload's launches on CuPy arrays return before the kernel ends, as CuPy's
 do (their errors come at the next launch or synchronize; ``ADOFFLOAD_SYNC_LAUNCH=1`` makes them wait):
 ``cupy`` is CuPy's asynchronous per-call cost (each round synchronized once at its end), and
 ``cupy_synced`` synchronizes after each call, the cost of a launch that waits.
@@ -25,13 +26,20 @@ import time
 import numpy as np
 
 
-def interleaved(calls: dict, number: int = 1000, rounds: int = 15, synchronize=None) -> dict[str, float]:
+def interleaved(calls: dict, number: int = 1000, rounds: int = 15, synchronize=None,
+                warmup: dict | None = None) -> dict[str, float]:
     """Best microseconds per call of each callable in ``calls`` (name -> zero-argument callable),
     measured in interleaved rounds of ``number`` calls; ``synchronize`` (optional) runs before
-    each round's clock stops (a GPU's pending work)."""
-    for call in calls.values():          # warm up: compile, load, first-call paths
+    each round's clock stops (a GPU's pending work). ``warmup`` (optional) gets the milliseconds
+    of each callable's first three calls (compiling, loading, a native entry made at the second)."""
+    for name, call in calls.items():     # warm up: compile, load, first-call paths
+        times = []
         for _ in range(3):
+            start = time.perf_counter()
             call()
+            times.append(round((time.perf_counter() - start) * 1e3, 3))
+        if warmup is not None:
+            warmup[name] = times
     best = {name: float("inf") for name in calls}
     for _ in range(rounds):
         for name, call in calls.items():
@@ -45,23 +53,25 @@ def interleaved(calls: dict, number: int = 1000, rounds: int = 15, synchronize=N
 
 
 def saxpy_kernels():
-    """The adoffload saxpy and its vjp with respect to ``a`` and ``x``."""
+    """The adoffload saxpy, its vjp and its jvp with respect to ``a`` and ``x``."""
     import adoffload as ado
 
     @ado.kernel
     def saxpy(a: ado.f32, x: ado.In[ado.f32], y: ado.In[ado.f32], out: ado.Out[ado.f32]):
         i = ado.tid()
         out[i] = a * x[i] + y[i]
-    return saxpy, ado.vjp(saxpy, wrt=["a", "x"])
+    return saxpy, ado.vjp(saxpy, wrt=["a", "x"]), ado.jvp(saxpy, wrt=["a", "x"])
 
 
 def host_calls(n: int = 16) -> dict:
-    """Zero-argument callables: adoffload primal and vjp on the host, Numba and Warp where installed."""
-    saxpy, saxpy_vjp = saxpy_kernels()
+    """Zero-argument callables: adoffload primal, vjp and jvp on the host, Numba and Warp where installed."""
+    saxpy, saxpy_vjp, saxpy_jvp = saxpy_kernels()
     x, y, out = np.ones(n, np.float32), np.arange(n, dtype=np.float32), np.zeros(n, np.float32)
     d_a, d_x, d_out = np.zeros(1, np.float32), np.zeros(n, np.float32), np.ones(n, np.float32)
+    t_x, t_out = np.ones(n, np.float32), np.zeros(n, np.float32)
     calls = {"adoffload": lambda: saxpy(2.0, x, y, out, grid=n),
-             "adoffload_vjp": lambda: saxpy_vjp(2.0, x, y, out, d_a=d_a, d_x=d_x, d_out=d_out, grid=n)}
+             "adoffload_vjp": lambda: saxpy_vjp(2.0, x, y, out, d_a=d_a, d_x=d_x, d_out=d_out, grid=n),
+             "adoffload_jvp": lambda: saxpy_jvp(2.0, x, y, out, d_a=1.0, d_x=t_x, d_out=t_out, grid=n)}
     try:
         import numba
 
@@ -91,7 +101,7 @@ def host_calls(n: int = 16) -> dict:
 def cuda_calls(n: int) -> tuple[dict, object]:
     """adoffload primal and vjp on ``cuda`` with CuPy arrays, and CuPy's ElementwiseKernel, with CuPy's
     synchronize; without CuPy, adoffload alone with DeviceArrays."""
-    saxpy, saxpy_vjp = saxpy_kernels()
+    saxpy, saxpy_vjp, _ = saxpy_kernels()
     try:
         import cupy as cp
     except ImportError:
@@ -130,15 +140,25 @@ def launch_costs(device: str = "cpu", n: int = 16, rounds: int = 15, number: int
         calls, sync = cuda_calls(n)
     number = number or (1000 if n <= 1 << 16 else 50)
     load_before = os.getloadavg()
-    times = interleaved(calls, number, rounds, sync)
+    warmup: dict = {}
+    times = interleaved(calls, number, rounds, sync, warmup)
     result = {"device": device, "n": n, "us_per_call": {k: round(v, 3) for k, v in times.items()},
+              "first_calls_ms": warmup,
               "loadavg_before": load_before, "loadavg_after": os.getloadavg(), "cpus": os.cpu_count()}
     ratios = {}
     for peer in ("numba", "warp", "cupy", "cupy_synced"):
         if peer in times:
-            for ours in ("adoffload", "adoffload_vjp"):
-                ratios[f"{ours}/{peer}"] = round(times[ours] / times[peer], 3)
+            for ours in ("adoffload", "adoffload_vjp", "adoffload_jvp"):
+                if ours in times:
+                    ratios[f"{ours}/{peer}"] = round(times[ours] / times[peer], 3)
     result["ratios"] = ratios
+    if device == "cpu":
+        try:
+            from ..kernels.native_entry import totals
+        except ImportError:                  # a version without native launch entries
+            pass
+        else:
+            result["native_launches"] = totals()[0]
     return result
 
 
