@@ -24,7 +24,8 @@ dynamic (see tape.py), then ``ptr %log, i64 %log_offset`` if deterministic mode 
 (see deterministic.py). It returns void.
 
 Assumption: distinct pointer arguments do not alias (kernel arrays are distinct buffers);
-loads from an argument the function never writes are recomputed in the reverse sweep.
+loads from an argument the function never writes are recomputed in the reverse sweep. A kernel's
+adjoint says so to LLVM: those arguments are ``noalias`` (``_mark_readonly_noalias``).
 """
 from __future__ import annotations
 

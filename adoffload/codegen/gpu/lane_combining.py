@@ -12,7 +12,9 @@ What this pass does, on the kernel body before the NVPTX entry is added (codegen
   variable index terms X (after peeling constants from ``gep``/``add``/``sub``/``or disjoint`` and
   from ``sext``/``zext`` of no-wrap adds), distinct constant lane distances ``d_k = c_k - pivot`` in
   1..31 from the pivot site (the smallest ``c``). Sites at the same address are summed first.
-  Strictly uniform addresses are left to codegen/gpu/reductions.py.
+  Strictly uniform addresses are left to codegen/gpu/reductions.py, and so are (to the plain atomics)
+  addresses whose terms are computed from an index loaded at a thread-dependent address (a gather's
+  ``d_pos[nbr[i, k], c]``): neighbouring lanes are one element apart there only by chance (``gathered``).
 * The rewritten group, placed at its last site: ``mask = activemask``; each lane shuffles its
   pivot *address* up by one lane and votes whether its predecessor (in ``mask``) adds its pivot
   exactly ``size`` bytes lower; the ballot ``b`` is the same in every lane of ``mask``. Lane ``L``
