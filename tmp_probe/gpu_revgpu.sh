@@ -12,9 +12,10 @@ ROOT=$(pwd)
 BEFORE=$(mktemp -d)/before
 mkdir -p "$BEFORE"
 tar --exclude=./.git -cf - . | (cd "$BEFORE" && tar -xf -)
-(cd "$BEFORE" && patch -R -p1 -s < tmp_probe/revgpu_engine.patch) || { echo "patch -R failed" >&2; exit 1; }
+HAVE_BEFORE=1
+(cd "$BEFORE" && patch -R -p1 -s < tmp_probe/revgpu_engine.patch) || { echo "patch -R failed: no 'before' side" >> "$OUT/environment.txt"; HAVE_BEFORE=0; }
 export ADOFFLOAD_CACHE_DIR=$(mktemp -d)     # each side compiles its own kernels
-{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader; uptime; } > "$OUT/environment.txt" 2>&1
+{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader; uptime; } >> "$OUT/environment.txt" 2>&1
 suite() {   # $1 side, $2 tree
   (cd "$2" && PYTHONPATH=. timeout 80 "$PY" -m benchmarks user_kernels --device cuda --potentials lj morse \
      --sides "ours: jax" "ours: ado.vjp on CuPy" "hand-written CUDA" --no-launches --reps 10 --out "$OUT/suite-$1") \
@@ -27,11 +28,12 @@ pieces() {  # $1 side, $2 tree: primal kernel, lean vjp, full vjp through the la
   echo "pieces $1: rc=$?" >> "$OUT/environment.txt"
 }
 suite after "$ROOT"
-suite before "$BEFORE"
+[ $HAVE_BEFORE = 1 ] && suite before "$BEFORE"
 pieces after "$ROOT"
-pieces before "$BEFORE"
+[ $HAVE_BEFORE = 1 ] && pieces before "$BEFORE"
 # PTX of the lean vjp as JAX's GPU call builds it, and ptxas's register/spill report, both sides
-for side in after before; do
+SIDES="after"; [ $HAVE_BEFORE = 1 ] && SIDES="after before"
+for side in $SIDES; do
   tree=$ROOT; [ $side = before ] && tree=$BEFORE
   (cd "$tree" && PYTHONPATH=. timeout 20 "$PY" "$ROOT/tmp_probe/ptx_dump.py" "$OUT/ptx-$side" lj morse) > /dev/null 2>&1
   for f in "$OUT"/ptx-$side/*.ptx; do
