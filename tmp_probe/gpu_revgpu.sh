@@ -13,7 +13,7 @@ BEFORE=$(mktemp -d)/before
 mkdir -p "$BEFORE"
 tar --exclude=./.git -cf - . | (cd "$BEFORE" && tar -xf -)
 HAVE_BEFORE=1
-(cd "$BEFORE" && patch -R -p1 -s < tmp_probe/revgpu_engine.patch) || { echo "patch -R failed: no 'before' side" >> "$OUT/environment.txt"; HAVE_BEFORE=0; }
+(cd "$BEFORE" && if command -v patch >/dev/null; then patch -R -p1 -s < tmp_probe/revgpu_engine.patch; else git apply -R tmp_probe/revgpu_engine.patch; fi) || { echo "patch -R failed: no 'before' side" >> "$OUT/environment.txt"; HAVE_BEFORE=0; }
 export ADOFFLOAD_CACHE_DIR=$(mktemp -d)     # each side compiles its own kernels
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader; uptime; } >> "$OUT/environment.txt" 2>&1
 suite() {   # $1 side, $2 tree
