@@ -2,7 +2,7 @@
 import re, sys
 CATS = {"ld.global": r"^ld\.global", "ld.param": r"^ld\.param", "atom.add": r"^atom\.global\.add", "atom.exch": r"^atom\.global\.exch",
         "st.global": r"^st\.global", "local": r"^(ld|st)\.local", "div.f64": r"^div\.rn\.f64", "rcp/sqrt": r"^(sqrt|rcp)\.",
-        "shfl/vote": r"^(shfl|vote|activemask)", "selp": r"^selp", "setp": r"^setp", "fp64 arith": r"^(add|sub|mul|fma|neg)\.rn?\.?f64|^neg\.f64|^fma\.rn\.f64",
+        "shfl/vote": r"^(shfl|vote|activemask)", "-0.0 guard": r"^setp\.(eq|ne)\.b64.*-9223372036854775808", "selp": r"^selp", "setp": r"^setp", "fp64 arith": r"^(add|sub|mul|fma|neg)\.rn?\.?f64|^neg\.f64|^fma\.rn\.f64",
         "branch": r"^@?%?p?\d*\s*bra|^bra|^@"}
 def count(path):
     lines = [l.strip() for l in open(path)]

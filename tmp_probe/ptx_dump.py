@@ -10,11 +10,16 @@ os.makedirs(out, exist_ok=True)
 names = sys.argv[2:] or ["lj", "morse"]
 for name in names:
     k = ENERGIES[name][0]
-    for label, kern in (("primal", k), ("vjp", ado.vjp(k, ["pos"], primal_outputs=False)),
-                        ("vjp_full", ado.vjp(k, ["pos"]))):
+    # primal and lean vjp as ado.jax_kernel's GPU call builds them (jax/targets.gpu_options: no noalias
+    # for the vjp, whose d_pos is InOut); the full vjp as the CuPy launcher builds it (noalias: no overlap)
+    for label, kern, launcher in (("primal", k, False), ("vjp", ado.vjp(k, ["pos"], primal_outputs=False), False),
+                                  ("vjp_full", ado.vjp(k, ["pos"]), True)):
         proven = kern.candidate_facts
-        opts = gpu_options(kern, Variant(frozenset(), proven))
-        c = kern.compiled("nvptx", arch="sm_90", scalars_by_reference=True, **opts)
+        if launcher:
+            c = kern.compiled("nvptx", arch="sm_90", proven=proven, noalias=True)
+        else:
+            opts = gpu_options(kern, Variant(frozenset(), proven))
+            c = kern.compiled("nvptx", arch="sm_90", scalars_by_reference=True, **opts)
         path = f"{out}/{name}_{label}.ptx"
         open(path, "w").write(c.ptx)
         open(f"{out}/{name}_{label}.ll", "w").write(kern.module_text(proven & kern.candidate_facts))
