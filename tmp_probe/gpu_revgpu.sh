@@ -2,7 +2,7 @@
 # revgpu (issue 31 item 1): the user kernels suite on the GPU, this branch ("after") and main's engine
 # ("before": this tree with tmp_probe/revgpu_engine.patch reversed, i.e. adoffload/ as on main), in turn.
 # Run from the repo root on the GPU machine:  bash tmp_probe/gpu_revgpu.sh   (writes under $OUT)
-# Needs jax + CUDA, cupy, nvcc/ptxas; no clang, no network. At most 80+80+30+30+20+20 s by its timeouts.
+# Needs jax + CUDA, cupy, nvcc/ptxas; no clang, no network. At most 90+90+30+30+20+20 s by its timeouts (expected well under 200 s).
 set -u
 OUT=${OUT:-/tmp/revgpu_out}
 mkdir -p "$OUT"
@@ -17,7 +17,7 @@ HAVE_BEFORE=1
 export ADOFFLOAD_CACHE_DIR=$(mktemp -d)     # each side compiles its own kernels
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader; uptime; } >> "$OUT/environment.txt" 2>&1
 suite() {   # $1 side, $2 tree
-  (cd "$2" && PYTHONPATH=. timeout 80 "$PY" -m benchmarks user_kernels --device cuda --potentials lj morse \
+  (cd "$2" && PYTHONPATH=. timeout 90 "$PY" -m benchmarks user_kernels --device cuda --potentials lj morse \
      --sides "ours: jax" "ours: ado.vjp on CuPy" "hand-written CUDA" --no-launches --reps 10 --out "$OUT/suite-$1") \
      > "$OUT/suite-$1.log" 2>&1
   echo "suite $1: rc=$?" >> "$OUT/environment.txt"
