@@ -2,7 +2,7 @@
 # revgpu (issue 31 item 1): the user kernels suite on the GPU, this branch ("after") and main's engine
 # ("before": this tree with tmp_probe/revgpu_engine.patch reversed, i.e. adoffload/ as on main), in turn.
 # Run from the repo root on the GPU machine:  bash tmp_probe/gpu_revgpu.sh   (writes under $OUT)
-# Needs jax + CUDA, cupy, nvcc/ptxas; no clang, no network. At most 90+90+30+30+20+20 s by its timeouts (expected well under 200 s).
+# Needs jax + CUDA, cupy, nvcc/ptxas; no clang, no network. At most 90+90+30+30+20+20 s by its timeouts (not timed: no GPU here).
 set -u
 OUT=${OUT:-/tmp/revgpu_out}
 mkdir -p "$OUT"
