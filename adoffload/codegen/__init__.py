@@ -16,7 +16,7 @@ TARGETS = {"host": "host", "cpu": "host", "nvptx": "nvptx", "cuda": "nvptx", "am
 DEFAULT_ARCH = {"nvptx": "sm_90", "amdgpu": "gfx942"}
 LANE_COMBINING_ENV = "ADOFFLOAD_LANE_COMBINING"     # "0": no lane combining (codegen/gpu/lane_combining.py)
 # Bumped whenever the generated code changes for the same inputs (part of the cache key).
-CODEGEN_REVISION = 7
+CODEGEN_REVISION = 8
 
 
 def _canonical_target(target: str) -> str:
@@ -182,6 +182,8 @@ plain, codegen/host/serial.py). ``cache``:
         text = hoist_loads(text, body_name)     # several loads in flight per thread (adjoints)
     if module is None:
         text = _combine_lanes(text, body_name, grid_rank, target, arch, opts)
+        from .gpu.zero_adds import skip_zero_adds
+        text = skip_zero_adds(text, body_name)[0]     # adds of a missing contribution (-0.0) skip their atomic
     module = module or abi.add_gpu_entry(text, body_name, flat_types, grid_rank, target,
                                scalars_by_reference=opts.get("scalars_by_reference", False),
                                noalias=opts.get("noalias", False), reductions=reductions,

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from ..ir.builder import Builder
 from ..ir.core import Argument, Constant, Instruction, Value, const, i1
+from .adjoint_values import adjoint_identity
 from ..analysis.address_classes import AddressClass, uniform_add_intrinsic
 
 # Pure operations that cannot trap: an address built only from these (and arguments and
@@ -89,7 +90,9 @@ class DeferredAdds:
         s = self.sums.get(key)
         if s is None:
             slot = self.entry.alloca(delta.type, "deferred.sum")
-            self.entry.store(Constant(delta.type, None, kind="zero"), slot)
+            # from -0.0, fadd's identity: a sum of only missing (-0.0) contributions stays -0.0, as the
+            # per-site adds would leave the element, and its flush adds nothing (codegen/gpu/zero_adds.py)
+            self.entry.store(adjoint_identity(delta.type), slot)
             flag = self.entry.alloca(i1, "deferred.ran")
             self.entry.store(const(i1, 0), flag)
             s = self.sums[key] = _Sum(pointer, slot, flag, kind, align)

@@ -344,6 +344,14 @@ def _wrap(module: Module, name: str, derived_sig: KernelSignature, primal_sig: K
             call_args += [by_name[buffer], offset]
     b.call(inner, call_args)
     b.ret()
+    # The body only forwards its params: those that ``inner`` takes ``noalias`` (a kernel adjoint's
+    # read-only arrays, reverse._mark_readonly_noalias) are noalias here too. On the body they outlive
+    # the inlining of ``inner`` (alias scopes are metadata, which ir import/export does not keep), so
+    # the final O3 after the target's entry inlines the body still knows them.
+    for value, param in zip(call_args, inner.args):
+        if "noalias" in param.attributes and any(value is a for a in fn.args) \
+                and sum(v is value for v in call_args) == 1:
+            value.attributes.add("noalias")
     return fn
 
 

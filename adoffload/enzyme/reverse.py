@@ -24,7 +24,8 @@ dynamic (see tape.py), then ``ptr %log, i64 %log_offset`` if deterministic mode 
 (see deterministic.py). It returns void.
 
 Assumption: distinct pointer arguments do not alias (kernel arrays are distinct buffers);
-loads from an argument the function never writes are recomputed in the reverse sweep.
+loads from an argument the function never writes are recomputed in the reverse sweep. A kernel's
+adjoint says so to LLVM: those arguments are ``noalias`` (``_mark_readonly_noalias``).
 """
 from __future__ import annotations
 
@@ -112,6 +113,7 @@ class _Reverser(PrimalValues, ControlFlowReversal, InstructionReversal, Finishin
                     if self.deterministic else None)
         self.deferred = DeferredAdds(self.entry)
         self.recomputed_loads: list[tuple[Instruction, Block]] = []
+        self._mark_readonly_noalias(fn)
         self._reverse_blocks()
         self.refills = (Refills(self, {fn.args[k] for k in self.parallel.block_shared_args})
                         if self.parallel is not None and self.parallel.block_shared_args else None)
@@ -144,6 +146,22 @@ class _Reverser(PrimalValues, ControlFlowReversal, InstructionReversal, Finishin
         self.module.add_function(fn)
         self.fn = fn
         return fn
+
+    def _mark_readonly_noalias(self, fn: Function) -> None:
+        """A kernel's adjoint: ``noalias`` on the primal pointer arguments it only reads (``readonly_root``).
+
+        The reverse sweep recomputes loads of those arrays after it has written its shadows, which is
+        right only if no array the adjoint writes (a shadow, an output, the status record) shares their
+        memory: the engine's assumption (module docstring; the launcher refuses written arrays that
+        overlap another). Saying so to LLVM (the inliner turns it into alias scopes) lets a load of such
+        an array be shared across the shadow atomics of one iteration and hoisted out of the reverse
+        loop, instead of being issued again after each atomic. Kernels only: helpers differentiated
+        inside a kernel (inner.py) get pointers that need not be distinct."""
+        if self.parallel is None:
+            return
+        for arg, new in zip(self.primal.args, fn.args):
+            if arg.type.is_pointer and self.readonly_root(arg):
+                new.attributes.add("noalias")
 
     def _clone_forward(self, fn: Function) -> None:
         value_map = dict(zip(self.primal.args, fn.args))

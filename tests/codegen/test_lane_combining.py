@@ -93,6 +93,18 @@ def test_groups_that_cannot_be_proven_are_refused(kwargs):
     assert _groups(_ir(**kwargs)) == []
 
 
+def test_a_gathers_scattered_adds_are_no_group():
+    """d_pos[nbr[i], c] (a reverse gather): an index loaded at a thread-dependent address puts neighbouring
+    lanes one element apart only by chance, so the shuffles and vote would be paid for nothing."""
+    gather = ("%jp = getelementptr i32, ptr %b, i64 %tid0\n  %g = load i32, ptr %jp, align 4\n"
+              "  %gs = sext i32 %g to i64\n  %g3 = mul i64 %gs, 3\n  %p0 = getelementptr double, ptr %a, i64 %g3")
+    assert _groups(_ir(first=gather, second="%p1 = getelementptr double, ptr %p0, i64 1")) == []
+    # an offset loaded from one address for every thread is no gather: tid + offset stays a stencil
+    uniform = ("%o = load i64, ptr %b, align 8\n  %x = add i64 %tid0, %o\n"
+               "  %p0 = getelementptr double, ptr %a, i64 %x")
+    assert len(_groups(_ir(first=uniform, second="%p1 = getelementptr double, ptr %p0, i64 1"))) == 1
+
+
 def test_stores_to_other_arrays_in_between_need_noalias():
     text = _ir(between="store double %v, ptr %b, align 8")
     assert len(_groups(text, noalias=True)) == 1

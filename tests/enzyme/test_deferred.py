@@ -181,3 +181,38 @@ def test_an_address_the_primal_never_reached_is_not_written():
     np.testing.assert_allclose(d_buf[1:], want, rtol=1e-14)
     text = export_module(module).split(f'@"{result.function.name}"')[1]
     assert text.count("deferred.sum") >= 2
+
+
+@ado.kernel
+def cut_sum(x: ado.In[ado.f64], nb: ado.In[ado.i64, 2], c: ado.f64, e: ado.Out[ado.f64]):
+    i = ado.tid()
+    acc = 0.0
+    for k in range(nb.shape[1]):
+        j = nb[i, k]
+        if j >= 0:
+            d = x[i] - x[j]
+            if d * d < c:              # a cutoff: pairs past it contribute nothing (their d_x[i] adjoint is -0.0)
+                acc = acc + d * d * d
+    e[i] = acc
+
+
+def test_a_deferred_sum_of_only_missing_contributions_adds_nothing(monkeypatch, tmp_path):
+    """The thread-local sum starts at -0.0, fadd's identity: where every pair of atom i is past the
+    cutoff, d_x[i] keeps its bits, as the per-site adds (each adding -0.0) leave them. From +0.0 the
+    flush turned a gradient element of -0.0 into +0.0."""
+    n = 6
+    x = np.arange(n, dtype=np.float64) * 10.0                        # all pairs far apart
+    nb = np.full((n, 2), -1, np.int64)
+    nb[:-1, 0] = n - 1                                              # everyone's one neighbor: the last atom
+    x[1] = x[-1] - 0.5                                              # ... near atom 1 only
+
+    def gradient(kernel):
+        d_x = np.full(n, -0.0)
+        kernel(x, nb, 1.0, np.zeros(n), d_x=d_x, d_e=np.ones(n), grid=n)
+        return d_x
+    deferred = gradient(ado.vjp(cut_sum, ["x"]))
+    monkeypatch.setenv("ADOFFLOAD_DEFER_ADDS", "0")
+    monkeypatch.setenv("ADOFFLOAD_CACHE_DIR", str(tmp_path))      # derived kernels are cached by base IR
+    per_site = gradient(ado.vjp(ado.kernel(cut_sum.pyfunc), ["x"]))
+    assert deferred.tobytes() == per_site.tobytes(), (deferred, per_site)
+    assert np.all(np.signbit(deferred[[0, 2, 3, 4]])) and deferred[1] == 0.75 and deferred[5] == -0.75   # 3 d^2

@@ -12,7 +12,9 @@ What this pass does, on the kernel body before the NVPTX entry is added (codegen
   variable index terms X (after peeling constants from ``gep``/``add``/``sub``/``or disjoint`` and
   from ``sext``/``zext`` of no-wrap adds), distinct constant lane distances ``d_k = c_k - pivot`` in
   1..31 from the pivot site (the smallest ``c``). Sites at the same address are summed first.
-  Strictly uniform addresses are left to codegen/gpu/reductions.py.
+  Strictly uniform addresses are left to codegen/gpu/reductions.py, and so are (to the plain atomics)
+  addresses whose terms are computed from an index loaded at a thread-dependent address (a gather's
+  ``d_pos[nbr[i, k], c]``): neighbouring lanes are one element apart there only by chance (``gathered``).
 * The rewritten group, placed at its last site: ``mask = activemask``; each lane shuffles its
   pivot *address* up by one lane and votes whether its predecessor (in ``mask``) adds its pivot
   exactly ``size`` bytes lower; the ballot ``b`` is the same in every lane of ``mask``. Lane ``L``
@@ -166,6 +168,8 @@ def find_groups(body: core.Function, grid_rank: int, noalias: bool, exclude=froz
             root, terms, offset = parts
             if skip_args and (root in skipped or not isinstance(root, core.Argument)):
                 continue        # (maybe) a shared array
+            if any(gathered(key, thread_args) for (key, _size), _count in terms):
+                continue        # a gather's index (d_pos[nbr[i, k]]): neighbouring lanes never match
             key = (root, terms, str(inst.type), str(inst.operands[0].type))
             keyed.setdefault(key, []).append((inst, offset))
         for (_, _, type_name, _), sites in keyed.items():
@@ -173,6 +177,41 @@ def find_groups(body: core.Function, grid_rank: int, noalias: bool, exclude=froz
             if group is not None and movable(group, noalias, uses, written):
                 groups.append(group)
     return groups
+
+
+def gathered(key, thread_args: set) -> bool:
+    """Whether an address term is computed from a load whose address varies with the thread index
+    (``j = neighbors[i, k]``, then ``d_pos[j, c]``): neighbouring lanes' addresses are then one element
+    apart only by chance, so the group's shuffles and vote (about 40 instructions per group) would be
+    paid for nothing. A performance rule: the combined code stays correct for any address."""
+    while isinstance(key, tuple):        # ("sext", value) / ("zext", value) from _split_index
+        key = key[1]
+    seen, work = set(), [key]
+    while work:
+        v = work.pop()
+        if not isinstance(v, core.Instruction) or v in seen:
+            continue
+        seen.add(v)
+        if v.opcode == "load":
+            if _varies(v.operands[0], thread_args):
+                return True
+            continue
+        work.extend(v.operands)
+    return False
+
+
+def _varies(v, thread_args: set) -> bool:
+    """Whether ``v`` depends on the thread index (through any instruction, loads included)."""
+    seen, work = set(), [v]
+    while work:
+        v = work.pop()
+        if v in thread_args:
+            return True
+        if not isinstance(v, core.Instruction) or v in seen:
+            continue
+        seen.add(v)
+        work.extend(v.operands)
+    return False
 
 
 def _best_group(block, sites, size) -> Group | None:
