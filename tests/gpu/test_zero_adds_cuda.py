@@ -30,8 +30,11 @@ def test_gather_adjoint_matches_the_host(cuda, n, lean):
     kernel = ado.vjp(pair_energy, ["pos"], primal_outputs=not lean)
     ptx = kernel.compiled("nvptx", noalias=True).artifact
     assert len(re.findall(r"-9223372036854775808", ptx)) >= 3
-    np.testing.assert_allclose(_gradient(pos, nbr, seed, "cuda", lean), _gradient(pos, nbr, seed, "cpu", lean),
-                               rtol=1e-12, atol=1e-12)
+    # the GPU's atomics add in another order than the host: an element that is a near-cancelling sum
+    # of terms of the array's size differs by rounding of that size (1e-11 relative was seen)
+    host = _gradient(pos, nbr, seed, "cpu", lean)
+    np.testing.assert_allclose(_gradient(pos, nbr, seed, "cuda", lean), host, rtol=1e-12,
+                               atol=1e-13 * np.abs(host).max())
 
 
 def test_gather_gradient_through_jax_on_the_gpu_matches_the_host(cuda):
