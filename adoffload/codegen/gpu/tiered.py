@@ -1,7 +1,7 @@
 """Tiered assembly: a CUDA module starts on ptxas -O1's cubin and switches to -O3's when that is done.
 
-Why: ptxas -O3 takes seconds on the optimizer kernels (LJ38 on the H200 machine's CPU: 1.9 s FIRE,
-2.6 s L-BFGS) and -O1 a tenth of that, for code that runs 13-18% slower. A cold program should not
+Why: ptxas -O3 takes seconds on the optimizer kernels and -O1 about a tenth of that, for code that
+runs 13-18% slower (issue 32's measurement of the LJ38 FIRE and L-BFGS kernels on the H200 machine). A cold program should not
 wait for -O3 before its first launch, nor run at -O1 for good.
 
 ``start_tiered(ptx, arch)`` looks the -O3 cubin up in the compile cache (``cubin.py``; the key of
