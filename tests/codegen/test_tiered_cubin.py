@@ -340,3 +340,65 @@ def test_real_ptxas_tiers_and_the_O3_cubin_is_the_untiered_one(tmp_path, monkeyp
     assert fast[:4] == full[:4] == b"\x7fELF"
     assert full == cubin.cubin_for(ptx, "sm_80", cache=CompileCache(tmp_path / "plain"))
     assert tiered.start_tiered(ptx, "sm_80", cache=store).cached
+
+
+def test_no_ptxas_means_no_tiering_and_the_ptx_is_loaded(fake_ptxas, monkeypatch):
+    monkeypatch.setenv(cubin.PTXAS_ENV, "0")
+    pending = tiered.start_tiered(PTX, "sm_90", cache=False)
+    assert pending.fast is None and cubin.PTXAS_ENV in pending.reason
+    load = _Loader()
+    module, upgrade = tiered.load_tiered(PTX, "sm_90", load, pending)
+    assert load.images == [PTX] and upgrade is None
+
+
+class _FakeDriver:
+    """The cuda-python calls jax/targets._start_upgrades makes, with a context stack to check."""
+    class CUfunction_attribute:
+        CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = "max threads"
+
+    def __init__(self, limit):
+        self.limit, self.stack, self.calls = limit, [], []
+
+    def cuCtxPushCurrent(self, ctx):
+        self.stack.append(ctx)
+        return (0,)
+
+    def cuCtxPopCurrent(self):
+        return (0, self.stack.pop())
+
+    def cuModuleLoadData(self, image):
+        self.calls.append(("load", image, list(self.stack)))
+        return (0, "module " + image[4:6].decode())
+
+    def cuModuleGetFunction(self, module, name):
+        return (0, 4000 + len(self.calls))
+
+    def cuFuncGetAttribute(self, attribute, function):
+        return (0, self.limit)
+
+
+@pytest.mark.parametrize("limit", [1024, 64])
+def test_the_jax_handlers_cell_gets_the_O3_function_in_the_devices_context(fake_ptxas, monkeypatch, limit):
+    from adoffload.jax import targets
+    from adoffload.jax.handler_ir import Emitter, table
+    monkeypatch.setenv("FAKE_GATE_O3", "1")
+    e = Emitter()
+    e.lines.append("define ptr @handler(ptr %frame) {")
+    e.label("entry")
+    e.emit(f"ret ptr {e.cell('@functions', 1)}")
+    e.lines.append("}")
+    from adoffload.jax.handler import CompiledHandler
+    handler = CompiledHandler(table("functions", (11, 22), cells=True) + "\n" + "\n".join(e.lines) + "\n")
+    import ctypes
+    call = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(handler.address)
+    _, upgrade = tiered.load_tiered(PTX, "sm_90", lambda image: image, tiered.start_tiered(PTX, "sm_90", cache=False))
+    driver = _FakeDriver(limit)
+    targets._start_upgrades(driver, handler, [(upgrade, "k", "functions", 1, "ctx of device 1", 256)])
+    assert call(0) == 22
+    _open(fake_ptxas, "O3")
+    assert upgrade.wait(10)
+    assert driver.calls[0][0] == "load" and driver.calls[0][2] == ["ctx of device 1"] and driver.stack == []
+    if limit >= 256:
+        assert upgrade.swapped and call(0) == 4001
+    else:                          # the -O3 function cannot take the handler's block: -O1 stays
+        assert not upgrade.swapped and "at most 64 threads per block" in upgrade.error and call(0) == 22

@@ -52,10 +52,14 @@ def tiering_enabled() -> bool:
     return not os.environ.get(PTXAS_OPT_ENV, "").strip()
 
 
-def _register_exit() -> None:
+def _register_exit(first: bool = False) -> None:
+    """Register ``_at_exit`` once; ``first``: (again) as the handler that runs first at exit (atexit
+    runs the latest first): ahead of the exit handlers of libraries imported since, such as JAX's,
+    whose devices an upgrade thread may be loading a module on."""
     global _exit_registered
     with _LOCK:
-        if not _exit_registered:
+        if first or not _exit_registered:
+            atexit.unregister(_at_exit)
             atexit.register(_at_exit)
             _exit_registered = True
 
@@ -137,6 +141,7 @@ class Upgrade:
                 self.done.set()
                 return self
             _LIVE.add(self)
+        _register_exit(first=True)
         self._thread = threading.Thread(target=self._run, args=(replace,), daemon=True,
                                         name=f"adoffload-ptxas-O3-{self.name}")
         self._thread.start()
