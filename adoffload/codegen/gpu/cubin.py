@@ -15,7 +15,8 @@ timed out -- and a cubin the driver refuses both fall back to the PTX; the reaso
 The optimization level is ptxas's default (-O3), as the driver JIT's default is its highest
 level; ``ADOFFLOAD_PTXAS_OPT=N`` sets another (a separate cache key; A/B measurements only: the
 code and its speed may change, not its arithmetic, which the PTX fixes: ``.rn`` operations are
-never contracted).
+never contracted). Loaders go through tiered.py, which loads -O1's cubin first where -O3's is not
+cached and swaps -O3's in when it is assembled (``options=`` here names the level of one build).
 """
 from __future__ import annotations
 
