@@ -23,6 +23,7 @@ Struct offsets follow ``xla/ffi/api/c_api.h`` (``jax.ffi.include_dir()``) on 64-
 from __future__ import annotations
 
 import ctypes
+import re
 
 from . import cpu_parallel
 from .ffi_layout import (BLOCK_SIZE, ERROR_INTERNAL, ERROR_OUT_OF_RANGE, TRAIT_COMMAND_BUFFER_COMPATIBLE, GpuTables,
@@ -67,7 +68,7 @@ def gpu_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool = Fal
             raise ValueError("dynamic-tape handlers launch one element per thread")
         return gpu_tape_handler_ir(layout, tables, sync=sync, block_size=block_size)
     n_devices = len(tables.functions)
-    extra = [table("functions", tables.functions), table("statuses", tables.statuses),
+    extra = [table("functions", tables.functions, cells=True), table("statuses", tables.statuses),
              table("host_statuses", tables.host_statuses)]
     e = Emitter()
     prologue(e)
@@ -119,7 +120,7 @@ def gpu_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool = Fal
     e.label("do_launch")
     blocks = e.fresh("blocks")
     e.emit(f"{blocks} = trunc i64 {blocks64} to i32")
-    function = e.element("@functions", ordinal)
+    function = e.cell("@functions", ordinal)
     launch = e.fresh("launchfn")
     e.emit(f"{launch} = inttoptr i64 {tables.launch} to ptr")
     rc = e.fresh("rc")
@@ -156,6 +157,17 @@ class CompiledHandler:
         self.address = self.program.address("handler")
         self._callable = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(self.address)
         self.keep_alive = tuple(keep_alive)
+
+    def write_cell(self, table: str, index: int, value: int) -> None:
+        """Store ``value`` in entry ``index`` of the handler's function table ``table`` (a
+        ``table(..., cells=True)``): one aligned pointer-sized store, which the next call reads."""
+        found = re.search(rf"^@{re.escape(table)} = global \[(\d+) x ptr\]", self.text, re.MULTILINE)
+        if found is None:
+            raise KeyError(f"the handler has no function table @{table}")
+        n = int(found.group(1))
+        if not 0 <= index < n:
+            raise IndexError(f"handler table @{table} has {n} entries, not {index + 1}")
+        ctypes.c_void_p.from_address(self.program.global_address(table) + 8 * index).value = int(value)
 
     def capsule(self):
         import jax

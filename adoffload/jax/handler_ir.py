@@ -58,6 +58,15 @@ class Emitter:
         self.emit(f"{value} = load {type_}, ptr {at}")
         return value
 
+    def cell(self, base: str, index) -> str:
+        """A pointer of a ``table(..., cells=True)``: one atomic load per call (another thread
+        may store a new function there at any time)."""
+        at = self.fresh("p")
+        self.emit(f"{at} = getelementptr ptr, ptr {base}, i64 {index}")
+        value = self.fresh()
+        self.emit(f"{value} = load atomic ptr, ptr {at} monotonic, align 8")
+        return value
+
 
 def c_string(text: str) -> tuple[str, int]:
     data = text.encode() + b"\0"
@@ -312,8 +321,14 @@ def cpu_frame(e: Emitter, layout: HandlerLayout) -> tuple[str, str, str]:
     return slots, status, total
 
 
-def table(name: str, values) -> str:
+def table(name: str, values, *, cells: bool = False) -> str:
+    """A table of addresses baked into the handler. ``cells``: a global the loader may update
+    after JIT compilation (the kernel's functions: a tiered module's -O3 swap,
+    codegen/gpu/tiered.py); externally visible so that no pass folds its loads, read with
+    ``Emitter.cell`` and written by ``CompiledHandler.write_cell``."""
     items = ", ".join(f"ptr inttoptr (i64 {v} to ptr)" for v in values)
+    if cells:
+        return f"@{name} = global [{len(values)} x ptr] [{items}], align 8"
     return f"@{name} = private constant [{len(values)} x ptr] [{items}]"
 
 

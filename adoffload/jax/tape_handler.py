@@ -299,15 +299,15 @@ def gpu_tape_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool,
         raise JaxIntegrationError(f"kernel '{layout.kernel_name}': a counting kernel per device and tape level is "
                                   "needed to size its dynamic tape (internal error)")
     extra = _tape_globals(layout) + [
-        table("functions", tables.functions), table("statuses", tables.statuses),
+        table("functions", tables.functions, cells=True), table("statuses", tables.statuses),
         table("host_statuses", tables.host_statuses), _release_function()]
-    extra += [table(f"count_functions{level}", tables.count_functions[level * n_devices:(level + 1) * n_devices])
+    extra += [table(f"count_functions{level}", tables.count_functions[level * n_devices:(level + 1) * n_devices], cells=True)
               for level in range(levels)]
     scans = tables.scan_functions or (0,) * (len(SCAN_KERNELS) * n_devices)
     if len(scans) != len(SCAN_KERNELS) * n_devices:
         raise JaxIntegrationError(f"kernel '{layout.kernel_name}': the prefix-sum kernels per device are needed to "
                                   "size its dynamic tape (internal error)")
-    extra += [table(f"scan_{name}", scans[k * n_devices:(k + 1) * n_devices]) for k, name in enumerate(SCAN_KERNELS)]
+    extra += [table(f"scan_{name}", scans[k * n_devices:(k + 1) * n_devices], cells=True) for k, name in enumerate(SCAN_KERNELS)]
     for key, call in names.items():
         text, size = c_string(call)
         extra.append(f"@call.{key} = private unnamed_addr constant [{size} x i8] {text}")
@@ -404,7 +404,7 @@ def gpu_tape_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool,
             cell = e.fresh("p")
             e.emit(f"{cell} = getelementptr ptr, ptr {params}, i64 {k}")
             e.emit(f"store ptr {_slot_at(e, slot_values, k)}, ptr {cell}")
-        function = e.element(table, ordinal)
+        function = e.cell(table, ordinal)
         driver("launch", tables.launch, f"ptr {function}", f"i32 {grid_blocks or blocks}", "i32 1", "i32 1",
                f"i32 {threads_per_block or block_size}", "i32 1", "i32 1", "i32 0", f"ptr {stream}", f"ptr {params}",
                "ptr null")

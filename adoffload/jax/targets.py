@@ -33,6 +33,7 @@ class Target:
     platform: str
     handler: handlers.CompiledHandler
     host_statuses: list[np.ndarray] = field(default_factory=list)   # GPU: host views of status records
+    upgrades: list = field(default_factory=list)   # CUDA: tiered.Upgrade of each -O1 module loaded
 
 
 _TARGETS: dict[tuple, Target] = {}
@@ -214,10 +215,45 @@ def _gpu_devices(platform: str):
     return sorted(jax.devices(platform), key=lambda d: d.local_hardware_id)
 
 
-def _load_cuda(driver, compiled, arch: str):
-    """``cuModuleLoadData`` of the kernel's cubin (ptxas), or of its PTX where there is none."""
+def _load_cuda(driver, compiled, arch: str, upgrades: list, table: str, ordinal: int, ctx, block: int):
+    """``cuModuleLoadData`` of the kernel's cubin (ptxas; -O1's first where -O3's is not cached), or
+    of its PTX where there is none. A pending -O3 upgrade goes to ``upgrades`` with where its
+    function goes: entry ``ordinal`` of the handler's function table ``table`` (``_start_upgrades``)."""
+    module, upgrade = compiled.load_cuda_tiered(arch, lambda image: _module_load(driver, image))
+    if upgrade is not None:
+        upgrades.append((upgrade, compiled.entry_name, table, ordinal, ctx, block))
+    return module
+
+
+def _module_load(driver, image):
     from ..runtime.cuda import image_bytes
-    return compiled.load_cuda(arch, lambda image: _check("cuModuleLoadData", driver.cuModuleLoadData(image_bytes(image))))
+    return _check("cuModuleLoadData", driver.cuModuleLoadData(image_bytes(image)))
+
+
+def _start_upgrades(driver, handler, upgrades: list) -> None:
+    """Start each -O3 upgrade (codegen/gpu/tiered.py): on its thread, in the device's primary
+    context, load the cubin, check the function takes the handler's block, keep the module alive
+    for the process (a launch or a captured CUDA graph may run the -O1 one, which stays loaded
+    too) and store the function in the handler's table, which every later call reads."""
+    attribute = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK
+    for upgrade, entry, table, ordinal, ctx, block in upgrades:
+        def replace(image, entry=entry, table=table, ordinal=ordinal, ctx=ctx, block=block):
+            _check("cuCtxPushCurrent", driver.cuCtxPushCurrent(ctx))
+            try:
+                module = _module_load(driver, image)
+                function = _check("cuModuleGetFunction", driver.cuModuleGetFunction(module, entry.encode()))
+                limit = int(_check("cuFuncGetAttribute", driver.cuFuncGetAttribute(attribute, function)))
+                if limit < block:
+                    raise CompilationError(f"kernel '{entry}': the -O3 cubin takes at most {limit} threads per "
+                                           f"block, the handler launches {block}")
+                _UPGRADED_MODULES.append(module)
+                handler.write_cell(table, ordinal, int(function))
+            finally:
+                _check("cuCtxPopCurrent", driver.cuCtxPopCurrent())
+        upgrade.start(replace)
+
+
+_UPGRADED_MODULES: list = []     # CUmodules loaded by upgrades: never unloaded
 
 
 def _cuda_target(kernel, name: str, variant: Variant) -> Target:
@@ -231,6 +267,8 @@ def _cuda_target(kernel, name: str, variant: Variant) -> Target:
     count_functions = [0] * (n * len(counters))
     scan_functions = [0] * (n * len(_scan_kernels())) if counters else []
     max_threads = None
+    upgrades: list = []           # -O3 cubins still being assembled: swapped in once the handler exists
+    from ..kernels.tape_scan import SCAN_KERNELS as scan_names
     for d in devices:
         ordinal = d.local_hardware_id
         dev = _check("cuDeviceGet", driver.cuDeviceGet(ordinal))
@@ -248,18 +286,20 @@ def _cuda_target(kernel, name: str, variant: Variant) -> Target:
         ctx = _check("cuDevicePrimaryCtxRetain", driver.cuDevicePrimaryCtxRetain(dev))       # JAX's context on this device
         _check("cuCtxPushCurrent", driver.cuCtxPushCurrent(ctx))
         try:
-            module = _load_cuda(driver, compiled, arch)
+            block = compiled.extra.get("block_threads", ffi_layout.BLOCK_SIZE)
+            module = _load_cuda(driver, compiled, arch, upgrades, "functions", ordinal, ctx, block)
             function = _check("cuModuleGetFunction", driver.cuModuleGetFunction(module, compiled.entry_name.encode()))
             if compiled.grid_stride:       # the entry loops over the grid: launch one resident wave
                 wave = _resident_threads(driver, function, dev, compiled.extra.get("block_threads", ffi_layout.BLOCK_SIZE))
                 max_threads = wave if max_threads is None else min(max_threads, wave)
             for level, counted in enumerate(counted_all):
-                count_module = _load_cuda(driver, counted, arch)
+                count_module = _load_cuda(driver, counted, arch, upgrades, f"count_functions{level}", ordinal, ctx, block)
                 count_functions[level * n + ordinal] = int(_check("cuModuleGetFunction", driver.cuModuleGetFunction(
                     count_module, counted.entry_name.encode())))
                 keep += [count_module, counted]
             for k, scanned in enumerate(scanned_all):
-                scan_module = _load_cuda(driver, scanned, arch)
+                scan_module = _load_cuda(driver, scanned, arch, upgrades, f"scan_{scan_names[k]}", ordinal, ctx,
+                                         ffi_layout.BLOCK_SIZE)
                 scan_functions[k * n + ordinal] = int(_check("cuModuleGetFunction", driver.cuModuleGetFunction(
                     scan_module, scanned.entry_name.encode())))
                 keep += [scan_module, scanned]
@@ -285,6 +325,8 @@ def _cuda_target(kernel, name: str, variant: Variant) -> Target:
                                    max_threads=max_threads or 0 if layout.tape is None else 0)
     target = Target(name, kernel, "cuda", handlers.CompiledHandler(text, keep_alive=keep))
     target.host_statuses = views
+    target.upgrades = [u[0] for u in upgrades]
+    _start_upgrades(driver, target.handler, upgrades)
     return target
 
 

@@ -45,19 +45,28 @@ class Compiled:
 
     def pending_cubin(self, arch: str):
         """ptxas assembling this PTX for ``arch`` in a subprocess, started on the first call
-        (codegen/gpu/cubin.py): loaders call it early, so it runs beside their other work."""
-        from ..codegen.gpu.cubin import start_cubin
+        (codegen/gpu/cubin.py): loaders call it early, so it runs beside their other work. Where no
+        -O3 cubin is cached, -O1 and -O3 run at once (codegen/gpu/tiered.py; ``result()`` waits for
+        the first tier only)."""
+        from ..codegen.gpu.tiered import start_tiered
         with _CUBIN_LOCK:
             pending = self.extra.setdefault("cubin", {})
             if arch not in pending:
-                pending[arch] = start_cubin(self.ptx, arch)
+                pending[arch] = start_tiered(self.ptx, arch)
             return pending[arch]
 
     def load_cuda(self, arch: str, load):
-        """``load(image)`` of this PTX's cubin for ``arch``, or of the PTX (the driver's JIT) where
-        there is none (codegen/gpu/cubin.load_cuda_module)."""
+        """``load(image)`` of this PTX's -O3 cubin for ``arch`` (waited for), or of the PTX (the
+        driver's JIT) where there is none (codegen/gpu/cubin.load_cuda_module)."""
         from ..codegen.gpu.cubin import load_cuda_module
         return load_cuda_module(self.ptx, arch, load, self.pending_cubin(arch))
+
+    def load_cuda_tiered(self, arch: str, load):
+        """``(module, upgrade)``: ``load`` of the first cubin there is (-O1 while -O3 is assembled)
+        and the ``tiered.Upgrade`` the loader starts with its swap, or None
+        (codegen/gpu/tiered.load_tiered)."""
+        from ..codegen.gpu.tiered import load_tiered
+        return load_tiered(self.ptx, arch, load, self.pending_cubin(arch), self.entry_name)
 
 
 _CUBIN_LOCK = threading.Lock()

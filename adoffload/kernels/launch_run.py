@@ -63,15 +63,28 @@ def flat_values(signature: KernelSignature, values: list, pointers: list[int]) -
 
 
 def loaded_function(dev, compiled):
-    """The compiled entry loaded on ``dev`` (loaded once per device, not per launch)."""
+    """The compiled entry loaded on ``dev`` (loaded once per device, not per launch). CUDA: ptxas's
+    cubin (else the driver JIT), -O1's first where -O3's is not cached; the function switches to the
+    -O3 module when a background thread has loaded it (codegen/gpu/tiered.py, GpuFunction.swap)."""
     loaded = compiled.extra.setdefault("loaded", {})
     if dev.spec not in loaded:
         if compiled.target == "nvptx" and getattr(dev, "kind", None) == "cuda":
-            module = compiled.load_cuda(dev.arch, dev.load_module)      # ptxas's cubin, else the driver JIT
+            module, upgrade = compiled.load_cuda_tiered(dev.arch, dev.load_module)
+            function = loaded[dev.spec] = module.function(compiled.entry_name)
+            if upgrade is not None:
+                upgrade.start(_swapper(dev, compiled, function))
+            compiled.extra.setdefault("upgrades", {})[dev.spec] = upgrade
         else:
-            module = dev.load_module(compiled.artifact)
-        loaded[dev.spec] = module.function(compiled.entry_name)
+            loaded[dev.spec] = dev.load_module(compiled.artifact).function(compiled.entry_name)
     return loaded[dev.spec]
+
+
+def _swapper(dev, compiled, function):
+    """What the -O3 upgrade thread calls with the cubin: load it (``load_module`` makes the device's
+    context current on that thread) and swap the function over."""
+    def replace(image):
+        function.swap(dev.load_module(image).function(compiled.entry_name), compiled.extra.get("block_threads"))
+    return replace
 
 
 def source_file(kernel) -> str | None:

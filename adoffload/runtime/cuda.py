@@ -164,6 +164,10 @@ class CudaDevice(GpuDevice):
         _, block = self.call(self.lib.cuOccupancyMaxPotentialBlockSize, function_handle, None, 0, 0)
         return int(block)
 
+    def _max_block(self, function_handle) -> int:
+        attribute = self.lib.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK
+        return int(self.call(self.lib.cuFuncGetAttribute, attribute, function_handle))
+
     def _occupancy_blocks(self, function_handle, block: int) -> int:
         """Blocks of ``block`` threads of the function resident on one multiprocessor."""
         return int(self.call(self.lib.cuOccupancyMaxActiveBlocksPerMultiprocessor, function_handle, block, 0))

@@ -115,20 +115,44 @@ class GpuEvent(Event):
 
 
 class GpuFunction:
-    """A kernel in a loaded module; remembers its automatic block size."""
+    """A kernel in a loaded module; remembers its automatic block size. ``swap`` points it at the same
+    kernel in another module (tiered assembly, codegen/gpu/tiered.py): launches read ``handle`` once
+    each, and the replaced module stays loaded as long as this function lives."""
 
     def __init__(self, name: str, handle, module: "GpuModule"):
         self.name, self.handle, self.module = name, handle, module
         self._auto_block: int | None = None
+        self._lock = threading.Lock()
+        self._retired: list = []          # modules swapped out: a launch may still run them
 
     def auto_block_size(self) -> int:
         """The occupancy calculator's block size (DEFAULT_BLOCK where it is unavailable)."""
         if self._auto_block is None:
-            try:
-                self._auto_block = int(self.module.device._occupancy_block(self.handle)) or DEFAULT_BLOCK
-            except (Error, TypeError, AttributeError, ValueError):
-                self._auto_block = DEFAULT_BLOCK
+            with self._lock:
+                if self._auto_block is None:
+                    try:
+                        self._auto_block = int(self.module.device._occupancy_block(self.handle)) or DEFAULT_BLOCK
+                    except (Error, TypeError, AttributeError, ValueError):
+                        self._auto_block = DEFAULT_BLOCK
         return self._auto_block
+
+    def swap(self, new: "GpuFunction", block: int | None = None) -> None:
+        """Make later launches run ``new`` (the same kernel, assembled otherwise). Refused (DeviceError)
+        when it is on another device or context generation, or takes fewer threads per block than
+        a block already in use (``block``, the automatic one)."""
+        device = self.module.device
+        if new.module.device is not device or new.module.generation != self.module.generation:
+            raise DeviceError(f"kernel '{self.name}': the replacement was loaded on another device or context")
+        with self._lock:
+            needed = max(int(block or 0), int(self._auto_block or 0))
+            limit = device._max_block(new.handle)
+            if limit < needed:
+                raise DeviceError(f"kernel '{self.name}': the replacement takes at most {limit} threads per "
+                                  f"block, the launches use {needed}")
+            self._retired.append(self.module)
+            self.module = new.module
+            self.handle = new.handle          # one attribute store: a launch reads the old or the new
+            self._auto_block = None
 
     def resident_threads(self, block: int) -> int | None:
         """Threads of this kernel the whole GPU holds at once in blocks of ``block`` (the occupancy
@@ -189,6 +213,10 @@ class GpuDevice(Device):
 
     def _occupancy_block(self, function_handle) -> int:
         return DEFAULT_BLOCK
+
+    def _max_block(self, function_handle) -> int:
+        """The most threads per block the function launches with (GpuFunction.swap)."""
+        raise DeviceError(f"{self.spec} cannot tell a function's threads-per-block limit")
 
     @abc.abstractmethod
     def _load_image(self, image): ...

@@ -227,6 +227,7 @@ def test_a_cuda_launch_runs_the_cubin_and_the_driver_jit_alike(cuda, tmp_path, m
     import numpy as np
     _ptxas_or_skip()
     monkeypatch.setenv("ADOFFLOAD_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("ADOFFLOAD_PTXAS_TIERED", "0")      # one ptxas run (tiering: tests/gpu/test_tiered_cubin.py)
     x = np.arange(1000, dtype=np.float64)
     results = {}
     for switch in ("1", "0"):

@@ -284,3 +284,41 @@ def test_bodies_with_loops_are_split_into_smaller_chunks():
     lj = kernels.lj_energy
     assert cpu_parallel.min_chunk_threads(lj.module_text(), lj.body_name) == cpu_parallel.MIN_CHUNK_THREADS_LOOPING
     assert cpu_parallel.MIN_CHUNK_THREADS_LOOPING < cpu_parallel.MIN_CHUNK_THREADS
+
+
+def test_function_cells_are_read_at_every_call_and_written_after_compilation():
+    """The tables a tiered -O3 swap writes (codegen/gpu/tiered.py): the optimizer must not fold them."""
+    from adoffload.jax.handler_ir import Emitter, table
+    e = Emitter()
+    e.lines.append("define ptr @handler(ptr %frame) {")
+    e.label("entry")
+    index = e.fresh("i")
+    e.emit(f"{index} = ptrtoint ptr %frame to i64")
+    e.emit(f"ret ptr {e.cell('@functions', index)}")
+    e.lines.append("}")
+    text = table("functions", (111, 222), cells=True) + "\n" + "\n".join(e.lines) + "\n"
+    handler = handlers.CompiledHandler(text)
+    import ctypes
+    call = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(handler.address)
+    assert (call(0), call(1)) == (111, 222)
+    handler.write_cell("functions", 1, 333)
+    assert (call(0), call(1)) == (111, 333)
+    with pytest.raises(IndexError):
+        handler.write_cell("functions", 2, 1)
+    with pytest.raises(KeyError):
+        handler.write_cell("statuses", 0, 1)
+
+
+def test_gpu_handlers_read_every_function_from_a_cell():
+    layout = ffi_layout.layout_for(SIGNATURE, scalars_by_reference=True)
+    tables = ffi_layout.GpuTables((5, 6), (0, 0), (0, 0), launch=0, synchronize=0, memset=0)
+    text = handlers.gpu_handler_ir(layout, tables)
+    assert "@functions = global [2 x ptr]" in text and "load atomic ptr" in text
+    handler = handlers.CompiledHandler(text)
+    handler.write_cell("functions", 1, 7)
+    assert ctypes_value(handler.program.global_address("functions") + 8) == 7
+
+
+def ctypes_value(address):
+    import ctypes
+    return ctypes.c_void_p.from_address(address).value

@@ -15,7 +15,8 @@ timed out -- and a cubin the driver refuses both fall back to the PTX; the reaso
 The optimization level is ptxas's default (-O3), as the driver JIT's default is its highest
 level; ``ADOFFLOAD_PTXAS_OPT=N`` sets another (a separate cache key; A/B measurements only: the
 code and its speed may change, not its arithmetic, which the PTX fixes: ``.rn`` operations are
-never contracted).
+never contracted). Loaders go through tiered.py, which loads -O1's cubin first where -O3's is not
+cached and swaps -O3's in when it is assembled (``options=`` here names the level of one build).
 """
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ ELF_MAGIC = b"\x7fELF"
 
 log = logging.getLogger(__name__)
 _STATS_LOCK = threading.Lock()
-STATS = {"ptxas_runs": 0, "cache_hits": 0, "fallbacks": 0}
+STATS = {"ptxas_runs": 0, "cache_hits": 0, "fallbacks": 0,
+         "tiered": 0, "upgrades": 0, "upgrade_failures": 0}     # the last three: tiered.py
 
 
 def _count(name: str) -> None:
@@ -74,8 +76,9 @@ def _cache():
 class PendingCubin:
     """One PTX text being assembled (or looked up, or refused). ``result()`` -> cubin bytes or None."""
 
-    def __init__(self, ptx: str, arch: str, *, cache=True):
+    def __init__(self, ptx: str, arch: str, *, cache=True, options: list[str] | None = None):
         self.arch = arch
+        self.options = _options() if options is None else list(options)   # None: ADOFFLOAD_PTXAS_OPT's
         self.reason: str | None = None        # why there is no cubin (None while there is one)
         self.cached = False                   # the cubin came from the compile cache
         self._cubin: bytes | None = None
@@ -100,7 +103,7 @@ class PendingCubin:
             version = ptxas_version(ptxas)
         except (ToolNotFoundError, OSError, subprocess.SubprocessError) as exc:
             return self._fail(f"ptxas unavailable ({type(exc).__name__}: {exc})")
-        options = _options()
+        options = self.options
         self._store = _cache() if cache is True else (cache or None)
         self._key = ["cubin", version, self.arch, " ".join(options), ptx]
         if self._store is not None:
@@ -126,6 +129,19 @@ class PendingCubin:
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
+
+    def finished(self) -> bool:
+        """Whether ``result()`` would return without waiting for ptxas (never blocks)."""
+        return self._done or (self._proc is not None and self._proc.poll() is not None)
+
+    def kill(self) -> None:
+        """Stop a ptxas still running (process exit: tiered.py); ``result()`` then reports it failed."""
+        proc = self._proc
+        if proc is not None and not self._done:
+            try:
+                proc.kill()
+            except OSError:
+                pass
 
     def result(self) -> bytes | None:
         """Wait for ptxas; the cubin, or None (``reason`` says why)."""
@@ -159,10 +175,11 @@ class PendingCubin:
             return data
 
 
-def start_cubin(ptx: str, arch: str, *, cache=True) -> PendingCubin:
+def start_cubin(ptx: str, arch: str, *, cache=True, options: list[str] | None = None) -> PendingCubin:
     """Start assembling ``ptx`` for ``arch`` (``sm_90``); returns at once (a cache hit is done already).
-    ``cache``: True for the default compile cache, a ``CompileCache``, or False/None for none."""
-    return PendingCubin(ptx, arch, cache=cache)
+    ``cache``: True for the default compile cache, a ``CompileCache``, or False/None for none.
+    ``options``: ptxas options (default: ``ADOFFLOAD_PTXAS_OPT``'s level, else none: -O3)."""
+    return PendingCubin(ptx, arch, cache=cache, options=options)
 
 
 def cubin_for(ptx: str, arch: str, *, cache=True) -> bytes | None:
@@ -172,18 +189,25 @@ def cubin_for(ptx: str, arch: str, *, cache=True) -> bytes | None:
 
 def load_cuda_module(ptx: str, arch: str, load, pending: PendingCubin | None = None):
     """``load(image)`` of the cubin of ``ptx`` (``pending`` if one was started already), falling back
-    to ``load(ptx)`` -- the driver's JIT -- where there is no cubin or the driver refuses it."""
+    to ``load(ptx)`` -- the driver's JIT -- where there is no cubin or the driver refuses it. A tiered
+    ``pending`` (tiered.py) is waited for at its full level: loaders that can swap modules later use
+    ``tiered.load_tiered`` instead."""
     pending = pending or start_cubin(ptx, arch)
-    cubin = pending.result()
+    cubin = pending.best() if hasattr(pending, "best") else pending.result()
+    return load_image(ptx, arch, load, cubin)[0]
+
+
+def load_image(ptx: str, arch: str, load, cubin: bytes | None) -> tuple:
+    """``(load(cubin), True)``, or ``(load(ptx), False)`` where there is no cubin or the driver refuses it."""
     if cubin is not None:
         try:
-            return load(cubin)
+            return load(cubin), True
         except KernelFaultError:    # a broken context: the PTX would not load either
             raise
         except Error as exc:        # e.g. a ptxas newer than the driver
             _count("fallbacks")
             log.debug("the driver refused the cubin for %s (%s); loading the PTX through its JIT", arch, exc)
-    return load(ptx)
+    return load(ptx), False
 
 
-__all__ = ["PendingCubin", "start_cubin", "cubin_for", "load_cuda_module", "STATS", "PTXAS_ENV", "PTXAS_OPT_ENV"]
+__all__ = ["PendingCubin", "start_cubin", "cubin_for", "load_cuda_module", "load_image", "STATS", "PTXAS_ENV", "PTXAS_OPT_ENV"]

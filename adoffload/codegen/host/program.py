@@ -227,6 +227,13 @@ class HostProgram:
             raise CompilationError(f"host program has no function @{name}")
         return addr
 
+    def global_address(self, name: str) -> int:
+        """The address of the global variable ``@name`` (one with external linkage)."""
+        addr = self._engine.get_global_value_address(name)
+        if not addr:
+            raise CompilationError(f"host program has no global @{name}")
+        return addr
+
     def function(self, name: str, restype, *argtypes):
         """A ctypes callable for ``name`` (a CFUNCTYPE, so calls release the GIL); through its
         failure guard when it has one (a failure path raises ForeignPanicError)."""
