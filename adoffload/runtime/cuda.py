@@ -93,7 +93,7 @@ class CudaDevice(GpuDevice):
     def __init__(self, ordinal: int = 0):
         global _SUCCESS
         self.lib = cu = initialize()
-        _SUCCESS = cu.CUresult.CUDA_SUCCESS
+        _SUCCESS = self.SUCCESS = cu.CUresult.CUDA_SUCCESS
         count = invoke(cu.cuDeviceGetCount)
         if not 0 <= ordinal < count:
             raise DeviceNotFoundError(f"cuda:{ordinal} requested but {count} CUDA device(s) found")

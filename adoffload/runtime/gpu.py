@@ -13,7 +13,7 @@ import abc
 import ctypes
 import threading
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -76,6 +76,12 @@ class PreparedLaunch:
     block: int
     stream: object
     detail: str
+    generation: int = 0              # the device's generation it was prepared in (its module's)
+    # the driver launch call's arguments before kernelParams, computed once (launch_prepared)
+    arguments: tuple = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "arguments", (self.function.handle, *self.grid, self.block, 1, 1, 0, self.stream))
 
 
 class GpuStream(Stream):
@@ -385,7 +391,7 @@ class GpuDevice(Device):
         block = int(block_size or function.auto_block_size())
         grid = launch_grid(total, block) + (1,) if blocks is None else _check_blocks(blocks, total, block)
         return PreparedLaunch(function, grid, block, self.stream_handle(None),
-                              f"kernel '{function.name}', grid {grid}, block {block}")
+                              f"kernel '{function.name}', grid {grid}, block {block}", function.module.generation)
 
     def scratch(self, nbytes: int) -> int:
         """A device block from the cache, without a Buffer: the caller returns it with ``release_scratch``
@@ -426,23 +432,26 @@ class GpuDevice(Device):
                                          StatusRing(*memory, DEFAULT_COUNT, self._raw_synchronize))
         return ring or None
 
-    def launch_prepared(self, prepared: PreparedLaunch, params: ctypes.c_void_p, slot_count: int) -> None:
-        """Queue ``prepared`` on its stream with the kernel parameters at ``params`` (the address of an
-        array of ``slot_count`` pointers to the slots, as ``kernelParams``) and return without waiting."""
+    def launch_prepared(self, prepared: PreparedLaunch, params: int, slot_count: int) -> None:
+        """Queue ``prepared`` on its stream with the kernel parameters at address ``params`` (an array of
+        ``slot_count`` pointers to the slots, as ``kernelParams``) and return without waiting. Per call:
+        the fault latch, the module's generation, the context, one driver call (arguments prepared once)."""
         if self.fault is not None:
             self.refuse_if_faulted()
-        if prepared.function.module.generation != self.generation:
+        if prepared.generation != self.generation:      # its module's generation, fixed when it was loaded
             self.check_generation(prepared.function.module)
         self.activate()
-        function = self._launch_function
-        result = function(prepared.function.handle, *prepared.grid, prepared.block, 1, 1, 0, prepared.stream,
-                          params.value, self.NO_EXTRA)
-        if int(result[0] if isinstance(result, tuple) else result):
+        function = self.__dict__.get("_launch_fn") or self._launch_function
+        result = function(*prepared.arguments, params, self.NO_EXTRA)
+        status = result[0] if type(result) is tuple else result
+        if status is not self.SUCCESS and int(status):
             try:
                 check(result, getattr(function, "__name__", "launch"), prepared.detail)
             except KernelFaultError as exc:
                 self.fault = exc             # latched as every call does
                 raise
+
+    SUCCESS: object = None           # the driver's success status object, where it has one (compared by identity first)
 
     @property
     def _launch_function(self):

@@ -39,6 +39,7 @@ class StatusRing:
         self.nbytes = count * RECORD_BYTES
         self.zero = bytes(self.nbytes)
         self.words = (ctypes.c_int64 * (count * WORDS)).from_address(host_address)
+        self.view = memoryview(self.words).cast("B")       # its bytes: one copy per check, no ctypes call
         ctypes.memset(host_address, 0, self.nbytes)
         self.reports: list = [None] * count
         self.next = 0
@@ -60,11 +61,11 @@ class StatusRing:
 
     def is_set(self) -> bool:
         """Whether any launch's record has been written (a failed thread), finished or not."""
-        return ctypes.string_at(self.host, self.nbytes) != self.zero
+        return self.view.tobytes() != self.zero
 
     def check(self) -> None:
         """Raise the earliest failed launch's error, if a record is set (waits for the device then)."""
-        if self.next and ctypes.string_at(self.host, self.nbytes) != self.zero:
+        if self.next and self.view.tobytes() != self.zero:
             self.settle()
 
     def settle(self) -> None:

@@ -101,6 +101,9 @@ class FakeDriver:
     def cuDevicePrimaryCtxRetain(self, device):
         return (self.SUCCESS, "fake context")
 
+    def cuDevicePrimaryCtxReset(self, device):
+        return (self.SUCCESS,)
+
     def cuCtxSetCurrent(self, context):
         self.context_sets += 1
         return (self.SUCCESS,)
@@ -193,7 +196,7 @@ class FakeDriver:
         if self.record:
             name, sizes = self.functions[function]
             pointers = (ctypes.c_void_p * len(sizes)).from_address(int(params))
-            self.launches.append({"function": name, "grid": (gx, gy, gz), "block": (bx, by, bz),
+            self.launches.append({"function": name, "handle": function, "grid": (gx, gy, gz), "block": (bx, by, bz),
                                   "stream": int(stream), "params": [ctypes.string_at(p, n)
                                                                     for p, n in zip(pointers, sizes)]})
         return (self.SUCCESS,)
