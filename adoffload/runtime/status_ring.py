@@ -75,8 +75,11 @@ class StatusRing:
             if not used:
                 return
             self._synchronize()
-            records = [tuple(self.words[k * WORDS:(k + 1) * WORDS]) for k in range(used)]
-            failed = [k for k, record in enumerate(records) if record[0]]
+            if self.view.tobytes() == self.zero:      # the usual round: no launch failed
+                records, failed = [], []
+            else:
+                records = [tuple(self.words[k * WORDS:(k + 1) * WORDS]) for k in range(used)]
+                failed = [k for k, record in enumerate(records) if record[0]]
             reports = self.reports[:used]
             ctypes.memset(self.host, 0, self.nbytes)
             self.reports = [None] * self.count
