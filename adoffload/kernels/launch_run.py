@@ -270,7 +270,7 @@ def _run_device(plan, values: list, sources: list, hidden: dict | None, launch) 
                 if not values[n].ordered:
                     break
             else:
-                return _launch_in_place(plan, variant, values, sources, ring)
+                return _launch_in_place(plan, variant, sources, ring, _addresses_checked(plan, sources)[2])
     from ..runtime.device import Buffer
     owned: list = []                     # device buffers of dynamic tapes, freed after the launch
     staged: list = []                    # (array, buffer, copy back)
@@ -339,19 +339,21 @@ def run_in_place(plan, sources: list) -> bool:
     False where ADOFFLOAD_SYNC_LAUNCH asks for a launch that waits (the caller takes run_plan's path)."""
     if environment_value(_SYNC_KEY) in _SYNC_ON:
         return False
-    variant = _in_place_variant(plan, sources)
-    if variant is None:                  # an empty grid
+    seen = _addresses_checked(plan, sources)
+    if plan.total == 0:
         return True
     ring = plan.device.status_ring()
     ring.check()                         # an earlier launch's error comes first
-    _launch_in_place(plan, variant, None, sources, ring)
+    _launch_in_place(plan, plan.variant(seen[1]), sources, ring, seen[2])
     return True
 
 
-def _in_place_variant(plan, sources: list):
-    """The overlap check and the variant of a launch on GPU arrays (None: an empty grid, nothing to run).
-    The answers depend only on the arrays' addresses: the last addresses seen and their answer are kept,
-    so a launch on the same arrays as the one before compares one tuple."""
+def _addresses_checked(plan, sources: list) -> tuple:
+    """``(addresses, noalias, zeroed ranges)`` of a launch on GPU arrays, after refusing overlaps: which
+    variant runs (``noalias``: no two GPU arrays share memory) and the ``(address, bytes)`` ranges of
+    its Out arrays to zero (adjacent arrays merged: one memset). All depend only on the arrays'
+    addresses: the last addresses checked and their answers are kept on the plan, so a launch on the
+    same arrays as the one before compares one tuple."""
     addresses_of = plan.__dict__.get("addresses_of")
     if addresses_of is None:
         addresses_of = plan.addresses_of = (operator.itemgetter(*plan.arrays) if len(plan.arrays) > 1 else
@@ -359,29 +361,35 @@ def _in_place_variant(plan, sources: list):
     addresses = addresses_of(sources)
     seen = plan.__dict__.get("seen_addresses")
     if seen is not None and seen[0] == addresses:
-        noalias = seen[1]
-    else:
-        if plan.overlap_pairs:
-            check_overlap(plan, sources)           # raises for a written array overlapping another
-        noalias = _no_resident_overlap(plan, sources)
-        plan.seen_addresses = (addresses, noalias)  # one tuple: read whole by other threads
-    if plan.total == 0:
-        return None
-    return plan.variant(noalias)
+        return seen
+    if plan.overlap_pairs:
+        check_overlap(plan, sources)               # raises for a written array overlapping another
+    seen = plan.seen_addresses = (addresses, _no_resident_overlap(plan, sources),   # one tuple: read whole
+                                  zero_ranges([(sources[n], size) for n, size in plan.zeroed_bytes]))
+    return seen
 
 
-def _launch_in_place(plan, variant, values: list | None, sources: list, ring) -> None:
-    """Queue the launch with a record of the device's status ring (runtime/status_ring.py) and return:
-    its error, if any, is raised at the next launch on the device, its next synchronous copy to the
-    host or ``synchronize()``, naming this launch's kernel."""
-    device = plan.device
+def zero_ranges(ranges: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    """Non-empty ``(address, bytes)`` ranges by address, each run of adjacent ones as one range (the
+    arrays zeroed never overlap: the launch refused that first)."""
+    merged: list[list[int]] = []
+    for ptr, nbytes in sorted(r for r in ranges if r[1]):
+        if merged and merged[-1][0] + merged[-1][1] == ptr:
+            merged[-1][1] += nbytes
+        else:
+            merged.append([ptr, nbytes])
+    return tuple((ptr, nbytes) for ptr, nbytes in merged)
+
+
+def _launch_in_place(plan, variant, sources: list, ring, zero: tuple) -> None:
+    """Queue the zeroing of ``zero`` and the launch with a record of the device's status ring
+    (runtime/status_ring.py) and return: its error, if any, is raised at the next launch on the
+    device, its next synchronous copy to the host or ``synchronize()``, naming this launch's kernel."""
     buffer, params = variant.frame()
     report = plan.__dict__.get("report") or _deferred_report(plan)
     with ring.lock:
-        variant.pack_frame(buffer, sources, ring.take(report))
-        for n, size in plan.zeroed_bytes:      # zeroed once the slots are packed (a SlotValueError writes nothing)
-            device.zero(sources[n], size)
-        device.launch_prepared(variant.prepared, params, variant.words)
+        variant.pack_frame(buffer, sources, ring.take(report))     # a SlotValueError zeroes and launches nothing
+        plan.device.launch_prepared(variant.prepared, params, variant.words, zero)
 
 
 class _Shaped:

@@ -432,37 +432,49 @@ class GpuDevice(Device):
                                          StatusRing(*memory, DEFAULT_COUNT, self._raw_synchronize))
         return ring or None
 
-    def launch_prepared(self, prepared: PreparedLaunch, params: int, slot_count: int) -> None:
-        """Queue ``prepared`` on its stream with the kernel parameters at address ``params`` (an array of
-        ``slot_count`` pointers to the slots, as ``kernelParams``) and return without waiting. Per call:
-        the fault latch, the module's generation, the context, one driver call (arguments prepared once)."""
+    def launch_prepared(self, prepared: PreparedLaunch, params: int, slot_count: int, zero: tuple = ()) -> None:
+        """Queue the zeroing of each ``(device address, bytes)`` of ``zero``, then ``prepared`` with the kernel
+        parameters at address ``params`` (an array of ``slot_count`` pointers to the slots, as
+        ``kernelParams``), on the default stream, and return without waiting. Per call: the fault latch,
+        the module's generation, the context (once), one driver call per zeroed range and the launch's
+        (its arguments prepared once)."""
         if self.fault is not None:
             self.refuse_if_faulted()
         if prepared.generation != self.generation:      # its module's generation, fixed when it was loaded
             self.check_generation(prepared.function.module)
         self.activate()
-        function = self.__dict__.get("_launch_fn") or self._launch_function
+        if zero:
+            memset = self.__dict__.get("_memset_fn") or self._cached_function("memset")
+            for ptr, nbytes in zero:
+                self._checked(memset, memset(ptr, 0, nbytes), "")
+        function = self.__dict__.get("_launch_fn") or self._cached_function("launch")
         result = function(*prepared.arguments, params, self.NO_EXTRA)
         status = result[0] if type(result) is tuple else result
         if status is not self.SUCCESS and int(status):
-            try:
-                check(result, getattr(function, "__name__", "launch"), prepared.detail)
-            except KernelFaultError as exc:
-                self.fault = exc             # latched as every call does
-                raise
+            self._checked(function, result, prepared.detail)
 
     SUCCESS: object = None           # the driver's success status object, where it has one (compared by identity first)
 
-    @property
-    def _launch_function(self):
-        function = self.__dict__.get("_launch_fn")
-        if function is None:
-            function = self.__dict__["_launch_fn"] = self.driver_function("launch")
+    def _cached_function(self, role: str):
+        """The driver function of ``role``, looked up once (``_<role>_fn``)."""
+        function = self.__dict__[f"_{role}_fn"] = self.driver_function(role)
         return function
+
+    def _checked(self, function, result, detail: str) -> None:
+        """Check a driver call's result as ``call`` does (raise its error, latch a kernel fault)."""
+        status = result[0] if type(result) is tuple else result
+        if status is self.SUCCESS or not int(status):
+            return
+        try:
+            check(result, getattr(function, "__name__", "driver call"), detail)
+        except KernelFaultError as exc:
+            self.fault = exc
+            raise
 
     def zero(self, ptr: int, nbytes: int) -> None:
         """Queue the zeroing of ``nbytes`` device bytes at ``ptr`` on the default stream."""
         if nbytes:
+            self.activate()
             self.call("memset", ptr, 0, nbytes)
 
     # --- ordering ------------------------------------------------------------------------

@@ -67,6 +67,7 @@ class FakeDriver:
         self.functions: dict[int, tuple[str, list[int]]] = {}
         self.launches: list[dict] = []
         self.memsets: list[tuple[int, int, int]] = []
+        self.order: list[str] = []               # "context", "memset", "launch": the calls in order (while recording)
         self.record = True                       # False: count launches only (profiling)
         self.count = 0
         self.context_sets = 0
@@ -106,6 +107,8 @@ class FakeDriver:
 
     def cuCtxSetCurrent(self, context):
         self.context_sets += 1
+        if self.record:
+            self.order.append("context")
         return (self.SUCCESS,)
 
     def cuCtxSynchronize(self):
@@ -155,6 +158,7 @@ class FakeDriver:
         ctypes.memset(int(ptr), int(value), int(nbytes))
         if self.record:
             self.memsets.append((int(ptr), int(value), int(nbytes)))
+            self.order.append("memset")
         return (self.SUCCESS,)
 
     def cuMemsetD8Async(self, ptr, value, nbytes, stream):
@@ -194,6 +198,7 @@ class FakeDriver:
     def cuLaunchKernel(self, function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
         self.count += 1
         if self.record:
+            self.order.append("launch")
             name, sizes = self.functions[function]
             pointers = (ctypes.c_void_p * len(sizes)).from_address(int(params))
             self.launches.append({"function": name, "handle": function, "grid": (gx, gy, gz), "block": (bx, by, bz),

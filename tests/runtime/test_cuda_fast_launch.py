@@ -108,6 +108,51 @@ def test_out_arrays_not_written_in_full_are_zeroed_on_the_fast_path(cuda):
         y = cuda.array(np.full(2 * N, 7.0))
 
 
+def test_adjacent_out_arrays_are_zeroed_in_one_memset_after_the_context_is_set(cuda):
+    @ado.kernel
+    def halves(x: ado.In[ado.f32], y: ado.Out[ado.f32], z: ado.Out[ado.f32]):
+        i = ado.tid()
+        y[2 * i] = x[i]
+        z[2 * i + 1] = x[i]
+    x = cuda.array(np.arange(N))
+    block = cuda.array(np.full(4 * N, 7.0))             # y and z side by side in one allocation
+    y, z = cuda.array(np.zeros(2 * N)), cuda.array(np.zeros(2 * N))
+    y.data.ptr, z.data.ptr = block.data.ptr, block.data.ptr + 8 * N
+    apart_y, apart_z = cuda.array(np.ones(2 * N)), cuda.array(np.ones(2 * N))
+    driver = cuda.driver
+    for k in range(2):
+        driver.memsets.clear(), driver.order.clear()
+        halves(x, y, z, grid=N, device=cuda)
+        assert driver.memsets == [(block.data.ptr, 0, 16 * N)], driver.memsets
+        assert driver.order[-3:] == ["context", "memset", "launch"], driver.order
+        if k:                                               # a cache hit: nothing else
+            assert driver.order == ["context", "memset", "launch"], driver.order
+        np.testing.assert_array_equal(block.get(), 0.0)        # the fake runs no kernel: the memset's zeros
+        driver.memsets.clear()
+        halves(x, apart_y, apart_z, grid=N, device=cuda)
+        assert sorted(driver.memsets) == sorted([(apart_y.data.ptr, 0, 8 * N), (apart_z.data.ptr, 0, 8 * N)])
+        block = cuda.array(np.full(4 * N, 7.0))
+        y.data.ptr, z.data.ptr = block.data.ptr, block.data.ptr + 8 * N
+    assert halves._last_plan.quick_sources
+
+
+def test_zero_ranges_merge_only_adjacent_ranges():
+    from adoffload.kernels.launch_run import zero_ranges
+    assert zero_ranges([(100, 8), (108, 4), (200, 8), (50, 0)]) == ((100, 12), (200, 8))
+    assert zero_ranges([(208, 8), (200, 8), (100, 8)]) == ((100, 8), (200, 16))
+    assert zero_ranges([(100, 8), (109, 8)]) == ((100, 8), (109, 8))
+    assert zero_ranges([]) == ()
+
+
+def test_one_context_set_per_cache_hit_launch(cuda):
+    x, y = cuda.array(np.arange(N)), cuda.array(np.zeros(N))
+    _hit(cuda, saxpy, (np.float32(2.0), x, y))
+    cuda.driver.order.clear()
+    for _ in range(3):
+        saxpy(np.float32(2.0), x, y, grid=N, device=cuda)
+    assert cuda.driver.order == ["context", "launch"] * 3
+
+
 def _hit(cuda, kernel, args, grid=N):
     kernel(*args, grid=grid, device=cuda)
     kernel(*args, grid=grid, device=cuda)
