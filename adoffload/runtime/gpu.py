@@ -77,11 +77,14 @@ class PreparedLaunch:
     stream: object
     detail: str
     generation: int = 0              # the device's generation it was prepared in (its module's)
-    # the driver launch call's arguments before kernelParams, computed once (launch_prepared)
-    arguments: tuple = field(init=False, repr=False, compare=False)
+    # the driver call that queues it (launch_prepared; None: the device's launch role) and its arguments
+    # before kernelParams and extra, computed once (``GpuDevice._queued_launch``)
+    call: object = field(default=None, repr=False, compare=False)
+    arguments: tuple = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
-        object.__setattr__(self, "arguments", (self.function.handle, *self.grid, self.block, 1, 1, 0, self.stream))
+        if self.arguments is None:
+            object.__setattr__(self, "arguments", (self.function.handle, *self.grid, self.block, 1, 1, 0, self.stream))
 
 
 class GpuStream(Stream):
@@ -390,8 +393,15 @@ class GpuDevice(Device):
         total = check_total_threads(total_threads)
         block = int(block_size or function.auto_block_size())
         grid = launch_grid(total, block) + (1,) if blocks is None else _check_blocks(blocks, total, block)
-        return PreparedLaunch(function, grid, block, self.stream_handle(None),
-                              f"kernel '{function.name}', grid {grid}, block {block}", function.module.generation)
+        stream = self.stream_handle(None)
+        call, arguments = self._queued_launch(function.handle, grid, block, stream)
+        return PreparedLaunch(function, grid, block, stream, f"kernel '{function.name}', grid {grid}, block {block}",
+                              function.module.generation, call, arguments)
+
+    def _queued_launch(self, handle, grid: tuple[int, int, int], block: int, stream) -> tuple:
+        """``(call, arguments)``: the driver function ``launch_prepared`` queues a prepared launch with, and
+        its arguments before ``kernelParams`` and ``extra``; the call returns a driver result."""
+        return self.driver_function("launch"), (handle, *grid, block, 1, 1, 0, stream)
 
     def scratch(self, nbytes: int) -> int:
         """A device block from the cache, without a Buffer: the caller returns it with ``release_scratch``
@@ -447,7 +457,7 @@ class GpuDevice(Device):
             memset = self.__dict__.get("_memset_fn") or self._cached_function("memset")
             for ptr, nbytes in zero:
                 self._checked(memset, memset(ptr, 0, nbytes), "")
-        function = self.__dict__.get("_launch_fn") or self._cached_function("launch")
+        function = prepared.call or self.__dict__.get("_launch_fn") or self._cached_function("launch")
         result = function(*prepared.arguments, params, self.NO_EXTRA)
         status = result[0] if type(result) is tuple else result
         if status is not self.SUCCESS and int(status):

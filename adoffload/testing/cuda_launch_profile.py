@@ -6,6 +6,7 @@ counts), so what is timed is everything a launch costs besides the driver's own 
 f32 saxpy ``saxpy(a, x, y)`` and its vjp ``saxpy_vjp(a, x, y, d_x, d_y)`` on fake CuPy arrays.
 
     python -m adoffload.testing.cuda_launch_profile [--number 20000] [--rounds 7] [--profile]
+                                                   [--launch-call cuda-python|cupy]
 
 prints one JSON object: best-round microseconds per launch (``primal_us``, ``vjp_us``, interleaved
 rounds of ``number`` launches each; ``*_cpu_us``: the same in the thread's CPU time, which a loaded
@@ -48,9 +49,22 @@ def _cpu_interleaved(calls: dict, number: int, rounds: int) -> dict:
     return best
 
 
-def measure(number: int = 20000, rounds: int = 7, profile: bool = False) -> dict:
+def measure(number: int = 20000, rounds: int = 7, profile: bool = False, launch_call: str = "cuda-python") -> dict:
+    from ..runtime.cuda import LAUNCH_CALL_ENV
     from .fake_cuda import installed
     from .launch_timing import interleaved
+    saved = os.environ.get(LAUNCH_CALL_ENV)
+    os.environ[LAUNCH_CALL_ENV] = launch_call
+    try:
+        return _measure(number, rounds, profile, installed, interleaved)
+    finally:
+        if saved is None:
+            os.environ.pop(LAUNCH_CALL_ENV, None)
+        else:
+            os.environ[LAUNCH_CALL_ENV] = saved
+
+
+def _measure(number, rounds, profile, installed, interleaved) -> dict:
     with installed() as (device, driver, cupy):
         calls = _setup(device, cupy)
         for call in calls.values():
@@ -86,9 +100,13 @@ def main(argv=None) -> None:
     parser.add_argument("--number", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--launch-call", choices=("cuda-python", "cupy"), default="cuda-python",
+                        help="queue launches through cuda-python's cuLaunchKernel (as the branch point did) or the fake "
+                             "CuPy's launchKernel (a Python function here: only the wrapper's cost is real)")
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    out = measure(args.number, args.rounds, args.profile)
+    out = measure(args.number, args.rounds, args.profile, args.launch_call)
+    out["launch_call"] = args.launch_call
     out["seconds"] = round(time.perf_counter() - start, 1)
     profile = out.pop("profile", None)
     print(json.dumps(out))

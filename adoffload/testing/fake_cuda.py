@@ -11,7 +11,8 @@ block, stream and the bytes of every kernel parameter it was given (what the GPU
 ``fake_cupy()`` is a module named ``cupy`` with the parts of CuPy the launcher reads: ``ndarray``
 (``data.ptr``, ``data.device_id``, ``shape``, ``dtype``, ``flags.c_contiguous``, ``_c_contiguous``,
 ``nbytes``, ``__cuda_array_interface__``), ``cuda.get_current_stream()`` (its ``ptr`` settable:
-0 is CuPy's null stream) and ``cuda.runtime.is_hip``. ``installed(...)`` puts both in place for a
+0 is CuPy's null stream), ``cuda.runtime.is_hip`` and ``cuda.driver.launchKernel`` (CuPy's launch
+binding: 11 ints, raising ``cuda.driver.CUDADriverError`` with the status; it calls the fake driver). ``installed(...)`` puts both in place for a
 ``with`` block: a ``CudaDevice`` on the fake driver and ``sys.modules['cupy']``.
 
 Used by tests/runtime/test_cuda_fast_launch.py and adoffload.testing.cuda_launch_profile (the
@@ -69,6 +70,8 @@ class FakeDriver:
         self.memsets: list[tuple[int, int, int]] = []
         self.order: list[str] = []               # "context", "memset", "launch": the calls in order (while recording)
         self.record = True                       # False: count launches only (profiling)
+        self.launch_error: str | None = None     # a CUresult name: the next launches fail with it
+        self.cupy_launches = 0                   # launches that came through the fake CuPy's launchKernel
         self.count = 0
         self.context_sets = 0
 
@@ -196,6 +199,8 @@ class FakeDriver:
         return (self.SUCCESS, 8)
 
     def cuLaunchKernel(self, function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        if self.launch_error is not None:
+            return (self._error(self.launch_error, 700),)
         self.count += 1
         if self.record:
             self.order.append("launch")
@@ -267,11 +272,26 @@ def fake_cupy(driver: FakeDriver) -> types.ModuleType:
             ctypes.memmove(out.ctypes.data, self.data.ptr, self.nbytes)
             return out
 
+    class CUDADriverError(RuntimeError):
+        def __init__(self, status):
+            self.status = status
+            super().__init__(f"CUDA driver error {status}")
+
+    def launchKernel(*arguments):       # noqa: N802 - CuPy's name; its Cython signature takes 11 C integers
+        if len(arguments) != 11 or any(type(a) is not int for a in arguments):
+            raise TypeError(f"launchKernel takes 11 ints, got {arguments!r}")
+        driver.cupy_launches += 1
+        result = driver.cuLaunchKernel(*arguments)
+        if int(result[0]):
+            raise CUDADriverError(int(result[0]))
+
     ndarray.__module__ = "cupy._core.core"
     cupy.ndarray = ndarray
     cupy.asarray = ndarray
     cupy.cuda = types.SimpleNamespace(get_current_stream=lambda: stream,
-                                      runtime=types.SimpleNamespace(is_hip=False))
+                                      runtime=types.SimpleNamespace(is_hip=False),
+                                      driver=types.SimpleNamespace(launchKernel=launchKernel,
+                                                                   CUDADriverError=CUDADriverError))
     cupy.stream = stream
     return cupy
 

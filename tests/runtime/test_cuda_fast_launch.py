@@ -6,6 +6,7 @@ noalias choice, scalars a slot cannot hold, faults, reset, earlier launches' err
 from __future__ import annotations
 
 import ctypes
+import os
 import struct
 
 import numpy as np
@@ -29,9 +30,12 @@ def add_body(x: ado.In[ado.f32], z: ado.In[ado.f32], y: ado.Out[ado.f32]):
     y[i] = x[i] + z[i]
 
 
-@pytest.fixture
-def cuda(monkeypatch):
+@pytest.fixture(params=["cupy", "cuda-python"])
+def cuda(monkeypatch, request):
+    """A CudaDevice on the fake driver; each test runs with launches queued through the (fake) CuPy's
+    launchKernel and through cuda-python's cuLaunchKernel (runtime/cuda.py ``LAUNCH_CALL_ENV``)."""
     monkeypatch.delenv("ADOFFLOAD_SYNC_LAUNCH", raising=False)
+    monkeypatch.setenv("ADOFFLOAD_CUDA_LAUNCH_CALL", request.param)
     with installed() as (device, driver, cupy):
         device.cupy = cupy
         device.driver = driver
@@ -244,3 +248,36 @@ def test_a_faulted_or_reset_device_refuses_the_fast_path(cuda):
     cuda.reset()
     with pytest.raises(ado.Error, match="before device.reset"):
         saxpy(np.float32(2.0), x, y, grid=N, device=cuda)
+
+
+def test_launches_are_queued_through_the_chosen_binding(cuda):
+    x, y = cuda.array(np.arange(N)), cuda.array(np.zeros(N))
+    _hit(cuda, saxpy, (np.float32(2.0), x, y))
+    through_cupy = cuda.driver.cupy_launches
+    if os.environ["ADOFFLOAD_CUDA_LAUNCH_CALL"] == "cupy":
+        assert through_cupy == len(cuda.driver.launches) == 2
+    else:
+        assert through_cupy == 0 and len(cuda.driver.launches) == 2
+
+
+def test_a_failed_launch_call_raises_its_driver_error_and_latches_a_fault(cuda):
+    x, y = cuda.array(np.arange(N)), cuda.array(np.zeros(N))
+    _hit(cuda, saxpy, (np.float32(2.0), x, y))
+    cuda.driver.launch_error = "CUDA_ERROR_ILLEGAL_ADDRESS"
+    with pytest.raises(ado.KernelFaultError, match="cuLaunchKernel failed: CUDA_ERROR_ILLEGAL_ADDRESS .*kernel 'saxpy_body"):
+        saxpy(np.float32(2.0), x, y, grid=N, device=cuda)
+    cuda.driver.launch_error = None
+    with pytest.raises(ado.KernelFaultError, match="unusable after an earlier kernel fault"):
+        saxpy(np.float32(2.0), x, y, grid=N, device=cuda)
+    cuda.fault = None
+
+
+def test_a_launch_error_that_is_not_a_fault_is_raised_and_not_latched(cuda):
+    x, y = cuda.array(np.arange(N)), cuda.array(np.zeros(N))
+    _hit(cuda, saxpy, (np.float32(2.0), x, y))
+    cuda.driver.launch_error = "CUDA_ERROR_INVALID_VALUE"
+    with pytest.raises(ado.DeviceError, match="CUDA_ERROR_INVALID_VALUE"):
+        saxpy(np.float32(2.0), x, y, grid=N, device=cuda)
+    assert cuda.fault is None
+    cuda.driver.launch_error = None
+    saxpy(np.float32(2.0), x, y, grid=N, device=cuda)
