@@ -28,13 +28,20 @@ for r in rows: print(json.dumps({**r, "tree": sys.argv[1]}))
 '
 BASE=$(mktemp -d)/tree
 mkdir -p "$BASE" && cp -r adoffload benchmarks pyproject.toml "$BASE"/ && cp -r tmp_probe/cudalaunch_base/adoffload "$BASE"/
+# trees: after (launches through CuPy's launchKernel: the default where CuPy is imported), after with
+# ADOFFLOAD_CUDA_LAUNCH_CALL=cuda-python (cuda-python's cuLaunchKernel), before (the branch point's files)
 for round in 1 2; do
-  for tree in after before; do
+  for tree in after after-cuda-python before; do
     dir=.; [ "$tree" = before ] && dir="$BASE"
-    (cd "$dir" && timeout 60 $PY -c "$ROWS" "$tree" >> "$OUT/rows.jsonl" 2>> "$OUT/rows.err")
-    (cd "$dir" && timeout 40 $PY -m adoffload.testing.launch_timing --device cuda --n 16 --rounds 7 \
-       | sed "s/^{/{\"tree\": \"$tree\", \"n\": 16, /" >> "$OUT/launch_timing.jsonl" 2>> "$OUT/rows.err")
+    call=; [ "$tree" = after-cuda-python ] && call=cuda-python
+    (cd "$dir" && ADOFFLOAD_CUDA_LAUNCH_CALL=$call timeout 60 $PY -c "$ROWS" "$tree" >> "$OUT/rows.jsonl" 2>> "$OUT/rows.err")
+    [ $round = 1 ] && (cd "$dir" && ADOFFLOAD_CUDA_LAUNCH_CALL=$call timeout 40 $PY -m adoffload.testing.launch_timing \
+       --device cuda --n 16 --rounds 7 | sed "s/^{/{\"tree\": \"$tree\", \"n\": 16, /" >> "$OUT/launch_timing.jsonl" 2>> "$OUT/rows.err")
   done
+done
+# 3. results of both launch calls against the formula, and each call's cost alone, with a cProfile of vjp launches
+for call in cupy cuda-python; do
+  ADOFFLOAD_CUDA_LAUNCH_CALL=$call timeout 60 $PY tmp_probe/cudalaunch_gpu_probe.py > "$OUT/probe_$call.json" 2>> "$OUT/rows.err"
 done
 $PY - "$OUT" <<'PY'
 import json, sys, collections
@@ -46,11 +53,19 @@ for line in open(f"{out}/rows.jsonl"):
         key = (r["tree"], r["size"], r["side"])
         best[key] = min(best[key], r["us_per_call"])
 with open(f"{out}/summary.txt", "w") as f:
-    for tree in ("before", "after"):
+    for tree in ("before", "after", "after-cuda-python"):
         for size in (16, 1 << 24):
             cupy = best.get((tree, size, "CuPy: ElementwiseKernel saxpy"))
             for (t, s, side), us in sorted(best.items()):
                 if t == tree and s == size:
                     print(f"{tree:6} n={size:<9} {side:45} {us:8.2f} us  {us / cupy if cupy else float('nan'):.2f}x CuPy", file=f)
+    for call in ("cupy", "cuda-python"):
+        try:
+            probe = json.load(open(f"{out}/probe_{call}.json"))
+        except Exception as exc:  # noqa: BLE001
+            print(f"probe {call}: {exc!r}", file=f)
+            continue
+        probe.pop("profile_vjp", None)
+        print(f"probe {call}: {json.dumps(probe)}", file=f)
 print(open(f"{out}/summary.txt").read())
 PY
