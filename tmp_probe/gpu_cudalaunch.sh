@@ -2,7 +2,7 @@
 # Branch cudalaunch (issue 31, CUDA tiny launch): GPU tests of the launch path, then the tiny/large
 # saxpy launch rows against CuPy for this branch ("after") and for the branch point ("before": the
 # four changed files as they were, from tmp_probe/cudalaunch_base, in a copy of the tree), in one call.
-# Run from the repo root: OUT=... bash tmp_probe/gpu_cudalaunch.sh   (about 2 minutes; no clang, no network)
+# Run from the repo root: OUT=... bash tmp_probe/gpu_cudalaunch.sh   (about 2 minutes; ROUNDS=2 interleaves the trees twice; no clang, no network)
 set -u
 OUT=${OUT:-/tmp/gpu_cudalaunch}; mkdir -p "$OUT"
 PY=${PY:-python}
@@ -30,7 +30,7 @@ BASE=$(mktemp -d)/tree
 mkdir -p "$BASE" && cp -r adoffload benchmarks pyproject.toml "$BASE"/ && cp -r tmp_probe/cudalaunch_base/adoffload "$BASE"/
 # trees: after (launches through CuPy's launchKernel: the default where CuPy is imported), after with
 # ADOFFLOAD_CUDA_LAUNCH_CALL=cuda-python (cuda-python's cuLaunchKernel), before (the branch point's files)
-for round in 1 2; do
+for round in $(seq 1 ${ROUNDS:-1}); do
   for tree in after after-cuda-python before; do
     dir=.; [ "$tree" = before ] && dir="$BASE"
     call=; [ "$tree" = after-cuda-python ] && call=cuda-python
