@@ -35,7 +35,7 @@ variant = next(iter(plan.variants.values()))
 prepared = variant.prepared
 out["call"] = getattr(prepared.call, "__module__", None) or repr(prepared.call)
 out["call_is_cupy"] = prepared.call.__module__ == "adoffload.runtime.cuda"
-buffer, params = variant.frame()
+buffer, params, _kept = variant.frame()
 dev = plan.device
 cu = dev.lib
 handle, stream = prepared.function.handle, prepared.stream

@@ -148,9 +148,10 @@ class Variant:
                 self.prepared = device.prepare_launch(self.function, self.threads, self.block, self.rows)
 
     def frame(self) -> tuple:
-        """``(slot buffer, the address of the kernelParams array pointing into it)`` of the calling
-        thread, reused launch after launch (the driver copies the values during the launch call):
-        the layout of ``frame_struct`` with the constants in place (a static variant's)."""
+        """``(slot buffer, the address of the kernelParams array pointing into it, that array)`` of the
+        calling thread, reused launch after launch (the driver copies the values during the launch call):
+        the layout of ``frame_struct`` with the constants in place (a static variant's). The caller holds
+        the tuple until its launch is queued (another thread may drop the frames meanwhile)."""
         hit = self.frames.get(_get_ident())
         if hit is None:
             if len(self.frames) > 64:
@@ -161,7 +162,7 @@ class Variant:
                 buffer[self.params + 1 + k] = constant
             params = (ctypes.c_void_p * self.words)(*(address + 8 * slot for slot in self.frame_order))
             hit = self.frames[_get_ident()] = (buffer, _addressof(params), params)
-        return hit[0], hit[1]
+        return hit
 
     def pack_frame(self, buffer, sources: list, status_ptr: int) -> None:
         """The per-launch slots of a frame (``frame``): each param's scalar or data address, the status."""
@@ -385,7 +386,7 @@ def _launch_in_place(plan, variant, sources: list, ring, zero: tuple) -> None:
     """Queue the zeroing of ``zero`` and the launch with a record of the device's status ring
     (runtime/status_ring.py) and return: its error, if any, is raised at the next launch on the
     device, its next synchronous copy to the host or ``synchronize()``, naming this launch's kernel."""
-    buffer, params = variant.frame()
+    buffer, params, _kept = variant.frame()
     report = plan.__dict__.get("report") or _deferred_report(plan)
     lock = ring.lock
     lock.acquire()                       # not ``with``: acquire/release cost half as much
