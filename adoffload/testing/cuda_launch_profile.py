@@ -50,7 +50,9 @@ def _cpu_interleaved(calls: dict, number: int, rounds: int) -> dict:
 
 
 def measure(number: int = 20000, rounds: int = 7, profile: bool = False, launch_call: str = "cuda-python") -> dict:
-    from ..runtime.cuda import LAUNCH_CALL_ENV
+    from ..runtime import cuda
+    # runtime/cuda.py's switch (a tree without it, e.g. a branch point timed for comparison, ignores it)
+    LAUNCH_CALL_ENV = getattr(cuda, "LAUNCH_CALL_ENV", "ADOFFLOAD_CUDA_LAUNCH_CALL")  # noqa: N806
     from .fake_cuda import installed
     from .launch_timing import interleaved
     saved = os.environ.get(LAUNCH_CALL_ENV)
