@@ -306,11 +306,12 @@ def installed(can_map_host: bool = True):
     saved = (cuda.initialize, sys.modules.get("cupy"), dict(arguments._READERS))
     cuda.initialize = lambda: driver
     cupy = sys.modules["cupy"] = fake_cupy(driver)
+    device = None
     try:
         device = cuda.CudaDevice(0)
         yield device, driver, cupy
     finally:
-        ring = device.__dict__.get("_ring") if "device" in dir() else None
+        ring = device.__dict__.get("_ring") if device is not None else None
         if ring:
             ring.closed = True               # its memory goes with the fake: nothing to report at exit
         cuda.initialize = saved[0]
