@@ -34,7 +34,7 @@ plan = saxpy._last_plan
 variant = next(iter(plan.variants.values()))
 prepared = variant.prepared
 out["call"] = getattr(prepared.call, "__module__", None) or repr(prepared.call)
-out["call_is_cupy"] = prepared.call.__module__ == "adoffload.runtime.cuda"
+out["call_is_cupy"] = getattr(prepared.call, "__module__", None) == "adoffload.runtime.cuda"
 buffer, params, _kept = variant.frame()
 dev = plan.device
 cu = dev.lib
