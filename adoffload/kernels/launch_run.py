@@ -138,6 +138,13 @@ class Variant:
                 self.constants.append(g)
             self.params = params
             self.slots_of = operator.itemgetter(*indices, params)
+            # a frame's layout (GPU launches in place): one slot per param (its scalar or data address) and
+            # the status pointer, packed per launch in one call from the sources as they are; then the
+            # constants (shapes, grid), written once per frame. kernelParams point at each in flat order.
+            self.frame_struct = struct.Struct("<" + "".join(
+                SLOT_FORMATS[compiled.flat_types[k]] for k, flat in enumerate(signature.flat_params())
+                if flat.role != "shape") + "Q")
+            self.frame_order = [*indices, params]      # flat slot -> its place (the items of ``slots``)
         self.entry = getattr(self.function, "entry", None)
         self.inline = plan.on_host and device.chunk_size(plan.total) >= plan.total
         self.prepared = None
@@ -154,18 +161,28 @@ class Variant:
                 self.prepared = device.prepare_launch(self.function, self.threads, self.block, self.rows)
 
     def frame(self) -> tuple:
-        """``(slot buffer, the address of the kernelParams array pointing into it, as a c_void_p)`` of the
-        calling thread, reused launch after launch (the driver copies the values during the launch call)."""
-        thread = _get_ident()
-        hit = self.frames.get(thread)
+        """``(slot buffer, the address of the kernelParams array pointing into it, that array)`` of the
+        calling thread, reused launch after launch (the driver copies the values during the launch call):
+        the layout of ``frame_struct`` with the constants in place (a static variant's). The caller holds
+        the tuple until its launch is queued (another thread may drop the frames meanwhile)."""
+        hit = self.frames.get(_get_ident())
         if hit is None:
             if len(self.frames) > 64:
                 self.frames.clear()
             buffer = self.buffer_type()
             address = _addressof(buffer)
-            params = (ctypes.c_void_p * self.words)(*range(address, address + 8 * self.words, 8))
-            hit = self.frames[thread] = (buffer, ctypes.c_void_p(_addressof(params)), params)
-        return hit[0], hit[1]
+            for k, constant in enumerate(self.constants[1:]):      # after the params' slots and the status
+                buffer[self.params + 1 + k] = constant
+            params = (ctypes.c_void_p * self.words)(*(address + 8 * slot for slot in self.frame_order))
+            hit = self.frames[_get_ident()] = (buffer, _addressof(params), params)
+        return hit
+
+    def pack_frame(self, buffer, sources: list, status_ptr: int) -> None:
+        """The per-launch slots of a frame (``frame``): each param's scalar or data address, the status."""
+        try:
+            self.frame_struct.pack_into(buffer, 0, *sources, status_ptr)
+        except (struct.error, OverflowError, TypeError) as exc:
+            raise SlotValueError(str(exc)) from None
 
     def slots(self, sources: list, values: list, status_ptr: int) -> tuple:
         """The slot values in order. ``sources``: per param, its scalar or the address the kernel gets
@@ -267,7 +284,7 @@ def _run_device(plan, values: list, sources: list, hidden: dict | None, launch) 
                 if not values[n].ordered:
                     break
             else:
-                return _launch_in_place(plan, variant, values, sources, ring)
+                return _launch_in_place(plan, variant, sources, ring, _addresses_checked(plan, sources)[2])
     from ..runtime.device import Buffer
     owned: list = []                     # device buffers of dynamic tapes, freed after the launch
     staged: list = []                    # (array, buffer, copy back)
@@ -336,29 +353,61 @@ def run_in_place(plan, sources: list) -> bool:
     False where ADOFFLOAD_SYNC_LAUNCH asks for a launch that waits (the caller takes run_plan's path)."""
     if environment_value(_SYNC_KEY) in _SYNC_ON:
         return False
-    if plan.overlap_pairs:
-        check_overlap(plan, sources)
+    seen = _addresses_checked(plan, sources)
     if plan.total == 0:
         return True
-    variant = plan.variant(_no_resident_overlap(plan, sources))
     ring = plan.device.status_ring()
     ring.check()                         # an earlier launch's error comes first
-    _launch_in_place(plan, variant, None, sources, ring)
+    _launch_in_place(plan, plan.variant(seen[1]), sources, ring, seen[2])
     return True
 
 
-def _launch_in_place(plan, variant, values: list | None, sources: list, ring) -> None:
-    """Queue the launch with a record of the device's status ring (runtime/status_ring.py) and return:
-    its error, if any, is raised at the next launch on the device, its next synchronous copy to the
-    host or ``synchronize()``, naming this launch's kernel."""
-    device = plan.device
-    buffer, params = variant.frame()
+def _addresses_checked(plan, sources: list) -> tuple:
+    """``(addresses, noalias, zeroed ranges)`` of a launch on GPU arrays, after refusing overlaps: which
+    variant runs (``noalias``: no two GPU arrays share memory) and the ``(address, bytes)`` ranges of
+    its Out arrays to zero (adjacent arrays merged: one memset). All depend only on the arrays'
+    addresses: the last addresses checked and their answers are kept on the plan, so a launch on the
+    same arrays as the one before compares one tuple."""
+    addresses_of = plan.__dict__.get("addresses_of")
+    if addresses_of is None:
+        addresses_of = plan.addresses_of = (operator.itemgetter(*plan.arrays) if len(plan.arrays) > 1 else
+                                            (lambda s, k=plan.arrays[0]: (s[k],)) if plan.arrays else lambda s: ())
+    addresses = addresses_of(sources)
+    seen = plan.__dict__.get("seen_addresses")
+    if seen is not None and seen[0] == addresses:
+        return seen
+    if plan.overlap_pairs:
+        check_overlap(plan, sources)               # raises for a written array overlapping another
+    seen = plan.seen_addresses = (addresses, _no_resident_overlap(plan, sources),   # one tuple: read whole
+                                  zero_ranges([(sources[n], size) for n, size in plan.zeroed_bytes]))
+    return seen
+
+
+def zero_ranges(ranges: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    """Non-empty ``(address, bytes)`` ranges by address, each run of adjacent ones as one range (the
+    arrays zeroed never overlap: the launch refused that first)."""
+    merged: list[list[int]] = []
+    for ptr, nbytes in sorted(r for r in ranges if r[1]):
+        if merged and merged[-1][0] + merged[-1][1] == ptr:
+            merged[-1][1] += nbytes
+        else:
+            merged.append([ptr, nbytes])
+    return tuple((ptr, nbytes) for ptr, nbytes in merged)
+
+
+def _launch_in_place(plan, variant, sources: list, ring, zero: tuple) -> None:
+    """Queue the zeroing of ``zero`` and the launch with a record of the device's status ring
+    (runtime/status_ring.py) and return: its error, if any, is raised at the next launch on the
+    device, its next synchronous copy to the host or ``synchronize()``, naming this launch's kernel."""
+    buffer, params, _kept = variant.frame()
     report = plan.__dict__.get("report") or _deferred_report(plan)
-    with ring.lock:
-        variant.pack_into(buffer, sources, values, ring.take(report))
-        for n, size in plan.zeroed_bytes:      # zeroed once the slots are packed (a SlotValueError writes nothing)
-            device.zero(sources[n], size)
-        device.launch_prepared(variant.prepared, params, variant.words)
+    lock = ring.lock
+    lock.acquire()                       # not ``with``: acquire/release cost half as much
+    try:
+        variant.pack_frame(buffer, sources, ring.take(report))     # a SlotValueError zeroes and launches nothing
+        plan.device.launch_prepared(variant.prepared, params, variant.words, zero)
+    finally:
+        lock.release()
 
 
 class _Shaped:

@@ -11,12 +11,15 @@
 """
 from __future__ import annotations
 
+import os
+import sys
 import threading
 
 from ..errors import ArgumentError, DeviceError, DeviceNotFoundError
 from .check import check, invoke
 from .gpu import GpuDevice
 
+LAUNCH_CALL_ENV = "ADOFFLOAD_CUDA_LAUNCH_CALL"     # "cuda-python": queued launches never through CuPy's binding
 ELF_MAGIC, FATBIN_MAGIC = b"\x7fELF", b"\x50\xed\x55\xba"
 LOG_BYTES = 16384
 
@@ -93,7 +96,7 @@ class CudaDevice(GpuDevice):
     def __init__(self, ordinal: int = 0):
         global _SUCCESS
         self.lib = cu = initialize()
-        _SUCCESS = cu.CUresult.CUDA_SUCCESS
+        _SUCCESS = self.SUCCESS = cu.CUresult.CUDA_SUCCESS
         count = invoke(cu.cuDeviceGetCount)
         if not 0 <= ordinal < count:
             raise DeviceNotFoundError(f"cuda:{ordinal} requested but {count} CUDA device(s) found")
@@ -128,6 +131,16 @@ class CudaDevice(GpuDevice):
         status = result[0]
         if status is not _SUCCESS and int(status):      # bindings that make a new enum object per call
             check(result, "cuCtxSetCurrent")
+
+    def _queued_launch(self, handle, grid, block, stream) -> tuple:
+        """CuPy's cuLaunchKernel (``cupy.cuda.driver.launchKernel``) where CuPy is imported in this process,
+        else cuda-python's (gpu.py). Both call the one libcuda of the process with the same arguments;
+        CuPy's takes C ints and returns nothing, cuda-python's converts its handles and makes an enum
+        object per result (see ``cupy_launch``)."""
+        call = cupy_launch(self.lib)
+        if call is None:
+            return super()._queued_launch(handle, grid, block, stream)
+        return call, (int(handle), *grid, block, 1, 1, 0, int(stream))
 
     def _mapped_host_alloc(self, nbytes: int) -> tuple[int, int] | None:
         """Page-locked host memory mapped into this device's address space (launch status records)."""
@@ -195,3 +208,28 @@ class CudaDevice(GpuDevice):
         check(self.lib.cuDevicePrimaryCtxReset(self._device), "cuDevicePrimaryCtxReset")
         self._context = invoke(self.lib.cuDevicePrimaryCtxRetain, self._device)
         self.activate()
+
+
+def cupy_launch(cu):
+    """A ``cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra)`` over CuPy's driver
+    binding, returning cuda-python's result (``cu.CUresult``, as a tuple on failure) like the call it
+    replaces; None where CuPy is not imported, is built for HIP, lacks the binding, or ``LAUNCH_CALL_ENV``
+    is "cuda-python". Its arguments are ints: the raw function and stream handles."""
+    cupy = sys.modules.get("cupy")
+    if cupy is None or os.environ.get(LAUNCH_CALL_ENV, "") == "cuda-python":
+        return None
+    try:
+        if getattr(cupy.cuda.runtime, "is_hip", False):
+            return None
+        launch, error = cupy.cuda.driver.launchKernel, cupy.cuda.driver.CUDADriverError
+    except AttributeError:
+        return None
+    success, result_of = cu.CUresult.CUDA_SUCCESS, cu.CUresult
+
+    def cuLaunchKernel(*arguments):         # noqa: N802 - named as the driver call (error messages name it)
+        try:
+            launch(*arguments)
+        except error as exc:
+            return (result_of(int(exc.status)),)
+        return success
+    return cuLaunchKernel

@@ -13,7 +13,7 @@ import abc
 import ctypes
 import threading
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -76,6 +76,15 @@ class PreparedLaunch:
     block: int
     stream: object
     detail: str
+    generation: int = 0              # the device's generation it was prepared in (its module's)
+    # the driver call that queues it (launch_prepared; None: the device's launch role) and its arguments
+    # before kernelParams and extra, computed once (``GpuDevice._queued_launch``)
+    call: object = field(default=None, repr=False, compare=False)
+    arguments: tuple = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self):
+        if self.arguments is None:
+            object.__setattr__(self, "arguments", (self.function.handle, *self.grid, self.block, 1, 1, 0, self.stream))
 
 
 class GpuStream(Stream):
@@ -412,8 +421,15 @@ class GpuDevice(Device):
         total = check_total_threads(total_threads)
         block = int(block_size or function.auto_block_size())
         grid = launch_grid(total, block) + (1,) if blocks is None else _check_blocks(blocks, total, block)
-        return PreparedLaunch(function, grid, block, self.stream_handle(None),
-                              f"kernel '{function.name}', grid {grid}, block {block}")
+        stream = self.stream_handle(None)
+        call, arguments = self._queued_launch(function.handle, grid, block, stream)
+        return PreparedLaunch(function, grid, block, stream, f"kernel '{function.name}', grid {grid}, block {block}",
+                              function.module.generation, call, arguments)
+
+    def _queued_launch(self, handle, grid: tuple[int, int, int], block: int, stream) -> tuple:
+        """``(call, arguments)``: the driver function ``launch_prepared`` queues a prepared launch with, and
+        its arguments before ``kernelParams`` and ``extra``; the call returns a driver result."""
+        return self.driver_function("launch"), (handle, *grid, block, 1, 1, 0, stream)
 
     def scratch(self, nbytes: int) -> int:
         """A device block from the cache, without a Buffer: the caller returns it with ``release_scratch``
@@ -454,34 +470,49 @@ class GpuDevice(Device):
                                          StatusRing(*memory, DEFAULT_COUNT, self._raw_synchronize))
         return ring or None
 
-    def launch_prepared(self, prepared: PreparedLaunch, params: ctypes.c_void_p, slot_count: int) -> None:
-        """Queue ``prepared`` on its stream with the kernel parameters at ``params`` (the address of an
-        array of ``slot_count`` pointers to the slots, as ``kernelParams``) and return without waiting."""
+    def launch_prepared(self, prepared: PreparedLaunch, params: int, slot_count: int, zero: tuple = ()) -> None:
+        """Queue the zeroing of each ``(device address, bytes)`` of ``zero``, then ``prepared`` with the kernel
+        parameters at address ``params`` (an array of ``slot_count`` pointers to the slots, as
+        ``kernelParams``), on the default stream, and return without waiting. Per call: the fault latch,
+        the module's generation, the context (once), one driver call per zeroed range and the launch's
+        (its arguments prepared once)."""
         if self.fault is not None:
             self.refuse_if_faulted()
-        if prepared.function.module.generation != self.generation:
+        if prepared.generation != self.generation:      # its module's generation, fixed when it was loaded
             self.check_generation(prepared.function.module)
         self.activate()
-        function = self._launch_function
-        result = function(prepared.function.handle, *prepared.grid, prepared.block, 1, 1, 0, prepared.stream,
-                          params.value, self.NO_EXTRA)
-        if int(result[0] if isinstance(result, tuple) else result):
-            try:
-                check(result, getattr(function, "__name__", "launch"), prepared.detail)
-            except KernelFaultError as exc:
-                self.fault = exc             # latched as every call does
-                raise
+        if zero:
+            memset = self.__dict__.get("_memset_fn") or self._cached_function("memset")
+            for ptr, nbytes in zero:
+                self._checked(memset, memset(ptr, 0, nbytes), "")
+        function = prepared.call or self.__dict__.get("_launch_fn") or self._cached_function("launch")
+        result = function(*prepared.arguments, params, self.NO_EXTRA)
+        status = result[0] if type(result) is tuple else result
+        if status is not self.SUCCESS and int(status):
+            self._checked(function, result, prepared.detail)
 
-    @property
-    def _launch_function(self):
-        function = self.__dict__.get("_launch_fn")
-        if function is None:
-            function = self.__dict__["_launch_fn"] = self.driver_function("launch")
+    SUCCESS: object = None           # the driver's success status object, where it has one (compared by identity first)
+
+    def _cached_function(self, role: str):
+        """The driver function of ``role``, looked up once (``_<role>_fn``)."""
+        function = self.__dict__[f"_{role}_fn"] = self.driver_function(role)
         return function
+
+    def _checked(self, function, result, detail: str) -> None:
+        """Check a driver call's result as ``call`` does (raise its error, latch a kernel fault)."""
+        status = result[0] if type(result) is tuple else result
+        if status is self.SUCCESS or not int(status):
+            return
+        try:
+            check(result, getattr(function, "__name__", "driver call"), detail)
+        except KernelFaultError as exc:
+            self.fault = exc
+            raise
 
     def zero(self, ptr: int, nbytes: int) -> None:
         """Queue the zeroing of ``nbytes`` device bytes at ``ptr`` on the default stream."""
         if nbytes:
+            self.activate()
             self.call("memset", ptr, 0, nbytes)
 
     # --- ordering ------------------------------------------------------------------------

@@ -39,6 +39,7 @@ class StatusRing:
         self.nbytes = count * RECORD_BYTES
         self.zero = bytes(self.nbytes)
         self.words = (ctypes.c_int64 * (count * WORDS)).from_address(host_address)
+        self.view = memoryview(self.words).cast("B")       # its bytes: one copy per check, no ctypes call
         ctypes.memset(host_address, 0, self.nbytes)
         self.reports: list = [None] * count
         self.next = 0
@@ -60,11 +61,11 @@ class StatusRing:
 
     def is_set(self) -> bool:
         """Whether any launch's record has been written (a failed thread), finished or not."""
-        return ctypes.string_at(self.host, self.nbytes) != self.zero
+        return self.view.tobytes() != self.zero
 
     def check(self) -> None:
         """Raise the earliest failed launch's error, if a record is set (waits for the device then)."""
-        if self.next and ctypes.string_at(self.host, self.nbytes) != self.zero:
+        if self.next and self.view.tobytes() != self.zero:
             self.settle()
 
     def settle(self) -> None:
@@ -74,8 +75,11 @@ class StatusRing:
             if not used:
                 return
             self._synchronize()
-            records = [tuple(self.words[k * WORDS:(k + 1) * WORDS]) for k in range(used)]
-            failed = [k for k, record in enumerate(records) if record[0]]
+            if self.view.tobytes() == self.zero:      # the usual round: no launch failed
+                records, failed = [], []
+            else:
+                records = [tuple(self.words[k * WORDS:(k + 1) * WORDS]) for k in range(used)]
+                failed = [k for k, record in enumerate(records) if record[0]]
             reports = self.reports[:used]
             ctypes.memset(self.host, 0, self.nbytes)
             self.reports = [None] * self.count

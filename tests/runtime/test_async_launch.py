@@ -38,8 +38,10 @@ class QueueingGpu(HostBackedGpu):
     def prepare_launch(self, function, total_threads, block_size=None, blocks=None):
         return types.SimpleNamespace(function=function, threads=total_threads)
 
-    def launch_prepared(self, prepared, params, slot_count):
-        pointers = (ctypes.c_uint64 * slot_count).from_address(params.value)
+    def launch_prepared(self, prepared, params, slot_count, zero=()):
+        for ptr, nbytes in zero:
+            self.zero(ptr, nbytes)
+        pointers = (ctypes.c_uint64 * slot_count).from_address(params)
         slots = np.array([ctypes.c_uint64.from_address(p).value for p in pointers], np.uint64)
         self.queue.append(lambda: HostDevice.launch(self, prepared.function, prepared.threads, slots))
         self.launches += 1
