@@ -122,7 +122,9 @@ def test_adjacent_out_arrays_are_zeroed_in_one_memset_after_the_context_is_set(c
     block = cuda.array(np.full(4 * N, 7.0))             # y and z side by side in one allocation
     y, z = cuda.array(np.zeros(2 * N)), cuda.array(np.zeros(2 * N))
     y.data.ptr, z.data.ptr = block.data.ptr, block.data.ptr + 8 * N
-    apart_y, apart_z = cuda.array(np.ones(2 * N)), cuda.array(np.ones(2 * N))
+    spaced = cuda.array(np.ones(6 * N))                 # two arrays with a gap between them (two
+    apart_y, apart_z = cuda.array(np.ones(2 * N)), cuda.array(np.ones(2 * N))   # allocations may touch)
+    apart_y.data.ptr, apart_z.data.ptr = spaced.data.ptr, spaced.data.ptr + 16 * N
     driver = cuda.driver
     for k in range(2):
         driver.memsets.clear(), driver.order.clear()
