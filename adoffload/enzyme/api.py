@@ -193,9 +193,11 @@ def _derived(mode: Mode, fn: Function, module: Module, acts: list[Activity]):
         name = f"{fn.name}.adoffload.rev." + "".join(a.value[0] for a in acts)
         result = reverse(module, fn, acts, name=name)
         derived, tape = result.function, result.tape
-    names = [derived.name] + ([tape.count_function] if tape is not None else [])
-    funcs = compile_host(module, names)
-    entry = (derived.name, funcs[derived.name], funcs.get(tape.count_function) if tape is not None else None)
+    funcs = compile_host(module, [derived.name])
+    count = None
+    if tape is not None:        # its own program: the pipeline that folds counted loops (host.compile_host)
+        count = compile_host(module, [tape.count_function], closed_forms=True)[tape.count_function]
+    entry = (derived.name, funcs[derived.name], count)
     _CACHE[key] = entry
     return entry
 
