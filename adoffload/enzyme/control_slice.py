@@ -70,6 +70,14 @@ _PURE_INTRINSICS = (
 _ARGMEM_INTRINSICS = ("llvm.memcpy", "llvm.memmove", "llvm.memset", "llvm.masked.load", "llvm.masked.store",
                       "llvm.masked.gather", "llvm.masked.scatter")
 _NON_CAPTURING = _ARGMEM_INTRINSICS + ("llvm.lifetime", "llvm.prefetch", "llvm.invariant")
+# C's math functions: they return, and write nothing but errno (-O0 declares them without attributes);
+# not those that write through a pointer (frexp, modf, sincos, remquo) or a global (lgamma's signgam)
+_LIBM = frozenset(name + suffix for name in (
+    "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh",
+    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "pow", "sqrt", "cbrt", "hypot", "fabs", "floor",
+    "ceil", "trunc", "round", "rint", "nearbyint", "fmod", "remainder", "fmin", "fmax", "fdim", "fma", "erf",
+    "erfc", "tgamma", "copysign", "ldexp", "scalbn", "logb", "nextafter")
+    for suffix in ("", "f"))
 _BARRIERS = ("adoffload.sync_threads", "llvm.nvvm.barrier", "llvm.amdgcn.s.barrier")
 
 
@@ -83,12 +91,17 @@ class _Effects:
     noreturn: bool = False      # never returns: what it reads decides no later branch
 
 
+def control_slice(fn: Function) -> set[Instruction] | None:
+    """The instructions of ``fn`` its control flow depends on (module docstring), terminators
+    included; None where it refuses."""
+    return _Slice(fn).run()
+
+
 def slice_to_control(fn: Function) -> bool:
     """Delete every instruction of ``fn`` that no terminator needs (module docstring); ``ret``
     operands are dropped (the caller makes ``fn`` return void). False, ``fn`` unchanged, where it
     refuses."""
-    plan = _Slice(fn)
-    keep = plan.run()
+    keep = control_slice(fn)
     if keep is None:
         return False
     for block in fn.blocks:
@@ -255,6 +268,8 @@ class _Slice:
             return _Effects(set(), set(), returns=returns)   # ends a block's life: nothing reads it after
         if heap is not None and heap.kind == "alloc":
             return _Effects(set(), set(), returns=returns)   # a fresh block (its own root)
+        if name in _LIBM and callee.is_declaration and inst.opcode == "call":
+            return _Effects(set(), {_ERRNO})
         if name.startswith(_PURE_INTRINSICS) or _collective(name) or name.startswith(_BARRIERS):
             return _Effects(returns=returns)
         if name.startswith(_ARGMEM_INTRINSICS) or name.startswith("adoffload.uniform_fadd."):
