@@ -91,17 +91,18 @@ class _Effects:
     noreturn: bool = False      # never returns: what it reads decides no later branch
 
 
-def control_slice(fn: Function) -> set[Instruction] | None:
+def control_slice(fn: Function, observed: tuple = ()) -> set[Instruction] | None:
     """The instructions of ``fn`` its control flow depends on (module docstring), terminators
-    included; None where it refuses."""
-    return _Slice(fn).run()
+    included, and the writes through the arguments in ``observed`` (a kernel's status record,
+    which the launcher reads after counting); None where it refuses."""
+    return _Slice(fn, observed).run()
 
 
-def slice_to_control(fn: Function) -> bool:
-    """Delete every instruction of ``fn`` that no terminator needs (module docstring); ``ret``
-    operands are dropped (the caller makes ``fn`` return void). False, ``fn`` unchanged, where it
-    refuses."""
-    keep = control_slice(fn)
+def slice_to_control(fn: Function, observed: tuple = ()) -> bool:
+    """Delete every instruction of ``fn`` that no terminator needs (module docstring), except the
+    writes through ``observed`` arguments; ``ret`` operands are dropped (the caller makes ``fn``
+    return void). False, ``fn`` unchanged, where it refuses."""
+    keep = control_slice(fn, observed)
     if keep is None:
         return False
     for block in fn.blocks:
@@ -111,9 +112,28 @@ def slice_to_control(fn: Function) -> bool:
     return True
 
 
+def writes_caller_memory(fn: Function, own: frozenset = frozenset()) -> bool:
+    """Whether ``fn`` may write memory its caller can see (through an argument other than those in
+    ``own``, a global, or a pointer from elsewhere). A counting function that does not can run on
+    the caller's arrays instead of scratch copies."""
+    plan = _Slice(fn)
+    insts = list(fn.instructions())
+    if any(i.opcode not in _PURE | _CONTROL | _MEMORY and i.opcode not in ("call", "invoke") for i in insts):
+        return True
+    plan.effects = {i: plan._call_effects(i) for i in insts if i.opcode in ("call", "invoke")}
+    for inst in insts:
+        if inst.opcode in ("call", "invoke") and not plan.effects[inst].known:
+            return True
+        for token in plan._writes(inst):
+            if token in own or token == _ERRNO or _private(token) and not plan._escapes(token):
+                continue
+            return True
+    return False
+
+
 class _Slice:
-    def __init__(self, fn: Function):
-        self.fn = fn
+    def __init__(self, fn: Function, observed: tuple = ()):
+        self.fn, self.observed = fn, frozenset(observed)
         self.users = fn.users()
         self.escaped: dict[Instruction, bool] = {}
         self.tokens: dict[int, frozenset] = {}
@@ -140,6 +160,9 @@ class _Slice:
                 need(inst)
             elif inst.opcode == "call" and not self.effects[inst].returns:
                 need(inst)
+        for writer, written in writers:
+            if written & self.observed or any(t in (_UNKNOWN, _OTHER) for t in written) and self.observed:
+                need(writer)
         reads_any = False
         while work:
             inst = work.pop()

@@ -20,11 +20,13 @@ from .control_slice import slice_to_control
 
 
 def add_counting_function(module, primal: Function, name: str, counters: list[tuple[str, dict[int, int]]],
-                          control_slice: bool = True) -> Function:
+                          control_slice: bool = True, observed: tuple[int, ...] = ()) -> Function:
     """``@name(primal args..., ptr %<counter>...)``: runs the primal's control slice (the whole
     primal with ``control_slice=False``, or where the slice is refused) and stores, per counter, the
     bytes this thread needs (one i64 each). A counter maps a primal block's index (in
-    ``primal.blocks``) to the bytes each visit of that block adds."""
+    ``primal.blocks``) to the bytes each visit of that block adds. ``observed``: indices of primal
+    arguments whose writes stay (a kernel's status record: a bounds error still fails the counting
+    pass)."""
     params = tuple(a.type for a in primal.args) + (ptr,) * len(counters)
     fn = Function(name, FunctionType(void, params),
                   [Argument(a.type, a.name, k, derived_attributes(a)) for k, a in enumerate(primal.args)])
@@ -33,7 +35,7 @@ def add_counting_function(module, primal: Function, name: str, counters: list[tu
     module.add_function(fn)
     block_map, returns = clone_function_body(primal, fn, dict(zip(primal.args, fn.args)))
     if control_slice:
-        slice_to_control(fn)
+        slice_to_control(fn, tuple(fn.args[k] for k in observed))
     entry = Builder()
     entry.position_before(fn.entry.instructions[0])
     slots = []

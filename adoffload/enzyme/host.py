@@ -35,6 +35,8 @@ def ctype_of(t: Type):
 class HostFunction:
     """A JIT-compiled IR function callable with numpy arrays and Python scalars."""
 
+    scratch = True      # a counting function: whether it may write the arrays (api._tape_args copies them)
+
     def __init__(self, program: HostProgram, fn: Function):
         self.program, self.fn = program, fn
         self.arg_types = [a.type for a in fn.args]

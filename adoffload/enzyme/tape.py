@@ -187,11 +187,12 @@ def _detach(inst: Instruction | None) -> None:
         inst.parent.instructions.remove(inst)
 
 
-def add_count_function(module, primal: Function, name: str, bytes_per_block: dict[int, int]) -> Function:
+def add_count_function(module, primal: Function, name: str, bytes_per_block: dict[int, int],
+                       observed: tuple[int, ...] = ()) -> Function:
     """``@name(primal args..., ptr %tape_bytes)``: runs the primal and stores its tape size.
 
     ``bytes_per_block`` maps a primal block's index (in ``primal.blocks``) to the bytes its
     record pushes per visit. (The single-counter case of ``counting.add_counting_function``.)
     """
-    return add_counting_function(module, primal, name, [("tape_bytes", bytes_per_block)])
+    return add_counting_function(module, primal, name, [("tape_bytes", bytes_per_block)], observed=observed)
 
