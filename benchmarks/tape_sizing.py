@@ -105,9 +105,9 @@ def measure_call(source, fname, opt, primal, acts, repeat):
     recorded = []
     original = tape.add_counting_function
 
-    def recording(module, primal, name, counters, control_slice=True):
+    def recording(module, primal, name, counters, **options):
         recorded.append(counters)
-        return original(module, primal, name, counters, control_slice)
+        return original(module, primal, name, counters, **options)
     tape.add_counting_function = recording
     try:
         api._CACHE.clear()

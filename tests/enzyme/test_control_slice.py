@@ -249,9 +249,9 @@ def _reverse_count(source: str, fname: str, opt: int, args, monkeypatch):
     recorded = []
     original = tape.add_counting_function
 
-    def recording(module, primal, name, counters, control_slice=True):
+    def recording(module, primal, name, counters, **options):
         recorded.append(counters)
-        return original(module, primal, name, counters, control_slice)
+        return original(module, primal, name, counters, **options)
     monkeypatch.setattr(tape, "add_counting_function", recording)
     fn = ado.from_c(HEADER + source, opt=opt)[fname]
     ez.autodiff(ez.Reverse, fn, *args)
