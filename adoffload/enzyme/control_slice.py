@@ -10,7 +10,7 @@ and deletes every instruction that no branch needs: the kept set is closed under
 * memory: a kept load (or kept atomic, or kept call that reads memory) keeps every write that may
   alias what it reads -- stores, atomics, writing calls -- and those keep their own operands.
   Barriers and fences stay when any memory read is kept (other threads' kept writes reach it
-  through them).
+  through them); so does the ``free`` of a kept heap block (a counting loop must not leak it).
 
 By induction over the run, every kept instruction computes what it computes in the whole primal
 (its operands are kept; a kept read sees every write that may change it), so every branch goes the
@@ -183,6 +183,11 @@ class _Slice:
             for writer, written in writers:
                 if writer not in keep and self._overlap(read, written):
                     need(writer)
+        for inst in insts:          # a kept heap block is still freed (a counting loop would leak it)
+            heap = heap_function(inst) if inst.opcode == "call" else None
+            if heap is not None and heap.kind == "free" and inst.operands[heap.pointer] in keep and all(
+                    o in keep or not isinstance(o, Instruction) for o in inst.operands):
+                keep.add(inst)
         return keep
 
     # ---- memory tokens
@@ -278,6 +283,8 @@ class _Slice:
         callee = inst.callee
         name = getattr(callee, "name", "") if isinstance(callee, Function) else ""
         pointers = set().union(*[self._pointer_tokens(o) for o in inst.operands if o.type.is_pointer] or [set()])
+        if any(getattr(o.type, "element", None) is not None and o.type.element.is_pointer for o in inst.operands):
+            pointers.add(_UNKNOWN)           # a vector of pointers (a gather or scatter): not followed
         if not isinstance(callee, Function):
             return _Effects({_OTHER} | pointers, {_OTHER} | pointers, returns=False, known=False)
         attrs = callee.attributes
