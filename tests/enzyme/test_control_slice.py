@@ -375,3 +375,38 @@ def test_a_counting_kernel_on_the_host_folds_a_nest_over_runtime_sizes():
         return out @ seed
     fd = np.array([(primal(x + 1e-6 * e) - primal(x - 1e-6 * e)) / 2e-6 for e in np.eye(n)])
     np.testing.assert_allclose(d_x, fd, rtol=1e-6, atol=1e-9)
+
+
+MATMUL_LINEAR = MATMUL.replace("out_bt[o] = tanhf(val);", "out_bt[o] = val;")
+
+
+@pytest.mark.parametrize("opt", [1, 2])
+def test_llm_c_matmul_needs_no_tape_for_its_counters(opt):
+    """clang's rotated loops leave on ``i.next == n``: the reverse sweep restarts each counter at
+    ``n - 1`` (control_flow.exit_bound) instead of taping its last value. llm.c's matmul at -O1 then
+    has no tape at all; its gradient still matches central differences (and layernorm's, whose
+    tape keeps the mean and variance)."""
+    from adoffload.enzyme.activity import Activity
+    from adoffload.enzyme.reverse import reverse
+    module = ado.from_c(HEADER + MATMUL_LINEAR.replace("RESTRICT", ""), opt=opt).ir
+    fn = module.functions["matmul_forward"]
+    result = reverse(module, fn, [Activity.DUP] * 4 + [Activity.CONST] * 4, name="matmul.rev")
+    if opt == 1:
+        assert result.tape is None and not result.stats.tape_bytes
+    rng = np.random.default_rng(opt)
+    for source, fname, args in ((MATMUL_LINEAR, "matmul_forward", _matmul_args(2, 3, 5, 4, rng)),
+                                (LAYERNORM, "layernorm_forward", _layernorm_args(2, 3, 6, rng))):
+        f = ado.from_c(HEADER + source.replace("RESTRICT", ""), opt=opt)[fname]
+        raw = [a.value if isinstance(a, (ez.Const, ez.Duplicated)) else a for a in args]
+        seed = args[0].shadow.copy()
+        inputs = [k for k, a in enumerate(args) if isinstance(a, ez.Duplicated) and k > 0]
+        ez.autodiff(ez.Reverse, f, *args)
+        for k in inputs:
+            def loss(v, k=k):
+                call = [r.copy() if isinstance(r, np.ndarray) else r for r in raw]
+                call[k] = v.astype(np.float32)
+                f(*call)
+                return float(call[0].astype(np.float64) @ seed)
+            x = raw[k].astype(np.float64)
+            fd = np.array([(loss(x + 1e-2 * e) - loss(x - 1e-2 * e)) / 2e-2 for e in np.eye(x.size)])
+            np.testing.assert_allclose(args[k].shadow, fd, rtol=2e-2, atol=2e-2, err_msg=f"{fname} d{k} -O{opt}")
