@@ -116,6 +116,8 @@ def measure_call(source, fname, opt, primal, acts, repeat):
     finally:
         tape.add_counting_function = original
     (_, _, after), = [v for k, v in api._CACHE.items() if k[1] == fname]
+    if after is None:
+        return None                         # no dynamic tape: nothing to size
     module = after.fn.parent
     full = add_counting_function(module, module.functions[fname], f"{fname}.full", recorded[-1], control_slice=False)
     before = compile_host(module, [full.name])[full.name]
@@ -139,8 +141,12 @@ def main(argv=None):
     print("|---|---|---|---|---|---|---|")
     for opt in args.opt:
         for source, fname, sizes in cases:
-            t_before, t_after, nbytes = measure(source, fname, opt, sizes, args.repeat)
+            measured = measure(source, fname, opt, sizes, args.repeat)
             shown = ", ".join(str(s) for s in (sizes if fname == "matmul_forward" else sizes[:3]))
+            if measured is None:
+                print(f"| {fname} | -O{opt} | {shown} | no tape | - | - | - |", flush=True)
+                continue
+            t_before, t_after, nbytes = measured
             print(f"| {fname} | -O{opt} | {shown} | {nbytes} | {t_before:.3f} | {t_after:.4f} | "
                   f"{t_before / t_after:.0f}x |", flush=True)
     from tests.ad.test_pointer_memory import GPT, HEADER as GPT_HEADER   # llm.c's structs of pointers
@@ -152,7 +158,11 @@ def main(argv=None):
         tokens, targets = (rng.integers(0, V, T).astype(np.int32) for _ in range(2))
         primal = [params, tokens, targets, T, V, C]
         acts = [ez.Duplicated(params.copy(), np.zeros(n_params)), ez.Const(tokens), ez.Const(targets), T, V, C]
-        t_before, t_after, nbytes = measure_call(GPT_HEADER + GPT, "gpt_loss", opt, primal, acts, args.repeat)
+        measured = measure_call(GPT_HEADER + GPT, "gpt_loss", opt, primal, acts, args.repeat)
+        if measured is None:
+            print(f"| gpt_loss | -O{opt} | T, V, C = {T}, {V}, {C} | no tape | - | - | - |", flush=True)
+            continue
+        t_before, t_after, nbytes = measured
         print(f"| gpt_loss (tests/ad/test_pointer_memory.py, double) | -O{opt} | T, V, C = {T}, {V}, {C} | {nbytes} | "
               f"{t_before:.3f} | {t_after:.4f} | {t_before / t_after:.0f}x |", flush=True)
     print(f"load average {os.getloadavg()}")
