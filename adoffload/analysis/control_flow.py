@@ -189,3 +189,31 @@ def exit_value(ind: Induction, exiting: Block, target: Block) -> Constant | None
             return Constant(ind.phi.type, x - (1 << bits) if x >> (bits - 1) else x)
         i += ind.step
     return None
+
+
+def exit_bound(ind: Induction, exiting: Block, target: Block) -> tuple[Value, int] | None:
+    """``(n, c)`` when leaving ``ind``'s loop along ``exiting -> target`` proves the counter equals
+    ``n + c`` (modulo its width) for a value ``n`` defined outside the loop: the edge is taken
+    exactly when ``icmp eq (phi + k), n`` holds (``ne`` with the edge on its false side), so then
+    ``phi == n - k`` -- clang's rotated ``for (i = 0; i < n; i++)`` leaves on ``i.next == n``.
+    None otherwise. Like ``exit_value``, saves the tape slot of the counter's last value."""
+    term = exiting.terminator
+    if (term is None or term.opcode != "br" or len(term.blocks) != 2 or term.blocks.count(target) != 1
+            or target in ind.loop.blocks):
+        return None
+    cond = term.operands[0]
+    if not isinstance(cond, Instruction) or cond.opcode != "icmp" or cond.predicate not in ("eq", "ne"):
+        return None
+    if (cond.predicate == "eq") != (term.blocks[0] is target):
+        return None                                 # the edge is taken when the two differ: not determined
+    for x, n in ((cond.operands[0], cond.operands[1]), (cond.operands[1], cond.operands[0])):
+        if isinstance(n, Instruction) and n.parent in ind.loop.blocks:
+            continue
+        if x is ind.phi:
+            return n, 0
+        if isinstance(x, Instruction) and x.opcode == "add" and ind.phi in x.operands:
+            other = x.operands[1] if x.operands[0] is ind.phi else x.operands[0]
+            k = int_value(other)
+            if k is not None:
+                return n, -k
+    return None

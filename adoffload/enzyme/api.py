@@ -26,6 +26,7 @@ from ..errors import ArgumentError, ShapeError
 from ..ir.core import FloatType, Function, IntType, Module
 from .activity import ACTIVE, CONST, DUP, Activity, is_float_type
 from .forward import forward
+from .control_slice import writes_caller_memory
 from .host import HostFunction, compile_host
 
 
@@ -193,9 +194,14 @@ def _derived(mode: Mode, fn: Function, module: Module, acts: list[Activity]):
         name = f"{fn.name}.adoffload.rev." + "".join(a.value[0] for a in acts)
         result = reverse(module, fn, acts, name=name)
         derived, tape = result.function, result.tape
-    names = [derived.name] + ([tape.count_function] if tape is not None else [])
-    funcs = compile_host(module, names)
-    entry = (derived.name, funcs[derived.name], funcs.get(tape.count_function) if tape is not None else None)
+    funcs = compile_host(module, [derived.name])
+    count = None
+    if tape is not None:        # its own program: the pipeline that folds counted loops (host.compile_host)
+        count_ir = module.functions[tape.count_function]
+        count = compile_host(module, [tape.count_function], closed_forms=True)[tape.count_function]
+        # a control slice that writes nothing the caller sees runs on the caller's arrays (no scratch copies)
+        count.scratch = writes_caller_memory(count_ir, frozenset(count_ir.args[len(fn.args):]))
+    entry = (derived.name, funcs[derived.name], count)
     _CACHE[key] = entry
     return entry
 
@@ -232,8 +238,9 @@ def autodiff(mode: Mode, fn, *args):
 
 
 def _tape_args(count: HostFunction, primal: list) -> list:
-    """A dynamic tape for one call: count its bytes on scratch copies, then allocate it."""
-    scratch = [p.copy() if isinstance(p, np.ndarray) else p for p in primal]
+    """A dynamic tape for one call: count its bytes (on scratch copies where the counting function
+    may write the arrays), then allocate it."""
+    scratch = [p.copy() if isinstance(p, np.ndarray) and count.scratch else p for p in primal]
     nbytes = np.zeros(1, np.int64)
     count(*scratch, nbytes)
     return [np.zeros(max(int(nbytes[0]) // 8, 1), np.int64), 0]

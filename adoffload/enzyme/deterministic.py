@@ -282,7 +282,8 @@ def attach_log(rev, result, tape_bytes: dict[int, int] | None) -> None:
     primal_of = {new: old for old, new in rev.block_map.items()}
     log_bytes = {rev.primal.blocks.index(primal_of[block]): n for block, n in rev.log.bytes_per_block.items()}
     counters = ([("tape_bytes", tape_bytes)] if tape_bytes is not None else []) + [("log_bytes", log_bytes)]
-    count = add_counting_function(rev.module, rev.primal, f"{rev.fn.name}.log_count", counters)
+    count = add_counting_function(rev.module, rev.primal, f"{rev.fn.name}.log_count", counters,
+                                  observed=() if rev.failure_arg is None else (rev.failure_arg,))
     if tape_bytes is not None:
         result.tape = TapeSpec(count.name)
     result.count_function = count

@@ -35,6 +35,8 @@ def ctype_of(t: Type):
 class HostFunction:
     """A JIT-compiled IR function callable with numpy arrays and Python scalars."""
 
+    scratch = True      # a counting function: whether it may write the arrays (api._tape_args copies them)
+
     def __init__(self, program: HostProgram, fn: Function):
         self.program, self.fn = program, fn
         self.arg_types = [a.type for a in fn.args]
@@ -76,16 +78,17 @@ def define_uniform_adds(module: Module) -> None:
 
 
 def compile_host(module: Module, names: list[str] | None = None, opt_level: int = 2,
-                 codegen_level: int = 3) -> dict[str, HostFunction]:
+                 codegen_level: int = 3, closed_forms: bool = False) -> dict[str, HostFunction]:
     """JIT-compile ``module`` for this CPU; callables for ``names`` (default: every defined function
     the module exports; internal helpers such as the engine's digamma may be inlined away).
-    ``opt_level``/``codegen_level``: the IR pipeline's and the backend's levels (see HostProgram)."""
+    ``opt_level``/``codegen_level``: the IR pipeline's and the backend's levels (see HostProgram);
+    ``closed_forms``: the counting functions' pipeline (codegen/optimize.optimize_counting_module)."""
     define_uniform_adds(module)
     # only what ``names`` reach is compiled: big foreign modules stay cheap, unrelated gaps harmless
     exported = [f.name for f in module.functions.values()
                 if not f.is_declaration and f.linkage not in ("internal", "private")]
     program = HostProgram(export_module(reachable(module, names) if names is not None else module),
-                          opt_level=opt_level, codegen_level=codegen_level,
+                          opt_level=opt_level, codegen_level=codegen_level, closed_forms=closed_forms,
                           guarded=tuple(names if names is not None else exported))
     names = names if names is not None else exported
     return {name: HostFunction(program, module.functions[name]) for name in names}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..ir.builder import Builder
 from ..ir.core import Block, Instruction, const, i32, void
-from ..analysis.control_flow import exit_value
+from ..analysis.control_flow import exit_bound, exit_value
 
 
 class ControlFlowReversal:
@@ -199,4 +199,10 @@ class ControlFlowReversal:
         for ind in self.inductions.values():
             if pred in ind.loop.blocks and exit_block not in ind.loop.blocks:
                 last = exit_value(ind, pred, exit_block)
+                bound = exit_bound(ind, pred, exit_block) if last is None else None
+                if bound is not None:             # left on phi + k == n: the last value is n - k
+                    n, offset = bound
+                    last = self.need(n, exit_block)
+                    if offset:
+                        last = edge.add(last, const(ind.phi.type, offset), f"{ind.phi.name}.last")
                 edge.store(self.need(ind.phi, exit_block) if last is None else last, self._induction_slot(ind.phi))

@@ -91,7 +91,8 @@ class Finishing:
         if self.log is not None and self.log.used:
             self._tape_bytes = per_block           # one counting function for both: attach_log
             return base
-        count = add_count_function(self.module, self.primal, f"{fn.name}.tape_count", per_block)
+        count = add_count_function(self.module, self.primal, f"{fn.name}.tape_count", per_block,
+                                   observed=() if self.failure_arg is None else (self.failure_arg,))
         result.tape = TapeSpec(count.name)
         result.count_function = count
         return base

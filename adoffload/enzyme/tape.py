@@ -28,10 +28,12 @@ Where the stack lives:
      ``ptr %tape, i64 %tape_offset`` -- this thread's slice starts at ``tape + tape_offset``
      (bytes, a multiple of 8).
   2. ``TapeSpec.count_function`` names a generated function in the same module with the
-     primal's arguments plus a trailing ``ptr %tape_bytes``: it runs the primal (including
-     its stores -- give it scratch copies of any array the primal both reads and writes,
-     e.g. InOut arrays, if running the primal twice would change them) and stores the
-     number of tape bytes this thread will push as one i64 at ``%tape_bytes``.
+     primal's arguments plus a trailing ``ptr %tape_bytes``: it runs the primal's control
+     slice (counting.py, control_slice.py: the branches and what they read, including the
+     stores that reach such reads; the whole primal where the slice is refused -- so give it
+     scratch copies of any array the primal both reads and writes, e.g. InOut arrays, unless
+     ``control_slice.writes_caller_memory`` says it writes none) and stores the number of
+     tape bytes this thread will push as one i64 at ``%tape_bytes``.
   3. The host runs the count function for every thread (writing ``counts[linear_tid]``),
      takes an exclusive prefix sum ``offsets`` (each count is a multiple of 8), allocates
      ``sum(counts)`` bytes (at least 8), and passes ``tape`` and ``offsets[linear_tid]`` to
@@ -187,11 +189,12 @@ def _detach(inst: Instruction | None) -> None:
         inst.parent.instructions.remove(inst)
 
 
-def add_count_function(module, primal: Function, name: str, bytes_per_block: dict[int, int]) -> Function:
+def add_count_function(module, primal: Function, name: str, bytes_per_block: dict[int, int],
+                       observed: tuple[int, ...] = ()) -> Function:
     """``@name(primal args..., ptr %tape_bytes)``: runs the primal and stores its tape size.
 
     ``bytes_per_block`` maps a primal block's index (in ``primal.blocks``) to the bytes its
     record pushes per visit. (The single-counter case of ``counting.add_counting_function``.)
     """
-    return add_counting_function(module, primal, name, [("tape_bytes", bytes_per_block)])
+    return add_counting_function(module, primal, name, [("tape_bytes", bytes_per_block)], observed=observed)
 

@@ -10,7 +10,7 @@ import llvmlite.binding as llvm
 
 from ...errors import CompilationError
 from .numba_runtime import load_numba_runtime, needs_numba_runtime
-from ..optimize import optimize_module
+from ..optimize import optimize_counting_module, optimize_module
 from ..targets import host_target_machine, initialize
 
 # libm functions LLVM may lower math intrinsics to; registered explicitly in case the
@@ -162,7 +162,7 @@ class HostProgram:
     """A module JIT-compiled for this CPU. Keeps its execution engine (and code) alive."""
 
     def __init__(self, text: str, opt_level: int = 3, optimized: bool = False, codegen_level: int = 3,
-                 guarded: tuple = ()):
+                 guarded: tuple = (), closed_forms: bool = False):
         """``opt_level``: the IR pipeline run first (none when ``optimized``); ``codegen_level``:
         the backend's (0 selects instructions about 4x faster, for code that runs once: tests).
         ``guarded``: functions to call through failure guards (host_guard.py) when the module
@@ -182,7 +182,7 @@ class HostProgram:
         except RuntimeError as exc:
             raise CompilationError(f"host module does not parse or verify: {exc}") from exc
         if not optimized:
-            optimize_module(module, opt_level, tm)
+            (optimize_counting_module if closed_forms else optimize_module)(module, opt_level, tm)
         thread_locals = [g.name for g in module.global_variables if _THREAD_LOCAL.search(str(g).split("\n")[0])]
         if thread_locals:   # MCJIT aborts the process on them ("allocation of TLS not implemented")
             raise CompilationError(f"the host JIT cannot run code with thread-local globals "
