@@ -146,13 +146,22 @@ def gpu_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool = Fal
     return "\n".join(handler_globals(layout, extra) + e.lines) + "\n"
 
 
+# A handler is straight-line slot filling around one launch (~17 KB of IR with its error paths):
+# LLVM's O3 pipeline and instruction selection took ~50 ms per handler on the 2-core host, against
+# ~10 ms unoptimized (benchmarks/results/2026-12-04-research-host), four times per first compile of
+# a second-order training step, while what the handler does per call is a few dozen loads and stores.
+HANDLER_OPT_LEVEL = 0
+HANDLER_CODEGEN_LEVEL = 0
+
+
 class CompiledHandler:
-    """A handler JIT-compiled for the host; keeps its code alive and exposes the PyCapsule."""
+    """A handler JIT-compiled for the host (unoptimized: it runs once per call, around a kernel);
+    keeps its code alive and exposes the PyCapsule."""
 
     def __init__(self, text: str, keep_alive=()):
         from ..codegen.host.program import HostProgram
         self.text = text
-        self.program = HostProgram(text)
+        self.program = HostProgram(text, opt_level=HANDLER_OPT_LEVEL, codegen_level=HANDLER_CODEGEN_LEVEL)
         self.address = self.program.address("handler")
         self._callable = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(self.address)
         self.keep_alive = tuple(keep_alive)
