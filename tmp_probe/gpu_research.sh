@@ -8,6 +8,8 @@
 #   3. 512 clusters x 64 atoms = 32,768 atoms (the issue's "33k atoms"), 200 steps
 # and prints each run's table (first step s, step ms median, plain/kernel ratio) at the end.
 # Run from the repo root on the GPU machine:   PYTHONPATH=.:/tmp/site bash tmp_probe/gpu_research.sh
+#     ... bash tmp_probe/gpu_research.sh tests    this branch's GPU-side tests instead (the research
+#     example's CUDA test, the deferred reductions' CUDA runs and PTX), at most 120 s
 # Needs jax + CUDA and the equinox/optax/jaxtyping/wadler-lindig/absl-py wheels on PYTHONPATH;
 # no clang, no network; at most ~120 s (each run has its own limit; a run cut short says so).
 set -u
@@ -20,6 +22,14 @@ export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader; uptime; nproc;
   "$PY" -c "import jax, equinox, optax; print('jax', jax.__version__, 'equinox', equinox.__version__, 'optax', optax.__version__)"; } \
     > "$OUT/environment.txt" 2>&1
+
+if [ "${1:-}" = tests ]; then
+  timeout 120 "$PY" -m pytest -n 0 -q -p no:cacheprovider tests/research tests/codegen/test_reductions_cuda.py \
+      tests/codegen/test_reductions.py > "$OUT/tests.log" 2>&1
+  echo "tests: rc=$?" >> "$OUT/environment.txt"
+  tail -5 "$OUT/tests.log"
+  exit 0
+fi
 
 run() {   # name, time limit, example options...
   local name=$1 limit=$2
