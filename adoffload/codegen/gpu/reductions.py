@@ -111,7 +111,9 @@ def _may_have_uniform_site(text: str, body_name: str, grid_rank: int) -> bool:
     False only when every site of the body takes its pointer from a value that ``uniform_slice``
     refuses for certain -- a thread argument, or an instruction outside ``_UNIFORM_OPS`` (a phi such
     as a loop counter, a load, a call) -- found by following the pointer's definitions in the text.
-    Anything it cannot follow (a site it cannot read, a name it does not know) answers True."""
+    Anything it cannot follow (a site it cannot read, a name it does not know) answers True. It only
+    decides whether the analysis runs: a site it skipped would keep its per-thread atomic (correct,
+    only slower), and tests/codegen/test_reductions.py checks it skips none the analysis finds."""
     match = re.search(r"^define [^@]*@\"?" + re.escape(body_name) + r"\"?\((.*?)\).*?^}", text, re.M | re.S)
     if match is None:
         return True
