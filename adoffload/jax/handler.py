@@ -32,8 +32,12 @@ from .handler_ir import (Emitter, c_string, cpu_frame, error_return, fill_slots,
 from .tape_handler import cpu_tape_handler_ir, gpu_tape_handler_ir
 
 
-def cpu_handler_ir(layout: HandlerLayout, host_entry: int, count_entry=0, min_chunk: int = 4096) -> str:
+def cpu_handler_ir(layout: HandlerLayout, host_entry: int, count_entry=0, min_chunk: int = 4096,
+                   serial: bool = False) -> str:
     """The CPU handler: fill slots, run the host entry over the whole grid, check the status.
+
+    ``serial``: the entry was built with plain atomics (codegen/host/serial.py), so the handler runs
+    it on XLA's calling thread only, never sharing the grid with the pool.
 
     With a dynamic tape (``layout.tape``), ``count_entry`` is the counting kernel's host entry
     (a tuple of them, one per level, when ``layout.tapes`` has two)
@@ -41,13 +45,16 @@ def cpu_handler_ir(layout: HandlerLayout, host_entry: int, count_entry=0, min_ch
     """
     if layout.tape is not None:
         return cpu_tape_handler_ir(layout, host_entry, count_entry, min_chunk)
+    if serial and layout.tape is not None:
+        raise ValueError("a serial CPU handler has no dynamic tape")
     e = Emitter()
     slots, status, total = cpu_frame(e, layout)
-    cpu_parallel.run_host_entry(e, slots, total, host_entry, "run", min_chunk)
+    cpu_parallel.run_host_entry(e, slots, total, host_entry, "run", min_chunk, serial=serial)
     status_check(e, layout, status, snprintf_address(), reset=False)
     e.lines.append("}")
     memset = ["declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)"]
-    return "\n".join(handler_globals(layout, memset + cpu_parallel.host_functions()) + e.lines) + "\n"
+    pool = [] if serial else cpu_parallel.host_functions()
+    return "\n".join(handler_globals(layout, memset + pool) + e.lines) + "\n"
 
 
 def gpu_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool = False,
