@@ -11,6 +11,9 @@ applied only where it is proven not to change any derivative:
   passed on, never compared) cannot influence any value the kernel computes, so those writes are
   deleted. So are the stores of an InOut param read before it is written (no load reachable from
   a store) at one PRIVATE element per thread: no load, of this thread or another, sees them. The
+  thread-uniform adds of a reverse kernel (``@adoffload.uniform_fadd.*(address, value)``, a void
+  call that is an atomic add: analysis/address_classes.py) count as such atomic updates, so the
+  adjoint of a reverse kernel (a second derivative) does not redo the first one's gradient. The
   param stays in the signature (its shapes keep the bounds checks exact) as ``In``: the kernel
   does not write it (nor read it, unless it is such an InOut).
 * **Seeds read-only (reverse mode).** A seed the adjoint only loads (``d_dot`` of ``dot`` updated
@@ -41,6 +44,7 @@ from ..ir.core import Argument, Constant, Function, Instruction, Value
 from ..language.signature import HIDDEN_PREFIX
 from ..analysis.address_classes import AddressClass, AddressClassifier, ParallelInfo
 from ..analysis.control_flow import Dominators, LoopInfo, reachable_blocks
+from .activity import is_uniform_add
 
 _ADDRESS_OPS = frozenset({"getelementptr", "bitcast", "addrspacecast"})
 
@@ -87,6 +91,9 @@ def _writes(root: Value, users: dict, loads: bool = False) -> list[Instruction] 
         elif user.opcode == "atomicrmw" and user.operands[0] is address and user.operands[1] is not address \
                 and not users.get(user):
             writes.append(user)
+        elif is_uniform_add(user) and len(user.operands) == 2 and user.operands[0] is address \
+                and user.operands[1] is not address:
+            writes.append(user)         # ``*address += value`` (a reverse kernel's thread-uniform add), no result
         else:
             return None
     return writes

@@ -266,12 +266,14 @@ def emit_parallel_call(e, slots: str, total: str, entry: str, tag: str = "pool",
     e.label(f"{tag}_end")
 
 
-def run_host_entry(e: Emitter, slots: str, total: str, address: int, tag: str, min_chunk: int) -> None:
+def run_host_entry(e: Emitter, slots: str, total: str, address: int, tag: str, min_chunk: int,
+                   serial: bool = False) -> None:
     """``entry(slots, 0, total)`` for the host entry at ``address``: shared with XLA's thread
-    pool (cpu_parallel.py) unless ``ADOFFLOAD_JAX_CPU_POOL=0``."""
+    pool (cpu_parallel.py) unless ``ADOFFLOAD_JAX_CPU_POOL=0`` or ``serial`` (an entry whose atomics
+    are plain: one thread only)."""
     from . import cpu_parallel
     entry = fn_pointer(e, address)
-    if cpu_parallel.enabled():
+    if cpu_parallel.enabled() and not serial:
         cpu_parallel.emit_parallel_call(e, slots, total, entry, tag, min_chunk)
     else:
         e.emit(f"call void {entry}(ptr {slots}, i64 0, i64 {total})")

@@ -33,8 +33,12 @@ from .handler_ir import (Emitter, c_string, cpu_frame, error_return, fill_slots,
 from .tape_handler import cpu_tape_handler_ir, gpu_tape_handler_ir
 
 
-def cpu_handler_ir(layout: HandlerLayout, host_entry: int, count_entry=0, min_chunk: int = 4096) -> str:
+def cpu_handler_ir(layout: HandlerLayout, host_entry: int, count_entry=0, min_chunk: int = 4096,
+                   serial: bool = False) -> str:
     """The CPU handler: fill slots, run the host entry over the whole grid, check the status.
+
+    ``serial``: the entry was built with plain atomics (codegen/host/serial.py), so the handler runs
+    it on XLA's calling thread only, never sharing the grid with the pool.
 
     With a dynamic tape (``layout.tape``), ``count_entry`` is the counting kernel's host entry
     (a tuple of them, one per level, when ``layout.tapes`` has two)
@@ -42,13 +46,16 @@ def cpu_handler_ir(layout: HandlerLayout, host_entry: int, count_entry=0, min_ch
     """
     if layout.tape is not None:
         return cpu_tape_handler_ir(layout, host_entry, count_entry, min_chunk)
+    if serial and layout.tape is not None:
+        raise ValueError("a serial CPU handler has no dynamic tape")
     e = Emitter()
     slots, status, total = cpu_frame(e, layout)
-    cpu_parallel.run_host_entry(e, slots, total, host_entry, "run", min_chunk)
+    cpu_parallel.run_host_entry(e, slots, total, host_entry, "run", min_chunk, serial=serial)
     status_check(e, layout, status, snprintf_address(), reset=False)
     e.lines.append("}")
     memset = ["declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)"]
-    return "\n".join(handler_globals(layout, memset + cpu_parallel.host_functions()) + e.lines) + "\n"
+    pool = [] if serial else cpu_parallel.host_functions()
+    return "\n".join(handler_globals(layout, memset + pool) + e.lines) + "\n"
 
 
 def gpu_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool = False,
@@ -147,13 +154,22 @@ def gpu_handler_ir(layout: HandlerLayout, tables: GpuTables, *, sync: bool = Fal
     return "\n".join(handler_globals(layout, extra) + e.lines) + "\n"
 
 
+# A handler is straight-line slot filling around one launch (~17 KB of IR with its error paths):
+# LLVM's O3 pipeline and instruction selection took ~50 ms per handler on the 2-core host, against
+# ~10 ms unoptimized (benchmarks/results/2026-12-04-research-host), four times per first compile of
+# a second-order training step, while what the handler does per call is a few dozen loads and stores.
+HANDLER_OPT_LEVEL = 0
+HANDLER_CODEGEN_LEVEL = 0
+
+
 class CompiledHandler:
-    """A handler JIT-compiled for the host; keeps its code alive and exposes the PyCapsule."""
+    """A handler JIT-compiled for the host (unoptimized: it runs once per call, around a kernel);
+    keeps its code alive and exposes the PyCapsule."""
 
     def __init__(self, text: str, keep_alive=()):
         from ..codegen.host.program import HostProgram
         self.text = text
-        self.program = HostProgram(text)
+        self.program = HostProgram(text, opt_level=HANDLER_OPT_LEVEL, codegen_level=HANDLER_CODEGEN_LEVEL)
         self.address = self.program.address("handler")
         self._callable = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(self.address)
         self.keep_alive = tuple(keep_alive)

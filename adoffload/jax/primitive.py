@@ -137,7 +137,9 @@ def call_variant(spec: CallSpec, operand_shapes, platform: str) -> targets.Varia
     shapes = dict(zip(spec.operand_params, (tuple(shape) for shape in operand_shapes)))
     shapes.update(zip(spec.out_params, spec.out_shapes))
     k = 1 if platform == "cpu" else elements_per_thread(spec.kernel.signature, int(np.prod(spec.grid, dtype=np.int64)))
-    return targets.Variant(_written_in_full(spec), facts_proven_by(spec.kernel, shapes, spec.grid), k)
+    proven = facts_proven_by(spec.kernel, shapes, spec.grid)
+    serial = platform == "cpu" and targets.serial_grid(spec.kernel, proven, spec.grid)
+    return targets.Variant(_written_in_full(spec), proven, k, serial)
 
 
 def _lowering(ctx, *operands, spec: CallSpec, platform: str):

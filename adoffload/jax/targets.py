@@ -48,6 +48,8 @@ class Variant:
     written: frozenset = frozenset()     # Out params the call writes in full: no memset
     proven: frozenset = frozenset()      # bounds facts the call's static shapes prove: checks left out
     elements_per_thread: int = 1         # GPU only: k elements per thread (codegen/gpu/vectorize.py)
+    serial: bool = False                 # CPU only: the grid is too small to split, so one thread runs it
+                                         # all and the body's atomics are plain (codegen/host/serial.py)
 
 
 def target_name(kernel, platform: str, variant: Variant = Variant()) -> str:
@@ -76,8 +78,7 @@ def _gpu_compiled(kernel, target: str, arch: str, variant: Variant):
 
 def ensure_target(kernel, platform: str, variant: Variant = Variant()) -> Target:
     _check_hidden(kernel)
-    if platform == "cpu" or _levels(kernel):
-        variant = Variant(variant.written, variant.proven)        # one element per thread
+    variant = _normalized(kernel, platform, variant)
     key = (id(kernel), platform, sync_gpu_errors if platform != "cpu" else False, variant)
     with _LOCK:
         target = _TARGETS.get(key)
@@ -99,11 +100,10 @@ def build_ahead(kernel, platform: str, variant: Variant = Variant(), archs=None)
     by ptxas, the cubin of the kernel and its tape kernels), so that the lowering finds it built.
     Returns the Compiled artifacts."""
     _check_hidden(kernel)
-    if platform == "cpu" or _levels(kernel):
-        variant = Variant(variant.written, variant.proven)        # as ensure_target
+    variant = _normalized(kernel, platform, variant)              # as ensure_target
     counters = [counter for counter, _, _ in _levels(kernel)]
     if platform == "cpu":
-        return [kernel.compiled("host", proven=variant.proven)] + \
+        return [kernel.compiled("host", proven=variant.proven, **_serial_option(variant))] + \
             [counter.compiled("host", proven=variant.proven) for counter in counters]
     if platform != "cuda":
         raise JaxIntegrationError(f"compile_ahead builds for the 'cpu' and 'cuda' platforms, not {platform!r}")
@@ -118,6 +118,32 @@ def build_ahead(kernel, platform: str, variant: Variant = Variant(), archs=None)
             compiled.pending_cubin(arch).result()
         built += here
     return built
+
+
+def _normalized(kernel, platform: str, variant: Variant) -> Variant:
+    """One element per thread on the host and with a dynamic tape; a serial build only on the host,
+    without a tape (the tape handler sizes and runs its kernels itself)."""
+    if platform == "cpu" or _levels(kernel):
+        serial = variant.serial and platform == "cpu" and not _levels(kernel)
+        return Variant(variant.written, variant.proven, serial=serial)
+    return Variant(variant.written, variant.proven, variant.elements_per_thread)
+
+
+def _serial_option(variant: Variant) -> dict:
+    return {"serial": True} if variant.serial else {}
+
+
+def serial_grid(kernel, proven: frozenset, grid) -> bool:
+    """Whether a host call of ``kernel`` over ``grid`` (static in the call) runs on one thread anyway
+    and its body has update atomics to make plain: fewer than two of the handler's chunks
+    (cpu_parallel.min_chunk_threads), no dynamic tape, not a block kernel."""
+    from ..codegen.host.serial import has_update_atomics
+    from .cpu_parallel import min_chunk_threads
+    if _levels(kernel) or getattr(kernel, "block", None) is not None:    # block kernels: no serial build
+        return False
+    text = kernel.module_text(proven)
+    total = int(np.prod(grid, dtype=np.int64))
+    return total < 2 * min_chunk_threads(text, kernel.body_name) and has_update_atomics(text)
 
 
 def _driver_archs() -> list[str]:
@@ -171,7 +197,7 @@ def _unresolved_symbols(program) -> list[str]:
 
 
 def _cpu_target(kernel, name: str, variant: Variant) -> Target:
-    compiled = kernel.compiled("host", proven=variant.proven)
+    compiled = kernel.compiled("host", proven=variant.proven, **_serial_option(variant))
     missing = _unresolved_symbols(compiled.program)
     if missing:
         raise CompilationError(f"kernel '{kernel.name}': the host code calls {missing}, which no library "
@@ -191,7 +217,8 @@ def _cpu_target(kernel, name: str, variant: Variant) -> Target:
                                  levels=_layout_levels(kernel))
     from .cpu_parallel import min_chunk_threads
     chunk = min_chunk_threads(kernel.module_text(variant.proven), kernel.body_name)
-    handler = handlers.CompiledHandler(handlers.cpu_handler_ir(layout, entry, count_entry, chunk), keep_alive=keep)
+    text = handlers.cpu_handler_ir(layout, entry, count_entry, chunk, serial=variant.serial)
+    handler = handlers.CompiledHandler(text, keep_alive=keep)
     return Target(name, kernel, "cpu", handler)
 
 

@@ -260,3 +260,47 @@ def test_a_vjp_whose_primal_output_is_unused_does_not_run_the_primal_kernel():
     full(**args, grid=N)
     np.testing.assert_allclose(ga, args["d_a"], rtol=1e-13, atol=1e-15)
     np.testing.assert_allclose(gb, args["d_b"], rtol=1e-13, atol=1e-15)
+
+
+@ado.kernel
+def pair_sum(x: In[f64], w: In[f64], e: Out[f64]):
+    """Each thread loops over all others: the reverse kernel in ``x`` adds into ``d_x[j]`` at an
+    address the same in every thread of an iteration (a thread-uniform add, uniform_fadd)."""
+    i = ado.tid()
+    acc = 0.0
+    for j in range(x.shape[0]):
+        if j != i:
+            d = x[j] - x[i]
+            acc = acc + w[0] * ado.exp(-d * d)
+    e[i] = acc
+
+
+def test_the_adjoint_of_a_reverse_kernel_does_not_redo_its_gradient():
+    """A second derivative (the adjoint of the reverse kernel in ``x``, taken in ``w``: what a JAX
+    loss on forces differentiates) leaves the first gradient ``d_x`` alone: its thread-uniform adds
+    are dropped (``d_x`` becomes In), and ``d_w`` is the full kernel's and central differences'."""
+    first = ado.vjp(pair_sum, ["x"], primal_outputs=False)
+    assert "adoffload.uniform_fadd" in first.module_text()          # else this test tests nothing
+    assert _intents(first)["d_x"] == "inout"
+    lean, full = ado.vjp(first, ["w"], primal_outputs=False), ado.vjp(first, ["w"])
+    assert _intents(lean)["d_x"] == "in" and _intents(full)["d_x"] == "inout"
+    rng = np.random.default_rng(11)
+    x, w = rng.uniform(-1.0, 1.0, N), np.array([0.7])
+    seed, v = rng.standard_normal(N), rng.standard_normal(N)     # d_e, and the cotangent of d_x
+
+    def gradient(w):
+        out = _run(first, {"x": x, "w": w, "e": np.zeros(N), "d_x": np.zeros(N), "d_e": seed.copy()})
+        return out["d_x"]
+
+    marker = np.full(N, 5.0)
+    got = {}
+    for name, kernel in (("lean", lean), ("full", full)):
+        out = _run(kernel, {"x": x, "w": w, "e": np.zeros(N), "d_x": marker, "d_e": seed.copy(),
+                            "d_w": np.zeros(1), "d_d_x": v.copy()})
+        got[name] = out
+    np.testing.assert_array_equal(got["lean"]["d_x"], marker)        # not written
+    np.testing.assert_allclose(got["full"]["d_x"], marker + gradient(w), rtol=1e-13)
+    np.testing.assert_allclose(got["lean"]["d_w"], got["full"]["d_w"], rtol=1e-13, atol=1e-15)
+    h = 1e-6
+    expected = (gradient(w + h) @ v - gradient(w - h) @ v) / (2 * h)
+    np.testing.assert_allclose(got["lean"]["d_w"][0], expected, rtol=1e-7)

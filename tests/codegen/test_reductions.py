@@ -245,3 +245,32 @@ def test_a_site_reached_out_of_bounds_is_a_bounds_error():
         far_site(v, s, 1 << 28, grid=(1000,))
     far_site(v, s, 1, grid=(1000,))
     np.testing.assert_array_equal(s, [0.0, 200.0])
+
+
+@ado.kernel
+def pair_gather(x: ado.In[ado.f64], w: ado.In[ado.f64], e: ado.Out[ado.f64]):
+    """Its reverse kernel in x and w adds into d_x[j] (j: the loop's phi) and d_w[0] (uniform)."""
+    i = ado.tid()
+    acc = 0.0
+    for j in range(x.shape[0]):
+        acc = acc + w[0] * ado.exp(-(x[j] - x[i]) * (x[j] - x[i]))
+    e[i] = acc
+
+
+def test_the_textual_prefilter_skips_only_modules_without_sites():
+    """``_may_have_uniform_site`` (a text scan ahead of the module's import) answers False only where
+    the analysis finds no site: loop-indexed adds (a phi) and thread-indexed ones; True wherever it finds one."""
+    from adoffload.codegen.gpu.reductions import _analyze, _may_have_uniform_site
+    loop_only, both = ado.vjp(pair_gather, ["x"]), ado.vjp(pair_gather, ["x", "w"])
+    kernels = {"dot": dot, "stats": stats, "histogram": histogram, "sum_and_read": sum_and_read,
+               "conditional_sum": conditional_sum, "sum2d": sum2d, "far_site": far_site, "both": both,
+               "loop_only": loop_only, "second": ado.vjp(ado.vjp(pair_gather, ["x"], primal_outputs=False), ["w"])}
+    answers = {}
+    for name, k in kernels.items():
+        text, rank = k.module_text(), k.signature.grid_rank
+        found = bool(_analyze(text, k.body_name, rank)[2])
+        answers[name] = _may_have_uniform_site(text, k.body_name, rank)
+        assert answers[name] or not found, f"{name}: the prefilter would skip a site the analysis finds"
+    assert answers["dot"] and answers["stats"] and answers["both"]        # out[0], s[0], d_w[0]: uniform
+    assert "adoffload.uniform_fadd" in loop_only.module_text()      # its d_x[j] adds are there, but loop-indexed
+    assert not answers["loop_only"] and not answers["histogram"]     # d_x[j]: a phi; h[v[i]]: a load

@@ -322,3 +322,44 @@ def test_gpu_handlers_read_every_function_from_a_cell():
 def ctypes_value(address):
     import ctypes
     return ctypes.c_void_p.from_address(address).value
+
+
+@pytest.mark.parametrize("n", [40, 700])
+def test_small_cpu_calls_run_a_serial_build_with_plain_atomics(n):
+    # A grid under two of the handler's chunks runs on XLA's calling thread anyway, so a body with
+    # update atomics (the reverse kernel's d_x[j] += ...) is built serial (codegen/host/serial.py:
+    # plain read-modify-writes) and its handler has no pool code; a larger grid keeps both.
+    import adoffload as ado
+    from adoffload.jax import cpu_parallel
+    from adoffload.jax.targets import _TARGETS
+    jax.config.update("jax_enable_x64", True)
+
+    @ado.kernel
+    def pairs(x: ado.In[ado.f64], w: ado.In[ado.f64], e: ado.Out[ado.f64]):
+        i = ado.tid()
+        acc = 0.0
+        for j in range(x.shape[0]):
+            if j != i:
+                acc = acc + w[0] * ado.exp(-(x[j] - x[i]) * (x[j] - x[i]))
+        e[i] = acc
+
+    def plain(x, w):
+        d = x[None, :] - x[:, None]
+        return jnp.sum(jnp.where(jnp.eye(x.shape[0], dtype=bool), 0.0, w[0] * jnp.exp(-d * d)), axis=1)
+
+    f = ado.jax_kernel(pairs)
+    rng = np.random.default_rng(4)
+    x, w, c = jnp.asarray(rng.uniform(-2, 2, n)), jnp.asarray([0.8]), jnp.asarray(rng.standard_normal(n))
+    loss = lambda fn: jax.jit(jax.grad(lambda x, w: jnp.sum(c * fn(x, w)), argnums=(0, 1)))
+    for got, expected in zip(loss(f)(x, w), loss(plain)(x, w)):
+        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+    small = n < 2 * cpu_parallel.MIN_CHUNK_THREADS_LOOPING
+    reverse = [(key[3], t) for key, t in _TARGETS.items() if getattr(t.kernel, "base", None) is pairs]
+    assert reverse, "the gradient should have run the reverse kernel"
+    for variant, target in reverse:
+        assert variant.serial == small
+        assert ("@pool.task" in target.handler.text) == (not small)
+        built = "\n".join(k.program.optimized_ir for k in target.handler.keep_alive)
+        adds = built.count("atomicrmw fadd")
+        # serial: only the entry's one add per chunk of the deferred d_w sum (codegen/gpu/reductions.py) is left
+        assert adds <= 1 if small else adds >= 3, f"{adds} atomic adds in the {'serial' if small else 'shared'} build"

@@ -71,7 +71,7 @@ class Deferred:
 def defer_uniform_atomics(text: str, body_name: str, grid_rank: int) -> Deferred:
     """Rewrite the body in ``text`` (see the module docstring). No sites: text unchanged."""
     from ...ir import export_module
-    if not might_defer(text):
+    if not might_defer(text) or not _may_have_uniform_site(text, body_name, grid_rank):
         return Deferred(text, [])
     module, body, candidates = _analyze(text, body_name, grid_rank)
     if not candidates:
@@ -98,6 +98,51 @@ def might_defer(text: str) -> bool:
     """A cheap textual test: False means the module has no site for certain (no combinable
     atomicrmw, no uniform-add call)."""
     return _MAYBE_SITE.search(text) is not None
+
+
+_NAME = r'%(?:"[^"]*"|[-\w.$]+)'
+_DEF = re.compile(r"^\s*(" + _NAME + r")\s*=\s*(?:(?:tail|musttail|notail)\s+)?(\w+)(.*)$")
+_SITE_POINTERS = (re.compile(r"\batomicrmw\s+(?:volatile\s+)?(?:fadd|add|min|max|umin|umax)\s+ptr\s+(" + _NAME + ")"),
+                  re.compile(r"@" + re.escape(UNIFORM_FADD_PREFIX) + r"\w+\(ptr\s+(?:\w+\s+)*(" + _NAME + ")"))
+
+
+def _may_have_uniform_site(text: str, body_name: str, grid_rank: int) -> bool:
+    """A textual test ahead of the analysis (which parses the whole module, ~50 ms on the host):
+    False only when every site of the body takes its pointer from a value that ``uniform_slice``
+    refuses for certain -- a thread argument, or an instruction outside ``_UNIFORM_OPS`` (a phi such
+    as a loop counter, a load, a call) -- found by following the pointer's definitions in the text.
+    Anything it cannot follow (a site it cannot read, a name it does not know) answers True. It only
+    decides whether the analysis runs: a site it skipped would keep its per-thread atomic (correct,
+    only slower), and tests/codegen/test_reductions.py checks it skips none the analysis finds."""
+    match = re.search(r"^define [^@]*@\"?" + re.escape(body_name) + r"\"?\((.*?)\).*?^}", text, re.M | re.S)
+    if match is None:
+        return True
+    params = re.findall(_NAME, match.group(1))
+    thread, other = set(params[:grid_rank]), set(params[grid_rank:])
+    defs, sites = {}, []
+    for line in match.group(0).splitlines()[1:]:
+        found = _DEF.match(line)
+        if found:
+            defs[found.group(1)] = (found.group(2), found.group(3))
+        if _MAYBE_SITE.search(line):        # a combinable atomicrmw or a uniform add (not the status's xchg)
+            pointer = next((m.group(1) for m in (p.search(line) for p in _SITE_POINTERS) if m), None)
+            if pointer is None:
+                return True
+            sites.append(pointer)
+
+    def refused(name: str, seen: set) -> bool:
+        """Whether ``uniform_slice`` certainly refuses the value ``name``."""
+        if name in thread:
+            return True
+        if name in other or name in seen:
+            return False
+        seen.add(name)
+        if name not in defs:
+            return False
+        opcode, rest = defs[name]
+        return opcode not in _UNIFORM_OPS or any(refused(n, seen) for n in re.findall(_NAME, rest))
+
+    return not all(refused(pointer, set()) for pointer in sites)
 
 
 # ---- analysis -------------------------------------------------------------------------------

@@ -8,7 +8,9 @@ other thread of that launch exists, and every atomic of the body is an ordinary 
 rewrites each ``atomicrmw`` of the body into ``old = load p; store op(old, v), p`` (``old`` replacing
 the result), so the adjoint's updates cost what a hand-written serial loop's do.
 
-Only the body function is rewritten (code the entry calls is the kernel's own, inlined into it);
+Only the body function is rewritten (code the entry calls is the kernel's own, inlined into it), and
+the host definitions of the thread-uniform adds it calls (``@adoffload.uniform_fadd.*``, one atomic
+add each, which a reverse kernel's ``d_pos[j] += ...`` goes through);
 volatile atomics, vector atomics and operations without a plain equivalent here (``fmax``,
 ``uinc_wrap``, ...) stay atomic, as do ``cmpxchg`` instructions. The atomics of a launch were never
 a promise between launches: two launches writing one array at once race on its plain stores
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import re
 
+from ...analysis.address_classes import UNIFORM_ADD_PREFIX
 from ...ir.core import FloatType, IntType
 
 # atomicrmw op -> how the new value is formed from (old, v): a binary opcode, or an icmp predicate
@@ -55,7 +58,10 @@ def plain_atomics(text: str, body_name: str) -> tuple[str, int]:
     body = module.functions.get(body_name)
     if body is None or not body.blocks:
         return text, 0
-    sites = [inst for inst in body.instructions() if _rewritable(inst)]
+    # the body's own, and those of the host definitions of a reverse kernel's thread-uniform adds
+    # (``@adoffload.uniform_fadd.*``: one atomic add each, called only by the kernel's code)
+    helpers = [f for name, f in module.functions.items() if name.startswith(UNIFORM_ADD_PREFIX) and f.blocks]
+    sites = [inst for fn in [body, *helpers] for inst in fn.instructions() if _rewritable(inst)]
     if not sites:
         return text, 0
     replaced = {}
@@ -74,6 +80,7 @@ def plain_atomics(text: str, body_name: str) -> tuple[str, int]:
         b.store(new, pointer, align=inst.align)
         inst.parent.instructions.remove(inst)
         replaced[id(inst)] = old
-    for other in body.instructions():
-        other.operands = [replaced.get(id(o), o) for o in other.operands]
+    for fn in [body, *helpers]:
+        for other in fn.instructions():
+            other.operands = [replaced.get(id(o), o) for o in other.operands]
     return ir.export_module(module), len(sites)
