@@ -48,8 +48,14 @@ def test_hoisting_keeps_results(case, wrt):
                               if isinstance(primal, np.ndarray) else np.zeros(1))
         kernel(*[values[p.name] for p in rev.signature.visible_params], grid=case_spec.grid(n))
         results.append(values)
+    scalars = {p.name for p in rev.signature.params if not p.is_array}
     for name in results[0]:
-        np.testing.assert_array_equal(results[0][name], results[1][name], err_msg=name)
+        if f"d_{name[2:]}" == name and name[2:] in scalars:
+            # a scalar's adjoint is one sum over all threads by atomics: on a many-core host their
+            # order, and so the last bit, differs from run to run (seen on 16 cores)
+            np.testing.assert_allclose(results[0][name], results[1][name], rtol=1e-14, err_msg=name)
+        else:
+            np.testing.assert_array_equal(results[0][name], results[1][name], err_msg=name)
 
 
 def test_same_array_read_after_write_stays_in_order():
