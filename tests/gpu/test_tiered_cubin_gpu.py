@@ -17,7 +17,9 @@ import adoffload as ado
 from adoffload.codegen.gpu import cubin, tiered, tools
 from adoffload.errors import ToolNotFoundError
 
-SLOW_S = 10      # ptxas -O3 held back this long: the first launch surely runs -O1, JAX compile included (3 s was too short once on a slow machine)
+# ptxas -O3 is held back this long, so the first launch surely runs -O1, the JAX call's own compile
+# included (3 s was too short once, on a slow GPU machine)
+SLOW_S = 10
 pytestmark = pytest.mark.gpu
 
 
