@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from ..ir.core import ConstantExpr, Instruction, Value
 
-_FOLLOW = ("getelementptr", "bitcast", "phi", "select", "freeze")
+_FOLLOW = ("getelementptr", "bitcast", "addrspacecast", "phi", "select", "freeze")
 _CONSTANT_FOLLOW = ("getelementptr", "bitcast", "addrspacecast")
 
 
 def leaves(pointer: Value) -> list[Value]:
-    """Every value ``pointer`` may be derived from through GEPs, casts, selects and phis."""
+    """Every value ``pointer`` may be derived from through GEPs, casts (address spaces too), selects and phis."""
     seen, todo, found = set(), [pointer], []
     while todo:
         value = todo.pop()

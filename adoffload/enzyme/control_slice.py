@@ -35,7 +35,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..ir.core import Argument, Constant, ConstantExpr, Function, GlobalVariable, Instruction, Value
+from ..analysis.pointers import leaves
+from ..ir.core import Argument, Constant, Function, GlobalVariable, Instruction, Value
 from .memory import heap_function
 
 _UNKNOWN = "unknown"        # a pointer from memory, a call, an integer: may alias every non-private root
@@ -218,7 +219,7 @@ class _Slice:
     def _pointer_tokens(self, pointer: Value) -> frozenset:
         hit = self.tokens.get(id(pointer))
         if hit is None:
-            hit = self.tokens[id(pointer)] = frozenset(self._token(v) for v in _leaves(pointer)) - {None}
+            hit = self.tokens[id(pointer)] = frozenset(self._token(v) for v in leaves(pointer)) - {None}
         return hit
 
     def _token(self, leaf: Value):
@@ -318,23 +319,6 @@ class _Slice:
 
     def _is_barrier(self, inst: Instruction) -> bool:
         return inst.opcode == "call" and getattr(inst.callee, "name", "").startswith(_BARRIERS)
-
-
-def _leaves(pointer: Value) -> list[Value]:
-    seen, todo, found = set(), [pointer], []
-    while todo:
-        value = todo.pop()
-        if id(value) in seen:
-            continue
-        seen.add(id(value))
-        if isinstance(value, Instruction) and value.opcode in _DERIVE:
-            todo.extend(value.operands[1:] if value.opcode == "select" else
-                        value.operands if value.opcode == "phi" else value.operands[:1])
-        elif isinstance(value, ConstantExpr) and value.opcode in ("getelementptr", "bitcast", "addrspacecast"):
-            todo.append(value.operands[0])
-        else:
-            found.append(value)
-    return found
 
 
 def _private(token) -> bool:
