@@ -60,6 +60,17 @@ def _system(n: int, seed: int = 0):
     return pos, nbr
 
 
+def check_against_central_differences(grad, pos, nbr, seed, rng, samples: int = 6, h: float = 1e-6):
+    """``grad`` of sum(seed * energy) against central differences at ``samples`` random coordinates."""
+    for _ in range(samples):
+        i, c = int(rng.integers(len(pos))), int(rng.integers(3))
+        up, down = pos.copy(), pos.copy()
+        up[i, c] += h
+        down[i, c] -= h
+        fd = (seed @ _energy(up, nbr) - seed @ _energy(down, nbr)) / (2 * h)
+        assert abs(grad[i, c] - fd) <= 1e-6 * max(1.0, abs(fd)), (i, c, grad[i, c], fd)
+
+
 def _energy(pos, nbr, device="cpu"):
     out = np.zeros(len(pos))
     pair_energy(pos, nbr, BOX, CUTOFF, out, grid=len(pos), device=device)
@@ -96,16 +107,7 @@ def test_one_thread_launch_has_plain_adjoint_updates_and_the_same_gradient():
     assert "atomicrmw fadd" not in adjoint(serial)          # d_pos[j] += ... as load, fadd, store
     np.testing.assert_array_equal(e1, e2)
     np.testing.assert_allclose(g1, g2, rtol=1e-12, atol=1e-12)   # only the order of the adds differs
-    # central differences of sum(seed * energy)
-    h = 1e-6
-    rng = np.random.default_rng(2)
-    for _ in range(6):
-        i, c = int(rng.integers(len(pos))), int(rng.integers(3))
-        up, down = pos.copy(), pos.copy()
-        up[i, c] += h
-        down[i, c] -= h
-        fd = (seed @ _energy(up, nbr) - seed @ _energy(down, nbr)) / (2 * h)
-        assert abs(g1[i, c] - fd) <= 1e-6 * max(1.0, abs(fd)), (i, c, g1[i, c], fd)
+    check_against_central_differences(g1, pos, nbr, seed, np.random.default_rng(2))
 
 
 def test_forward_and_reverse_agree_on_random_directions():
