@@ -15,8 +15,9 @@ from .gpu.rows import PTX_ROW_LAUNCH_LINE, ROW_LAUNCH_MARK, launches_rows  # noq
 TARGETS = {"host": "host", "cpu": "host", "nvptx": "nvptx", "cuda": "nvptx", "amdgpu": "amdgpu", "hip": "amdgpu"}
 DEFAULT_ARCH = {"nvptx": "sm_90", "amdgpu": "gfx942"}
 LANE_COMBINING_ENV = "ADOFFLOAD_LANE_COMBINING"     # "0": no lane combining (codegen/gpu/lane_combining.py)
+PEER_ADDS_ENV = "ADOFFLOAD_PEER_ADDS"               # "0": no warp-aggregated gathered adds (codegen/gpu/peer_adds.py)
 # Bumped whenever the generated code changes for the same inputs (part of the cache key).
-CODEGEN_REVISION = 8
+CODEGEN_REVISION = 9
 
 
 def _canonical_target(target: str) -> str:
@@ -65,6 +66,10 @@ def normalize_options(opts: dict, target: str, grid_rank: int) -> dict:
         opts["lane_combining"] = False      # A/B measurements (part of every cache key)
     if opts.get("lane_combining", True) or _canonical_target(target) != "nvptx":
         opts.pop("lane_combining", None)    # on by default; NVPTX only (codegen/gpu/lane_combining.py)
+    if os.environ.get(PEER_ADDS_ENV) == "0" and _canonical_target(target) == "nvptx":
+        opts["peer_adds"] = False           # A/B measurements (part of every cache key)
+    elif opts.get("peer_adds", True) or _canonical_target(target) != "nvptx":
+        opts.pop("peer_adds", None)         # on by default; NVPTX only (codegen/gpu/peer_adds.py)
     if "elements_per_thread" in opts:
         k = abi.check_elements_per_thread(opts["elements_per_thread"], grid_rank)
         if k == 1 or _canonical_target(target) == "host":
@@ -104,6 +109,17 @@ def _combine_lanes(text: str, body_name: str, grid_rank: int, target: str, arch:
     from .gpu.lane_combining import combine_lane_atomics
     skip = len(opts.get("shared", ())) if opts.get("block") is not None else 0
     return combine_lane_atomics(text, body_name, grid_rank, opts.get("noalias", False), skip_args=skip)[0]
+
+
+def _aggregate_peers(text: str, body_name: str, grid_rank: int, target: str, arch: str, opts: dict) -> str:
+    """Gathered atomics summed per address across warp lanes (codegen/gpu/peer_adds.py): NVPTX from
+    sm_75, grid kernels, on unless ``peer_adds=False`` or ``lane_combining=False`` (deterministic kernels)."""
+    from .gpu.nvptx import PTX_VERSION
+    if target != "nvptx" or not opts.get("peer_adds", True) or not opts.get("lane_combining", True) \
+            or PTX_VERSION.get(arch, 0) < 62:
+        return text
+    from .gpu.peer_adds import aggregate_peer_adds
+    return aggregate_peer_adds(text, body_name, grid_rank)[0]
 
 
 PTX_GRID_STRIDE_LINE = "// adoffload: grid-stride entry (any thread count is correct; launch one resident wave)\n"
@@ -184,6 +200,7 @@ plain, codegen/host/serial.py). ``cache``:
         text = _combine_lanes(text, body_name, grid_rank, target, arch, opts)
         from .gpu.zero_adds import skip_zero_adds
         text = skip_zero_adds(text, body_name)[0]     # adds of a missing contribution (-0.0) skip their atomic
+        text = _aggregate_peers(text, body_name, grid_rank, target, arch, opts)
     module = module or abi.add_gpu_entry(text, body_name, flat_types, grid_rank, target,
                                scalars_by_reference=opts.get("scalars_by_reference", False),
                                noalias=opts.get("noalias", False), reductions=reductions,
