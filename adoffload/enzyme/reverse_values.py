@@ -10,6 +10,8 @@ from ..ir.builder import Builder
 from ..ir.core import Argument, Block, Function, GlobalVariable, Instruction, Value
 from .activity import is_uniform_add
 from .rules import rule_for
+from .memory import heap_function, is_allocation
+from ..analysis.pointers import leaves
 
 
 # Pure instructions the reverse sweep may re-execute instead of caching (loads: see _readonly).
@@ -37,6 +39,46 @@ def is_pure_math_call(v: Instruction) -> bool:
     except DifferentiationError:
         return False
     return True
+
+
+_NOT_WRITING_CALLS = ("llvm.lifetime.", "llvm.assume", "llvm.experimental.noalias", "llvm.dbg.", "llvm.prefetch",
+                      "llvm.invariant.")
+_WRITES_FIRST_OPERAND = ("llvm.memset.", "llvm.memcpy.", "llvm.memmove.")
+
+
+def written_roots(fn: Function) -> tuple[set, bool]:
+    """The arguments and globals ``fn`` may write through, and whether it may write somewhere it
+    cannot name (a pointer loaded from memory or made from an integer, or a call that gets a
+    pointer and is not a known memory intrinsic or heap function). Writes into the function's
+    own allocas and heap blocks name no argument: those blocks are new, no argument points there."""
+    roots, unknown = set(), False
+    for inst in fn.instructions():
+        targets = []
+        if inst.opcode == "store":
+            targets = [inst.operands[1]]
+        elif inst.opcode in _WRITES:
+            targets = [inst.operands[0]]
+        elif is_uniform_add(inst):          # writes its pointer operand, nothing else
+            targets = [inst.operands[0]]
+        elif inst.opcode in ("call", "invoke") and any(o.type.is_pointer for o in inst.operands):
+            callee = getattr(inst.callee, "name", "") if isinstance(inst.callee, Function) else ""
+            heap = heap_function(inst)
+            if callee.startswith(_NOT_WRITING_CALLS):
+                continue
+            if callee.startswith(_WRITES_FIRST_OPERAND):
+                targets = [inst.operands[0]]
+            elif heap is not None and heap.pointer is not None:
+                targets = [inst.operands[heap.pointer]]
+            else:
+                unknown = True
+                continue
+        for target in targets:
+            for root in leaves(target):
+                if isinstance(root, (Argument, GlobalVariable)):
+                    roots.add(root)
+                elif not (isinstance(root, Instruction) and (root.opcode == "alloca" or is_allocation(root))):
+                    unknown = True
+    return roots, unknown
 
 
 def strip_pointer(pointer: Value) -> Value:
@@ -87,24 +129,17 @@ class PrimalValues:
 
     def _readonly(self, load: Instruction) -> bool:
         load = self.shadow_loads.get(load, load)     # a shadow pointer's load: as its primal load
-        return self.readonly_root(strip_pointer(self.original.get(load.operands[0], load.operands[0])))
+        pointer = self.original.get(load.operands[0], load.operands[0])
+        return all(self.readonly_root(root) for root in leaves(pointer))
 
     def readonly_root(self, root: Value) -> bool:
-        """The primal never writes through ``root`` (an argument or global), nor calls anything
-        with a pointer (which might)."""
+        """The primal never writes through ``root`` (an argument or global): every write of the
+        primal (stores, atomics, ``llvm.memset``/``memcpy``/``memmove``, ``free``/``realloc``) goes
+        through pointers derived (GEPs, casts, phis, selects: analysis/pointers.leaves) from other
+        arguments or globals, or from the function's own allocas and heap blocks, and it calls
+        nothing else with a pointer (which might write anywhere)."""
         if not hasattr(self, "_written_roots"):
-            roots, unknown = set(), False
-            for inst in self.primal.instructions():
-                target = inst.operands[1] if inst.opcode == "store" else (
-                    inst.operands[0] if inst.opcode in _WRITES else None)
-                if is_uniform_add(inst):          # writes its pointer operand, nothing else
-                    target = inst.operands[0]
-                elif inst.opcode == "call" and any(o.type.is_pointer for o in inst.operands):
-                    unknown = True
-                if target is not None:
-                    roots.add(strip_pointer(self.original.get(target, target)))
-            self._written_roots, self._writes_unknown = roots, unknown or any(
-                not isinstance(r, (Argument, GlobalVariable)) for r in roots)
+            self._written_roots, self._writes_unknown = written_roots(self.primal)
         return (not self._writes_unknown and isinstance(root, (Argument, GlobalVariable))
                 and root not in self._written_roots)
 
