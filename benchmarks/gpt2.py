@@ -166,7 +166,7 @@ def measure(config: dict | None = None, reps: int = 10) -> list[dict]:
     if tape is not None:
         parts.append((f"ours: the tape-sizing pass alone ({tape[1]} tape bytes)", tape[0]))
     for side, call in parts:
-        timing = time_calls(call, wait, reps=reps, batch=1, warmup=1)
+        timing = time_calls(call, wait, reps=reps, batch=1, warmup=2)
         rows.append({"measure": MEASURE + ", parts", "side": side, **size, **timing.fields(), "batch": 1,
                      "vs_hand": timing.median_ms / timings[HAND].median_ms})
     return rows

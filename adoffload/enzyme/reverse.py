@@ -105,6 +105,7 @@ class _Reverser(PrimalValues, ControlFlowReversal, InstructionReversal, Finishin
         self.preds = predecessor_map(self.blocks)
         self.inductions = inductions(self.loops.loops, self.dom, self.preds)
         self.induction_slots: dict[Instruction, Instruction] = {}
+        self.invariant_slots: dict[tuple, Instruction] = {}   # (loop header, value) -> slot (reverse_values)
         self.loop_heads: dict = {}           # loop -> (reverse head block, selector slot, its switch)
         self.classifier = (AddressClassifier(self.parallel, self.dom, fn.args[:len(self.primal.args)], function=fn)
                            if self.parallel is not None else None)
@@ -115,6 +116,7 @@ class _Reverser(PrimalValues, ControlFlowReversal, InstructionReversal, Finishin
         self.recomputed_loads: list[tuple[Instruction, Block]] = []
         self._mark_readonly_noalias(fn)
         self._reverse_blocks()
+        self.live_blocks = set(self.live)
         self.refills = (Refills(self, {fn.args[k] for k in self.parallel.block_shared_args})
                         if self.parallel is not None and self.parallel.block_shared_args else None)
         for block in self.live:

@@ -116,9 +116,38 @@ class PrimalValues:
             result = pop.insert(clone, f"{v.name or 'v'}.re")
             self._note_recomputed(result, block)
         else:
-            result = self.tape.cache(block, self.loops.in_loop(block), v, pop)
+            result = self._invariant(v, block)
+            if result is None:
+                result = self.tape.cache(block, self.loops.in_loop(block), v, pop)
         self.needed[key] = result
         return result
+
+    def _invariant(self, v: Instruction, block: Block) -> Instruction | None:
+        """``v`` where it is invariant in loops around ``block``: defined outside them, so taping it in
+        ``block``'s record would push the same value on every iteration (llm.c's layernorm: the mean
+        and the variance of a row, pushed C times each). It is taken once per execution of the
+        outermost such loop instead, at the loop's exits (``need`` there: reused, recomputed, or in the
+        exit's record, pushed after the loop's records and popped before the reverse sweep enters the
+        loop), kept in a slot the reverse of every exit sets, and read from it inside the loop.
+        None (tape it per iteration) where an exit is not dominated by ``v`` or has predecessors
+        outside the loop: the reverse sweep could enter the loop without passing a reverse that set it."""
+        outside = [loop for loop in self.loops.containing[block] if v.parent not in loop.blocks]
+        if not outside:
+            return None
+        loop = max(outside, key=lambda candidate: len(candidate.blocks))       # the outermost
+        key = (loop.header, v)
+        slot = self.invariant_slots.get(key)
+        if slot is None:
+            live = self.live_blocks
+            exits = [e for e in self.live if e not in loop.blocks and any(p in loop.blocks for p in self.preds[e])]
+            if not exits or any(not self.dom.dominates(v.parent, e) or any(p not in loop.blocks for p in self.preds[e])
+                                for e in exits) or not all(e in live for e in exits):
+                return None
+            slot = self.entry.alloca(v.type, f"{v.name or 'v'}.invariant")
+            for e in exits:
+                self.pop_builders[e].store(self.need(v, e), slot)
+            self.invariant_slots[key] = slot
+        return self.pop_builders[block].load(v.type, slot, f"{v.name or 'v'}.inv")
 
     def _induction_slot(self, phi: Instruction) -> Instruction:
         """The reverse sweep's copy of an induction variable: set where the reverse sweep enters
