@@ -19,7 +19,8 @@ RECOMPUTABLE = frozenset({
     "getelementptr", "bitcast", "addrspacecast", "ptrtoint", "inttoptr", "trunc", "zext", "sext",
     "fpext", "fptrunc", "sitofp", "uitofp", "fptosi", "fptoui", "add", "sub", "mul", "shl", "lshr",
     "ashr", "and", "or", "xor", "sdiv", "udiv", "srem", "urem", "icmp", "fcmp", "select", "fadd", "fsub",
-    "fmul", "fdiv", "frem", "fneg", "extractvalue", "freeze", "load"})
+    "fmul", "fdiv", "frem", "fneg", "extractvalue", "freeze", "load",
+    "insertelement", "extractelement", "shufflevector"})   # lane moves: a splat of a taped scalar is not taped again
 MAX_RECOMPUTE_DEPTH = 64   # recomputing beats a tape on GPUs: registers and FLOPs are cheap, memory is not
 _WRITES = frozenset({"store", "atomicrmw", "cmpxchg"})
 

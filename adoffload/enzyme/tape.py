@@ -44,7 +44,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..ir.builder import Builder
-from ..ir.core import (ArrayType, Block, Constant, Function, Instruction, Value, const, i8, i64,
+from ..ir.core import (ArrayType, Block, Constant, Function, Instruction, Value, VectorType, const, i8, i64,
                        ptr)
 from .counting import add_counting_function
 
@@ -66,8 +66,9 @@ def slots_for(value: Value) -> int:
 def field_bytes(value: Value) -> int:
     """The bytes ``value`` takes in a record: its store size (a float 4, a double or pointer 8, an
     ``i1`` 1, a vector its lanes' sum)."""
-    bits = getattr(value.type, "bits", 64)
-    count = getattr(value.type, "count", 1)
+    t = value.type
+    bits = getattr(t.element if isinstance(t, VectorType) else t, "bits", 64)     # pointers: 64
+    count = t.count if isinstance(t, VectorType) else 1
     return max(1, -(-(bits * count) // 8))
 
 
