@@ -6,7 +6,8 @@
 set -u
 OUT=${OUT:-/tmp/gpu_gpt2_out}; mkdir -p "$OUT"
 nvidia-smi > "$OUT/nvidia_smi.txt" 2>&1
-PYTHONPATH=. timeout 560 python -m pytest -q -n 8 -p no:cacheprovider \
+JOBS=""; python -c "import xdist" 2>/dev/null && JOBS="-n 8"
+PYTHONPATH=. timeout 560 python -m pytest -q $JOBS -p no:cacheprovider \
   tests/gpu/test_device_path.py tests/gpu/test_table.py tests/gpu/test_deferred_cuda.py tests/gpu/test_lean_cuda.py \
   tests/jax/test_dynamic_tape.py tests/test_tape_scan.py tests/blocks/test_cuda.py tests/ad/test_reverse_gpu_code.py \
   tests/ad/test_second_order.py tests/enzyme/test_tape.py \
