@@ -116,7 +116,6 @@ class _Reverser(PrimalValues, ControlFlowReversal, InstructionReversal, Finishin
         self.recomputed_loads: list[tuple[Instruction, Block]] = []
         self._mark_readonly_noalias(fn)
         self._reverse_blocks()
-        self.live_blocks = set(self.live)
         self.refills = (Refills(self, {fn.args[k] for k in self.parallel.block_shared_args})
                         if self.parallel is not None and self.parallel.block_shared_args else None)
         for block in self.live:

@@ -133,16 +133,16 @@ class PrimalValues:
         None (tape it per iteration) where an exit is not dominated by ``v`` or has predecessors
         outside the loop: the reverse sweep could enter the loop without passing a reverse that set it."""
         outside = [loop for loop in self.loops.containing[block] if v.parent not in loop.blocks]
-        if not outside:
+        if not outside or not self.dom.dominates(v.parent, block):
             return None
         loop = max(outside, key=lambda candidate: len(candidate.blocks))       # the outermost
         key = (loop.header, v)
         slot = self.invariant_slots.get(key)
         if slot is None:
-            live = self.live_blocks
+            # the exits the reverse sweep can come from (a failure path that never returns has none)
             exits = [e for e in self.live if e not in loop.blocks and any(p in loop.blocks for p in self.preds[e])]
             if not exits or any(not self.dom.dominates(v.parent, e) or any(p not in loop.blocks for p in self.preds[e])
-                                for e in exits) or not all(e in live for e in exits):
+                                for e in exits):
                 return None
             slot = self.entry.alloca(v.type, f"{v.name or 'v'}.invariant")
             for e in exits:
