@@ -87,7 +87,7 @@ def _arrays(fname, B, T, C, OC, rng):
 def _median_ms(count, primal, repeat):
     times = []
     for _ in range(repeat):
-        scratch = [p.copy() if isinstance(p, np.ndarray) else p for p in primal]   # as api._tape_args
+        scratch = [p.copy() if isinstance(p, np.ndarray) else p for p in primal]   # as api._tape
         nbytes = np.zeros(1, np.int64)
         start = time.perf_counter()
         count(*scratch, nbytes)

@@ -232,18 +232,34 @@ def autodiff(mode: Mode, fn, *args):
                 shadows.append(a.shadow)
             slots.append(None)
     seed = [1.0] if is_float_type(ir_fn.return_type) else []
-    tape = _tape_args(count, primal) if count is not None else []
-    call(*primal, *shadows, *seed, *tape)
+    tape = _tape(count, primal) if count is not None else None
+    call(*primal, *shadows, *seed, *([tape, 0] if tape is not None else []))
+    if tape is not None and tape.nbytes <= KEEP_TAPE_BYTES:
+        count.tapes.append(tape)           # for the next call of this derivative
     return tuple(float(s[0]) if s is not None else None for s in slots)
 
 
-def _tape_args(count: HostFunction, primal: list) -> list:
+# A tape up to this size is kept for the next call of the same derivative: a fresh block of that
+# size costs its page faults on every call (about 9 ms per 100 MB on the 2-core development host).
+KEEP_TAPE_BYTES = 1 << 30
+
+
+def _tape(count: HostFunction, primal: list) -> np.ndarray:
     """A dynamic tape for one call: count its bytes (on scratch copies where the counting function
-    may write the arrays), then allocate it."""
+    may write the arrays), then take a kept tape at least that large or allocate one. The tape
+    needs no initialization (tape.py). Calls from several threads each take their own: a kept tape
+    is popped from the list before its call and given back after it."""
     scratch = [p.copy() if isinstance(p, np.ndarray) and count.scratch else p for p in primal]
     nbytes = np.zeros(1, np.int64)
     count(*scratch, nbytes)
-    return [np.zeros(max(int(nbytes[0]) // 8, 1), np.int64), 0]
+    words = max(int(nbytes[0]) // 8, 1)
+    while True:
+        try:
+            kept = count.tapes.pop()
+        except IndexError:
+            return np.empty(words, np.int64)
+        if kept.size >= words:
+            return kept
 
 
 __all__ = ["Forward", "Reverse", "Const", "Active", "Duplicated", "autodiff"]

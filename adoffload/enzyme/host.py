@@ -35,10 +35,11 @@ def ctype_of(t: Type):
 class HostFunction:
     """A JIT-compiled IR function callable with numpy arrays and Python scalars."""
 
-    scratch = True      # a counting function: whether it may write the arrays (api._tape_args copies them)
+    scratch = True      # a counting function: whether it may write the arrays (api._tape copies them)
 
     def __init__(self, program: HostProgram, fn: Function):
         self.program, self.fn = program, fn
+        self.tapes: list[np.ndarray] = []     # a counting function: tapes kept for its derivative (api._tape)
         self.arg_types = [a.type for a in fn.args]
         self._call = program.function(fn.name, ctype_of(fn.return_type), *map(ctype_of, self.arg_types))
 

@@ -105,6 +105,7 @@ class _Reverser(PrimalValues, ControlFlowReversal, InstructionReversal, Finishin
         self.preds = predecessor_map(self.blocks)
         self.inductions = inductions(self.loops.loops, self.dom, self.preds)
         self.induction_slots: dict[Instruction, Instruction] = {}
+        self.invariant_slots: dict[tuple, Instruction] = {}   # (loop header, value) -> slot (reverse_values)
         self.loop_heads: dict = {}           # loop -> (reverse head block, selector slot, its switch)
         self.classifier = (AddressClassifier(self.parallel, self.dom, fn.args[:len(self.primal.args)], function=fn)
                            if self.parallel is not None else None)

@@ -44,7 +44,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..ir.builder import Builder
-from ..ir.core import (ArrayType, Block, Constant, Function, Instruction, Value, const, i8, i64,
+from ..ir.core import (ArrayType, Block, Constant, Function, Instruction, Value, VectorType, const, i8, i64,
                        ptr)
 from .counting import add_counting_function
 
@@ -60,9 +60,22 @@ class TapeSpec:
 
 
 def slots_for(value: Value) -> int:
-    bits = getattr(value.type, "bits", 64)
-    count = getattr(value.type, "count", 1)
-    return max(1, -(-(bits * count) // (8 * SLOT_BYTES)))
+    return -(-field_bytes(value) // SLOT_BYTES)
+
+
+def field_bytes(value: Value) -> int:
+    """The bytes ``value`` takes in a record: its store size (a float 4, a double or pointer 8, an
+    ``i1`` 1, a vector its lanes' sum)."""
+    t = value.type
+    bits = getattr(t.element if isinstance(t, VectorType) else t, "bits", 64)     # pointers: 64
+    count = t.count if isinstance(t, VectorType) else 1
+    return max(1, -(-(bits * count) // 8))
+
+
+def field_alignment(value: Value) -> int:
+    """A field's alignment in a record: its size up to 8 bytes (the record's own alignment)."""
+    size = field_bytes(value)
+    return SLOT_BYTES if size >= SLOT_BYTES or size & (size - 1) else size
 
 
 @dataclass(eq=False)
@@ -72,7 +85,8 @@ class Record:
     on_stack: bool
     fields: list[Value] = field(default_factory=list)
     offsets: list[int] = field(default_factory=list)
-    size: int = 0
+    size: int = 0                                # bytes, a multiple of 8
+    end: int = 0                                 # where the last field ends
     base: Value | None = None                    # pop side: start of this visit's record
     minus_size: Constant | None = None           # patched when the record is complete
     slots: list[Instruction] = field(default_factory=list)
@@ -110,12 +124,13 @@ class Tape:
             cursor = pop.load(ptr, self.cursor_slot, "tape.top")
             rec.base = pop.gep(i8, cursor, [rec.minus_size], "tape.rec", inbounds=False)
             pop.store(rec.base, self.cursor_slot)
-        rec.offsets.append(rec.size)
-        rec.size += SLOT_BYTES * slots_for(value)
+        rec.offsets.append(_place(rec.end, value))
+        rec.end = rec.offsets[-1] + field_bytes(value)
+        rec.size = _padded(rec.end)
         where = pop.gep(i8, rec.base, [const(i64, rec.offsets[-1])], "tape.slot", inbounds=False)
         rec.addresses.append(where)
         # records are 8-byte aligned: a vector's ABI alignment (32 for <4 x double>) does not hold
-        rec.reloads.append(pop.load(value.type, where, f"{value.name or 'v'}.taped", align=SLOT_BYTES))
+        rec.reloads.append(pop.load(value.type, where, f"{value.name or 'v'}.taped", align=field_alignment(value)))
         return rec.reloads[-1]
 
     def prune(self, used: set) -> None:
@@ -130,12 +145,13 @@ class Tape:
             pick = lambda xs: [xs[k] for k in keep] if xs else xs
             rec.fields, rec.reloads, rec.addresses, rec.slots = (pick(rec.fields), pick(rec.reloads),
                                                                 pick(rec.addresses), pick(rec.slots))
-            rec.offsets, rec.size = [], 0
+            rec.offsets, rec.size, end = [], 0, 0
             for value, address in zip(rec.fields, rec.addresses):
-                rec.offsets.append(rec.size)
+                rec.offsets.append(_place(end, value))
                 if address is not None:
-                    address.operands[1] = const(i64, rec.size)
-                rec.size += SLOT_BYTES * slots_for(value)
+                    address.operands[1] = const(i64, rec.offsets[-1])
+                end = rec.offsets[-1] + field_bytes(value)
+            rec.end, rec.size = end, _padded(end)
             if rec.on_stack and not rec.fields and rec.base is not None:
                 for inst in list(rec.base.parent.instructions):     # the cursor pop itself
                     if inst is rec.base or (inst.opcode in ("load", "store") and self.cursor_slot in inst.operands):
@@ -162,7 +178,8 @@ class Tape:
             rec.minus_size.value = -rec.size
             cursor = b.load(ptr, self.cursor_slot, "tape.top")
             for value, offset in zip(rec.fields, rec.offsets):
-                b.store(value, b.gep(i8, cursor, [const(i64, offset)], "tape.slot", inbounds=False), align=SLOT_BYTES)
+                b.store(value, b.gep(i8, cursor, [const(i64, offset)], "tape.slot", inbounds=False),
+                        align=field_alignment(value))
             b.store(b.gep(i8, cursor, [const(i64, rec.size)], "tape.push", inbounds=False), self.cursor_slot)
 
     def static_bytes(self, visit_bound) -> int | None:
@@ -182,6 +199,17 @@ class Tape:
 
     def static_stack(self, nbytes: int) -> Instruction:
         return self.entry.alloca(ArrayType(i64, max(1, nbytes // SLOT_BYTES)), "tape.local")
+
+
+def _place(end: int, value: Value) -> int:
+    """The offset of ``value``'s field after fields ending at byte ``end``: the next multiple of its alignment."""
+    align = field_alignment(value)
+    return -(-end // align) * align
+
+
+def _padded(nbytes: int) -> int:
+    """A record's size: its fields' end rounded up to 8, so every record (and the cursor) stays 8-aligned."""
+    return -(-nbytes // SLOT_BYTES) * SLOT_BYTES
 
 
 def _detach(inst: Instruction | None) -> None:

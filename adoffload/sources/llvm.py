@@ -134,6 +134,7 @@ class ForeignFunction:
 
     def __init__(self, module: ForeignModule, fn: ir.Function):
         self.module, self.ir, self.name = module, fn, fn.name
+        self._elements: dict[int, ir.Type | None] = {}     # argument index -> the type accessed through it
 
     def __repr__(self) -> str:
         return f"<ForeignFunction @{self.name}: {self.ir.function_type}>"
@@ -186,7 +187,9 @@ class ForeignFunction:
             raise ArgumentError(f"{label} is a pointer; pass a numpy array, got {type(value).__name__}")
         if not value.flags.c_contiguous:
             raise ArgumentError(f"{label} must be C-contiguous (use np.ascontiguousarray)")
-        element = accessed_element_type(self.ir, arg)
+        if arg.index not in self._elements:     # a walk of the whole body: once per argument, not per call
+            self._elements[arg.index] = accessed_element_type(self.ir, arg)
+        element = self._elements[arg.index]
         if element in _DTYPES and value.dtype != _DTYPES[element]:
             raise ArgumentError(f"{label} must have dtype {_DTYPES[element]} (@{self.name} accesses {element} "
                                 f"through it), got {value.dtype}")

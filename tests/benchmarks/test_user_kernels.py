@@ -95,6 +95,15 @@ def test_ratios_are_taken_per_measure_and_size_against_the_fastest_reference():
     user_kernels.set_ratios(rows, "vs_cuda", "hand-written CUDA")
     assert [r.get("vs_cuda") for r in rows] == [2.0, 1.0, 3.0, None, None, None]
     assert rows[2]["vs_cuda_side"] == "hand-written CUDA forces (2 lanes/atom)"
-    lines = user_kernels.targets(rows + [{"measure": user_kernels.LLM_C, "skipped": user_kernels.LLM_C_TODO}])
+    lines = user_kernels.targets(rows + [{"measure": user_kernels.LLM_C, "skipped": user_kernels.LLM_C_NO_CLANG}])
     assert [(line["measured"], line["met"]) for line in lines if "ado.jax_kernel" in line["measure"]] == [(3.0, "NO")]
     assert lines[-1]["measured"] == "not measured" and lines[-1]["met"] is None
+
+
+def test_the_gpt2_row_is_a_target_with_its_measured_ratio():
+    from benchmarks import gpt2
+    rows = [{"measure": gpt2.MEASURE, "side": gpt2.OURS, "size": 5, "config": "B=1", "median_ms": 3.0, "vs_hand": 1.5},
+            {"measure": gpt2.MEASURE, "side": gpt2.HAND, "size": 5, "config": "B=1", "median_ms": 2.0, "vs_hand": 1.0},
+            {"measure": gpt2.MEASURE, "side": gpt2.OURS, "size": 6, "config": "B=2", "median_ms": 7.0, "vs_hand": 2.5}]
+    lines = [line for line in user_kernels.targets(rows) if "GPT-2" in line["measure"]]
+    assert [(line["measured"], line["target"], line["met"]) for line in lines] == [(1.5, "<= 2", "yes"), (2.5, "<= 2", "NO")]
