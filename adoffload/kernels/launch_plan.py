@@ -227,8 +227,7 @@ class LaunchPlan:
         if self.on_host:
             key = noalias
         else:
-            first, second = _GPU_CODE_KEYS or _gpu_code_keys()
-            key = (noalias, environment_value(first), environment_value(second))
+            key = (noalias, *(environment_value(k) for k in (_GPU_CODE_KEYS or _gpu_code_keys())))
         hit = self.variants.get(key)
         if hit is None:
             with self._lock:
@@ -310,12 +309,12 @@ class LaunchPlan:
 
 def gpu_code_variables() -> tuple[str, ...]:
     """The environment variables read while choosing or compiling GPU code: elements per thread
-    (codegen/gpu/vectorize.py) and lane combining (codegen/__init__.py)."""
+    (codegen/gpu/vectorize.py), lane combining and peer adds (codegen/__init__.py)."""
     global _GPU_CODE_VARIABLES
     if _GPU_CODE_VARIABLES is None:
-        from ..codegen import LANE_COMBINING_ENV
+        from ..codegen import LANE_COMBINING_ENV, PEER_ADDS_ENV
         from ..codegen.gpu.vectorize import ENV_VAR
-        _GPU_CODE_VARIABLES = (ENV_VAR, LANE_COMBINING_ENV)
+        _GPU_CODE_VARIABLES = (ENV_VAR, LANE_COMBINING_ENV, PEER_ADDS_ENV)
     return _GPU_CODE_VARIABLES
 
 
@@ -325,8 +324,7 @@ _GPU_CODE_KEYS = None
 
 def _gpu_code_keys():
     global _GPU_CODE_KEYS
-    first, second = gpu_code_variables()
-    _GPU_CODE_KEYS = environment_key(first), environment_key(second)
+    _GPU_CODE_KEYS = tuple(environment_key(name) for name in gpu_code_variables())
     return _GPU_CODE_KEYS
 
 

@@ -86,18 +86,25 @@ entry:
     assert aggregate_peer_adds(text.replace("  store double %old, ptr %out, align 8\n", ""), "k", 1)[1] == 1
 
 
+def _ptx(**opts):
+    from adoffload.codegen import compile_for_target
+    flat = [f.llvm_type for f in scatter.signature.flat_params()]
+    return compile_for_target(scatter.module_text(), scatter.body_name, flat, 1, "nvptx", cache=False,
+                              noalias=True, **opts)
+
+
 def test_the_rewritten_module_compiles_to_ptx_with_match_and_exchanges():
-    ptx = scatter.compiled("nvptx", noalias=True).artifact
+    ptx = _ptx(peer_adds=True)
     assert ptx.count("match.any.sync.b64") == 2
     assert "shfl.sync.idx.b32" in ptx
+    assert "match.any" not in _ptx(peer_adds=True, lane_combining=False)      # deterministic builds
 
 
-def test_the_environment_switch_turns_it_off(monkeypatch):
-    monkeypatch.setenv("ADOFFLOAD_PEER_ADDS", "0")
-    from adoffload.codegen import compile_for_target
-    text = scatter.module_text()
-    flat = [f.llvm_type for f in scatter.signature.flat_params()]
-    assert "match.any" not in compile_for_target(text, scatter.body_name, flat, 1, "nvptx", cache=False, noalias=True)
+def test_off_by_default_and_on_with_the_environment_switch(monkeypatch):
+    monkeypatch.delenv("ADOFFLOAD_PEER_ADDS", raising=False)
+    assert "match.any" not in _ptx()
+    monkeypatch.setenv("ADOFFLOAD_PEER_ADDS", "1")
+    assert "match.any" in _ptx()
 
 
 # ---- the rewritten code on 32 CPU threads, one per lane -------------------------------------------
