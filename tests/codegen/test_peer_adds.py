@@ -73,7 +73,7 @@ def test_gathered_adds_are_rewritten_and_lanes_apart_adds_are_not():
 
 def test_adds_whose_old_value_is_used_are_left():
     text = """
-define void @k(i64 %tid0, ptr %a, ptr %idx, ptr %out, ptr %status) {
+define void @k(i64 %tid0, ptr %a, i64 %a.shape0, ptr %idx, ptr %out, ptr %status) {
 entry:
   %j = load i64, ptr %idx, align 8
   %p = getelementptr double, ptr %a, i64 %j
@@ -83,7 +83,10 @@ entry:
 }
 """
     assert aggregate_peer_adds(text, "k", 1)[1] == 0
-    assert aggregate_peer_adds(text.replace("  store double %old, ptr %out, align 8\n", ""), "k", 1)[1] == 1
+    unused = text.replace("  store double %old, ptr %out, align 8\n", "")
+    assert aggregate_peer_adds(unused, "k", 1)[1] == 1
+    # an array whose extents the body does not name (foreign IR): left alone
+    assert aggregate_peer_adds(unused.replace("i64 %a.shape0, ", ""), "k", 1)[1] == 0
 
 
 def _ptx(**opts):
@@ -293,6 +296,19 @@ def test_emulated_warp_adds_every_value_once_per_address(layout, spread, split):
         assert warps[1].atomics == 2 * len(set(idx[taking]))
     else:
         assert 2 * len(set(idx[taking])) <= warps[1].atomics <= 2 * len(taking)
+
+
+def test_emulated_warp_large_arrays_keep_plain_atomics():
+    """Into an array of more than SMALL_ARRAY elements every lane adds as before, even at one address."""
+    from adoffload.codegen.gpu.peer_adds import SMALL_ARRAY
+    tids = _LAYOUTS["whole warp"]
+    idx, v = np.zeros(32, np.int64), np.ones(32)
+    for size, atomics in ((SMALL_ARRAY, 2), (SMALL_ARRAY + 1, 64)):
+        h = np.zeros(size)
+        warp = _run_warp(_emulated(scatter.module_text(), scatter.body_name, True), scatter.body_name, tids,
+                         _flat_args(scatter, dict(h=h, idx=idx, v=v)))
+        assert warp.atomics == atomics
+        assert h[0] == 32.0 and h[1] == 64.0
 
 
 def test_emulated_warp_f32():

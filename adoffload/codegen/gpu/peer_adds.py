@@ -18,6 +18,10 @@ visibly keep a warp's lanes apart becomes a call of ``@adoffload.peer_fadd.<t>``
   over exactly ``peers`` (every member runs the same loop, so the exchanges match; other groups
   exchange over their own disjoint masks), and the group's first lane issues one atomic.
 
+Only adds into an array of at most ``SMALL_ARRAY`` elements group (its extents are the body's
+``%a.shape<k>`` parameters, the front end's flattening; foreign IR without them is left alone); into a
+larger array the call adds plainly after one uniform branch, since lanes there rarely collide.
+
 Every value is added exactly once, whatever the addresses, the active lanes or the divergence:
 the run-time grouping decides the number of atomics, never the sum. Float sums are reassociated,
 the freedom the atomics already had. Addresses that use the grid's innermost thread index through
@@ -36,11 +40,16 @@ import re
 
 from ... import ir as adoir
 from ...ir.builder import Builder
+from ...ir import core
 from ...ir.core import FunctionType, void
-from .shared_atomics import _axes_used
+from .shared_atomics import _axes_used, _root
 
 _TYPES = {"float": "f32", "double": "f64"}
 PREFIX = "adoffload.peer_fadd."
+# Arrays of at most this many elements get the grouping; larger ones keep plain atomics (one uniform
+# branch): a neighbour list's d_pos[j] spreads over the whole array, few lanes collide, and match.any
+# would be paid on every add, while a small table takes every thread's adds.
+SMALL_ARRAY = 4096
 
 
 def _lanes_apart(pointer, fn, grid_rank: int) -> bool:
@@ -48,6 +57,30 @@ def _lanes_apart(pointer, fn, grid_rank: int) -> bool:
     inside a warp: row-major tids) through operations that keep distinct values distinct."""
     axis = grid_rank - 1
     return _axes_used(pointer, fn, {axis: 32}, keep_lanes=True) == {axis}
+
+
+def _shapes(root, fn) -> list | None:
+    """The extents of the array ``root`` (a body parameter ``%a`` followed by ``%a.shape0``, ...: the
+    front end's flattening), or None for a pointer with no named extents (foreign IR, a local)."""
+    if not isinstance(root, core.Argument) or not root.name:
+        return None
+    extents = {a.name: a for a in fn.args}
+    found = []
+    while f"{root.name}.shape{len(found)}" in extents:
+        found.append(extents[f"{root.name}.shape{len(found)}"])
+    return found or None
+
+
+def _small(fn, root, extents, cache: dict):
+    """``i1``: the array ``root`` has at most SMALL_ARRAY elements, computed once at the body's entry."""
+    if root not in cache:
+        b = Builder()
+        b.position_before(fn.blocks[0].instructions[0])
+        size = extents[0]
+        for e in extents[1:]:
+            size = b.mul(size, e)
+        cache[root] = b.icmp("ule", size, core.Constant(core.i64, SMALL_ARRAY))
+    return cache[root]
 
 
 def aggregate_peer_adds(text: str, body_name: str, grid_rank: int) -> tuple[str, int]:
@@ -58,21 +91,25 @@ def aggregate_peer_adds(text: str, body_name: str, grid_rank: int) -> tuple[str,
     module = adoir.import_module(text)
     fn = module.functions[body_name]
     used = fn.users()
-    found = [inst for inst in fn.instructions()
+    found = [(inst, _root(inst.operands[0])) for inst in fn.instructions()
              if inst.opcode == "atomicrmw" and getattr(inst, "op", None) == "fadd"
              and str(inst.type) in _TYPES and inst.ordering == "monotonic" and "volatile" not in inst.flags
              and not used.get(inst) and not _lanes_apart(inst.operands[0], fn, grid_rank)]
+    found = [(inst, root, _shapes(root, fn)) for inst, root in found]
+    found = [site for site in found if site[2] is not None]
     if not found:
         return text, 0
-    kinds = set()
-    for inst in found:
+    kinds, small = set(), {}
+    for inst, root, extents in found:
         pointer, value = inst.operands
         kinds.add(str(inst.type))
-        callee = module.get_or_declare(PREFIX + _TYPES[str(inst.type)], FunctionType(void, (pointer.type, value.type)))
+        gate = _small(fn, root, extents, small)
+        callee = module.get_or_declare(PREFIX + _TYPES[str(inst.type)],
+                                       FunctionType(void, (pointer.type, value.type, core.i1)))
         b = Builder()
         b.position_before(inst)
         b.location = inst.location
-        b.call(callee, [pointer, value])
+        b.call(callee, [pointer, value, gate])
         inst.parent.instructions.remove(inst)
     out = "\n".join(line for line in adoir.export_module(module).split("\n")
                     if not re.match(rf'declare void @"?{re.escape(PREFIX)}', line))     # defined below
@@ -108,8 +145,10 @@ def definitions(kinds, module_text: str = "") -> str:
         words = 1 if t == "float" else 2
         exchanges = "".join(f"  %x.w{k} = call i32 @llvm.nvvm.shfl.sync.idx.i32(i32 %peers, i32 %w{k}, i32 %k, i32 31)\n"
                             for k in range(words))
-        out.append(f"""define internal void @{PREFIX}{_TYPES[t]}(ptr %a, {t} %v) alwaysinline convergent nounwind {{
+        out.append(f"""define internal void @{PREFIX}{_TYPES[t]}(ptr %a, {t} %v, i1 %small) alwaysinline convergent nounwind {{
 entry:
+  br i1 %small, label %group, label %plain
+group:
   %mask = call i32 @llvm.nvvm.activemask()
   %address = ptrtoint ptr %a to i64
   %peers = call i32 @llvm.nvvm.match.any.sync.i64(i32 %mask, i64 %address)

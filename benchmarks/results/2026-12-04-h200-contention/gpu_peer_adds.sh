@@ -3,7 +3,7 @@
 # second session). Peer adds (codegen/gpu/peer_adds.py) are opt-in (ADOFFLOAD_PEER_ADDS=1) until this
 # runs: 1. their CUDA tests and the GPU tests around them; 2. the research example at 33k atoms and the
 # preset, off then on, each a fresh process and cache; 3. the user-kernel rows (LJ, Morse
-# value_and_grad; their d_pos[j] adds are gathered too, mostly one lane per address) off then on.
+# value_and_grad; their d_pos[j] adds are gathered too, into an array too large to group: one uniform branch) off then on.
 # Flip the default in codegen/__init__.py only if 1 passes and 3 does not get slower.
 # Run from the repo root:  OUT=... PYTHONPATH=.:/tmp/site bash benchmarks/results/2026-12-04-h200-contention/gpu_peer_adds.sh
 set -u
