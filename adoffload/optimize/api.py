@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import ArgumentError, CompilationError
 from . import bfgs, fire, generate, lbfgs
 from .inputs import check_function, check_start, is_jax, prepare
-from .result import OptimizeResult, finish
+from .result import Deferred, OptimizeResult, finish
 
 EPS = float(np.finfo(np.float64).eps)
 METHODS = {"lbfgs": lbfgs, "l-bfgs": lbfgs, "bfgs": bfgs, "fire": fire}
@@ -81,7 +81,10 @@ def least_squares(residual, x0, args=(), m: int | None = None, method: str = "lm
               "status_out": (batch,), "nit_out": (batch,), "nfev_out": (batch,), "njev_out": (batch,)}
     out = _run(kernel, [x0] + values + [ftol, xtol, gtol, max_nfev], shapes, dtype, batch, device, use_jax)
     grad = out["g_out"]
-    optimality = max_abs_rows(grad) if isinstance(grad, np.ndarray) else abs(grad).max(axis=1)
+    if isinstance(grad, Deferred):
+        optimality = Deferred(lambda: max_abs_rows(grad.fetch()))
+    else:
+        optimality = max_abs_rows(grad) if isinstance(grad, np.ndarray) else abs(grad).max(axis=1)
     return finish({"x": out["x_out"], "cost": out["cost_out"], "fun": out["r_out"], "grad": grad,
                    "optimality": optimality, "status": out["status_out"], "nit": out["nit_out"],
                    "nfev": out["nfev_out"], "njev": out["njev_out"]})
@@ -114,7 +117,9 @@ def _run(kernel, inputs: list, shapes: dict, dtype, batch: int, device: str, use
     if use_jax:
         from .jax_bridge import call
         return call(kernel, inputs, shapes)
-    outs = {name: _output(shape, np.int64 if name in _INT_OUTPUTS else dtype) for name, shape in shapes.items()}
+    deferred = _DEFERRED_OUTPUTS if batch and _on_gpu(device) else ()
+    outs = {name: _device_output(shape, dtype, device) if name in deferred
+            else _output(shape, np.int64 if name in _INT_OUTPUTS else dtype) for name, shape in shapes.items()}
     if batch:
         try:
             kernel(*inputs, *outs.values(), grid=batch, device=device)
@@ -124,10 +129,23 @@ def _run(kernel, inputs: list, shapes: dict, dtype, batch: int, device: str, use
             raise CompilationError(f"{exc}. adoffload.optimize keeps each problem's whole state in its thread "
                                    f"(n={inputs[0].shape[1]}): use method='lbfgs' with a smaller maxcor, or "
                                    f"fewer parameters per problem (a problem per block is not built)") from None
-    return outs
+    return {name: Deferred(value.to_numpy) if name in deferred else value for name, value in outs.items()}
 
 
 _INT_OUTPUTS = frozenset({"status_out", "nit_out", "nfev_out", "njev_out"})
+# batch x n or batch x m arrays a script rarely reads in full (residuals, gradients): on a GPU they stay
+# on the device until the result's field is read (result.Deferred)
+_DEFERRED_OUTPUTS = frozenset({"r_out", "g_out"})
+
+
+def _on_gpu(device) -> bool:
+    from ..runtime import get_device
+    return get_device(device).kind != "cpu"
+
+
+def _device_output(shape: tuple, dtype, device):
+    from ..runtime.dlpack import DeviceArray
+    return DeviceArray.empty(shape, dtype, device=device)
 
 
 def max_abs_rows(a: np.ndarray) -> np.ndarray:

@@ -6,11 +6,54 @@ import numpy as np
 from .status import messages
 
 
+class Deferred:
+    """A result field made on first access, once (``fetch``): on a GPU the numpy path leaves the large
+    per-problem arrays (residuals, gradients) on the device until they are read, so a script that
+    reads only ``x`` and ``success`` does not wait for the rest to cross the bus."""
+    __slots__ = ("_make", "_value", "_done")
+
+    def __init__(self, make):
+        self._make, self._value, self._done = make, None, False
+
+    def fetch(self):
+        if not self._done:
+            self._value, self._done, self._make = self._make(), True, None
+        return self._value
+
+
 class OptimizeResult(dict):
     """A dict with attribute access (as scipy's), every entry an array over the problems: ``x``
     ``(batch, n)``, ``success``, ``status`` (status.py), ``message``, ``nit``, ``nfev``; ``minimize``
     adds ``fun`` and ``jac``, ``least_squares`` adds ``cost``, ``fun`` (the residuals), ``grad``
-    (``J^T r``), ``optimality`` (``max |grad|``) and ``njev``."""
+    (``J^T r``), ``optimality`` (``max |grad|``) and ``njev``. A ``Deferred`` entry becomes its array on
+    first access (item, attribute, ``get``, ``values``, ``items``, ``copy``, pickling)."""
+
+    def __getitem__(self, name):
+        value = dict.__getitem__(self, name)
+        if isinstance(value, Deferred):
+            value = value.fetch()
+            dict.__setitem__(self, name, value)
+        return value
+
+    def get(self, name, default=None):
+        return self[name] if name in self else default
+
+    def values(self):
+        return [self[k] for k in self]
+
+    def items(self):
+        return [(k, self[k]) for k in self]
+
+    def copy(self) -> "OptimizeResult":
+        return OptimizeResult(self.items())
+
+    def __reduce__(self):
+        return OptimizeResult, (dict(self.items()),)
+
+    def __eq__(self, other):
+        return dict(self.items()) == (dict(other.items()) if isinstance(other, OptimizeResult) else other)
+
+    __hash__ = None
 
     def __getattr__(self, name):
         try:

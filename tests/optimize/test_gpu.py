@@ -36,6 +36,19 @@ def test_decay_fits_on_cuda_match_the_host(method, cuda):
     both = gpu.success[:200] & host.success
     assert both.mean() > 0.95 and gpu.success.mean() > 0.95
     np.testing.assert_allclose(gpu.x[:200][both], host.x[both], rtol=1e-5, atol=1e-7)
+    # residuals and gradients stayed on the device until read here (result.Deferred)
+    np.testing.assert_allclose(gpu.fun[:200][both], host.fun[both], rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(gpu.optimality[:200][both], host.optimality[both], atol=1e-7)
+
+
+def test_residuals_and_gradients_stay_on_the_device_until_read(cuda):
+    true, y = decay_data(np.random.default_rng(3), 5000)
+    result = least_squares(decay, np.tile([1.0, 1.0, 0.0], (5000, 1)), args=(shared(T), y), m=M, device="cuda")
+    assert isinstance(dict.__getitem__(result, "fun"), api.Deferred)
+    assert isinstance(dict.__getitem__(result, "grad"), api.Deferred)
+    model = result.x[:, :1] * np.exp(-result.x[:, 1:2] * T) + result.x[:, 2:]
+    np.testing.assert_allclose(result.fun, model - y, atol=1e-10)
+    assert isinstance(result.fun, np.ndarray) and result.fun.shape == (5000, M)
 
 
 def test_jax_on_cuda(cuda):
