@@ -30,7 +30,7 @@ after lane combining) are left alone: ``match.any`` would find every lane alone 
 Opt-in (codegen option ``peer_adds=True``, ``ADOFFLOAD_PEER_ADDS=1``): checked on an emulated warp
 (tests/codegen/test_peer_adds.py), not yet run or timed on a GPU; what the gathers of a neighbour list
 (mostly one lane per address: a ``match.any`` per add) pay for it is not measured
-(benchmarks/results/2026-12-04-h200-contention/gpu_peer_adds.sh measures both). Not used for block
+(benchmarks/results/2026-12-04-h200-contention/gpu_next_session.sh measures both). Not used for block
 kernels (their shared arrays: shared_atomics.py), AMDGPU (wavefronts of 64: not done), before sm_75
 (``activemask``), or with ``lane_combining=False`` (deterministic kernels).
 """
