@@ -224,6 +224,10 @@ pending = tiered.start_tiered(sys.argv[2], "sm_90", cache=False)
 module, upgrade = tiered.load_tiered(sys.argv[2], "sm_90", lambda image: image, pending)
 assert module == b"\\x7fELFO1" and upgrade is not None
 upgrade.start(lambda image: None)
+pid_file = os.path.join(os.environ["FAKE_PTXAS_DIR"], "pid-O3")
+deadline = time.monotonic() + 30             # a loaded machine starts the fake ptxas slowly: let it run first
+while time.monotonic() < deadline and not (os.path.exists(pid_file) and open(pid_file).read()):
+    time.sleep(0.01)
 print("started", flush=True)
 t0[0] = time.monotonic()
 """
