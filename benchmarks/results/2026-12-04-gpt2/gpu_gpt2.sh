@@ -2,7 +2,7 @@
 # GPU check of branch gpt2's reverse-mode changes (tape fields at natural size, loop invariants taped
 # once per loop at its exits, lane moves recomputed, loads of unwritten arguments re-loaded): the
 # CUDA tests that build reverse kernels with static and dynamic tapes. No clang there: C tests skip.
-# Run from the repo root: PYTHONPATH=. bash tmp_probe/gpu_gpt2.sh ; results in $OUT/gpu_gpt2.txt
+# Run from the repo root: PYTHONPATH=. bash benchmarks/results/2026-12-04-gpt2/gpu_gpt2.sh ; results in $OUT/gpu_gpt2.txt
 set -u
 OUT=${OUT:-/tmp/gpu_gpt2_out}; mkdir -p "$OUT"
 nvidia-smi > "$OUT/nvidia_smi.txt" 2>&1
