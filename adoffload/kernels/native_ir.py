@@ -3,7 +3,8 @@
 ``entry_text(entry, plan, variant)`` writes ``ptr @adoffload_native_launch(ptr self, ptr args, ptr
 kwargs)``, a ``METH_VARARGS | METH_KEYWORDS`` function: each check of the module docstring of
 native_entry.py is a compare and a branch to ``%fallback`` (which counts the reason and returns
-``python_call(*args, **kwargs)``); then the launch. Objects the code compares against or calls
+``next(*args, **kwargs)``: ``next`` read from the entry's cell, the next entry of the kernel's chain or
+the Python path, which a failed switch check calls directly); then the launch. Objects the code compares against or calls
 (types, dtypes, the plan's device, keyword names, the report function) are constants of the code,
 kept alive by the entry (``entry.constant``). Scalars are packed as ``struct`` packs them
 (launch_run.SLOT_FORMATS): ``f`` through ``PyFloat_AsDouble`` and a C cast, refused where the cast
@@ -316,7 +317,7 @@ class _Writer:
 
     def module(self) -> str:
         entry = self.entry
-        none = entry.constant(None)
+        none, python = entry.constant(None), entry.constant(entry.python_call)
         phi = ", ".join(f"[ {reason}, {block} ]" for reason, block in self.fails)
         body, allocas = "\n".join(self.lines), "\n".join(self.allocas)
         return f"""{_DECLARATIONS}
@@ -343,11 +344,26 @@ fallback:
   %fallbacks = load i64, ptr {entry.counter(1)}
   %fallbacks.1 = add i64 %fallbacks, 1
   store i64 %fallbacks.1, ptr {entry.counter(1)}
+  store i64 %reason, ptr {entry.counter(2)}
+  %switched_off = icmp eq i64 %reason, {REASONS.index("switched off") + 1}
+  %linked = load ptr, ptr {entry.cell()}
+  %next = select i1 %switched_off, ptr {python}, ptr %linked
+  %to_python = icmp eq ptr %next, {python}
+  br i1 %to_python, label %count_python, label %count_passed
+count_python:
   %all_fallbacks = load i64, ptr {entry.total(1)}
   %all_fallbacks.1 = add i64 %all_fallbacks, 1
   store i64 %all_fallbacks.1, ptr {entry.total(1)}
-  store i64 %reason, ptr {entry.counter(2)}
-  %result = call ptr @PyObject_Call(ptr {entry.constant(entry.python_call)}, ptr %args, ptr %kwargs)
+  br label %hand_on
+count_passed:
+  %passed = load i64, ptr {entry.counter(3)}
+  %passed.1 = add i64 %passed, 1
+  store i64 %passed.1, ptr {entry.counter(3)}
+  br label %hand_on
+hand_on:
+  call void @Py_IncRef(ptr %next)
+  %result = call ptr @PyObject_Call(ptr %next, ptr %args, ptr %kwargs)
+  call void @Py_DecRef(ptr %next)
   ret ptr %result
 }}
 """
