@@ -166,6 +166,9 @@ class _Engine:
         module.verify()
         self.engine.add_module(module)
         self.engine.finalize_object()
+        return self.address(name)
+
+    def address(self, name: str) -> int:
         address = self.engine.get_function_address(name)
         if not address:
             raise RuntimeError(f"the native launch entry @{name} was not compiled")
@@ -236,8 +239,9 @@ class NativeEntry:
     the method definition and the objects the code points to alive; the code stays in the process's
     engine, a few KiB per entry), ``counters`` (launches, fallbacks, the last fallback's reason as 1 +
     its index in REASONS, fallbacks passed on to the next entry), ``key`` (its plan's call key), ``next``
-    (what it hands other launches to: the next entry's function, or the Python path; its address in
-    the cell the code reads) and ``text`` (the IR)."""
+    (the entry it hands other launches to, None: the Python path; the code reads the (code, object)
+    pair to call from its cell: the next's ``as_target``, or its own ``python_target``) and ``text``
+    (the IR)."""
 
     def __init__(self, plan):
         global _ENGINE
@@ -250,14 +254,17 @@ class NativeEntry:
         self.key = plan.key
         kernel = plan.kernel
         self.python_call = type(kernel)._python_call.__get__(kernel)
-        self.next = self.python_call
-        self.next_cell = ctypes.c_void_p(id(self.next))
+        self.python_target = (ctypes.c_void_p * 2)(None, id(self.python_call))   # (code null, object)
+        self.next = None                      # the next NativeEntry of the chain (None: the Python path)
+        self.next_cell = ctypes.c_void_p(ctypes.addressof(self.python_target))
         self._keep: list = []                 # objects the code points to
         self.loop_free = loop_free(plan.kernel, plan.proven)
         _ENGINE.count += 1
         self.name = f"{ENTRY_NAME}.{_ENGINE.count}"
         self.text = entry_text(self, plan, plan.variant(True))
         self.address = _ENGINE.add(self.text, self.name)
+        self.body_address = _ENGINE.address(f"{self.name}.body")
+        self.as_target = (ctypes.c_void_p * 2)(self.body_address, id(self))   # what an entry before it calls
         self._name = f"{plan.signature.name} (native launch)".encode()
         self._def = _PyMethodDef(self._name, self.address, METH_VARARGS_KEYWORDS, None)
         new = ctypes.pythonapi.PyCFunction_NewEx
@@ -267,13 +274,13 @@ class NativeEntry:
 
     def link(self, after: "NativeEntry | None") -> None:
         """Hand the launches this entry does not match to ``after`` (None: the Python path). The cell
-        is rewritten first, while ``target`` keeps the new callable alive, then the old reference goes."""
-        target = self.python_call if after is None else after.function
-        self.next_cell.value = id(target)
-        self.next = target
+        is rewritten first, while ``after`` is held here, then the reference to the old target goes."""
+        target = self.python_target if after is None else after.as_target
+        self.next_cell.value = ctypes.addressof(target)
+        self.next = after
 
     def cell(self) -> str:
-        """The address of the cell holding the address of ``next``."""
+        """The address of the cell holding the address of the (code, object) pair launches go to."""
         return f"inttoptr (i64 {ctypes.addressof(self.next_cell)} to ptr)"
 
     def constant(self, obj) -> str:
