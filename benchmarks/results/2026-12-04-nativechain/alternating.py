@@ -4,7 +4,9 @@ Run from a checkout's root with that checkout on PYTHONPATH (main or the nativec
     PYTHONPATH=. python benchmarks/results/2026-12-04-nativechain/alternating.py [--rounds 9]
 Prints one JSON line: microseconds per launch (best of ``rounds`` interleaved rounds of 1000 calls
 of each callable, adoffload.testing.launch_timing.interleaved), each callable making two launches:
-``same``: one signature twice (the single-signature native launch); ``scalar types``: the same
+``one``: a kernel of its own (the same saxpy) launched with its one signature, twice (the plain
+native launch); ``same``: the first signature twice (made first: the tail of this kernel's chain of
+four, most recently made first); ``scalar types``: the same
 launch with the scalar as np.float32, then as a Python float (two signatures, identical work);
 ``grids``: grid=16, then grid=8, on the same 16-element arrays; ``four``: four calls of four
 signatures (those two pairs); ``five``: five calls, the four and a fifth (24-element arrays). Also
@@ -28,6 +30,12 @@ def saxpy(a: ado.f32, x: ado.In[ado.f32], y: ado.In[ado.f32], out: ado.Out[ado.f
     out[i] = a * x[i] + y[i]
 
 
+@ado.kernel
+def saxpy_one(a: ado.f32, x: ado.In[ado.f32], y: ado.In[ado.f32], out: ado.Out[ado.f32]):
+    i = ado.tid()
+    out[i] = a * x[i] + y[i]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=9)
@@ -35,6 +43,10 @@ def main() -> None:
     x, y, out = np.arange(16, dtype=np.float32), np.ones(16, np.float32), np.zeros(16, np.float32)
     x5, y5, out5 = np.arange(24, dtype=np.float32), np.ones(24, np.float32), np.zeros(24, np.float32)
     a32, a = np.float32(2.0), 2.0
+
+    def one():
+        saxpy_one(a32, x, y, out, grid=16)
+        saxpy_one(a32, x, y, out, grid=16)
 
     def same():
         saxpy(a32, x, y, out, grid=16)
@@ -58,8 +70,8 @@ def main() -> None:
         four()
         saxpy(a32, x5, y5, out5, grid=24)
 
-    calls = {"same": same, "scalar types": scalar_types, "grids": grids, "four": four, "five": five}
-    launches = {"same": 2, "scalar types": 2, "grids": 2, "four": 4, "five": 5}
+    calls = {"one": one, "same": same, "scalar types": scalar_types, "grids": grids, "four": four, "five": five}
+    launches = {"one": 2, "same": 2, "scalar types": 2, "grids": 2, "four": 4, "five": 5}
     for call in calls.values():          # every signature launched twice before timing (entries made)
         call(), call()
     try:
