@@ -32,10 +32,14 @@ short, so other threads wait little for it, while releasing and re-taking the GI
 
 A kernel keeps a chain of at most ``MAX_CHAIN`` (4) entries, the most recently made first: the
 kernel's ``_call`` is the head's function, and each entry hands a launch it does not match to the next
-entry (its ``next`` cell, read per hand-off), the last one to the Python path. So a script alternating
-up to four signatures (two shapes, two grids, a primal and its scalar given as an ``np.float32``)
-launches each natively; each entry passed costs its failed checks (tens of ns: a mismatch fails at the
-first fact that differs) and one ``PyObject_Call``. The chain is fixed once full: a fifth signature's
+entry, the last one to the Python path: its cell, read per hand-off, points to a (code, object) pair,
+the next entry's ``as_target`` (the code after the switch check, which the head already made; called
+directly, the object held for the call) or its own ``python_target`` (code null: ``PyObject_Call`` of
+the Python path). So a script alternating up to four signatures (two shapes, two grids, a scalar given
+as a float and as an ``np.float32``) launches each natively; each entry passed costs its failed checks
+(a mismatch fails at the first fact that differs; the grid is checked right after its lookup) and the
+call: about 0.03 µs an entry passed, measured on the 2-core development machine
+(benchmarks/results/2026-12-04-nativechain). The chain is fixed once full: a fifth signature's
 plan gets no entry (``native_why_not`` says so) and its launches take the Python path after the four
 entries' checks, evicting nothing, so the four keep launching natively. (Dropping the oldest instead
 would make five alternating signatures re-link on every call, each Python-path launch evicting the
@@ -43,9 +47,10 @@ entry the next call needs.) The price: a kernel whose first four entries are of 
 longer launches keeps them; an entry is made only at a signature's second launch, so one-off
 signatures take no place. A plan re-made for a signature already in the chain (a scalar its slot
 could not hold re-makes it: launch.py) gets an entry that takes its predecessor's place. Linking happens
-once, under ``_BUILD_LOCK``, when an entry is made; a hand-off holds a reference to the callable it
-calls, and a cell is rewritten before the reference that kept its old target alive is dropped, so a
-re-link never frees what another thread is about to call (entries read their cells holding the GIL).
+once, under ``_BUILD_LOCK``, when an entry is made; a hand-off holds a reference to the entry it
+calls, and a cell is rewritten before the reference that kept its old target alive (``next``) is
+dropped, so a re-link never frees what another thread is about to call (entries read their cells and
+take that reference holding the GIL, with no Python code in between).
 
 Counters: an entry's ``fallbacks`` counts every launch it did not run (``last_reason``: why the last
 one), of which ``passed_on`` went to the next entry and the rest to the Python path; ``totals()``
@@ -58,8 +63,8 @@ Making an entry that fails (a bug: the IR does not verify, say) leaves the plan 
 RuntimeWarning saying why; the launch goes on through the Python path.
 
 ``ADOFFLOAD_NATIVE_LAUNCH=0`` switches native entries off: none is made, and those already made
-fall back (they read the variable from os.environ's own dict on each launch, as the Python path
-reads its switches: kernels/environment.py).
+fall back (the head reads the variable from os.environ's own dict on each launch, as the Python path
+reads its switches: kernels/environment.py, and calls the Python path directly).
 """
 from __future__ import annotations
 
