@@ -9,7 +9,9 @@ native launch); ``same``: the first signature twice (made first: the tail of thi
 four, most recently made first); ``scalar types``: the same
 launch with the scalar as np.float32, then as a Python float (two signatures, identical work);
 ``grids``: grid=16, then grid=8, on the same 16-element arrays; ``four``: four calls of four
-signatures (those two pairs); ``five``: five calls, the four and a fifth (24-element arrays). Also
+signatures (those two pairs); ``five``: five calls, the four and a fifth (24-element arrays);
+``vjp one``: ``ado.vjp(saxpy_one, ["a", "x"])`` with one signature, twice; ``vjp grids``: the vjp of
+``saxpy`` at grid=16, then grid=8 (kernels of their own: their chains hold only these). Also
 the native launches counted (kernels/native_entry.totals, where it exists) and the load average.
 """
 from __future__ import annotations
@@ -70,8 +72,20 @@ def main() -> None:
         four()
         saxpy(a32, x5, y5, out5, grid=24)
 
-    calls = {"one": one, "same": same, "scalar types": scalar_types, "grids": grids, "four": four, "five": five}
-    launches = {"one": 2, "same": 2, "scalar types": 2, "grids": 2, "four": 4, "five": 5}
+    vjp_one, vjp = ado.vjp(saxpy_one, ["a", "x"]), ado.vjp(saxpy, ["a", "x"])
+    shadows = dict(d_a=np.zeros(1, np.float32), d_x=np.zeros(16, np.float32), d_out=np.ones(16, np.float32))
+
+    def vjp_once():
+        vjp_one(a32, x, y, out, **shadows, grid=16)
+        vjp_one(a32, x, y, out, **shadows, grid=16)
+
+    def vjp_grids():
+        vjp(a32, x, y, out, **shadows, grid=16)
+        vjp(a32, x, y, out, **shadows, grid=8)
+
+    calls = {"one": one, "same": same, "scalar types": scalar_types, "grids": grids, "four": four, "five": five,
+             "vjp one": vjp_once, "vjp grids": vjp_grids}
+    launches = {"one": 2, "same": 2, "scalar types": 2, "grids": 2, "four": 4, "five": 5, "vjp one": 2, "vjp grids": 2}
     for call in calls.values():          # every signature launched twice before timing (entries made)
         call(), call()
     try:
