@@ -189,8 +189,9 @@ class Kernel:
         return launch(self, args, kwargs, grid, device)
 
     _call = _python_call
-    """What a call of the kernel runs: the Python path, or (an instance attribute) the native entry of
-    one of its host plans (kernels/native_entry.py), which takes the Python path for any other launch."""
+    """What a call of the kernel runs: the Python path, or (an instance attribute) the head of its chain
+    of native entries of host plans (kernels/native_entry.py): each hands any launch it does not match
+    to the next, the last to the Python path."""
 
     __call__ = property(operator.attrgetter("_call"), doc="""\
 ``kernel(*args, grid=, device="cpu", **kwargs)``: run the kernel over ``grid`` with numpy arrays

@@ -10,7 +10,8 @@ builds a plan (launch_plan.py) and later ones reuse it: a cache hit reads each a
 dtype, shape and flags, the data addresses, checks the overlaps and packs the slots
 (launch_run.py). Reverse kernels' launcher-filled buffers are sized per launch (hidden_buffers.py).
 A host plan of one chunk gets a native entry at its second launch (native_entry.py), which
-``Kernel.__call__`` tries before all of this: machine code checking exactly that signature.
+``Kernel.__call__`` tries before all of this: machine code checking exactly that signature, handing
+any other launch to the next entry of the kernel's chain (up to four signatures) or to this path.
 """
 from __future__ import annotations
 
@@ -53,10 +54,9 @@ def launch(kernel, args: tuple, kwargs: dict, grid, device="cpu", hidden: dict |
                 values = plan.bind(args, kwargs, residents)
                 kernel._last_plan = plan
         if values is not None:
-            # the signature's second launch makes its native entry, which a call of the kernel runs first
-            native = plan.native if plan.native_tried else native_function(plan)
-            if native is not None:
-                kernel._call = native
+            # the signature's second launch makes its native entry, linked at the head of the kernel's chain
+            if not plan.native_tried:
+                native_function(plan)
             try:
                 return run_plan(plan, values, None, launch)
             except SlotValueError:

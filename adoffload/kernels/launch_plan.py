@@ -270,6 +270,7 @@ class LaunchPlan:
         order = [given.index(k) for k in range(len(names))]
         self.order = None if order == list(range(len(names))) else order
         raw = self.bind(args, kwargs, residents)
+        self.key = key
         if all(type(v) is np.ndarray or type(v) is Resident if p.is_array else type(v) in _SCALAR_TYPES
                for p, v in zip(self.visible, raw)):
             if not residents:
@@ -279,6 +280,7 @@ class LaunchPlan:
             self.kernel._last_plan = self
 
     order = None
+    key = None               # its call key, once cached (a native entry of a re-made plan replaces its predecessor's)
     call_shape = None        # how the launch that cached it was called (CallShape), for a native entry
     native = None            # its native entry (native_entry.py), once made; native_tried: whether asked for
     native_tried = False

@@ -1,9 +1,13 @@
 """The LLVM IR of a native launch entry (native_entry.py): one plan's checks and launch, straight-line.
 
-``entry_text(entry, plan, variant)`` writes ``ptr @adoffload_native_launch(ptr self, ptr args, ptr
-kwargs)``, a ``METH_VARARGS | METH_KEYWORDS`` function: each check of the module docstring of
-native_entry.py is a compare and a branch to ``%fallback`` (which counts the reason and returns
-``python_call(*args, **kwargs)``); then the launch. Objects the code compares against or calls
+``entry_text(entry, plan, variant)`` writes ``ptr @adoffload_native_launch.N(ptr self, ptr args, ptr
+kwargs)``, a ``METH_VARARGS | METH_KEYWORDS`` function: it checks the ``ADOFFLOAD_NATIVE_LAUNCH``
+switch (off: the Python path) and tail-calls ``@adoffload_native_launch.N.body``, in which each other
+check of the module docstring of native_entry.py is a compare and a branch to ``%fallback``; then the
+launch. ``%fallback`` counts the reason and hands the call on to the target the entry's cell points
+to, a (code, object) pair: the next entry of the kernel's chain (its ``.body``, called directly with
+the next entry's object held, the switch already checked) or, code null, the Python path
+(``PyObject_Call`` of the object). Objects the code compares against or calls
 (types, dtypes, the plan's device, keyword names, the report function) are constants of the code,
 kept alive by the entry (``entry.constant``). Scalars are packed as ``struct`` packs them
 (launch_run.SLOT_FORMATS): ``f`` through ``PyFloat_AsDouble`` and a C cast, refused where the cast
@@ -149,11 +153,11 @@ class _Writer:
         names = [p.name for p in plan.visible]
         self.label("%entry")
         self.fail_if(self.op("icmp eq ptr %kwargs, null"), "grid")         # grid= is a keyword
-        self.switch_check()
         size = self.op("call i64 @PyTuple_Size(ptr %args)")
         self.fail_if(self.op(f"icmp ne i64 {size}, {shape.positional}"), "arguments")
         grid = self.get_item("%kwargs", "grid")
         self.fail_if(self.op(f"icmp eq ptr {grid}, null"), "grid")
+        self.grid_check(grid, shape.grid)          # early: in a chain, other entries' launches often differ here
         device = self.get_item("%kwargs", "device")
         has_device = self.op(f"zext i1 {self.op(f'icmp ne ptr {device}, null')} to i64")
         expected = self.op(f"add i64 {has_device}, {len(shape.keywords) + 1}")
@@ -166,7 +170,6 @@ class _Writer:
             value = self.get_item("%kwargs", name)
             self.fail_if(self.op(f"icmp eq ptr {value}, null"), "arguments")
             objects[names.index(name)] = value
-        self.grid_check(grid, shape.grid)
         self.device_check(device, shape.device)
         items = {}           # param -> its slot value (scalars) or data address (arrays), an i64
         for k, kind in enumerate(shape.kinds):
@@ -178,16 +181,6 @@ class _Writer:
             self.fail_if(self.op(f"and i1 {before}, {after}"), "overlap")
         self.launch(items)
         return self.module()
-
-    def switch_check(self) -> None:
-        """``ADOFFLOAD_NATIVE_LAUNCH`` in os.environ's dict, equal to "0": the Python path."""
-        environ, key, off = self.entry.switch
-        value = self.op(f"call ptr @PyDict_GetItem(ptr {self.entry.constant(environ)}, ptr {self.entry.constant(key)})")
-        joined = self.when(self.op(f"icmp ne ptr {value}, null"))
-        equal = self.op(f"call i32 @PyObject_RichCompareBool(ptr {value}, ptr {self.entry.constant(off)}, i32 2)")
-        self.error_check(self.op(f"icmp slt i32 {equal}, 0"), "switched off")
-        self.fail_if(self.op(f"icmp ne i32 {equal}, 0"), "switched off")
-        joined()
 
     def grid_check(self, grid: str, raw) -> None:
         if type(raw) is int:
@@ -316,11 +309,43 @@ class _Writer:
 
     def module(self) -> str:
         entry = self.entry
-        none = entry.constant(None)
+        none, python = entry.constant(None), entry.constant(entry.python_call)
+        environ, key, off = (entry.constant(obj) for obj in entry.switch)
         phi = ", ".join(f"[ {reason}, {block} ]" for reason, block in self.fails)
         body, allocas = "\n".join(self.lines), "\n".join(self.allocas)
+        fallbacks, reason, passed = entry.counter(1), entry.counter(2), entry.counter(3)
         return f"""{_DECLARATIONS}
 define ptr @"{entry.name}"(ptr %self, ptr %args, ptr %kwargs) {{
+entry:
+  %value = call ptr @PyDict_GetItem(ptr {environ}, ptr {key})
+  %absent = icmp eq ptr %value, null
+  br i1 %absent, label %on, label %compare
+compare:
+  %equal = call i32 @PyObject_RichCompareBool(ptr %value, ptr {off}, i32 2)
+  %unequal = icmp eq i32 %equal, 0
+  br i1 %unequal, label %on, label %off
+off:
+  %failed = icmp slt i32 %equal, 0
+  br i1 %failed, label %clear, label %python
+clear:
+  call void @PyErr_Clear()
+  br label %python
+python:
+  %fallbacks = load i64, ptr {fallbacks}
+  %fallbacks.1 = add i64 %fallbacks, 1
+  store i64 %fallbacks.1, ptr {fallbacks}
+  store i64 {REASONS.index("switched off") + 1}, ptr {reason}
+  %all_fallbacks = load i64, ptr {entry.total(1)}
+  %all_fallbacks.1 = add i64 %all_fallbacks, 1
+  store i64 %all_fallbacks.1, ptr {entry.total(1)}
+  %result = call ptr @PyObject_Call(ptr {python}, ptr %args, ptr %kwargs)
+  ret ptr %result
+on:
+  %launched = musttail call ptr @"{entry.name}.body"(ptr %self, ptr %args, ptr %kwargs)
+  ret ptr %launched
+}}
+
+define ptr @"{entry.name}.body"(ptr %self, ptr %args, ptr %kwargs) {{
 prologue:
 {allocas}
   br label %entry
@@ -340,14 +365,29 @@ error:
   ret ptr null
 fallback:
   %reason = phi i64 {phi}
-  %fallbacks = load i64, ptr {entry.counter(1)}
+  %fallbacks = load i64, ptr {fallbacks}
   %fallbacks.1 = add i64 %fallbacks, 1
-  store i64 %fallbacks.1, ptr {entry.counter(1)}
+  store i64 %fallbacks.1, ptr {fallbacks}
+  store i64 %reason, ptr {reason}
+  %target = load ptr, ptr {entry.cell()}
+  %code = load ptr, ptr %target
+  %object.at = getelementptr i8, ptr %target, i64 8
+  %object = load ptr, ptr %object.at
+  %to_python = icmp eq ptr %code, null
+  br i1 %to_python, label %python, label %pass_on
+python:
   %all_fallbacks = load i64, ptr {entry.total(1)}
   %all_fallbacks.1 = add i64 %all_fallbacks, 1
   store i64 %all_fallbacks.1, ptr {entry.total(1)}
-  store i64 %reason, ptr {entry.counter(2)}
-  %result = call ptr @PyObject_Call(ptr {entry.constant(entry.python_call)}, ptr %args, ptr %kwargs)
+  %result = call ptr @PyObject_Call(ptr %object, ptr %args, ptr %kwargs)
   ret ptr %result
+pass_on:
+  %passed = load i64, ptr {passed}
+  %passed.1 = add i64 %passed, 1
+  store i64 %passed.1, ptr {passed}
+  call void @Py_IncRef(ptr %object)
+  %passed.result = call ptr %code(ptr %object, ptr %args, ptr %kwargs)
+  call void @Py_DecRef(ptr %object)
+  ret ptr %passed.result
 }}
 """
