@@ -454,15 +454,16 @@ def jvp(k: Kernel, wrt=None, *, width: int = 1, primal_outputs: bool = True, arg
 
     ``ado.jvp(f)`` of an ``@ado.func`` helper is its forward derivative, called inside kernels
     as ``y, dy = ado.jvp(f)(x1..xn, dx1..dxn)`` (``language.FuncDerivative``); ``argnums=(0, 3)``
-    takes the tangents of those arguments only (docs/language.md: array arguments).
+    takes the tangents of those arguments only, and ``width=K`` K tangents at once (array
+    arguments: each tangent array with a leading axis of K; docs/language.md: array arguments).
     """
     from ..language.builtins import Func, helper_jvp
     if isinstance(k, Func):
-        if wrt is not None or width != 1 or not primal_outputs:
+        if wrt is not None or not primal_outputs:
             from ..errors import ArgumentError
             raise ArgumentError(f"ado.jvp({k.__name__}) of a helper takes the helper alone (and "
-                                f"argnums=); call the result inside a kernel with (x1..xn, dx1..dxn)")
-        return helper_jvp(k, argnums)
+                                f"argnums=, width=); call the result inside a kernel with (x1..xn, dx1..dxn)")
+        return helper_jvp(k, argnums, width)
     if argnums is not None:
         from ..errors import ArgumentError
         raise ArgumentError("ado.jvp(kernel, wrt): argnums= is for helpers (@ado.func); name a kernel's "
