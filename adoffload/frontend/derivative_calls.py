@@ -47,6 +47,8 @@ class DerivativeCalls(ArrayDerivativeCalls):
             return PyObject(target(*args, **keywords))
         except Error as exc:
             raise KernelTypeError(str(exc)) from None
+        except TypeError as exc:           # an unknown keyword or a missing argument
+            raise KernelTypeError(f"bad call of {getattr(target, '__name__', 'this function')}(): {exc}") from None
 
     def python_value(self, value, target):
         if isinstance(value, PyObject):

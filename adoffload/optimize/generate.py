@@ -69,14 +69,12 @@ def {name}(x0: ado.In[{T}, 2], {params}ftol: {T}, xtol: {T}, gtol: {T}, max_nfev
         if action == least_squares_steps.JACOBIAN:
             for c in range({N}):
                 for j in range({N}):
-                    v[j] = 0.0
-                v[c] = 1.0
-                ado.jvp(fun, argnums=(0, {r_index}))(x{call}, r, v, dr)
-                for k in range({M}):
-                    J[k, c] = dr[k]
+                    V[c, j] = 0.0
+                V[c, c] = 1.0
+            ado.jvp(fun, argnums=(0, {r_index}), width={N})(x{call}, r, V, Jt)
         else:
             fun(xt{call}, rt)
-        action = least_squares_steps.step(action, x, xt, r, rt, J, A, b, delta, L, scale, st, it, {gauss_newton},
+        action = least_squares_steps.step(action, x, xt, r, rt, Jt, A, b, delta, L, scale, st, it, {gauss_newton},
                                           ftol, xtol, gtol, max_nfev)
     for j in range({N}):
         x_out[i, j] = x[j]
@@ -91,10 +89,16 @@ def {name}(x0: ado.In[{T}, 2], {params}ftol: {T}, xtol: {T}, gtol: {T}, max_nfev
 """
 
 
-def _binding(specs: tuple[ArgSpec, ...], scalar_type: str):
-    """(kernel parameters text, copies into local arrays, the call's extra arguments)."""
+def _binding(specs: tuple[ArgSpec, ...], scalar_type: str, shared_direct: bool = False):
+    """(kernel parameters text, copies into local arrays, the call's extra arguments). ``shared_direct``:
+    a shared array is passed to the function as the kernel parameter itself, not copied (forward mode
+    only: a loop over its length has a run-time trip count, which reverse mode's static tape refuses)."""
     params, copies, call = [], [], []
     for k, spec in enumerate(specs):
+        if spec.kind == "shared_array" and shared_direct:
+            params.append(f"a{k}: ado.In[{spec.dtype}, {len(spec.shape)}]")
+            call.append(f"a{k}")
+            continue
         if spec.kind == "scalar":
             params.append(f"a{k}: {spec.dtype}")
             call.append(f"a{k}")
@@ -191,7 +195,7 @@ def least_squares_kernel(fun, n: int, m: int, dtype, specs: tuple[ArgSpec, ...],
     def make():
         from . import least_squares_steps
         T = _type(dtype)
-        params, copies, call = _binding(specs, T)
+        params, copies, call = _binding(specs, T, shared_direct=True)
         name = f"least_squares_{'gn' if gauss_newton else 'lm'}_{_identifier(fun.__name__)}"
         body = LEAST_SQUARES.format(name=name, T=T, N=n, M=m, params=params, copies=copies, call=call,
                                     allocate=least_squares_steps.ALLOCATE.format(T=T, N=n, M=m),

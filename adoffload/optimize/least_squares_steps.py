@@ -1,8 +1,9 @@
 """Levenberg-Marquardt and Gauss-Newton for one problem per thread, in reverse communication.
 
 The kernel (generate.py) does what ``step`` asks: ``JACOBIAN`` (the residuals ``r`` and the Jacobian
-``J`` at ``x``, column by column from ``ado.jvp(residual)``) or ``RESIDUAL`` (``rt`` at the trial
-point ``xt``), until ``DONE``; the status is then in ``it[STATUS]``.
+at ``x``, transposed: ``Jt`` (n, m), all n columns from one ``ado.jvp(residual, width=n)`` with the unit
+tangents of ``V``) or ``RESIDUAL`` (``rt`` at the trial point ``xt``), until ``DONE``; the status is
+then in ``it[STATUS]``.
 
 Each iteration solves the normal equations ``(J^T J + lam D) delta = -J^T r`` by Cholesky, ``D`` the
 largest diagonal of ``J^T J`` seen (Marquardt's scaling, as MINPACK's), and takes the step when its
@@ -28,14 +29,13 @@ STATUS, NIT, NFEV, NJEV, FINAL, INTS = 0, 1, 2, 3, 4, 5
 ALLOCATE = """\
     x = ado.zeros({N}, {T})
     xt = ado.zeros({N}, {T})
-    v = ado.zeros({N}, {T})
     b = ado.zeros({N}, {T})
     delta = ado.zeros({N}, {T})
     scale = ado.zeros({N}, {T})
     r = ado.zeros({M}, {T})
     rt = ado.zeros({M}, {T})
-    dr = ado.zeros({M}, {T})
-    J = ado.zeros(({M}, {N}), {T})
+    V = ado.zeros(({N}, {N}), {T})
+    Jt = ado.zeros(({N}, {M}), {T})
     A = ado.zeros(({N}, {N}), {T})
     L = ado.zeros(({N}, {N}), {T})
     st = ado.zeros(least_squares_steps.FLOATS, {T})
@@ -84,18 +84,19 @@ def solve(L, b, delta):
 
 
 @ado.func
-def _normal_equations(J, r, A, b):
+def _normal_equations(Jt, r, A, b):
+    """A = J^T J and b = J^T r from the transposed Jacobian ``Jt`` (n, m): row p holds column p of J."""
     m = len(r)
     n = len(b)
     for p in range(n):
         s = 0.0
         for k in range(m):
-            s += J[k, p] * r[k]
+            s += Jt[p, k] * r[k]
         b[p] = s
         for q in range(p + 1):
             t = 0.0
             for k in range(m):
-                t += J[k, p] * J[k, q]
+                t += Jt[p, k] * Jt[q, k]
             A[p, q] = t
             A[q, p] = t
 
@@ -135,10 +136,10 @@ def _propose(x, xt, A, b, delta, L, scale, st, it, gauss_newton):
 
 
 @ado.func
-def _after_jacobian(x, xt, r, J, A, b, delta, L, scale, st, it, gauss_newton, gtol):
+def _after_jacobian(x, xt, r, Jt, A, b, delta, L, scale, st, it, gauss_newton, gtol):
     first = it[NJEV] == 0
     it[NJEV] += 1
-    _normal_equations(J, r, A, b)
+    _normal_equations(Jt, r, A, b)
     if first:
         st[COST] = 0.5 * dot(r, r)
         if not (linesearch.finite(st[COST]) and all_finite(b)):
@@ -226,7 +227,7 @@ def _after_residual(x, xt, r, rt, A, b, delta, L, scale, st, it, gauss_newton, f
 
 
 @ado.func
-def step(action, x, xt, r, rt, J, A, b, delta, L, scale, st, it, gauss_newton, ftol, xtol, gtol, max_nfev):
+def step(action, x, xt, r, rt, Jt, A, b, delta, L, scale, st, it, gauss_newton, ftol, xtol, gtol, max_nfev):
     if action == JACOBIAN:
-        return _after_jacobian(x, xt, r, J, A, b, delta, L, scale, st, it, gauss_newton, gtol)
+        return _after_jacobian(x, xt, r, Jt, A, b, delta, L, scale, st, it, gauss_newton, gtol)
     return _after_residual(x, xt, r, rt, A, b, delta, L, scale, st, it, gauss_newton, ftol, xtol, max_nfev)
