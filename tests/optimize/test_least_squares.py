@@ -68,3 +68,45 @@ def test_gauss_newton_refuses_singular_normal_equations_and_lm_damps_them():
     lm = least_squares(one_parameter_matters, x0, args=(shared(T), y), m=M, method="lm")
     assert lm.success.all()
     np.testing.assert_allclose(lm.x[:, 0], 2.0, rtol=1e-8)
+
+
+@ado.func
+def weighted_model(x, t, basis, y, w, scale, count, r):
+    """Every kind of argument at once: t (a shared 1-D array, looped over by its run-time length),
+    basis (a shared 2-D array), y (the problem's row), w (the problem's scalar), scale (a float and
+    count an int, the same for every problem). r_k = w (x0 exp(-x1 t_k) + sum_j x_{2+j} basis[j, k]) * scale - y_k."""
+    for k in range(len(t)):
+        s = x[0] * ado.exp(-x[1] * t[k])
+        for j in range(count):
+            s += x[2 + j] * basis[j, k]
+        r[k] = w * s * scale - y[k]
+
+
+def test_shared_arrays_batch_arrays_and_scalars_together_match_scipy():
+    rng = np.random.default_rng(5)
+    batch, count = 6, 2
+    basis = np.stack([np.ones(M), T / 4.0])
+    true = np.column_stack([rng.uniform(0.5, 2, batch), rng.uniform(0.3, 2, batch), rng.uniform(-0.5, 0.5, (batch, count))])
+    w = rng.uniform(0.5, 1.5, batch)
+    scale = 1.25
+
+    def model(p, k):
+        return w[k] * (p[0] * np.exp(-p[1] * T) + p[2:] @ basis) * scale
+
+    y = np.array([model(true[k], k) + 0.01 * rng.standard_normal(M) for k in range(batch)])
+    x0 = np.tile([1.0, 1.0, 0.0, 0.0], (batch, 1))
+    for method in ("lm", "gn"):
+        result = least_squares(weighted_model, x0, args=(shared(T), shared(basis), y, w, scale, count), m=M,
+                               method=method)
+        assert result.success.all(), method
+        for k in range(batch):
+            ref = scipy.optimize.least_squares(lambda p: model(p, k) - y[k], x0[k], method="lm")
+            np.testing.assert_allclose(result.x[k], ref.x, rtol=1e-5, atol=1e-6)
+            assert result.cost[k] == pytest.approx(ref.cost, rel=1e-9)
+            np.testing.assert_allclose(result.grad[k], ref.jac.T @ ref.fun, atol=1e-6)
+            h, jac = 1e-6, np.zeros((M, 4))
+            for c in range(4):          # the Jacobian behind grad, by central differences at the result
+                e = np.zeros(4)
+                e[c] = h
+                jac[:, c] = (model(result.x[k] + e, k) - model(result.x[k] - e, k)) / (2 * h)
+            np.testing.assert_allclose(result.grad[k], jac.T @ result.fun[k], rtol=1e-6, atol=1e-8)
