@@ -89,16 +89,18 @@ def _normal_equations(Jt, r, A, b):
     m = len(r)
     n = len(b)
     for p in range(n):
-        s = 0.0
-        for k in range(m):
-            s += Jt[p, k] * r[k]
-        b[p] = s
+        b[p] = 0.0
         for q in range(p + 1):
-            t = 0.0
-            for k in range(m):
-                t += Jt[p, k] * Jt[q, k]
-            A[p, q] = t
-            A[q, p] = t
+            A[p, q] = 0.0
+    for k in range(m):          # one pass over the residuals: each Jacobian element read once
+        for p in range(n):
+            u = Jt[p, k]
+            b[p] += u * r[k]
+            for q in range(p + 1):
+                A[p, q] += u * Jt[q, k]
+    for p in range(n):
+        for q in range(p):
+            A[q, p] = A[p, q]
 
 
 @ado.func
