@@ -73,8 +73,8 @@ def {name}(x0: ado.In[{T}, 2], {params}ftol: {T}, xtol: {T}, gtol: {T}, max_nfev
                 V[c, c] = 1.0
             ado.jvp(fun, argnums=(0, {r_index}), width={N})(x{call}, r, V, Jt)
         else:
-            fun(xt{call}, rt)
-        action = least_squares_steps.step(action, x, xt, r, rt, Jt, A, b, delta, L, scale, st, it, {gauss_newton},
+            fun(xt{call}, r)
+        action = least_squares_steps.step(action, x, xt, r, Jt, A, b, delta, L, scale, st, it, {gauss_newton},
                                           ftol, xtol, gtol, max_nfev)
     for j in range({N}):
         x_out[i, j] = x[j]

@@ -2,8 +2,11 @@
 
 The kernel (generate.py) does what ``step`` asks: ``JACOBIAN`` (the residuals ``r`` and the Jacobian
 at ``x``, transposed: ``Jt`` (n, m), all n columns from one ``ado.jvp(residual, width=n)`` with the unit
-tangents of ``V``) or ``RESIDUAL`` (``rt`` at the trial point ``xt``), until ``DONE``; the status is
-then in ``it[STATUS]``.
+tangents of ``V``) or ``RESIDUAL`` (the residuals at the trial point ``xt``, written into ``r`` too:
+after a Jacobian only ``J^T J``, ``J^T r`` and the cost are needed, and an accepted trial point's
+Jacobian rewrites ``r`` at it), until ``DONE``; the status is then in ``it[STATUS]``. Every way to
+``DONE`` after a trial point goes through one more Jacobian at ``x`` (``_finish``), so the returned
+residuals are those of the returned ``x``.
 
 Each iteration solves the normal equations ``(J^T J + lam D) delta = -J^T r`` by Cholesky, ``D`` the
 largest diagonal of ``J^T J`` seen (Marquardt's scaling, as MINPACK's), and takes the step when its
@@ -33,7 +36,6 @@ ALLOCATE = """\
     delta = ado.zeros({N}, {T})
     scale = ado.zeros({N}, {T})
     r = ado.zeros({M}, {T})
-    rt = ado.zeros({M}, {T})
     V = ado.zeros(({N}, {N}), {T})
     Jt = ado.zeros(({N}, {M}), {T})
     A = ado.zeros(({N}, {N}), {T})
@@ -175,10 +177,10 @@ def _finish(it, code):
 
 
 @ado.func
-def _after_residual(x, xt, r, rt, A, b, delta, L, scale, st, it, gauss_newton, ftol, xtol, max_nfev):
+def _after_residual(x, xt, r, A, b, delta, L, scale, st, it, gauss_newton, ftol, xtol, max_nfev):
     it[NFEV] += 1
     cost = st[COST]
-    trial = 0.5 * dot(rt, rt)
+    trial = 0.5 * dot(r, r)             # r holds the trial point's residuals
     usable = linesearch.finite(trial)
     t = 1.0
     if gauss_newton:
@@ -197,7 +199,6 @@ def _after_residual(x, xt, r, rt, A, b, delta, L, scale, st, it, gauss_newton, f
         reduction = cost - trial
         step = t * norm(delta)
         copy(xt, x)
-        copy(rt, r)
         st[COST] = trial
         if not gauss_newton:
             shrink = 2.0 * agreement - 1.0
@@ -225,11 +226,14 @@ def _after_residual(x, xt, r, rt, A, b, delta, L, scale, st, it, gauss_newton, f
         return RESIDUAL
     st[LAM] = st[LAM] * st[NU]
     st[NU] = 2.0 * st[NU]
-    return _propose(x, xt, A, b, delta, L, scale, st, it, gauss_newton)
+    action = _propose(x, xt, A, b, delta, L, scale, st, it, gauss_newton)
+    if action == DONE:                  # r holds the rejected trial's residuals: refill it at x
+        return _finish(it, it[STATUS])
+    return action
 
 
 @ado.func
-def step(action, x, xt, r, rt, Jt, A, b, delta, L, scale, st, it, gauss_newton, ftol, xtol, gtol, max_nfev):
+def step(action, x, xt, r, Jt, A, b, delta, L, scale, st, it, gauss_newton, ftol, xtol, gtol, max_nfev):
     if action == JACOBIAN:
         return _after_jacobian(x, xt, r, Jt, A, b, delta, L, scale, st, it, gauss_newton, gtol)
-    return _after_residual(x, xt, r, rt, A, b, delta, L, scale, st, it, gauss_newton, ftol, xtol, max_nfev)
+    return _after_residual(x, xt, r, A, b, delta, L, scale, st, it, gauss_newton, ftol, xtol, max_nfev)

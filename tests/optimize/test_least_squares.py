@@ -52,6 +52,14 @@ def test_max_nfev_reports_failure(data):
     result = least_squares(decay, x0[:3], args=(shared(T), y[:3]), m=M, max_nfev=2)
     assert (result.status == MAXITER).all() and not result.success.any()
     assert (result.nfev == 2).all()
+    for x, r, target in zip(result.x, result.fun, y[:3]):     # the residuals of the returned x, not of a trial
+        np.testing.assert_allclose(r, x[0] * np.exp(-x[1] * T) + x[2] - target, rtol=1e-12, atol=1e-14)
+    for cap in (1, 3):              # stopped after a rejected trial point or an accepted one
+        capped = least_squares(decay, x0[:6], args=(shared(T), y[:6]), m=M, max_nfev=cap, method="gn")
+        for x, r, target, cost in zip(capped.x, capped.fun, y[:6], capped.cost):
+            expected = x[0] * np.exp(-x[1] * T) + x[2] - target
+            np.testing.assert_allclose(r, expected, rtol=1e-12, atol=1e-14)
+            assert cost == pytest.approx(0.5 * expected @ expected, rel=1e-12)
 
 
 @ado.func
