@@ -67,12 +67,7 @@ def {name}(x0: ado.In[{T}, 2], {params}ftol: {T}, xtol: {T}, gtol: {T}, max_nfev
     action = least_squares_steps.JACOBIAN
     while action != least_squares_steps.DONE:
         if action == least_squares_steps.JACOBIAN:
-            for c in range({N}):
-                for j in range({N}):
-                    V[c, j] = 0.0
-                V[c, c] = 1.0
-            ado.jvp(fun, argnums=(0, {r_index}), width={N})(x{call}, r, V, Jt)
-        else:
+{jacobian}        else:
             fun(xt{call}, r)
         action = least_squares_steps.step(action, x, xt, r, Jt, A, b, delta, L, scale, st, it, {gauss_newton},
                                           ftol, xtol, gtol, max_nfev)
@@ -86,6 +81,31 @@ def {name}(x0: ado.In[{T}, 2], {params}ftol: {T}, xtol: {T}, gtol: {T}, max_nfev
     nit_out[i] = it[least_squares_steps.NIT]
     nfev_out[i] = it[least_squares_steps.NFEV]
     njev_out[i] = it[least_squares_steps.NJEV]
+"""
+
+
+# The Jacobian of least_squares: one forward pass of n lanes (the unit vectors) straight into Jt, or
+# above LANES parameters passes of LANES lanes through D (code size grows with the lanes).
+LANES = 8
+JACOBIAN_ONE_PASS = """\
+            for c in range({N}):
+                for j in range({N}):
+                    V[c, j] = 0.0
+                V[c, c] = 1.0
+            ado.jvp(fun, argnums=(0, {r_index}), width={N})(x{call}, r, V, Jt)
+"""
+JACOBIAN_PASSES = """\
+            for c0 in range(0, {N}, {K}):
+                for c in range({K}):
+                    for j in range({N}):
+                        V[c, j] = 0.0
+                    if c0 + c < {N}:
+                        V[c, c0 + c] = 1.0
+                ado.jvp(fun, argnums=(0, {r_index}), width={K})(x{call}, r, V, D)
+                for c in range({K}):
+                    if c0 + c < {N}:
+                        for k in range({M}):
+                            Jt[c0 + c, k] = D[c, k]
 """
 
 
@@ -197,9 +217,15 @@ def least_squares_kernel(fun, n: int, m: int, dtype, specs: tuple[ArgSpec, ...],
         T = _type(dtype)
         params, copies, call = _binding(specs, T, shared_direct=True)
         name = f"least_squares_{'gn' if gauss_newton else 'lm'}_{_identifier(fun.__name__)}"
+        lanes = min(n, LANES)
+        fill = dict(T=T, N=n, M=m, K=lanes, call=call, r_index=len(specs) + 1)
+        jacobian = (JACOBIAN_ONE_PASS if lanes == n else JACOBIAN_PASSES).format(**fill)
+        allocate = least_squares_steps.ALLOCATE.format(**fill)
+        if lanes < n:
+            allocate += f"    D = ado.zeros(({lanes}, {m}), {T})\n"
         body = LEAST_SQUARES.format(name=name, T=T, N=n, M=m, params=params, copies=copies, call=call,
-                                    allocate=least_squares_steps.ALLOCATE.format(T=T, N=n, M=m),
-                                    r_index=len(specs) + 1, gauss_newton=str(bool(gauss_newton)))
+                                    allocate=allocate, jacobian=jacobian,
+                                    gauss_newton=str(bool(gauss_newton)))
         source = HEADER.format(what=f"least_squares({fun.__name__})", modules="least_squares_steps") + body
         return _load(source, name, fun, "least_squares")
     return _cached(key, make)

@@ -118,3 +118,40 @@ def test_shared_arrays_batch_arrays_and_scalars_together_match_scipy():
                 e[c] = h
                 jac[:, c] = (model(result.x[k] + e, k) - model(result.x[k] - e, k)) / (2 * h)
             np.testing.assert_allclose(result.grad[k], jac.T @ result.fun[k], rtol=1e-6, atol=1e-8)
+
+
+@ado.func
+def cosine_series(x, t, y, r):
+    """Ten parameters (above the 8 Jacobian lanes of one pass: passes of 8 and 2):
+    r_k = sum_j x_j cos(j t_k) + 0.1 x_0 x_1 - y_k."""
+    for k in range(len(r)):
+        s = 0.1 * x[0] * x[1]
+        for j in range(len(x)):
+            s += x[j] * ado.cos(j * t[k])
+        r[k] = s - y[k]
+
+
+def test_ten_parameters_take_two_jacobian_passes_and_match_scipy():
+    rng = np.random.default_rng(9)
+    batch, n = 4, 10
+    t = np.linspace(0.0, np.pi, M)
+    basis = np.cos(np.arange(n)[:, None] * t[None, :])
+
+    def model(p):
+        return p @ basis + 0.1 * p[0] * p[1]
+
+    true = rng.uniform(-1, 1, (batch, n))
+    y = np.array([model(p) for p in true]) + 0.01 * rng.standard_normal((batch, M))
+    x0 = np.zeros((batch, n))
+    result = least_squares(cosine_series, x0, args=(shared(t), y), m=M)
+    assert result.success.all()
+    for k in range(batch):
+        ref = scipy.optimize.least_squares(lambda p: model(p) - y[k], x0[k], method="lm")
+        np.testing.assert_allclose(result.x[k], ref.x, rtol=1e-5, atol=1e-6)
+        assert result.cost[k] == pytest.approx(ref.cost, rel=1e-9)
+        h, jac = 1e-6, np.zeros((M, n))
+        for c in range(n):
+            e = np.zeros(n)
+            e[c] = h
+            jac[:, c] = (model(result.x[k] + e) - model(result.x[k] - e)) / (2 * h)
+        np.testing.assert_allclose(result.grad[k], jac.T @ result.fun[k], rtol=1e-6, atol=1e-9)
