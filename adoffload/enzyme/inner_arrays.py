@@ -11,6 +11,8 @@ helper inlined (canonicalization ran) with the constant shapes of the thread's a
   Dup with its shadow seeded with 1.0; everything else Const. The value is read from the slot.
 * ``jvp``: forward mode, the positions and the result slot Dup; the tangent of the result is read
   from the result slot's shadow, tangents of written arrays land in their tangent arrays.
+* ``jvpw<K>``: forward mode of width K (no result): each tangent array ``(K, *shape)`` is the shadow
+  pointer with a lane stride of the argument's element count (a scratch shadow is K times its size).
 
 A float array of the thread that the helper reads but does not differentiate stays Const, unless a
 pointer into it meets a shadowed pointer in a phi or select (``x[i] if c else p[j]`` becomes a load

@@ -11,6 +11,9 @@ Calling convention (docs/language.md, "Derivatives of helpers with array argumen
   the tangent of the array's contents: read on entry, and where ``f`` writes the array, written
   with the tangent of what it writes (``ado.jvp(residual, argnums=(0, 3))(x, t, y, r, dx, dr)``
   writes ``r`` and ``dr = J dx``). A helper returning nothing gives nothing.
+* ``ado.jvp(f, argnums=(0, 3), width=K)(x, t, y, r, V, D)``: K tangents in one forward pass, each
+  tangent array ``(K, *shape)`` with lane ``l`` in row ``l`` (placeholder kind ``jvpw<K>``); array
+  argnums of a helper returning nothing only.
 
 Differentiated arrays and their gradient/tangent arrays must be the thread's local arrays
 (``ado.zeros``) or a block kernel's shared arrays: compile-time shapes, memory no other thread of
