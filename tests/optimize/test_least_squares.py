@@ -155,3 +155,10 @@ def test_ten_parameters_take_two_jacobian_passes_and_match_scipy():
             e[c] = h
             jac[:, c] = (model(result.x[k] + e) - model(result.x[k] - e)) / (2 * h)
         np.testing.assert_allclose(result.grad[k], jac.T @ result.fun[k], rtol=1e-6, atol=1e-9)
+
+
+def test_a_shared_array_shorter_than_the_residual_loop_is_a_bounds_error_naming_it():
+    """The shared array is the kernel's parameter itself (not a local copy): the error gives its shape."""
+    short = np.linspace(0.0, 1.0, M - 5)
+    with pytest.raises(ado.BoundsError, match=rf"index {M - 5} is out of bounds .*shape \({M - 5},\)"):
+        least_squares(decay, np.ones((2, 3)), args=(shared(short), np.zeros((2, M))), m=M)
