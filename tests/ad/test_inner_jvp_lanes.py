@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import adoffload as ado
+from tests.foreign_cuda.checks import needs_lld
 
 M = 7
 
@@ -135,6 +136,25 @@ def test_f32_lanes():
             jac[k, k] += x[(k + 1) % 3]
             jac[k, (k + 1) % 3] += x[k]
         np.testing.assert_allclose(got, jac.T, rtol=1e-6)
+
+
+@pytest.mark.parametrize("target, arch", [("nvptx", "sm_90"), pytest.param("amdgpu", "gfx942", marks=needs_lld)])
+def test_lanes_compile_for_gpus(target, arch):
+    """The lane-strided shadows and the lanes' scratch shadow (AMD: private allocas in address space 5)."""
+    for kernel in (decay_lanes, mixed_lanes, f32_lanes):
+        assert kernel.compiled(target, arch=arch).artifact
+
+
+@pytest.mark.gpu
+def test_lanes_on_cuda(cuda):
+    rng = np.random.default_rng(4)
+    xs, ts, ys, vs = rng.normal(size=(64, 3)), np.linspace(0, 2, M), rng.normal(size=(64, M)), rng.normal(size=(64, 2, 3))
+    got = [np.zeros((64, 2, M)), np.zeros((64, M))]
+    want = [np.zeros((64, 2, M)), np.zeros((64, M))]
+    decay_lanes(xs, ts, ys, vs, *got, grid=64, device="cuda")
+    decay_lanes(xs, ts, ys, vs, *want, grid=64)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-15)
 
 
 HELPERS = """
