@@ -44,7 +44,7 @@ class ArrayDerivativeCalls:
 
     def call_array_derivative(self, derivative, values: list, out, what: str):
         helper, kind, positions = derivative.helper, derivative.kind, derivative.positions
-        width = getattr(derivative, "width", 1)
+        width = getattr(derivative, "width", None)     # None: one tangent; K: a leading axis of K lanes
         n = len(values) - (len(positions) if kind == "jvp" else 0)
         args = [self._array_call_argument(v, k, what) for k, v in enumerate(values[:n])]
         for k in positions:
@@ -53,7 +53,7 @@ class ArrayDerivativeCalls:
             if out is not None:
                 raise KernelTypeError(f"{what}: out= is for ado.grad / ado.value_and_grad; a jvp's "
                                       f"tangents follow the arguments")
-            if width != 1 and any(not isinstance(args[k], ArrayRef) for k in positions):
+            if width is not None and any(not isinstance(args[k], ArrayRef) for k in positions):
                 raise KernelTypeError(f"{what}: width={width} differentiates array arguments only (each "
                                       f"tangent an array with a leading axis of {width}); argnums "
                                       f"{derivative.positions} includes a scalar")
@@ -71,7 +71,7 @@ class ArrayDerivativeCalls:
             if not isinstance(result, ScalarType) or not result.is_float:
                 raise KernelTypeError(f"{what}: the helper must return one float value (it returns "
                                       f"{'nothing' if result is None else repr(result)})")
-        if width != 1 and result is not None:
+        if width is not None and result is not None:
             raise KernelTypeError(f"{what}: width={width} is for helpers that return nothing (their "
                                   f"results written into arrays, whose tangents get the lanes); this one "
                                   f"returns {result!r}")
@@ -84,7 +84,7 @@ class ArrayDerivativeCalls:
         if kind != "jvp":
             for g in shadows:
                 self._zero(g)
-        if width != 1:
+        if width is not None and width > 1:       # one lane: a (1, *shape) tangent is laid out as a plain one
             kind = f"jvpw{width}"
         return self._emit_array_placeholder(kind, wrapper, wrap_positions, local_bytes, args, shadows, result)
 
@@ -111,7 +111,7 @@ class ArrayDerivativeCalls:
             raise KernelTypeError(f"{what}: argument {k} is {describe(value)}; only float arguments "
                                   f"can be differentiated")
 
-    def _like(self, shadow, primal: ArrayRef, k: int, what: str, role: str, width: int = 1) -> ArrayRef:
+    def _like(self, shadow, primal: ArrayRef, k: int, what: str, role: str, width: int | None = None) -> ArrayRef:
         if not isinstance(shadow, ArrayRef):
             raise KernelTypeError(f"{what}: the {role} of array argument {k} must be an array like it, "
                                   f"got {describe(shadow)}")
@@ -120,16 +120,16 @@ class ArrayDerivativeCalls:
                                             f"a kernel parameter; use a local array (ado.zeros) or a "
                                             f"block's shared array")
         shapes = [tuple(e.constant for e in a.shape) for a in (shadow, primal)]
-        if width != 1:
+        if width is not None:
             shapes[1] = (width,) + shapes[1]
         if shadow.type.dtype != primal.type.dtype or shapes[0] != shapes[1]:
-            lanes = f" (a leading axis of {width} lanes, then the argument's shape)" if width != 1 else \
+            lanes = f" (a leading axis of {width} lanes, then the argument's shape)" if width is not None else \
                 ", like the argument"
             raise KernelTypeError(f"{what}: the {role} of argument {k} is {describe(shadow)} of shape "
                                   f"{shapes[0]}; it must be {primal.type.dtype!r} of shape {shapes[1]}{lanes}")
         return shadow
 
-    def _tangent(self, value, primal, k: int, what: str, width: int = 1):
+    def _tangent(self, value, primal, k: int, what: str, width: int | None = None):
         if isinstance(primal, ArrayRef):
             return self._like(value, primal, k, what, "tangent", width)
         if isinstance(value, ArrayRef):

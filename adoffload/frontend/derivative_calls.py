@@ -85,7 +85,7 @@ class DerivativeCalls(ArrayDerivativeCalls):
             raise KernelTypeError(f"{what} takes {count} argument(s), got {len(values)}")
         if has_arrays(values, out):
             return self.call_array_derivative(derivative, values, out, what)
-        if getattr(derivative, "width", 1) != 1:
+        if getattr(derivative, "width", None) is not None:
             raise KernelTypeError(f"{what}: width={derivative.width} takes array arguments (each tangent an "
                                   f"array with a leading axis of the width); these are scalars")
         args = [self.derivative_argument(v, k, what) for k, v in enumerate(values[:n])]

@@ -249,16 +249,17 @@ class FuncDerivative:
 
     KINDS = ("grad", "value_and_grad", "jvp")
 
-    def __init__(self, helper: Func, kind: str, argnums=0, width: int = 1):
+    def __init__(self, helper: Func, kind: str, argnums=0, width: int | None = None):
         """``argnums`` of a ``jvp`` may be None: every argument gets a tangent. ``width`` (jvp only):
-        K tangents at once, each tangent array with a leading axis of K."""
+        K tangents at once, each tangent array with a leading axis of K (None: one tangent, no axis)."""
         if not isinstance(helper, Func):
             raise ArgumentError(f"ado.{kind} inside kernels differentiates an @ado.func helper; got "
                         f"{type(helper).__name__} {helper!r} (for a kernel use ado.vjp / ado.jvp "
                         f"with the names of its parameters)")
         self.helper, self.kind = helper, kind
         self.argnums = _check_argnums(helper, kind, argnums)
-        if isinstance(width, bool) or not isinstance(width, int) or width < 1 or (kind != "jvp" and width != 1):
+        if width is not None and (isinstance(width, bool) or not isinstance(width, int) or width < 1
+                                  or kind != "jvp"):
             raise ArgumentError(f"ado.{kind}({helper.__name__}): width must be a positive int"
                                 + (" (jvp only)" if kind != "jvp" else "") + f", got {width!r}")
         self.width = width
@@ -274,7 +275,7 @@ class FuncDerivative:
                     f"on a JAX version of the function")
 
     def __repr__(self) -> str:
-        extra = f", width={self.width}" if self.width != 1 else ""
+        extra = f", width={self.width}" if self.width is not None else ""
         return f"ado.{self.kind}({self.helper.__name__}, argnums={self.argnums}{extra})"
 
 
@@ -307,7 +308,7 @@ def value_and_grad(helper, argnums=0) -> FuncDerivative:
     return FuncDerivative(helper, "value_and_grad", argnums)
 
 
-def helper_jvp(helper, argnums=None, width: int = 1) -> FuncDerivative:
+def helper_jvp(helper, argnums=None, width: int | None = None) -> FuncDerivative:
     """``ado.jvp(f)`` of a helper: ``y, dy = ado.jvp(f)(x1..xn, dx1..dxn)`` inside kernels;
     ``ado.jvp(f, argnums=(0, 3))`` takes tangents of those arguments only, in argnums order;
     ``width=K`` (array arguments, a helper returning nothing): K tangents in one call, each tangent

@@ -138,6 +138,29 @@ def test_f32_lanes():
         np.testing.assert_allclose(got, jac.T, rtol=1e-6)
 
 
+@ado.kernel
+def one_lane(xs: ado.In[ado.f64, 2], d_out: ado.Out[ado.f64, 2]):
+    """width=1: the tangents keep their leading axis of one lane."""
+    i = ado.tid()
+    x = ado.zeros(3, ado.f64)
+    r = ado.zeros(3, ado.f64)
+    V = ado.zeros((1, 3), ado.f64)
+    D = ado.zeros((1, 3), ado.f64)
+    for j in range(3):
+        x[j] = xs[i, j]
+    V[0, 1] = 1.0
+    ado.jvp(scaled, argnums=(0, 1), width=1)(x, r, V, D)
+    for k in range(3):
+        d_out[i, k] = D[0, k]
+
+
+def test_one_lane():
+    xs = np.array([[1.0, 2.0, 3.0]])
+    d = np.zeros((1, 3))
+    one_lane(xs, d, grid=1)
+    np.testing.assert_array_equal(d, [[1.0, 3.0, 0.0]])   # d r_k / d x_1: r_0 = x0 x1, r_1 = x1 x2, r_2 = x2 x0
+
+
 @pytest.mark.parametrize("target, arch", [("nvptx", "sm_90"), pytest.param("amdgpu", "gfx942", marks=needs_lld)])
 def test_lanes_compile_for_gpus(target, arch):
     """The lane-strided shadows and the lanes' scratch shadow (AMD: private allocas in address space 5)."""

@@ -162,3 +162,19 @@ def test_a_shared_array_shorter_than_the_residual_loop_is_a_bounds_error_naming_
     short = np.linspace(0.0, 1.0, M - 5)
     with pytest.raises(ado.BoundsError, match=rf"index {M - 5} is out of bounds .*shape \({M - 5},\)"):
         least_squares(decay, np.ones((2, 3)), args=(shared(short), np.zeros((2, M))), m=M)
+
+
+@ado.func
+def one_rate(x, t, y, r):
+    for k in range(len(r)):
+        r[k] = ado.exp(-x[0] * t[k]) - y[k]
+
+
+def test_one_parameter_is_one_jacobian_lane():
+    y = np.exp(-np.array([[0.7], [1.3]]) * T[None, :])
+    result = least_squares(one_rate, np.ones((2, 1)), args=(shared(T), y), m=M)
+    assert result.success.all()
+    np.testing.assert_allclose(result.x[:, 0], [0.7, 1.3], rtol=1e-9)
+    for k, target in enumerate(y):
+        ref = scipy.optimize.least_squares(lambda p: np.exp(-p[0] * T) - target, [1.0], method="lm")
+        np.testing.assert_allclose(result.x[k], ref.x, rtol=1e-7)
