@@ -64,12 +64,10 @@ def {name}(x0: ado.In[{T}, 2], {params}ftol: {T}, xtol: {T}, gtol: {T}, max_nfev
     i = ado.tid() + 0   # not the bare thread index: no second build without its row checks
 {copies}{allocate}    for j in range({N}):
         x[j] = x0[i, j]
-    action = least_squares_steps.JACOBIAN
+        xt[j] = x0[i, j]
+    action = least_squares_steps.EVALUATE
     while action != least_squares_steps.DONE:
-        if action == least_squares_steps.JACOBIAN:
-{jacobian}        else:
-            fun(xt{call}, r)
-        action = least_squares_steps.step(action, x, xt, r, Jt, A, b, delta, L, scale, st, it, {gauss_newton},
+{jacobian}        action = least_squares_steps.step(x, xt, r, Jt, A, b, delta, L, scale, st, it, {gauss_newton},
                                           ftol, xtol, gtol, max_nfev)
     for j in range({N}):
         x_out[i, j] = x[j]
@@ -84,28 +82,29 @@ def {name}(x0: ado.In[{T}, 2], {params}ftol: {T}, xtol: {T}, gtol: {T}, max_nfev
 """
 
 
-# The Jacobian of least_squares: one forward pass of n lanes (the unit vectors) straight into Jt, or
-# above LANES parameters passes of LANES lanes through D (code size grows with the lanes).
+# The one evaluation site of least_squares, at the trial point xt: the residuals and the Jacobian from
+# one forward pass of n lanes (the unit vectors) straight into Jt, or above LANES parameters passes of
+# LANES lanes through D (code size grows with the lanes).
 LANES = 8
 JACOBIAN_ONE_PASS = """\
-            for c in range({N}):
-                for j in range({N}):
-                    V[c, j] = 0.0
-                V[c, c] = 1.0
-            ado.jvp(fun, argnums=(0, {r_index}), width={N})(x{call}, r, V, Jt)
+        for c in range({N}):
+            for j in range({N}):
+                V[c, j] = 0.0
+            V[c, c] = 1.0
+        ado.jvp(fun, argnums=(0, {r_index}), width={N})(xt{call}, r, V, Jt)
 """
 JACOBIAN_PASSES = """\
-            for c0 in range(0, {N}, {K}):
-                for c in range({K}):
-                    for j in range({N}):
-                        V[c, j] = 0.0
-                    if c0 + c < {N}:
-                        V[c, c0 + c] = 1.0
-                ado.jvp(fun, argnums=(0, {r_index}), width={K})(x{call}, r, V, D)
-                for c in range({K}):
-                    if c0 + c < {N}:
-                        for k in range({M}):
-                            Jt[c0 + c, k] = D[c, k]
+        for c0 in range(0, {N}, {K}):
+            for c in range({K}):
+                for j in range({N}):
+                    V[c, j] = 0.0
+                if c0 + c < {N}:
+                    V[c, c0 + c] = 1.0
+            ado.jvp(fun, argnums=(0, {r_index}), width={K})(xt{call}, r, V, D)
+            for c in range({K}):
+                if c0 + c < {N}:
+                    for k in range({M}):
+                        Jt[c0 + c, k] = D[c, k]
 """
 
 
