@@ -32,6 +32,10 @@ def test_noisy_decay_fits_match_scipy(method, data):
         np.testing.assert_allclose(result.fun[k], ref.fun, atol=1e-6)
         np.testing.assert_allclose(result.grad[k], ref.jac.T @ ref.fun, atol=1e-6)
     assert result.success.mean() >= (1.0 if method == "lm" else 0.9)
+    # every trial point is evaluated with its Jacobian: njev = the start + the trials (+1 after a stop at a
+    # rejected trial, which evaluates x once more)
+    assert ((result.njev == result.nfev + 1) | (result.njev == result.nfev + 2)).all()
+    assert (result.njev[result.success] == result.nfev[result.success] + 1).mean() > 0.5
     fitted = result.x[result.success]
     assert np.abs(fitted - true[result.success]).max() < 0.2        # noise 0.01: close to the truth
     np.testing.assert_allclose(result.optimality, np.abs(result.grad).max(axis=1))
