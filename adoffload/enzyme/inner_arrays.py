@@ -11,6 +11,8 @@ helper inlined (canonicalization ran) with the constant shapes of the thread's a
   Dup with its shadow seeded with 1.0; everything else Const. The value is read from the slot.
 * ``jvp``: forward mode, the positions and the result slot Dup; the tangent of the result is read
   from the result slot's shadow, tangents of written arrays land in their tangent arrays.
+* ``jvpw<K>``: forward mode of width K (no result): each tangent array ``(K, *shape)`` is the shadow
+  pointer with a lane stride of the argument's element count (a scratch shadow is K times its size).
 
 A float array of the thread that the helper reads but does not differentiate stays Const, unless a
 pointer into it meets a shadowed pointer in a phi or select (``x[i] if c else p[j]`` becomes a load
@@ -28,7 +30,7 @@ from ..ir.builder import Builder
 from ..ir.core import (Argument, ArrayType, Constant, Function, Instruction, Module, StructType, Value, VoidType,
                        const, i1, i8, i64, void)
 from .activity import CONST, DUP, activity_of, pointer_sources
-from .forward import forward
+from .forward import forward, pointer_element_type
 
 ARRAY_PREFIX = "adoffload.inner.array_"
 INNER_PREFIX = "adoffload.inner."
@@ -68,6 +70,7 @@ def refuse_nested(helper: Function, where: str, kind: str) -> None:
 
 def define_array_placeholder(module: Module, placeholder: Function) -> None:
     kind, positions, local_bytes, wrapper_name = _parse(placeholder.name)
+    kind, width = _width(kind)
     where = call_site(module, placeholder)
     wrapper = module.functions.get(wrapper_name)
     if kind not in ("grad", "value_and_grad", "jvp") or wrapper is None or wrapper.is_declaration:
@@ -75,26 +78,49 @@ def define_array_placeholder(module: Module, placeholder: Function) -> None:
     helper_name = wrapper_name.split(".adoffload.inner.wrap")[0]
     refuse_nested(wrapper, where, kind)
     returns = kind != "jvp" or not isinstance(placeholder.return_type, VoidType)
+    if width > 1 and (returns or any(k not in local_bytes for k in positions)):
+        raise DifferentiationError(f"{where}internal error: {placeholder.name} has lanes but a result or a "
+                                   f"differentiated argument that is not a float array of the thread")
     activity = [DUP if k in positions else CONST for k in range(len(wrapper.args))]
     if returns:
         activity[-1] = DUP
     scratch = _merged_arrays(wrapper, activity, local_bytes)
     for k in scratch:
         activity[k] = DUP
-    suffix = "_".join(map(str, positions)) + "".join(f".s{k}" for k in sorted(scratch))
+    suffix = "_".join(map(str, positions)) + "".join(f".s{k}" for k in sorted(scratch)) + \
+        (f".w{width}" if width > 1 else "")
     try:
         if kind == "jvp":
-            derivative = forward(module, wrapper, activity, name=f"{wrapper.name}.fwd.{suffix}")
+            derivative = forward(module, wrapper, activity, width=width, name=f"{wrapper.name}.fwd.{suffix}")
         else:
             derivative = _reverse(module, wrapper, activity, f"{wrapper.name}.rev.{suffix}")
     except DifferentiationError as exc:
         raise DifferentiationError(f"{where}ado.{kind}({helper_name}){helper_site(wrapper)}: {exc}") from None
-    _emit_body(module, placeholder, kind, wrapper, derivative, activity, {k: local_bytes[k] for k in scratch}, returns)
+    strides = {k: local_bytes[k] // _element_bytes(wrapper, k) for k in positions + tuple(scratch)} if width > 1 else {}
+    _emit_body(module, placeholder, kind, wrapper, derivative, activity,
+               {k: local_bytes[k] * width for k in scratch}, returns, strides)
     for fn in (placeholder, derivative, wrapper):
         fn.linkage = "internal"
         fn.attributes.discard("noinline")
         fn.attributes.discard("optnone")
         fn.attributes.add("alwaysinline")
+
+
+def _width(kind: str) -> tuple[str, int]:
+    """``jvpw<K>`` (K tangent lanes: each tangent array ``(K, *shape)``, lane l at ``l * elements``) ->
+    ``("jvp", K)``; every other kind has one lane."""
+    if kind.startswith("jvpw") and kind[4:].isdigit():
+        return "jvp", int(kind[4:])
+    return kind, 1
+
+
+def _element_bytes(wrapper: Function, k: int) -> int:
+    """The size of the float elements that wrapper argument ``k`` (a pointer) is accessed as."""
+    t = pointer_element_type(wrapper, wrapper.args[k])
+    bits = getattr(t, "bits", None) or {"double": 64, "float": 32, "half": 16}.get(str(t))
+    if not bits:
+        raise DifferentiationError(f"internal error: lanes of an argument accessed as {t}")
+    return bits // 8
 
 
 def _parse(name: str):
@@ -175,7 +201,9 @@ def _result_type(placeholder: Function, wrapper: Function, kind: str):
 
 
 def _emit_body(module: Module, placeholder: Function, kind: str, wrapper: Function, derivative: Function, activity: list,
-               scratch: dict, returns: bool) -> None:
+               scratch: dict, returns: bool, strides: dict | None = None) -> None:
+    """``strides``: with lanes, each shadowed argument's lane stride in elements (the derivative takes
+    it after the shadow pointer)."""
     placeholder.args = [Argument(ty, f"x{k}", k) for k, ty in enumerate(placeholder.function_type.params)]
     primal_count = len(wrapper.args) - (1 if returns else 0)
     primal, given = placeholder.args[:primal_count], iter(placeholder.args[primal_count:])
@@ -199,6 +227,8 @@ def _emit_body(module: Module, placeholder: Function, kind: str, wrapper: Functi
             shadows.append(tangent)
         else:
             shadows.append(next(given))
+        if strides:
+            shadows.append(const(i64, strides[k]))
     b.call(derivative, list(primal) + ([value] if returns else []) + shadows)
     if not returns:
         b.ret()

@@ -11,6 +11,9 @@ Calling convention (docs/language.md, "Derivatives of helpers with array argumen
   the tangent of the array's contents: read on entry, and where ``f`` writes the array, written
   with the tangent of what it writes (``ado.jvp(residual, argnums=(0, 3))(x, t, y, r, dx, dr)``
   writes ``r`` and ``dr = J dx``). A helper returning nothing gives nothing.
+* ``ado.jvp(f, argnums=(0, 3), width=K)(x, t, y, r, V, D)``: K tangents in one forward pass, each
+  tangent array ``(K, *shape)`` with lane ``l`` in row ``l`` (placeholder kind ``jvpw<K>``); array
+  argnums of a helper returning nothing only.
 
 Differentiated arrays and their gradient/tangent arrays must be the thread's local arrays
 (``ado.zeros``) or a block kernel's shared arrays: compile-time shapes, memory no other thread of
@@ -41,6 +44,7 @@ class ArrayDerivativeCalls:
 
     def call_array_derivative(self, derivative, values: list, out, what: str):
         helper, kind, positions = derivative.helper, derivative.kind, derivative.positions
+        width = getattr(derivative, "width", None)     # None: one tangent; K: a leading axis of K lanes
         n = len(values) - (len(positions) if kind == "jvp" else 0)
         args = [self._array_call_argument(v, k, what) for k, v in enumerate(values[:n])]
         for k in positions:
@@ -49,7 +53,11 @@ class ArrayDerivativeCalls:
             if out is not None:
                 raise KernelTypeError(f"{what}: out= is for ado.grad / ado.value_and_grad; a jvp's "
                                       f"tangents follow the arguments")
-            shadows = [self._tangent(values[n + j], args[k], k, what) for j, k in enumerate(positions)]
+            if width is not None and any(not isinstance(args[k], ArrayRef) for k in positions):
+                raise KernelTypeError(f"{what}: width={width} differentiates array arguments only (each "
+                                      f"tangent an array with a leading axis of {width}); argnums "
+                                      f"{derivative.positions} includes a scalar")
+            shadows = [self._tangent(values[n + j], args[k], k, what, width) for j, k in enumerate(positions)]
         else:
             if any(not isinstance(args[k], ArrayRef) for k in positions):
                 raise KernelTypeError(f"{what}: argnums mixes array and scalar arguments; differentiate "
@@ -63,6 +71,10 @@ class ArrayDerivativeCalls:
             if not isinstance(result, ScalarType) or not result.is_float:
                 raise KernelTypeError(f"{what}: the helper must return one float value (it returns "
                                       f"{'nothing' if result is None else repr(result)})")
+        if width is not None and result is not None:
+            raise KernelTypeError(f"{what}: width={width} is for helpers that return nothing (their "
+                                  f"results written into arrays, whose tangents get the lanes); this one "
+                                  f"returns {result!r}")
         wrapper, slots = self._wrapper(compiled, args)
         local_bytes = {slots[k]: _nbytes(a) for k, a in enumerate(args)
                        if isinstance(a, ArrayRef) and a.is_local and a.type.dtype.is_float}
@@ -72,6 +84,8 @@ class ArrayDerivativeCalls:
         if kind != "jvp":
             for g in shadows:
                 self._zero(g)
+        if width is not None and width > 1:       # one lane: a (1, *shape) tangent is laid out as a plain one
+            kind = f"jvpw{width}"
         return self._emit_array_placeholder(kind, wrapper, wrap_positions, local_bytes, args, shadows, result)
 
     # --- arguments ---------------------------------------------------------------------------
@@ -97,7 +111,7 @@ class ArrayDerivativeCalls:
             raise KernelTypeError(f"{what}: argument {k} is {describe(value)}; only float arguments "
                                   f"can be differentiated")
 
-    def _like(self, shadow, primal: ArrayRef, k: int, what: str, role: str) -> ArrayRef:
+    def _like(self, shadow, primal: ArrayRef, k: int, what: str, role: str, width: int | None = None) -> ArrayRef:
         if not isinstance(shadow, ArrayRef):
             raise KernelTypeError(f"{what}: the {role} of array argument {k} must be an array like it, "
                                   f"got {describe(shadow)}")
@@ -106,15 +120,18 @@ class ArrayDerivativeCalls:
                                             f"a kernel parameter; use a local array (ado.zeros) or a "
                                             f"block's shared array")
         shapes = [tuple(e.constant for e in a.shape) for a in (shadow, primal)]
+        if width is not None:
+            shapes[1] = (width,) + shapes[1]
         if shadow.type.dtype != primal.type.dtype or shapes[0] != shapes[1]:
+            lanes = f" (a leading axis of {width} lanes, then the argument's shape)" if width is not None else \
+                ", like the argument"
             raise KernelTypeError(f"{what}: the {role} of argument {k} is {describe(shadow)} of shape "
-                                  f"{shapes[0]}; it must be {primal.type.dtype!r} of shape {shapes[1]}, "
-                                  f"like the argument")
+                                  f"{shapes[0]}; it must be {primal.type.dtype!r} of shape {shapes[1]}{lanes}")
         return shadow
 
-    def _tangent(self, value, primal, k: int, what: str):
+    def _tangent(self, value, primal, k: int, what: str, width: int | None = None):
         if isinstance(primal, ArrayRef):
-            return self._like(value, primal, k, what, "tangent")
+            return self._like(value, primal, k, what, "tangent", width)
         if isinstance(value, ArrayRef):
             raise KernelTypeError(f"{what}: argument {k} is a scalar, so its tangent must be a number, "
                                   f"got {describe(value)}")
@@ -243,7 +260,7 @@ class ArrayDerivativeCalls:
         failed = self.alloca_builder.alloca(I1, name="helper.failed")
         b.store(ir.Constant(I1, 0), failed)
         shadow_values = [s.pointer if isinstance(s, ArrayRef) else s for s in shadows]
-        if kind == "jvp":
+        if kind.startswith("jvp"):
             ret = ir.VoidType() if result is None else ir.LiteralStructType([llvm_type(result)] * 2)
         else:
             ret = llvm_type(result) if kind == "value_and_grad" else ir.VoidType()

@@ -47,6 +47,8 @@ class DerivativeCalls(ArrayDerivativeCalls):
             return PyObject(target(*args, **keywords))
         except Error as exc:
             raise KernelTypeError(str(exc)) from None
+        except TypeError as exc:           # an unknown keyword or a missing argument
+            raise KernelTypeError(f"bad call of {getattr(target, '__name__', 'this function')}(): {exc}") from None
 
     def python_value(self, value, target):
         if isinstance(value, PyObject):
@@ -83,6 +85,9 @@ class DerivativeCalls(ArrayDerivativeCalls):
             raise KernelTypeError(f"{what} takes {count} argument(s), got {len(values)}")
         if has_arrays(values, out):
             return self.call_array_derivative(derivative, values, out, what)
+        if getattr(derivative, "width", None) is not None:
+            raise KernelTypeError(f"{what}: width={derivative.width} takes array arguments (each tangent an "
+                                  f"array with a leading axis of the width); these are scalars")
         args = [self.derivative_argument(v, k, what) for k, v in enumerate(values[:n])]
         for k in derivative.positions:
             if not args[k].type.is_float:

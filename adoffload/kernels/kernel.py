@@ -435,7 +435,7 @@ def kernel(fn=None, *, bounds_check: bool = True, block=None):
     return SourceKernel(fn, bounds_check=bounds_check, block=block)
 
 
-def jvp(k: Kernel, wrt=None, *, width: int = 1, primal_outputs: bool = True, argnums=None) -> Kernel:
+def jvp(k: Kernel, wrt=None, *, width: int | None = None, primal_outputs: bool = True, argnums=None) -> Kernel:
     """The forward-mode (tangent) kernel of ``k`` with respect to the parameters named in ``wrt``.
 
     It takes ``k``'s parameters, then one shadow per differentiated or written float parameter,
@@ -445,7 +445,7 @@ def jvp(k: Kernel, wrt=None, *, width: int = 1, primal_outputs: bool = True, arg
     * ``d_<out>``: the tangent of ``<out>``, written (it starts at zero like Out arrays);
     * ``d_<inout>``: the tangent of the input on entry, of the output on return.
 
-    With ``width=K`` each shadow gets a leading axis of K (K tangents at once).
+    With ``width=K`` each shadow gets a leading axis of K (K tangents at once; default 1, no axis).
 
     ``primal_outputs=False`` gives the tangent-only kernel (what ``jax.jvp`` and ``jax.linearize``
     of a kernel call use, next to the primal call): a written array whose stores the kernel
@@ -455,15 +455,16 @@ def jvp(k: Kernel, wrt=None, *, width: int = 1, primal_outputs: bool = True, arg
 
     ``ado.jvp(f)`` of an ``@ado.func`` helper is its forward derivative, called inside kernels
     as ``y, dy = ado.jvp(f)(x1..xn, dx1..dxn)`` (``language.FuncDerivative``); ``argnums=(0, 3)``
-    takes the tangents of those arguments only (docs/language.md: array arguments).
+    takes the tangents of those arguments only, and ``width=K`` K tangents at once (array
+    arguments: each tangent array with a leading axis of K; docs/language.md: array arguments).
     """
     from ..language.builtins import Func, helper_jvp
     if isinstance(k, Func):
-        if wrt is not None or width != 1 or not primal_outputs:
+        if wrt is not None or not primal_outputs:
             from ..errors import ArgumentError
             raise ArgumentError(f"ado.jvp({k.__name__}) of a helper takes the helper alone (and "
-                                f"argnums=); call the result inside a kernel with (x1..xn, dx1..dxn)")
-        return helper_jvp(k, argnums)
+                                f"argnums=, width=); call the result inside a kernel with (x1..xn, dx1..dxn)")
+        return helper_jvp(k, argnums, width)
     if argnums is not None:
         from ..errors import ArgumentError
         raise ArgumentError("ado.jvp(kernel, wrt): argnums= is for helpers (@ado.func); name a kernel's "
@@ -471,7 +472,8 @@ def jvp(k: Kernel, wrt=None, *, width: int = 1, primal_outputs: bool = True, arg
     if wrt is None:
         from ..errors import ArgumentError
         raise ArgumentError("ado.jvp(kernel, wrt) needs the names of the parameters to differentiate")
-    return _derived(k, "jvp", wrt, width=width, **({} if primal_outputs else {"primal_outputs": False}))
+    return _derived(k, "jvp", wrt, width=1 if width is None else width,
+                    **({} if primal_outputs else {"primal_outputs": False}))
 
 
 jvp.__ado_compile_time__ = True      # ado.jvp(f) inside a kernel is evaluated while compiling

@@ -249,14 +249,20 @@ class FuncDerivative:
 
     KINDS = ("grad", "value_and_grad", "jvp")
 
-    def __init__(self, helper: Func, kind: str, argnums=0):
-        """``argnums`` of a ``jvp`` may be None: every argument gets a tangent."""
+    def __init__(self, helper: Func, kind: str, argnums=0, width: int | None = None):
+        """``argnums`` of a ``jvp`` may be None: every argument gets a tangent. ``width`` (jvp only):
+        K tangents at once, each tangent array with a leading axis of K (None: one tangent, no axis)."""
         if not isinstance(helper, Func):
             raise ArgumentError(f"ado.{kind} inside kernels differentiates an @ado.func helper; got "
                         f"{type(helper).__name__} {helper!r} (for a kernel use ado.vjp / ado.jvp "
                         f"with the names of its parameters)")
         self.helper, self.kind = helper, kind
         self.argnums = _check_argnums(helper, kind, argnums)
+        if width is not None and (isinstance(width, bool) or not isinstance(width, int) or width < 1
+                                  or kind != "jvp"):
+            raise ArgumentError(f"ado.{kind}({helper.__name__}): width must be a positive int"
+                                + (" (jvp only)" if kind != "jvp" else "") + f", got {width!r}")
+        self.width = width
 
     @property
     def positions(self) -> tuple[int, ...]:
@@ -269,7 +275,8 @@ class FuncDerivative:
                     f"on a JAX version of the function")
 
     def __repr__(self) -> str:
-        return f"ado.{self.kind}({self.helper.__name__}, argnums={self.argnums})"
+        extra = f", width={self.width}" if self.width is not None else ""
+        return f"ado.{self.kind}({self.helper.__name__}, argnums={self.argnums}{extra})"
 
 
 def _check_argnums(helper: Func, kind: str, argnums):
@@ -301,10 +308,12 @@ def value_and_grad(helper, argnums=0) -> FuncDerivative:
     return FuncDerivative(helper, "value_and_grad", argnums)
 
 
-def helper_jvp(helper, argnums=None) -> FuncDerivative:
+def helper_jvp(helper, argnums=None, width: int | None = None) -> FuncDerivative:
     """``ado.jvp(f)`` of a helper: ``y, dy = ado.jvp(f)(x1..xn, dx1..dxn)`` inside kernels;
-    ``ado.jvp(f, argnums=(0, 3))`` takes tangents of those arguments only, in argnums order."""
-    return FuncDerivative(helper, "jvp", argnums)
+    ``ado.jvp(f, argnums=(0, 3))`` takes tangents of those arguments only, in argnums order;
+    ``width=K`` (array arguments, a helper returning nothing): K tangents in one call, each tangent
+    array of shape ``(K, *argument shape)``, lane ``l`` in row ``l``."""
+    return FuncDerivative(helper, "jvp", argnums, width)
 
 
 # Called during kernel compilation with Python values (the front end evaluates them).

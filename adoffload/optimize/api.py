@@ -2,8 +2,8 @@
 
 Names and conventions follow ``scipy.optimize`` (docs/optimize.md). The function is an ``@ado.func``;
 its derivatives are built inside the optimizer kernel by the AD engine (``ado.value_and_grad`` for
-``minimize``, ``ado.jvp`` columns of the Jacobian for ``least_squares``). Inputs are numpy arrays
-(results are numpy arrays) or JAX arrays (the kernel runs as a JAX custom call: ``jax.jit`` and
+``minimize``, ``ado.jvp`` of width n, the Jacobian's columns, for ``least_squares``). Inputs are
+numpy arrays (results are numpy arrays) or JAX arrays (the kernel runs as a JAX custom call: ``jax.jit`` and
 ``jax.vmap`` compose; results are JAX arrays).
 """
 from __future__ import annotations
@@ -53,7 +53,8 @@ def least_squares(residual, x0, args=(), m: int | None = None, method: str = "lm
     for every row of ``x0`` (shape ``(batch, n)``), one problem per thread.
 
     ``method``: ``"lm"`` (Levenberg-Marquardt with Marquardt's scaling) or ``"gn"`` (Gauss-Newton with a
-    backtracking line search). The Jacobian comes column by column from ``ado.jvp(residual)``.
+    backtracking line search). The Jacobian comes from ``ado.jvp(residual, width=n)`` (every column in
+    one forward pass; passes of 8 columns above 8 parameters).
     Tolerances as scipy's ``least_squares``; ``max_nfev`` (default ``100 * n``) counts residual
     evaluations at trial points. Returns an ``OptimizeResult`` of per-problem ``x``, ``cost``, ``fun``
     (residuals), ``grad``, ``optimality``, ``success``, ``status``, ``message``, ``nit``, ``nfev``, ``njev``.

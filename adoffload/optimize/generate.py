@@ -64,19 +64,10 @@ def {name}(x0: ado.In[{T}, 2], {params}ftol: {T}, xtol: {T}, gtol: {T}, max_nfev
     i = ado.tid() + 0   # not the bare thread index: no second build without its row checks
 {copies}{allocate}    for j in range({N}):
         x[j] = x0[i, j]
-    action = least_squares_steps.JACOBIAN
+        xt[j] = x0[i, j]
+    action = least_squares_steps.EVALUATE
     while action != least_squares_steps.DONE:
-        if action == least_squares_steps.JACOBIAN:
-            for c in range({N}):
-                for j in range({N}):
-                    v[j] = 0.0
-                v[c] = 1.0
-                ado.jvp(fun, argnums=(0, {r_index}))(x{call}, r, v, dr)
-                for k in range({M}):
-                    J[k, c] = dr[k]
-        else:
-            fun(xt{call}, rt)
-        action = least_squares_steps.step(action, x, xt, r, rt, J, A, b, delta, L, scale, st, it, {gauss_newton},
+{jacobian}        action = least_squares_steps.step(x, xt, r, Jt, A, b, delta, L, scale, st, it, {gauss_newton},
                                           ftol, xtol, gtol, max_nfev)
     for j in range({N}):
         x_out[i, j] = x[j]
@@ -91,10 +82,42 @@ def {name}(x0: ado.In[{T}, 2], {params}ftol: {T}, xtol: {T}, gtol: {T}, max_nfev
 """
 
 
-def _binding(specs: tuple[ArgSpec, ...], scalar_type: str):
-    """(kernel parameters text, copies into local arrays, the call's extra arguments)."""
+# The one evaluation site of least_squares, at the trial point xt: the residuals and the Jacobian from
+# one forward pass of n lanes (the unit vectors) straight into Jt, or above LANES parameters passes of
+# LANES lanes through D (code size grows with the lanes).
+LANES = 8
+JACOBIAN_ONE_PASS = """\
+        for c in range({N}):
+            for j in range({N}):
+                V[c, j] = 0.0
+            V[c, c] = 1.0
+        ado.jvp(fun, argnums=(0, {r_index}), width={N})(xt{call}, r, V, Jt)
+"""
+JACOBIAN_PASSES = """\
+        for c0 in range(0, {N}, {K}):
+            for c in range({K}):
+                for j in range({N}):
+                    V[c, j] = 0.0
+                if c0 + c < {N}:
+                    V[c, c0 + c] = 1.0
+            ado.jvp(fun, argnums=(0, {r_index}), width={K})(xt{call}, r, V, D)
+            for c in range({K}):
+                if c0 + c < {N}:
+                    for k in range({M}):
+                        Jt[c0 + c, k] = D[c, k]
+"""
+
+
+def _binding(specs: tuple[ArgSpec, ...], scalar_type: str, shared_direct: bool = False):
+    """(kernel parameters text, copies into local arrays, the call's extra arguments). ``shared_direct``:
+    a shared array is passed to the function as the kernel parameter itself, not copied (forward mode
+    only: a loop over its length has a run-time trip count, which reverse mode's static tape refuses)."""
     params, copies, call = [], [], []
     for k, spec in enumerate(specs):
+        if spec.kind == "shared_array" and shared_direct:
+            params.append(f"a{k}: ado.In[{spec.dtype}, {len(spec.shape)}]")
+            call.append(f"a{k}")
+            continue
         if spec.kind == "scalar":
             params.append(f"a{k}: {spec.dtype}")
             call.append(f"a{k}")
@@ -191,11 +214,17 @@ def least_squares_kernel(fun, n: int, m: int, dtype, specs: tuple[ArgSpec, ...],
     def make():
         from . import least_squares_steps
         T = _type(dtype)
-        params, copies, call = _binding(specs, T)
+        params, copies, call = _binding(specs, T, shared_direct=True)
         name = f"least_squares_{'gn' if gauss_newton else 'lm'}_{_identifier(fun.__name__)}"
+        lanes = min(n, LANES)
+        fill = dict(T=T, N=n, M=m, K=lanes, call=call, r_index=len(specs) + 1)
+        jacobian = (JACOBIAN_ONE_PASS if lanes == n else JACOBIAN_PASSES).format(**fill)
+        allocate = least_squares_steps.ALLOCATE.format(**fill)
+        if lanes < n:
+            allocate += f"    D = ado.zeros(({lanes}, {m}), {T})\n"
         body = LEAST_SQUARES.format(name=name, T=T, N=n, M=m, params=params, copies=copies, call=call,
-                                    allocate=least_squares_steps.ALLOCATE.format(T=T, N=n, M=m),
-                                    r_index=len(specs) + 1, gauss_newton=str(bool(gauss_newton)))
+                                    allocate=allocate, jacobian=jacobian,
+                                    gauss_newton=str(bool(gauss_newton)))
         source = HEADER.format(what=f"least_squares({fun.__name__})", modules="least_squares_steps") + body
         return _load(source, name, fun, "least_squares")
     return _cached(key, make)

@@ -8,7 +8,8 @@ Each of ``args`` is, for the problem ``i``:
 * ``adoffload.optimize.shared(a)``: the array ``a`` (1 to 3 dimensions), the same for every problem.
 
 The kernel copies each array into a local array of the thread (so the helper sees an array of a
-compile-time shape whatever the batch) before the iteration starts.
+compile-time shape whatever the batch) before the iteration starts; ``least_squares`` passes a shared
+array as the kernel parameter itself (generate._binding: forward mode needs no constant trip counts).
 """
 from __future__ import annotations
 

@@ -1,8 +1,14 @@
 """Levenberg-Marquardt and Gauss-Newton for one problem per thread, in reverse communication.
 
-The kernel (generate.py) does what ``step`` asks: ``JACOBIAN`` (the residuals ``r`` and the Jacobian
-``J`` at ``x``, column by column from ``ado.jvp(residual)``) or ``RESIDUAL`` (``rt`` at the trial
-point ``xt``), until ``DONE``; the status is then in ``it[STATUS]``.
+The kernel (generate.py) has one evaluation site: at the trial point ``xt``, one
+``ado.jvp(residual, width=n)`` with the unit tangents of ``V`` gives the residuals ``r`` and the
+Jacobian, transposed (``Jt``, n x m), and ``step`` says what next: ``EVALUATE`` (at the new ``xt``) or
+``DONE`` (the status in ``it[STATUS]``). A trial point is evaluated with its Jacobian because most are
+accepted: the Jacobian at the new ``x`` is then in hand (the residual's work is done once per trial,
+not once for the trial and again for its Jacobian); a rejected trial's Jacobian is dropped (``J^T J``,
+``J^T r`` and the cost at ``x`` are kept, which is all a retry needs). A stop after an accepted trial
+forms its normal equations (``_finish``); a stop after a rejected one evaluates ``x`` once more
+(``_refill``), so the returned residuals and gradient are always those of the returned ``x``.
 
 Each iteration solves the normal equations ``(J^T J + lam D) delta = -J^T r`` by Cholesky, ``D`` the
 largest diagonal of ``J^T J`` seen (Marquardt's scaling, as MINPACK's), and takes the step when its
@@ -10,8 +16,8 @@ actual reduction of the cost ``0.5 |r|^2`` is at least 1e-4 of the model's (``la
 Nielsen's rule ``max(1/3, 1 - (2 rho - 1)^3)``, else grows by ``nu`` doubling). Gauss-Newton has
 ``lam = 0`` and halves the step until the cost decreases by 1e-4 of the model's slope.
 Termination as scipy's least_squares: ``max |J^T r| <= gtol``; on an accepted step ``dF < ftol F``
-with a model agreement above 0.25, ``|dx| < xtol (xtol + |x|)``. The Jacobian is evaluated once
-more at the final point, so the returned gradient ``J^T r`` belongs to the returned ``x``.
+with a model agreement above 0.25, ``|dx| < xtol (xtol + |x|)``. ``nfev`` counts trial points,
+``njev`` evaluations (each gives residuals and Jacobian): ``1 + nfev``, plus one after a ``_refill``.
 """
 from __future__ import annotations
 
@@ -21,21 +27,19 @@ from . import linesearch
 from .status import FTOL, FTOL_XTOL, GTOL, LINE_SEARCH, MAXITER, NONFINITE, SINGULAR, XTOL
 from .vectors import all_finite, copy, dot, max_abs, norm, step_from
 
-DONE, JACOBIAN, RESIDUAL = 0, 1, 2
+DONE, JACOBIAN, EVALUATE = 0, 1, 2
 COST, LAM, NU, T, FLOATS = 0, 1, 2, 3, 4
 STATUS, NIT, NFEV, NJEV, FINAL, INTS = 0, 1, 2, 3, 4, 5
 
 ALLOCATE = """\
     x = ado.zeros({N}, {T})
     xt = ado.zeros({N}, {T})
-    v = ado.zeros({N}, {T})
     b = ado.zeros({N}, {T})
     delta = ado.zeros({N}, {T})
     scale = ado.zeros({N}, {T})
     r = ado.zeros({M}, {T})
-    rt = ado.zeros({M}, {T})
-    dr = ado.zeros({M}, {T})
-    J = ado.zeros(({M}, {N}), {T})
+    V = ado.zeros(({K}, {N}), {T})
+    Jt = ado.zeros(({N}, {M}), {T})
     A = ado.zeros(({N}, {N}), {T})
     L = ado.zeros(({N}, {N}), {T})
     st = ado.zeros(least_squares_steps.FLOATS, {T})
@@ -84,20 +88,23 @@ def solve(L, b, delta):
 
 
 @ado.func
-def _normal_equations(J, r, A, b):
+def _normal_equations(Jt, r, A, b):
+    """A = J^T J and b = J^T r from the transposed Jacobian ``Jt`` (n, m): row p holds column p of J."""
     m = len(r)
     n = len(b)
     for p in range(n):
-        s = 0.0
-        for k in range(m):
-            s += J[k, p] * r[k]
-        b[p] = s
+        b[p] = 0.0
         for q in range(p + 1):
-            t = 0.0
-            for k in range(m):
-                t += J[k, p] * J[k, q]
-            A[p, q] = t
-            A[q, p] = t
+            A[p, q] = 0.0
+    for k in range(m):          # one pass over the residuals: each Jacobian element read once
+        for p in range(n):
+            u = Jt[p, k]
+            b[p] += u * r[k]
+            for q in range(p + 1):
+                A[p, q] += u * Jt[q, k]
+    for p in range(n):
+        for q in range(p):
+            A[q, p] = A[p, q]
 
 
 @ado.func
@@ -112,7 +119,7 @@ def _quadratic(A, delta):
 
 @ado.func
 def _propose(x, xt, A, b, delta, L, scale, st, it, gauss_newton):
-    """The next trial point xt (RESIDUAL), or DONE with a status when none can be made."""
+    """The next trial point xt (EVALUATE), or DONE with a status when none can be made."""
     if gauss_newton:
         for c in range(len(scale)):
             scale[c] = 0.0
@@ -122,12 +129,12 @@ def _propose(x, xt, A, b, delta, L, scale, st, it, gauss_newton):
         solve(L, b, delta)
         st[T] = 1.0
         step_from(x, delta, 1.0, xt)
-        return RESIDUAL
+        return EVALUATE
     for attempt in range(64):
         if cholesky(A, scale, st[LAM], L):
             solve(L, b, delta)
             step_from(x, delta, 1.0, xt)
-            return RESIDUAL
+            return EVALUATE
         st[LAM] = st[LAM] * st[NU]
         st[NU] = 2.0 * st[NU]
     it[STATUS] = SINGULAR
@@ -135,10 +142,10 @@ def _propose(x, xt, A, b, delta, L, scale, st, it, gauss_newton):
 
 
 @ado.func
-def _after_jacobian(x, xt, r, J, A, b, delta, L, scale, st, it, gauss_newton, gtol):
-    first = it[NJEV] == 0
-    it[NJEV] += 1
-    _normal_equations(J, r, A, b)
+def _after_jacobian(x, xt, r, Jt, A, b, delta, L, scale, st, it, gauss_newton, gtol):
+    """r and Jt are those of x: the normal equations, the gradient test, the next trial point."""
+    first = it[NJEV] == 1
+    _normal_equations(Jt, r, A, b)
     if first:
         st[COST] = 0.5 * dot(r, r)
         if not (linesearch.finite(st[COST]) and all_finite(b)):
@@ -165,17 +172,28 @@ def _after_jacobian(x, xt, r, J, A, b, delta, L, scale, st, it, gauss_newton, gt
 
 @ado.func
 def _finish(it, code):
-    """End with ``code`` after one more Jacobian at the accepted point (its J^T r is the result's grad)."""
+    """End with ``code`` at the point just accepted, once its normal equations are formed (J^T r: the
+    result's grad)."""
     it[STATUS] = code
     it[FINAL] = 1
     return JACOBIAN
 
 
 @ado.func
-def _after_residual(x, xt, r, rt, A, b, delta, L, scale, st, it, gauss_newton, ftol, xtol, max_nfev):
+def _refill(x, xt, it, code):
+    """End with ``code`` after a rejected trial point, whose residuals and Jacobian are in r and Jt: one
+    more evaluation at x first, so the result's residuals and grad are those of x."""
+    copy(x, xt)
+    it[STATUS] = code
+    it[FINAL] = 1
+    return EVALUATE
+
+
+@ado.func
+def _after_residual(x, xt, r, A, b, delta, L, scale, st, it, gauss_newton, ftol, xtol, max_nfev):
     it[NFEV] += 1
     cost = st[COST]
-    trial = 0.5 * dot(rt, rt)
+    trial = 0.5 * dot(r, r)             # r holds the trial point's residuals
     usable = linesearch.finite(trial)
     t = 1.0
     if gauss_newton:
@@ -194,7 +212,6 @@ def _after_residual(x, xt, r, rt, A, b, delta, L, scale, st, it, gauss_newton, f
         reduction = cost - trial
         step = t * norm(delta)
         copy(xt, x)
-        copy(rt, r)
         st[COST] = trial
         if not gauss_newton:
             shrink = 2.0 * agreement - 1.0
@@ -212,21 +229,29 @@ def _after_residual(x, xt, r, rt, A, b, delta, L, scale, st, it, gauss_newton, f
             return _finish(it, MAXITER)
         return JACOBIAN
     if it[NFEV] >= max_nfev:
-        return _finish(it, MAXITER)
+        return _refill(x, xt, it, MAXITER)
     if gauss_newton:
         t = 0.5 * t
         if t < 1e-10:
-            return _finish(it, LINE_SEARCH)
+            return _refill(x, xt, it, LINE_SEARCH)
         st[T] = t
         step_from(x, delta, t, xt)
-        return RESIDUAL
+        return EVALUATE
     st[LAM] = st[LAM] * st[NU]
     st[NU] = 2.0 * st[NU]
-    return _propose(x, xt, A, b, delta, L, scale, st, it, gauss_newton)
+    action = _propose(x, xt, A, b, delta, L, scale, st, it, gauss_newton)
+    if action == DONE:                  # r and Jt hold the rejected trial's: evaluate x once more
+        return _refill(x, xt, it, it[STATUS])
+    return action
 
 
 @ado.func
-def step(action, x, xt, r, rt, J, A, b, delta, L, scale, st, it, gauss_newton, ftol, xtol, gtol, max_nfev):
-    if action == JACOBIAN:
-        return _after_jacobian(x, xt, r, J, A, b, delta, L, scale, st, it, gauss_newton, gtol)
-    return _after_residual(x, xt, r, rt, A, b, delta, L, scale, st, it, gauss_newton, ftol, xtol, max_nfev)
+def step(x, xt, r, Jt, A, b, delta, L, scale, st, it, gauss_newton, ftol, xtol, gtol, max_nfev):
+    """After an evaluation at xt (its residuals in r, its Jacobian in Jt): EVALUATE at the new xt, or DONE."""
+    it[NJEV] += 1
+    if it[NJEV] == 1 or it[FINAL] == 1:     # at x: the start, or the evaluation after a stop at a rejected trial
+        return _after_jacobian(x, xt, r, Jt, A, b, delta, L, scale, st, it, gauss_newton, gtol)
+    action = _after_residual(x, xt, r, A, b, delta, L, scale, st, it, gauss_newton, ftol, xtol, max_nfev)
+    if action == JACOBIAN:                  # accepted: x = xt, whose Jacobian is in hand
+        return _after_jacobian(x, xt, r, Jt, A, b, delta, L, scale, st, it, gauss_newton, gtol)
+    return action

@@ -32,6 +32,10 @@ def test_noisy_decay_fits_match_scipy(method, data):
         np.testing.assert_allclose(result.fun[k], ref.fun, atol=1e-6)
         np.testing.assert_allclose(result.grad[k], ref.jac.T @ ref.fun, atol=1e-6)
     assert result.success.mean() >= (1.0 if method == "lm" else 0.9)
+    # every trial point is evaluated with its Jacobian: njev = the start + the trials (+1 after a stop at a
+    # rejected trial, which evaluates x once more)
+    assert ((result.njev == result.nfev + 1) | (result.njev == result.nfev + 2)).all()
+    assert (result.njev[result.success] == result.nfev[result.success] + 1).mean() > 0.5
     fitted = result.x[result.success]
     assert np.abs(fitted - true[result.success]).max() < 0.2        # noise 0.01: close to the truth
     np.testing.assert_allclose(result.optimality, np.abs(result.grad).max(axis=1))
@@ -52,6 +56,14 @@ def test_max_nfev_reports_failure(data):
     result = least_squares(decay, x0[:3], args=(shared(T), y[:3]), m=M, max_nfev=2)
     assert (result.status == MAXITER).all() and not result.success.any()
     assert (result.nfev == 2).all()
+    for x, r, target in zip(result.x, result.fun, y[:3]):     # the residuals of the returned x, not of a trial
+        np.testing.assert_allclose(r, x[0] * np.exp(-x[1] * T) + x[2] - target, rtol=1e-12, atol=1e-14)
+    for cap in (1, 3):              # stopped after a rejected trial point or an accepted one
+        capped = least_squares(decay, x0[:6], args=(shared(T), y[:6]), m=M, max_nfev=cap, method="gn")
+        for x, r, target, cost in zip(capped.x, capped.fun, y[:6], capped.cost):
+            expected = x[0] * np.exp(-x[1] * T) + x[2] - target
+            np.testing.assert_allclose(r, expected, rtol=1e-12, atol=1e-14)
+            assert cost == pytest.approx(0.5 * expected @ expected, rel=1e-12)
 
 
 @ado.func
@@ -68,3 +80,105 @@ def test_gauss_newton_refuses_singular_normal_equations_and_lm_damps_them():
     lm = least_squares(one_parameter_matters, x0, args=(shared(T), y), m=M, method="lm")
     assert lm.success.all()
     np.testing.assert_allclose(lm.x[:, 0], 2.0, rtol=1e-8)
+
+
+@ado.func
+def weighted_model(x, t, basis, y, w, scale, count, r):
+    """Every kind of argument at once: t (a shared 1-D array, looped over by its run-time length),
+    basis (a shared 2-D array), y (the problem's row), w (the problem's scalar), scale (a float and
+    count an int, the same for every problem). r_k = w (x0 exp(-x1 t_k) + sum_j x_{2+j} basis[j, k]) * scale - y_k."""
+    for k in range(len(t)):
+        s = x[0] * ado.exp(-x[1] * t[k])
+        for j in range(count):
+            s += x[2 + j] * basis[j, k]
+        r[k] = w * s * scale - y[k]
+
+
+def test_shared_arrays_batch_arrays_and_scalars_together_match_scipy():
+    rng = np.random.default_rng(5)
+    batch, count = 6, 2
+    basis = np.stack([np.ones(M), T / 4.0])
+    true = np.column_stack([rng.uniform(0.5, 2, batch), rng.uniform(0.3, 2, batch), rng.uniform(-0.5, 0.5, (batch, count))])
+    w = rng.uniform(0.5, 1.5, batch)
+    scale = 1.25
+
+    def model(p, k):
+        return w[k] * (p[0] * np.exp(-p[1] * T) + p[2:] @ basis) * scale
+
+    y = np.array([model(true[k], k) + 0.01 * rng.standard_normal(M) for k in range(batch)])
+    x0 = np.tile([1.0, 1.0, 0.0, 0.0], (batch, 1))
+    for method in ("lm", "gn"):
+        result = least_squares(weighted_model, x0, args=(shared(T), shared(basis), y, w, scale, count), m=M,
+                               method=method)
+        assert result.success.all(), method
+        for k in range(batch):
+            ref = scipy.optimize.least_squares(lambda p: model(p, k) - y[k], x0[k], method="lm")
+            np.testing.assert_allclose(result.x[k], ref.x, rtol=1e-5, atol=1e-6)
+            assert result.cost[k] == pytest.approx(ref.cost, rel=1e-9)
+            np.testing.assert_allclose(result.grad[k], ref.jac.T @ ref.fun, atol=1e-6)
+            h, jac = 1e-6, np.zeros((M, 4))
+            for c in range(4):          # the Jacobian behind grad, by central differences at the result
+                e = np.zeros(4)
+                e[c] = h
+                jac[:, c] = (model(result.x[k] + e, k) - model(result.x[k] - e, k)) / (2 * h)
+            np.testing.assert_allclose(result.grad[k], jac.T @ result.fun[k], rtol=1e-6, atol=1e-8)
+
+
+@ado.func
+def cosine_series(x, t, y, r):
+    """Ten parameters (above the 8 Jacobian lanes of one pass: passes of 8 and 2):
+    r_k = sum_j x_j cos(j t_k) + 0.1 x_0 x_1 - y_k."""
+    for k in range(len(r)):
+        s = 0.1 * x[0] * x[1]
+        for j in range(len(x)):
+            s += x[j] * ado.cos(j * t[k])
+        r[k] = s - y[k]
+
+
+def test_ten_parameters_take_two_jacobian_passes_and_match_scipy():
+    rng = np.random.default_rng(9)
+    batch, n = 4, 10
+    t = np.linspace(0.0, np.pi, M)
+    basis = np.cos(np.arange(n)[:, None] * t[None, :])
+
+    def model(p):
+        return p @ basis + 0.1 * p[0] * p[1]
+
+    true = rng.uniform(-1, 1, (batch, n))
+    y = np.array([model(p) for p in true]) + 0.01 * rng.standard_normal((batch, M))
+    x0 = np.zeros((batch, n))
+    result = least_squares(cosine_series, x0, args=(shared(t), y), m=M)
+    assert result.success.all()
+    for k in range(batch):
+        ref = scipy.optimize.least_squares(lambda p: model(p) - y[k], x0[k], method="lm")
+        np.testing.assert_allclose(result.x[k], ref.x, rtol=1e-5, atol=1e-6)
+        assert result.cost[k] == pytest.approx(ref.cost, rel=1e-9)
+        h, jac = 1e-6, np.zeros((M, n))
+        for c in range(n):
+            e = np.zeros(n)
+            e[c] = h
+            jac[:, c] = (model(result.x[k] + e) - model(result.x[k] - e)) / (2 * h)
+        np.testing.assert_allclose(result.grad[k], jac.T @ result.fun[k], rtol=1e-6, atol=1e-9)
+
+
+def test_a_shared_array_shorter_than_the_residual_loop_is_a_bounds_error_naming_it():
+    """The shared array is the kernel's parameter itself (not a local copy): the error gives its shape."""
+    short = np.linspace(0.0, 1.0, M - 5)
+    with pytest.raises(ado.BoundsError, match=rf"index {M - 5} is out of bounds .*shape \({M - 5},\)"):
+        least_squares(decay, np.ones((2, 3)), args=(shared(short), np.zeros((2, M))), m=M)
+
+
+@ado.func
+def one_rate(x, t, y, r):
+    for k in range(len(r)):
+        r[k] = ado.exp(-x[0] * t[k]) - y[k]
+
+
+def test_one_parameter_is_one_jacobian_lane():
+    y = np.exp(-np.array([[0.7], [1.3]]) * T[None, :])
+    result = least_squares(one_rate, np.ones((2, 1)), args=(shared(T), y), m=M)
+    assert result.success.all()
+    np.testing.assert_allclose(result.x[:, 0], [0.7, 1.3], rtol=1e-9)
+    for k, target in enumerate(y):
+        ref = scipy.optimize.least_squares(lambda p: np.exp(-p[0] * T) - target, [1.0], method="lm")
+        np.testing.assert_allclose(result.x[k], ref.x, rtol=1e-7)
