@@ -4,9 +4,11 @@ rewritten code run on this CPU by 32 threads emulating one warp's ``match.any`` 
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import random
 import re
 import threading
+from pathlib import Path
 
 import llvmlite.binding as llvm
 import numpy as np
@@ -42,21 +44,17 @@ def own_and_stencil(h: ado.InOut[F64], v: ado.In[F64]):
     ado.atomic_add(h, 2 * i + 3, v[i])
 
 
-@ado.kernel
-def pair_table(pos: ado.In[F64, 2], kind: ado.In[ado.i64], params: ado.In[F64, 2], e: ado.Out[F64]):
-    """examples/research's Morse energy: each pair's parameters a row of a 3-row table."""
-    i = ado.tid()
-    acc = 0.0
-    for j in range(pos.shape[0]):
-        if j != i:
-            dx = pos[j, 0] - pos[i, 0]
-            dy = pos[j, 1] - pos[i, 1]
-            dz = pos[j, 2] - pos[i, 2]
-            r = ado.sqrt(dx * dx + dy * dy + dz * dz)
-            p = kind[i] + kind[j]
-            w = ado.exp(-params[p, 1] * (r - params[p, 2]))
-            acc = acc + 0.5 * params[p, 0] * (w * w - 2.0 * w)
-    e[i] = acc
+def _research_example():
+    """examples/research/learned_pair_potential.py as a module (its kernel: a Morse energy whose
+    parameters are a row of a 3-row table per pair type)."""
+    path = Path(__file__).resolve().parents[2] / "examples" / "research" / "learned_pair_potential.py"
+    spec = importlib.util.spec_from_file_location("learned_pair_potential_for_peer_adds", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+pair_table = _research_example().pair_energy
 
 
 def _count(kernel):
