@@ -133,17 +133,44 @@ def _serial_option(variant: Variant) -> dict:
     return {"serial": True} if variant.serial else {}
 
 
-def serial_grid(kernel, proven: frozenset, grid) -> bool:
-    """Whether a host call of ``kernel`` over ``grid`` (static in the call) runs on one thread anyway
-    and its body has update atomics to make plain: fewer than two of the handler's chunks
-    (cpu_parallel.min_chunk_threads), no dynamic tape, not a block kernel."""
-    from ..codegen.host.serial import has_update_atomics
+# An update atomic into an array of at most this many elements, and fewer elements than threads,
+# makes a host call serial: every chunk's threads then add into the same few cache lines. On the
+# 2-core development machine the parameter-gradient kernels of examples/research (d_params: 9
+# doubles) ran faster on one thread with plain adds than split over XLA's pool
+# (benchmarks/results/2026-12-04-research-host-serial).
+SMALL_UPDATE_TARGET = 4096
+
+
+def serial_grid(kernel, proven: frozenset, grid, shapes: dict | None = None) -> bool:
+    """Whether a host call of ``kernel`` over ``grid`` (static in the call) is to run on one thread
+    with the body's update atomics made plain: fewer than two of the handler's chunks
+    (cpu_parallel.min_chunk_threads), or (``shapes``: the call's array shapes by parameter position)
+    an update atomic into an array of at most SMALL_UPDATE_TARGET elements and fewer elements than
+    threads; no dynamic tape, not a block kernel."""
+    from ..codegen.host.serial import has_update_atomics, update_roots
     from .cpu_parallel import min_chunk_threads
     if _levels(kernel) or getattr(kernel, "block", None) is not None:    # block kernels: no serial build
         return False
     text = kernel.module_text(proven)
+    if not has_update_atomics(text):
+        return False
     total = int(np.prod(grid, dtype=np.int64))
-    return total < 2 * min_chunk_threads(text, kernel.body_name) and has_update_atomics(text)
+    if total < 2 * min_chunk_threads(text, kernel.body_name):
+        return True
+    if not shapes:
+        return False
+    # body parameters: the grid's thread ids, then the flattened params (an array's pointer, its extents)
+    flat = kernel.signature.flat_params()
+    position = {p.name: k for k, p in enumerate(kernel.signature.params)}
+    rank = kernel.signature.grid_rank
+    for k in update_roots(text, kernel.body_name):
+        if not rank <= k < rank + len(flat) or flat[k - rank].role != "array":
+            continue
+        shape = shapes.get(position.get(flat[k - rank].name))
+        if shape is not None and int(np.prod(shape, dtype=np.int64)) <= SMALL_UPDATE_TARGET \
+                and int(np.prod(shape, dtype=np.int64)) < total:
+            return True
+    return False
 
 
 def _driver_archs() -> list[str]:

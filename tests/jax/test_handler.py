@@ -363,3 +363,51 @@ def test_small_cpu_calls_run_a_serial_build_with_plain_atomics(n):
         adds = built.count("atomicrmw fadd")
         # serial: only the entry's one add per chunk of the deferred d_w sum (codegen/gpu/reductions.py) is left
         assert adds <= 1 if small else adds >= 3, f"{adds} atomic adds in the {'serial' if small else 'shared'} build"
+
+
+def test_calls_adding_into_a_small_table_run_serial():
+    # A parameter table's adjoint (d_params, 9 doubles) takes every thread's adds: over XLA's pool the
+    # chunks would fight over its cache lines, so such a call gets the serial build even when its grid
+    # is large; the positions' adjoint (more elements than threads) keeps the shared build.
+    import importlib.util
+    from pathlib import Path
+    from adoffload.jax.targets import _TARGETS, SMALL_UPDATE_TARGET
+    jax.config.update("jax_enable_x64", True)
+    path = Path(__file__).resolve().parents[2] / "examples" / "research" / "learned_pair_potential.py"
+    spec = importlib.util.spec_from_file_location("learned_pair_potential_for_serial", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    import adoffload as ado
+    f = ado.jax_kernel(example.pair_energy)
+    rng = np.random.default_rng(8)
+    n = 1200                                   # above two chunks of a looping body (2 x 256 threads)
+    pos = jnp.asarray(rng.uniform(0.0, 11.0, (n, 3)))
+    kind = jnp.asarray(rng.integers(0, 2, n))
+    params = jnp.asarray(example.TRUE)
+    for argnum in (0, 1):                      # d_params and d_pos: one reverse kernel each
+        ours = jax.jit(jax.grad(lambda p, x: jnp.sum(f(x, kind, p)), argnums=argnum))(params, pos)
+        plain = jax.jit(jax.grad(lambda p, x: example.plain_jax_energy(p, x, kind), argnums=argnum))(params, pos)
+        np.testing.assert_allclose(ours, plain, rtol=1e-11, atol=1e-11 * float(jnp.max(jnp.abs(plain))))
+    reverse = {key[3].serial: t for key, t in _TARGETS.items()
+               if getattr(t.kernel, "base", None) is example.pair_energy and getattr(t.kernel, "mode", None) == "vjp"}
+    assert set(reverse) == {True, False}       # d_params: serial; d_pos (3 n > n elements): shared
+    assert "@pool.task" not in reverse[True].handler.text and "@pool.task" in reverse[False].handler.text
+    assert 9 <= SMALL_UPDATE_TARGET and 9 < n     # d_params: small, fewer elements than threads
+
+
+def test_update_roots_follow_geps_and_casts_to_the_parameters():
+    from adoffload.codegen.host.serial import update_roots
+    text = """
+define void @k(i64 %tid0, ptr %a, ptr %"b.x", ptr %c, ptr %status) {
+  %p = getelementptr double, ptr %a, i64 %tid0
+  %q = getelementptr inbounds nuw i8, ptr %p, i64 8
+  %old = atomicrmw fadd ptr %q, double 1.0 monotonic, align 8
+  %r = addrspacecast ptr %"b.x" to ptr addrspace(1)
+  %s = getelementptr double, ptr addrspace(1) %r, i64 3
+  %old.2 = atomicrmw fadd ptr addrspace(1) %s, double 1.0 monotonic, align 8
+  %flag = atomicrmw xchg ptr %status, i64 1 monotonic, align 8
+  call void @adoffload.uniform_fadd.f64(ptr %c, double 2.0)
+  ret void
+}
+"""
+    assert update_roots(text, "k") == {1, 2}        # not the status (xchg), not the uniform add into %c

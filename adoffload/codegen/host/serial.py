@@ -32,6 +32,37 @@ _ANY_ATOMIC = re.compile(r"\batomicrmw\b")
 _UPDATE_ATOMIC = re.compile(r"\batomicrmw (?:volatile )?(?!xchg\b)\w+ ")
 
 
+_NAME = r'%("[^"]+"|[-\w.$]+)'
+_PTR = r'ptr(?: addrspace\(\d+\))?'
+_POINTER_STEP = re.compile(rf'^\s*{_NAME} = (?:getelementptr\b[^,]*,\s*{_PTR} {_NAME}|(?:bitcast|addrspacecast) {_PTR} {_NAME} to)',
+                           re.M)
+_UPDATE_SITE = re.compile(rf'\batomicrmw (?:volatile )?(?!xchg\b)\w+ {_PTR} {_NAME}')
+
+
+def update_roots(text: str, body_name: str) -> set[int]:
+    """The positions of ``body_name``'s parameters that its update atomics (``atomicrmw`` but the
+    status record's ``xchg``; not the thread-uniform adds, which the entry sums per chunk) add into,
+    followed through ``getelementptr`` and pointer casts in the text; an address the walk cannot trace
+    to a parameter (a phi, a load) is left out. A speed heuristic's input (jax/targets.serial_grid):
+    local names of other functions may collide with the body's, which only makes it guess."""
+    header = re.search(rf'^define [^@\n]*@"?{re.escape(body_name)}"?\((.*)\)', text, re.M)
+    if header is None:
+        return set()
+    params = {name.strip('"'): k for k, name in enumerate(re.findall(_NAME, header[1]))}
+    steps = {}
+    for m in _POINTER_STEP.finditer(text):
+        steps[m[1].strip('"')] = (m[2] or m[3]).strip('"')
+    roots = set()
+    for m in _UPDATE_SITE.finditer(text):
+        name, seen = m[1].strip('"'), set()
+        while name in steps and name not in seen:
+            seen.add(name)
+            name = steps[name]
+        if name in params:
+            roots.add(params[name])
+    return roots
+
+
 def has_update_atomics(text: str) -> bool:
     """Whether the module has an atomicrmw other than ``xchg`` (the status record's claim): only
     then does a serial variant differ in speed from the ordinary one."""
