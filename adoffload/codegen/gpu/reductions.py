@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass
 
 from ...ir import core
+from ..ir_text import NAME, function_text
 
 # atomicrmw operations that can be combined before the atomic, and how (rule table).
 #   op -> (combine kind, identity for an N-bit integer or a float kind)
@@ -100,10 +101,8 @@ def might_defer(text: str) -> bool:
     return _MAYBE_SITE.search(text) is not None
 
 
-_NAME = r'%(?:"[^"]*"|[-\w.$]+)'
-_DEF = re.compile(r"^\s*(" + _NAME + r")\s*=\s*(?:(?:tail|musttail|notail)\s+)?(\w+)(.*)$")
-_SITE_POINTERS = (re.compile(r"\batomicrmw\s+(?:volatile\s+)?(?:fadd|add|min|max|umin|umax)\s+ptr\s+(" + _NAME + ")"),
-                  re.compile(r"@" + re.escape(UNIFORM_FADD_PREFIX) + r"\w+\(ptr\s+(?:\w+\s+)*(" + _NAME + ")"))
+_SITE_POINTERS = (re.compile(r"\batomicrmw\s+(?:volatile\s+)?(?:fadd|add|min|max|umin|umax)\s+ptr\s+(" + NAME + ")"),
+                  re.compile(r"@" + re.escape(UNIFORM_FADD_PREFIX) + r"\w+\(ptr\s+(?:\w+\s+)*(" + NAME + ")"))
 
 
 def _may_have_uniform_site(text: str, body_name: str, grid_rank: int) -> bool:
@@ -114,16 +113,13 @@ def _may_have_uniform_site(text: str, body_name: str, grid_rank: int) -> bool:
     Anything it cannot follow (a site it cannot read, a name it does not know) answers True. It only
     decides whether the analysis runs: a site it skipped would keep its per-thread atomic (correct,
     only slower), and tests/codegen/test_reductions.py checks it skips none the analysis finds."""
-    match = re.search(r"^define [^@]*@\"?" + re.escape(body_name) + r"\"?\((.*?)\).*?^}", text, re.M | re.S)
-    if match is None:
+    found = function_text(text, body_name)
+    if found is None:
         return True
-    params = re.findall(_NAME, match.group(1))
+    params, defs, lines = found
     thread, other = set(params[:grid_rank]), set(params[grid_rank:])
-    defs, sites = {}, []
-    for line in match.group(0).splitlines()[1:]:
-        found = _DEF.match(line)
-        if found:
-            defs[found.group(1)] = (found.group(2), found.group(3))
+    sites = []
+    for line in lines:
         if _MAYBE_SITE.search(line):        # a combinable atomicrmw or a uniform add (not the status's xchg)
             pointer = next((m.group(1) for m in (p.search(line) for p in _SITE_POINTERS) if m), None)
             if pointer is None:
@@ -140,7 +136,7 @@ def _may_have_uniform_site(text: str, body_name: str, grid_rank: int) -> bool:
         if name not in defs:
             return False
         opcode, rest = defs[name]
-        return opcode not in _UNIFORM_OPS or any(refused(n, seen) for n in re.findall(_NAME, rest))
+        return opcode not in _UNIFORM_OPS or any(refused(n, seen) for n in re.findall(NAME, rest))
 
     return not all(refused(pointer, set()) for pointer in sites)
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 
 from ...analysis.address_classes import UNIFORM_ADD_PREFIX
+from ..ir_text import NAME, function_text
 from ...ir.core import FloatType, IntType
 
 # atomicrmw op -> how the new value is formed from (old, v): a binary opcode, or an icmp predicate
@@ -32,34 +33,35 @@ _ANY_ATOMIC = re.compile(r"\batomicrmw\b")
 _UPDATE_ATOMIC = re.compile(r"\batomicrmw (?:volatile )?(?!xchg\b)\w+ ")
 
 
-_NAME = r'%("[^"]+"|[-\w.$]+)'
-_PTR = r'ptr(?: addrspace\(\d+\))?'
-_POINTER_STEP = re.compile(rf'^\s*{_NAME} = (?:getelementptr\b[^,]*,\s*{_PTR} {_NAME}|(?:bitcast|addrspacecast) {_PTR} {_NAME} to)',
-                           re.M)
-_UPDATE_SITE = re.compile(rf'\batomicrmw (?:volatile )?(?!xchg\b)\w+ {_PTR} {_NAME}')
+_UPDATE_SITE = re.compile(rf'\batomicrmw (?:volatile )?(?!xchg\b)\w+ ptr(?: addrspace\(\d+\))? ({NAME})')
+_BASE = re.compile(rf'\bptr(?: addrspace\(\d+\))? ({NAME})')       # a GEP's base, a cast's operand
+_POINTER_STEPS = frozenset({"getelementptr", "bitcast", "addrspacecast"})
 
 
 def update_roots(text: str, body_name: str) -> set[int]:
     """The positions of ``body_name``'s parameters that its update atomics (``atomicrmw`` but the
     status record's ``xchg``; not the thread-uniform adds, which the entry sums per chunk) add into,
     followed through ``getelementptr`` and pointer casts in the text; an address the walk cannot trace
-    to a parameter (a phi, a load) is left out. A speed heuristic's input (jax/targets.serial_grid):
-    local names of other functions may collide with the body's, which only makes it guess."""
-    header = re.search(rf'^define [^@\n]*@"?{re.escape(body_name)}"?\((.*)\)', text, re.M)
-    if header is None:
+    to a parameter (a phi, a load) is left out. A speed heuristic's input (jax/targets.serial_grid)."""
+    found = function_text(text, body_name)
+    if found is None:
         return set()
-    params = {name.strip('"'): k for k, name in enumerate(re.findall(_NAME, header[1]))}
-    steps = {}
-    for m in _POINTER_STEP.finditer(text):
-        steps[m[1].strip('"')] = (m[2] or m[3]).strip('"')
+    params, defs, lines = found
+    position = {name: k for k, name in enumerate(params)}
     roots = set()
-    for m in _UPDATE_SITE.finditer(text):
-        name, seen = m[1].strip('"'), set()
-        while name in steps and name not in seen:
+    for line in lines:
+        site = _UPDATE_SITE.search(line)
+        if site is None:
+            continue
+        name, seen = site[1], set()
+        while name in defs and name not in seen and defs[name][0] in _POINTER_STEPS:
             seen.add(name)
-            name = steps[name]
-        if name in params:
-            roots.add(params[name])
+            base = _BASE.search(defs[name][1])
+            if base is None:
+                break
+            name = base[1]
+        if name in position:
+            roots.add(position[name])
     return roots
 
 
