@@ -4,11 +4,9 @@ rewritten code run on this CPU by 32 threads emulating one warp's ``match.any`` 
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import random
 import re
 import threading
-from pathlib import Path
 
 import llvmlite.binding as llvm
 import numpy as np
@@ -17,6 +15,8 @@ import pytest
 import adoffload as ado
 from adoffload.codegen.gpu.peer_adds import aggregate_peer_adds
 from adoffload.codegen.host.program import HostProgram
+from tests.codegen.test_lane_combining import _ATOMIC, _flat_args
+from tests.research.example import research_example
 
 F32, F64 = ado.f32, ado.f64
 
@@ -44,17 +44,7 @@ def own_and_stencil(h: ado.InOut[F64], v: ado.In[F64]):
     ado.atomic_add(h, 2 * i + 3, v[i])
 
 
-def _research_example():
-    """examples/research/learned_pair_potential.py as a module (its kernel: a Morse energy whose
-    parameters are a row of a 3-row table per pair type)."""
-    path = Path(__file__).resolve().parents[2] / "examples" / "research" / "learned_pair_potential.py"
-    spec = importlib.util.spec_from_file_location("learned_pair_potential_for_peer_adds", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-pair_table = _research_example().pair_energy
+pair_table = research_example().pair_energy
 
 
 def _count(kernel):
@@ -202,7 +192,6 @@ _RENAMES = {"llvm.nvvm.activemask": "adoffload.test.activemask",
             "llvm.nvvm.read.ptx.sreg.laneid": "adoffload.test.laneid",
             "llvm.nvvm.match.any.sync.i64": "adoffload.test.match",
             "llvm.nvvm.shfl.sync.idx.i32": "adoffload.test.shfl_idx"}
-_ATOMIC = re.compile(r'%"?[\w.]+"? = atomicrmw fadd ptr (%"?[\w.]+"?), (float|double) (%"?[\w.]+"?|\S+) monotonic[^\n]*')
 
 
 def _emulated(text: str, body: str, aggregate: bool) -> HostProgram:
@@ -242,22 +231,6 @@ def _run_warp(program, body, tids, args, split_seed=None):
     assert status[0] == 0
     assert not warp.errors, f"shuffles outside their group: {warp.errors[:4]}"
     return warp
-
-
-def _flat_args(kernel, values: dict) -> list:
-    """(ctypes type, value) per flattened body parameter but the thread ids and the status."""
-    args = []
-    for f in kernel.signature.flat_params():
-        value = values[f.name.split(".")[0]]
-        if f.role == "array":
-            args.append((ctypes.c_void_p, value.ctypes.data))
-        elif f.role == "shape":
-            args.append((ctypes.c_int64, value.shape[f.dim]))
-        elif isinstance(value, (int, np.integer)):
-            args.append((ctypes.c_int64, int(value)))
-        else:
-            args.append((ctypes.c_double, value))
-    return args
 
 
 _LAYOUTS = {

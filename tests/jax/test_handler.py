@@ -369,14 +369,10 @@ def test_calls_adding_into_a_small_table_run_serial():
     # A parameter table's adjoint (d_params, 9 doubles) takes every thread's adds: over XLA's pool the
     # chunks would fight over its cache lines, so such a call gets the serial build even when its grid
     # is large; the positions' adjoint (more elements than threads) keeps the shared build.
-    import importlib.util
-    from pathlib import Path
     from adoffload.jax.targets import _TARGETS, SMALL_UPDATE_TARGET
+    from tests.research.example import research_example
     jax.config.update("jax_enable_x64", True)
-    path = Path(__file__).resolve().parents[2] / "examples" / "research" / "learned_pair_potential.py"
-    spec = importlib.util.spec_from_file_location("learned_pair_potential_for_serial", path)
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
+    example = research_example()
     import adoffload as ado
     f = ado.jax_kernel(example.pair_energy)
     rng = np.random.default_rng(8)
