@@ -15,9 +15,9 @@ from .gpu.rows import PTX_ROW_LAUNCH_LINE, ROW_LAUNCH_MARK, launches_rows  # noq
 TARGETS = {"host": "host", "cpu": "host", "nvptx": "nvptx", "cuda": "nvptx", "amdgpu": "amdgpu", "hip": "amdgpu"}
 DEFAULT_ARCH = {"nvptx": "sm_90", "amdgpu": "gfx942"}
 LANE_COMBINING_ENV = "ADOFFLOAD_LANE_COMBINING"     # "0": no lane combining (codegen/gpu/lane_combining.py)
-PEER_ADDS_ENV = "ADOFFLOAD_PEER_ADDS"               # "1": warp-aggregated gathered adds (codegen/gpu/peer_adds.py)
+PEER_ADDS_ENV = "ADOFFLOAD_PEER_ADDS"               # "0": no warp-aggregated gathered adds (codegen/gpu/peer_adds.py)
 # Bumped whenever the generated code changes for the same inputs (part of the cache key).
-CODEGEN_REVISION = 9
+CODEGEN_REVISION = 10
 
 
 def _canonical_target(target: str) -> str:
@@ -66,10 +66,11 @@ def normalize_options(opts: dict, target: str, grid_rank: int) -> dict:
         opts["lane_combining"] = False      # A/B measurements (part of every cache key)
     if opts.get("lane_combining", True) or _canonical_target(target) != "nvptx":
         opts.pop("lane_combining", None)    # on by default; NVPTX only (codegen/gpu/lane_combining.py)
-    if os.environ.get(PEER_ADDS_ENV) == "1":
-        opts["peer_adds"] = True            # opt-in until measured on hardware (codegen/gpu/peer_adds.py)
-    if not opts.get("peer_adds") or _canonical_target(target) != "nvptx":
-        opts.pop("peer_adds", None)         # NVPTX only; part of the cache key when on
+    if os.environ.get(PEER_ADDS_ENV) == "0":
+        opts["peer_adds"] = False           # A/B measurements (part of every cache key)
+    if opts.get("peer_adds", True) or _canonical_target(target) != "nvptx" or "lane_combining" in opts \
+            or opts.get("block") is not None:
+        opts.pop("peer_adds", None)         # on by default; NVPTX grid kernels only (codegen/gpu/peer_adds.py)
     if "elements_per_thread" in opts:
         k = abi.check_elements_per_thread(opts["elements_per_thread"], grid_rank)
         if k == 1 or _canonical_target(target) == "host":
@@ -113,11 +114,12 @@ def _combine_lanes(text: str, body_name: str, grid_rank: int, target: str, arch:
 
 def _aggregate_peers(text: str, body_name: str, grid_rank: int, target: str, arch: str, opts: dict) -> str:
     """Gathered atomics summed per address across warp lanes (codegen/gpu/peer_adds.py): NVPTX from
-    sm_75, grid kernels, with ``peer_adds=True`` (or ``ADOFFLOAD_PEER_ADDS=1``), not with
-    ``lane_combining=False`` (deterministic kernels). Off by default: built and checked on an emulated
-    warp, not yet timed or run on a GPU."""
+    sm_75, grid kernels, on unless ``peer_adds=False`` (or ``ADOFFLOAD_PEER_ADDS=0``), off with
+    ``lane_combining=False`` (deterministic kernels). On since its first GPU run (H100, 2026-12-06:
+    benchmarks/results/2026-12-06-gpu): the research model's step 10x faster, neighbour-list adjoints
+    unchanged."""
     from .gpu.nvptx import PTX_VERSION
-    if target != "nvptx" or not opts.get("peer_adds") or not opts.get("lane_combining", True) \
+    if target != "nvptx" or not opts.get("peer_adds", True) or not opts.get("lane_combining", True) \
             or PTX_VERSION.get(arch, 0) < 62:
         return text
     from .gpu.peer_adds import aggregate_peer_adds

@@ -66,8 +66,10 @@ def test_without_launch_noalias_the_adjoint_loads_as_little_as_with_it():
 @pytest.mark.parametrize("noalias", [False, True])
 def test_scattered_adds_of_a_gather_are_not_lane_combined(noalias):
     reverse = ado.vjp(pair_energy, ["pos"], primal_outputs=False)
-    ptx = _ptx(reverse, scalars_by_reference=True, noalias=noalias)
+    ptx = _ptx(reverse, scalars_by_reference=True, noalias=noalias, peer_adds=False)
     assert not re.search(r"\b(shfl|vote|activemask)\b", ptx)
+    grouped = _ptx(reverse, scalars_by_reference=True, noalias=noalias)     # peer adds (on by default)
+    assert "match.any" in grouped and not re.search(r"\b(shfl\.sync\.(down|up|bfly)|vote)\b", grouped)
 
 
 def test_the_gradient_through_jax_on_the_host_matches_differences_and_forward_mode():

@@ -91,11 +91,31 @@ def test_the_rewritten_module_compiles_to_ptx_with_match_and_exchanges():
     assert "match.any" not in _ptx(peer_adds=True, lane_combining=False)      # deterministic builds
 
 
-def test_off_by_default_and_on_with_the_environment_switch(monkeypatch):
+def test_on_by_default_and_off_with_the_environment_switch(monkeypatch):
     monkeypatch.delenv("ADOFFLOAD_PEER_ADDS", raising=False)
-    assert "match.any" not in _ptx()
-    monkeypatch.setenv("ADOFFLOAD_PEER_ADDS", "1")
     assert "match.any" in _ptx()
+    assert "match.any" not in _ptx(peer_adds=False)
+    monkeypatch.setenv("ADOFFLOAD_PEER_ADDS", "0")
+    assert "match.any" not in _ptx()
+
+
+@ado.kernel
+def dot_and_gather(a: ado.In[ado.f64], b: ado.In[ado.f64], idx: ado.In[ado.i32], total: ado.InOut[ado.f64],
+                   hist: ado.InOut[ado.f64]):
+    i = ado.tid()
+    ado.atomic_add(total, 0, a[i] * b[i])
+    ado.atomic_add(hist, idx[i], a[i])
+
+
+def test_adds_every_thread_makes_to_one_address_are_left_to_the_reductions():
+    """``total[0]`` is the same address for every thread: reductions.py sums it over the block
+    (warp shuffles down, then one atomic per block); only the gathered ``hist[idx[i]]`` is grouped."""
+    text = dot_and_gather.module_text()
+    assert aggregate_peer_adds(text, dot_and_gather.body_name, 1)[1] == 1
+    from adoffload.codegen import compile_for_target
+    flat = [f.llvm_type for f in dot_and_gather.signature.flat_params()]
+    ptx = compile_for_target(text, dot_and_gather.body_name, flat, 1, "nvptx", cache=False, noalias=True)
+    assert "match.any.sync.b64" in ptx and "shfl.sync.down" in ptx and "grid-stride entry" in ptx
 
 
 # ---- the rewritten code on 32 CPU threads, one per lane -------------------------------------------

@@ -1,4 +1,4 @@
-"""Warp-aggregated gathered adds (codegen/gpu/peer_adds.py, ``ADOFFLOAD_PEER_ADDS=1``) on a real GPU:
+"""Warp-aggregated gathered adds (codegen/gpu/peer_adds.py, on by default) on a real GPU:
 scattered adds to a few, to many and to one address give ``np.add.at``'s sums, and the research
 model's parameter-table adjoint gives the host's gradient, with ``match.any`` really in the PTX."""
 from __future__ import annotations
@@ -14,7 +14,7 @@ pytestmark = pytest.mark.gpu
 
 @pytest.fixture
 def peer_adds(monkeypatch):
-    monkeypatch.setenv("ADOFFLOAD_PEER_ADDS", "1")
+    monkeypatch.delenv("ADOFFLOAD_PEER_ADDS", raising=False)      # the default: on
 
 
 @pytest.mark.parametrize("spread", [1, 3, 97, 100_000])
