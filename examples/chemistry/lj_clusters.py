@@ -37,6 +37,10 @@ PRESETS = {("cpu", 13): (256, 25, 300), ("cpu", 38): (64, 200, 600), ("cpu", 75)
 DEFAULT_MINIMIZER = {"cpu": "lbfgs", "cuda": "fire"}
 # FIRE's settings for reduced LJ units (adoffload.chemistry.optimize.FireOptions' defaults)
 FIRE_OPTIONS = {"dt_start": 0.005, "dt_max": 0.05, "max_step": 0.1, "group": 3}
+SEARCHES = {"basin": "basin hopping", "ga": "cut-and-splice GA"}
+UNITS = {"basin": "basin-hopping step", "ga": "generation"}
+# The default search per size: the genetic algorithm where basin hopping gets stuck (LJ75's funnels).
+DEFAULT_SEARCH = {75: "ga"}
 
 
 def parse(argv=None):
@@ -47,8 +51,13 @@ def parse(argv=None):
                         "use the device (said on the console)")
     p.add_argument("--devices", type=int, help="how many devices of the platform share the walkers (default: all)")
     p.add_argument("--atoms", type=int, default=13, help="atoms per cluster (13 and 38 have published minima)")
-    p.add_argument("--clusters", type=int, help="walkers run at once (default: by device and size)")
-    p.add_argument("--steps", type=int, help="basin-hopping steps (default: by device and size)")
+    p.add_argument("--search", choices=["basin", "ga"],
+                   help="basin: basin hopping, every cluster an independent walker; ga: a genetic algorithm "
+                        "(Deaven-Ho cut-and-splice mating of the clusters, adoffload.chemistry.genetic); "
+                        "default: ga for 75 atoms, basin otherwise")
+    p.add_argument("--clusters", type=int, help="walkers run at once, or the GA's population "
+                                                "(default: by device and size)")
+    p.add_argument("--steps", type=int, help="basin-hopping steps, or GA generations (default: by device and size)")
     p.add_argument("--fire-steps", type=int, help="most iterations of one local minimization, FIRE or L-BFGS (the "
                                                  "jax backend's FIRE always runs them all; default: by device and size)")
     p.add_argument("--minimizer", choices=["lbfgs", "fire"],
@@ -64,7 +73,12 @@ def parse(argv=None):
     p.add_argument("--restart-every", type=int, metavar="K",
                    help="every K-th step restarts every walker from a new random cluster (each keeps its best); "
                         "default: never")
-    p.add_argument("--kT", type=float, default=0.8, help="Metropolis temperature (reduced units)")
+    p.add_argument("--kT", type=float, default=0.8, help="basin hopping's Metropolis temperature (reduced units)")
+    p.add_argument("--mutation", type=float, default=0.1, metavar="P",
+                   help="ga: the fraction of children changed by a basin-hopping move (--step-size, "
+                        "--surface-moves) before their local minimization")
+    p.add_argument("--tournament", type=int, default=3,
+                   help="ga: each parent is the lowest of this many members drawn at random")
     p.add_argument("--seed", type=int, default=0, help="random seed")
     p.add_argument("--until-reached", action="store_true",
                    help="stop the search at the first step where the published minimum is reached")
@@ -82,6 +96,7 @@ def parse(argv=None):
 def main(argv=None):
     args = parse(argv)
     args.minimizer = args.minimizer or DEFAULT_MINIMIZER[args.device]
+    args.search = args.search or DEFAULT_SEARCH.get(args.atoms, "basin")
     from adoffload.chemistry.sharding import start_distributed
     start_distributed()                  # a no-op unless JAX_COORDINATOR_ADDRESS is set (docs/scaling.md)
     # The search's clock starts here, before the kernel's build begins, so that every compile counts
@@ -92,12 +107,14 @@ def main(argv=None):
     import jax
     import jax.numpy as jnp
     import numpy as np
-    from adoffload.chemistry.optimize import FireOptions, random_cluster
+    from adoffload.chemistry.optimize import FireOptions
     from adoffload.chemistry.sharding import describe, over_walkers, padded_size, select_devices, split_keys, to_host, walker_mesh
 
     backend_name = pick_backend(args.backend, args.device, own_kernels=True)
     if args.surface_moves and backend_name != "adoffload":
         sys.exit("--surface-moves: the adoffload backend's option (the jax backend kicks every atom)")
+    if args.search == "ga" and args.restart_every:
+        sys.exit("--restart-every: a basin-hopping option (the genetic algorithm keeps its population)")
     clusters, steps, local_steps = _sizes(args)
     devices = select_devices(args.device, args.devices)
     mesh = walker_mesh(devices)
@@ -107,11 +124,14 @@ def main(argv=None):
     n = args.atoms
     container = 0.6 + (3.0 * n / (4.0 * np.pi)) ** (1.0 / 3.0)
     if backend_name == "adoffload":
-        start, hop, minimizer = _adoffload_steps(args, n, local_steps, container)
+        local_minimize, move, hop, minimizer = _adoffload_steps(args, n, local_steps, container)
     else:
-        start, hop, minimizer = _jax_steps(args, n, FireOptions(steps=local_steps), container)
+        local_minimize, move, hop, minimizer = _jax_steps(args, n, FireOptions(steps=local_steps), container)
+    start = _start(local_minimize, n)
+    if args.search == "ga":
+        hop = _ga_generation(args, local_minimize, move)
 
-    print(f"LJ{n}: {clusters} clusters x {steps} basin-hopping steps, {minimizer}, "
+    print(f"LJ{n}: {clusters} clusters x {steps} {UNITS[args.search]}s, {SEARCHES[args.search]}, {minimizer}, "
           f"backend {backend_name}, on {describe(devices)}")
     start, hop = over_walkers(start, mesh), over_walkers(hop, mesh)
     published = PUBLISHED_MINIMA.get(n)
@@ -123,7 +143,7 @@ def main(argv=None):
         if ahead is not None:           # the hop's XLA program compiles while the first minimizations run
             hop = _compiled_ahead(hop, walkers, split_keys(sub, clusters, mesh))
         best_history = [float(jnp.min(walkers.best_energy))]
-        bar = progress("basin hopping")
+        bar = progress(SEARCHES[args.search])
         for s in range(steps):
             if reached is None and published is not None and best_history[-1] < published + REACHED:
                 reached = (s, time.perf_counter() - began)
@@ -153,7 +173,7 @@ def main(argv=None):
         print(f"published global min.  {published:.6f}   (Cambridge Cluster Database)")
         print(f"difference             {best - published:+.2e}; walkers at the global minimum: {hits}/{clusters}")
         if reached is not None:
-            print(f"reached the published minimum: yes, first after {reached[0]} basin-hopping step(s), "
+            print(f"reached the published minimum: yes, first after {reached[0]} {UNITS[args.search]}(s), "
                   f"{reached[1]:.1f} s (compiling included; {reached[1] + began - STARTED:.1f} s since the script "
                   f"started)")
         else:
@@ -167,7 +187,7 @@ def main(argv=None):
 
     out = output_folder(args.out)
     plot = save_plot(os.path.join(out, f"lj{n}_best_energy.png"),
-                     lambda fig: _draw(fig, best_history, published, n, found), size=(6, 6))
+                     lambda fig: _draw(fig, best_history, published, n, found, args.search), size=(6, 6))
     if plot:
         print(f"plot: {plot}")
     print(f"output folder: {out}")
@@ -240,12 +260,13 @@ def _shape_of(tree):
 
 
 def _adoffload_steps(args, n: int, local_steps: int, container: float):
-    """start(keys) and hop(walkers, keys) for one device's share of walkers, the local minimizations
-    of all of them one call of adoffload.optimize.minimize (one launch)."""
+    """local_minimize(x), move(x, key) (one cluster's kick or surface move) and the basin-hopping
+    hop(walkers, keys) for one device's share of walkers, the local minimizations of all of them one
+    call of adoffload.optimize.minimize (one launch)."""
     import jax
     import jax.numpy as jnp
     from adoffload.chemistry.kernels import lj_cluster_energy
-    from adoffload.chemistry.optimize import Walker, accept, perturb, random_cluster
+    from adoffload.chemistry.optimize import Walker, accept, perturb
     from adoffload.optimize import minimize
     from adoffload.optimize.status import NONFINITE
     options = _minimizer_options(args)
@@ -256,26 +277,43 @@ def _adoffload_steps(args, n: int, local_steps: int, container: float):
         energy = jnp.where(result.status == NONFINITE, jnp.inf, result.fun)
         return result.x.reshape(x.shape), energy
 
-    def start(keys):
-        x, energy = local_minimize(jax.vmap(lambda k: random_cluster(k, n))(keys))
-        return Walker(x, energy, x, energy)
-
-    def move(walker, key):
+    def move(x, key):
         kick_key, surface_key, pick_key = jax.random.split(key, 3)
-        kicked = perturb(walker, kick_key, step_size=args.step_size, container=container)
+        kicked = perturb(Walker(x, None, x, None), kick_key, step_size=args.step_size, container=container)
         if args.surface_moves <= 0:
             return kicked
-        moved = surface_move(walker.x, surface_key, args.surface_atoms)
+        moved = surface_move(x, surface_key, args.surface_atoms)
         return jnp.where(jax.random.uniform(pick_key) < args.surface_moves, moved, kicked)
 
     def hop(walkers, keys):
         keys = jax.vmap(jax.random.split)(keys)
-        x = jax.vmap(move)(walkers, keys[:, 0])
+        x = jax.vmap(move)(walkers.x, keys[:, 0])
         x, energy = local_minimize(x)
         return jax.vmap(lambda w, xi, e, k: accept(w, xi, e, k, kT=args.kT))(walkers, x, energy, keys[:, 1])
 
     what = f"{'L-BFGS' if args.minimizer == 'lbfgs' else 'FIRE'} to gtol {args.gtol:g} (at most {local_steps} iterations)"
-    return start, hop, what
+    return local_minimize, move, hop, what
+
+
+def _start(local_minimize, n: int):
+    """start(keys): every walker (or member) a minimized random cluster."""
+    import jax
+    from adoffload.chemistry.optimize import Walker, random_cluster
+
+    def start(keys):
+        x, energy = local_minimize(jax.vmap(lambda k: random_cluster(k, n))(keys))
+        return Walker(x, energy, x, energy)
+    return start
+
+
+def _ga_generation(args, local_minimize, move):
+    """generation(population, keys) of adoffload.chemistry.genetic for one device's share: with several
+    devices each runs its own population (an island model: no communication between devices, as the
+    basin-hopping walkers). Mutations are the basin-hopping moves (--step-size kicks, --surface-moves)."""
+    import functools
+    from adoffload.chemistry.genetic import generation
+    return functools.partial(generation, local_minimize=local_minimize, mutate=move, mutation=args.mutation,
+                             tournament_size=args.tournament)
 
 
 def restarted(walkers, fresh):
@@ -305,29 +343,31 @@ def surface_move(x, key, count: int):
 
 
 def _jax_steps(args, n: int, fire, container: float):
-    """The plain-JAX reference: FIRE in JAX (fixed iterations), energy from the jax backend."""
+    """The plain-JAX reference: FIRE in JAX (fixed iterations), energy from the jax backend; the same
+    pieces as _adoffload_steps (the move always kicks every atom)."""
     import jax
     import jax.numpy as jnp
     from adoffload.chemistry import get_backend
-    from adoffload.chemistry.optimize import Walker, basin_hopping_step, fire_minimize, random_cluster
+    from adoffload.chemistry.optimize import Walker, basin_hopping_step, fire_minimize, perturb
     backend = get_backend("jax")
 
     def energy(x):
         return jnp.sum(backend.cluster_lj_energy(x, 1.0, 1.0))
 
-    def start(keys):
-        x = jax.vmap(lambda k: random_cluster(k, n))(keys)
+    def local_minimize(x):
         x, e, _ = jax.vmap(lambda xi: fire_minimize(energy, xi, fire))(x)
-        e = jnp.where(jnp.isfinite(e), e, jnp.inf)
-        return Walker(x, e, x, e)
+        return x, jnp.where(jnp.isfinite(e), e, jnp.inf)
+
+    def move(x, key):
+        return perturb(Walker(x, None, x, None), key, step_size=args.step_size, container=container)
 
     def hop(walkers, keys):
         return jax.vmap(lambda w, k: basin_hopping_step(energy, w, k, step_size=args.step_size, kT=args.kT,
                                                         container=container, fire=fire))(walkers, keys)
-    return start, hop, f"FIRE in JAX ({fire.steps} iterations)"
+    return local_minimize, move, hop, f"FIRE in JAX ({fire.steps} iterations)"
 
 
-def _draw(fig, history, published, n, found):
+def _draw(fig, history, published, n, found, search):
     """Top: the best energy per step; with a published minimum, its distance above it on a log
     scale (drawn beside the reference line, the trace hid under it). Bottom: where every
     walker's best energy ended."""
@@ -352,8 +392,8 @@ def _draw(fig, history, published, n, found):
         walkers_axis.axvline(REACHED, color="k", linestyle="--", linewidth=0.8)
         walkers_axis.set_xlabel(f"each walker's best energy above the minimum (floor {MIN_GAP:g})")
     walkers_axis.set_ylabel("walkers")
-    trace_axis.set_xlabel("basin-hopping step")
-    trace_axis.set_title(f"LJ{n} basin hopping, {len(found)} walkers")
+    trace_axis.set_xlabel(UNITS[search])
+    trace_axis.set_title(f"LJ{n} {SEARCHES[search]}, {len(found)} {'members' if search == 'ga' else 'walkers'}")
     trace_axis.legend()
 
 
