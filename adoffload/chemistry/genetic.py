@@ -78,21 +78,41 @@ def select(x, energy, size: int, tolerance: float = 1e-6):
     return x[keep], energy[keep]
 
 
-def generation(population: Walker, keys, *, local_minimize, mutate, mutation: float,
-               tournament_size: int = 3, tolerance: float = 1e-6) -> Walker:
+def generation(population: Walker, keys, *, local_minimize, mutate, mutation: float, tournament_size: int = 3,
+               tolerance: float = 1e-6, island_size: int | None = None) -> Walker:
     """One generation: as many children as members, each a ``cut_and_splice`` of two parents picked
     by ``tournament``, a fraction ``mutation`` of them then changed by ``mutate(x, key)``; all children
     minimized by one call of ``local_minimize(x (m, n, 3)) -> (x, energy)``; the next population is
     ``select`` of parents and children (elitist: the best never gets lost). ``keys``: one per member.
-    Non-finite energies must come back as +inf (they sort last)."""
-    def child(key):
-        a_key, b_key, cut_key, pick_key, mutate_key = jax.random.split(key, 5)
-        a = population.x[tournament(a_key, population.energy, tournament_size)]
-        b = population.x[tournament(b_key, population.energy, tournament_size)]
-        x = cut_and_splice(a, b, cut_key)
-        return jnp.where(jax.random.uniform(pick_key) < mutation, mutate(x, mutate_key), x)
+    Non-finite energies must come back as +inf (they sort last).
 
-    x, energy = local_minimize(jax.vmap(child)(keys))
-    x, energy = select(jnp.concatenate([population.x, x]), jnp.concatenate([population.energy, energy]),
-                       population.x.shape[0], tolerance)
+    ``island_size``: the population splits into consecutive islands of this many members that mate
+    and select only among themselves (the island model of parallel GAs) while their children still
+    share the one minimization call. A GPU fills with ~16k clusters per call, where one population
+    of that size would take too few generations; islands keep the generations small and, being
+    independent, search several funnels at once. None: one population."""
+    m = population.x.shape[0]
+    size = island_size or m
+    if m % size:
+        raise ValueError(f"{m} members do not split into islands of {size}")
+    islands = lambda a: a.reshape((m // size, size) + a.shape[1:])
+    x, energy = islands(population.x), islands(population.energy)
+
+    def children(x, energy, keys):
+        return jax.vmap(lambda key: _child(x, energy, key, mutate, mutation, tournament_size))(keys)
+
+    child_x, child_energy = local_minimize(jax.vmap(children)(x, energy, islands(keys)).reshape(population.x.shape))
+    x, energy = jax.vmap(lambda x, e, cx, ce: select(jnp.concatenate([x, cx]), jnp.concatenate([e, ce]), size,
+                                                     tolerance))(x, energy, islands(child_x), islands(child_energy))
+    x, energy = x.reshape(population.x.shape), energy.reshape(m)
     return Walker(x, energy, x, energy)
+
+
+def _child(x, energy, key, mutate, mutation: float, tournament_size: int):
+    """One child of the population (x, energy): cut and splice of two tournament winners, mutated
+    with probability ``mutation``."""
+    a_key, b_key, cut_key, pick_key, mutate_key = jax.random.split(key, 5)
+    a = x[tournament(a_key, energy, tournament_size)]
+    b = x[tournament(b_key, energy, tournament_size)]
+    child = cut_and_splice(a, b, cut_key)
+    return jnp.where(jax.random.uniform(pick_key) < mutation, mutate(child, mutate_key), child)

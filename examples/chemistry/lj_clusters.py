@@ -41,6 +41,10 @@ SEARCHES = {"basin": "basin hopping", "ga": "cut-and-splice GA"}
 UNITS = {"basin": "basin-hopping step", "ga": "generation"}
 # The default search per size: the genetic algorithm where basin hopping gets stuck (LJ75's funnels).
 DEFAULT_SEARCH = {75: "ga"}
+# GA islands per device kind (None: one population per device). A GPU's minimization call costs nearly
+# the same at 4096 clusters as at 16384 (latency-bound, above), so its generations are as many either
+# way; 16384 members as islands of 256 run 64 small GAs at once instead of one slow-converging one.
+ISLAND_SIZE = {"cuda": 256}
 
 
 def parse(argv=None):
@@ -79,6 +83,10 @@ def parse(argv=None):
                         "--surface-moves) before their local minimization")
     p.add_argument("--tournament", type=int, default=3,
                    help="ga: each parent is the lowest of this many members drawn at random")
+    p.add_argument("--island-size", type=int,
+                   help="ga: the population splits into islands of this many members, each its own GA (mating "
+                        "and selection within it; every device's share is islands too); default: by device and "
+                        "size (one population on the CPU)")
     p.add_argument("--seed", type=int, default=0, help="random seed")
     p.add_argument("--until-reached", action="store_true",
                    help="stop the search at the first step where the published minimum is reached")
@@ -121,6 +129,11 @@ def main(argv=None):
     if padded_size(clusters, mesh) != clusters:
         print(f"note: {clusters} clusters rounded up to {padded_size(clusters, mesh)}, a multiple of {len(devices)} devices")
         clusters = padded_size(clusters, mesh)
+    if args.search == "ga":
+        args.island_size = args.island_size or ISLAND_SIZE.get(args.device)
+        if args.island_size and (clusters // len(devices)) % args.island_size:
+            sys.exit(f"--island-size {args.island_size} does not divide each device's {clusters // len(devices)} "
+                     f"clusters")
     n = args.atoms
     container = 0.6 + (3.0 * n / (4.0 * np.pi)) ** (1.0 / 3.0)
     if backend_name == "adoffload":
@@ -313,7 +326,7 @@ def _ga_generation(args, local_minimize, move):
     import functools
     from adoffload.chemistry.genetic import generation
     return functools.partial(generation, local_minimize=local_minimize, mutate=move, mutation=args.mutation,
-                             tournament_size=args.tournament)
+                             tournament_size=args.tournament, island_size=args.island_size)
 
 
 def restarted(walkers, fresh):

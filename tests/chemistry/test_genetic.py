@@ -111,3 +111,21 @@ def test_ga_on_the_jax_backend_and_its_refusals(examples_path, tmp_path):
     assert len(result["history"]) == 3 and result["history"][-1] <= result["history"][0] < -30.0
     with pytest.raises(SystemExit, match="--restart-every"):
         lj_clusters.main(["--search", "ga", "--restart-every", "2", "--steps", "1", "--out", str(tmp_path)])
+
+
+def test_islands_mate_and_select_only_among_themselves():
+    """Two islands of 3: the best of island 0 never reaches island 1, and each island keeps its own best."""
+    def local_minimize(x):
+        return x, jnp.sum(x[:, :, 2], axis=1)
+
+    x = jax.random.normal(jax.random.PRNGKey(1), (6, 5, 3))
+    energy = jnp.array([-1e6, 10.0, 10.0, -1e3, 10.0, 10.0])
+    population = Walker(x, energy, x, energy)
+    after = genetic.generation(population, jax.random.split(jax.random.PRNGKey(2), 6), local_minimize=local_minimize,
+                               mutate=lambda x, k: x, mutation=0.0, island_size=3)
+    assert float(after.energy[0]) == -1e6 and float(after.energy[3]) == -1e3
+    assert np.all(np.asarray(after.energy[4:]) > -1e3)
+    np.testing.assert_array_equal(after.x[3], x[3])
+    with pytest.raises(ValueError, match="islands of 4"):
+        genetic.generation(population, jax.random.split(jax.random.PRNGKey(2), 6), local_minimize=local_minimize,
+                           mutate=lambda x, k: x, mutation=0.0, island_size=4)
