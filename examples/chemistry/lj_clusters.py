@@ -1,19 +1,26 @@
-"""Batch global optimization of Lennard-Jones clusters: basin hopping over many clusters at once.
+"""Batch global optimization of Lennard-Jones clusters: basin hopping or a genetic algorithm over many clusters at once.
 
-Every cluster is an independent basin-hopping walker; one step perturbs all atoms, minimizes
-locally and accepts by Metropolis. With the adoffload backend (the default), each step's local
-minimizations of all walkers are one call of ``adoffload.optimize.minimize``: one kernel launch
-per device in which every thread runs one walker's whole L-BFGS (or FIRE) iteration, the forces
-from in-kernel AD of the energy helper ``adoffload.chemistry.kernels.lj_cluster_energy``. The
-plain-JAX reference (``--backend jax``) runs FIRE in JAX, one XLA step per iteration. Walkers are
-split over every visible device of the platform (``--devices N`` to use fewer; under
-``jax.distributed``, over the devices of every host: docs/scaling.md).
+``--search basin``: every cluster is an independent basin-hopping walker; one step perturbs all atoms,
+minimizes locally and accepts by Metropolis. ``--search ga`` (the default for LJ75, whose decahedral
+global minimum basin hopping's walkers never reached, on the host or on an H200: they stay in the
+icosahedral funnel, best -396.282249): the clusters are a population; each generation makes as many
+children by Deaven-Ho cut-and-splice mating (adoffload.chemistry.genetic), minimizes them and keeps the
+lowest distinct clusters of parents and children. Either way, with the adoffload backend (the
+default), each step's local minimizations of all clusters are one call of
+``adoffload.optimize.minimize``: one kernel launch per device in which every thread runs one cluster's
+whole L-BFGS (or FIRE) iteration, the forces from in-kernel AD of the energy helper
+``adoffload.chemistry.kernels.lj_cluster_energy``. The plain-JAX reference (``--backend jax``) runs
+FIRE in JAX, one XLA step per iteration. Clusters are split over every visible device of the
+platform (``--devices N`` to use fewer; under ``jax.distributed``, over the devices of every host:
+docs/scaling.md); the GA then runs one population per device (islands, also within a device:
+``--island-size``).
 Prints the lowest energy reached beside the published putative global minimum
 (Cambridge Cluster Database: LJ13 -44.326801, LJ38 -173.928427, LJ75 -397.492331, reduced units)
 and when it was first reached.
 
     python examples/chemistry/lj_clusters.py                          # LJ13, CPU, seconds
     python examples/chemistry/lj_clusters.py --device cuda --atoms 38  # full size
+    python examples/chemistry/lj_clusters.py --device cuda --atoms 75 --until-reached  # the GA
 """
 from __future__ import annotations
 
