@@ -92,8 +92,8 @@ def parse(argv=None):
                    help="ga: each parent is the lowest of this many members drawn at random")
     p.add_argument("--island-size", type=int,
                    help="ga: the population splits into islands of this many members, each its own GA (mating "
-                        "and selection within it; every device's share is islands too); default: by device and "
-                        "size (one population on the CPU)")
+                        "and selection within it; every device's share is islands too); default: one population "
+                        "on the CPU, islands of 256 on a GPU where that divides each device's share")
     p.add_argument("--seed", type=int, default=0, help="random seed")
     p.add_argument("--until-reached", action="store_true",
                    help="stop the search at the first step where the published minimum is reached")
@@ -137,10 +137,7 @@ def main(argv=None):
         print(f"note: {clusters} clusters rounded up to {padded_size(clusters, mesh)}, a multiple of {len(devices)} devices")
         clusters = padded_size(clusters, mesh)
     if args.search == "ga":
-        args.island_size = args.island_size or ISLAND_SIZE.get(args.device)
-        if args.island_size and (clusters // len(devices)) % args.island_size:
-            sys.exit(f"--island-size {args.island_size} does not divide each device's {clusters // len(devices)} "
-                     f"clusters")
+        args.island_size = _island_size(args, clusters // len(devices))
     n = args.atoms
     container = 0.6 + (3.0 * n / (4.0 * np.pi)) ** (1.0 / 3.0)
     if backend_name == "adoffload":
@@ -324,6 +321,17 @@ def _start(local_minimize, n: int):
         x, energy = local_minimize(jax.vmap(lambda k: random_cluster(k, n))(keys))
         return Walker(x, energy, x, energy)
     return start
+
+
+def _island_size(args, share: int) -> int | None:
+    """The GA's island size for one device's ``share`` of the clusters: --island-size, else the device's
+    default where it divides the share (else one population); exits where --island-size does not."""
+    if args.island_size is None:
+        size = ISLAND_SIZE.get(args.device)
+        return size if size and share % size == 0 else None
+    if share % args.island_size:
+        sys.exit(f"--island-size {args.island_size} does not divide each device's {share} clusters")
+    return args.island_size
 
 
 def _ga_generation(args, local_minimize, move):

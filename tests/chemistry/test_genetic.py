@@ -111,6 +111,8 @@ def test_ga_on_the_jax_backend_and_its_refusals(examples_path, tmp_path):
     assert len(result["history"]) == 3 and result["history"][-1] <= result["history"][0] < -30.0
     with pytest.raises(SystemExit, match="--restart-every"):
         lj_clusters.main(["--search", "ga", "--restart-every", "2", "--steps", "1", "--out", str(tmp_path)])
+    with pytest.raises(SystemExit, match="--island-size 3 does not divide each device's 4 clusters"):
+        lj_clusters.main(["--search", "ga", "--clusters", "4", "--island-size", "3", "--steps", "1", "--out", str(tmp_path)])
 
 
 def test_islands_mate_and_select_only_among_themselves():
