@@ -23,11 +23,10 @@ def test_lj75_path_runs_and_says_whether_it_reached(examples_path, tmp_path, cap
     assert verdict in out
 
 
-def test_lj75_searches_with_the_ga_by_default(examples_path, tmp_path, capsys):
-    """The default search at 75 atoms (basin hopping stays in the icosahedral funnel): mutations
-    with surface moves, the best kept from one generation to the next."""
+def test_lj75_ga_path_runs(examples_path, tmp_path, capsys):
+    """The GA at 75 atoms: mutations with surface moves, the best kept from one generation to the next."""
     import lj_clusters
-    result = lj_clusters.main(["--atoms", "75", "--clusters", "4", "--steps", "2", "--fire-steps", "300",
+    result = lj_clusters.main(["--atoms", "75", "--search", "ga", "--clusters", "4", "--steps", "2", "--fire-steps", "300",
                                "--surface-moves", "0.5", "--mutation", "0.5", "--backend", "adoffload",
                                "--out", str(tmp_path)])
     assert len(result["history"]) == 3 and result["history"][2] <= result["history"][1] <= result["history"][0] < -300
