@@ -38,8 +38,8 @@ def cut_and_splice(a, b, key, *, gap: float = 0.5):
     ``b``, k uniform in 1..n-1, so it has exactly n atoms whatever the shapes (Deaven–Ho's cut plane
     through the centre fixes only the expected count). Where the two pieces would overlap in z, ``b``'s
     piece moves down until ``gap`` separates the lowest atom of one from the highest of the other:
-    otherwise atoms of both may sit nearly on top of each other, whose forces the local minimizer
-    cannot follow."""
+    otherwise atoms of both may sit nearly on top of each other, whose r^-12 forces cost the local
+    minimizer many iterations or end it non-finite."""
     n = a.shape[0]
     a_key, b_key, k_key = jax.random.split(key, 3)
     a = _centered_rotated(a, a_key)
