@@ -4,7 +4,8 @@ Force fields (Lennard-Jones, Morse, damped shifted-force Coulomb, harmonic bonds
 over fixed-capacity Verlet neighbor lists built on device from cell lists; forces are
 minus the gradient of the energy, from the energy kernels' adjoints. Each piece runs on
 the adoffload kernels (``backend="adoffload"``) or on a plain-JAX reference of the same
-physics (``backend="jax"``). Also: FIRE minimization and basin hopping (``optimize``),
+physics (``backend="jax"``). Also: FIRE minimization and basin hopping (``optimize``), a
+cut-and-splice genetic algorithm for cluster global minima (``genetic``),
 velocity Verlet and BAOAB Langevin dynamics (``dynamics``), and an ASE calculator
 (``ase_calculator``, needs ``pip install ase``). Everything computes in float64: enable
 ``jax_enable_x64``.

@@ -1,19 +1,27 @@
-"""Batch global optimization of Lennard-Jones clusters: basin hopping over many clusters at once.
+"""Batch global optimization of Lennard-Jones clusters: basin hopping or a genetic algorithm over many clusters at once.
 
-Every cluster is an independent basin-hopping walker; one step perturbs all atoms, minimizes
-locally and accepts by Metropolis. With the adoffload backend (the default), each step's local
-minimizations of all walkers are one call of ``adoffload.optimize.minimize``: one kernel launch
-per device in which every thread runs one walker's whole L-BFGS (or FIRE) iteration, the forces
-from in-kernel AD of the energy helper ``adoffload.chemistry.kernels.lj_cluster_energy``. The
-plain-JAX reference (``--backend jax``) runs FIRE in JAX, one XLA step per iteration. Walkers are
-split over every visible device of the platform (``--devices N`` to use fewer; under
-``jax.distributed``, over the devices of every host: docs/scaling.md).
+``--search basin`` (the default): every cluster is an independent basin-hopping walker; one step
+perturbs all atoms, minimizes locally and accepts by Metropolis. ``--search ga``: the clusters are a
+population; each generation makes as many children by Deaven-Ho cut-and-splice mating
+(adoffload.chemistry.genetic), minimizes them and keeps the lowest distinct clusters of parents and
+children. Neither has reached LJ75's decahedral global minimum here: basin hopping's walkers (host,
+H200) and the GA's population of 64 on the host (2000 generations, 25 min; the icosahedral best
+within 10 of them) all stay in the icosahedral funnel, best -396.282249. Either way, with the adoffload backend (the
+default), each step's local minimizations of all clusters are one call of
+``adoffload.optimize.minimize``: one kernel launch per device in which every thread runs one cluster's
+whole L-BFGS (or FIRE) iteration, the forces from in-kernel AD of the energy helper
+``adoffload.chemistry.kernels.lj_cluster_energy``. The plain-JAX reference (``--backend jax``) runs
+FIRE in JAX, one XLA step per iteration. Clusters are split over every visible device of the
+platform (``--devices N`` to use fewer; under ``jax.distributed``, over the devices of every host:
+docs/scaling.md); the GA then runs one population per device (islands, also within a device:
+``--island-size``).
 Prints the lowest energy reached beside the published putative global minimum
 (Cambridge Cluster Database: LJ13 -44.326801, LJ38 -173.928427, LJ75 -397.492331, reduced units)
 and when it was first reached.
 
     python examples/chemistry/lj_clusters.py                          # LJ13, CPU, seconds
     python examples/chemistry/lj_clusters.py --device cuda --atoms 38  # full size
+    python examples/chemistry/lj_clusters.py --device cuda --atoms 75 --search ga --until-reached
 """
 from __future__ import annotations
 
@@ -37,6 +45,12 @@ PRESETS = {("cpu", 13): (256, 25, 300), ("cpu", 38): (64, 200, 600), ("cpu", 75)
 DEFAULT_MINIMIZER = {"cpu": "lbfgs", "cuda": "fire"}
 # FIRE's settings for reduced LJ units (adoffload.chemistry.optimize.FireOptions' defaults)
 FIRE_OPTIONS = {"dt_start": 0.005, "dt_max": 0.05, "max_step": 0.1, "group": 3}
+SEARCHES = {"basin": "basin hopping", "ga": "cut-and-splice GA"}
+UNITS = {"basin": "basin-hopping step", "ga": "generation"}
+# GA islands per device kind (None: one population per device). A GPU's minimization call costs nearly
+# the same at 4096 clusters as at 16384 (latency-bound, above), so its generations are as many either
+# way; 16384 members as islands of 256 run 64 small GAs at once instead of one slow-converging one.
+ISLAND_SIZE = {"cuda": 256}
 
 
 def parse(argv=None):
@@ -47,8 +61,12 @@ def parse(argv=None):
                         "use the device (said on the console)")
     p.add_argument("--devices", type=int, help="how many devices of the platform share the walkers (default: all)")
     p.add_argument("--atoms", type=int, default=13, help="atoms per cluster (13 and 38 have published minima)")
-    p.add_argument("--clusters", type=int, help="walkers run at once (default: by device and size)")
-    p.add_argument("--steps", type=int, help="basin-hopping steps (default: by device and size)")
+    p.add_argument("--search", choices=["basin", "ga"], default="basin",
+                   help="basin: basin hopping, every cluster an independent walker; ga: a genetic algorithm "
+                        "(Deaven-Ho cut-and-splice mating of the clusters, adoffload.chemistry.genetic)")
+    p.add_argument("--clusters", type=int, help="walkers run at once, or the GA's population "
+                                                "(default: by device and size)")
+    p.add_argument("--steps", type=int, help="basin-hopping steps, or GA generations (default: by device and size)")
     p.add_argument("--fire-steps", type=int, help="most iterations of one local minimization, FIRE or L-BFGS (the "
                                                  "jax backend's FIRE always runs them all; default: by device and size)")
     p.add_argument("--minimizer", choices=["lbfgs", "fire"],
@@ -64,7 +82,16 @@ def parse(argv=None):
     p.add_argument("--restart-every", type=int, metavar="K",
                    help="every K-th step restarts every walker from a new random cluster (each keeps its best); "
                         "default: never")
-    p.add_argument("--kT", type=float, default=0.8, help="Metropolis temperature (reduced units)")
+    p.add_argument("--kT", type=float, default=0.8, help="basin hopping's Metropolis temperature (reduced units)")
+    p.add_argument("--mutation", type=float, default=0.1, metavar="P",
+                   help="ga: the fraction of children changed by a basin-hopping move (--step-size, "
+                        "--surface-moves) before their local minimization")
+    p.add_argument("--tournament", type=int, default=3,
+                   help="ga: each parent is the lowest of this many members drawn at random")
+    p.add_argument("--island-size", type=int,
+                   help="ga: the population splits into islands of this many members, each its own GA (mating "
+                        "and selection within it; every device's share is islands too); default: one population "
+                        "on the CPU, islands of 256 on a GPU where that divides each device's share")
     p.add_argument("--seed", type=int, default=0, help="random seed")
     p.add_argument("--until-reached", action="store_true",
                    help="stop the search at the first step where the published minimum is reached")
@@ -92,26 +119,33 @@ def main(argv=None):
     import jax
     import jax.numpy as jnp
     import numpy as np
-    from adoffload.chemistry.optimize import FireOptions, random_cluster
+    from adoffload.chemistry.optimize import FireOptions
     from adoffload.chemistry.sharding import describe, over_walkers, padded_size, select_devices, split_keys, to_host, walker_mesh
 
     backend_name = pick_backend(args.backend, args.device, own_kernels=True)
     if args.surface_moves and backend_name != "adoffload":
         sys.exit("--surface-moves: the adoffload backend's option (the jax backend kicks every atom)")
+    if args.search == "ga" and args.restart_every:
+        sys.exit("--restart-every: a basin-hopping option (the genetic algorithm keeps its population)")
     clusters, steps, local_steps = _sizes(args)
     devices = select_devices(args.device, args.devices)
     mesh = walker_mesh(devices)
     if padded_size(clusters, mesh) != clusters:
         print(f"note: {clusters} clusters rounded up to {padded_size(clusters, mesh)}, a multiple of {len(devices)} devices")
         clusters = padded_size(clusters, mesh)
+    if args.search == "ga":
+        args.island_size = _island_size(args, clusters // len(devices))
     n = args.atoms
     container = 0.6 + (3.0 * n / (4.0 * np.pi)) ** (1.0 / 3.0)
     if backend_name == "adoffload":
-        start, hop, minimizer = _adoffload_steps(args, n, local_steps, container)
+        local_minimize, move, hop, minimizer = _adoffload_steps(args, n, local_steps, container)
     else:
-        start, hop, minimizer = _jax_steps(args, n, FireOptions(steps=local_steps), container)
+        local_minimize, move, hop, minimizer = _jax_steps(args, n, FireOptions(steps=local_steps), container)
+    start = _start(local_minimize, n)
+    if args.search == "ga":
+        hop = _ga_generation(args, local_minimize, move)
 
-    print(f"LJ{n}: {clusters} clusters x {steps} basin-hopping steps, {minimizer}, "
+    print(f"LJ{n}: {clusters} clusters x {steps} {UNITS[args.search]}s, {SEARCHES[args.search]}, {minimizer}, "
           f"backend {backend_name}, on {describe(devices)}")
     start, hop = over_walkers(start, mesh), over_walkers(hop, mesh)
     published = PUBLISHED_MINIMA.get(n)
@@ -123,7 +157,7 @@ def main(argv=None):
         if ahead is not None:           # the hop's XLA program compiles while the first minimizations run
             hop = _compiled_ahead(hop, walkers, split_keys(sub, clusters, mesh))
         best_history = [float(jnp.min(walkers.best_energy))]
-        bar = progress("basin hopping")
+        bar = progress(SEARCHES[args.search])
         for s in range(steps):
             if reached is None and published is not None and best_history[-1] < published + REACHED:
                 reached = (s, time.perf_counter() - began)
@@ -153,7 +187,7 @@ def main(argv=None):
         print(f"published global min.  {published:.6f}   (Cambridge Cluster Database)")
         print(f"difference             {best - published:+.2e}; walkers at the global minimum: {hits}/{clusters}")
         if reached is not None:
-            print(f"reached the published minimum: yes, first after {reached[0]} basin-hopping step(s), "
+            print(f"reached the published minimum: yes, first after {reached[0]} {UNITS[args.search]}(s), "
                   f"{reached[1]:.1f} s (compiling included; {reached[1] + began - STARTED:.1f} s since the script "
                   f"started)")
         else:
@@ -167,7 +201,7 @@ def main(argv=None):
 
     out = output_folder(args.out)
     plot = save_plot(os.path.join(out, f"lj{n}_best_energy.png"),
-                     lambda fig: _draw(fig, best_history, published, n, found), size=(6, 6))
+                     lambda fig: _draw(fig, best_history, published, n, found, args.search), size=(6, 6))
     if plot:
         print(f"plot: {plot}")
     print(f"output folder: {out}")
@@ -240,12 +274,13 @@ def _shape_of(tree):
 
 
 def _adoffload_steps(args, n: int, local_steps: int, container: float):
-    """start(keys) and hop(walkers, keys) for one device's share of walkers, the local minimizations
-    of all of them one call of adoffload.optimize.minimize (one launch)."""
+    """local_minimize(x), move(x, key) (one cluster's kick or surface move) and the basin-hopping
+    hop(walkers, keys) for one device's share of walkers, the local minimizations of all of them one
+    call of adoffload.optimize.minimize (one launch)."""
     import jax
     import jax.numpy as jnp
     from adoffload.chemistry.kernels import lj_cluster_energy
-    from adoffload.chemistry.optimize import Walker, accept, perturb, random_cluster
+    from adoffload.chemistry.optimize import Walker, accept, perturb
     from adoffload.optimize import minimize
     from adoffload.optimize.status import NONFINITE
     options = _minimizer_options(args)
@@ -256,26 +291,54 @@ def _adoffload_steps(args, n: int, local_steps: int, container: float):
         energy = jnp.where(result.status == NONFINITE, jnp.inf, result.fun)
         return result.x.reshape(x.shape), energy
 
-    def start(keys):
-        x, energy = local_minimize(jax.vmap(lambda k: random_cluster(k, n))(keys))
-        return Walker(x, energy, x, energy)
-
-    def move(walker, key):
+    def move(x, key):
         kick_key, surface_key, pick_key = jax.random.split(key, 3)
-        kicked = perturb(walker, kick_key, step_size=args.step_size, container=container)
+        kicked = perturb(Walker(x, None, x, None), kick_key, step_size=args.step_size, container=container)
         if args.surface_moves <= 0:
             return kicked
-        moved = surface_move(walker.x, surface_key, args.surface_atoms)
+        moved = surface_move(x, surface_key, args.surface_atoms)
         return jnp.where(jax.random.uniform(pick_key) < args.surface_moves, moved, kicked)
 
     def hop(walkers, keys):
         keys = jax.vmap(jax.random.split)(keys)
-        x = jax.vmap(move)(walkers, keys[:, 0])
+        x = jax.vmap(move)(walkers.x, keys[:, 0])
         x, energy = local_minimize(x)
         return jax.vmap(lambda w, xi, e, k: accept(w, xi, e, k, kT=args.kT))(walkers, x, energy, keys[:, 1])
 
     what = f"{'L-BFGS' if args.minimizer == 'lbfgs' else 'FIRE'} to gtol {args.gtol:g} (at most {local_steps} iterations)"
-    return start, hop, what
+    return local_minimize, move, hop, what
+
+
+def _start(local_minimize, n: int):
+    """start(keys): every walker (or member) a minimized random cluster."""
+    import jax
+    from adoffload.chemistry.optimize import Walker, random_cluster
+
+    def start(keys):
+        x, energy = local_minimize(jax.vmap(lambda k: random_cluster(k, n))(keys))
+        return Walker(x, energy, x, energy)
+    return start
+
+
+def _island_size(args, share: int) -> int | None:
+    """The GA's island size for one device's ``share`` of the clusters: --island-size, else the device's
+    default where it divides the share (else one population); exits where --island-size does not."""
+    if args.island_size is None:
+        size = ISLAND_SIZE.get(args.device)
+        return size if size and share % size == 0 else None
+    if share % args.island_size:
+        sys.exit(f"--island-size {args.island_size} does not divide each device's {share} clusters")
+    return args.island_size
+
+
+def _ga_generation(args, local_minimize, move):
+    """generation(population, keys) of adoffload.chemistry.genetic for one device's share: with several
+    devices each runs its own population (an island model: no communication between devices, as the
+    basin-hopping walkers). Mutations are the basin-hopping moves (--step-size kicks, --surface-moves)."""
+    import functools
+    from adoffload.chemistry.genetic import generation
+    return functools.partial(generation, local_minimize=local_minimize, mutate=move, mutation=args.mutation,
+                             tournament_size=args.tournament, island_size=args.island_size)
 
 
 def restarted(walkers, fresh):
@@ -305,29 +368,31 @@ def surface_move(x, key, count: int):
 
 
 def _jax_steps(args, n: int, fire, container: float):
-    """The plain-JAX reference: FIRE in JAX (fixed iterations), energy from the jax backend."""
+    """The plain-JAX reference: FIRE in JAX (fixed iterations), energy from the jax backend; the same
+    pieces as _adoffload_steps (the move always kicks every atom)."""
     import jax
     import jax.numpy as jnp
     from adoffload.chemistry import get_backend
-    from adoffload.chemistry.optimize import Walker, basin_hopping_step, fire_minimize, random_cluster
+    from adoffload.chemistry.optimize import Walker, basin_hopping_step, fire_minimize, perturb
     backend = get_backend("jax")
 
     def energy(x):
         return jnp.sum(backend.cluster_lj_energy(x, 1.0, 1.0))
 
-    def start(keys):
-        x = jax.vmap(lambda k: random_cluster(k, n))(keys)
+    def local_minimize(x):
         x, e, _ = jax.vmap(lambda xi: fire_minimize(energy, xi, fire))(x)
-        e = jnp.where(jnp.isfinite(e), e, jnp.inf)
-        return Walker(x, e, x, e)
+        return x, jnp.where(jnp.isfinite(e), e, jnp.inf)
+
+    def move(x, key):
+        return perturb(Walker(x, None, x, None), key, step_size=args.step_size, container=container)
 
     def hop(walkers, keys):
         return jax.vmap(lambda w, k: basin_hopping_step(energy, w, k, step_size=args.step_size, kT=args.kT,
                                                         container=container, fire=fire))(walkers, keys)
-    return start, hop, f"FIRE in JAX ({fire.steps} iterations)"
+    return local_minimize, move, hop, f"FIRE in JAX ({fire.steps} iterations)"
 
 
-def _draw(fig, history, published, n, found):
+def _draw(fig, history, published, n, found, search):
     """Top: the best energy per step; with a published minimum, its distance above it on a log
     scale (drawn beside the reference line, the trace hid under it). Bottom: where every
     walker's best energy ended."""
@@ -352,8 +417,8 @@ def _draw(fig, history, published, n, found):
         walkers_axis.axvline(REACHED, color="k", linestyle="--", linewidth=0.8)
         walkers_axis.set_xlabel(f"each walker's best energy above the minimum (floor {MIN_GAP:g})")
     walkers_axis.set_ylabel("walkers")
-    trace_axis.set_xlabel("basin-hopping step")
-    trace_axis.set_title(f"LJ{n} basin hopping, {len(found)} walkers")
+    trace_axis.set_xlabel(UNITS[search])
+    trace_axis.set_title(f"LJ{n} {SEARCHES[search]}, {len(found)} {'members' if search == 'ga' else 'walkers'}")
     trace_axis.legend()
 
 

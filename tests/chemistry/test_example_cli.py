@@ -77,7 +77,7 @@ def test_lj_plot_shows_the_distance_to_the_published_minimum(examples_path):
     history = [-40.0, -44.0, -44.3268, -44.326801]
     fig = plt.figure()
     found = np.array([-44.326801, -44.3, -43.9, -44.326801])
-    lj_clusters._draw(fig, history, -44.326801, 13, found)
+    lj_clusters._draw(fig, history, -44.326801, 13, found, "basin")
     ax = fig.axes[0]
     assert ax.get_yscale() == "log"
     trace = ax.get_lines()[0].get_ydata()

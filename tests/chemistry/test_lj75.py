@@ -1,5 +1,5 @@
-"""lj_clusters.py at LJ75 (small walkers and steps: no claim of reaching the global minimum), its surface
-moves, and the search's stopping rules (--until-reached, --time-limit)."""
+"""lj_clusters.py at LJ75 (small walkers and steps: no claim of reaching the global minimum), basin hopping
+and the GA, surface moves, and the search's stopping rules (--until-reached, --time-limit)."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,8 +10,8 @@ LJ75_MINIMUM = -397.492331       # Cambridge Cluster Database
 
 def test_lj75_path_runs_and_says_whether_it_reached(examples_path, tmp_path, capsys):
     import lj_clusters
-    result = lj_clusters.main(["--atoms", "75", "--clusters", "4", "--steps", "3", "--fire-steps", "300",
-                               "--surface-moves", "0.5", "--restart-every", "3", "--backend", "adoffload",
+    result = lj_clusters.main(["--atoms", "75", "--search", "basin", "--clusters", "4", "--steps", "3",
+                               "--fire-steps", "300", "--surface-moves", "0.5", "--restart-every", "3", "--backend", "adoffload",
                                "--out", str(tmp_path)])
     assert result["published"] == LJ75_MINIMUM and result["steps"] == 3 and len(result["history"]) == 4
     assert all(later <= earlier for earlier, later in zip(result["history"], result["history"][1:]))
@@ -21,6 +21,16 @@ def test_lj75_path_runs_and_says_whether_it_reached(examples_path, tmp_path, cap
     assert "LJ75: 4 clusters x 3 basin-hopping steps" in out
     verdict = "reached the published minimum: yes" if result["reached"] else "reached the published minimum: NO"
     assert verdict in out
+
+
+def test_lj75_ga_path_runs(examples_path, tmp_path, capsys):
+    """The GA at 75 atoms: mutations with surface moves, the best kept from one generation to the next."""
+    import lj_clusters
+    result = lj_clusters.main(["--atoms", "75", "--search", "ga", "--clusters", "4", "--steps", "2", "--fire-steps", "300",
+                               "--surface-moves", "0.5", "--mutation", "0.5", "--backend", "adoffload",
+                               "--out", str(tmp_path)])
+    assert len(result["history"]) == 3 and result["history"][2] <= result["history"][1] <= result["history"][0] < -300
+    assert "LJ75: 4 clusters x 2 generations, cut-and-splice GA" in capsys.readouterr().out
 
 
 def test_surface_move_puts_the_least_bound_atoms_on_the_surface(examples_path):
