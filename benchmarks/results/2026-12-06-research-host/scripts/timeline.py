@@ -29,9 +29,9 @@ ev = json.load(gzip.open(f)); ev = ev["traceEvents"] if isinstance(ev, dict) els
 xs = sorted((e for e in ev if e.get("ph") == "X"), key=lambda e: e["ts"])
 steps = [e for e in xs if e["name"].startswith("PjitFunction(step)")]
 s0 = steps[len(steps) // 2]
-print("one step (tid, start us, dur us, name):")
+if os.environ.get("SHOW"): print("one step (tid, start us, dur us, name):")
 for e in xs:
-    if s0["ts"] <= e["ts"] <= s0["ts"] + s0["dur"] * 3 and not e["name"].startswith("$"):
+    if os.environ.get("SHOW") and s0["ts"] <= e["ts"] <= s0["ts"] + s0["dur"] * 3 and not e["name"].startswith("$"):
         print(f"  {e['tid']:>8} {e['ts'] - s0['ts']:8.1f} {e['dur']:8.1f}  {e['name'][:60]}")
 tot = collections.defaultdict(float)
 for e in xs:
