@@ -54,6 +54,11 @@ def normalize_options(opts: dict, target: str, grid_rank: int) -> dict:
     _check_warp_size(opts, target)
     if not opts.get("serial") or _canonical_target(target) != "host" or opts.get("block") is not None:
         opts.pop("serial", None)    # host launches on one OS thread only (codegen/host/serial.py)
+    if not opts.get("private") or _canonical_target(target) != "host" or opts.get("block") is not None \
+            or opts.get("serial"):
+        opts.pop("private", None)   # host: per-chunk copies of arrays only added into (abi.add_host_entry)
+    else:
+        opts["private"] = tuple((int(k), int(ndim), str(t)) for k, ndim, t in opts["private"])
     if opts.get("block") is not None:
         # block kernels: one GPU thread per logical thread, no deferred reductions (codegen/blocks.py)
         opts.pop("elements_per_thread", None)
@@ -150,7 +155,8 @@ def compile_for_target(text: str, body_name: str, flat_types: Sequence, grid_ran
     thread's stencil atomics summed across warp lanes, codegen/gpu/lane_combining.py), ``warp_size``
     (host block kernels: 32, or 64 to emulate AMD's wavefronts; the 'cpu:wave64' device), ``serial`` (host,
 not block kernels: every thread of a launch runs on one OS thread, so the body's atomics are made
-plain, codegen/host/serial.py). ``cache``:
+plain, codegen/host/serial.py), ``private`` (host, not block kernels: arrays the body only adds into, summed
+per chunk in stack copies, abi.add_host_entry). ``cache``:
     True for the default on-disk cache, a ``CompileCache``, or False/None for none.
     """
     from .cache import CompileCache
@@ -180,7 +186,8 @@ plain, codegen/host/serial.py). ``cache``:
         else:
             program = HostProgram(abi.add_host_entry(text, body_name, flat_types, grid_rank,
                                                      noalias=opts.get("noalias", False), reductions=reductions,
-                                                     serial=opts.get("serial", False)))
+                                                     serial=opts.get("serial", False),
+                                                     private=opts.get("private", ())))
             if store is not None:
                 store.put(key, program.optimized_ir.encode())
         program.entry_name = abi.host_entry_name(body_name)

@@ -211,13 +211,18 @@ def _load_slot(b: ir.IRBuilder, slot_ptr: ir.Value, type_name: str) -> ir.Value:
 # --- host entry -------------------------------------------------------------------------------
 
 def add_host_entry(module_text: str, body_name: str, flat_types: Sequence, grid_rank: int,
-                   noalias: bool = False, reductions: str = "block", serial: bool = False) -> str:
+                   noalias: bool = False, reductions: str = "block", serial: bool = False,
+                   private: tuple = ()) -> str:
     """Add ``void @<body>.host(ptr slots, i64 start, i64 end)`` (see the module docstring).
 
     ``reductions``: unless "off", uniform-address atomics are summed per call (per chunk of
     threads) and added once at its end (codegen/gpu/reductions.py). ``serial``: the launcher runs
     every thread of a launch on one OS thread, so the body's atomics become plain
-    read-modify-writes (codegen/host/serial.py).
+    read-modify-writes (codegen/host/serial.py). ``private``: ``(flat index, ndim, element type)``
+    of arrays the body only adds into (codegen/host/serial.private_updates, which must hold): each
+    call (a chunk of threads) adds into a zeroed copy on its stack with plain adds, then adds the
+    copy into the array once, atomically, so chunks may run concurrently; the body's other atomics
+    but the status record's ``xchg`` become plain too (private_updates admits no others).
     """
     from .gpu.reductions import EntryAccumulators
     types = flat_type_names(flat_types)
@@ -236,6 +241,10 @@ def add_host_entry(module_text: str, body_name: str, flat_types: Sequence, grid_
     params = [_load_slot(b, slot(k), t) for k, t in enumerate(types)]
     grid = [b.load(slot(len(types) + a), typ=_I64, align=8) for a in range(grid_rank)]
     status = b.load(slot(len(types) + grid_rank), typ=_PTR, align=8)
+    copies = [_private_copy(fn, b, params, k, ndim, _llvm_type(t)) for k, ndim, t in private]
+    body_params = list(params)
+    for (k, _, _), (copy, _) in zip(private, copies):
+        body_params[k] = copy
     first_tids = _decompose(b, start, grid, _I64)
     accumulators = EntryAccumulators(m, b, sites, list(body.function_type.args[:grid_rank + len(types) + 1]))
     has_work = b.icmp_signed("<", start, end)
@@ -251,7 +260,7 @@ def add_host_entry(module_text: str, body_name: str, flat_types: Sequence, grid_
     linear = b.phi(_I64, "linear")
     tids = [b.phi(_I64, f"tid{a}") for a in range(grid_rank)]
     arg_attrs = {grid_rank + k: ("noalias",) for k, t in enumerate(types) if noalias and t == "ptr"}
-    b.call(body, tids + params + [status] + accumulators.pointers, attrs=("alwaysinline",),
+    b.call(body, tids + body_params + [status] + accumulators.pointers, attrs=("alwaysinline",),
            arg_attrs=arg_attrs or None)
     next_tids = _increment_with_carry(b, tids, grid)
     next_linear = b.add(linear, _I64(1), flags=("nuw", "nsw"))
@@ -265,13 +274,54 @@ def add_host_entry(module_text: str, body_name: str, flat_types: Sequence, grid_
     b.position_at_end(flush)
     if sites:
         accumulators.atomics(b, accumulators.values(b), [_I64(0)] * grid_rank + params + [status])
+    for (k, _, t), (copy, count) in zip(private, copies):
+        _flush_private(fn, b, copy, params[k], count, _llvm_type(t))
     b.branch(done)
     b.position_at_end(done)
     b.ret_void()
-    if not serial:
+    if not serial and not private:
         return _link(body_module, m, body_name)
     from .host.serial import plain_atomics
-    return plain_atomics(_link(body_module, m, body_name), body_name)[0]
+    return plain_atomics(_link(body_module, m, body_name), body_name, keep_xchg=bool(private))[0]
+
+
+def _private_copy(fn, b: ir.IRBuilder, params: list, k: int, ndim: int, element: ir.Type):
+    """A copy on the stack of flat param ``k`` (an array of ``ndim`` extents) filled with the
+    additive identity (-0.0 for floats, so an element no thread adds to keeps its sign): (pointer,
+    element count)."""
+    count = _I64(1)
+    for d in range(ndim):
+        count = b.mul(count, params[k + 1 + d])
+    copy = b.alloca(element, size=count, name=f"private{k}")
+    copy.align = 8
+    zero = ir.Constant(element, -0.0) if isinstance(element, (ir.FloatType, ir.DoubleType)) else ir.Constant(element, 0)
+    _count_loop(fn, b, count, f"private{k}.fill", lambda i: b.store(zero, b.gep(copy, [i], source_etype=element)))
+    return copy, count
+
+
+def _flush_private(fn, b: ir.IRBuilder, copy, array, count, element: ir.Type) -> None:
+    """``array[i] += copy[i]`` for every element, one atomic add each (chunks flush concurrently)."""
+    is_float = isinstance(element, (ir.FloatType, ir.DoubleType))
+
+    def add(i):
+        value = b.load(b.gep(copy, [i], source_etype=element), typ=element)
+        b.atomic_rmw("fadd" if is_float else "add", b.gep(array, [i], source_etype=element), value, "monotonic")
+    _count_loop(fn, b, count, f"{copy.name}.flush", add)
+
+
+def _count_loop(fn, b: ir.IRBuilder, count, name: str, each) -> None:
+    """``for i in [0, count): each(i)``, leaving ``b`` after the loop."""
+    before = b.block
+    loop, after = fn.append_basic_block(f"{name}.loop"), fn.append_basic_block(f"{name}.end")
+    b.cbranch(b.icmp_signed(">", count, _I64(0)), loop, after)
+    b.position_at_end(loop)
+    i = b.phi(_I64, f"{name}.i")
+    each(i)
+    following = b.add(i, _I64(1), flags=("nuw", "nsw"))
+    i.add_incoming(_I64(0), before)
+    i.add_incoming(following, b.block)
+    b.cbranch(b.icmp_signed("<", following, count), loop, after)
+    b.position_at_end(after)
 
 
 def _increment_with_carry(b: ir.IRBuilder, tids: list[ir.Value], grid: list[ir.Value]) -> list[ir.Value]:

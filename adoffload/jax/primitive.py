@@ -138,8 +138,9 @@ def call_variant(spec: CallSpec, operand_shapes, platform: str) -> targets.Varia
     shapes.update(zip(spec.out_params, spec.out_shapes))
     k = 1 if platform == "cpu" else elements_per_thread(spec.kernel.signature, int(np.prod(spec.grid, dtype=np.int64)))
     proven = facts_proven_by(spec.kernel, shapes, spec.grid)
-    serial = platform == "cpu" and targets.serial_grid(spec.kernel, proven, spec.grid, shapes)
-    return targets.Variant(_written_in_full(spec), proven, k, serial)
+    private = targets.private_updates(spec.kernel, proven, spec.grid, shapes) if platform == "cpu" else ()
+    serial = platform == "cpu" and not private and targets.serial_grid(spec.kernel, proven, spec.grid, shapes)
+    return targets.Variant(_written_in_full(spec), proven, k, serial, private)
 
 
 def _lowering(ctx, *operands, spec: CallSpec, platform: str):

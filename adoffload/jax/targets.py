@@ -50,6 +50,8 @@ class Variant:
     elements_per_thread: int = 1         # GPU only: k elements per thread (codegen/gpu/vectorize.py)
     serial: bool = False                 # CPU only: the grid is too small to split, so one thread runs it
                                          # all and the body's atomics are plain (codegen/host/serial.py)
+    private: tuple = ()                  # CPU only: (flat index, ndim, element type) of small arrays the body
+                                         # only adds into: each chunk adds into its own copy (abi.add_host_entry)
 
 
 def target_name(kernel, platform: str, variant: Variant = Variant()) -> str:
@@ -125,11 +127,14 @@ def _normalized(kernel, platform: str, variant: Variant) -> Variant:
     without a tape (the tape handler sizes and runs its kernels itself)."""
     if platform == "cpu" or _levels(kernel):
         serial = variant.serial and platform == "cpu" and not _levels(kernel)
-        return Variant(variant.written, variant.proven, serial=serial)
+        private = variant.private if platform == "cpu" and not _levels(kernel) and not serial else ()
+        return Variant(variant.written, variant.proven, serial=serial, private=tuple(private))
     return Variant(variant.written, variant.proven, variant.elements_per_thread)
 
 
 def _serial_option(variant: Variant) -> dict:
+    if variant.private:
+        return {"private": variant.private}
     return {"serial": True} if variant.serial else {}
 
 
@@ -139,6 +144,41 @@ def _serial_option(variant: Variant) -> dict:
 # doubles) ran faster on one thread with plain adds than split over XLA's pool
 # (benchmarks/results/2026-12-04-research-host-serial).
 SMALL_UPDATE_TARGET = 4096
+
+
+def private_updates(kernel, proven: frozenset, grid, shapes: dict) -> tuple:
+    """``Variant.private`` of a host call of ``kernel`` over ``grid`` that ``serial_grid`` would make
+    serial only for its small update target: where every update atomic of the body adds into an
+    array it never otherwise touches (codegen/host/serial.private_updates) and each such array has
+    at most SMALL_UPDATE_TARGET elements, fewer than the call's threads, each chunk of XLA's pool adds
+    into its own copy and adds that into the array once at its end, so the call keeps the pool
+    without its chunks contending for the array's cache lines. Else ()."""
+    from ..codegen.host.serial import private_updates as updates
+    from .cpu_parallel import min_chunk_threads
+    if _levels(kernel) or getattr(kernel, "block", None) is not None or not shapes:
+        return ()
+    text = kernel.module_text(proven)
+    total = int(np.prod(grid, dtype=np.int64))
+    if total < 2 * min_chunk_threads(text, kernel.body_name):
+        return ()
+    found = updates(text, kernel.body_name)
+    if not found:
+        return ()
+    flat = kernel.signature.flat_params()
+    position = {p.name: k for k, p in enumerate(kernel.signature.params)}
+    rank = kernel.signature.grid_rank
+    private = []
+    for k, element in sorted(found.items()):
+        if not rank <= k < rank + len(flat) or flat[k - rank].role != "array":
+            return ()
+        shape = shapes.get(position.get(flat[k - rank].name))
+        if shape is None:
+            return ()
+        size = int(np.prod(shape, dtype=np.int64))
+        if not size <= SMALL_UPDATE_TARGET or not size < total:
+            return ()
+        private.append((k - rank, kernel.signature.params[position[flat[k - rank].name]].type.ndim, element))
+    return tuple(private)
 
 
 def serial_grid(kernel, proven: frozenset, grid, shapes: dict | None = None) -> bool:

@@ -365,10 +365,11 @@ def test_small_cpu_calls_run_a_serial_build_with_plain_atomics(n):
         assert adds <= 1 if small else adds >= 3, f"{adds} atomic adds in the {'serial' if small else 'shared'} build"
 
 
-def test_calls_adding_into_a_small_table_run_serial():
+def test_calls_adding_into_a_small_table_add_into_a_copy_per_chunk():
     # A parameter table's adjoint (d_params, 9 doubles) takes every thread's adds: over XLA's pool the
-    # chunks would fight over its cache lines, so such a call gets the serial build even when its grid
-    # is large; the positions' adjoint (more elements than threads) keeps the shared build.
+    # chunks would fight over its cache lines, so each chunk adds into its own copy of the table on its
+    # stack with plain adds and adds the copy into the table once (Variant.private, abi.add_host_entry);
+    # the call keeps the pool. The positions' adjoint (more elements than threads) keeps the shared build.
     from adoffload.jax.targets import _TARGETS, SMALL_UPDATE_TARGET
     from tests.research.example import research_example
     jax.config.update("jax_enable_x64", True)
@@ -384,11 +385,36 @@ def test_calls_adding_into_a_small_table_run_serial():
         ours = jax.jit(jax.grad(lambda p, x: jnp.sum(f(x, kind, p)), argnums=argnum))(params, pos)
         plain = jax.jit(jax.grad(lambda p, x: example.plain_jax_energy(p, x, kind), argnums=argnum))(params, pos)
         np.testing.assert_allclose(ours, plain, rtol=1e-11, atol=1e-11 * float(jnp.max(jnp.abs(plain))))
-    reverse = {key[3].serial: t for key, t in _TARGETS.items()
+    reverse = {bool(key[3].private): (key[3], t) for key, t in _TARGETS.items()
                if getattr(t.kernel, "base", None) is example.pair_energy and getattr(t.kernel, "mode", None) == "vjp"}
-    assert set(reverse) == {True, False}       # d_params: serial; d_pos (3 n > n elements): shared
-    assert "@pool.task" not in reverse[True].handler.text and "@pool.task" in reverse[False].handler.text
+    assert set(reverse) == {True, False}       # d_params: private copies; d_pos (3 n > n elements): shared
+    variant, target = reverse[True]
+    d_params = [k for k, p in enumerate(target.kernel.signature.flat_params()) if p.name == "d_params"]
+    assert variant.private == ((d_params[0], 2, "double"),) and not variant.serial
+    assert "@pool.task" in target.handler.text and "@pool.task" in reverse[False][1].handler.text
+    built = "\n".join(k.program.optimized_ir for k in target.handler.keep_alive)
+    assert "%private" in built                  # the entry's stack copy, flushed with atomic adds
     assert 9 <= SMALL_UPDATE_TARGET and 9 < n     # d_params: small, fewer elements than threads
+
+
+def test_private_updates_admit_only_arrays_the_body_only_adds_into():
+    from adoffload.codegen.host.serial import private_updates
+    head = "define void @k(i64 %tid0, ptr %a, i64 %a.n, ptr %b, i64 %b.n, ptr %status) {\n"
+    adds = """  %p = getelementptr double, ptr %a, i64 %tid0
+  %q = getelementptr inbounds i8, ptr %p, i64 8
+  %old = atomicrmw fadd ptr %q, double 1.0 monotonic, align 8
+  %i = getelementptr i64, ptr %b, i64 2
+  %old.2 = atomicrmw add ptr %i, i64 1 monotonic, align 8
+  %flag = atomicrmw xchg ptr %status, i64 1 monotonic, align 8
+"""
+    assert private_updates(head + adds + "  ret void\n}\n", "k") == {1: "double", 3: "i64"}
+    for extra in ("  %x = load double, ptr %p, align 8\n",                     # the body reads the array
+                  "  store double 0.0, ptr %a, align 8\n",                     # or stores to it
+                  "  call void @adoffload.uniform_fadd.f64(ptr %a, double 2.0)\n",   # an add the walk does not see
+                  "  %m = atomicrmw fmax ptr %q, double 1.0 monotonic, align 8\n",   # not an add
+                  "  %z = atomicrmw volatile fadd ptr %q, double 1.0 monotonic, align 8\n"):
+        assert private_updates(head + adds + extra + "  ret void\n}\n", "k") is None, extra
+    assert private_updates(head + "  ret void\n}\n", "k") is None    # no update atomics: nothing to do
 
 
 def test_update_roots_follow_geps_and_casts_to_the_parameters():

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 
 from ...analysis.address_classes import UNIFORM_ADD_PREFIX
-from ..ir_text import NAME, function_text
+from ..ir_text import _DEF, NAME, function_text
 from ...ir.core import FloatType, IntType
 
 # atomicrmw op -> how the new value is formed from (old, v): a binary opcode, or an icmp predicate
@@ -65,6 +65,86 @@ def update_roots(text: str, body_name: str) -> set[int]:
     return roots
 
 
+_ALL_UPDATES = re.compile(r"\batomicrmw (?:volatile )?(?!xchg\b)\w+ ")
+_PRIVATE_OPS = {"fadd": "float", "fsub": "float", "add": "int", "sub": "int"}
+_SITE = re.compile(rf'\batomicrmw (\w+) ptr ({NAME}), (\w+) ')
+_NAME_TOKEN = re.compile(NAME)
+
+
+def private_updates(text: str, body_name: str) -> dict[int, str] | None:
+    """The body parameters whose array a chunk of threads may add into a private copy of, by position,
+    each with the element type its atomics add (``double``, ``i64``, ...), or None where that is not
+    safe: every update atomic of the module (``atomicrmw`` but the status record's ``xchg``) is in the
+    body, is a ``fadd``/``fsub``/``add``/``sub`` (non-volatile), and its address is a ``getelementptr``
+    or cast chain from a parameter; no pointer derived from such a parameter is used otherwise (a load,
+    a store, a call, a phi: the body would read or pass on the array); and the body calls no
+    thread-uniform add (``@adoffload.uniform_fadd.*``, whose address the walk does not see). Then the
+    adds commute, and per-chunk private sums added once into the array at the chunk's end give the
+    same values up to rounding order (codegen/abi.add_host_entry's ``private``)."""
+    found = function_text(text, body_name)
+    if found is None:
+        return None
+    params, defs, lines = found
+    for other in re.finditer(r'^define [^@]*@("[^"]*"|[-\w.$]+)\(.*?^}', text, re.M | re.S):
+        name = other[1].strip('"')
+        if name != body_name and _ALL_UPDATES.search(other[0]) and \
+                any(re.search(r"@\"?" + re.escape(name) + r"\"?\(", line) for line in lines):
+            return None                              # the body calls code with update atomics
+    if any("@" + UNIFORM_ADD_PREFIX in line for line in lines):
+        return None
+    position = {name: k for k, name in enumerate(params)}
+
+    def root(name):
+        seen = set()
+        while name in defs and name not in seen and defs[name][0] in _POINTER_STEPS:
+            seen.add(name)
+            base = _BASE.search(defs[name][1])
+            if base is None:
+                return None
+            name = base[1]
+        return name if name in position else None
+
+    types: dict[int, str] = {}
+    for line in lines:
+        if _ALL_UPDATES.search(line):
+            site = _SITE.search(line)
+            if site is None or "volatile" in line or site[1] not in _PRIVATE_OPS:
+                return None
+            r = root(site[2])
+            if r is None or types.setdefault(position[r], site[3]) != site[3]:
+                return None
+            if (site[3] in ("float", "double")) != (_PRIVATE_OPS[site[1]] == "float"):
+                return None
+    if not types:
+        return None
+    roots = {params[k] for k in types}
+    derived = set(roots)            # the pointers derived from them (to a fixed point: phis may reorder)
+    changed = True
+    while changed:
+        changed = False
+        for name, (opcode, rest) in defs.items():
+            if name not in derived and opcode in _POINTER_STEPS:
+                base = _BASE.search(rest)
+                if base is not None and base[1] in derived:
+                    derived.add(name)
+                    changed = True
+    for line in lines:
+        used = [t for t in _NAME_TOKEN.findall(line) if t in derived]
+        m = _DEF.match(line)
+        if m and m[1] in derived:
+            used = [t for t in used if t != m[1]]
+            base = _BASE.search(m[3])
+            if m[2] in _POINTER_STEPS and base is not None and used == [base[1]]:
+                continue
+            return None
+        if not used:
+            continue
+        site = _SITE.search(line)
+        if site is None or used != [site[2]] or not _ALL_UPDATES.search(line):
+            return None                              # read, stored, passed on, compared, ...
+    return types
+
+
 def has_update_atomics(text: str) -> bool:
     """Whether the module has an atomicrmw other than ``xchg`` (the status record's claim): only
     then does a serial variant differ in speed from the ordinary one."""
@@ -80,9 +160,10 @@ def _rewritable(inst) -> bool:
     return isinstance(t, IntType) and (inst.op in _BINARY or inst.op in _CHOOSE or inst.op == "xchg")
 
 
-def plain_atomics(text: str, body_name: str) -> tuple[str, int]:
+def plain_atomics(text: str, body_name: str, keep_xchg: bool = False) -> tuple[str, int]:
     """``text`` with the body's atomicrmw instructions made plain (module docstring), and how many
-    were rewritten (0: ``text`` unchanged)."""
+    were rewritten (0: ``text`` unchanged). ``keep_xchg``: the status record's ``xchg`` stays atomic
+    (chunks of one launch run concurrently, each adding into private copies: abi.add_host_entry)."""
     if not _ANY_ATOMIC.search(text):
         return text, 0
     from ... import ir
@@ -94,7 +175,8 @@ def plain_atomics(text: str, body_name: str) -> tuple[str, int]:
     # the body's own, and those of the host definitions of a reverse kernel's thread-uniform adds
     # (``@adoffload.uniform_fadd.*``: one atomic add each, called only by the kernel's code)
     helpers = [f for name, f in module.functions.items() if name.startswith(UNIFORM_ADD_PREFIX) and f.blocks]
-    sites = [inst for fn in [body, *helpers] for inst in fn.instructions() if _rewritable(inst)]
+    sites = [inst for fn in [body, *helpers] for inst in fn.instructions() if _rewritable(inst)
+             and not (keep_xchg and inst.op == "xchg")]
     if not sites:
         return text, 0
     replaced = {}
