@@ -150,7 +150,8 @@ def private_updates(kernel, proven: frozenset, grid, shapes: dict) -> tuple:
     """``Variant.private`` of a host call of ``kernel`` over ``grid`` that ``serial_grid`` would make
     serial only for its small update target: where every update atomic of the body adds into an
     array it never otherwise touches (codegen/host/serial.private_updates) and each such array has
-    at most SMALL_UPDATE_TARGET elements, fewer than the call's threads, each chunk of XLA's pool adds
+    fewer elements than the call's threads (all of them together at most SMALL_UPDATE_TARGET: the copies
+    live on a pool thread's stack), each chunk of XLA's pool adds
     into its own copy and adds that into the array once at its end, so the call keeps the pool
     without its chunks contending for the array's cache lines. Else ()."""
     from ..codegen.host.serial import private_updates as updates
@@ -167,7 +168,7 @@ def private_updates(kernel, proven: frozenset, grid, shapes: dict) -> tuple:
     flat = kernel.signature.flat_params()
     position = {p.name: k for k, p in enumerate(kernel.signature.params)}
     rank = kernel.signature.grid_rank
-    private = []
+    private, stacked = [], 0
     for k, element in sorted(found.items()):
         if not rank <= k < rank + len(flat) or flat[k - rank].role != "array":
             return ()
@@ -175,7 +176,8 @@ def private_updates(kernel, proven: frozenset, grid, shapes: dict) -> tuple:
         if shape is None:
             return ()
         size = int(np.prod(shape, dtype=np.int64))
-        if not size <= SMALL_UPDATE_TARGET or not size < total:
+        stacked += size
+        if not stacked <= SMALL_UPDATE_TARGET or not size < total:   # all copies together: one chunk's stack
             return ()
         private.append((k - rank, kernel.signature.params[position[flat[k - rank].name]].type.ndim, element))
     return tuple(private)
