@@ -15,6 +15,8 @@ FIRE in JAX, one XLA step per iteration. Clusters are split over every visible d
 platform (``--devices N`` to use fewer; under ``jax.distributed``, over the devices of every host:
 docs/scaling.md); the GA then runs one population per device (islands, also within a device:
 ``--island-size``).
+``--starts lattices`` starts every walker (or GA member) from a fragment of an fcc, Mackay icosahedral or
+Ino decahedral lattice (the three in turn; adoffload.chemistry.lattices) instead of a random cluster.
 Prints the lowest energy reached beside the published putative global minimum
 (Cambridge Cluster Database: LJ13 -44.326801, LJ38 -173.928427, LJ75 -397.492331, reduced units)
 and when it was first reached.
