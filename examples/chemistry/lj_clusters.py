@@ -15,6 +15,8 @@ FIRE in JAX, one XLA step per iteration. Clusters are split over every visible d
 platform (``--devices N`` to use fewer; under ``jax.distributed``, over the devices of every host:
 docs/scaling.md); the GA then runs one population per device (islands, also within a device:
 ``--island-size``).
+``--starts lattices`` starts every walker (or GA member) from a fragment of an fcc, Mackay icosahedral or
+Ino decahedral lattice (the three in turn; adoffload.chemistry.lattices) instead of a random cluster.
 Prints the lowest energy reached beside the published putative global minimum
 (Cambridge Cluster Database: LJ13 -44.326801, LJ38 -173.928427, LJ75 -397.492331, reduced units)
 and when it was first reached.
@@ -64,6 +66,11 @@ def parse(argv=None):
     p.add_argument("--search", choices=["basin", "ga"], default="basin",
                    help="basin: basin hopping, every cluster an independent walker; ga: a genetic algorithm "
                         "(Deaven-Ho cut-and-splice mating of the clusters, adoffload.chemistry.genetic)")
+    p.add_argument("--starts", choices=["random", "lattices"], default="random",
+                   help="where walkers (or the GA's first members) start: random, atoms uniform in a sphere; "
+                        "lattices, the atoms of an fcc, Mackay icosahedral or Ino decahedral lattice nearest a "
+                        "random point near its center, the three in turn across walkers "
+                        "(adoffload.chemistry.lattices)")
     p.add_argument("--clusters", type=int, help="walkers run at once, or the GA's population "
                                                 "(default: by device and size)")
     p.add_argument("--steps", type=int, help="basin-hopping steps, or GA generations (default: by device and size)")
@@ -141,7 +148,7 @@ def main(argv=None):
         local_minimize, move, hop, minimizer = _adoffload_steps(args, n, local_steps, container)
     else:
         local_minimize, move, hop, minimizer = _jax_steps(args, n, FireOptions(steps=local_steps), container)
-    start = _start(local_minimize, n)
+    start = _start(local_minimize, n, args.starts)
     if args.search == "ga":
         hop = _ga_generation(args, local_minimize, move)
 
@@ -309,13 +316,19 @@ def _adoffload_steps(args, n: int, local_steps: int, container: float):
     return local_minimize, move, hop, what
 
 
-def _start(local_minimize, n: int):
-    """start(keys): every walker (or member) a minimized random cluster."""
+def _start(local_minimize, n: int, starts: str = "random"):
+    """start(keys): every walker (or member) a minimized random cluster, or with ``starts="lattices"``
+    a minimized lattice fragment (adoffload.chemistry.lattices; fcc, icosahedral, decahedral in turn)."""
     import jax
+    from adoffload.chemistry.lattices import lattice_clusters
     from adoffload.chemistry.optimize import Walker, random_cluster
 
     def start(keys):
-        x, energy = local_minimize(jax.vmap(lambda k: random_cluster(k, n))(keys))
+        if starts == "lattices":
+            x = lattice_clusters(keys, n)
+        else:
+            x = jax.vmap(lambda k: random_cluster(k, n))(keys)
+        x, energy = local_minimize(x)
         return Walker(x, energy, x, energy)
     return start
 
