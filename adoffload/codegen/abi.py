@@ -39,7 +39,6 @@ Entries:
 """
 from __future__ import annotations
 
-import struct
 from collections.abc import Sequence
 
 import numpy as np
@@ -47,6 +46,7 @@ from llvmlite import ir
 import llvmlite.binding as llvm
 
 from ..errors import CompilationError, IRError
+from .slots import flat_type_names, pack_slots  # noqa: F401  (pack_slots: re-exported, the launchers' half of the ABI)
 from .gpu.vectorize import MAX_ELEMENTS_PER_THREAD
 from .gpu.rows import LAUNCH_INDICES, ROW_LAUNCH_MARK, emit_rows_or_linear
 from .gpu.uniform_checks import checks_function_name, thread_checks_function_name, unchecked_function_name
@@ -59,9 +59,6 @@ _I1, _I8, _I16, _I32, _I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))
 _PTR = ir.PointerType()
 _SCALAR_TYPES = {"float": ir.FloatType(), "double": ir.DoubleType(), "i1": _I1, "i8": _I8,
                  "i32": _I32, "i64": _I64, "ptr": _PTR}
-# How a slot is stored: struct format for pack_slots.
-_SLOT_FORMAT = {"float": "<f", "double": "<d", "i1": "<B", "i8": "<b", "i32": "<i", "i64": "<q",
-                "ptr": "<Q"}
 
 
 def host_entry_name(body_name: str) -> str:
@@ -70,11 +67,6 @@ def host_entry_name(body_name: str) -> str:
 
 def kernel_entry_name(body_name: str) -> str:
     return body_name + KERNEL_SUFFIX
-
-
-def flat_type_names(flat_params) -> list[str]:
-    """Accept LLVM type strings or ``FlatParam`` objects; return the type strings."""
-    return [getattr(p, "llvm_type", p) for p in flat_params]
 
 
 def _by_reference_mask(flat_params, scalars_by_reference) -> list[bool]:
@@ -241,7 +233,8 @@ def add_host_entry(module_text: str, body_name: str, flat_types: Sequence, grid_
     params = [_load_slot(b, slot(k), t) for k, t in enumerate(types)]
     grid = [b.load(slot(len(types) + a), typ=_I64, align=8) for a in range(grid_rank)]
     status = b.load(slot(len(types) + grid_rank), typ=_PTR, align=8)
-    copies = [_private_copy(fn, b, params, k, ndim, _llvm_type(t)) for k, ndim, t in private]
+    from .host.private_copies import flush_private, private_copy
+    copies = [private_copy(fn, b, params, k, ndim, _llvm_type(t)) for k, ndim, t in private]
     body_params = list(params)
     for (k, _, _), (copy, _) in zip(private, copies):
         body_params[k] = copy
@@ -275,7 +268,7 @@ def add_host_entry(module_text: str, body_name: str, flat_types: Sequence, grid_
     if sites:
         accumulators.atomics(b, accumulators.values(b), [_I64(0)] * grid_rank + params + [status])
     for (k, _, t), (copy, count) in zip(private, copies):
-        _flush_private(fn, b, copy, params[k], count, _llvm_type(t))
+        flush_private(fn, b, copy, params[k], count, _llvm_type(t))
     b.branch(done)
     b.position_at_end(done)
     b.ret_void()
@@ -283,45 +276,6 @@ def add_host_entry(module_text: str, body_name: str, flat_types: Sequence, grid_
         return _link(body_module, m, body_name)
     from .host.serial import plain_atomics
     return plain_atomics(_link(body_module, m, body_name), body_name, keep_xchg=bool(private))[0]
-
-
-def _private_copy(fn, b: ir.IRBuilder, params: list, k: int, ndim: int, element: ir.Type):
-    """A copy on the stack of flat param ``k`` (an array of ``ndim`` extents) filled with the
-    additive identity (-0.0 for floats, so an element no thread adds to keeps its sign): (pointer,
-    element count)."""
-    count = _I64(1)
-    for d in range(ndim):
-        count = b.mul(count, params[k + 1 + d])
-    copy = b.alloca(element, size=count, name=f"private{k}")
-    copy.align = 8
-    zero = ir.Constant(element, -0.0) if isinstance(element, (ir.FloatType, ir.DoubleType)) else ir.Constant(element, 0)
-    _count_loop(fn, b, count, f"private{k}.fill", lambda i: b.store(zero, b.gep(copy, [i], source_etype=element)))
-    return copy, count
-
-
-def _flush_private(fn, b: ir.IRBuilder, copy, array, count, element: ir.Type) -> None:
-    """``array[i] += copy[i]`` for every element, one atomic add each (chunks flush concurrently)."""
-    is_float = isinstance(element, (ir.FloatType, ir.DoubleType))
-
-    def add(i):
-        value = b.load(b.gep(copy, [i], source_etype=element), typ=element)
-        b.atomic_rmw("fadd" if is_float else "add", b.gep(array, [i], source_etype=element), value, "monotonic")
-    _count_loop(fn, b, count, f"{copy.name}.flush", add)
-
-
-def _count_loop(fn, b: ir.IRBuilder, count, name: str, each) -> None:
-    """``for i in [0, count): each(i)``, leaving ``b`` after the loop."""
-    before = b.block
-    loop, after = fn.append_basic_block(f"{name}.loop"), fn.append_basic_block(f"{name}.end")
-    b.cbranch(b.icmp_signed(">", count, _I64(0)), loop, after)
-    b.position_at_end(loop)
-    i = b.phi(_I64, f"{name}.i")
-    each(i)
-    following = b.add(i, _I64(1), flags=("nuw", "nsw"))
-    i.add_incoming(_I64(0), before)
-    i.add_incoming(following, b.block)
-    b.cbranch(b.icmp_signed("<", following, count), loop, after)
-    b.position_at_end(after)
 
 
 def _increment_with_carry(b: ir.IRBuilder, tids: list[ir.Value], grid: list[ir.Value]) -> list[ir.Value]:
@@ -630,34 +584,3 @@ def _gpu_tids(b: ir.IRBuilder, linear: ir.Value, grid: list[ir.Value], total: ir
         phi.add_incoming(w, wide_block)
         tids.append(phi)
     return tids
-
-
-# --- slot packing -----------------------------------------------------------------------------
-
-def _address(value) -> int:
-    if isinstance(value, np.ndarray):
-        return value.ctypes.data
-    return int(value)
-
-
-def pack_slots(flat_values: Sequence, flat_types: Sequence, grid: Sequence[int], status_ptr) -> np.ndarray:
-    """The uint64 slot array for one launch: params, grid dims, status pointer.
-
-    Pointer values may be ints (addresses) or numpy arrays (their data address); the caller
-    keeps the arrays alive for the launch.
-    """
-    types = flat_type_names(flat_types)
-    if len(flat_values) != len(types):
-        raise CompilationError(f"pack_slots: {len(flat_values)} values for {len(types)} flattened params")
-    slots = np.zeros(len(types) + len(grid) + 1, dtype=np.uint64)
-    raw = slots.view(np.uint8)
-    for k, (value, t) in enumerate(zip(flat_values, types)):
-        if t not in _SLOT_FORMAT:
-            raise CompilationError(f"pack_slots: unsupported flattened parameter type {t!r}")
-        v = _address(value) if t == "ptr" else (bool(value) if t == "i1" else value)
-        data = struct.pack(_SLOT_FORMAT[t], v)
-        raw[8 * k:8 * k + len(data)] = np.frombuffer(data, dtype=np.uint8)
-    for a, g in enumerate(grid):
-        slots[len(types) + a] = np.uint64(int(g))
-    slots[-1] = np.uint64(_address(status_ptr))
-    return slots

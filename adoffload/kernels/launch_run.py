@@ -31,7 +31,7 @@ from .hidden_buffers import reduce_contribution_log, with_hidden_arguments
 from .environment import environment_key, environment_value
 from .overlap import overlap_error
 
-# How each flattened parameter type sits in its 8-byte slot (codegen/abi.py pack_slots).
+# How each flattened parameter type sits in its 8-byte slot (codegen/slots.py pack_slots).
 SLOT_FORMATS = {"float": "f4x", "double": "d", "i1": "?7x", "i8": "b7x", "i32": "i4x", "i64": "q", "ptr": "Q"}
 STATUS_WORDS = abi_status.WORDS
 _memset = ctypes.memset

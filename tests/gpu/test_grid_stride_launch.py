@@ -10,7 +10,7 @@ import pytest
 
 import adoffload as ado
 from adoffload.codegen.gpu import vectorize
-from adoffload.codegen.abi import pack_slots
+from adoffload.codegen.slots import pack_slots
 from adoffload.errors import BoundsError
 
 pytestmark = pytest.mark.gpu

@@ -8,7 +8,7 @@ import pytest
 
 import adoffload as ado
 from adoffload.language import status as abi_status
-from adoffload.codegen.abi import pack_slots
+from adoffload.codegen.slots import pack_slots
 from adoffload.errors import (ArgumentError, BoundsError, CompilationError, GridError, IRError,
                               KernelFaultError, UnsupportedConstructError)
 

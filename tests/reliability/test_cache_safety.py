@@ -55,7 +55,7 @@ def _host_entry_for_poly(store: CompileCache):
 def _run(program, a=1.5):
     """Call the compiled host entry for poly on 16 points."""
     from adoffload.language import status as abi_status
-    from adoffload.codegen.abi import pack_slots
+    from adoffload.codegen.slots import pack_slots
     from adoffload.kernels.launch import flat_values
     x = np.linspace(-1.0, 1.0, 16)
     out = np.zeros(16)
