@@ -1,4 +1,4 @@
-"""The packed-slot ABI: entry wrappers around a kernel body, and the slot packer launchers use.
+"""The packed-slot ABI: entry wrappers around a kernel body (the slot packer launchers use: codegen/slots.py).
 
 Every flattened parameter occupies one 8-byte slot (scalars in the low bytes, little-endian,
 ``i1`` as one byte), then one slot per grid dimension, then the status pointer
