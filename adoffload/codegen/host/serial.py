@@ -53,16 +53,23 @@ def update_roots(text: str, body_name: str) -> set[int]:
         site = _UPDATE_SITE.search(line)
         if site is None:
             continue
-        name, seen = site[1], set()
-        while name in defs and name not in seen and defs[name][0] in _POINTER_STEPS:
-            seen.add(name)
-            base = _BASE.search(defs[name][1])
-            if base is None:
-                break
-            name = base[1]
-        if name in position:
-            roots.add(position[name])
+        root = _parameter_root(site[1], defs, position)
+        if root is not None:
+            roots.add(root)
     return roots
+
+
+def _parameter_root(name: str, defs: dict, position: dict) -> int | None:
+    """The position of the parameter the pointer ``name`` is derived from through ``getelementptr``
+    and pointer casts, or None (a phi, a load, a select on the way)."""
+    seen = set()
+    while name in defs and name not in seen and defs[name][0] in _POINTER_STEPS:
+        seen.add(name)
+        base = _BASE.search(defs[name][1])
+        if base is None:
+            return None
+        name = base[1]
+    return position.get(name)
 
 
 _ALL_UPDATES = re.compile(r"\batomicrmw (?:volatile )?(?!xchg\b)\w+ ")
@@ -93,25 +100,14 @@ def private_updates(text: str, body_name: str) -> dict[int, str] | None:
     if any("@" + UNIFORM_ADD_PREFIX in line for line in lines):
         return None
     position = {name: k for k, name in enumerate(params)}
-
-    def root(name):
-        seen = set()
-        while name in defs and name not in seen and defs[name][0] in _POINTER_STEPS:
-            seen.add(name)
-            base = _BASE.search(defs[name][1])
-            if base is None:
-                return None
-            name = base[1]
-        return name if name in position else None
-
     types: dict[int, str] = {}
     for line in lines:
         if _ALL_UPDATES.search(line):
             site = _SITE.search(line)
             if site is None or "volatile" in line or site[1] not in _PRIVATE_OPS:
                 return None
-            r = root(site[2])
-            if r is None or types.setdefault(position[r], site[3]) != site[3]:
+            r = _parameter_root(site[2], defs, position)
+            if r is None or types.setdefault(r, site[3]) != site[3]:
                 return None
             if (site[3] in ("float", "double")) != (_PRIVATE_OPS[site[1]] == "float"):
                 return None
