@@ -1,35 +1,28 @@
-"""Lattice-seeded starting clusters for cluster global optimization.
+"""The three lattices of cluster structures, for lattice-seeded cluster global optimization.
 
 Double-funnel clusters (LJ38's fcc truncated octahedron, LJ75's Marks decahedron) are rarely reached
 from random starts, which fall into the wide icosahedral funnel; lattice-based searches build their
-starting clusters on icosahedral, decahedral and fcc lattices instead. Here a start is the ``n``
-points of one large lattice nearest a random center point close to (but off) the lattice's center,
-plus a small jitter; three lattices, all built from geometry with nearest-neighbour distance
+starting clusters on icosahedral, decahedral and fcc lattices instead (which sites to occupy:
+``lattice_search``). Three lattices, all built from geometry with nearest-neighbour distance
 ``2**(1/6)`` (the LJ pair minimum, reduced units) up to the strain each one needs:
 
-- ``FCC`` (0): cubic close packing, unstrained;
-- ``ICOSAHEDRAL`` (1): the Mackay lattice, 20 fcc tetrahedra around a center, one per face of an
+- fcc (``fcc_lattice``): cubic close packing, unstrained;
+- icosahedral (``icosahedral_lattice``): the Mackay lattice, 20 fcc tetrahedra around a center, one per face of an
   icosahedron, strained radially (radial spacing 0.951 of the tangential one);
-- ``DECAHEDRAL`` (2): the Ino decahedral lattice, 5 fcc tetrahedral wedges around a 5-fold axis,
+- decahedral (``decahedral_lattice``): the Ino decahedral lattice, 5 fcc tetrahedral wedges around a 5-fold axis,
   the 7.35 degree gap closed by a slight strain (spacings between 0.987 and 1 of each other), and
   unbounded along the axis.
 
-The point sets are numpy arrays built once per size (``lattice_points``); ``lattice_cluster`` is
-a pure JAX function of a key (vmap it over walkers), the same distribution for any ``n``.
+Each builder returns a numpy (M, 3) array of distinct sites, the lattice's symmetry site at the origin.
 """
 from __future__ import annotations
 
-import functools
 import math
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
-FCC, ICOSAHEDRAL, DECAHEDRAL = 0, 1, 2
 KINDS = ("fcc", "icosahedral", "decahedral")
 NEAREST = 2.0 ** (1.0 / 6.0)
-_FAR = 1.0e6        # padding of the shorter point sets: never among the nearest
 
 
 def fcc_lattice(shells: int, spacing: float = NEAREST) -> np.ndarray:
@@ -105,44 +98,3 @@ def decahedral_lattice(shells: int, spacing: float = NEAREST) -> np.ndarray:
 def _distinct(points: np.ndarray, tol: float = 1e-6) -> np.ndarray:
     _, keep = np.unique(np.round(points / tol).astype(np.int64), axis=0, return_index=True)
     return points[np.sort(keep)]
-
-
-def shells_for(n_atoms: int, offset: float = 1.5) -> int:
-    """Shells each lattice keeps so that a ball holding ``n_atoms`` (density about one atom per
-    unit volume) around any center within ``offset`` spacings of the origin stays inside it, with
-    a shell to spare (the icosahedral lattice's inscribed radius is 0.76 of its shell count)."""
-    radius = (3.0 * n_atoms / (4.0 * math.pi)) ** (1.0 / 3.0) / NEAREST
-    return int(math.ceil((radius + offset + 1.0) / 0.75))
-
-
-@functools.lru_cache(maxsize=None)
-def lattice_points(n_atoms: int, offset: float = 1.5) -> np.ndarray:
-    """The three lattices (FCC, ICOSAHEDRAL, DECAHEDRAL) as one (3, M, 3) array for starts of
-    ``n_atoms``: each cut to a ball of ``shells_for`` shells, the shorter ones padded with far points."""
-    shells = shells_for(n_atoms, offset)
-    sets = [fcc_lattice(shells), icosahedral_lattice(shells), decahedral_lattice(shells)]
-    sets = [s[np.linalg.norm(s, axis=1) <= shells * NEAREST * 0.75] for s in sets]   # same (round) cut
-    size = max(len(s) for s in sets)
-    return np.stack([np.vstack([s, np.full((size - len(s), 3), _FAR)]) for s in sets])
-
-
-def lattice_cluster(key, n_atoms: int, kind, *, offset: float = 1.5, jitter: float = 0.05):
-    """One starting cluster: the ``n_atoms`` points of lattice ``kind`` (FCC, ICOSAHEDRAL or
-    DECAHEDRAL, may be traced) nearest a center uniform in a ball of ``offset`` nearest-neighbour
-    distances around the lattice's center, each moved by a uniform jitter in [-jitter, jitter] per
-    coordinate, then centred on its centroid. Deterministic in ``key``."""
-    points = jnp.asarray(lattice_points(n_atoms, offset))[kind]
-    center_key, radius_key, jitter_key = jax.random.split(key, 3)
-    direction = jax.random.normal(center_key, (3,), dtype=jnp.float64)
-    direction = direction / jnp.linalg.norm(direction)
-    center = direction * offset * NEAREST * jax.random.uniform(radius_key, (), dtype=jnp.float64) ** (1.0 / 3.0)
-    _, nearest = jax.lax.top_k(-jnp.sum((points - center) ** 2, -1), n_atoms)
-    x = points[nearest] + jax.random.uniform(jitter_key, (n_atoms, 3), dtype=jnp.float64,
-                                             minval=-jitter, maxval=jitter)
-    return x - jnp.mean(x, axis=0)
-
-
-def lattice_clusters(keys, n_atoms: int, **options):
-    """``lattice_cluster`` for each key, the lattice kinds in turn (walker i gets kind i mod 3)."""
-    kinds = jnp.arange(keys.shape[0]) % len(KINDS)
-    return jax.vmap(lambda k, kind: lattice_cluster(k, n_atoms, kind, **options))(keys, kinds)

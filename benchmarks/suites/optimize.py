@@ -15,9 +15,10 @@ Two cases, each a row per run, written as they come:
   16384 walkers with FIRE (the example's GPU default) and with L-BFGS, and issue 32's 4096 walkers
   with L-BFGS, 60 s of search each at most); ``--quick``: LJ13
   (-44.326801).
-* ``lj75``, only when named (``--cases lj75``): the same for LJ75 (-397.492331) with surface
-  moves (``--surface-moves 0.3``) and restarts from new random clusters every 25 steps: 16384
-  walkers, at most 480 s of search on a GPU (64 walkers, 1800 s on the host).
+* ``lj75``, only when named (``--cases lj75``): the same for LJ75 (-397.492331), from the
+  example's default starts at 75 atoms (lattice searching, adoffload.chemistry.lattice_search; the
+  host search counts in the time): 16384 walkers with FIRE, at most 300 s of search on a GPU (64
+  walkers with L-BFGS, 600 s on the host).
 * ``fits``: ``examples/fitting/benchmark.py``'s decay curves ``A exp(-k t) + c`` (40 points, 2%
   noise, the same start for all), tolerance 1e-8 everywhere, fitted by adoffload's
   ``least_squares(method="lm")``, optimistix's ``LevenbergMarquardt`` under ``jax.vmap``, a batched
@@ -61,10 +62,9 @@ LJ_RUNS = {
     ("cuda", True): [(13, 1024, 10, "lbfgs", 300)],
 }
 TIME_LIMIT = {"cpu": 300.0, "cuda": 60.0}       # seconds of search per LJ run (then it stops, unreached)
-# the lj75 case (not run by default): walkers, most steps, most L-BFGS iterations, fraction of surface
-# moves, restart every K steps
-LJ75_RUN = {"cpu": (64, 5000, 1500, 0.3, 25), "cuda": (16384, 1000, 1500, 0.3, 25)}
-LJ75_TIME_LIMIT = {"cpu": 1800.0, "cuda": 480.0}
+# the lj75 case (not run by default): walkers, most steps, minimizer, most local iterations
+LJ75_RUN = {"cpu": (64, 2000, "lbfgs", 1500), "cuda": (16384, 1000, "fire", 1500)}
+LJ75_TIME_LIMIT = {"cpu": 600.0, "cuda": 300.0}
 # fits per (device, quick): curves of the batch methods, of the scipy subset
 FIT_SIZES = {("cpu", False): (20_000, 300), ("cpu", True): (400, 20),
              ("cuda", False): (1_000_000, 300), ("cuda", True): (20_000, 20)}
@@ -95,22 +95,19 @@ sys.path.insert(0, sys.argv[1])
 import lj_clusters
 r = lj_clusters.main(sys.argv[3:])
 print("RESULT " + json.dumps({k: r[k] for k in ("best", "published", "seconds", "reached", "steps", "clusters",
-                                                "walkers_at_minimum", "started_to_search")}))
+                                                "starts", "walkers_at_minimum", "started_to_search")}))
 """
 
 
 def lj_run(device: str, atoms: int, walkers: int, steps: int, minimizer: str, local: int, seed: int,
-           time_limit: float, out: Path, surface_moves: float = 0.0, restart_every: int | None = None) -> dict:
+           time_limit: float, out: Path) -> dict:
     """One lj_clusters.py search in a fresh process with an empty compile cache."""
     row = {"case": "lj", "atoms": atoms, "walkers": walkers, "minimizer": minimizer, "max_steps": steps,
-           "max_local_iterations": local, "surface_moves": surface_moves, "restart_every": restart_every,
-           "seed": seed, "device": device, "time_limit_s": time_limit}
+           "max_local_iterations": local, "seed": seed, "device": device, "time_limit_s": time_limit}
     argv = ["--device", device, "--atoms", str(atoms), "--clusters", str(walkers), "--steps", str(steps),
             "--minimizer", minimizer, "--fire-steps", str(local), "--seed", str(seed), "--until-reached",
-            "--time-limit", str(time_limit), "--backend", "adoffload", "--surface-moves", str(surface_moves),
+            "--time-limit", str(time_limit), "--backend", "adoffload",
             "--out", str(out / f"lj{atoms}_{minimizer}_{walkers}_seed{seed}")]
-    if restart_every:
-        argv += ["--restart-every", str(restart_every)]
     with tempfile.TemporaryDirectory() as cache:
         # cold means cold: no compile cache of ours, and none of the CUDA driver's PTX JIT either
         env = {**os.environ, "ADOFFLOAD_CACHE_DIR": cache, "PYTHONUNBUFFERED": "1", "CUDA_CACHE_DISABLE": "1",
@@ -128,7 +125,7 @@ def lj_run(device: str, atoms: int, walkers: int, steps: int, minimizer: str, lo
         return {**row, "error": f"exit status {done.returncode}: {' | '.join(tail)[-400:]}"}
     result = json.loads(lines[-1][len("RESULT "):])
     reached = result["reached"]
-    return {**row, "walkers": result["clusters"], "reached": reached is not None,
+    return {**row, "walkers": result["clusters"], "starts": result["starts"], "reached": reached is not None,
             "steps_to_minimum": reached[0] if reached else None,
             "time_to_minimum_s": reached[1] if reached else None,
             # from the script's first line: the kernel built ahead (before the search's clock) counts too
@@ -194,18 +191,17 @@ def run(rows, device: str, quick: bool, options) -> None:
             for seed in options.seeds:
                 rows.append(lj_run(device, atoms, walkers, steps, minimizer, local, seed, limit, Path(options.out)))
     if "lj75" in cases:
-        walkers, steps, local, surface, restart = LJ75_RUN[device]
+        walkers, steps, minimizer, local = LJ75_RUN[device]
         limit = options.time_limit or LJ75_TIME_LIMIT[device]
         for seed in options.seeds:
-            rows.append(lj_run(device, 75, walkers, steps, "lbfgs", local, seed, limit, Path(options.out), surface,
-                               restart))
+            rows.append(lj_run(device, 75, walkers, steps, minimizer, local, seed, limit, Path(options.out)))
     if "fits" in cases:
         curves, subset = FIT_SIZES[(device, quick)]
         fits_in_a_fresh_process(rows, device, options.curves or curves, subset, getattr(options, "fit_reps", 3),
                                 getattr(options, "fits_timeout", 1500.0))
 
 
-LJ_COLUMNS = ["atoms", "walkers", "minimizer", "surface_moves", "restart_every", "seed", "time_limit_s", "reached", "steps_to_minimum", "time_to_minimum_s",
+LJ_COLUMNS = ["atoms", "walkers", "minimizer", "starts", "seed", "time_limit_s", "reached", "steps_to_minimum", "time_to_minimum_s",
               "minimum_since_start_s", "steps_run", "search_s", "script_s", "best", "above_published", "walkers_at_minimum", "minimizations_per_s",
               "device", "error"]
 FIT_COLUMNS = ["way", "method", "device", "curves", "first_call_s", "first_call_curves", "us_per_curve",

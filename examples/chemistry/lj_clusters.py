@@ -4,9 +4,7 @@
 perturbs all atoms, minimizes locally and accepts by Metropolis. ``--search ga``: the clusters are a
 population; each generation makes as many children by Deaven-Ho cut-and-splice mating
 (adoffload.chemistry.genetic), minimizes them and keeps the lowest distinct clusters of parents and
-children. Neither has reached LJ75's decahedral global minimum here: basin hopping's walkers (host,
-H200) and the GA's population of 64 on the host (2000 generations, 25 min; the icosahedral best
-within 10 of them) all stay in the icosahedral funnel, best -396.282249. Either way, with the adoffload backend (the
+children. Either way, with the adoffload backend (the
 default), each step's local minimizations of all clusters are one call of
 ``adoffload.optimize.minimize``: one kernel launch per device in which every thread runs one cluster's
 whole L-BFGS (or FIRE) iteration, the forces from in-kernel AD of the energy helper
@@ -15,15 +13,19 @@ FIRE in JAX, one XLA step per iteration. Clusters are split over every visible d
 platform (``--devices N`` to use fewer; under ``jax.distributed``, over the devices of every host:
 docs/scaling.md); the GA then runs one population per device (islands, also within a device:
 ``--island-size``).
-``--starts lattices`` starts every walker (or GA member) from a fragment of an fcc, Mackay icosahedral or
-Ino decahedral lattice (the three in turn; adoffload.chemistry.lattices) instead of a random cluster.
+``--starts lattices`` (the default from 56 atoms) starts every walker (or GA member) from one of 24
+clusters found by lattice searching (adoffload.chemistry.lattice_search: which sites of an fcc, Mackay
+icosahedral or Ino decahedral lattice the atoms occupy, on the host before the first step). LJ75's
+Marks decahedron is found that way, and relaxes to the global minimum in the first local minimization;
+from random starts neither search has reached it here (basin hopping on the host and an H200, the GA:
+all stayed in the icosahedral funnel, best -396.282249).
 Prints the lowest energy reached beside the published putative global minimum
 (Cambridge Cluster Database: LJ13 -44.326801, LJ38 -173.928427, LJ75 -397.492331, reduced units)
 and when it was first reached.
 
     python examples/chemistry/lj_clusters.py                          # LJ13, CPU, seconds
     python examples/chemistry/lj_clusters.py --device cuda --atoms 38  # full size
-    python examples/chemistry/lj_clusters.py --device cuda --atoms 75 --search ga --until-reached
+    python examples/chemistry/lj_clusters.py --atoms 75 --until-reached        # LJ75 from lattice searches
 """
 from __future__ import annotations
 
@@ -48,6 +50,12 @@ DEFAULT_MINIMIZER = {"cpu": "lbfgs", "cuda": "fire"}
 # FIRE's settings for reduced LJ units (adoffload.chemistry.optimize.FireOptions' defaults)
 FIRE_OPTIONS = {"dt_start": 0.005, "dt_max": 0.05, "max_step": 0.1, "group": 3}
 SEARCHES = {"basin": "basin hopping", "ga": "cut-and-splice GA"}
+# --starts lattices: how many lattice searches (the three lattices in turn). --starts auto uses them from
+# LATTICE_STARTS_FROM atoms: past the complete Mackay icosahedron (LJ55), most LJ global minima are
+# lattice structures (Mackay overlayers, LJ75-77's and LJ102-104's Marks decahedra), and random starts
+# miss the decahedral funnel; below, random starts reach LJ13 and LJ38 within seconds and the
+# polyicosahedral minima (LJ19, LJ26) are on none of the lattices.
+LATTICE_SEARCHES, LATTICE_STARTS_FROM = 24, 56
 UNITS = {"basin": "basin-hopping step", "ga": "generation"}
 # GA islands per device kind (None: one population per device). A GPU's minimization call costs nearly
 # the same at 4096 clusters as at 16384 (latency-bound, above), so its generations are as many either
@@ -66,11 +74,12 @@ def parse(argv=None):
     p.add_argument("--search", choices=["basin", "ga"], default="basin",
                    help="basin: basin hopping, every cluster an independent walker; ga: a genetic algorithm "
                         "(Deaven-Ho cut-and-splice mating of the clusters, adoffload.chemistry.genetic)")
-    p.add_argument("--starts", choices=["random", "lattices"], default="random",
+    p.add_argument("--starts", choices=["auto", "random", "lattices"], default="auto",
                    help="where walkers (or the GA's first members) start: random, atoms uniform in a sphere; "
-                        "lattices, the atoms of an fcc, Mackay icosahedral or Ino decahedral lattice nearest a "
-                        "random point near its center, the three in turn across walkers "
-                        "(adoffload.chemistry.lattices)")
+                        f"lattices, one of {LATTICE_SEARCHES} clusters found by lattice searching on fcc, Mackay "
+                        "icosahedral and Ino decahedral lattices (adoffload.chemistry.lattice_search, on the host "
+                        "before the first step), jittered; auto: lattices from "
+                        f"{LATTICE_STARTS_FROM} atoms, random below")
     p.add_argument("--clusters", type=int, help="walkers run at once, or the GA's population "
                                                 "(default: by device and size)")
     p.add_argument("--steps", type=int, help="basin-hopping steps, or GA generations (default: by device and size)")
@@ -148,7 +157,9 @@ def main(argv=None):
         local_minimize, move, hop, minimizer = _adoffload_steps(args, n, local_steps, container)
     else:
         local_minimize, move, hop, minimizer = _jax_steps(args, n, FireOptions(steps=local_steps), container)
-    start = _start(local_minimize, n, args.starts)
+    if args.starts == "auto":
+        args.starts = "lattices" if n >= LATTICE_STARTS_FROM else "random"
+    start = _start(local_minimize, n, args.starts, args.seed)
     if args.search == "ga":
         hop = _ga_generation(args, local_minimize, move)
 
@@ -214,7 +225,7 @@ def main(argv=None):
     print(f"output folder: {out}")
     return {"best": best, "published": published, "history": best_history, "seconds": seconds,
             "walkers_at_minimum": int(np.sum(found < (published or -np.inf) + 1e-4)),
-            "reached": reached, "steps": done_steps, "clusters": clusters,
+            "reached": reached, "steps": done_steps, "clusters": clusters, "starts": args.starts,
             "started_to_search": began - STARTED}     # what the search's clock leaves out: imports
 
 
@@ -316,16 +327,30 @@ def _adoffload_steps(args, n: int, local_steps: int, container: float):
     return local_minimize, move, hop, what
 
 
-def _start(local_minimize, n: int, starts: str = "random"):
+def _start(local_minimize, n: int, starts: str = "random", seed: int = 0):
     """start(keys): every walker (or member) a minimized random cluster, or with ``starts="lattices"``
-    a minimized lattice fragment (adoffload.chemistry.lattices; fcc, icosahedral, decahedral in turn)."""
+    one of LATTICE_SEARCHES lattice-searched clusters (adoffload.chemistry.lattice_search; searched
+    here, on the host), each walker's pick and a jitter of +-0.05 per coordinate from its key."""
     import jax
-    from adoffload.chemistry.lattices import lattice_clusters
+    import jax.numpy as jnp
     from adoffload.chemistry.optimize import Walker, random_cluster
+
+    if starts == "lattices":
+        from adoffload.chemistry.lattice_search import lattice_search_clusters
+        began = time.perf_counter()
+        searched, lattice_energy = lattice_search_clusters(n, LATTICE_SEARCHES, seed=seed)
+        print(f"lattice search: {LATTICE_SEARCHES} clusters in {time.perf_counter() - began:.1f} s, lowest lattice "
+              f"energy {lattice_energy.min():.4f} (before relaxing the lattice strain)")
+        searched = jnp.asarray(searched)
+
+    def lattice_start(key):
+        pick_key, jitter_key = jax.random.split(key)
+        x = searched[jax.random.randint(pick_key, (), 0, searched.shape[0])]
+        return x + jax.random.uniform(jitter_key, x.shape, dtype=x.dtype, minval=-0.05, maxval=0.05)
 
     def start(keys):
         if starts == "lattices":
-            x = lattice_clusters(keys, n)
+            x = jax.vmap(lattice_start)(keys)
         else:
             x = jax.vmap(lambda k: random_cluster(k, n))(keys)
         x, energy = local_minimize(x)

@@ -25,6 +25,7 @@ def test_optimize_suite_runs_quick_on_the_host(tmp_path, monkeypatch):
     assert 0 < lj[0]["time_to_minimum_s"] <= lj[0]["search_s"] < lj[0]["script_s"]
     assert lj[0]["time_to_minimum_s"] < lj[0]["minimum_since_start_s"] < lj[0]["script_s"]
     assert lj[0]["steps_run"] == lj[0]["steps_to_minimum"]          # --until-reached stopped it there
+    assert lj[0]["starts"] == "random"                                # the example's default below 56 atoms
     fits = {(r.get("way"), r["method"]): r for r in rows if r["case"] == "fits"}
     scipy = fits.pop(("numpy in, numpy out", "scipy least_squares (lm), one by one"))
     assert scipy["converged"] == 1.0 and scipy["us_per_curve"] > 0
@@ -77,3 +78,17 @@ def test_ratios_are_taken_within_the_run_and_way_and_skip_failed_methods():
     assert ("numpy in, numpy out", "scipy least_squares (lm), one by one") not in peers
     text = "\n".join(optimize.tables(rows))
     assert "RuntimeError: x" in text and "| 38 |" in text
+
+
+def test_optimize_suite_lj75_case_reaches_it_from_lattice_searches(tmp_path, monkeypatch):
+    """``--cases lj75`` on the host: 64 walkers from the example's lattice-searched starts reach LJ75's
+    published minimum in the first local minimizations (the row records the starts it used)."""
+    pytest.importorskip("jax")
+    monkeypatch.setenv("ADOFFLOAD_CACHE_DIR", str(tmp_path / "cache"))
+    assert main(["optimize", "--device", "cpu", "--cases", "lj75", "--time-limit", "120", "--out", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "results.json").read_text())["suites"]["optimize"]["rows"]
+    assert len(rows) == 1 and "error" not in rows[0], rows
+    row = rows[0]
+    assert row["atoms"] == 75 and row["walkers"] == 64 and row["starts"] == "lattices"
+    assert row["reached"] is True and row["steps_to_minimum"] == 0
+    assert row["best"] == pytest.approx(-397.492331, abs=1e-4)

@@ -1,5 +1,6 @@
-"""lj_clusters.py at LJ75 (small walkers and steps: no claim of reaching the global minimum), basin hopping
-and the GA, surface moves, and the search's stopping rules (--until-reached, --time-limit)."""
+"""lj_clusters.py at LJ75: from lattice-searched starts (the default from 56 atoms) it reaches the
+global minimum; from random starts (small walkers and steps: no claim of reaching it) basin hopping
+and the GA run; surface moves, and the search's stopping rules (--until-reached, --time-limit)."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,7 +11,7 @@ LJ75_MINIMUM = -397.492331       # Cambridge Cluster Database
 
 def test_lj75_path_runs_and_says_whether_it_reached(examples_path, tmp_path, capsys):
     import lj_clusters
-    result = lj_clusters.main(["--atoms", "75", "--search", "basin", "--clusters", "4", "--steps", "3",
+    result = lj_clusters.main(["--atoms", "75", "--search", "basin", "--starts", "random", "--clusters", "4", "--steps", "3",
                                "--fire-steps", "300", "--surface-moves", "0.5", "--restart-every", "3", "--backend", "adoffload",
                                "--out", str(tmp_path)])
     assert result["published"] == LJ75_MINIMUM and result["steps"] == 3 and len(result["history"]) == 4
@@ -23,10 +24,23 @@ def test_lj75_path_runs_and_says_whether_it_reached(examples_path, tmp_path, cap
     assert verdict in out
 
 
+def test_lj75_default_starts_reach_the_marks_decahedron(examples_path, tmp_path, capsys):
+    """--starts auto at 75 atoms: lattice searching on the host, then the first local minimizations;
+    one of the 8 walkers starts from the searched Marks decahedron and relaxes to the global minimum."""
+    import lj_clusters
+    result = lj_clusters.main(["--atoms", "75", "--clusters", "8", "--steps", "4", "--until-reached",
+                               "--backend", "adoffload", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "lattice search: 24 clusters in" in out
+    assert result["reached"] is not None and result["reached"][0] == 0 and result["steps"] == 0
+    assert abs(result["best"] - LJ75_MINIMUM) < 1e-4 and result["best"] > LJ75_MINIMUM - 1e-6
+    assert "reached the published minimum: yes, first after 0 basin-hopping step(s)" in out
+
+
 def test_lj75_ga_path_runs(examples_path, tmp_path, capsys):
     """The GA at 75 atoms: mutations with surface moves, the best kept from one generation to the next."""
     import lj_clusters
-    result = lj_clusters.main(["--atoms", "75", "--search", "ga", "--clusters", "4", "--steps", "2", "--fire-steps", "300",
+    result = lj_clusters.main(["--atoms", "75", "--search", "ga", "--starts", "random", "--clusters", "4", "--steps", "2", "--fire-steps", "300",
                                "--surface-moves", "0.5", "--mutation", "0.5", "--backend", "adoffload",
                                "--out", str(tmp_path)])
     assert len(result["history"]) == 3 and result["history"][2] <= result["history"][1] <= result["history"][0] < -300
