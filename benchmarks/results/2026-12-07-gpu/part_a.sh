@@ -1,0 +1,9 @@
+#!/bin/bash
+# 2026-12-07 part A: the main job (LJ38, three configurations) and LJ75 from lattice-searched starts,
+# each run a fresh process with empty compile caches (python -m benchmarks optimize).
+export PYTHONPATH=.
+mkdir -p $OUT/part_a
+{ nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv; python -c "import jax; print('jax', jax.__version__)"; nproc; } > $OUT/part_a/environment.txt 2>&1
+timeout 540 python -m benchmarks optimize --device cuda --cases lj75 lj --seeds 0 1 --out $OUT/part_a/optimize > $OUT/part_a/optimize.log 2>&1
+tail -3 $OUT/part_a/optimize.log
+cat $OUT/part_a/optimize/report.md | head -40
