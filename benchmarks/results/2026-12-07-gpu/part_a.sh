@@ -4,6 +4,8 @@
 export PYTHONPATH=.
 mkdir -p $OUT/part_a
 { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv; python -c "import jax; print('jax', jax.__version__)"; nproc; } > $OUT/part_a/environment.txt 2>&1
-timeout 540 python -m benchmarks optimize --device cuda --cases lj75 lj --seeds 0 1 --out $OUT/part_a/optimize > $OUT/part_a/optimize.log 2>&1
-tail -3 $OUT/part_a/optimize.log
-cat $OUT/part_a/optimize/report.md | head -40
+timeout 200 python -m benchmarks optimize --device cuda --cases lj75 --seeds 0 1 --out $OUT/part_a/lj75 > $OUT/part_a/lj75.log 2>&1
+tail -3 $OUT/part_a/lj75.log
+timeout 300 python -m benchmarks optimize --device cuda --cases lj --seeds 0 --out $OUT/part_a/lj38 > $OUT/part_a/lj38.log 2>&1
+tail -3 $OUT/part_a/lj38.log
+grep -h '"case": "lj"' $OUT/part_a/lj75.log $OUT/part_a/lj38.log | cut -c1-600
