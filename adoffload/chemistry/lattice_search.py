@@ -21,9 +21,9 @@ from typing import Callable
 import numpy as np
 
 from ..errors import ArgumentError
-from .lattices import KINDS, NEAREST, decahedral_lattice, fcc_lattice, icosahedral_lattice
+from .lattices import KINDS, NEAREST, decahedral_sites, fcc_sites, icosahedral_sites
 
-_BUILDERS = {"fcc": fcc_lattice, "icosahedral": icosahedral_lattice, "decahedral": decahedral_lattice}
+_BUILDERS = {"fcc": fcc_sites, "icosahedral": icosahedral_sites, "decahedral": decahedral_sites}
 
 
 def lj_pair_energy(r2: np.ndarray) -> np.ndarray:
@@ -109,7 +109,8 @@ def lattice_search_clusters(n_atoms: int, count: int, *, seed: int = 0, kinds=KI
     its own random stream (seeded by ``seed`` and i). Coordinates are the ideal sites, centred on
     their centroid; minimize them to relax the lattice strain."""
     if n_atoms < 2 or count < 1:
-        raise ArgumentError(f"lattice search of {n_atoms} atoms x {count} clusters: need at least 2 atoms and 1 cluster")
+        raise ArgumentError(f"lattice search of {n_atoms} atoms x {count} clusters: need at least 2 atoms "
+                            f"and 1 cluster")
     kinds = tuple(kinds)
     lattices = {kind: site_lattice(kind, n_atoms) for kind in kinds}
     tables = {kind: pair_table(points, pair_energy) for kind, points in lattices.items()}

@@ -6,10 +6,10 @@ starting clusters on icosahedral, decahedral and fcc lattices instead (which sit
 ``lattice_search``). Three lattices, all built from geometry with nearest-neighbour distance
 ``2**(1/6)`` (the LJ pair minimum, reduced units) up to the strain each one needs:
 
-- fcc (``fcc_lattice``): cubic close packing, unstrained;
-- icosahedral (``icosahedral_lattice``): the Mackay lattice, 20 fcc tetrahedra around a center, one per face of an
+- fcc (``fcc_sites``): cubic close packing, unstrained;
+- icosahedral (``icosahedral_sites``): the Mackay lattice, 20 fcc tetrahedra around a center, one per face of an
   icosahedron, strained radially (radial spacing 0.951 of the tangential one);
-- decahedral (``decahedral_lattice``): the Ino decahedral lattice, 5 fcc tetrahedral wedges around a 5-fold axis,
+- decahedral (``decahedral_sites``): the Ino decahedral lattice, 5 fcc tetrahedral wedges around a 5-fold axis,
   the 7.35 degree gap closed by a slight strain (spacings between 0.987 and 1 of each other), and
   unbounded along the axis.
 
@@ -25,7 +25,7 @@ KINDS = ("fcc", "icosahedral", "decahedral")
 NEAREST = 2.0 ** (1.0 / 6.0)
 
 
-def fcc_lattice(shells: int, spacing: float = NEAREST) -> np.ndarray:
+def fcc_sites(shells: int, spacing: float = NEAREST) -> np.ndarray:
     """fcc points (cubic cell coordinates with an even sum) within ``shells`` nearest-neighbour
     distances of the origin (a lattice site)."""
     m = int(math.ceil(shells * math.sqrt(2.0))) + 1
@@ -53,7 +53,7 @@ def _icosahedron_vertices() -> tuple[np.ndarray, list[tuple[int, int, int]]]:
     return v, faces
 
 
-def icosahedral_lattice(shells: int, spacing: float = NEAREST) -> np.ndarray:
+def icosahedral_sites(shells: int, spacing: float = NEAREST) -> np.ndarray:
     """The Mackay icosahedral lattice up to ``shells`` shells: on shell k, face (v1, v2, v3) holds
     a*v1 + b*v2 + c*v3 for a + b + c = k. The tangential spacing (the edge) e and the radial one
     (0.951 e) average ``spacing``."""
@@ -70,7 +70,7 @@ def icosahedral_lattice(shells: int, spacing: float = NEAREST) -> np.ndarray:
     return _distinct(np.vstack(points))
 
 
-def decahedral_lattice(shells: int, spacing: float = NEAREST) -> np.ndarray:
+def decahedral_sites(shells: int, spacing: float = NEAREST) -> np.ndarray:
     """The Ino decahedral lattice: around the z axis, wedge j holds k*u_j + l*u_{j+1} + (i + (k+l)/2)*e*z
     (k, l >= 0, any integer i), u_j the ring vectors at 72 degrees of length e / (2 sin 36) so that
     neighbouring rings sit e apart (the strain closing the 7.35 degree gap: the spacing from a site

@@ -8,8 +8,8 @@ import pytest
 from adoffload.chemistry import lattices as L
 
 # (builder, smallest and largest nearest-neighbour distance over 2**(1/6), neighbours of an inner site)
-CASES = {"fcc": (L.fcc_lattice, 1.0, 1.0), "icosahedral": (L.icosahedral_lattice, 0.97, 1.03),
-         "decahedral": (L.decahedral_lattice, 0.99, 1.01)}
+CASES = {"fcc": (L.fcc_sites, 1.0, 1.0), "icosahedral": (L.icosahedral_sites, 0.97, 1.03),
+         "decahedral": (L.decahedral_sites, 0.99, 1.01)}
 
 
 def _distances(points):
@@ -32,9 +32,9 @@ def test_nearest_neighbour_distance_within_the_strain(name):
 
 
 def test_lattices_have_their_symmetry_sites():
-    ico = L.icosahedral_lattice(2)
+    ico = L.icosahedral_sites(2)
     assert len(ico) == 1 + 12 + 42                                       # Mackay shells: 13, 55
-    deca = L.decahedral_lattice(3)
+    deca = L.decahedral_sites(3)
     axis = deca[np.linalg.norm(deca[:, :2], axis=1) < 1e-9]
     assert len(axis) >= 5                                                # the 5-fold axis is a line of sites
-    assert np.any(np.linalg.norm(L.fcc_lattice(2), axis=1) < 1e-9)          # the origin is a site
+    assert np.any(np.linalg.norm(L.fcc_sites(2), axis=1) < 1e-9)          # the origin is a site
