@@ -282,17 +282,37 @@ class DerivedKernel(Kernel):
     """A forward (``jvp``) or reverse (``vjp``) derivative of another kernel, derived per proven-fact set."""
 
     def __init__(self, base: Kernel, mode: str, wrt: tuple[str, ...], *, width: int = 1,
-                 deterministic: bool = False, primal_outputs: bool = True):
+                 deterministic: bool = False, primal_outputs: bool = True, lazy: bool = False):
         self.base, self.mode, self.wrt = base, mode, tuple(wrt)
         self.width, self.deterministic, self.primal_outputs = width, deterministic, primal_outputs
         self.block = base.block
         if base.block is not None:
             from ..enzyme.blocks import derived_shared
             self.shared = derived_shared(base.shared, mode, width)
+        if lazy and mode == "jvp" and not deterministic:
+            # Only the signature now (what a JAX tangent call's abstract evaluation needs); the
+            # derivation, and any DifferentiationError of it, on first use of the body (module_text)
+            from ..enzyme.kernels import jvp_signature
+            signature, body_name = jvp_signature(base.signature, ir.import_module(base.module_text()), base.body_name,
+                                                 list(self.wrt), width, base.shared if base.block is not None else (),
+                                                 primal_outputs)
+            super().__init__(signature, body_name)
+            self.tape = None              # a forward kernel has no tape of its own
+            return
         derived = self._derive(frozenset())
         super().__init__(derived.signature, derived.body_name)
         self._texts[frozenset()] = derived.text
         self.tape = derived.tape
+
+    @property
+    def derived(self) -> bool:
+        """Whether the body is derived already (a lazy forward kernel's is not until first used)."""
+        return frozenset() in self._texts
+
+    def ensure_derived(self) -> "DerivedKernel":
+        """Derive the body now if it is not yet (raising what the derivation raises); returns self."""
+        self.module_text()
+        return self
 
     @property
     def candidate_facts(self) -> frozenset:
@@ -367,10 +387,15 @@ class DerivedKernel(Kernel):
         derived = self._derive(proven)
         if derived.signature != self.signature or derived.body_name != self.body_name \
                 or _tape_key(derived.tape) != _tape_key(self.tape):
+            if not proven:          # a lazy kernel's signature, computed without the derivation, is wrong
+                from ..errors import Error
+                raise Error(f"internal: kernel '{self.name}': the derived signature {derived.signature} or body "
+                                    f"'{derived.body_name}' differs from the one computed before deriving "
+                                    f"({self.signature}, '{self.body_name}')")
             # Without some bounds checks the derivative may need a different tape (static
             # instead of dynamic, or the reverse); the launcher sizes the tape from this
             # kernel's protocol, so such a variant keeps its checks.
-            return self._texts[frozenset()]
+            return self.module_text(frozenset())
         return derived.text
 
     @property
@@ -479,6 +504,17 @@ def jvp(k: Kernel, wrt=None, *, width: int | None = None, primal_outputs: bool =
 jvp.__ado_compile_time__ = True      # ado.jvp(f) inside a kernel is evaluated while compiling
 
 
+def lazy_jvp(k: Kernel, wrt, *, primal_outputs: bool = True) -> Kernel:
+    """``jvp(k, wrt, primal_outputs=...)`` whose body is derived on first use (its ``module_text``:
+    compiling or launching it, batching it), not now: its signature comes without the AD. What the
+    JAX rules bind for a tangent call that ``jax.grad`` only transposes, never runs. The same kernel
+    object as ``jvp``'s (an eager ``jvp`` of it later derives it, raising what the derivation raises);
+    the DifferentiationErrors of the derivation come on first use, ArgumentErrors at once."""
+    if not isinstance(k, Kernel):
+        return jvp(k, wrt, primal_outputs=primal_outputs)
+    return _derived(k, "jvp", wrt, width=1, lazy=True, **({} if primal_outputs else {"primal_outputs": False}))
+
+
 def vjp(k: Kernel, wrt, *, deterministic: bool = False, primal_outputs: bool = True) -> Kernel:
     """The reverse-mode (adjoint) kernel of ``k`` with respect to the parameters named in ``wrt``.
 
@@ -513,6 +549,7 @@ _DERIVED_LOCK = threading.Lock()
 
 def _derived(k: Kernel, mode: str, wrt, **options) -> Kernel:
     from ..errors import ArgumentError
+    lazy = options.pop("lazy", False)      # a forward kernel's signature now, its body on first use
     derive = getattr(k, "__ado_derive__", None)
     if derive is not None and not isinstance(k, Kernel):       # CUDA kernels (sources/cuda/kernel.py)
         return derive(mode, (wrt,) if isinstance(wrt, str) else tuple(wrt), **options)
@@ -522,9 +559,9 @@ def _derived(k: Kernel, mode: str, wrt, **options) -> Kernel:
     key = (id(k), mode, wrt, tuple(sorted(options.items())))
     with _DERIVED_LOCK:
         hit = _DERIVED_CACHE.get(key)
-        if hit is not None and hit.base is k:
-            return hit
-    derived = DerivedKernel(k, mode, wrt, **options)
+    if hit is not None and hit.base is k:
+        return hit if lazy else hit.ensure_derived()    # an eager request derives (and raises) now
+    derived = DerivedKernel(k, mode, wrt, lazy=lazy, **options)
     with _DERIVED_LOCK:
         _DERIVED_CACHE[key] = derived
     return derived
