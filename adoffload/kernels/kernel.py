@@ -384,6 +384,10 @@ class DerivedKernel(Kernel):
         return _Derived(result.signature, result.body_name, text, result.tape)
 
     def _make_text(self, proven: frozenset) -> str:
+        if proven:
+            # a lazy kernel derives its unproven body first, as the eager one did on construction: its
+            # DifferentiationErrors, and the check of the signature computed without the AD
+            self.module_text(frozenset())
         derived = self._derive(proven)
         if derived.signature != self.signature or derived.body_name != self.body_name \
                 or _tape_key(derived.tape) != _tape_key(self.tape):
