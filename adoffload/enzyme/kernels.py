@@ -202,22 +202,26 @@ def derive_kernel(signature: KernelSignature, module: Module, body_name: str, mo
     return DerivedKernel(derived_sig, module, name, tape_kernel)
 
 
-def jvp_signature(signature: KernelSignature, module: Module, body_name: str, wrt: list[str], width: int = 1,
-                  shared: tuple = (), primal_outputs: bool = True) -> tuple[KernelSignature, str]:
+def jvp_signature(signature: KernelSignature, body_name: str, wrt: list[str], width: int = 1,
+                  dropped: frozenset[int] = frozenset()) -> tuple[KernelSignature, str]:
     """The signature and body name of ``derive_kernel(..., "jvp", wrt, ...)`` without differentiating:
-    a forward kernel's params follow from the base's (its shadows, the lean plan's dropped primal
-    outputs: enzyme/lean.py, which in forward mode depends on the base body alone) and it has no
-    hidden params of its own. Raises the ArgumentErrors derive_kernel raises before it differentiates;
-    the DifferentiationErrors of the derivation itself come only with ``derive_kernel``."""
-    body = module.functions[body_name]
+    a forward kernel's params follow from the base's (its shadows; in a lean one, ``dropped``, the
+    base's ``lean_dropped``: enzyme/lean.py's plan, which in forward mode depends on the base body
+    alone) and it has no hidden params of its own. Raises the ArgumentErrors derive_kernel raises
+    before it differentiates; the DifferentiationErrors of the derivation come only with ``derive_kernel``."""
     base_tape = _base_tape(signature, width, False)
     shadowed = sorted(shadowed_params(signature, list(wrt)) + ([] if base_tape is None else [base_tape]))
-    dropped = frozenset() if primal_outputs else write_only_params(signature, body, _parallel(signature, body, shared))
     shadows = _shadow_params(signature, "jvp", width, shadowed, base_tape, LeanPlan(dropped))
     primals = tuple(_read_only(p, k in dropped) for k, p in enumerate(signature.params))
     derived_sig = KernelSignature(_derived_name(signature.name, "jvp", width), primals + tuple(shadows),
                                   signature.grid_rank)
     return derived_sig, _derived_name(body_name, "jvp", width, ".")
+
+
+def lean_dropped(signature: KernelSignature, module: Module, body_name: str, shared: tuple = ()) -> frozenset[int]:
+    """The primal outputs a lean forward derivative of this body does not store (``LeanPlan.dropped``)."""
+    body = module.functions[body_name]
+    return write_only_params(signature, body, _parallel(signature, body, shared))
 
 
 def _parallel(signature: KernelSignature, body: Function, shared: tuple) -> ParallelInfo:
@@ -388,4 +392,4 @@ def _wrap(module: Module, name: str, derived_sig: KernelSignature, primal_sig: K
     return fn
 
 
-__all__ = ["DerivedKernel", "derive_kernel", "jvp_signature", "shadow_param", "shadowed_params", "llvm_activity"]
+__all__ = ["DerivedKernel", "derive_kernel", "jvp_signature", "lean_dropped", "shadow_param", "shadowed_params", "llvm_activity"]

@@ -129,6 +129,18 @@ class Kernel:
                 self._texts[proven] = self._make_text(proven)
             return self._texts[proven]
 
+    @property
+    def lean_dropped(self) -> frozenset[int]:
+        """The outputs a lean forward derivative of this kernel does not store (enzyme/lean.py), from
+        the body alone (imported without the module's other functions); computed once."""
+        with self._lock:
+            if "_lean_dropped" not in self.__dict__:
+                from ..enzyme.kernels import lean_dropped
+                module = ir.import_module(self.module_text(), bodies=(self.body_name,))
+                self._lean_dropped = lean_dropped(self.signature, module, self.body_name,
+                                                  self.shared if self.block is not None else ())
+            return self._lean_dropped
+
     def ir(self, proven: frozenset = frozenset()):
         """(ir.Module, body name) for this kernel's body."""
         return ir.import_module(self.module_text(proven)), self.body_name
@@ -293,9 +305,8 @@ class DerivedKernel(Kernel):
             # Only the signature now (what a JAX tangent call's abstract evaluation needs); the
             # derivation, and any DifferentiationError of it, on first use of the body (module_text)
             from ..enzyme.kernels import jvp_signature
-            signature, body_name = jvp_signature(base.signature, ir.import_module(base.module_text()), base.body_name,
-                                                 list(self.wrt), width, base.shared if base.block is not None else (),
-                                                 primal_outputs)
+            dropped = frozenset() if primal_outputs else base.lean_dropped
+            signature, body_name = jvp_signature(base.signature, base.body_name, list(self.wrt), width, dropped)
             super().__init__(signature, body_name)
             self.tape = None              # a forward kernel has no tape of its own
             return
