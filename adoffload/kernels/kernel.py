@@ -316,7 +316,7 @@ class DerivedKernel(Kernel):
         self.tape = derived.tape
 
     @property
-    def derived(self) -> bool:
+    def body_derived(self) -> bool:
         """Whether the body is derived already (a lazy forward kernel's is not until first used)."""
         return frozenset() in self._texts
 
@@ -405,8 +405,8 @@ class DerivedKernel(Kernel):
             if not proven:          # a lazy kernel's signature, computed without the derivation, is wrong
                 from ..errors import Error
                 raise Error(f"internal: kernel '{self.name}': the derived signature {derived.signature} or body "
-                                    f"'{derived.body_name}' differs from the one computed before deriving "
-                                    f"({self.signature}, '{self.body_name}')")
+                            f"'{derived.body_name}' differs from the one computed before deriving "
+                            f"({self.signature}, '{self.body_name}')")
             # Without some bounds checks the derivative may need a different tape (static
             # instead of dynamic, or the reverse); the launcher sizes the tape from this
             # kernel's protocol, so such a variant keeps its checks.

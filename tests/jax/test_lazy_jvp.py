@@ -47,10 +47,10 @@ def test_the_lazy_signature_is_the_derived_one(wrt):
     for base in (pair, ado.vjp(pair, ["x"], primal_outputs=False)):
         lazy = DerivedKernel(base, "jvp", wrt, primal_outputs=False, lazy=True)
         eager = DerivedKernel(base, "jvp", wrt, primal_outputs=False)
-        assert not lazy.derived and eager.derived
+        assert not lazy.body_derived and eager.body_derived
         assert (lazy.signature, lazy.body_name, lazy.tape) == (eager.signature, eager.body_name, eager.tape)
         assert lazy.module_text() == eager.module_text()
-        assert lazy.derived
+        assert lazy.body_derived
 
 
 def test_jax_grad_binds_the_tangent_call_without_deriving_it():
@@ -61,14 +61,14 @@ def test_jax_grad_binds_the_tangent_call_without_deriving_it():
     for g, e in zip(got, expected):
         np.testing.assert_allclose(g, e, rtol=1e-12)
     forward = lazy_jvp(pair, ["x", "w"], primal_outputs=False)
-    assert isinstance(forward, DerivedKernel) and not forward.derived     # bound, transposed away, never run
+    assert isinstance(forward, DerivedKernel) and not forward.body_derived     # bound, transposed away, never run
     # jax.jvp runs the tangent call: the body is derived then, and agrees with plain JAX
     tangents = (jnp.ones(16), jnp.asarray([0.1, -0.2]))
     _, t = jax.jvp(lambda x, w: call(x, w, jnp.zeros(1)), (x, w), tangents)
     _, te = jax.jvp(lambda x, w: _plain(x, w, jnp.zeros(1)), (x, w), tangents)
     for a, b in zip(t, te):
         np.testing.assert_allclose(a, b, rtol=1e-12)
-    assert forward.derived
+    assert forward.body_derived
     assert ado.jvp(pair, ["x", "w"], primal_outputs=False) is forward
 
 
