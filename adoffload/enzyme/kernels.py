@@ -23,7 +23,7 @@ from .activity import ACTIVE, CONST, DUP, Activity
 from .soundness import analyze
 from .blocks import shared_activity
 from .forward import forward
-from .lean import LeanPlan, drop_primal_stores, lean_derivative
+from .lean import LeanPlan, drop_primal_stores, lean_derivative, write_only_params
 from ..analysis.address_classes import ParallelInfo
 from .soundness import check_forward_atomics
 from .soundness import check_kernel_stores
@@ -164,9 +164,7 @@ def derive_kernel(signature: KernelSignature, module: Module, body_name: str, mo
     activity = llvm_activity(signature, shadowed, mode, shared)
     tape = log = None
     rank = signature.grid_rank
-    first_shared = rank + len(signature.flat_params())
-    parallel = ParallelInfo(thread_args=tuple(range(rank)), uniform_args=frozenset(range(rank, len(body.args))),
-                            block_shared_args=frozenset(range(first_shared, first_shared + len(shared))))
+    parallel = _parallel(signature, body, shared)
     if mode == "jvp":
         check_forward_atomics(body, analyze(body, activity))      # threads run concurrently
         check_kernel_stores(body, activity, parallel, "forward")
@@ -180,10 +178,7 @@ def derive_kernel(signature: KernelSignature, module: Module, body_name: str, mo
     plan = LeanPlan() if primal_outputs else lean_derivative(signature, body, inner, mode, shadowed, parallel)
     inner.linkage = "internal"
     inner.attributes.add("alwaysinline")
-    shadows = _unique_names(signature, [_lean_shadow(shadow_param(signature.params[k], mode, width), k, plan)
-                                        for k in shadowed if k != base_tape])
-    if base_tape is not None:        # the shadow tape comes last among the shadows (the tape is the base's last array)
-        shadows.append(Param(TAPE_SHADOW_PARAM, ArrayType(I64, 1, "inout")))
+    shadows = _shadow_params(signature, mode, width, shadowed, base_tape, plan)
     buffers = []                     # (buffer, offsets) of this kernel's own hidden params, in order
     hidden = ()
     if tape is not None:
@@ -194,9 +189,8 @@ def derive_kernel(signature: KernelSignature, module: Module, body_name: str, mo
         buffers.append((LOG_PARAM, LOG_OFFSETS_PARAM))
         hidden += (Param(LOG_PARAM, ArrayType(I64, 1, "out")), Param(LOG_OFFSETS_PARAM, ArrayType(I64, rank, "in")))
     primals = tuple(_read_only(p, k in plan.dropped) for k, p in enumerate(signature.params))
-    derived_sig = KernelSignature(f"{signature.name}_{mode}" + (f"{width}" if width > 1 else ""),
-                                  primals + tuple(shadows) + hidden, rank)
-    name = f"{body_name}.{mode}" + (f"{width}" if width > 1 else "")
+    derived_sig = KernelSignature(_derived_name(signature.name, mode, width), primals + tuple(shadows) + hidden, rank)
+    name = _derived_name(body_name, mode, width, ".")
     _wrap(module, name, derived_sig, signature, inner, shadowed, mode, width, shared,
           _shared_lane_strides(body, signature, shared) if mode == "jvp" and width > 1 else (), buffers)
     counters = ([COUNTS_PARAM] if tape is not None else []) + ([LOG_COUNTS_PARAM] if log is not None else [])
@@ -206,6 +200,49 @@ def derive_kernel(signature: KernelSignature, module: Module, body_name: str, mo
     tape_kernel = None if not counters else _add_count_body(module, KernelSignature(signature.name, primals, rank),
                                                             count_function, counters, len(shared))
     return DerivedKernel(derived_sig, module, name, tape_kernel)
+
+
+def jvp_signature(signature: KernelSignature, body_name: str, wrt: list[str], width: int = 1,
+                  dropped: frozenset[int] = frozenset()) -> tuple[KernelSignature, str]:
+    """The signature and body name of ``derive_kernel(..., "jvp", wrt, ...)`` without differentiating:
+    a forward kernel's params follow from the base's (its shadows; in a lean one, ``dropped``, the
+    base's ``lean_dropped``: enzyme/lean.py's plan, which in forward mode depends on the base body
+    alone) and it has no hidden params of its own. Raises the ArgumentErrors derive_kernel raises
+    before it differentiates; the DifferentiationErrors of the derivation come only with ``derive_kernel``."""
+    base_tape = _base_tape(signature, width, False)
+    shadowed = sorted(shadowed_params(signature, list(wrt)) + ([] if base_tape is None else [base_tape]))
+    shadows = _shadow_params(signature, "jvp", width, shadowed, base_tape, LeanPlan(dropped))
+    primals = tuple(_read_only(p, k in dropped) for k, p in enumerate(signature.params))
+    derived_sig = KernelSignature(_derived_name(signature.name, "jvp", width), primals + tuple(shadows),
+                                  signature.grid_rank)
+    return derived_sig, _derived_name(body_name, "jvp", width, ".")
+
+
+def lean_dropped(signature: KernelSignature, module: Module, body_name: str, shared: tuple = ()) -> frozenset[int]:
+    """The primal outputs a lean forward derivative of this body does not store (``LeanPlan.dropped``)."""
+    body = module.functions[body_name]
+    return write_only_params(signature, body, _parallel(signature, body, shared))
+
+
+def _parallel(signature: KernelSignature, body: Function, shared: tuple) -> ParallelInfo:
+    rank = signature.grid_rank
+    first_shared = rank + len(signature.flat_params())
+    return ParallelInfo(thread_args=tuple(range(rank)), uniform_args=frozenset(range(rank, len(body.args))),
+                        block_shared_args=frozenset(range(first_shared, first_shared + len(shared))))
+
+
+def _derived_name(name: str, mode: str, width: int, sep: str = "_") -> str:
+    return f"{name}{sep}{mode}" + (f"{width}" if width > 1 else "")
+
+
+def _shadow_params(signature: KernelSignature, mode: str, width: int, shadowed: list[int], base_tape: int | None,
+                   plan: LeanPlan) -> list[Param]:
+    """The derived kernel's shadow params, in order."""
+    shadows = _unique_names(signature, [_lean_shadow(shadow_param(signature.params[k], mode, width), k, plan)
+                                        for k in shadowed if k != base_tape])
+    if base_tape is not None:        # the shadow tape comes last among the shadows (the tape is the base's last array)
+        shadows.append(Param(TAPE_SHADOW_PARAM, ArrayType(I64, 1, "inout")))
+    return shadows
 
 
 def _read_only(param: Param, read_only: bool) -> Param:
@@ -355,4 +392,4 @@ def _wrap(module: Module, name: str, derived_sig: KernelSignature, primal_sig: K
     return fn
 
 
-__all__ = ["DerivedKernel", "derive_kernel", "shadow_param", "shadowed_params", "llvm_activity"]
+__all__ = ["DerivedKernel", "derive_kernel", "jvp_signature", "lean_dropped", "shadow_param", "shadowed_params", "llvm_activity"]

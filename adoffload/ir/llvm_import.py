@@ -44,10 +44,12 @@ def parse_llvm(source: str | bytes) -> llvm.ModuleRef:
     return module
 
 
-def import_module(source: str | bytes | llvm.ModuleRef) -> Module:
-    """Import LLVM IR text, bitcode or a parsed llvmlite ModuleRef as an ir.core Module."""
+def import_module(source: str | bytes | llvm.ModuleRef, bodies=None) -> Module:
+    """Import LLVM IR text, bitcode or a parsed llvmlite ModuleRef as an ir.core Module.
+    ``bodies``: the names of the functions whose bodies to import (the others become declarations:
+    for an analysis of those functions alone); None: all."""
     llmod = source if isinstance(source, llvm.ModuleRef) else parse_llvm(source)
-    return _Importer(llmod).run()
+    return _Importer(llmod).run(None if bodies is None else frozenset(bodies))
 
 
 def _address(ref: llvm.ValueRef) -> int:
@@ -87,7 +89,7 @@ class _Importer:
         return tp.type_from_string(str(typeref), self.resolve_struct)
 
     # ---- module
-    def run(self) -> Module:
+    def run(self, bodies: frozenset | None = None) -> Module:
         globals_ = list(self.llmod.global_variables)
         for g in globals_:
             self.module.globals[g.name] = self.import_global(g)
@@ -99,7 +101,7 @@ class _Importer:
         for f in functions:
             self.import_personality(f, self.module.functions[f.name])
         for f in functions:
-            if not f.is_declaration:
+            if not f.is_declaration and (bodies is None or f.name in bodies):
                 self.import_body(f, self.module.functions[f.name])
         return self.module
 

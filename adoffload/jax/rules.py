@@ -42,9 +42,11 @@ from .primitive import _varying_axes, CallSpec, bind, kernel_call_p
 
 def _derivative(kind: str, kernel, wrt):
     """The lean derivative kernel (enzyme/lean.py): the rules have the primal outputs already, so
-    the tangent call and the adjoint skip storing them, and the adjoint reads once-stored seeds."""
-    from ..kernels.kernel import jvp, vjp
-    return (jvp if kind == "jvp" else vjp)(kernel, list(wrt), primal_outputs=False)
+    the tangent call and the adjoint skip storing them, and the adjoint reads once-stored seeds.
+    The tangent kernel is lazy (kernels/kernel.py ``lazy_jvp``): binding its call needs only its
+    signature, and under ``jax.grad`` it is transposed away, never lowered, so never derived."""
+    from ..kernels.kernel import lazy_jvp, vjp
+    return (lazy_jvp if kind == "jvp" else vjp)(kernel, list(wrt), primal_outputs=False)
 
 
 def _is_zero(tangent) -> bool:

@@ -129,6 +129,18 @@ class Kernel:
                 self._texts[proven] = self._make_text(proven)
             return self._texts[proven]
 
+    @property
+    def lean_dropped(self) -> frozenset[int]:
+        """The outputs a lean forward derivative of this kernel does not store (enzyme/lean.py), from
+        the body alone (imported without the module's other functions); computed once."""
+        with self._lock:
+            if "_lean_dropped" not in self.__dict__:
+                from ..enzyme.kernels import lean_dropped
+                module = ir.import_module(self.module_text(), bodies=(self.body_name,))
+                self._lean_dropped = lean_dropped(self.signature, module, self.body_name,
+                                                  self.shared if self.block is not None else ())
+            return self._lean_dropped
+
     def ir(self, proven: frozenset = frozenset()):
         """(ir.Module, body name) for this kernel's body."""
         return ir.import_module(self.module_text(proven)), self.body_name
@@ -282,17 +294,36 @@ class DerivedKernel(Kernel):
     """A forward (``jvp``) or reverse (``vjp``) derivative of another kernel, derived per proven-fact set."""
 
     def __init__(self, base: Kernel, mode: str, wrt: tuple[str, ...], *, width: int = 1,
-                 deterministic: bool = False, primal_outputs: bool = True):
+                 deterministic: bool = False, primal_outputs: bool = True, lazy: bool = False):
         self.base, self.mode, self.wrt = base, mode, tuple(wrt)
         self.width, self.deterministic, self.primal_outputs = width, deterministic, primal_outputs
         self.block = base.block
         if base.block is not None:
             from ..enzyme.blocks import derived_shared
             self.shared = derived_shared(base.shared, mode, width)
+        if lazy and mode == "jvp" and not deterministic:
+            # Only the signature now (what a JAX tangent call's abstract evaluation needs); the
+            # derivation, and any DifferentiationError of it, on first use of the body (module_text)
+            from ..enzyme.kernels import jvp_signature
+            dropped = frozenset() if primal_outputs else base.lean_dropped
+            signature, body_name = jvp_signature(base.signature, base.body_name, list(self.wrt), width, dropped)
+            super().__init__(signature, body_name)
+            self.tape = None              # a forward kernel has no tape of its own
+            return
         derived = self._derive(frozenset())
         super().__init__(derived.signature, derived.body_name)
         self._texts[frozenset()] = derived.text
         self.tape = derived.tape
+
+    @property
+    def body_derived(self) -> bool:
+        """Whether the body is derived already (a lazy forward kernel's is not until first used)."""
+        return frozenset() in self._texts
+
+    def ensure_derived(self) -> "DerivedKernel":
+        """Derive the body now if it is not yet (raising what the derivation raises); returns self."""
+        self.module_text()
+        return self
 
     @property
     def candidate_facts(self) -> frozenset:
@@ -364,13 +395,22 @@ class DerivedKernel(Kernel):
         return _Derived(result.signature, result.body_name, text, result.tape)
 
     def _make_text(self, proven: frozenset) -> str:
+        if proven:
+            # a lazy kernel derives its unproven body first, as the eager one did on construction: its
+            # DifferentiationErrors, and the check of the signature computed without the AD
+            self.module_text(frozenset())
         derived = self._derive(proven)
         if derived.signature != self.signature or derived.body_name != self.body_name \
                 or _tape_key(derived.tape) != _tape_key(self.tape):
+            if not proven:          # a lazy kernel's signature, computed without the derivation, is wrong
+                from ..errors import Error
+                raise Error(f"internal: kernel '{self.name}': the derived signature {derived.signature} or body "
+                            f"'{derived.body_name}' differs from the one computed before deriving "
+                            f"({self.signature}, '{self.body_name}')")
             # Without some bounds checks the derivative may need a different tape (static
             # instead of dynamic, or the reverse); the launcher sizes the tape from this
             # kernel's protocol, so such a variant keeps its checks.
-            return self._texts[frozenset()]
+            return self.module_text(frozenset())
         return derived.text
 
     @property
@@ -479,6 +519,17 @@ def jvp(k: Kernel, wrt=None, *, width: int | None = None, primal_outputs: bool =
 jvp.__ado_compile_time__ = True      # ado.jvp(f) inside a kernel is evaluated while compiling
 
 
+def lazy_jvp(k: Kernel, wrt, *, primal_outputs: bool = True) -> Kernel:
+    """``jvp(k, wrt, primal_outputs=...)`` whose body is derived on first use (its ``module_text``:
+    compiling or launching it, batching it), not now: its signature comes without the AD. What the
+    JAX rules bind for a tangent call that ``jax.grad`` only transposes, never runs. The same kernel
+    object as ``jvp``'s (an eager ``jvp`` of it later derives it, raising what the derivation raises);
+    the DifferentiationErrors of the derivation come on first use, ArgumentErrors at once."""
+    if not isinstance(k, Kernel):
+        return jvp(k, wrt, primal_outputs=primal_outputs)
+    return _derived(k, "jvp", wrt, width=1, lazy=True, **({} if primal_outputs else {"primal_outputs": False}))
+
+
 def vjp(k: Kernel, wrt, *, deterministic: bool = False, primal_outputs: bool = True) -> Kernel:
     """The reverse-mode (adjoint) kernel of ``k`` with respect to the parameters named in ``wrt``.
 
@@ -513,6 +564,7 @@ _DERIVED_LOCK = threading.Lock()
 
 def _derived(k: Kernel, mode: str, wrt, **options) -> Kernel:
     from ..errors import ArgumentError
+    lazy = options.pop("lazy", False)      # a forward kernel's signature now, its body on first use
     derive = getattr(k, "__ado_derive__", None)
     if derive is not None and not isinstance(k, Kernel):       # CUDA kernels (sources/cuda/kernel.py)
         return derive(mode, (wrt,) if isinstance(wrt, str) else tuple(wrt), **options)
@@ -522,9 +574,9 @@ def _derived(k: Kernel, mode: str, wrt, **options) -> Kernel:
     key = (id(k), mode, wrt, tuple(sorted(options.items())))
     with _DERIVED_LOCK:
         hit = _DERIVED_CACHE.get(key)
-        if hit is not None and hit.base is k:
-            return hit
-    derived = DerivedKernel(k, mode, wrt, **options)
+    if hit is not None and hit.base is k:
+        return hit if lazy else hit.ensure_derived()    # an eager request derives (and raises) now
+    derived = DerivedKernel(k, mode, wrt, lazy=lazy, **options)
     with _DERIVED_LOCK:
         _DERIVED_CACHE[key] = derived
     return derived
