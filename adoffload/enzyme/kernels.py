@@ -127,13 +127,6 @@ def shadow_param(param: Param, mode: str, width: int) -> Param:
     return Param(f"d_{param.name}", shadow)
 
 
-def tangent_signature(signature: KernelSignature, wrt: list[str]) -> KernelSignature:
-    """The signature ``derive_kernel(..., "jvp", wrt)`` gives (width 1), without deriving a body."""
-    shadows = _unique_names(signature, [shadow_param(signature.params[k], "jvp", 1)
-                                        for k in shadowed_params(signature, list(wrt))])
-    return KernelSignature(f"{signature.name}_jvp", tuple(signature.params) + tuple(shadows), signature.grid_rank)
-
-
 def llvm_activity(signature: KernelSignature, shadowed: list[int], mode: str, shared: tuple = ()) -> list[Activity]:
     """One Activity per body argument: tids, flattened params, a block kernel's shared arrays
     (float ones Dup: enzyme/blocks.py), status."""
