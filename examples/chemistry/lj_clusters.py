@@ -20,7 +20,7 @@ Marks decahedron is found that way, and relaxes to the global minimum in the fir
 from random starts neither search has reached it here (basin hopping on the host and an H200, the GA:
 all stayed in the icosahedral funnel, best -396.282249).
 Prints the lowest energy reached beside the published putative global minimum
-(Cambridge Cluster Database: LJ13 -44.326801, LJ38 -173.928427, LJ75 -397.492331, reduced units)
+(Cambridge Cluster Database: LJ13 -44.326801, LJ38 -173.928427, LJ55 -279.248470, LJ75 -397.492331, reduced units)
 and when it was first reached.
 
     python examples/chemistry/lj_clusters.py                          # LJ13, CPU, seconds
@@ -38,7 +38,7 @@ STARTED = time.perf_counter()       # the whole run's clock: imports and JAX's s
 
 from common import HelpFormatter, output_folder, pick_backend, progress, save_plot, setup_jax  # noqa: E402
 
-PUBLISHED_MINIMA = {13: -44.326801, 38: -173.928427, 75: -397.492331}
+PUBLISHED_MINIMA = {13: -44.326801, 38: -173.928427, 55: -279.248470, 75: -397.492331}
 # Size presets: (clusters, basin-hopping steps, most iterations of one local minimization).
 PRESETS = {("cpu", 13): (256, 25, 300), ("cpu", 38): (64, 200, 600), ("cpu", 75): (64, 2000, 1500),
            ("cuda", 13): (4096, 50, 400), ("cuda", 38): (16384, 400, 800), ("cuda", 75): (16384, 1000, 1500)}
@@ -70,7 +70,7 @@ def parse(argv=None):
                    help="adoffload kernels, or the plain-JAX reference; auto: adoffload, unless it cannot "
                         "use the device (said on the console)")
     p.add_argument("--devices", type=int, help="how many devices of the platform share the walkers (default: all)")
-    p.add_argument("--atoms", type=int, default=13, help="atoms per cluster (13 and 38 have published minima)")
+    p.add_argument("--atoms", type=int, default=13, help="atoms per cluster (13, 38, 55 and 75 have their published minima here)")
     p.add_argument("--search", choices=["basin", "ga"], default="basin",
                    help="basin: basin hopping, every cluster an independent walker; ga: a genetic algorithm "
                         "(Deaven-Ho cut-and-splice mating of the clusters, adoffload.chemistry.genetic)")
