@@ -296,3 +296,55 @@ declare void @llvm.assume(i1)
         "@llvm.assume(i1 true)", "@g()").replace("declare void @llvm.assume(i1)", "declare void @g()")
     with pytest.raises(IRError, match="operand bundle.*deopt"):
         ir.import_module(other)
+
+
+# ---- remembered imports (llvm_import._IMPORTED): each import its own Module, as if imported anew
+
+_TWO_BODIES = """
+define void @body(i64 %tid0, ptr %x, ptr %status) {
+entry:
+  %p = getelementptr double, ptr %x, i64 %tid0
+  %v = load double, ptr %p, align 8
+  %w = fmul double %v, 2.0
+  store double %w, ptr %p, align 8
+  ret void
+}
+
+define i32 @other(i32 %a) {
+  %b = add i32 %a, 1
+  ret i32 %b
+}
+"""
+
+
+def test_importing_a_text_again_gives_a_fresh_equal_module():
+    from adoffload.ir import llvm_import
+    llvm_import.forget_imports()
+    first = ir.import_module(_TWO_BODIES)
+    expected = ir.export_module(first)
+    first.functions["body"].blocks[0].instructions.pop(2)        # callers may mutate what they get
+    first.functions["other"].blocks = []
+    second = ir.import_module(_TWO_BODIES)
+    assert second is not first and ir.export_module(second) == expected
+    assert second.functions["body"].blocks[0].instructions[0] is not first.functions["body"].blocks[0].instructions[0]
+    ir.verify(second)
+    only = ir.import_module(_TWO_BODIES, bodies=("body",))
+    assert only.functions["other"].is_declaration and not only.functions["body"].is_declaration
+    llvm_import.forget_imports()
+    direct = ir.import_module(_TWO_BODIES, bodies=("body",))          # imported first with bodies=
+    assert ir.export_module(direct) == ir.export_module(only)
+    assert ir.export_module(ir.import_module(_TWO_BODIES)) == expected
+
+
+def test_importing_some_bodies_of_a_module_whose_others_do_not_import():
+    from adoffload.ir import llvm_import
+    llvm_import.forget_imports()
+    text = _TWO_BODIES + """
+define void @jumps(ptr %to) {
+  indirectbr ptr %to, []
+}
+"""
+    with pytest.raises(IRError):
+        ir.import_module(text)
+    only = ir.import_module(text, bodies=("body",))
+    assert not only.functions["body"].is_declaration and only.functions["jumps"].is_declaration
