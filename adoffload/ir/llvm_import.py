@@ -139,6 +139,7 @@ class _Importer:
         self.structs: dict[str, Type] = {}
         self.attribute_groups = dict(re.findall(r"^attributes #(\d+) = \{ (.*) \}$", self.text, re.M))
         self.values: dict[int, Value] = {}   # address of the LLVM value -> our value
+        self.types: dict[int, Type] = {}     # address of the LLVM type -> our type
 
     # ---- types
     def resolve_struct(self, name: str) -> Type:
@@ -151,7 +152,12 @@ class _Importer:
         return self.structs[name]
 
     def type_of(self, typeref) -> Type:
-        return tp.type_from_string(str(typeref), self.resolve_struct)
+        # LLVM uniques types in their context, which outlives the module: one pointer, one type
+        key = _address(typeref)
+        found = self.types.get(key)
+        if found is None:
+            found = self.types[key] = tp.type_from_string(str(typeref), self.resolve_struct)
+        return found
 
     # ---- module
     def run(self, bodies: frozenset | None = None) -> Module:
@@ -257,22 +263,21 @@ class _Importer:
 
     # ---- bodies
     def import_body(self, f: llvm.ValueRef, fn: Function) -> None:
-        llblocks = list(f.blocks)
-        taken = {a.name for a in fn.args} | {b.name for b in llblocks if b.name}
-        for b in llblocks:
-            for i in b.instructions:
-                if i.name:
-                    taken.add(i.name)
+        # one walk over llvmlite's blocks and instructions (each step a call into LLVM), kept
+        llblocks = [(b, b.name, [(i, i.name) for i in b.instructions]) for b in f.blocks]
+        taken = {a.name for a in fn.args} | {name for _, name, _ in llblocks if name}
+        for _, _, instructions in llblocks:
+            taken.update(name for _, name in instructions if name)
         pending = []
         texts = _instruction_texts(str(f))
-        for b in llblocks:
-            block = Block(b.name or _fresh("bb", taken), parent=fn)
+        for b, block_name, instructions in llblocks:
+            block = Block(block_name or _fresh("bb", taken), parent=fn)
             fn.blocks.append(block)
             self.values[_address(b)] = block
-            for i in b.instructions:
+            for i, name in instructions:
                 inst = Instruction(i.opcode, self.type_of(i.type), parent=block)
                 if inst.type != _VOID and not inst.name:
-                    inst.name = i.name or _fresh("v", taken)
+                    inst.name = name or _fresh("v", taken)
                 block.instructions.append(inst)
                 self.values[_address(i)] = inst
                 pending.append((i, inst))
