@@ -99,7 +99,7 @@ def _remember(key: bytes, module: Module) -> None:
         return
     try:
         blob = pickle.dumps(module, protocol=pickle.HIGHEST_PROTOCOL)
-    except (RecursionError, pickle.PicklingError, TypeError, AttributeError):
+    except Exception:                        # RecursionError, an object pickle cannot save: not kept
         return
     with _IMPORTED_LOCK:
         if key in _IMPORTED:

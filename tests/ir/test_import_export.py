@@ -348,3 +348,19 @@ define void @jumps(ptr %to) {
         ir.import_module(text)
     only = ir.import_module(text, bodies=("body",))
     assert not only.functions["body"].is_declaration and only.functions["jumps"].is_declaration
+
+
+def test_a_module_too_deep_to_pickle_imports_as_before():
+    """Blocks laid out against their dominance (each uses a value of the next): the pickler recurses
+    through the chain and gives up; the module is imported each time instead of remembered."""
+    from adoffload.ir import llvm_import
+    n = 2000
+    lines = ["define i64 @f(i64 %a) {", "entry:", f"  br label %b{n}"]
+    for j in range(1, n + 1):
+        lines += [f"b{j}:", f"  %v{j} = add i64 {'%a' if j == n else f'%v{j + 1}'}, 1",
+                  "  ret i64 %v1" if j == 1 else f"  br label %b{j - 1}"]
+    text = "\n".join(lines + ["}"])
+    llvm_import.forget_imports()
+    first, second = ir.import_module(text), ir.import_module(text)
+    assert first is not second and ir.export_module(first) == ir.export_module(second)
+    assert len(first.functions["f"].blocks) == n + 1
