@@ -299,6 +299,7 @@ declare void @llvm.assume(i1)
 
 
 # ---- remembered imports (llvm_import._IMPORTED): each import its own Module, as if imported anew
+# (copies by ir.clone.clone_module)
 
 _TWO_BODIES = """
 define void @body(i64 %tid0, ptr %x, ptr %status) {
@@ -350,9 +351,9 @@ define void @jumps(ptr %to) {
     assert not only.functions["body"].is_declaration and only.functions["jumps"].is_declaration
 
 
-def test_a_module_too_deep_to_pickle_imports_as_before():
-    """Blocks laid out against their dominance (each uses a value of the next): the pickler recurses
-    through the chain and gives up; the module is imported each time instead of remembered."""
+def test_a_module_laid_out_against_its_def_use_chains_is_remembered_and_copied():
+    """Blocks laid out against their dominance (each uses a value of the next: a recursive copy would
+    follow the chain 2000 deep): the remembered copy and each copy of it are the module."""
     from adoffload.ir import llvm_import
     n = 2000
     lines = ["define i64 @f(i64 %a) {", "entry:", f"  br label %b{n}"]
@@ -363,4 +364,29 @@ def test_a_module_too_deep_to_pickle_imports_as_before():
     llvm_import.forget_imports()
     first, second = ir.import_module(text), ir.import_module(text)
     assert first is not second and ir.export_module(first) == ir.export_module(second)
-    assert len(first.functions["f"].blocks) == n + 1
+    assert len(first.functions["f"].blocks) == n + 1 and len(llvm_import._IMPORTED) == 1
+    ir.verify(second)
+
+
+def test_a_copied_module_shares_only_immutable_objects():
+    from adoffload.ir.clone import clone_module
+    text = """
+@table = internal global [4 x double] zeroinitializer
+define double @f(i64 %i) {
+entry:
+  %p = getelementptr double, ptr getelementptr inbounds ([4 x double], ptr @table, i64 0, i64 1), i64 %i
+  %v = load double, ptr %p, align 8
+  %w = fadd double %v, 1.0
+  ret double %w
+}
+"""
+    module = ir.import_module(text)
+    copy = clone_module(module)
+    assert ir.export_module(copy) == ir.export_module(module)
+    gep = copy.functions["f"].blocks[0].instructions[0]
+    original = module.functions["f"].blocks[0].instructions[0]
+    assert gep is not original and gep.operands[0] is not original.operands[0]
+    assert gep.operands[0].operands[0] is copy.globals["table"]            # the constant names the copy's global
+    assert copy.globals["table"] is not module.globals["table"]
+    assert gep.parent is copy.functions["f"].blocks[0] and copy.functions["f"].parent is copy
+    assert gep.type is original.type                                          # types are shared (immutable)
