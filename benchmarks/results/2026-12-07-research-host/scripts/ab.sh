@@ -3,7 +3,7 @@
 # with an empty ADOFFLOAD_CACHE_DIR, the load average before and after every run.
 #   BEFORE=/tmp/base AFTER=$PWD ROUNDS=3 PY=.venv/bin/python bash ab.sh > out.txt
 set -u
-BEFORE=${BEFORE:-/tmp/base}; AFTER=${AFTER:-$PWD}; ROUNDS=${ROUNDS:-3}; PY=$(realpath ${PY:-.venv/bin/python})
+BEFORE=${BEFORE:-/tmp/base}; AFTER=${AFTER:-$PWD}; ROUNDS=${ROUNDS:-3}; PY=${PY:-.venv/bin/python}; PY=$(cd "$(dirname "$PY")" && pwd)/$(basename "$PY")     # absolute, the venv link kept
 PHASES=$(realpath "$(dirname "$0")/phases.py")
 for round in $(seq 1 "$ROUNDS"); do
   for side in before after; do
