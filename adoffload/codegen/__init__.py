@@ -17,7 +17,7 @@ DEFAULT_ARCH = {"nvptx": "sm_90", "amdgpu": "gfx942"}
 LANE_COMBINING_ENV = "ADOFFLOAD_LANE_COMBINING"     # "0": no lane combining (codegen/gpu/lane_combining.py)
 PEER_ADDS_ENV = "ADOFFLOAD_PEER_ADDS"               # "0": no warp-aggregated gathered adds (codegen/gpu/peer_adds.py)
 # Bumped whenever the generated code changes for the same inputs (part of the cache key).
-CODEGEN_REVISION = 10
+CODEGEN_REVISION = 11
 
 
 def _canonical_target(target: str) -> str:

@@ -158,8 +158,11 @@ def _prepare_body(module_text: str, body_name: str, types: list[str], grid_rank:
     return (_parse(module_text) if changed else body_module), [], checks_name, thread_checks_name
 
 
-def _link(body_module: llvm.ModuleRef, entry: ir.Module, body_name: str) -> str:
-    """Link the entry into the body module, then make the body internal and always-inlined."""
+def _link(body_module: llvm.ModuleRef, entry: ir.Module, body_name: str, only_entry: str | None = None) -> str:
+    """Link the entry into the body module, then make the body internal and always-inlined.
+    ``only_entry``: every other defined function of external linkage becomes internal too (a
+    derivative's module still defines the bodies it was derived from, which nothing calls once the
+    derivative is canonical: internal, O3 drops them instead of optimizing and compiling them)."""
     try:
         body_module.link_in(llvm.parse_assembly(str(entry)))
     except RuntimeError as exc:
@@ -177,6 +180,10 @@ def _link(body_module: llvm.ModuleRef, entry: ir.Module, body_name: str) -> str:
                 or fn.name in (checks_function_name(body_name), thread_checks_function_name(body_name))) \
                 and not fn.is_declaration:
             fn.linkage = llvm.Linkage.internal
+    if only_entry is not None:
+        for fn in body_module.functions:
+            if not fn.is_declaration and fn.name != only_entry and fn.linkage == llvm.Linkage.external:
+                fn.linkage = llvm.Linkage.internal
     body_module.verify()
     return str(body_module)
 
@@ -272,10 +279,11 @@ def add_host_entry(module_text: str, body_name: str, flat_types: Sequence, grid_
     b.branch(done)
     b.position_at_end(done)
     b.ret_void()
+    linked = _link(body_module, m, body_name, only_entry=host_entry_name(body_name))
     if not serial and not private:
-        return _link(body_module, m, body_name)
+        return linked
     from .host.serial import plain_atomics
-    return plain_atomics(_link(body_module, m, body_name), body_name, keep_xchg=bool(private))[0]
+    return plain_atomics(linked, body_name, keep_xchg=bool(private))[0]
 
 
 def _increment_with_carry(b: ir.IRBuilder, tids: list[ir.Value], grid: list[ir.Value]) -> list[ir.Value]:

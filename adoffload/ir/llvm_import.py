@@ -6,8 +6,11 @@ back with ``textparse``. LLVM names are kept; unnamed values get fresh ``v<N>`` 
 """
 from __future__ import annotations
 
+import collections
 import ctypes
+import hashlib
 import re
+import threading
 
 import llvmlite.binding as llvm
 
@@ -47,9 +50,73 @@ def parse_llvm(source: str | bytes) -> llvm.ModuleRef:
 def import_module(source: str | bytes | llvm.ModuleRef, bodies=None) -> Module:
     """Import LLVM IR text, bitcode or a parsed llvmlite ModuleRef as an ir.core Module.
     ``bodies``: the names of the functions whose bodies to import (the others become declarations:
-    for an analysis of those functions alone); None: all."""
-    llmod = source if isinstance(source, llvm.ModuleRef) else parse_llvm(source)
-    return _Importer(llmod).run(None if bodies is None else frozenset(bodies))
+    for an analysis of those functions alone); None: all.
+
+    Text and bitcode imports are remembered (``_IMPORTED``: a copy of the Module nobody is given, by
+    the source's digest): importing the same source again copies that (``clone.clone_module``), some
+    7x faster than walking llvmlite's values again, and every call gets objects of its own (callers
+    mutate them: the AD adds its derivative to the module it is given). With ``bodies``, the full
+    module is imported (or copied) and the other functions' bodies dropped, which is what importing
+    those bodies alone gives; where the full import fails (a construct the other functions use that
+    import refuses), the bodies alone are imported, unremembered."""
+    if isinstance(source, llvm.ModuleRef):
+        return _Importer(source).run(None if bodies is None else frozenset(bodies))
+    key = hashlib.blake2b(source.encode() if isinstance(source, str) else bytes(source), digest_size=20).digest()
+    with _IMPORTED_LOCK:
+        kept = _IMPORTED.get(key)
+        if kept is not None:
+            _IMPORTED.move_to_end(key)
+    module = _copied(kept[0]) if kept is not None else None
+    if module is None:
+        try:
+            module = _Importer(parse_llvm(source)).run(None)
+        except IRError:
+            if bodies is None:
+                raise
+            return _Importer(parse_llvm(source)).run(frozenset(bodies))
+        if kept is None:
+            _remember(key, module, len(source))
+    if bodies is not None:
+        keep = frozenset(bodies)
+        for fn in module.functions.values():
+            if fn.name not in keep:
+                fn.blocks = []
+    return module
+
+
+_IMPORTED: "collections.OrderedDict[bytes, tuple[Module, int]]" = collections.OrderedDict()
+_IMPORTED_LOCK = threading.Lock()
+_IMPORTED_LIMIT = 64 << 20          # characters of source kept (least recently used dropped first)
+_IMPORTED_SIZE = [0]
+
+
+def _copied(module: Module) -> Module | None:
+    from .clone import clone_module
+    try:
+        return clone_module(module)
+    except RecursionError:              # a constant nested beyond the interpreter's limit: import anew
+        return None
+
+
+def _remember(key: bytes, module: Module, size: int) -> None:
+    """Keep a copy of ``module`` (made before the caller sees it, so unmutated) under ``key``."""
+    kept = _copied(module)
+    if kept is None:
+        return
+    with _IMPORTED_LOCK:
+        if key in _IMPORTED:
+            return
+        _IMPORTED[key] = (kept, size)
+        _IMPORTED_SIZE[0] += size
+        while _IMPORTED_SIZE[0] > _IMPORTED_LIMIT and len(_IMPORTED) > 1:
+            _IMPORTED_SIZE[0] -= _IMPORTED.popitem(last=False)[1][1]
+
+
+def forget_imports() -> None:
+    """Drop the remembered imports (tests; memory)."""
+    with _IMPORTED_LOCK:
+        _IMPORTED.clear()
+        _IMPORTED_SIZE[0] = 0
 
 
 def _address(ref: llvm.ValueRef) -> int:
@@ -74,6 +141,7 @@ class _Importer:
         self.structs: dict[str, Type] = {}
         self.attribute_groups = dict(re.findall(r"^attributes #(\d+) = \{ (.*) \}$", self.text, re.M))
         self.values: dict[int, Value] = {}   # address of the LLVM value -> our value
+        self.types: dict[int, Type] = {}     # address of the LLVM type -> our type
 
     # ---- types
     def resolve_struct(self, name: str) -> Type:
@@ -86,7 +154,12 @@ class _Importer:
         return self.structs[name]
 
     def type_of(self, typeref) -> Type:
-        return tp.type_from_string(str(typeref), self.resolve_struct)
+        # LLVM uniques types in their context, which outlives the module: one pointer, one type
+        key = _address(typeref)
+        found = self.types.get(key)
+        if found is None:
+            found = self.types[key] = tp.type_from_string(str(typeref), self.resolve_struct)
+        return found
 
     # ---- module
     def run(self, bodies: frozenset | None = None) -> Module:
@@ -192,22 +265,21 @@ class _Importer:
 
     # ---- bodies
     def import_body(self, f: llvm.ValueRef, fn: Function) -> None:
-        llblocks = list(f.blocks)
-        taken = {a.name for a in fn.args} | {b.name for b in llblocks if b.name}
-        for b in llblocks:
-            for i in b.instructions:
-                if i.name:
-                    taken.add(i.name)
+        # one walk over llvmlite's blocks and instructions (each step a call into LLVM), kept
+        llblocks = [(b, b.name, [(i, i.name) for i in b.instructions]) for b in f.blocks]
+        taken = {a.name for a in fn.args} | {name for _, name, _ in llblocks if name}
+        for _, _, instructions in llblocks:
+            taken.update(name for _, name in instructions if name)
         pending = []
         texts = _instruction_texts(str(f))
-        for b in llblocks:
-            block = Block(b.name or _fresh("bb", taken), parent=fn)
+        for b, block_name, instructions in llblocks:
+            block = Block(block_name or _fresh("bb", taken), parent=fn)
             fn.blocks.append(block)
             self.values[_address(b)] = block
-            for i in b.instructions:
+            for i, name in instructions:
                 inst = Instruction(i.opcode, self.type_of(i.type), parent=block)
                 if inst.type != _VOID and not inst.name:
-                    inst.name = i.name or _fresh("v", taken)
+                    inst.name = name or _fresh("v", taken)
                 block.instructions.append(inst)
                 self.values[_address(i)] = inst
                 pending.append((i, inst))

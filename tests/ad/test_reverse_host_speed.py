@@ -195,6 +195,69 @@ def test_plain_atomics_rewrites_only_what_it_can_say_plainly():
         "define void @f(ptr %s) {\n  %x = atomicrmw xchg ptr %s, i64 1 monotonic\n  ret void\n}\n")
 
 
+HELPER_ATOMICS = r"""
+define internal void @"adoffload.uniform_fadd.f64"(ptr %p, double %v) {
+  %old = atomicrmw fadd ptr %p, double %v monotonic, align 8, !adoffload.loc !0
+  ret void
+}
+
+define void @body(i64 %tid0, ptr %p, ptr %q, ptr %status) {
+entry:
+  %0 = atomicrmw fsub ptr %p, double -0.000000e+00 monotonic, align 8, !noalias !2, !adoffload.loc !0
+  %1 = atomicrmw min ptr %q, i64 %tid0 syncscope("singlethread") acquire, align 8
+  %"a b" = atomicrmw xchg ptr %status, i64 1 monotonic, align 8
+  %2 = atomicrmw and ptr %q, i64 3 monotonic, align 8
+  call void @"adoffload.uniform_fadd.f64"(ptr %p, double 1.0)
+  %s = fadd double %0, 1.0
+  %t = add i64 %1, %2
+  store i64 %t, ptr %q, align 8
+  ret void
+}
+
+define void @other(ptr %p) {
+  %x = atomicrmw fadd ptr %p, double 1.0 monotonic, align 8
+  ret void
+}
+
+!0 = !{!"k.py", i32 3, i32 4}
+!1 = distinct !{!1}
+!2 = !{!3}
+!3 = distinct !{!3, !1}
+"""
+
+
+@pytest.mark.parametrize("keep_xchg", [False, True])
+@pytest.mark.parametrize("text", [ATOMICS, HELPER_ATOMICS], ids=["atomics", "helpers"])
+def test_plain_atomics_on_the_text_rewrite_what_the_ir_path_does(text, keep_xchg):
+    """The text rewrite (the usual path, no import) and the ir.core one give the same instructions,
+    function by function, and the same count; the text keeps the rest of the module as it was."""
+    import llvmlite.binding as llvm
+    from adoffload import ir
+    from adoffload.codegen.host import serial
+    fast = serial._plain_atomics_text(text, "body", keep_xchg)
+    assert fast is not None
+    slow = serial._plain_atomics_ir(text, "body", keep_xchg)
+    assert fast[1] == slow[1] > 0
+    llvm.parse_assembly(fast[0]).verify()
+    assert plain_atomics(text, "body", keep_xchg) == fast
+    a, b = ir.import_module(fast[0]), ir.import_module(slow[0])
+    for name, fn in a.functions.items():
+        assert [(i.opcode, str(i.type)) for i in fn.instructions()] == \
+            [(i.opcode, str(i.type)) for i in b.functions[name].instructions()], name
+    if "@other" in text:
+        assert "atomicrmw fadd ptr %p, double 1.0 monotonic" in fast[0]     # @other is not the body's
+    assert ("atomicrmw xchg" in fast[0]) == keep_xchg
+
+
+def test_plain_atomics_leave_a_line_they_cannot_read_to_the_ir_path():
+    text = ATOMICS.replace("atomicrmw fadd ptr %p, double 1.0", "atomicrmw fadd ptr getelementptr (i8, ptr @g, i64 8), double 1.0")
+    text = "@g = global [2 x double] zeroinitializer\n" + text
+    from adoffload.codegen.host import serial
+    assert serial._plain_atomics_text(text, "body", False) is None
+    out, count = plain_atomics(text, "body")
+    assert count == 3 and "atomicrmw fadd ptr getelementptr" not in out
+
+
 # ---- which adjoints may be structural zeros (enzyme/zero_adjoints.py, exit_block)
 
 def _marked_in_reverse(pyfunc, wrt, monkeypatch):

@@ -296,3 +296,97 @@ declare void @llvm.assume(i1)
         "@llvm.assume(i1 true)", "@g()").replace("declare void @llvm.assume(i1)", "declare void @g()")
     with pytest.raises(IRError, match="operand bundle.*deopt"):
         ir.import_module(other)
+
+
+# ---- remembered imports (llvm_import._IMPORTED): each import its own Module, as if imported anew
+# (copies by ir.clone.clone_module)
+
+_TWO_BODIES = """
+define void @body(i64 %tid0, ptr %x, ptr %status) {
+entry:
+  %p = getelementptr double, ptr %x, i64 %tid0
+  %v = load double, ptr %p, align 8
+  %w = fmul double %v, 2.0
+  store double %w, ptr %p, align 8
+  ret void
+}
+
+define i32 @other(i32 %a) {
+  %b = add i32 %a, 1
+  ret i32 %b
+}
+"""
+
+
+def test_importing_a_text_again_gives_a_fresh_equal_module():
+    from adoffload.ir import llvm_import
+    llvm_import.forget_imports()
+    first = ir.import_module(_TWO_BODIES)
+    expected = ir.export_module(first)
+    first.functions["body"].blocks[0].instructions.pop(2)        # callers may mutate what they get
+    first.functions["other"].blocks = []
+    second = ir.import_module(_TWO_BODIES)
+    assert second is not first and ir.export_module(second) == expected
+    assert second.functions["body"].blocks[0].instructions[0] is not first.functions["body"].blocks[0].instructions[0]
+    ir.verify(second)
+    only = ir.import_module(_TWO_BODIES, bodies=("body",))
+    assert only.functions["other"].is_declaration and not only.functions["body"].is_declaration
+    llvm_import.forget_imports()
+    direct = ir.import_module(_TWO_BODIES, bodies=("body",))          # imported first with bodies=
+    assert ir.export_module(direct) == ir.export_module(only)
+    assert ir.export_module(ir.import_module(_TWO_BODIES)) == expected
+
+
+def test_importing_some_bodies_of_a_module_whose_others_do_not_import():
+    from adoffload.ir import llvm_import
+    llvm_import.forget_imports()
+    text = _TWO_BODIES + """
+define void @jumps(ptr %to) {
+  indirectbr ptr %to, []
+}
+"""
+    with pytest.raises(IRError):
+        ir.import_module(text)
+    only = ir.import_module(text, bodies=("body",))
+    assert not only.functions["body"].is_declaration and only.functions["jumps"].is_declaration
+
+
+def test_a_module_laid_out_against_its_def_use_chains_is_remembered_and_copied():
+    """Blocks laid out against their dominance (each uses a value of the next: a recursive copy would
+    follow the chain 2000 deep): the remembered copy and each copy of it are the module."""
+    from adoffload.ir import llvm_import
+    n = 2000
+    lines = ["define i64 @f(i64 %a) {", "entry:", f"  br label %b{n}"]
+    for j in range(1, n + 1):
+        lines += [f"b{j}:", f"  %v{j} = add i64 {'%a' if j == n else f'%v{j + 1}'}, 1",
+                  "  ret i64 %v1" if j == 1 else f"  br label %b{j - 1}"]
+    text = "\n".join(lines + ["}"])
+    llvm_import.forget_imports()
+    first, second = ir.import_module(text), ir.import_module(text)
+    assert first is not second and ir.export_module(first) == ir.export_module(second)
+    assert len(first.functions["f"].blocks) == n + 1 and len(llvm_import._IMPORTED) == 1
+    ir.verify(second)
+
+
+def test_a_copied_module_shares_only_immutable_objects():
+    from adoffload.ir.clone import clone_module
+    text = """
+@table = internal global [4 x double] zeroinitializer
+define double @f(i64 %i) {
+entry:
+  %p = getelementptr double, ptr getelementptr inbounds ([4 x double], ptr @table, i64 0, i64 1), i64 %i
+  %v = load double, ptr %p, align 8
+  %w = fadd double %v, 1.0
+  ret double %w
+}
+"""
+    module = ir.import_module(text)
+    copy = clone_module(module)
+    assert ir.export_module(copy) == ir.export_module(module)
+    gep = copy.functions["f"].blocks[0].instructions[0]
+    original = module.functions["f"].blocks[0].instructions[0]
+    assert gep is not original and gep.operands[0] is not original.operands[0]
+    assert gep.operands[0].operands[0] is copy.globals["table"]            # the constant names the copy's global
+    assert copy.globals["table"] is not module.globals["table"]
+    assert gep.parent is copy.functions["f"].blocks[0] and copy.functions["f"].parent is copy
+    assert gep.type is original.type                                          # types are shared (immutable)

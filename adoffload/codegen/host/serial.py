@@ -162,6 +162,82 @@ def plain_atomics(text: str, body_name: str, keep_xchg: bool = False) -> tuple[s
     (chunks of one launch run concurrently, each adding into private copies: abi.add_host_entry)."""
     if not _ANY_ATOMIC.search(text):
         return text, 0
+    rewritten = _plain_atomics_text(text, body_name, keep_xchg)
+    if rewritten is not None:
+        return rewritten
+    return _plain_atomics_ir(text, body_name, keep_xchg)
+
+
+_FLOAT_KINDS = frozenset({"half", "bfloat", "float", "double", "x86_fp80", "fp128", "ppc_fp128"})
+_FUNCTION = re.compile(r'^define [^@]*@("[^"]*"|[-\w.$]+)\(.*?^}', re.M | re.S)
+_RMW = re.compile(
+    rf'^(\s*)({NAME}) = atomicrmw (volatile )?(\w+) (ptr(?: addrspace\(\d+\))?) ({NAME}|@(?:"[^"]*"|[-\w.$]+)), '
+    rf'(<[^<>]*>|\w+) ({NAME}|[-+\w.]+)( syncscope\("[^"]*"\))? (?:unordered|monotonic|acquire|release|acq_rel|seq_cst)'
+    rf'(, align \d+)?((?:, ![-\w.]+ !\d+)*)\s*$')
+
+
+def _plain_atomics_text(text: str, body_name: str, keep_xchg: bool):
+    """``plain_atomics`` on the text itself: each rewritable ``atomicrmw`` line of the body and of the
+    thread-uniform add helpers becomes a load, the operation and a store (same pointer, alignment and
+    metadata attachments; the load keeps the atomic's name, so its uses now read the old value), the
+    rest of the module is left as it is. None where a line is not in the form LLVM's printer gives the
+    cases handled here (a constant-expression operand, ...): the caller then imports the module."""
+    pieces, last, count, found_body = [], 0, 0, False
+    for fn in _FUNCTION.finditer(text):
+        name = fn[1].strip('"')
+        if name != body_name and not (name.startswith(UNIFORM_ADD_PREFIX)):
+            continue
+        found_body |= name == body_name
+        if not _ANY_ATOMIC.search(fn[0]):
+            continue
+        lines = fn[0].split("\n")
+        for k, line in enumerate(lines):
+            if "atomicrmw" not in line or k == 0:
+                continue
+            m = _RMW.match(line)
+            if m is None:
+                return None
+            indent, result, volatile, op, ptr_type, pointer, type_, value, _scope, align, meta = m.groups()
+            if volatile or not _text_rewritable(op, type_) or (keep_xchg and op == "xchg"):
+                continue
+            new = '%"' + result[1:].strip('"') + '.adoffload.plain"'
+            if new in text:
+                return None
+            align = align or ""
+            plain = [f"{indent}{result} = load {type_}, {ptr_type} {pointer}{align}{meta}"]
+            if op == "xchg":
+                new = value
+            elif op in _BINARY:
+                plain.append(f"{indent}{new} = {_BINARY[op]} {type_} {result}, {value}{meta}")
+            else:
+                test = '%"' + result[1:].strip('"') + '.adoffload.test"'
+                if test in text:
+                    return None
+                plain.append(f"{indent}{test} = icmp {_CHOOSE[op]} {type_} {result}, {value}{meta}")
+                plain.append(f"{indent}{new} = select i1 {test}, {type_} {result}, {type_} {value}{meta}")
+            plain.append(f"{indent}store {type_} {new}, {ptr_type} {pointer}{align}{meta}")
+            lines[k] = "\n".join(plain)
+            count += 1
+        pieces.append(text[last:fn.start()])
+        pieces.append("\n".join(lines))
+        last = fn.end()
+    if not found_body:
+        return text, 0
+    if not count:
+        return text, 0
+    pieces.append(text[last:])
+    return "".join(pieces), count
+
+
+def _text_rewritable(op: str, type_: str) -> bool:
+    """``_rewritable`` on the text's opcode and value type."""
+    if op in ("fadd", "fsub"):
+        return type_ in _FLOAT_KINDS
+    return re.fullmatch(r"i\d+", type_) is not None and (op in _BINARY or op in _CHOOSE or op == "xchg")
+
+
+def _plain_atomics_ir(text: str, body_name: str, keep_xchg: bool) -> tuple[str, int]:
+    """``plain_atomics`` through ir.core (import, rewrite, export): any atomicrmw LLVM can print."""
     from ... import ir
     from ...ir.builder import Builder
     module = ir.import_module(text)
