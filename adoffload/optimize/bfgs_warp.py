@@ -16,11 +16,11 @@ KERNEL_PARAMS = ()
 
 
 def scratch(N: int, NP: int, static: dict) -> list[tuple[str, int]]:
-    return [("X", NP), ("G", NP), ("D", NP), ("XT", NP), ("GT", NP), ("HY", NP), ("HM", N * NP)]
+    return [(v, NP + 1) for v in ("X", "G", "D", "XT", "GT", "HY")] + [("HM", N * NP + 1)]
 
 
 def allocate(c, static: dict) -> None:
-    c(f"om = i * {c.N * c.NP}",
+    c(f"om = i * {c.N * c.NP + 1}",
       "updated = 0",
       "restarted = 0")
 

@@ -230,7 +230,7 @@ def minimize_warp_kernel(fun, method, n: int, dtype, specs: tuple[ArgSpec, ...],
             writers[part] = code
         NP = writers["start"].NP
         scratch = "".join(f", {array}: ado.Out[{T}]" for array, _ in method.scratch(n, NP, static))
-        body = MINIMIZE_WARP.format(name=name, T=T, N=n, NP=NP, W=warp, trips=writers["start"].trips,
+        body = MINIMIZE_WARP.format(name=name, T=T, N=n, NP=NP, VS=NP + 1, W=warp, trips=writers["start"].trips,
                                     params=params, copies=copies, call=call, extra=extra, scratch=scratch,
                                     allocate=writers["allocate"].text(), start=writers["start"].text(),
                                     step=writers["step"].text())

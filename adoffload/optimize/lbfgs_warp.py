@@ -17,16 +17,16 @@ KERNEL_PARAMS = ()
 
 
 def scratch(N: int, NP: int, static: dict) -> list[tuple[str, int]]:
-    """(name, floats per problem) of the global scratch arrays."""
+    """(name, floats per problem) of the global scratch arrays (one float of padding each: warp_code.py)."""
     H = static["H"]
-    return [("X", NP), ("G", NP), ("D", NP), ("XT", NP), ("GT", NP), ("S", H * NP), ("Y", H * NP)]
+    return [(v, NP + 1) for v in ("X", "G", "D", "XT", "GT")] + [("S", H * NP + 1), ("Y", H * NP + 1)]
 
 
 def allocate(c, static: dict) -> None:
     H = static["H"]
     c(f"rho = ado.zeros({H}, {c.T})",
       f"alphas = ado.zeros({H}, {c.T})",
-      f"oh = i * {H * c.NP}",
+      f"oh = i * {H * c.NP + 1}",
       "head = 0",
       "fill = 0",
       "restarted = 0")

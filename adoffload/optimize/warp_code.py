@@ -2,12 +2,14 @@
 
 In the warp layout (docs/optimize.md, "How it runs") a block of ``W = ado.warp_size()`` lanes solves
 one problem. The vectors of the problem live in per-problem global scratch arrays (flat kernel
-parameters; problem ``b``'s vector ``V`` is ``V[ov + j]``, ``ov = b * NP``), and every loop over
+parameters; problem ``b``'s vector ``V`` is ``V[ov + j]``, ``ov = b * (NP + 1)``), and every loop over
 the ``n`` coordinates is lane-strided: lane ``l`` owns ``j = t * W + l`` (consecutive lanes,
 consecutive addresses: coalesced), so between two barriers no element is touched by two lanes (the
 race checks prove it: analysis/races/shared.py). Rows of matrices (L-BFGS's history, BFGS's inverse
 Hessian) are ``NP = ceil(n / W) * W`` apart, a whole number of warps, which keeps those proofs
-affine. Dot products and norms are ``ado.block_sum``/``ado.block_max`` of the lanes' partial sums,
+affine; each problem's part of an array is one float longer than its rows (``NP + 1`` for a
+vector), because the race proof loses track of the lanes when the per-problem stride is a multiple
+of the block size (``(tid // 32) * 32 + lane`` is not taken apart again). Dot products and norms are ``ado.block_sum``/``ado.block_max`` of the lanes' partial sums,
 whose results are the same on every lane and count as block-uniform in the front end's check
 (frontend/blocks.py), so every lane takes the same branches and reaches the same barriers.
 
@@ -28,6 +30,7 @@ class WarpCode:
         self.W, self.N, self.T = W, N, T
         self.trips = -(-N // W)
         self.NP = self.trips * W
+        self.VS = self.NP + 1           # a vector's per-problem stride (see above)
         self.lines: list[str] = []
         self.depth = depth
         self._names = 0
@@ -116,7 +119,7 @@ def {name}(x0: ado.In[{T}, 2], {params}gtol: {T}, ftol: {T}, maxiter: ado.i64{ex
         nit_out: ado.Out[ado.i64], nfev_out: ado.Out[ado.i64]{scratch}):
     i = ado.block_id()
     lane = ado.thread_id()
-    ov = i * {NP}
+    ov = i * {VS}
 {copies}    xt = ado.zeros({N}, {T})
     gt = ado.zeros({N}, {T})
     ls = ado.zeros(linesearch.LS_FLOATS, {T})
