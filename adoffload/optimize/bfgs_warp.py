@@ -52,7 +52,7 @@ def _search(c, alpha: str) -> None:
     c.dot("dg0", "G[ov + j]", "D[ov + j]")
     with c.block("if not (dg0 < 0.0)"):
         _identity(c)
-        c("updated = 0")
+        c("updated = 0", "ado.sync_threads()")     # Hm's stores apart from its loads (the race proof)
         _direction(c)
         c.sums([("dg0", "G[ov + j] * D[ov + j]"), ("gg", "G[ov + j] * G[ov + j]")])
         c("alpha = ado.min(1.0, 1.0 / ado.sqrt(gg))")
