@@ -1,4 +1,5 @@
-"""``minimize`` and ``least_squares``: batches of small problems, each solved by one thread in one launch.
+"""``minimize`` and ``least_squares``: batches of small problems, each solved by one thread (``minimize``'s
+``layout="warp"``: one warp, layout.py) in one launch.
 
 Names and conventions follow ``scipy.optimize`` (docs/optimize.md). The function is an ``@ado.func``;
 its derivatives are built inside the optimizer kernel by the AD engine (``ado.value_and_grad`` for

@@ -1,6 +1,7 @@
 """The optimizer kernels: kernel-language source generated for one function, method, size and argument layout.
 
-Each kernel runs one problem per thread, the whole iteration in one launch. Its source is written to
+Each kernel runs one problem per thread (or, ``minimize_warp_kernel``, one per warp: warp_code.py),
+the whole iteration in one launch. Its source is written to
 ``<compile cache>/optimize/<digest>.py`` (the front end reads kernels from files, and error messages
 point into it), imported as a fresh module whose global ``fun`` is the user's helper, and compiled
 with ``@ado.kernel``. The algorithm lives in ordinary helpers (lbfgs.py, bfgs.py, fire.py,
