@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import ArgumentError, CompilationError
 from . import bfgs, fire, generate, lbfgs
 from .inputs import check_function, check_start, is_jax, prepare
-from .layout import WARP_MODULES, check_layout, choose, jax_device, target_of
+from .layout import WARP_MODULES, check_layout, check_warp, choose, jax_device, target_of
 from .result import Deferred, OptimizeResult, finish
 
 EPS = float(np.finfo(np.float64).eps)
@@ -113,6 +113,8 @@ def minimize_call(fun, x0, args, method, tol, maxiter, options, what: str, use_j
     opts = _options(module, tol, maxiter, options, what, n)
     static = {"H": int(opts["maxcor"])} if module is lbfgs else {"G": int(opts["group"])} if module is fire else {}
     layout = check_layout(layout, module, what)
+    if layout == "warp":
+        check_warp(module, n, what)
     if device is None:
         device = jax_device() if use_jax else "cpu"
     chosen = choose(layout, module, n, batch, device,
@@ -148,8 +150,10 @@ def _run(kernel, inputs: list, shapes: dict, dtype, batch: int, device: str, use
         except CompilationError as exc:
             if "local arrays" not in str(exc):
                 raise
-            hint = ("use layout='warp' (the state in global scratch arrays, one problem per warp), "
-                    "method='lbfgs' with a smaller maxcor, or fewer parameters per problem"
+            from .layout import WARP_MAX_N
+            warp = "layout='warp' (the state in global scratch arrays, one problem per warp), " \
+                if inputs[0].shape[1] <= WARP_MAX_N else ""
+            hint = (f"use {warp}method='lbfgs' with a smaller maxcor, or fewer parameters per problem"
                     if lanes == 1 else "fewer parameters per problem (lane 0 still holds x, g and the function's "
                     "own locals)")
             raise CompilationError(f"{exc}. adoffload.optimize keeps {'the problem' if lanes > 1 else 'each problem'}"

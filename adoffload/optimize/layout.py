@@ -4,7 +4,7 @@
 * ``"warp"``: generate.minimize_warp_kernel (warp_code.py), the state in global scratch arrays, the
   vector algebra spread over the warp's lanes; L-BFGS and BFGS (FIRE is refused).
 * ``"auto"`` (the default) picks, by this rule:
-  1. FIRE: thread (no warp layout).
+  1. FIRE, or ``n > WARP_MAX_N``: thread (no warp layout).
   2. On a GPU (``cuda``/``hip``), ``n >= GPU_WARP_MIN_N`` and ``batch <= GPU_WARP_MAX_BATCH``: warp
      (a batch of at most a few thousand problems leaves most of a GPU idle at one problem per thread,
      and the per-problem vector work grows with n). The two constants are a starting guess, not a
@@ -23,6 +23,9 @@ LAYOUTS = ("auto", "thread", "warp")
 WARP_MODULES = {lbfgs: lbfgs_warp, bfgs: bfgs_warp}
 GPU_WARP_MIN_N = 64
 GPU_WARP_MAX_BATCH = 4096
+# The race checks prove the lane-strided accesses apart by enumerating the lanes' coordinates
+# (analysis/races/proofs.py: at most 2^18 bytes for a pair of accesses), which bounds n
+WARP_MAX_N = 16384
 _TARGETS = {"cpu": "host", "cuda": "nvptx", "hip": "amdgpu"}
 
 
@@ -31,10 +34,16 @@ def check_layout(layout, module, what: str) -> str:
         raise ArgumentError(f"{what}: unknown layout {layout!r}; choose one of 'auto', 'thread' (one problem per "
                             f"thread), 'warp' (one problem per warp)")
     layout = layout.lower()
-    if layout == "warp" and module not in WARP_MODULES:
+    return layout
+
+
+def check_warp(module, n: int, what: str) -> None:
+    if module not in WARP_MODULES:
         raise ArgumentError(f"{what}: layout='warp' is built for method='lbfgs' and 'bfgs', not "
                             f"'{module.__name__.rsplit('.', 1)[-1]}' (use layout='thread' or 'auto')")
-    return layout
+    if n > WARP_MAX_N:
+        raise ArgumentError(f"{what}: layout='warp' is built for n <= {WARP_MAX_N} parameters (the race checks "
+                            f"enumerate the lanes' coordinates), got n={n}")
 
 
 def target_of(device) -> tuple[str, int]:
@@ -58,7 +67,7 @@ def choose(layout: str, module, n: int, batch: int, device, thread_kernel) -> st
     layout's kernel (only called when its local memory decides)."""
     if layout != "auto":
         return layout
-    if module not in WARP_MODULES:
+    if module not in WARP_MODULES or n > WARP_MAX_N:
         return "thread"
     target, _ = target_of(device)
     if target != "host" and n >= GPU_WARP_MIN_N and batch <= GPU_WARP_MAX_BATCH:
