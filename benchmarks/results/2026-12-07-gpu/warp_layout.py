@@ -9,7 +9,7 @@ both methods. Each case: one warm-up call (the compile), then the median of 3 ti
 ``minimize`` with numpy inputs (the copies to and from the device included, alike for both layouts).
 A case that fails (the thread layout's state above the 512 KiB local-memory limit, too little device
 memory) is a printed row with its error, not a crash. Writes DIR/warp_layout.jsonl (one JSON object a
-row) and prints a table. ``--quick``: small sizes (n = 8 and 40, LJ13), for checking it on the host.
+row) and prints a table (``thr/wrp``: the thread layout's time over the warp layout's). ``--quick``: small sizes (n = 8 and 40, LJ13), for checking it on the host.
 """
 from __future__ import annotations
 
