@@ -97,3 +97,14 @@ def test_warp_layout_on_cuda_matches_the_host(method, cuda):
     np.testing.assert_allclose(gpu.x[:8], host.x, atol=1e-4)
     thread = minimize(rosen, x0, method=method, device="cuda", layout="thread")
     np.testing.assert_array_equal(gpu.status, thread.status)
+
+
+def test_warp_layout_through_jax_jit():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    x0 = np.random.default_rng(5).uniform(-1.5, 1.5, (4, 6))
+    result = jax.jit(lambda x: minimize(rosen, x, method="lbfgs", layout="warp"))(jax.numpy.asarray(x0))
+    thread = minimize(rosen, x0, method="lbfgs", layout="thread")
+    np.testing.assert_array_equal(np.asarray(result.status), thread.status)
+    np.testing.assert_allclose(np.asarray(result.x), thread.x, atol=1e-6)
+    assert "X" not in result                     # the scratch arrays are not results
