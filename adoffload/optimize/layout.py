@@ -2,9 +2,9 @@
 
 * ``"thread"``: generate.minimize_kernel, the whole state in the thread's local memory.
 * ``"warp"``: generate.minimize_warp_kernel (warp_code.py), the state in global scratch arrays, the
-  vector algebra spread over the warp's lanes; L-BFGS and BFGS (FIRE is refused).
+  vector algebra spread over the warp's lanes; L-BFGS, BFGS and FIRE.
 * ``"auto"`` (the default) picks, by this rule:
-  1. FIRE, or ``n > WARP_MAX_N``: thread (no warp layout).
+  1. ``n > WARP_MAX_N``: thread (no warp layout).
   2. On a GPU (``cuda``/``hip``), ``n >= GPU_WARP_MIN_N`` and ``batch <= GPU_WARP_MAX_BATCH``: warp
      (a batch of at most a few thousand problems leaves most of a GPU idle at one problem per thread,
      and the per-problem vector work grows with n). The two constants are a starting guess, not a
@@ -17,10 +17,10 @@
 from __future__ import annotations
 
 from ..errors import ArgumentError
-from . import bfgs, bfgs_warp, fire, lbfgs, lbfgs_warp
+from . import bfgs, bfgs_warp, fire, fire_warp, lbfgs, lbfgs_warp
 
 LAYOUTS = ("auto", "thread", "warp")
-WARP_MODULES = {lbfgs: lbfgs_warp, bfgs: bfgs_warp}
+WARP_MODULES = {lbfgs: lbfgs_warp, bfgs: bfgs_warp, fire: fire_warp}
 GPU_WARP_MIN_N = 64
 GPU_WARP_MAX_BATCH = 4096
 # The race checks prove the lane-strided accesses apart by enumerating the lanes' coordinates
@@ -39,7 +39,7 @@ def check_layout(layout, module, what: str) -> str:
 
 def check_warp(module, n: int, what: str) -> None:
     if module not in WARP_MODULES:
-        raise ArgumentError(f"{what}: layout='warp' is built for method='lbfgs' and 'bfgs', not "
+        raise ArgumentError(f"{what}: layout='warp' is built for method='lbfgs', 'bfgs' and 'fire', not "
                             f"'{module.__name__.rsplit('.', 1)[-1]}' (use layout='thread' or 'auto')")
     if n > WARP_MAX_N:
         raise ArgumentError(f"{what}: layout='warp' is built for n <= {WARP_MAX_N} parameters (the race checks "

@@ -5,6 +5,7 @@ import pytest
 from adoffload.errors import ArgumentError, CompilationError
 from adoffload.optimize import layout as layouts
 from adoffload.optimize import minimize
+from adoffload.chemistry.kernels import lj_cluster_energy
 from tests.optimize.problems import quadratic, random_quadratics, rosen, shifted_bowl
 
 
@@ -25,6 +26,17 @@ def test_rosenbrock_n6_warp_matches_thread(method):
     np.testing.assert_allclose(warp.x, thread.x, atol=1e-5)
     np.testing.assert_allclose(warp.jac, thread.jac, atol=1e-4)
     np.testing.assert_allclose(warp.fun, thread.fun, atol=1e-9)
+
+
+def test_fire_warp_matches_thread_with_groups():
+    x0 = np.random.default_rng(6).uniform(0.0, 2.4, (3, 39))          # LJ13, atoms of 3 coordinates
+    options = {"group": 3, "maxiter": 3000}
+    warp = minimize(lj_cluster_energy, x0, args=(1.0, 1.0), method="fire", layout="warp", options=options)
+    thread = minimize(lj_cluster_energy, x0, args=(1.0, 1.0), method="fire", layout="thread", options=options)
+    np.testing.assert_array_equal(warp.status, thread.status)
+    assert warp.success.all()
+    _close_counts(warp.nit, thread.nit, 0.1)
+    np.testing.assert_allclose(warp.fun, thread.fun, atol=1e-8)
 
 
 def test_rosenbrock_n40_lbfgs_warp_matches_thread():
@@ -68,7 +80,8 @@ def test_bfgs_above_the_local_memory_limit_runs_per_warp():
 def test_auto_rule():
     from adoffload.optimize import bfgs, fire, generate, lbfgs
     never = lambda: pytest.fail("the thread kernel is not needed for this choice")   # noqa: E731
-    assert layouts.choose("auto", fire, 3000, 64, "cuda", never) == "thread"
+    assert layouts.choose("auto", fire, 30_000, 64, "cuda", never) == "thread"      # above WARP_MAX_N
+    assert layouts.choose("auto", fire, 225, 64, "cuda", never) == "warp"
     assert layouts.choose("auto", lbfgs, 256, 64, "cuda", never) == "warp"
     assert layouts.choose("auto", bfgs, 64, 4096, "cuda:0", never) == "warp"
     assert layouts.choose("thread", bfgs, 64, 64, "cuda", never) == "thread"
@@ -83,8 +96,8 @@ def test_bad_layouts_are_refused():
     x0 = np.zeros((2, 3))
     with pytest.raises(ArgumentError, match="'auto', 'thread'.*'warp'"):
         minimize(rosen, x0, layout="block")
-    with pytest.raises(ArgumentError, match="layout='warp' is built for method='lbfgs' and 'bfgs'"):
-        minimize(rosen, x0, method="fire", layout="warp")
+    with pytest.raises(ArgumentError, match="layout='warp' is built for n <= 16384"):
+        minimize(rosen, np.zeros((1, 16385)), method="lbfgs", layout="warp")
 
 
 @pytest.mark.gpu

@@ -5,7 +5,7 @@
 Cases: Rosenbrock (n = 64, 256, 1024; batch 64 and 4096) with L-BFGS (maxcor 10) and BFGS, a fixed
 iteration budget (``--maxiter``, default 100: most problems stop there, so both layouts do the same
 number of iterations), and LJ75 (n = 225, random starts, gtol 1e-5, maxiter 2000) at batch 64 with
-both methods. Each case: one warm-up call (the compile), then the median of 3 timed calls of
+L-BFGS, BFGS and FIRE (atoms of 3 coordinates). Each case: one warm-up call (the compile), then the median of 3 timed calls of
 ``minimize`` with numpy inputs (the copies to and from the device included, alike for both layouts).
 A case that fails (the thread layout's state above the 512 KiB local-memory limit, too little device
 memory) is a printed row with its error, not a crash. Writes DIR/warp_layout.jsonl (one JSON object a
@@ -47,10 +47,11 @@ def cases(quick: bool, maxiter: int):
                            x0=np.random.default_rng(n + batch).uniform(-1.5, 1.5, (batch, n)),
                            maxiter=maxiter, options={})
     side = (atoms / 0.9) ** (1 / 3)
-    for method in ("lbfgs", "bfgs"):
+    for method in ("lbfgs", "bfgs", "fire"):
         x0 = np.random.default_rng(atoms).uniform(0.0, side, (lj_batch, 3 * atoms))
+        options = {"gtol": 1e-5, "group": 3} if method == "fire" else {"gtol": 1e-5}
         yield dict(problem=f"lj{atoms}", method=method, n=3 * atoms, batch=lj_batch, fun=lj_cluster_energy,
-                   args=(1.0, 1.0), x0=x0, maxiter=2000, options={"gtol": 1e-5})
+                   args=(1.0, 1.0), x0=x0, maxiter=2000, options=options)
 
 
 def run(case: dict, layout: str, device: str, reps: int) -> dict:
