@@ -121,3 +121,14 @@ def test_warp_layout_through_jax_jit():
     np.testing.assert_array_equal(np.asarray(result.status), thread.status)
     np.testing.assert_allclose(np.asarray(result.x), thread.x, atol=1e-6)
     assert "X" not in result                     # the scratch arrays are not results
+
+
+@pytest.mark.parametrize("module", ["lbfgs_warp", "bfgs_warp", "fire_warp"])
+def test_the_warp_kernels_compile_for_nvidia(module):
+    """No GPU here: compiled for sm_90, not run (test_warp_layout_on_cuda_matches_the_host runs them)."""
+    import importlib
+    from adoffload.optimize import generate
+    static = {"lbfgs_warp": {"H": 10}, "bfgs_warp": {}, "fire_warp": {"G": 1}}[module]
+    kernel = generate.minimize_warp_kernel(rosen, importlib.import_module(f"adoffload.optimize.{module}"), 70,
+                                           np.dtype(np.float64), (), static, 32)
+    assert kernel.compiled("nvptx", arch="sm_90").artifact
