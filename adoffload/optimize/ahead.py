@@ -15,19 +15,20 @@ from .api import minimize_call
 
 
 def compile_ahead(fun, x0, args=(), method: str = "lbfgs", tol: float | None = None, maxiter: int | None = None,
-                  options: dict | None = None, platform: str = "cuda", archs=None):
+                  options: dict | None = None, platform: str = "cuda", archs=None, layout: str = "auto"):
     """Start building the kernel of ``minimize(fun, x0, args, method, tol, maxiter, options=options)``
     called with JAX arrays on ``platform`` ("cuda" | "cpu"; CUDA: every architecture the driver sees,
-    or ``archs``). Returns a ``concurrent.futures.Future`` of the compiled artifacts; the build's
+    or ``archs``), with ``layout`` as minimize's (chosen for ``platform``). Returns a ``concurrent.futures.Future`` of the compiled artifacts; the build's
     errors are its exception (the call itself raises them again)."""
     from ..jax.ahead import build_for_call, submit
 
     def build():
         what = "adoffload.optimize.compile_ahead"
         kernel, inputs, shapes, _, batch = minimize_call(fun, x0, args, method, tol, maxiter, options, what,
-                                                         use_jax=True, values=False)
+                                                         use_jax=True, values=False, layout=layout,
+                                                         device=platform)
         operand_shapes = [tuple(getattr(v, "shape", np.shape(v))) for v in inputs]
-        return build_for_call(kernel, operand_shapes, grid=(batch,), out_shapes=list(shapes.values()),
+        return build_for_call(kernel, operand_shapes, grid=(batch * getattr(kernel, "problems_per_launch", 1),), out_shapes=list(shapes.values()),
                               platform=platform, archs=archs)
     return submit(build)
 

@@ -1,4 +1,5 @@
-"""``minimize`` and ``least_squares``: batches of small problems, each solved by one thread in one launch.
+"""``minimize`` and ``least_squares``: batches of small problems, each solved by one thread (``minimize``'s
+``layout="warp"``: one warp, layout.py) in one launch.
 
 Names and conventions follow ``scipy.optimize`` (docs/optimize.md). The function is an ``@ado.func``;
 its derivatives are built inside the optimizer kernel by the AD engine (``ado.value_and_grad`` for
@@ -15,6 +16,7 @@ import numpy as np
 from ..errors import ArgumentError, CompilationError
 from . import bfgs, fire, generate, lbfgs
 from .inputs import check_function, check_start, is_jax, prepare
+from .layout import WARP_MODULES, check_layout, check_warp, choose, jax_device, target_of
 from .result import Deferred, OptimizeResult, finish
 
 EPS = float(np.finfo(np.float64).eps)
@@ -29,8 +31,9 @@ OPTIONS = {
 
 
 def minimize(fun, x0, args=(), method: str = "lbfgs", tol: float | None = None, maxiter: int | None = None,
-             device: str = "cpu", options: dict | None = None) -> OptimizeResult:
-    """Minimize ``fun(x, *args)`` for every row of ``x0`` (shape ``(batch, n)``), one problem per thread.
+             device: str = "cpu", options: dict | None = None, layout: str = "auto") -> OptimizeResult:
+    """Minimize ``fun(x, *args)`` for every row of ``x0`` (shape ``(batch, n)``), one problem per thread
+    or per warp (``layout``: "thread", "warp" (L-BFGS and BFGS) or "auto", the rule of layout.py).
 
     ``method``: ``"lbfgs"`` (limited-memory BFGS, scipy's L-BFGS-B without bounds), ``"bfgs"`` (dense
     inverse Hessian, scipy's BFGS) or ``"fire"`` (FIRE, Bitzek et al. 2006, for atomistic energies).
@@ -40,7 +43,8 @@ def minimize(fun, x0, args=(), method: str = "lbfgs", tol: float | None = None, 
     """
     what = "adoffload.optimize.minimize"
     use_jax = is_jax(x0)
-    kernel, inputs, shapes, dtype, batch = minimize_call(fun, x0, args, method, tol, maxiter, options, what, use_jax)
+    kernel, inputs, shapes, dtype, batch = minimize_call(fun, x0, args, method, tol, maxiter, options, what, use_jax,
+                                                         layout=layout, device=device)
     out = _run(kernel, inputs, shapes, dtype, batch, device, use_jax)
     return finish({"x": out["x_out"], "fun": out["f_out"], "jac": out["g_out"], "status": out["status_out"],
                    "nit": out["nit_out"], "nfev": out["nfev_out"], "njev": out["nfev_out"]})
@@ -93,9 +97,11 @@ def least_squares(residual, x0, args=(), m: int | None = None, method: str = "lm
 
 # --- helpers ----------------------------------------------------------------------------------
 
-def minimize_call(fun, x0, args, method, tol, maxiter, options, what: str, use_jax: bool, values: bool = True):
+def minimize_call(fun, x0, args, method, tol, maxiter, options, what: str, use_jax: bool, values: bool = True,
+                  layout: str = "auto", device=None):
     """(kernel, its inputs in order, Out shapes, dtype, batch) of a ``minimize`` call (also what
-    ``compile_ahead`` builds; ``values=False``: ``x0`` only gives the shape and dtype)."""
+    ``compile_ahead`` builds; ``values=False``: ``x0`` only gives the shape and dtype). ``device``: where
+    it runs (JAX inputs: None, JAX's default backend), for ``layout="auto"`` and the warp size."""
     check_function(fun, what, "fun")
     if not isinstance(method, str) or method.lower() not in METHODS:
         hint = " (bounds are not supported: use 'lbfgs')" if str(method).lower() == "l-bfgs-b" else ""
@@ -106,11 +112,26 @@ def minimize_call(fun, x0, args, method, tol, maxiter, options, what: str, use_j
     _check_arity(fun, 1 + len(specs), what, "fun(x, *args)")
     opts = _options(module, tol, maxiter, options, what, n)
     static = {"H": int(opts["maxcor"])} if module is lbfgs else {"G": int(opts["group"])} if module is fire else {}
-    kernel = generate.minimize_kernel(fun, module, n, dtype, specs, static)
+    layout = check_layout(layout, module, what)
+    if layout == "warp":
+        check_warp(module, n, what)
+    if device is None:
+        device = jax_device() if use_jax else "cpu"
+    chosen = choose(layout, module, n, batch, device,
+                    lambda: generate.minimize_kernel(fun, module, n, dtype, specs, static))
+    scratch = {}
+    if chosen == "warp":
+        warp = target_of(device)[1]
+        kernel = generate.minimize_warp_kernel(fun, WARP_MODULES[module], n, dtype, specs, static, warp)
+        scratch = {name: (batch * size,) for name, size in
+                   generate.warp_scratch(WARP_MODULES[module], n, static, warp).items()}
+        kernel.problems_per_launch = warp      # _run: grid = batch * warp
+    else:
+        kernel = generate.minimize_kernel(fun, module, n, dtype, specs, static)
     settings = [opts["gtol"], opts.get("ftol", 0.0), int(opts["maxiter"])] + \
         [opts[name] for name, _ in module.KERNEL_PARAMS]
     shapes = {"x_out": (batch, n), "f_out": (batch,), "g_out": (batch, n), "status_out": (batch,),
-              "nit_out": (batch,), "nfev_out": (batch,)}
+              "nit_out": (batch,), "nfev_out": (batch,), **scratch}
     return kernel, [x0] + arg_values + settings, shapes, dtype, batch
 
 
@@ -118,22 +139,34 @@ def _run(kernel, inputs: list, shapes: dict, dtype, batch: int, device: str, use
     if use_jax:
         from .jax_bridge import call
         return call(kernel, inputs, shapes)
-    deferred = _DEFERRED_OUTPUTS if batch and _on_gpu(device) else ()
-    outs = {name: _device_output(shape, dtype, device) if name in deferred
+    lanes = getattr(kernel, "problems_per_launch", 1)
+    on_gpu = bool(batch) and _on_gpu(device)
+    deferred = _DEFERRED_OUTPUTS if on_gpu else ()
+    outs = {name: _device_output(shape, dtype, device) if name in deferred or (on_gpu and name not in _RESULTS)
             else _output(shape, np.int64 if name in _INT_OUTPUTS else dtype) for name, shape in shapes.items()}
     if batch:
         try:
-            kernel(*inputs, *outs.values(), grid=batch, device=device)
+            kernel(*inputs, *outs.values(), grid=batch * lanes, device=device)
         except CompilationError as exc:
             if "local arrays" not in str(exc):
                 raise
-            raise CompilationError(f"{exc}. adoffload.optimize keeps each problem's whole state in its thread "
-                                   f"(n={inputs[0].shape[1]}): use method='lbfgs' with a smaller maxcor, or "
-                                   f"fewer parameters per problem (a problem per block is not built)") from None
-    return {name: Deferred(value.to_numpy) if name in deferred else value for name, value in outs.items()}
+            from .layout import WARP_MAX_N
+            warp = "layout='warp' (the state in global scratch arrays, one problem per warp), " \
+                if inputs[0].shape[1] <= WARP_MAX_N else ""
+            hint = (f"use {warp}method='lbfgs' with a smaller maxcor, or fewer parameters per problem"
+                    if lanes == 1 else "fewer parameters per problem (lane 0 still holds x, g and the function's "
+                    "own locals)")
+            raise CompilationError(f"{exc}. adoffload.optimize keeps {'the problem' if lanes > 1 else 'each problem'}"
+                                   f"'s {'evaluation' if lanes > 1 else 'whole state'} in one thread "
+                                   f"(n={inputs[0].shape[1]}): {hint}") from None
+    return {name: Deferred(value.to_numpy) if name in deferred else value for name, value in outs.items()
+            if name in _RESULTS or name in _INT_OUTPUTS or name in _DEFERRED_OUTPUTS}
 
 
 _INT_OUTPUTS = frozenset({"status_out", "nit_out", "nfev_out", "njev_out"})
+# every Out array that is a result (the rest, the warp layout's scratch, stays on the GPU, unread)
+_RESULTS = frozenset({"x_out", "f_out", "g_out", "cost_out", "r_out", "status_out", "nit_out", "nfev_out",
+                      "njev_out"})
 # batch x n or batch x m arrays a script rarely reads in full (residuals, gradients): on a GPU they stay
 # on the device until the result's field is read (result.Deferred)
 _DEFERRED_OUTPUTS = frozenset({"r_out", "g_out"})

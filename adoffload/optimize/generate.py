@@ -1,6 +1,7 @@
 """The optimizer kernels: kernel-language source generated for one function, method, size and argument layout.
 
-Each kernel runs one problem per thread, the whole iteration in one launch. Its source is written to
+Each kernel runs one problem per thread (or, ``minimize_warp_kernel``, one per warp: warp_code.py),
+the whole iteration in one launch. Its source is written to
 ``<compile cache>/optimize/<digest>.py`` (the front end reads kernels from files, and error messages
 point into it), imported as a fresh module whose global ``fun`` is the user's helper, and compiled
 with ``@ado.kernel``. The algorithm lives in ordinary helpers (lbfgs.py, bfgs.py, fire.py,
@@ -145,7 +146,7 @@ def _type(dtype) -> str:
     return "ado.f64" if dtype.itemsize == 8 else "ado.f32"
 
 
-def _load(source: str, name: str, fun, what: str):
+def _load(source: str, name: str, fun, what: str, block: int | None = None):
     import adoffload as ado
     digest = hashlib.sha256(source.encode()).hexdigest()[:20]
     folder = Path(default_root()) / "optimize"
@@ -159,6 +160,8 @@ def _load(source: str, name: str, fun, what: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     module.fun = fun
+    if block is not None:                   # the warp layout: one problem per block of one warp
+        return ado.kernel(block=block)(getattr(module, name))
     kernel = ado.kernel(getattr(module, name))
     # One problem per thread is latency-bound (one warp's line search, local-memory state): blocks of
     # one warp spread a batch of a few thousand problems over every multiprocessor instead of a few
@@ -205,6 +208,43 @@ def minimize_kernel(fun, method, n: int, dtype, specs: tuple[ArgSpec, ...], stat
         source = HEADER.format(what=f"minimize({fun.__name__}, method='{short}')", modules=short) + body
         return _load(source, name, fun, "minimize")
     return _cached(key, make)
+
+
+def minimize_warp_kernel(fun, method, n: int, dtype, specs: tuple[ArgSpec, ...], static: dict, warp: int):
+    """The kernel of ``minimize`` with ``layout="warp"``: one problem per block of ``warp`` lanes
+    (warp_code.py; ``method`` is the method's warp module, lbfgs_warp or bfgs_warp). Its parameters are
+    those of the thread layout's kernel followed by the method's scratch arrays (flat, ``batch *
+    floats`` each: ``warp_scratch``)."""
+    key = ("minimize_warp", fun, method.__name__, n, dtype.str, specs, tuple(sorted(static.items())), warp)
+
+    def make():
+        from .warp_code import MINIMIZE_WARP, WarpCode
+        T = _type(dtype)
+        params, copies, call = _binding(specs, T)
+        short = method.__name__.rsplit(".", 1)[-1]
+        name = f"minimize_{short}_{_identifier(fun.__name__)}"
+        extra = "".join(f", {p}: {t.format(T=T)}" for p, t in method.KERNEL_PARAMS)
+        writers = {}
+        for part, depth in (("allocate", 1), ("start", 3), ("step", 3)):
+            code = WarpCode(warp, n, T, depth)
+            getattr(method, part)(code, static)
+            writers[part] = code
+        NP = writers["start"].NP
+        scratch = "".join(f", {array}: ado.Out[{T}]" for array, _ in method.scratch(n, NP, static))
+        body = MINIMIZE_WARP.format(name=name, T=T, N=n, NP=NP, VS=NP + 1, W=warp, trips=writers["start"].trips,
+                                    params=params, copies=copies, call=call, extra=extra, scratch=scratch,
+                                    allocate=writers["allocate"].text(), start=writers["start"].text(),
+                                    step=writers["step"].text())
+        source = HEADER.format(what=f"minimize({fun.__name__}, method='{short}', layout='warp')",
+                               modules=short) + body
+        return _load(source, name, fun, "minimize", block=warp)
+    return _cached(key, make)
+
+
+def warp_scratch(method, n: int, static: dict, warp: int) -> dict:
+    """{name: floats per problem} of a warp-layout kernel's scratch arrays, in parameter order."""
+    NP = -(-n // warp) * warp
+    return dict(method.scratch(n, NP, static))
 
 
 def least_squares_kernel(fun, n: int, m: int, dtype, specs: tuple[ArgSpec, ...], gauss_newton: bool):

@@ -28,7 +28,8 @@ def call(kernel, inputs: list, shapes: dict) -> dict:
     import jax
     import adoffload as ado
     _register_result()
-    function = ado.jax_kernel(kernel, grid=lambda *args: (shapes["x_out"][0],), out_shapes=shapes)
+    lanes = getattr(kernel, "problems_per_launch", 1)      # the warp layout: a block of lanes per problem
+    function = ado.jax_kernel(kernel, grid=lambda *args: (shapes["x_out"][0] * lanes,), out_shapes=shapes)
 
     @jax.custom_jvp
     def run(*operands):

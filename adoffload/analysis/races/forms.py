@@ -341,6 +341,11 @@ class Concrete:
 
     def __init__(self, forms: Forms):
         self.forms = forms
+        # (what, id(v), depth, env's items) -> result: the recursions below revisit shared operands
+        # (an index built from one value along many paths: the warp layout's lane-strided offsets,
+        # docs/optimize.md), exponentially often without it. Keyed by depth too (the depth cut-off
+        # makes a result depth-dependent), so memoized answers are the ones recomputing would give.
+        self._memo: dict = {}
 
     def low_bits(self, v: Value, n: int, env: dict, depth: int = 0) -> int | None:
         """``v`` modulo 2^n: the bits a thread decides even where higher bits depend on its block
@@ -374,6 +379,25 @@ class Concrete:
         return None if x is None else x % (1 << n)
 
     def poisoned(self, v: Value, env: dict, depth: int = 0) -> bool:
+        return self._memoized("poisoned", self._poisoned, v, env, depth)
+
+    def value(self, v: Value, env: dict, depth: int = 0) -> int | None:
+        """``v``'s unsigned value (None where it depends on anything ``env`` does not give)."""
+        return self._memoized("value", self._value, v, env, depth)
+
+    def _memoized(self, what: str, compute, v: Value, env: dict, depth: int):
+        if not isinstance(v, Instruction):
+            return compute(v, env, depth)
+        key = (what, id(v), depth, tuple(env.items()))
+        if key in self._memo:
+            return self._memo[key][1]
+        result = compute(v, env, depth)
+        if len(self._memo) > 1_000_000:
+            self._memo.clear()
+        self._memo[key] = (v, result)           # v kept alive: its id stays its own
+        return result
+
+    def _poisoned(self, v: Value, env: dict, depth: int = 0) -> bool:
         """Whether integer ``v`` is known to be poison at ``env``: computed from an operation whose flags
         or operands make it poison there (``mul nsw`` overflowing, a shift by the width or more;
         ``is_poison``). An address computed from poison is undefined behaviour (clang's nsw is C's
@@ -388,8 +412,7 @@ class Concrete:
         values = [self.value(o, env, depth + 1) for o in v.operands]
         return len(values) == 2 and None not in values and is_poison(v, values, v.type.bits)
 
-    def value(self, v: Value, env: dict, depth: int = 0) -> int | None:
-        """``v``'s unsigned value (None where it depends on anything ``env`` does not give)."""
+    def _value(self, v: Value, env: dict, depth: int = 0) -> int | None:
         bits = v.type.bits if isinstance(v.type, IntType) else None
         if bits is None or depth > 48:
             return None

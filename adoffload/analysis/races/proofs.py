@@ -23,6 +23,7 @@ _MAX_ENUMERATED_BYTES = 1 << 18
 _MAX_POINTS = 1 << 15
 
 
+_SMALL_OFFSET = 1 << 60          # Modular offsets compared as integers below this (see _witness)
 _MAX_VALUE_COMBINATIONS = 256   # values of the symbols enumerated (_witness_per_value)
 
 
@@ -52,7 +53,16 @@ class Proofs:
         if one_thread(self, a, b):
             return None
         if not self._alike(a, b, symbol_ids(a) & symbol_ids(b)):
-            return ()
+            # a symbol of the guards only (an enclosing loop's counter: a store in one trip, a load in
+            # the next) may differ: enumerate with the addresses' symbols alike, the guards that depend
+            # on others ignored (each access's bytes a superset: _guards_hold)
+            offsets = [x.offset for x in (a, b)]
+            if None in offsets or a.size is None or b.size is None:
+                return ()
+            named = {atom[1] for f in offsets for atom in f.coef if atom[0] == "v"}
+            if not self._alike(a, b, named) or self._witness(a, b) is not None:
+                return ()
+            return None
         if a.size is not None and b.size is not None and a.offset is not None and b.offset is not None:
             diff = (a.offset - b.offset).uniform().constant()
             wraps = isinstance(a.offset, Modular) or isinstance(b.offset, Modular)
@@ -160,8 +170,10 @@ class Proofs:
         x._points[key] = None
         block = self.forms.block
         ks = {atom for f, _ in x.facts for atom in f.threads() if atom[0] == "k" and self.upper(x, atom) is not None}
-        affine = x.offset is not None and not isinstance(x.offset, Modular) \
-            and all(atom[0] in ("t", "k") for atom in x.offset.threads())
+        # a Modular offset (index arithmetic that may wrap) is enumerated too: its thread part is exact
+        # and the uniform base cancels between the two accesses; _witness compares such offsets only
+        # where wrapping cannot make two different bytes one (small offsets and shift)
+        affine = x.offset is not None and all(atom[0] in ("t", "k") for atom in x.offset.threads())
         if affine:
             ks |= {atom for atom in x.offset.threads() if atom[0] == "k"}
         tops = {k: self.upper(x, k) for k in ks}
@@ -278,6 +290,10 @@ class Proofs:
         shift = (pa[0] - pb[0]).constant()
         if shift is None or len(pa[1]) * a.size + len(pb[1]) * b.size > _MAX_ENUMERATED_BYTES:
             return ()
+        if isinstance(a.offset, Modular) or isinstance(b.offset, Modular):
+            # offsets known modulo 2^64: equal residues are equal bytes only while every value is small
+            if max([abs(o) + abs(shift) for _, o in pa[1]] + [abs(o) for _, o in pb[1]] + [0]) >= _SMALL_OFFSET:
+                return ()
         holders: dict[int, set] = {}
         for thread, offset in pa[1]:
             for byte in range(offset + shift, offset + shift + a.size):

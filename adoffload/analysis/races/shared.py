@@ -26,8 +26,12 @@ every target. ``check_shared_races`` proves every pair of conflicting accesses a
   counts, the guards evaluated bit-exactly: no byte one thread touches is touched by another; where
   the addresses or guards depend on values alike for the block with finite value sets
   (races/values.py: a sorting network's stride), once per combination of their values.
+  Offsets known modulo 2^64 (index arithmetic without no-wrap flags) are enumerated too, their
+  values compared while they are far below 2^64.
   A value alike for the block that both accesses name must be one instance for both in the interval
-  (``Intervals.same_instance``). Anything else is refused.
+  (``Intervals.same_instance``); where only their guards name one that is not (an enclosing loop's
+  counter, a store in one trip and a load in the next), the enumeration runs with those guards
+  ignored (a superset of each access's bytes). Anything else is refused.
 * Failure paths of bounds checks and traps are ignored: a launch where one is taken raises.
 
 It relies on the assumption the uniformity analysis makes (analysis/uniformity.py): values
