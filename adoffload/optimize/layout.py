@@ -5,14 +5,11 @@
   vector algebra spread over the warp's lanes; L-BFGS, BFGS and FIRE.
 * ``"auto"`` (the default) picks, by this rule:
   1. ``n > WARP_MAX_N``: thread (no warp layout).
-  2. On a GPU (``cuda``/``hip``), ``n >= GPU_WARP_MIN_N`` and ``batch <= GPU_WARP_MAX_BATCH``: warp
-     (a batch of at most a few thousand problems leaves most of a GPU idle at one problem per thread,
-     and the per-problem vector work grows with n). The two constants are a starting guess, not a
-     measurement: benchmarks/results/2026-12-07-gpu/warp_layout.py measures both layouts.
-  3. Otherwise thread, unless the thread kernel's local arrays (measured on its IR, as the launch
-     checks them: kernels/local_memory.py) exceed the target's limit: then warp. So the host picks
-     thread except where the limit forces warp (its warp layout runs a block as a loop over the
-     lanes: no faster).
+  2. Otherwise thread, unless the thread kernel's local arrays (measured on its IR, as the launch
+     checks them: kernels/local_memory.py) exceed the target's limit: then warp. On the host the warp
+     layout runs a block as a loop over the lanes (no faster). On GPUs no timing of the two layouts is
+     recorded yet (benchmarks/results/2026-12-07-gpu/warp_layout.py measures them), so ``auto`` does
+     not pick the warp layout for speed anywhere: only where the thread layout cannot run.
 """
 from __future__ import annotations
 
@@ -21,8 +18,6 @@ from . import bfgs, bfgs_warp, fire, fire_warp, lbfgs, lbfgs_warp
 
 LAYOUTS = ("auto", "thread", "warp")
 WARP_MODULES = {lbfgs: lbfgs_warp, bfgs: bfgs_warp, fire: fire_warp}
-GPU_WARP_MIN_N = 64
-GPU_WARP_MAX_BATCH = 4096
 # The race checks prove the lane-strided accesses apart by enumerating the lanes' coordinates
 # (analysis/races/proofs.py: at most 2^18 bytes for a pair of accesses), which bounds n
 WARP_MAX_N = 16384
@@ -70,8 +65,6 @@ def choose(layout: str, module, n: int, batch: int, device, thread_kernel) -> st
     if module not in WARP_MODULES or n > WARP_MAX_N:
         return "thread"
     target, _ = target_of(device)
-    if target != "host" and n >= GPU_WARP_MIN_N and batch <= GPU_WARP_MAX_BATCH:
-        return "warp"
     from ..kernels.local_memory import LOCAL_MEMORY_LIMITS, local_memory_bytes
     need = local_memory_bytes(thread_kernel().module_text())
     return "warp" if need > LOCAL_MEMORY_LIMITS[target] else "thread"

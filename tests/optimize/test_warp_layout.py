@@ -81,14 +81,14 @@ def test_auto_rule():
     from adoffload.optimize import bfgs, fire, generate, lbfgs
     never = lambda: pytest.fail("the thread kernel is not needed for this choice")   # noqa: E731
     assert layouts.choose("auto", fire, 30_000, 64, "cuda", never) == "thread"      # above WARP_MAX_N
-    assert layouts.choose("auto", fire, 225, 64, "cuda", never) == "warp"
-    assert layouts.choose("auto", lbfgs, 256, 64, "cuda", never) == "warp"
-    assert layouts.choose("auto", bfgs, 64, 4096, "cuda:0", never) == "warp"
     assert layouts.choose("thread", bfgs, 64, 64, "cuda", never) == "thread"
     x = np.dtype(np.float64)
     small = lambda: generate.minimize_kernel(rosen, lbfgs, 6, x, (), {"H": 10})          # noqa: E731
     assert layouts.choose("auto", lbfgs, 6, 64, "cpu", small) == "thread"          # host: thread
     assert layouts.choose("auto", lbfgs, 6, 100_000, "cuda", small) == "thread"    # small n on a GPU
+    assert layouts.choose("auto", lbfgs, 6, 64, "cuda", small) == "thread"         # a small batch too
+    big = lambda: generate.minimize_kernel(rosen, bfgs, 380, x, (), {})                 # noqa: E731
+    assert layouts.choose("auto", bfgs, 380, 64, "cuda", big) == "warp"            # n*n past 512 KiB
     assert layouts.target_of("hip") == ("amdgpu", 64) and layouts.target_of("cpu:wave64") == ("host", 64)
 
 
