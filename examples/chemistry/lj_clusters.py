@@ -88,6 +88,9 @@ def parse(argv=None):
     p.add_argument("--minimizer", choices=["lbfgs", "fire"],
                    help="local minimizer of the adoffload backend (adoffload.optimize.minimize); default: "
                         "L-BFGS on the CPU, FIRE on a GPU (the faster of the two, measured on each)")
+    p.add_argument("--layout", choices=["auto", "thread", "warp"], default="auto",
+                   help="adoffload backend: minimize's layout, one cluster per thread or per warp "
+                        "(docs/optimize.md, 'How it runs')")
     p.add_argument("--gtol", type=float, default=1e-5, help="a local minimization ends when no force component "
                                                             "exceeds this (adoffload backend)")
     p.add_argument("--step-size", type=float, default=0.4, help="largest random displacement per coordinate")
@@ -253,7 +256,8 @@ def _compile_ahead(args):
     share = clusters // (args.devices or 1)
     return compile_ahead(lj_cluster_energy, jax.ShapeDtypeStruct((share, 3 * args.atoms), np.float64),
                          args=(1.0, 1.0), method=args.minimizer, maxiter=local_steps,
-                         options=_minimizer_options(args), platform={"cuda": "cuda"}.get(args.device, "cpu"))
+                         options=_minimizer_options(args), platform={"cuda": "cuda"}.get(args.device, "cpu"),
+                         layout=args.layout)
 
 
 class _compiled_ahead:
@@ -305,7 +309,7 @@ def _adoffload_steps(args, n: int, local_steps: int, container: float):
 
     def local_minimize(x):
         result = minimize(lj_cluster_energy, x.reshape(x.shape[0], 3 * n), args=(1.0, 1.0), method=args.minimizer,
-                          maxiter=local_steps, options=options)
+                          maxiter=local_steps, options=options, layout=args.layout)
         energy = jnp.where(result.status == NONFINITE, jnp.inf, result.fun)
         return result.x.reshape(x.shape), energy
 
