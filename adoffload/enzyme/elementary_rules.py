@@ -324,11 +324,34 @@ def zero_at_origin(ctx, norm: Value, partials: list[Value]) -> list[Value]:
     return [ctx.select(at_origin, _c(ctx, p, 0.0), p) for p in partials]
 
 
+# The smallest normal number of each float format (x86_fp80, fp128: a double's, which is larger).
+_SMALLEST_NORMAL = {16: 2.0 ** -14, 32: 2.0 ** -126}
+
+
+def atan2_partials(ctx, y: Value, x: Value) -> list[Value]:
+    """∂atan2(y, x)/∂y = x / r², ∂/∂x = -y / r² with r² = x² + y², where r² is a normal
+    number. Below that (|x|, |y| under ~1e-154 at doubles) r² loses its digits and reaches 0,
+    and the partials came out 0 by the origin's convention where they are ~1/r (5e199 at
+    (1e-200, 2e-200)); above (over ~1e154) r² is inf and the partials 0 or NaN. There they are
+    formed after scaling by s = max(|x|, |y|): (x/s) / ((x/s)² + (y/s)²) / s. 0 at the origin
+    (s = 0) and where an operand is infinite (the limit where the other is finite)."""
+    r2 = ctx.add(ctx.mul(x, x), ctx.mul(y, y))
+    plain = [ctx.div(x, r2), ctx.neg(ctx.div(y, r2))]
+    s = ctx.math("maxnum", ctx.math("fabs", x), ctx.math("fabs", y))
+    xs, ys = ctx.div(x, s), ctx.div(y, s)
+    q = ctx.add(ctx.mul(xs, xs), ctx.mul(ys, ys))
+    scaled = zero_at_origin(ctx, s, [ctx.div(ctx.div(xs, q), s), ctx.neg(ctx.div(ctx.div(ys, q), s))])
+    infinite = ctx.fcmp("oeq", s, _c(ctx, s, math.inf))
+    scaled = [ctx.select(infinite, _c(ctx, p, 0.0), p) for p in scaled]
+    element = getattr(r2.type, "element", r2.type)
+    normal = ctx.fcmp("oge", r2, _c(ctx, r2, _SMALLEST_NORMAL.get(element.bits, 2.0 ** -1022)))
+    finite = ctx.fcmp("olt", r2, _c(ctx, r2, math.inf))
+    return [ctx.select(normal, ctx.select(finite, a, b), b) for a, b in zip(plain, scaled)]
+
+
 @defpartials("call:atan2", strong_zero=True)
 def _atan2(ctx, inst):       # atan2(y, x): ∂/∂y = x / r², ∂/∂x = -y / r²
-    y, x = ctx.operand(inst, 0), ctx.operand(inst, 1)
-    r2 = ctx.add(ctx.mul(x, x), ctx.mul(y, y))
-    return zero_at_origin(ctx, r2, [ctx.div(x, r2), ctx.neg(ctx.div(y, r2))])
+    return atan2_partials(ctx, ctx.operand(inst, 0), ctx.operand(inst, 1))
 
 
 @defpartials("call:hypot", strong_zero=True)

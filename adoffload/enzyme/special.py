@@ -12,7 +12,7 @@ import math
 
 from ..ir.builder import Builder
 from ..ir.core import Argument, Constant, Function, FunctionType, Value, f64
-from .elementary_rules import _complex_pack, _complex_parts, zero_at_origin
+from .elementary_rules import _complex_pack, _complex_parts, atan2_partials, zero_at_origin
 from .rules import Rule, RuleContext, defpartials, defunary, defzero, register
 
 
@@ -257,8 +257,8 @@ register("call:cabs", _real_of_complex(lambda ctx, a, b, r: zero_at_origin(ctx, 
 
 
 def _carg(ctx, a, b, angle):      # atan2(b, a)
-    norm = ctx.add(ctx.mul(a, a), ctx.mul(b, b))
-    return zero_at_origin(ctx, norm, [ctx.neg(ctx.div(b, norm)), ctx.div(a, norm)])
+    d_b, d_a = atan2_partials(ctx, b, a)
+    return [d_a, d_b]
 
 
 register("call:carg", _real_of_complex(_carg))

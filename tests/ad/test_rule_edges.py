@@ -241,3 +241,39 @@ define double @f(double %y, double %x) {
     assert autodiff(Forward, fn, Duplicated(0.0, 1.0), Duplicated(0.0, -1.0)) == 0.0
     d_y, d_x = autodiff(Reverse, fn, Active(0.6), Active(0.8))       # away from it: unchanged
     assert d_y == pytest.approx(0.8 + 0.6) and d_x == pytest.approx(-0.6 + 0.8)
+
+
+@pytest.mark.parametrize("y, x", [(1e-200, 2e-200), (-3e-170, 1e-171), (3e200, -1e200), (2e160, 1e150)])
+def test_atan2_partials_where_x2_plus_y2_underflows_or_overflows(y, x):
+    """∂atan2(y, x) = (x, -y) / (x² + y²): x² + y² underflowed to 0 below ~1e-154, where the
+    partials (~1/r, 4e199 at (1e-200, 2e-200)) then came out 0 by the origin's convention, and
+    overflowed above ~1e154 (0 where they are ~1/r, 3e-201). carg(x + iy) is the same angle."""
+    from fractions import Fraction
+    module = ado.from_llvm("""
+declare double @atan2(double, double)
+declare double @carg(double, double)
+define double @f(double %y, double %x) {
+  %a = call double @atan2(double %y, double %x)
+  ret double %a
+}
+define double @g(double %x, double %y) {
+  %a = call double @carg(double %x, double %y)
+  ret double %a
+}""")
+    r2 = Fraction(x) ** 2 + Fraction(y) ** 2
+    d_y, d_x = float(Fraction(x) / r2), float(-Fraction(y) / r2)
+    assert autodiff(Reverse, module["f"], Active(y), Active(x)) == pytest.approx((d_y, d_x), rel=1e-14, abs=0)
+    assert autodiff(Forward, module["f"], Duplicated(y, 1.0), Duplicated(x, 0.0)) == pytest.approx(d_y, rel=1e-14, abs=0)
+    assert autodiff(Forward, module["f"], Duplicated(y, 0.0), Duplicated(x, 1.0)) == pytest.approx(d_x, rel=1e-14, abs=0)
+    assert autodiff(Reverse, module["g"], Active(x), Active(y)) == pytest.approx((d_x, d_y), rel=1e-14, abs=0)
+
+
+def test_atan2_partials_are_zero_where_an_operand_is_infinite():
+    module = ado.from_llvm("""
+declare double @atan2(double, double)
+define double @f(double %y, double %x) {
+  %a = call double @atan2(double %y, double %x)
+  ret double %a
+}""")
+    assert autodiff(Reverse, module["f"], Active(1.5), Active(float("inf"))) == (0.0, 0.0)
+    assert autodiff(Reverse, module["f"], Active(float("-inf")), Active(2.0)) == (0.0, 0.0)
