@@ -328,25 +328,30 @@ def zero_at_origin(ctx, norm: Value, partials: list[Value]) -> list[Value]:
 _SMALLEST_NORMAL = {16: 2.0 ** -14, 32: 2.0 ** -126}
 
 
-def atan2_partials(ctx, y: Value, x: Value) -> list[Value]:
-    """∂atan2(y, x)/∂y = x / r², ∂/∂x = -y / r² with r² = x² + y², where r² is a normal
-    number. Below that (|x|, |y| under ~1e-154 at doubles) r² loses its digits and reaches 0,
-    and the partials came out 0 by the origin's convention where they are ~1/r (5e199 at
-    (1e-200, 2e-200)); above (over ~1e154) r² is inf and the partials 0 or NaN. There they are
-    formed after scaling by s = max(|x|, |y|): (x/s) / ((x/s)² + (y/s)²) / s. 0 at the origin
-    (s = 0) and where an operand is infinite (the limit where the other is finite)."""
-    r2 = ctx.add(ctx.mul(x, x), ctx.mul(y, y))
-    plain = [ctx.div(x, r2), ctx.neg(ctx.div(y, r2))]
-    s = ctx.math("maxnum", ctx.math("fabs", x), ctx.math("fabs", y))
-    xs, ys = ctx.div(x, s), ctx.div(y, s)
-    q = ctx.add(ctx.mul(xs, xs), ctx.mul(ys, ys))
-    scaled = zero_at_origin(ctx, s, [ctx.div(ctx.div(xs, q), s), ctx.neg(ctx.div(ctx.div(ys, q), s))])
+def inverse_parts(ctx, a: Value, b: Value) -> list[Value]:
+    """(a, -b) / (a² + b²): the real and imaginary parts of 1/(a + ib), and the partials of
+    atan2(b, a). Where a² + b² is not a normal number (|a|, |b| under ~1e-154 at doubles, where it
+    loses its digits and reaches 0, or over ~1e154, where it is inf) they are formed after scaling
+    by s = max(|a|, |b|): (a/s) / ((a/s)² + (b/s)²) / s. 0 where an operand is infinite; NaN at 0."""
+    r2 = ctx.add(ctx.mul(a, a), ctx.mul(b, b))
+    plain = [ctx.div(a, r2), ctx.neg(ctx.div(b, r2))]
+    s = ctx.math("maxnum", ctx.math("fabs", a), ctx.math("fabs", b))
+    a_s, b_s = ctx.div(a, s), ctx.div(b, s)
+    q = ctx.add(ctx.mul(a_s, a_s), ctx.mul(b_s, b_s))
     infinite = ctx.fcmp("oeq", s, _c(ctx, s, math.inf))
-    scaled = [ctx.select(infinite, _c(ctx, p, 0.0), p) for p in scaled]
+    scaled = [ctx.select(infinite, _c(ctx, p, 0.0), p)
+              for p in (ctx.div(ctx.div(a_s, q), s), ctx.neg(ctx.div(ctx.div(b_s, q), s)))]
     element = getattr(r2.type, "element", r2.type)
     normal = ctx.fcmp("oge", r2, _c(ctx, r2, _SMALLEST_NORMAL.get(element.bits, 2.0 ** -1022)))
     finite = ctx.fcmp("olt", r2, _c(ctx, r2, math.inf))
-    return [ctx.select(normal, ctx.select(finite, a, b), b) for a, b in zip(plain, scaled)]
+    return [ctx.select(normal, ctx.select(finite, p, p_s), p_s) for p, p_s in zip(plain, scaled)]
+
+
+def atan2_partials(ctx, y: Value, x: Value) -> list[Value]:
+    """∂atan2(y, x)/∂y = x / r², ∂/∂x = -y / r² (inverse_parts: unscaled, r² underflowed to 0
+    below ~1e-154 and the partials, ~1/r, came out 0 by the origin's convention: 5e199 at
+    (1e-200, 2e-200)); 0 at the origin."""
+    return zero_at_origin(ctx, ctx.math("maxnum", ctx.math("fabs", x), ctx.math("fabs", y)), inverse_parts(ctx, x, y))
 
 
 @defpartials("call:atan2", strong_zero=True)
