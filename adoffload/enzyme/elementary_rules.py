@@ -46,10 +46,12 @@ def _fneg(ctx, inst):
 
 
 @defpartials("frem", "call:frem", strong_zero=True)
-def _frem(ctx, inst):       # trunc(a / b) overflows for tiny b while a rem b is finite
-    # a rem b = a - b * trunc(a / b): ∂/∂a = 1, ∂/∂b = -trunc(a / b)
-    a, b = ctx.operand(inst, 0), ctx.operand(inst, 1)
-    return [_c(ctx, a, 1.0), ctx.neg(ctx.math("trunc", ctx.builder.fdiv(a, b)))]
+def _frem(ctx, inst):       # n overflows for tiny b while a rem b is finite
+    # a rem b = a - n b, n the integer quotient that fmod used: ∂/∂a = 1, ∂/∂b = -n. n is taken back from
+    # the exact result, rint((a - r) / b), as for remainder: trunc(a / b) rounds a quotient just under an
+    # integer up to it (fmod(1, 0.1) = 0.09999999999999995 is 1 - 9 b, but 1 / 0.1 = 10 exactly)
+    a, b, r = ctx.operand(inst, 0), ctx.operand(inst, 1), ctx.result(inst)
+    return [_c(ctx, a, 1.0), ctx.neg(ctx.math("rint", ctx.builder.fdiv(ctx.sub(a, r), b)))]
 
 
 @defpartials("call:fma")

@@ -277,3 +277,30 @@ define double @f(double %y, double %x) {
 }""")
     assert autodiff(Reverse, module["f"], Active(1.5), Active(float("inf"))) == (0.0, 0.0)
     assert autodiff(Reverse, module["f"], Active(float("-inf")), Active(2.0)) == (0.0, 0.0)
+
+
+@pytest.mark.parametrize("a, b, n", [(1.0, 0.1, 9), (-1.0, 0.1, -9), (1.0, -0.1, -9), (0.3, 0.1, 2), (7.5, 2.0, 3)])
+def test_frem_partial_is_the_quotient_fmod_used(a, b, n):
+    """fmod(a, b) = a - n b with n the quotient fmod used: ∂/∂b = -n. The rule took n = trunc(a / b),
+    which rounds a quotient just under an integer up to it: fmod(1, 0.1) = 0.09999999999999995 is
+    1 - 9 b (b = 0.1000000000000000055 > 1/10), but 1 / 0.1 is 10.0, and ∂/∂b came out -10."""
+    module = ado.from_llvm(f"""
+declare double @fmod(double, double)
+define double @f(double %a, double %b) {{
+  %r = frem double %a, %b
+  ret double %r
+}}
+define double @g(double %a, double %b) {{
+  %r = call double @fmod(double %a, double %b)
+  ret double %r
+}}
+define float @h(float %a, float %b) {{
+  %r = frem float %a, %b
+  ret float %r
+}}""")
+    assert math.fmod(a, b) == pytest.approx(a - n * b, abs=1e-15)
+    for name in ("f", "g"):
+        assert autodiff(Reverse, module[name], Active(a), Active(b)) == (1.0, float(-n))
+        assert autodiff(Forward, module[name], Duplicated(a, 0.0), Duplicated(b, 1.0)) == float(-n)
+    if (a, b) == (1.0, 0.1):      # 1 / 0.1f rounds to 10.0f too, and fmodf(1, 0.1f) is 1 - 9 b
+        assert autodiff(Reverse, module["h"], Active(a), Active(b)) == (1.0, -9.0)
