@@ -78,9 +78,11 @@ def natural_loops(blocks: list[Block], dom: Dominators) -> list[Loop]:
         for s in b.successors:
             if s in order and order[s] <= order[b]:          # a retreating edge
                 if not dom.dominates(s, b):
+                    branch = b.instructions[-1] if b.instructions else None
+                    where = f" at {branch.location}" if branch is not None and branch.location is not None else ""
                     raise DifferentiationError(
-                        f"irreducible control flow in @{b.parent.name} (edge {b.name} -> {s.name} enters a "
-                        f"cycle that has several entries); reverse mode needs structured loops")
+                        f"irreducible control flow in @{b.parent.name} (edge {b.name} -> {s.name}{where} enters a "
+                        f"cycle that has several entries, a goto into a loop); reverse mode needs structured loops")
                 loop = loops.setdefault(s, Loop(s, {s}))
                 loop.latches.append(b)
                 work = [b]

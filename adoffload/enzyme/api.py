@@ -128,28 +128,66 @@ def _check_shadow(where: str, dup: Duplicated) -> None:
                          f"{x.dtype}{list(x.shape)}")
 
 
-def _check_no_written_overlap(fn: Function, args) -> None:
-    """Refuse (reverse mode) two array arguments that share memory when the function may write
-    through either: the reverse sweep re-reads an argument the function never writes from memory,
-    which the forward sweep may have overwritten through the other (raw-pointer Rust or C without
-    ``restrict`` called as ``f(x, x)`` got a silently wrong gradient). Forward mode follows the
-    memory as the primal does and needs no such check."""
-    spans = []
+def _check_overlaps(mode: Mode, fn: Function, args) -> None:
+    """Refuse array arguments and shadows that share memory in a way the derivative cannot follow.
+
+    * Reverse mode: two array arguments that share memory when the function may write through
+      either: the reverse sweep re-reads an argument the function never writes from memory, which
+      the forward sweep may have overwritten through the other (raw-pointer Rust or C without
+      ``restrict`` called as ``f(x, x)`` got a silently wrong gradient).
+    * Forward mode follows the memory as the primal does, and so the tangents only where the
+      shadows share memory as the primals do: two written-through array arguments that share
+      memory must both be Duplicated, with shadows at the same distance as the arrays (the same
+      shadow array for the same array). ``f(x, x)`` with two separate shadows of ``x`` wrote the
+      tangent into one and read the other, and one Const among them dropped the tangent of what
+      the function wrote there: silently wrong tangents.
+    * Both modes: two shadows that share memory where their arrays do not (or at another distance),
+      when the function may write through either, and a shadow that shares memory with an array.
+
+    Read-only sharing stays allowed (``dot(x, x)`` with one shadow, or two)."""
+    arrays = []
     for arg, value in zip(fn.args, args):
         array = _raw(value)
         if arg.type.is_pointer and isinstance(array, np.ndarray) and array.nbytes:
-            spans.append((array.ctypes.data, array.ctypes.data + array.nbytes, arg))
-    spans.sort(key=lambda span: span[:2])
-    for k, (start, end, arg) in enumerate(spans):
-        for other_start, _, other in spans[k + 1:]:
-            if other_start >= end:
-                break
-            written = next((a for a in (arg, other) if _may_write_through(fn, a)), None)
-            if written is not None:
-                raise ArgumentError(
-                    f"arguments %{arg.name} and %{other.name} of @{fn.name} share memory and @{fn.name} may "
-                    f"write through %{written.name}; reverse mode assumes distinct arrays (its reverse sweep "
-                    f"re-reads memory the function never writes through that argument). Pass a copy")
+            shadow = value.shadow if isinstance(value, Duplicated) and value.shadow.nbytes else None
+            arrays.append((arg, array, shadow))
+    written: dict[int, bool] = {}
+
+    def writes(arg) -> bool:
+        if id(arg) not in written:
+            written[id(arg)] = _may_write_through(fn, arg)
+        return written[id(arg)]
+    for arg, array, shadow in arrays:
+        for _, other_array, _ in arrays:
+            if shadow is not None and _overlap(shadow, other_array):
+                raise ArgumentError(f"argument %{arg.name} of @{fn.name}: its shadow shares memory with an array "
+                                    f"argument; pass a separate shadow array")
+    for k, (a, x, dx) in enumerate(arrays):
+        for b, y, dy in arrays[k + 1:]:
+            both = [arg for arg in (a, b) if writes(arg)]
+            if not both:
+                continue
+            mirrored = dx is not None and dy is not None and _address(dy) - _address(dx) == _address(y) - _address(x)
+            if _overlap(x, y) and (mode is Reverse or not mirrored):
+                need = ("reverse mode assumes distinct arrays (its reverse sweep re-reads memory the function "
+                        "never writes through that argument). Pass a copy" if mode is Reverse else
+                        "forward mode follows the tangents only where both are Duplicated and their shadows share "
+                        "memory as the arrays do (the same shadow array for the same array). Pass the same shadow, "
+                        "or a copy")
+                raise ArgumentError(f"arguments %{a.name} and %{b.name} of @{fn.name} share memory and @{fn.name} "
+                                    f"may write through %{both[0].name}; {need}")
+            if dx is not None and dy is not None and _overlap(dx, dy) and not (mirrored and _overlap(x, y)):
+                raise ArgumentError(f"the shadows of arguments %{a.name} and %{b.name} of @{fn.name} share memory "
+                                    f"where their arrays do not, and @{fn.name} may write through "
+                                    f"%{both[0].name}; pass separate shadow arrays")
+
+
+def _address(array: np.ndarray) -> int:
+    return array.ctypes.data
+
+
+def _overlap(x: np.ndarray, y: np.ndarray) -> bool:
+    return _address(x) < _address(y) + y.nbytes and _address(y) < _address(x) + x.nbytes
 
 
 _NOT_WRITING_CALLS = ("llvm.lifetime", "llvm.assume", "llvm.experimental.noalias", "llvm.prefetch", "llvm.dbg")
@@ -212,8 +250,7 @@ def autodiff(mode: Mode, fn, *args):
         raise ArgumentError(f"mode must be Forward or Reverse, got {mode!r}")
     ir_fn, module = _resolve(fn)
     acts = _activity(mode, ir_fn, args)
-    if mode is Reverse:
-        _check_no_written_overlap(ir_fn, args)
+    _check_overlaps(mode, ir_fn, args)
     _, call, count = _derived(mode, ir_fn, module, acts)
     primal = [_raw(a) for a in args]
     if mode is Forward:

@@ -19,7 +19,7 @@ load out of bounds): deleting them removes behaviour, never adds it.
 
 Aliasing, conservatively: pointers are traced to their roots through GEPs, casts, phis, selects and
 ``freeze``. Distinct pointer arguments are distinct memory -- the assumption the reverse engine
-already makes and the launchers check (``api._check_no_written_overlap``, ``kernels/overlap.py``);
+already makes and the launchers check (``api._check_overlaps``, ``kernels/overlap.py``);
 the function's own allocas and heap blocks are distinct from everything while their address does
 not escape (only loaded, stored through, compared, passed to lifetime markers, ``memcpy``-like
 intrinsics or ``free``); a pointer from anywhere else (loaded from memory, returned by a call, made

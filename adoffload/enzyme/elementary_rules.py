@@ -46,10 +46,12 @@ def _fneg(ctx, inst):
 
 
 @defpartials("frem", "call:frem", strong_zero=True)
-def _frem(ctx, inst):       # trunc(a / b) overflows for tiny b while a rem b is finite
-    # a rem b = a - b * trunc(a / b): ∂/∂a = 1, ∂/∂b = -trunc(a / b)
-    a, b = ctx.operand(inst, 0), ctx.operand(inst, 1)
-    return [_c(ctx, a, 1.0), ctx.neg(ctx.math("trunc", ctx.builder.fdiv(a, b)))]
+def _frem(ctx, inst):       # n overflows for tiny b while a rem b is finite
+    # a rem b = a - n b, n the integer quotient that fmod used: ∂/∂a = 1, ∂/∂b = -n. n is taken back from
+    # the exact result, rint((a - r) / b), as for remainder: trunc(a / b) rounds a quotient just under an
+    # integer up to it (fmod(1, 0.1) = 0.09999999999999995 is 1 - 9 b, but 1 / 0.1 = 10 exactly)
+    a, b, r = ctx.operand(inst, 0), ctx.operand(inst, 1), ctx.result(inst)
+    return [_c(ctx, a, 1.0), ctx.neg(ctx.math("rint", ctx.builder.fdiv(ctx.sub(a, r), b)))]
 
 
 @defpartials("call:fma")
@@ -324,11 +326,39 @@ def zero_at_origin(ctx, norm: Value, partials: list[Value]) -> list[Value]:
     return [ctx.select(at_origin, _c(ctx, p, 0.0), p) for p in partials]
 
 
+# The smallest normal number of each float format (x86_fp80, fp128: a double's, which is larger).
+_SMALLEST_NORMAL = {16: 2.0 ** -14, 32: 2.0 ** -126}
+
+
+def inverse_parts(ctx, a: Value, b: Value) -> list[Value]:
+    """(a, -b) / (a² + b²): the real and imaginary parts of 1/(a + ib), and the partials of
+    atan2(b, a). Where a² + b² is not a normal number (|a|, |b| under ~1e-154 at doubles, where it
+    loses its digits and reaches 0, or over ~1e154, where it is inf) they are formed after scaling
+    by s = max(|a|, |b|): (a/s) / ((a/s)² + (b/s)²) / s. 0 where an operand is infinite; NaN at 0."""
+    r2 = ctx.add(ctx.mul(a, a), ctx.mul(b, b))
+    plain = [ctx.div(a, r2), ctx.neg(ctx.div(b, r2))]
+    s = ctx.math("maxnum", ctx.math("fabs", a), ctx.math("fabs", b))
+    a_s, b_s = ctx.div(a, s), ctx.div(b, s)
+    q = ctx.add(ctx.mul(a_s, a_s), ctx.mul(b_s, b_s))
+    infinite = ctx.fcmp("oeq", s, _c(ctx, s, math.inf))
+    scaled = [ctx.select(infinite, _c(ctx, p, 0.0), p)
+              for p in (ctx.div(ctx.div(a_s, q), s), ctx.neg(ctx.div(ctx.div(b_s, q), s)))]
+    element = getattr(r2.type, "element", r2.type)
+    normal = ctx.fcmp("oge", r2, _c(ctx, r2, _SMALLEST_NORMAL.get(element.bits, 2.0 ** -1022)))
+    finite = ctx.fcmp("olt", r2, _c(ctx, r2, math.inf))
+    return [ctx.select(normal, ctx.select(finite, p, p_s), p_s) for p, p_s in zip(plain, scaled)]
+
+
+def atan2_partials(ctx, y: Value, x: Value) -> list[Value]:
+    """∂atan2(y, x)/∂y = x / r², ∂/∂x = -y / r² (inverse_parts: unscaled, r² underflowed to 0
+    below ~1e-154 and the partials, ~1/r, came out 0 by the origin's convention: 5e199 at
+    (1e-200, 2e-200)); 0 at the origin."""
+    return zero_at_origin(ctx, ctx.math("maxnum", ctx.math("fabs", x), ctx.math("fabs", y)), inverse_parts(ctx, x, y))
+
+
 @defpartials("call:atan2", strong_zero=True)
 def _atan2(ctx, inst):       # atan2(y, x): ∂/∂y = x / r², ∂/∂x = -y / r²
-    y, x = ctx.operand(inst, 0), ctx.operand(inst, 1)
-    r2 = ctx.add(ctx.mul(x, x), ctx.mul(y, y))
-    return zero_at_origin(ctx, r2, [ctx.div(x, r2), ctx.neg(ctx.div(y, r2))])
+    return atan2_partials(ctx, ctx.operand(inst, 0), ctx.operand(inst, 1))
 
 
 @defpartials("call:hypot", strong_zero=True)

@@ -223,13 +223,15 @@ def float_element_type(fn: Function, pointers: list[Value]):
 def copy_adjoint(module: Module, element) -> Function:
     """``void @adoffload.copy_adjoint.<T>(ptr d_dst, ptr d_src, i64 nbytes)``: the transpose of a
     memcpy/memmove on shadows: ``g = d_dst; d_dst = 0; d_src += g``, element by element, walking
-    in the direction that stays right when the two ranges overlap."""
-    size = element.bits // 8
+    in the direction that stays right when the two ranges overlap. The elements lie the type's
+    allocation size apart (sizeof, from a GEP off null): an ``x86_fp80`` (C ``long double``) takes
+    16 bytes, not its 10; counting 10-byte elements ran the 16-byte GEPs past the end of the block."""
 
     def body(fn: Function) -> None:
         d_dst, d_src, nbytes = fn.args
         b = Builder(fn.add_block("entry"))
-        n = b.emit("udiv", i64, [nbytes, const(i64, size)])
+        end = b.gep(element, Constant(ptr, None, kind="null"), [const(i64, 1)], inbounds=False)
+        n = b.emit("udiv", i64, [nbytes, b.cast("ptrtoint", end, i64)])
         up = b.icmp("ult", d_src, d_dst)
         loop, done = fn.add_block("loop"), fn.add_block("done")
         b.cbranch(b.icmp("eq", n, const(i64, 0)), done, loop)

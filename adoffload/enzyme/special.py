@@ -12,7 +12,7 @@ import math
 
 from ..ir.builder import Builder
 from ..ir.core import Argument, Constant, Function, FunctionType, Value, f64
-from .elementary_rules import _complex_pack, _complex_parts, zero_at_origin
+from .elementary_rules import _complex_pack, _complex_parts, atan2_partials, inverse_parts, zero_at_origin
 from .rules import Rule, RuleContext, defpartials, defunary, defzero, register
 
 
@@ -216,9 +216,8 @@ def _holomorphic(derivative):
 
 
 def _inverse(ctx, a, b):
-    """1/z as (re, im)."""
-    norm = ctx.add(ctx.mul(a, a), ctx.mul(b, b))
-    return ctx.div(a, norm), ctx.neg(ctx.div(b, norm))
+    """1/z as (re, im), scaled where |z|² underflows or overflows (clog's derivative was NaN at 1e-200)."""
+    return tuple(inverse_parts(ctx, a, b))
 
 
 _COMPLEX = {
@@ -257,8 +256,8 @@ register("call:cabs", _real_of_complex(lambda ctx, a, b, r: zero_at_origin(ctx, 
 
 
 def _carg(ctx, a, b, angle):      # atan2(b, a)
-    norm = ctx.add(ctx.mul(a, a), ctx.mul(b, b))
-    return zero_at_origin(ctx, norm, [ctx.neg(ctx.div(b, norm)), ctx.div(a, norm)])
+    d_b, d_a = atan2_partials(ctx, b, a)
+    return [d_a, d_b]
 
 
 register("call:carg", _real_of_complex(_carg))

@@ -48,3 +48,27 @@ def test_complex_functions_in_both_modes(functions, name, dtype, h, tol):
     v = np.array([0.5, -1.0, 0.25], dtype)
     tangent = ez.autodiff(ez.Forward, fn, ez.Duplicated(x.copy(), v))
     assert tangent == pytest.approx(float(dx.astype(np.float64) @ v), rel=float(10 * np.finfo(dtype).eps ** 0.5))
+
+
+TINY_SOURCE = """#include <complex.h>
+double log_abs(double a, double b) { return creal(clog(a + I * b)); }
+double log_angle(double a, double b) { return cimag(clog(a + I * b)); }
+double angle(double a, double b) { return carg(a + I * b); }
+"""
+
+
+@pytest.mark.parametrize("a, b", [(1e-200, 2e-200), (3e200, -1e200), (0.3, 0.4)])
+def test_clog_and_carg_where_the_squared_modulus_underflows_or_overflows(a, b):
+    """d log z = 1/z = (a, -b) / (a² + b²): a² + b² underflowed to 0 at |z| ~ 1e-200, where the
+    gradient of log|z| came out NaN (it is (a, b) / |z|² ~ 1e199), and carg's 0 (the origin's
+    convention); it overflowed to inf at 1e200 (0 where the gradient is ~1e-201)."""
+    from fractions import Fraction
+    fns = ado.from_llvm(differential.compile_c(TINY_SOURCE, 2))
+    r2 = Fraction(a) ** 2 + Fraction(b) ** 2
+    expected = {"log_abs": (Fraction(a) / r2, Fraction(b) / r2), "log_angle": (-Fraction(b) / r2, Fraction(a) / r2),
+                "angle": (-Fraction(b) / r2, Fraction(a) / r2)}
+    for name, (d_a, d_b) in expected.items():
+        grad = ez.autodiff(ez.Reverse, fns[name], ez.Active(a), ez.Active(b))
+        assert grad == pytest.approx((float(d_a), float(d_b)), rel=1e-14, abs=0), name
+        tangent = ez.autodiff(ez.Forward, fns[name], ez.Duplicated(a, 1.0), ez.Duplicated(b, 0.0))
+        assert tangent == pytest.approx(float(d_a), rel=1e-14, abs=0), name

@@ -129,3 +129,14 @@ def test_each_level_is_the_level_asked_for():
     texts = {opt: compile_c_to_llvm(loop, opt) for opt in range(4)}
     assert "optnone" in texts[0] and "optnone" not in texts[1]
     assert "x double>" not in texts[1] and "x double>" in texts[2] and "x double>" in texts[3]
+
+
+def test_a_goto_into_a_loop_is_refused_in_reverse_naming_its_line():
+    """Irreducible control flow (two entries into one cycle) is refused by reverse mode; the error named
+    only IR block names, now the C line of the branch too."""
+    source = ("double f(double x, int k) {\n    double s = x; int i = 0;\n    if (k) goto mid;\n"
+              "top: s = s * x;\nmid: s = s + 1;\n    if (++i < 3) goto top;\n    return s;\n}\n")
+    fn = ado.from_c(source, opt=0)["f"]
+    assert ez.autodiff(ez.Forward, fn, ez.Duplicated(1.5, 1.0), 1) == pytest.approx(3 * 1.5 ** 2 + 2 * 1.5 + 1)   # s = x^3 + x^2 + x + 1
+    with pytest.raises(ado.DifferentiationError, match=r"irreducible control flow in @f.* at <c source>:\d+ enters a cycle"):
+        ez.autodiff(ez.Reverse, fn, ez.Active(1.5), 1)

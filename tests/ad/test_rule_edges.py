@@ -241,3 +241,66 @@ define double @f(double %y, double %x) {
     assert autodiff(Forward, fn, Duplicated(0.0, 1.0), Duplicated(0.0, -1.0)) == 0.0
     d_y, d_x = autodiff(Reverse, fn, Active(0.6), Active(0.8))       # away from it: unchanged
     assert d_y == pytest.approx(0.8 + 0.6) and d_x == pytest.approx(-0.6 + 0.8)
+
+
+@pytest.mark.parametrize("y, x", [(1e-200, 2e-200), (-3e-170, 1e-171), (3e200, -1e200), (2e160, 1e150)])
+def test_atan2_partials_where_x2_plus_y2_underflows_or_overflows(y, x):
+    """∂atan2(y, x) = (x, -y) / (x² + y²): x² + y² underflowed to 0 below ~1e-154, where the
+    partials (~1/r, 4e199 at (1e-200, 2e-200)) then came out 0 by the origin's convention, and
+    overflowed above ~1e154 (0 where they are ~1/r, 3e-201). carg(x + iy) is the same angle."""
+    from fractions import Fraction
+    module = ado.from_llvm("""
+declare double @atan2(double, double)
+declare double @carg(double, double)
+define double @f(double %y, double %x) {
+  %a = call double @atan2(double %y, double %x)
+  ret double %a
+}
+define double @g(double %x, double %y) {
+  %a = call double @carg(double %x, double %y)
+  ret double %a
+}""")
+    r2 = Fraction(x) ** 2 + Fraction(y) ** 2
+    d_y, d_x = float(Fraction(x) / r2), float(-Fraction(y) / r2)
+    assert autodiff(Reverse, module["f"], Active(y), Active(x)) == pytest.approx((d_y, d_x), rel=1e-14, abs=0)
+    assert autodiff(Forward, module["f"], Duplicated(y, 1.0), Duplicated(x, 0.0)) == pytest.approx(d_y, rel=1e-14, abs=0)
+    assert autodiff(Forward, module["f"], Duplicated(y, 0.0), Duplicated(x, 1.0)) == pytest.approx(d_x, rel=1e-14, abs=0)
+    assert autodiff(Reverse, module["g"], Active(x), Active(y)) == pytest.approx((d_x, d_y), rel=1e-14, abs=0)
+
+
+def test_atan2_partials_are_zero_where_an_operand_is_infinite():
+    module = ado.from_llvm("""
+declare double @atan2(double, double)
+define double @f(double %y, double %x) {
+  %a = call double @atan2(double %y, double %x)
+  ret double %a
+}""")
+    assert autodiff(Reverse, module["f"], Active(1.5), Active(float("inf"))) == (0.0, 0.0)
+    assert autodiff(Reverse, module["f"], Active(float("-inf")), Active(2.0)) == (0.0, 0.0)
+
+
+@pytest.mark.parametrize("a, b, n", [(1.0, 0.1, 9), (-1.0, 0.1, -9), (1.0, -0.1, -9), (0.3, 0.1, 2), (7.5, 2.0, 3)])
+def test_frem_partial_is_the_quotient_fmod_used(a, b, n):
+    """fmod(a, b) = a - n b with n the quotient fmod used: ∂/∂b = -n. The rule took n = trunc(a / b),
+    which rounds a quotient just under an integer up to it: fmod(1, 0.1) = 0.09999999999999995 is
+    1 - 9 b (b = 0.1000000000000000055 > 1/10), but 1 / 0.1 is 10.0, and ∂/∂b came out -10."""
+    module = ado.from_llvm(f"""
+declare double @fmod(double, double)
+define double @f(double %a, double %b) {{
+  %r = frem double %a, %b
+  ret double %r
+}}
+define double @g(double %a, double %b) {{
+  %r = call double @fmod(double %a, double %b)
+  ret double %r
+}}
+define float @h(float %a, float %b) {{
+  %r = frem float %a, %b
+  ret float %r
+}}""")
+    assert math.fmod(a, b) == pytest.approx(a - n * b, abs=1e-15)
+    for name in ("f", "g"):
+        assert autodiff(Reverse, module[name], Active(a), Active(b)) == (1.0, float(-n))
+        assert autodiff(Forward, module[name], Duplicated(a, 0.0), Duplicated(b, 1.0)) == float(-n)
+    if (a, b) == (1.0, 0.1):      # 1 / 0.1f rounds to 10.0f too, and fmodf(1, 0.1f) is 1 - 9 b
+        assert autodiff(Reverse, module["h"], Active(a), Active(b)) == (1.0, -9.0)
