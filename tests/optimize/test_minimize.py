@@ -34,6 +34,19 @@ def test_rosenbrock_batch_matches_scipy(method, starts):
         assert np.mean(result.nit) < 1.5 * np.mean(scipy_iterations)
 
 
+@pytest.mark.parametrize("method", ["lbfgs", "bfgs", "fire"])
+def test_one_and_two_parameters(method):
+    """n = 1 (a loop over len(x) of one trip) and Rosenbrock at n = 2 (range(len(x) - 1): one trip): the
+    helper's adjoint was refused as needing a dynamic tape."""
+    x0 = np.random.default_rng(7).uniform(-1.5, 1.5, (3, 2))
+    result = minimize(rosen, x0, method=method, options={"maxiter": 50000} if method == "fire" else None)
+    assert result.success.all()
+    np.testing.assert_allclose(result.x, 1.0, atol=1e-4)
+    bowl = minimize(shifted_bowl, x0[:, :1].copy(), args=(0.5, np.ones(3)), method=method)
+    assert bowl.success.all()
+    np.testing.assert_allclose(bowl.x, 0.5, atol=5e-6)     # |g| = 2 |x - c| <= gtol
+
+
 def test_fire_reaches_the_gradient_tolerance(starts):
     result = minimize(rosen, starts, method="fire", options={"maxiter": 20000})
     assert result.success.all() and (result.status == GTOL).all()
