@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import ArgumentError, CompilationError
 from . import bfgs, fire, generate, lbfgs
-from .inputs import check_function, check_start, is_jax, prepare
+from .inputs import check_function, check_start, is_jax, prepare, start_array
 from .layout import WARP_MODULES, check_layout, check_warp, choose, jax_device, target_of
 from .result import Deferred, OptimizeResult, finish
 
@@ -73,6 +73,7 @@ def least_squares(residual, x0, args=(), m: int | None = None, method: str = "lm
                             f"into r (a positive int); got {m!r}")
     use_jax = is_jax(x0)
     batch, n, dtype = check_start(x0, what)
+    x0 = start_array(x0, use_jax)
     specs, values = prepare(args, batch, dtype, what, use_jax)
     _check_arity(residual, 2 + len(specs), what, "residual(x, *args, r)")
     for name, value in (("ftol", ftol), ("xtol", xtol), ("gtol", gtol)):
@@ -108,6 +109,8 @@ def minimize_call(fun, x0, args, method, tol, maxiter, options, what: str, use_j
         raise ArgumentError(f"{what}: unknown method {method!r}{hint}; choose one of 'lbfgs', 'bfgs', 'fire'")
     module = METHODS[method.lower()]
     batch, n, dtype = check_start(x0, what, values)
+    if values:
+        x0 = start_array(x0, use_jax)
     specs, arg_values = prepare(args, batch, dtype, what, use_jax)
     _check_arity(fun, 1 + len(specs), what, "fun(x, *args)")
     opts = _options(module, tol, maxiter, options, what, n)

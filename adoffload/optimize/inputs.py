@@ -69,7 +69,11 @@ def check_start(x0, what: str, values: bool = True):
     ``values=False``: ``x0`` only describes the starts (shape and dtype, a ``jax.ShapeDtypeStruct``)."""
     shape = getattr(x0, "shape", None)
     if shape is None:
-        x0 = np.asarray(x0)
+        try:
+            x0 = np.asarray(x0)
+        except (TypeError, ValueError) as exc:
+            raise ShapeError(f"{what}: x0 must be an array of shape (batch, n), got {type(x0).__name__} "
+                             f"({exc})") from None
         shape = x0.shape
     dtype = np.dtype(getattr(x0, "dtype", np.float64))
     if len(shape) != 2 or shape[1] < 1:
@@ -84,6 +88,12 @@ def check_start(x0, what: str, values: bool = True):
             raise NonFiniteStartError(f"{what}: x0 holds NaN or infinity in {len(rows)} problem(s), the first "
                                       f"at row {rows[0]}: {np.asarray(x0)[rows[0]].tolist()}")
     return int(shape[0]), int(shape[1]), dtype
+
+
+def start_array(x0, use_jax: bool):
+    """``x0`` as the kernel takes it (after ``check_start``): a JAX array as it is; anything else a
+    C-contiguous numpy array (a list, a Fortran-ordered array or a strided view of one)."""
+    return x0 if use_jax else np.ascontiguousarray(x0)
 
 
 def _traced(value) -> bool:

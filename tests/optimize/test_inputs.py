@@ -16,6 +16,7 @@ CASES = [
     (lambda: minimize(rosen, np.zeros(3)), ado.ShapeError, r"shape \(batch, n\)"),
     (lambda: minimize(rosen, np.zeros((2, 0))), ado.ShapeError, r"n >= 1"),
     (lambda: minimize(rosen, np.zeros((2, 3), np.int64)), ado.ArgumentError, "float64 or float32"),
+    (lambda: minimize(rosen, [[0.0, 1.0], [0.0]]), ado.ShapeError, r"x0 must be an array of shape \(batch, n\)"),
     (lambda: minimize(rosen, np.array([[0.0, np.nan, 1.0], [0.0, 0.0, 0.0]])), NonFiniteStartError,
      "NaN or infinity in 1 problem.*row 0"),
     (lambda: minimize(rosen, np.zeros((2, 3)), method="newton"), ado.ArgumentError, "unknown method 'newton'"),
@@ -83,3 +84,22 @@ def test_a_function_whose_adjoint_needs_a_dynamic_tape_is_refused_naming_it():
     with pytest.raises(ado.DifferentiationError, match=r"value_and_grad\(until_large\) \(helper at .*test_inputs\.py:"
                                                      r"[0-9]+\).*dynamic tape"):
         minimize(until_large, np.zeros((2, 2)))
+
+
+def test_starts_in_any_memory_layout_give_the_contiguous_starts_answers():
+    """A Fortran-ordered x0, a strided view and a nested list are the starts they hold (the kernel
+    launcher takes C-contiguous arrays only: they were refused with its 'pass np.ascontiguousarray')."""
+    starts = np.random.default_rng(3).uniform(-1.5, 1.5, (5, 6))
+    expected = minimize(rosen, starts[:, :3].copy())
+    for x0 in (np.asfortranarray(starts[:, :3]), starts[:, :3], starts[:, ::2][:, :3] * 0 + starts[:, :3],
+               starts[:, :3].tolist()):
+        result = minimize(rosen, x0)
+        np.testing.assert_array_equal(result.x, expected.x)
+        np.testing.assert_array_equal(result.nit, expected.nit)
+    true = np.array([[1.0, 0.7, 0.1]] * 4)
+    y = true[:, :1] * np.exp(-true[:, 1:2] * T) + true[:, 2:]
+    x0 = np.asfortranarray(np.tile([0.5, 0.5, 0.0], (4, 1)))
+    fit = least_squares(decay, x0, args=(shared(T), y), m=M)
+    assert fit.success.all()
+    np.testing.assert_allclose(fit.x, true, atol=1e-6)
+    np.testing.assert_array_equal(fit.x, least_squares(decay, np.ascontiguousarray(x0), args=(shared(T), y), m=M).x)
