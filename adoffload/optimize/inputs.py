@@ -7,6 +7,8 @@ Each of ``args`` is, for the problem ``i``:
 * an array of shape ``(batch, k)`` or ``(batch, k, l)``: the problem's own array ``a[i]``;
 * ``adoffload.optimize.shared(a)``: the array ``a`` (1 to 3 dimensions), the same for every problem.
 
+A float array (float64 or float32) is passed in ``x0``'s dtype, as a float scalar is.
+
 The kernel copies each array into a local array of the thread (so the helper sees an array of a
 compile-time shape whatever the batch) before the iteration starts; ``least_squares`` passes a shared
 array as the kernel parameter itself (generate._binding: forward mode needs no constant trip counts).
@@ -119,6 +121,7 @@ def _prepare_one(a, k: int, batch: int, x_dtype, what: str, use_jax: bool):
         array = _as_array(a.array, name, use_jax)
         if not 1 <= array.ndim <= 3:
             raise ShapeError(f"{name}: a shared array has 1 to 3 dimensions, got shape {tuple(array.shape)}")
+        array = _float_as(array, x_dtype)
         return ArgSpec("shared_array", _dtype(array, name), tuple(int(e) for e in array.shape)), array
     if isinstance(a, (bool, np.bool_)):
         raise ArgumentError(f"{name} is a bool; pass 0 or 1 (an int) or a float")
@@ -137,6 +140,7 @@ def _prepare_one(a, k: int, batch: int, x_dtype, what: str, use_jax: bool):
     if array.ndim > 3:
         raise ShapeError(f"{name}: a per-problem array has at most 2 dimensions after the batch, got shape "
                          f"{tuple(array.shape)}")
+    array = _float_as(array, x_dtype)
     dtype = _dtype(array, name)
     if array.ndim == 1:
         return ArgSpec("batch_scalar", dtype), array
@@ -157,6 +161,20 @@ def _as_array(a, name: str, use_jax: bool):
     if a.dtype == object:
         raise ArgumentError(f"{name} is not a numeric array (dtype object)")
     return np.ascontiguousarray(a) if not use_jax and a.ndim else a
+
+
+def _float_as(array, x_dtype):
+    """A float64 or float32 array in ``x0``'s dtype (the kernel computes in it, as a float scalar is
+    passed in it); other dtypes as they are (``_dtype`` checks them)."""
+    dtype = np.dtype(array.dtype)
+    if dtype not in (np.dtype(np.float64), np.dtype(np.float32)) or dtype == np.dtype(x_dtype):
+        return array
+    if isinstance(array, np.ndarray):
+        return np.ascontiguousarray(array, dtype=x_dtype)
+    if hasattr(array, "astype"):
+        return array.astype(x_dtype)
+    import jax                                   # a jax.ShapeDtypeStruct (compile_ahead)
+    return jax.ShapeDtypeStruct(array.shape, np.dtype(x_dtype))
 
 
 def _dtype(array, name: str) -> str:

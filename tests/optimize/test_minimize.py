@@ -123,6 +123,23 @@ def test_float32():
     np.testing.assert_allclose(result.x, 0.5, atol=1e-4)
 
 
+def test_float_arrays_take_the_starts_dtype():
+    """float64 arrays with float32 starts (numpy's default dtype for data): passed in float32, as a
+    float scalar is; they ended in a KernelTypeError inside lbfgs.py (a float64 function value stored
+    into the float32 state). float32 arrays with float64 starts give the float64 answers."""
+    x0 = np.random.default_rng(4).uniform(-1, 1, (4, 3))
+    centre = np.array([0.5, 0.25, -0.5, 1.0])
+    for method in ("lbfgs", "bfgs", "fire"):
+        result = minimize(shifted_bowl, x0.astype(np.float32), args=(centre, 2.0), method=method, tol=1e-4)
+        assert result.x.dtype == np.float32 and result.success.all()
+        np.testing.assert_allclose(result.x, np.repeat(centre[:, None], 3, 1), atol=1e-4)
+        shared_centre = minimize(quadratic, x0.astype(np.float32), method=method, tol=1e-3,
+                                 args=(shared(np.eye(3) * 2.0), shared(np.array([1.0, 2.0, 3.0]))))
+        np.testing.assert_allclose(shared_centre.x, np.tile([0.5, 1.0, 1.5], (4, 1)), atol=1e-3)
+    wide = minimize(shifted_bowl, x0, args=(centre.astype(np.float32), 2.0))
+    np.testing.assert_array_equal(wide.x, minimize(shifted_bowl, x0, args=(centre, 2.0)).x)
+
+
 def test_an_empty_batch():
     result = minimize(rosen, np.zeros((0, 4)))
     assert result.x.shape == (0, 4) and result.success.shape == (0,)
