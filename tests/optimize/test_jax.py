@@ -49,6 +49,17 @@ def test_derivatives_are_refused():
         jax.grad(lambda x: minimize(shifted_bowl, x, args=(0.25, jnp.ones(2))).fun.sum())(x0)
 
 
+def test_the_refusals_advice_works():
+    """The refusal said 'wrap the call in jax.lax.stop_gradient', which (around the results) raises the
+    same error: the gradient must be stopped on the inputs, and then the rest of the function differentiates."""
+    x0, w = jnp.zeros((2, 3)), jnp.ones(2)
+    with pytest.raises(ado.JaxIntegrationError, match="stop the gradient of the call's inputs"):
+        jax.grad(lambda x: jax.lax.stop_gradient(minimize(shifted_bowl, x, args=(0.25, w)).fun).sum())(x0)
+    grad = jax.grad(lambda x: minimize(shifted_bowl, jax.lax.stop_gradient(x), args=(0.25, w)).fun.sum()
+                    + (x * x).sum())(x0 + 1.0)
+    np.testing.assert_array_equal(np.asarray(grad), 2.0)
+
+
 def test_a_jax_argument_with_a_numpy_start_is_refused():
     with pytest.raises(ado.ArgumentError, match="JAX array but x0 is not"):
         minimize(shifted_bowl, np.zeros((2, 3)), args=(0.25, jnp.ones(2)))
