@@ -129,10 +129,15 @@ def _prepare_one(a, k: int, batch: int, x_dtype, what: str, use_jax: bool):
         return ArgSpec("scalar", "ado.i64"), int(a)
     if isinstance(a, (float, np.floating)):
         return ArgSpec("scalar", DTYPES[np.dtype(x_dtype)]), float(a)
+    if isinstance(a, (str, bytes, complex, np.complexfloating)):
+        raise ArgumentError(f"{name} is {type(a).__name__} {a!r}; an argument is an int or float scalar or an "
+                            f"array of float64, float32, int64 or int32")
     array = _as_array(a, name, use_jax)
     if array.ndim == 0:
+        traced = " (a traced value under jax.jit: pass jnp.full((batch,), value), one per problem)" \
+            if is_jax(array) else ""
         raise ArgumentError(f"{name} is a 0-d array; pass a Python scalar (shared by all problems) or an array "
-                            f"with the batch as its leading axis")
+                            f"with the batch as its leading axis{traced}")
     if array.shape[0] != batch:
         raise ShapeError(f"{name} has shape {tuple(array.shape)}, but its leading axis must be the batch "
                          f"({batch} problems, one slice each); wrap an array that every problem shares in "

@@ -32,6 +32,8 @@ CASES = [
     (lambda: minimize(shifted_bowl, np.zeros((2, 3)), args=(0.5, np.ones(2, np.complex128))), ado.ArgumentError,
      "dtype complex128"),
     (lambda: minimize(shifted_bowl, np.zeros((2, 3)), args=(0.5, np.array(1.0))), ado.ArgumentError, "0-d array"),
+    (lambda: minimize(shifted_bowl, np.zeros((2, 3)), args=(0.5, 1j)), ado.ArgumentError, "is complex 1j"),
+    (lambda: minimize(shifted_bowl, np.zeros((2, 3)), args=("centre", 1.0)), ado.ArgumentError, "is str 'centre'"),
     (lambda: minimize(shifted_bowl, np.zeros((2, 3)), args=(0.5, np.ones((2, 1, 1, 1)))), ado.ShapeError,
      "at most 2 dimensions after the batch"),
     (lambda: minimize(shifted_bowl, np.zeros((2, 3)), args=(0.5, shared(np.ones((1, 1, 1, 1))))), ado.ShapeError,

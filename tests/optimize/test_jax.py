@@ -60,6 +60,14 @@ def test_the_refusals_advice_works():
     np.testing.assert_array_equal(np.asarray(grad), 2.0)
 
 
+def test_a_traced_scalar_argument_is_refused_with_advice_that_works_under_jit():
+    x0 = jnp.zeros((2, 3))
+    with pytest.raises(ado.ArgumentError, match=r"0-d array.*traced value under jax.jit: pass jnp.full"):
+        jax.jit(lambda x, c: minimize(shifted_bowl, x, args=(c, jnp.ones(2))).x)(x0, 0.25)
+    x = jax.jit(lambda x, c: minimize(shifted_bowl, x, args=(jnp.full((2,), c), jnp.ones(2))).x)(x0, 0.25)
+    np.testing.assert_allclose(np.asarray(x), 0.25, atol=1e-6)
+
+
 def test_a_jax_argument_with_a_numpy_start_is_refused():
     with pytest.raises(ado.ArgumentError, match="JAX array but x0 is not"):
         minimize(shifted_bowl, np.zeros((2, 3)), args=(0.25, jnp.ones(2)))
