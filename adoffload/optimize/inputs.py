@@ -121,6 +121,7 @@ def _prepare_one(a, k: int, batch: int, x_dtype, what: str, use_jax: bool):
         array = _as_array(a.array, name, use_jax)
         if not 1 <= array.ndim <= 3:
             raise ShapeError(f"{name}: a shared array has 1 to 3 dimensions, got shape {tuple(array.shape)}")
+        _nonempty(array.shape, name)
         array = _float_as(array, x_dtype)
         return ArgSpec("shared_array", _dtype(array, name), tuple(int(e) for e in array.shape)), array
     if isinstance(a, (bool, np.bool_)):
@@ -145,6 +146,7 @@ def _prepare_one(a, k: int, batch: int, x_dtype, what: str, use_jax: bool):
     if array.ndim > 3:
         raise ShapeError(f"{name}: a per-problem array has at most 2 dimensions after the batch, got shape "
                          f"{tuple(array.shape)}")
+    _nonempty(array.shape[1:], name)
     array = _float_as(array, x_dtype)
     dtype = _dtype(array, name)
     if array.ndim == 1:
@@ -166,6 +168,13 @@ def _as_array(a, name: str, use_jax: bool):
     if a.dtype == object:
         raise ArgumentError(f"{name} is not a numeric array (dtype object)")
     return np.ascontiguousarray(a) if not use_jax and a.ndim else a
+
+
+def _nonempty(shape, name: str) -> None:
+    """The function receives an array of this shape (a local array of compile-time extents >= 1)."""
+    if 0 in tuple(shape):
+        raise ShapeError(f"{name}: the function would receive an empty array (shape {tuple(int(e) for e in shape)}); "
+                         f"leave the argument out, or give each axis at least one element")
 
 
 def _float_as(array, x_dtype):
