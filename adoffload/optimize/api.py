@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import ArgumentError, CompilationError
 from . import bfgs, fire, generate, lbfgs
-from .inputs import check_function, check_start, is_jax, prepare, start_array
+from .inputs import check_function, check_start, copied_bytes, is_jax, prepare, start_array
 from .layout import WARP_MODULES, check_layout, check_warp, choose, jax_device, target_of
 from .result import Deferred, OptimizeResult, finish
 
@@ -85,6 +85,7 @@ def least_squares(residual, x0, args=(), m: int | None = None, method: str = "lm
     kernel = generate.least_squares_kernel(residual, n, int(m), dtype, specs, method.lower() == "gn")
     shapes = {"x_out": (batch, n), "cost_out": (batch,), "r_out": (batch, int(m)), "g_out": (batch, n),
               "status_out": (batch,), "nit_out": (batch,), "nfev_out": (batch,), "njev_out": (batch,)}
+    kernel.copied_bytes = copied_bytes(specs, shared_direct=True)     # _run: named if local memory overflows
     out = _run(kernel, [x0] + values + [ftol, xtol, gtol, max_nfev], shapes, dtype, batch, device, use_jax)
     grad = out["g_out"]
     if isinstance(grad, Deferred):
@@ -131,6 +132,7 @@ def minimize_call(fun, x0, args, method, tol, maxiter, options, what: str, use_j
         kernel.problems_per_launch = warp      # _run: grid = batch * warp
     else:
         kernel = generate.minimize_kernel(fun, module, n, dtype, specs, static)
+    kernel.copied_bytes = copied_bytes(specs)          # _run: named if local memory overflows
     settings = [opts["gtol"], opts.get("ftol", 0.0), int(opts["maxiter"])] + \
         [opts[name] for name, _ in module.KERNEL_PARAMS]
     shapes = {"x_out": (batch, n), "f_out": (batch,), "g_out": (batch, n), "status_out": (batch,),
@@ -159,6 +161,14 @@ def _run(kernel, inputs: list, shapes: dict, dtype, batch: int, device: str, use
             hint = (f"use {warp}method='lbfgs' with a smaller maxcor, or fewer parameters per problem"
                     if lanes == 1 else "fewer parameters per problem (lane 0 still holds x, g and the function's "
                     "own locals)")
+            if kernel.name.startswith("least_squares_"):       # no layouts, no methods with less state
+                hint = ("fewer parameters or residuals per problem (the Jacobian, m x n, and the n x n normal "
+                        "equations are local arrays), or minimize 0.5 * sum(r**2) with adoffload.optimize.minimize")
+            from ..kernels.local_memory import LOCAL_MEMORY_LIMITS
+            copies = getattr(kernel, "copied_bytes", 0)
+            if copies >= LOCAL_MEMORY_LIMITS[target_of(device)[0]] // 4:
+                hint += (f"; {copies} bytes of that are the copies of the problem's arrays from args (each "
+                         f"array the function receives is copied into the thread: pass less data per problem)")
             raise CompilationError(f"{exc}. adoffload.optimize keeps {'the problem' if lanes > 1 else 'each problem'}"
                                    f"'s {'evaluation' if lanes > 1 else 'whole state'} in one thread "
                                    f"(n={inputs[0].shape[1]}): {hint}") from None

@@ -170,6 +170,16 @@ def _as_array(a, name: str, use_jax: bool):
     return np.ascontiguousarray(a) if not use_jax and a.ndim else a
 
 
+def copied_bytes(specs: tuple[ArgSpec, ...], shared_direct: bool = False) -> int:
+    """Bytes of the problem's arrays the kernel copies into each thread's local memory (generate._binding;
+    ``shared_direct``: least_squares, whose shared arrays are not copied)."""
+    total = 0
+    for spec in specs:
+        if spec.kind == "batch_array" or (spec.kind == "shared_array" and not shared_direct):
+            total += int(np.prod(spec.shape)) * (8 if spec.dtype in ("ado.f64", "ado.i64") else 4)
+    return total
+
+
 def _nonempty(shape, name: str) -> None:
     """The function receives an array of this shape (a local array of compile-time extents >= 1)."""
     if 0 in tuple(shape):

@@ -201,3 +201,18 @@ def test_a_rejected_levenberg_marquardt_step_below_xtol_ends_with_xtol_not_singu
         np.testing.assert_allclose(f32.x[k], ref.x, rtol=1e-3, atol=1e-3)
         r = tight.x[k, 0] * np.exp(-tight.x[k, 1] * T) + tight.x[k, 2] - y[k]
         np.testing.assert_allclose(tight.fun[k], r, rtol=1e-12, atol=1e-14)    # the returned x's residuals
+
+
+@ado.func
+def spread(x, y, r):
+    for k in range(len(r)):
+        r[k] = x[k % len(x)] - y[k]
+
+
+def test_a_fit_too_large_for_a_thread_gets_advice_for_least_squares():
+    """The advice named minimize's layout='warp' and method='lbfgs', which least_squares does not take."""
+    with pytest.raises(ado.CompilationError, match=r"need [0-9]+ bytes per thread.*fewer parameters or residuals") \
+            as info:
+        least_squares(spread, np.zeros((1, 200)), args=(np.zeros((1, 400)),), m=400)
+    assert "layout=" not in str(info.value) and "maxcor" not in str(info.value)
+    assert "copies of the problem's arrays" not in str(info.value)        # 3200 bytes of them: not the cause

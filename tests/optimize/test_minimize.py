@@ -177,6 +177,20 @@ def test_a_problem_too_large_for_a_thread_is_refused_with_advice():
         minimize(rosen, np.zeros((1, 70000)), method="lbfgs", maxiter=1)
 
 
+@ado.func
+def bowl_with_data(x, data):
+    s = 0.0
+    for i in range(len(x)):
+        s += (x[i] - data[i]) ** 2
+    return s
+
+
+def test_arrays_too_large_for_a_thread_are_named_as_the_cause():
+    """300,000 floats per problem in args at n = 3: the advice was 'fewer parameters per problem' only."""
+    with pytest.raises(ado.CompilationError, match=r"2400000 bytes of that are the copies of the problem's arrays"):
+        minimize(bowl_with_data, np.zeros((2, 3)), args=(np.zeros((2, 300000)),))
+
+
 @pytest.mark.parametrize("target, arch", [("nvptx", "sm_90"), pytest.param("amdgpu", "gfx942", marks=needs_lld)])
 def test_the_optimizer_kernels_compile_for_gpus(target, arch):
     """NVIDIA PTX and AMD GCN (no AMD GPU here: compiled, not run; local arrays in address space 5)."""
