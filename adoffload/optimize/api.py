@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import ArgumentError, CompilationError
 from . import bfgs, fire, generate, lbfgs
-from .inputs import check_function, check_start, copied_bytes, is_jax, prepare, start_array
+from .inputs import check_function, check_start, copied_bytes, int_type, is_jax, prepare, start_array
 from .layout import WARP_MODULES, check_layout, check_warp, choose, jax_device, target_of
 from .result import Deferred, OptimizeResult, finish
 
@@ -82,7 +82,8 @@ def least_squares(residual, x0, args=(), m: int | None = None, method: str = "lm
         raise ArgumentError(f"{what}: at least one of ftol, xtol, gtol must be >= machine epsilon ({EPS:.3g}), "
                             f"as in scipy")
     max_nfev = 100 * n if max_nfev is None else _positive_int(max_nfev, "max_nfev", what)
-    kernel = generate.least_squares_kernel(residual, n, int(m), dtype, specs, method.lower() == "gn")
+    kernel = generate.least_squares_kernel(residual, n, int(m), dtype, specs, method.lower() == "gn",
+                                           int_type(use_jax))
     shapes = {"x_out": (batch, n), "cost_out": (batch,), "r_out": (batch, int(m)), "g_out": (batch, n),
               "status_out": (batch,), "nit_out": (batch,), "nfev_out": (batch,), "njev_out": (batch,)}
     kernel.copied_bytes = copied_bytes(specs, shared_direct=True)     # _run: named if local memory overflows
@@ -121,17 +122,18 @@ def minimize_call(fun, x0, args, method, tol, maxiter, options, what: str, use_j
         check_warp(module, n, what)
     if device is None:
         device = jax_device() if use_jax else "cpu"
+    I = int_type(use_jax)
     chosen = choose(layout, module, n, batch, device,
-                    lambda: generate.minimize_kernel(fun, module, n, dtype, specs, static))
+                    lambda: generate.minimize_kernel(fun, module, n, dtype, specs, static, I))
     scratch = {}
     if chosen == "warp":
         warp = target_of(device)[1]
-        kernel = generate.minimize_warp_kernel(fun, WARP_MODULES[module], n, dtype, specs, static, warp)
+        kernel = generate.minimize_warp_kernel(fun, WARP_MODULES[module], n, dtype, specs, static, warp, I)
         scratch = {name: (batch * size,) for name, size in
                    generate.warp_scratch(WARP_MODULES[module], n, static, warp).items()}
         kernel.problems_per_launch = warp      # _run: grid = batch * warp
     else:
-        kernel = generate.minimize_kernel(fun, module, n, dtype, specs, static)
+        kernel = generate.minimize_kernel(fun, module, n, dtype, specs, static, I)
     kernel.copied_bytes = copied_bytes(specs)          # _run: named if local memory overflows
     settings = [opts["gtol"], opts.get("ftol", 0.0), int(opts["maxiter"])] + \
         [opts[name] for name, _ in module.KERNEL_PARAMS]

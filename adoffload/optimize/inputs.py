@@ -52,6 +52,17 @@ class ArgSpec:
     shape: tuple = ()
 
 
+def int_type(use_jax: bool) -> str:
+    """The type of the kernels' visible integers (maxiter, int scalar args, the status and count
+    outputs): int32 under JAX without its x64 mode (which has no int64 arrays; float32 problems run
+    there), else int64."""
+    if use_jax:
+        import jax
+        if not jax.config.jax_enable_x64:
+            return "ado.i32"
+    return "ado.i64"
+
+
 def check_function(fun, what: str, name: str) -> None:
     if not isinstance(fun, Func):
         raise ArgumentError(f"{what}: {name} must be an @ado.func helper (written in the kernel language, "
@@ -127,7 +138,7 @@ def _prepare_one(a, k: int, batch: int, x_dtype, what: str, use_jax: bool):
     if isinstance(a, (bool, np.bool_)):
         raise ArgumentError(f"{name} is a bool; pass 0 or 1 (an int) or a float")
     if isinstance(a, (int, np.integer)):
-        return ArgSpec("scalar", "ado.i64"), int(a)
+        return ArgSpec("scalar", int_type(use_jax)), int(a)
     if isinstance(a, (float, np.floating)):
         return ArgSpec("scalar", DTYPES[np.dtype(x_dtype)]), float(a)
     if isinstance(a, (str, bytes, complex, np.complexfloating)):
