@@ -147,7 +147,7 @@ def _run(kernel, inputs: list, shapes: dict, dtype, batch: int, device: str, use
         from .jax_bridge import call
         return call(kernel, inputs, shapes)
     lanes = getattr(kernel, "problems_per_launch", 1)
-    on_gpu = bool(batch) and _on_gpu(device)
+    on_gpu = _on_gpu(device) and bool(batch)      # the device checked for an empty batch too
     deferred = _DEFERRED_OUTPUTS if on_gpu else ()
     outs = {name: _device_output(shape, dtype, device) if name in deferred or (on_gpu and name not in _RESULTS)
             else _output(shape, np.int64 if name in _INT_OUTPUTS else dtype) for name, shape in shapes.items()}
