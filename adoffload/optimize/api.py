@@ -255,8 +255,8 @@ def _options(module, tol, maxiter, options, what: str, n: int) -> dict:
     opts.update(options)
     if maxiter is not None:
         opts["maxiter"] = maxiter
-    if opts["maxiter"] is None:
-        opts["maxiter"] = 200 * n
+    if opts["maxiter"] is None:             # options={"maxiter": None}: the method's default, as left out
+        opts["maxiter"] = 200 * n if defaults["maxiter"] is None else defaults["maxiter"]
     opts["maxiter"] = _positive_int(opts["maxiter"], "maxiter", what)
     for name in ("gtol", "ftol"):
         if name in opts:

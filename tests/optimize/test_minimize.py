@@ -4,7 +4,7 @@ import pytest
 import scipy.optimize
 
 import adoffload as ado
-from adoffload.optimize import minimize, shared
+from adoffload.optimize import bfgs, fire, lbfgs, minimize, shared
 from adoffload.optimize.status import FTOL, GTOL, LINE_SEARCH, MAXITER, NONFINITE
 from tests.foreign_cuda.checks import needs_lld
 from tests.optimize.problems import log_barrier, quadratic, random_quadratics, rosen, shifted_bowl
@@ -98,6 +98,17 @@ def test_maxiter_reports_failure_not_a_minimum(starts):
     assert (result.nit == 3).all()
     assert "maximum number of iterations" in result.message[0]
     np.testing.assert_allclose(result.fun, [scipy.optimize.rosen(x) for x in result.x], rtol=1e-12)
+
+
+def test_maxiter_none_in_options_is_the_methods_default():
+    """options={"maxiter": None} gave 200 * n iterations for every method; L-BFGS's default is 15000."""
+    from adoffload.optimize.api import OPTIONS, _options
+    for method, expected in ((lbfgs, 15000), (bfgs, 200 * 3), (fire, 10000)):
+        assert _options(method, None, None, {"maxiter": None}, "minimize", 3)["maxiter"] == expected
+        assert _options(method, None, None, None, "minimize", 3)["maxiter"] == expected
+    assert OPTIONS[lbfgs]["maxiter"] == 15000
+    start = np.full((1, 3), -1.2)
+    assert minimize(rosen, start, options={"maxiter": None}).nit[0] == minimize(rosen, start).nit[0]
 
 
 def test_a_start_where_the_function_is_nan_fails_that_problem_only():
