@@ -44,7 +44,7 @@ def minimize(fun, x0, args=(), method: str = "lbfgs", tol: float | None = None, 
     what = "adoffload.optimize.minimize"
     use_jax = is_jax(x0)
     kernel, inputs, shapes, dtype, batch = minimize_call(fun, x0, args, method, tol, maxiter, options, what, use_jax,
-                                                         layout=layout, device=device)
+                                                         layout=layout, device=None if use_jax else device)
     out = _run(kernel, inputs, shapes, dtype, batch, device, use_jax)
     return finish({"x": out["x_out"], "fun": out["f_out"], "jac": out["g_out"], "status": out["status_out"],
                    "nit": out["nit_out"], "nfev": out["nfev_out"], "njev": out["nfev_out"]})
