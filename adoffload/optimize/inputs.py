@@ -80,15 +80,14 @@ def is_jax(value) -> bool:
 def check_start(x0, what: str, values: bool = True):
     """(batch, n, numpy dtype) of the starts; refuses anything but a finite (batch, n) float array.
     ``values=False``: ``x0`` only describes the starts (shape and dtype, a ``jax.ShapeDtypeStruct``)."""
-    shape = getattr(x0, "shape", None)
-    if shape is None:
+    if not is_jax(x0):                  # a list, or an array-like whose dtype only numpy's conversion tells
         try:
             x0 = np.asarray(x0)
         except (TypeError, ValueError) as exc:
             raise ShapeError(f"{what}: x0 must be an array of shape (batch, n), got {type(x0).__name__} "
                              f"({exc})") from None
-        shape = x0.shape
-    dtype = np.dtype(getattr(x0, "dtype", np.float64))
+    shape = x0.shape
+    dtype = np.dtype(x0.dtype)
     if len(shape) != 2 or shape[1] < 1:
         raise ShapeError(f"{what}: x0 must have shape (batch, n), one start of n parameters per problem "
                          f"(n >= 1); got shape {tuple(shape)}")

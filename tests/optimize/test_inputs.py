@@ -114,3 +114,17 @@ def test_starts_in_any_memory_layout_give_the_contiguous_starts_answers():
     assert fit.success.all()
     np.testing.assert_allclose(fit.x, true, atol=1e-6)
     np.testing.assert_array_equal(fit.x, least_squares(decay, np.ascontiguousarray(x0), args=(shared(T), y), m=M).x)
+
+
+class _IntStarts:
+    """An array-like with a shape but no dtype, whose numpy conversion holds ints."""
+    shape = (2, 3)
+
+    def __array__(self, dtype=None, copy=None):
+        return np.zeros(self.shape, np.int64)
+
+
+def test_an_array_like_start_is_checked_as_numpy_converts_it():
+    """Its dtype was taken to be float64 and the int array reached the launcher, which refused it there."""
+    with pytest.raises(ado.ArgumentError, match=r"minimize: x0 must be float64 or float32, got int64"):
+        minimize(rosen, _IntStarts())
