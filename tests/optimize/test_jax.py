@@ -68,6 +68,20 @@ def test_a_traced_scalar_argument_is_refused_with_advice_that_works_under_jit():
     np.testing.assert_allclose(np.asarray(x), 0.25, atol=1e-6)
 
 
+def test_a_traced_result_prints():
+    """Printing the result inside jax.jit (its status a tracer) raised TracerArrayConversionError."""
+    texts = []
+
+    def solve(x):
+        result = minimize(shifted_bowl, x, args=(0.25, jnp.ones(2)))
+        texts.append(repr(result))
+        return result.x
+
+    jax.jit(solve)(jnp.zeros((2, 3)))
+    assert texts[0].startswith("OptimizeResult(2 problems, traced; keys x, fun")
+    assert "2 converged" in repr(minimize(shifted_bowl, jnp.zeros((2, 3)), args=(0.25, jnp.ones(2))))
+
+
 def test_a_jax_argument_with_a_numpy_start_is_refused():
     with pytest.raises(ado.ArgumentError, match="JAX array but x0 is not"):
         minimize(shifted_bowl, np.zeros((2, 3)), args=(0.25, jnp.ones(2)))
