@@ -89,8 +89,9 @@ def check_start(x0, what: str, values: bool = True):
     shape = x0.shape
     dtype = np.dtype(x0.dtype)
     if len(shape) != 2 or shape[1] < 1:
+        one = "; for one problem pass x0[None, :] (a batch of 1)" if len(shape) == 1 and shape[0] else ""
         raise ShapeError(f"{what}: x0 must have shape (batch, n), one start of n parameters per problem "
-                         f"(n >= 1); got shape {tuple(shape)}")
+                         f"(n >= 1); got shape {tuple(shape)}{one}")
     if dtype not in (np.dtype(np.float64), np.dtype(np.float32)):
         raise ArgumentError(f"{what}: x0 must be float64 or float32, got {dtype}")
     if values and (not is_jax(x0) or not _traced(x0)):

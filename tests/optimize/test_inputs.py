@@ -13,7 +13,7 @@ def plain_rosen(x):
 
 CASES = [
     (lambda: minimize(plain_rosen, np.zeros((2, 3))), ado.ArgumentError, "must be an @ado.func"),
-    (lambda: minimize(rosen, np.zeros(3)), ado.ShapeError, r"shape \(batch, n\)"),
+    (lambda: minimize(rosen, np.zeros(3)), ado.ShapeError, r"shape \(batch, n\).*for one problem pass x0\[None, :\]"),
     (lambda: minimize(rosen, np.zeros((2, 0))), ado.ShapeError, r"n >= 1"),
     (lambda: minimize(rosen, np.zeros((2, 3), np.int64)), ado.ArgumentError, "float64 or float32"),
     (lambda: minimize(rosen, [[0.0, 1.0], [0.0]]), ado.ShapeError, r"x0 must be an array of shape \(batch, n\)"),
