@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 
 from ..codegen.cache import default_root
-from .inputs import ArgSpec, int_type  # noqa: F401 (int_type: the kernels' I)
+from .inputs import ArgSpec
 
 LAUNCH_BLOCK = 32
 _KERNELS: dict = {}
@@ -193,7 +193,7 @@ def _cached(key, make):
 def minimize_kernel(fun, method, n: int, dtype, specs: tuple[ArgSpec, ...], static: dict, I: str = "ado.i64"):
     """The kernel of ``minimize`` for this helper, method (a module with ALLOCATE/START/STEP and
     KERNEL_PARAMS), size n, x dtype and argument layout; ``static`` fills the method's ALLOCATE; ``I``
-    the type of its integer parameters and outputs (``int_type``)."""
+    the type of its integer parameters and outputs (``inputs.int_type``)."""
     key = ("minimize", fun, method.__name__, n, dtype.str, specs, tuple(sorted(static.items())), I)
 
     def make():

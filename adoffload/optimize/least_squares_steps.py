@@ -17,8 +17,9 @@ Nielsen's rule ``max(1/3, 1 - (2 rho - 1)^3)``, else grows by ``nu`` doubling). 
 ``lam = 0`` and halves the step until the cost decreases by 1e-4 of the model's slope.
 Termination as scipy's least_squares: ``max |J^T r| <= gtol``; on an accepted step ``dF < ftol F``
 with a model agreement above 0.25, ``|dx| < xtol (xtol + |x|)`` (Levenberg-Marquardt: on a rejected
-trial too, as scipy's, so that at the cost's rounding floor the growing damping ends in XTOL). ``nfev`` counts trial points,
-``njev`` evaluations (each gives residuals and Jacobian): ``1 + nfev``, plus one after a ``_refill``.
+trial too, as scipy's, so that at the cost's rounding floor the growing damping ends in XTOL).
+``nfev`` counts trial points, ``njev`` evaluations (each gives residuals and Jacobian): ``1 + nfev``,
+plus one after a ``_refill``.
 """
 from __future__ import annotations
 

@@ -113,7 +113,7 @@ class WarpCode:
 # The kernel of minimize with layout="warp". The method's code ({start}, {step}) is written by its
 # warp module with WarpCode; {copies} are the problem's arguments, copied by every lane (only lane 0
 # calls fun); {scratch} the method's global scratch parameters; {I} the visible integers' type
-# (generate.int_type).
+# (inputs.int_type).
 MINIMIZE_WARP = """
 def {name}(x0: ado.In[{T}, 2], {params}gtol: {T}, ftol: {T}, maxiter: {I}{extra},
         x_out: ado.Out[{T}, 2], f_out: ado.Out[{T}], g_out: ado.Out[{T}, 2], status_out: ado.Out[{I}],
