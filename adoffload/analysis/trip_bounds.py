@@ -107,26 +107,30 @@ def _grows_without_wrapping(step: Instruction, c: int, bits: int) -> bool:
 
 
 class _Counter:
-    """One candidate counter phi of a loop: its step and the values its tests read."""
+    """One candidate counter phi of a loop: its step and the values its tests read. ``step`` None:
+    the latch gives the constant ``amount`` (``phi i1 [true, %entry], [false, %latch]``, which GVN
+    makes of a loop of one trip)."""
 
-    def __init__(self, phi: Instruction, step: Instruction, amount: int, start: int | None):
+    def __init__(self, phi: Instruction, step: Instruction | None, amount: int, start: int | None):
         self.phi, self.step, self.amount, self.start = phi, step, amount, start
         self.bits = phi.type.bits
 
     def next(self, x: int) -> int | None:
+        if self.step is None:
+            return self.amount & ((1 << self.bits) - 1)
         return apply_step(self.step.opcode, x, self.amount, self.bits)
 
     def reads(self, v: Value) -> bool:
         """Whether ``v`` is the counter, its next value, or a cast of either."""
         while isinstance(v, Instruction) and v.opcode in _CASTS:
             v = v.operands[0]
-        return v is self.phi or v is self.step
+        return v is self.phi or (self.step is not None and v is self.step)
 
     def value(self, v: Value, x: int) -> int | None:
         """``v``'s bit pattern when the counter holds ``x`` (None: not a function of it)."""
         if v is self.phi:
             return x
-        if v is self.step:
+        if self.step is not None and v is self.step:
             return self.next(x)
         if isinstance(v, Instruction) and v.opcode in _CASTS:
             inner = self.value(v.operands[0], x)
@@ -149,6 +153,10 @@ def counters(loop) -> list[_Counter]:
         if len(inside) != 1:
             continue
         step = phi.operands[inside[0]]
+        start = int_value(phi.operands[1 - inside[0]])
+        if int_value(step) is not None:             # the latch sets a constant
+            found.append(_Counter(phi, None, int_value(step), start))
+            continue
         if not isinstance(step, Instruction) or step.opcode not in STEP_OPCODES or len(step.operands) != 2:
             continue
         if step.operands[0] is phi:
@@ -159,8 +167,16 @@ def counters(loop) -> list[_Counter]:
             continue
         if amount is None or (step.opcode in ("add", "sub") and amount == 0):
             continue
-        found.append(_Counter(phi, step, amount, int_value(phi.operands[1 - inside[0]])))
+        found.append(_Counter(phi, step, amount, start))
     return found
+
+
+class _Truth:
+    """A branch on an ``i1`` value itself, as the test ``value == true``."""
+    predicate = "eq"
+
+    def __init__(self, value: Instruction):
+        self.operands = (value, Constant(value.type, 1))
 
 
 def _exit_tests(loop, dom, latch):
@@ -170,7 +186,9 @@ def _exit_tests(loop, dom, latch):
         if term is None or term.opcode != "br" or len(term.blocks) != 2 or not dom.dominates(block, latch):
             continue
         cond = term.operands[0]
-        if not isinstance(cond, Instruction) or cond.opcode != "icmp" or cond.predicate not in COMPARE:
+        if isinstance(cond, Instruction) and cond.opcode == "phi" and cond.parent is loop.header:
+            cond = _Truth(cond)              # a counter of its own (counters: a constant latch value)
+        elif not isinstance(cond, Instruction) or cond.opcode != "icmp" or cond.predicate not in COMPARE:
             continue
         stays = [t in loop.blocks for t in term.blocks]
         if stays[0] != stays[1]:
@@ -302,7 +320,7 @@ def _equal_only_after_limit(counter: _Counter, cond: Instruction, stays: bool) -
     """Whether an ``add`` counter's test that leaves on equality with a constant (``i == -1``,
     rustc -O0's overflow check) first holds after MAX_SIMULATED_TRIPS steps: solved, not run.
     ``start + k*a + d == c`` (mod 2^bits, ``d`` = a when the test reads the stepped value)."""
-    if counter.step.opcode not in ("add", "sub") or cond.predicate not in ("eq", "ne") \
+    if counter.step is None or counter.step.opcode not in ("add", "sub") or cond.predicate not in ("eq", "ne") \
             or (cond.predicate == "eq") == stays:
         return False
     ops = list(cond.operands)
@@ -326,6 +344,8 @@ def _equal_only_after_limit(counter: _Counter, cond: Instruction, stays: bool) -
 
 def _proven_bound(counter: _Counter, cond: Instruction, stays: bool) -> int | None:
     """A bound that holds for every start: settling steps, or no-wrap growth to poison."""
+    if counter.step is None:
+        return None
     settles = settling(counter.step.opcode, counter.amount, counter.bits)
     if settles is not None:
         steps, fixed = settles

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import ArgumentError, CompilationError
 from . import bfgs, fire, generate, lbfgs
-from .inputs import check_function, check_start, is_jax, prepare
+from .inputs import check_function, check_start, copied_bytes, int_type, is_jax, prepare, start_array
 from .layout import WARP_MODULES, check_layout, check_warp, choose, jax_device, target_of
 from .result import Deferred, OptimizeResult, finish
 
@@ -44,7 +44,7 @@ def minimize(fun, x0, args=(), method: str = "lbfgs", tol: float | None = None, 
     what = "adoffload.optimize.minimize"
     use_jax = is_jax(x0)
     kernel, inputs, shapes, dtype, batch = minimize_call(fun, x0, args, method, tol, maxiter, options, what, use_jax,
-                                                         layout=layout, device=device)
+                                                         layout=layout, device=None if use_jax else device)
     out = _run(kernel, inputs, shapes, dtype, batch, device, use_jax)
     return finish({"x": out["x_out"], "fun": out["f_out"], "jac": out["g_out"], "status": out["status_out"],
                    "nit": out["nit_out"], "nfev": out["nfev_out"], "njev": out["nfev_out"]})
@@ -73,6 +73,7 @@ def least_squares(residual, x0, args=(), m: int | None = None, method: str = "lm
                             f"into r (a positive int); got {m!r}")
     use_jax = is_jax(x0)
     batch, n, dtype = check_start(x0, what)
+    x0 = start_array(x0, use_jax)
     specs, values = prepare(args, batch, dtype, what, use_jax)
     _check_arity(residual, 2 + len(specs), what, "residual(x, *args, r)")
     for name, value in (("ftol", ftol), ("xtol", xtol), ("gtol", gtol)):
@@ -81,9 +82,11 @@ def least_squares(residual, x0, args=(), m: int | None = None, method: str = "lm
         raise ArgumentError(f"{what}: at least one of ftol, xtol, gtol must be >= machine epsilon ({EPS:.3g}), "
                             f"as in scipy")
     max_nfev = 100 * n if max_nfev is None else _positive_int(max_nfev, "max_nfev", what)
-    kernel = generate.least_squares_kernel(residual, n, int(m), dtype, specs, method.lower() == "gn")
+    kernel = generate.least_squares_kernel(residual, n, int(m), dtype, specs, method.lower() == "gn",
+                                           int_type(use_jax))
     shapes = {"x_out": (batch, n), "cost_out": (batch,), "r_out": (batch, int(m)), "g_out": (batch, n),
               "status_out": (batch,), "nit_out": (batch,), "nfev_out": (batch,), "njev_out": (batch,)}
+    kernel.copied_bytes = copied_bytes(specs, shared_direct=True)     # _run: named if local memory overflows
     out = _run(kernel, [x0] + values + [ftol, xtol, gtol, max_nfev], shapes, dtype, batch, device, use_jax)
     grad = out["g_out"]
     if isinstance(grad, Deferred):
@@ -108,6 +111,8 @@ def minimize_call(fun, x0, args, method, tol, maxiter, options, what: str, use_j
         raise ArgumentError(f"{what}: unknown method {method!r}{hint}; choose one of 'lbfgs', 'bfgs', 'fire'")
     module = METHODS[method.lower()]
     batch, n, dtype = check_start(x0, what, values)
+    if values:
+        x0 = start_array(x0, use_jax)
     specs, arg_values = prepare(args, batch, dtype, what, use_jax)
     _check_arity(fun, 1 + len(specs), what, "fun(x, *args)")
     opts = _options(module, tol, maxiter, options, what, n)
@@ -117,17 +122,19 @@ def minimize_call(fun, x0, args, method, tol, maxiter, options, what: str, use_j
         check_warp(module, n, what)
     if device is None:
         device = jax_device() if use_jax else "cpu"
+    I = int_type(use_jax)
     chosen = choose(layout, module, n, batch, device,
-                    lambda: generate.minimize_kernel(fun, module, n, dtype, specs, static))
+                    lambda: generate.minimize_kernel(fun, module, n, dtype, specs, static, I))
     scratch = {}
     if chosen == "warp":
         warp = target_of(device)[1]
-        kernel = generate.minimize_warp_kernel(fun, WARP_MODULES[module], n, dtype, specs, static, warp)
+        kernel = generate.minimize_warp_kernel(fun, WARP_MODULES[module], n, dtype, specs, static, warp, I)
         scratch = {name: (batch * size,) for name, size in
                    generate.warp_scratch(WARP_MODULES[module], n, static, warp).items()}
         kernel.problems_per_launch = warp      # _run: grid = batch * warp
     else:
-        kernel = generate.minimize_kernel(fun, module, n, dtype, specs, static)
+        kernel = generate.minimize_kernel(fun, module, n, dtype, specs, static, I)
+    kernel.copied_bytes = copied_bytes(specs)          # _run: named if local memory overflows
     settings = [opts["gtol"], opts.get("ftol", 0.0), int(opts["maxiter"])] + \
         [opts[name] for name, _ in module.KERNEL_PARAMS]
     shapes = {"x_out": (batch, n), "f_out": (batch,), "g_out": (batch, n), "status_out": (batch,),
@@ -140,7 +147,7 @@ def _run(kernel, inputs: list, shapes: dict, dtype, batch: int, device: str, use
         from .jax_bridge import call
         return call(kernel, inputs, shapes)
     lanes = getattr(kernel, "problems_per_launch", 1)
-    on_gpu = bool(batch) and _on_gpu(device)
+    on_gpu = _on_gpu(device) and bool(batch)      # the device checked for an empty batch too
     deferred = _DEFERRED_OUTPUTS if on_gpu else ()
     outs = {name: _device_output(shape, dtype, device) if name in deferred or (on_gpu and name not in _RESULTS)
             else _output(shape, np.int64 if name in _INT_OUTPUTS else dtype) for name, shape in shapes.items()}
@@ -156,6 +163,14 @@ def _run(kernel, inputs: list, shapes: dict, dtype, batch: int, device: str, use
             hint = (f"use {warp}method='lbfgs' with a smaller maxcor, or fewer parameters per problem"
                     if lanes == 1 else "fewer parameters per problem (lane 0 still holds x, g and the function's "
                     "own locals)")
+            if kernel.name.startswith("least_squares_"):       # no layouts, no methods with less state
+                hint = ("fewer parameters or residuals per problem (the Jacobian, m x n, and the n x n normal "
+                        "equations are local arrays), or minimize 0.5 * sum(r**2) with adoffload.optimize.minimize")
+            from ..kernels.local_memory import LOCAL_MEMORY_LIMITS
+            copies = getattr(kernel, "copied_bytes", 0)
+            if copies >= LOCAL_MEMORY_LIMITS[target_of(device)[0]] // 4:
+                hint += (f"; {copies} bytes of that are the copies of the problem's arrays from args (each "
+                         f"array the function receives is copied into the thread: pass less data per problem)")
             raise CompilationError(f"{exc}. adoffload.optimize keeps {'the problem' if lanes > 1 else 'each problem'}"
                                    f"'s {'evaluation' if lanes > 1 else 'whole state'} in one thread "
                                    f"(n={inputs[0].shape[1]}): {hint}") from None
@@ -240,8 +255,8 @@ def _options(module, tol, maxiter, options, what: str, n: int) -> dict:
     opts.update(options)
     if maxiter is not None:
         opts["maxiter"] = maxiter
-    if opts["maxiter"] is None:
-        opts["maxiter"] = 200 * n
+    if opts["maxiter"] is None:             # options={"maxiter": None}: the method's default, as left out
+        opts["maxiter"] = 200 * n if defaults["maxiter"] is None else defaults["maxiter"]
     opts["maxiter"] = _positive_int(opts["maxiter"], "maxiter", what)
     for name in ("gtol", "ftol"):
         if name in opts:

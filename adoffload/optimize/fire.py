@@ -25,7 +25,7 @@ ALLOCATE = """\
     st = ado.zeros(fire.FLOATS, {T})
     it = ado.zeros(fire.INTS, ado.i64)
 """
-KERNEL_PARAMS = (("dt_start", "{T}"), ("dt_max", "{T}"), ("max_step", "{T}"), ("n_min", "ado.i64"),
+KERNEL_PARAMS = (("dt_start", "{T}"), ("dt_max", "{T}"), ("max_step", "{T}"), ("n_min", "{I}"),
                  ("f_inc", "{T}"), ("f_dec", "{T}"), ("alpha_start", "{T}"), ("f_alpha", "{T}"))
 START = ("fire.start(x, g, xt, gt, f, v, st, it, gtol, dt_start, dt_max, max_step, n_min, f_inc, f_dec, "
          "alpha_start, f_alpha, {G})")

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 from .status import CONTINUE, GTOL, MAXITER, NONFINITE
 
-KERNEL_PARAMS = (("dt_start", "{T}"), ("dt_max", "{T}"), ("max_step", "{T}"), ("n_min", "ado.i64"),
+KERNEL_PARAMS = (("dt_start", "{T}"), ("dt_max", "{T}"), ("max_step", "{T}"), ("n_min", "{I}"),
                  ("f_inc", "{T}"), ("f_dec", "{T}"), ("alpha_start", "{T}"), ("f_alpha", "{T}"))
 
 

@@ -31,9 +31,9 @@ from adoffload.optimize import linesearch, status, {modules}
 """
 
 MINIMIZE = """
-def {name}(x0: ado.In[{T}, 2], {params}gtol: {T}, ftol: {T}, maxiter: ado.i64{extra},
-        x_out: ado.Out[{T}, 2], f_out: ado.Out[{T}], g_out: ado.Out[{T}, 2], status_out: ado.Out[ado.i64],
-        nit_out: ado.Out[ado.i64], nfev_out: ado.Out[ado.i64]):
+def {name}(x0: ado.In[{T}, 2], {params}gtol: {T}, ftol: {T}, maxiter: {I}{extra},
+        x_out: ado.Out[{T}, 2], f_out: ado.Out[{T}], g_out: ado.Out[{T}, 2], status_out: ado.Out[{I}],
+        nit_out: ado.Out[{I}], nfev_out: ado.Out[{I}]):
     i = ado.tid() + 0   # not the bare thread index: no second build without its row checks
 {copies}    xt = ado.zeros({N}, {T})
     gt = ado.zeros({N}, {T})
@@ -52,16 +52,16 @@ def {name}(x0: ado.In[{T}, 2], {params}gtol: {T}, ftol: {T}, maxiter: ado.i64{ex
         x_out[i, j] = x[j]
         g_out[i, j] = g[j]
     f_out[i] = st[{module}.F]
-    status_out[i] = code
-    nit_out[i] = it[{module}.NIT]
-    nfev_out[i] = nfev
+    status_out[i] = {I}(code)
+    nit_out[i] = {I}(it[{module}.NIT])
+    nfev_out[i] = {I}(nfev)
 """
 
 LEAST_SQUARES = """
-def {name}(x0: ado.In[{T}, 2], {params}ftol: {T}, xtol: {T}, gtol: {T}, max_nfev: ado.i64,
+def {name}(x0: ado.In[{T}, 2], {params}ftol: {T}, xtol: {T}, gtol: {T}, max_nfev: {I},
         x_out: ado.Out[{T}, 2], cost_out: ado.Out[{T}], r_out: ado.Out[{T}, 2], g_out: ado.Out[{T}, 2],
-        status_out: ado.Out[ado.i64], nit_out: ado.Out[ado.i64], nfev_out: ado.Out[ado.i64],
-        njev_out: ado.Out[ado.i64]):
+        status_out: ado.Out[{I}], nit_out: ado.Out[{I}], nfev_out: ado.Out[{I}],
+        njev_out: ado.Out[{I}]):
     i = ado.tid() + 0   # not the bare thread index: no second build without its row checks
 {copies}{allocate}    for j in range({N}):
         x[j] = x0[i, j]
@@ -76,10 +76,10 @@ def {name}(x0: ado.In[{T}, 2], {params}ftol: {T}, xtol: {T}, gtol: {T}, max_nfev
     for k in range({M}):
         r_out[i, k] = r[k]
     cost_out[i] = st[least_squares_steps.COST]
-    status_out[i] = it[least_squares_steps.STATUS]
-    nit_out[i] = it[least_squares_steps.NIT]
-    nfev_out[i] = it[least_squares_steps.NFEV]
-    njev_out[i] = it[least_squares_steps.NJEV]
+    status_out[i] = {I}(it[least_squares_steps.STATUS])
+    nit_out[i] = {I}(it[least_squares_steps.NIT])
+    nfev_out[i] = {I}(it[least_squares_steps.NFEV])
+    njev_out[i] = {I}(it[least_squares_steps.NJEV])
 """
 
 
@@ -190,19 +190,20 @@ def _cached(key, make):
             return _KERNELS.setdefault(key, kernel)
 
 
-def minimize_kernel(fun, method, n: int, dtype, specs: tuple[ArgSpec, ...], static: dict):
+def minimize_kernel(fun, method, n: int, dtype, specs: tuple[ArgSpec, ...], static: dict, I: str = "ado.i64"):
     """The kernel of ``minimize`` for this helper, method (a module with ALLOCATE/START/STEP and
-    KERNEL_PARAMS), size n, x dtype and argument layout; ``static`` fills the method's ALLOCATE."""
-    key = ("minimize", fun, method.__name__, n, dtype.str, specs, tuple(sorted(static.items())))
+    KERNEL_PARAMS), size n, x dtype and argument layout; ``static`` fills the method's ALLOCATE; ``I``
+    the type of its integer parameters and outputs (``inputs.int_type``)."""
+    key = ("minimize", fun, method.__name__, n, dtype.str, specs, tuple(sorted(static.items())), I)
 
     def make():
         T = _type(dtype)
         params, copies, call = _binding(specs, T)
         short = method.__name__.rsplit(".", 1)[-1]
         name = f"minimize_{short}_{_identifier(fun.__name__)}"
-        extra = "".join(f", {p}: {t.format(T=T)}" for p, t in method.KERNEL_PARAMS)
+        extra = "".join(f", {p}: {t.format(T=T, I=I)}" for p, t in method.KERNEL_PARAMS)
         fill = dict(T=T, N=n, **static)
-        body = MINIMIZE.format(name=name, T=T, N=n, params=params, copies=copies, call=call, extra=extra,
+        body = MINIMIZE.format(name=name, T=T, I=I, N=n, params=params, copies=copies, call=call, extra=extra,
                                allocate=method.ALLOCATE.format(**fill), start=method.START.format(**fill), step=method.STEP.format(**fill),
                                module=short)
         source = HEADER.format(what=f"minimize({fun.__name__}, method='{short}')", modules=short) + body
@@ -210,12 +211,13 @@ def minimize_kernel(fun, method, n: int, dtype, specs: tuple[ArgSpec, ...], stat
     return _cached(key, make)
 
 
-def minimize_warp_kernel(fun, method, n: int, dtype, specs: tuple[ArgSpec, ...], static: dict, warp: int):
+def minimize_warp_kernel(fun, method, n: int, dtype, specs: tuple[ArgSpec, ...], static: dict, warp: int,
+                         I: str = "ado.i64"):
     """The kernel of ``minimize`` with ``layout="warp"``: one problem per block of ``warp`` lanes
     (warp_code.py; ``method`` is the method's warp module, lbfgs_warp or bfgs_warp). Its parameters are
     those of the thread layout's kernel followed by the method's scratch arrays (flat, ``batch *
     floats`` each: ``warp_scratch``)."""
-    key = ("minimize_warp", fun, method.__name__, n, dtype.str, specs, tuple(sorted(static.items())), warp)
+    key = ("minimize_warp", fun, method.__name__, n, dtype.str, specs, tuple(sorted(static.items())), warp, I)
 
     def make():
         from .warp_code import MINIMIZE_WARP, WarpCode
@@ -223,7 +225,7 @@ def minimize_warp_kernel(fun, method, n: int, dtype, specs: tuple[ArgSpec, ...],
         params, copies, call = _binding(specs, T)
         short = method.__name__.rsplit(".", 1)[-1]
         name = f"minimize_{short}_{_identifier(fun.__name__)}"
-        extra = "".join(f", {p}: {t.format(T=T)}" for p, t in method.KERNEL_PARAMS)
+        extra = "".join(f", {p}: {t.format(T=T, I=I)}" for p, t in method.KERNEL_PARAMS)
         writers = {}
         for part, depth in (("allocate", 1), ("start", 3), ("step", 3)):
             code = WarpCode(warp, n, T, depth)
@@ -231,7 +233,7 @@ def minimize_warp_kernel(fun, method, n: int, dtype, specs: tuple[ArgSpec, ...],
             writers[part] = code
         NP = writers["start"].NP
         scratch = "".join(f", {array}: ado.Out[{T}]" for array, _ in method.scratch(n, NP, static))
-        body = MINIMIZE_WARP.format(name=name, T=T, N=n, NP=NP, VS=NP + 1, W=warp, trips=writers["start"].trips,
+        body = MINIMIZE_WARP.format(name=name, T=T, I=I, N=n, NP=NP, VS=NP + 1, W=warp, trips=writers["start"].trips,
                                     params=params, copies=copies, call=call, extra=extra, scratch=scratch,
                                     allocate=writers["allocate"].text(), start=writers["start"].text(),
                                     step=writers["step"].text())
@@ -247,9 +249,10 @@ def warp_scratch(method, n: int, static: dict, warp: int) -> dict:
     return dict(method.scratch(n, NP, static))
 
 
-def least_squares_kernel(fun, n: int, m: int, dtype, specs: tuple[ArgSpec, ...], gauss_newton: bool):
+def least_squares_kernel(fun, n: int, m: int, dtype, specs: tuple[ArgSpec, ...], gauss_newton: bool,
+                         I: str = "ado.i64"):
     """The kernel of ``least_squares`` (Levenberg-Marquardt, or Gauss-Newton with backtracking)."""
-    key = ("least_squares", fun, n, m, dtype.str, specs, gauss_newton)
+    key = ("least_squares", fun, n, m, dtype.str, specs, gauss_newton, I)
 
     def make():
         from . import least_squares_steps
@@ -262,7 +265,7 @@ def least_squares_kernel(fun, n: int, m: int, dtype, specs: tuple[ArgSpec, ...],
         allocate = least_squares_steps.ALLOCATE.format(**fill)
         if lanes < n:
             allocate += f"    D = ado.zeros(({lanes}, {m}), {T})\n"
-        body = LEAST_SQUARES.format(name=name, T=T, N=n, M=m, params=params, copies=copies, call=call,
+        body = LEAST_SQUARES.format(name=name, T=T, I=I, N=n, M=m, params=params, copies=copies, call=call,
                                     allocate=allocate, jacobian=jacobian,
                                     gauss_newton=str(bool(gauss_newton)))
         source = HEADER.format(what=f"least_squares({fun.__name__})", modules="least_squares_steps") + body

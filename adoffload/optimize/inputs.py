@@ -7,6 +7,8 @@ Each of ``args`` is, for the problem ``i``:
 * an array of shape ``(batch, k)`` or ``(batch, k, l)``: the problem's own array ``a[i]``;
 * ``adoffload.optimize.shared(a)``: the array ``a`` (1 to 3 dimensions), the same for every problem.
 
+A float array (float64 or float32) is passed in ``x0``'s dtype, as a float scalar is.
+
 The kernel copies each array into a local array of the thread (so the helper sees an array of a
 compile-time shape whatever the batch) before the iteration starts; ``least_squares`` passes a shared
 array as the kernel parameter itself (generate._binding: forward mode needs no constant trip counts).
@@ -50,6 +52,17 @@ class ArgSpec:
     shape: tuple = ()
 
 
+def int_type(use_jax: bool) -> str:
+    """The type of the kernels' visible integers (maxiter, int scalar args, the status and count
+    outputs): int32 under JAX without its x64 mode (which has no int64 arrays; float32 problems run
+    there), else int64."""
+    if use_jax:
+        import jax
+        if not jax.config.jax_enable_x64:
+            return "ado.i32"
+    return "ado.i64"
+
+
 def check_function(fun, what: str, name: str) -> None:
     if not isinstance(fun, Func):
         raise ArgumentError(f"{what}: {name} must be an @ado.func helper (written in the kernel language, "
@@ -67,14 +80,18 @@ def is_jax(value) -> bool:
 def check_start(x0, what: str, values: bool = True):
     """(batch, n, numpy dtype) of the starts; refuses anything but a finite (batch, n) float array.
     ``values=False``: ``x0`` only describes the starts (shape and dtype, a ``jax.ShapeDtypeStruct``)."""
-    shape = getattr(x0, "shape", None)
-    if shape is None:
-        x0 = np.asarray(x0)
-        shape = x0.shape
-    dtype = np.dtype(getattr(x0, "dtype", np.float64))
+    if not is_jax(x0):                  # a list, or an array-like whose dtype only numpy's conversion tells
+        try:
+            x0 = np.asarray(x0)
+        except (TypeError, ValueError) as exc:
+            raise ShapeError(f"{what}: x0 must be an array of shape (batch, n), got {type(x0).__name__} "
+                             f"({exc})") from None
+    shape = x0.shape
+    dtype = np.dtype(x0.dtype)
     if len(shape) != 2 or shape[1] < 1:
+        one = "; for one problem pass x0[None, :] (a batch of 1)" if len(shape) == 1 and shape[0] else ""
         raise ShapeError(f"{what}: x0 must have shape (batch, n), one start of n parameters per problem "
-                         f"(n >= 1); got shape {tuple(shape)}")
+                         f"(n >= 1); got shape {tuple(shape)}{one}")
     if dtype not in (np.dtype(np.float64), np.dtype(np.float32)):
         raise ArgumentError(f"{what}: x0 must be float64 or float32, got {dtype}")
     if values and (not is_jax(x0) or not _traced(x0)):
@@ -84,6 +101,12 @@ def check_start(x0, what: str, values: bool = True):
             raise NonFiniteStartError(f"{what}: x0 holds NaN or infinity in {len(rows)} problem(s), the first "
                                       f"at row {rows[0]}: {np.asarray(x0)[rows[0]].tolist()}")
     return int(shape[0]), int(shape[1]), dtype
+
+
+def start_array(x0, use_jax: bool):
+    """``x0`` as the kernel takes it (after ``check_start``): a JAX array as it is; anything else a
+    C-contiguous numpy array (a list, a Fortran-ordered array or a strided view of one)."""
+    return x0 if use_jax else np.ascontiguousarray(x0)
 
 
 def _traced(value) -> bool:
@@ -109,17 +132,24 @@ def _prepare_one(a, k: int, batch: int, x_dtype, what: str, use_jax: bool):
         array = _as_array(a.array, name, use_jax)
         if not 1 <= array.ndim <= 3:
             raise ShapeError(f"{name}: a shared array has 1 to 3 dimensions, got shape {tuple(array.shape)}")
+        _nonempty(array.shape, name)
+        array = _float_as(array, x_dtype)
         return ArgSpec("shared_array", _dtype(array, name), tuple(int(e) for e in array.shape)), array
     if isinstance(a, (bool, np.bool_)):
         raise ArgumentError(f"{name} is a bool; pass 0 or 1 (an int) or a float")
     if isinstance(a, (int, np.integer)):
-        return ArgSpec("scalar", "ado.i64"), int(a)
+        return ArgSpec("scalar", int_type(use_jax)), int(a)
     if isinstance(a, (float, np.floating)):
         return ArgSpec("scalar", DTYPES[np.dtype(x_dtype)]), float(a)
+    if isinstance(a, (str, bytes, complex, np.complexfloating)):
+        raise ArgumentError(f"{name} is {type(a).__name__} {a!r}; an argument is an int or float scalar or an "
+                            f"array of float64, float32, int64 or int32")
     array = _as_array(a, name, use_jax)
     if array.ndim == 0:
+        traced = " (a traced value under jax.jit: pass jnp.full((batch,), value), one per problem)" \
+            if is_jax(array) else ""
         raise ArgumentError(f"{name} is a 0-d array; pass a Python scalar (shared by all problems) or an array "
-                            f"with the batch as its leading axis")
+                            f"with the batch as its leading axis{traced}")
     if array.shape[0] != batch:
         raise ShapeError(f"{name} has shape {tuple(array.shape)}, but its leading axis must be the batch "
                          f"({batch} problems, one slice each); wrap an array that every problem shares in "
@@ -127,6 +157,8 @@ def _prepare_one(a, k: int, batch: int, x_dtype, what: str, use_jax: bool):
     if array.ndim > 3:
         raise ShapeError(f"{name}: a per-problem array has at most 2 dimensions after the batch, got shape "
                          f"{tuple(array.shape)}")
+    _nonempty(array.shape[1:], name)
+    array = _float_as(array, x_dtype)
     dtype = _dtype(array, name)
     if array.ndim == 1:
         return ArgSpec("batch_scalar", dtype), array
@@ -147,6 +179,37 @@ def _as_array(a, name: str, use_jax: bool):
     if a.dtype == object:
         raise ArgumentError(f"{name} is not a numeric array (dtype object)")
     return np.ascontiguousarray(a) if not use_jax and a.ndim else a
+
+
+def copied_bytes(specs: tuple[ArgSpec, ...], shared_direct: bool = False) -> int:
+    """Bytes of the problem's arrays the kernel copies into each thread's local memory (generate._binding;
+    ``shared_direct``: least_squares, whose shared arrays are not copied)."""
+    total = 0
+    for spec in specs:
+        if spec.kind == "batch_array" or (spec.kind == "shared_array" and not shared_direct):
+            total += int(np.prod(spec.shape)) * (8 if spec.dtype in ("ado.f64", "ado.i64") else 4)
+    return total
+
+
+def _nonempty(shape, name: str) -> None:
+    """The function receives an array of this shape (a local array of compile-time extents >= 1)."""
+    if 0 in tuple(shape):
+        raise ShapeError(f"{name}: the function would receive an empty array (shape {tuple(int(e) for e in shape)}); "
+                         f"leave the argument out, or give each axis at least one element")
+
+
+def _float_as(array, x_dtype):
+    """A float64 or float32 array in ``x0``'s dtype (the kernel computes in it, as a float scalar is
+    passed in it); other dtypes as they are (``_dtype`` checks them)."""
+    dtype = np.dtype(array.dtype)
+    if dtype not in (np.dtype(np.float64), np.dtype(np.float32)) or dtype == np.dtype(x_dtype):
+        return array
+    if isinstance(array, np.ndarray):
+        return np.ascontiguousarray(array, dtype=x_dtype)
+    if hasattr(array, "astype"):
+        return array.astype(x_dtype)
+    import jax                                   # a jax.ShapeDtypeStruct (compile_ahead)
+    return jax.ShapeDtypeStruct(array.shape, np.dtype(x_dtype))
 
 
 def _dtype(array, name: str) -> str:

@@ -38,7 +38,9 @@ def call(kernel, inputs: list, shapes: dict) -> dict:
     @run.defjvp
     def _no_derivative(primals, tangents):
         raise JaxIntegrationError(f"the results of adoffload.optimize ({kernel.name}) are not differentiable: "
-                                  f"wrap the call in jax.lax.stop_gradient, or differentiate the optimality "
+                                  f"stop the gradient of the call's inputs (x0 and args: jax.tree_util.tree_map("
+                                  f"jax.lax.stop_gradient, ...); a stop_gradient of its results is too late, the "
+                                  f"inputs carry the derivative into the call), or differentiate the optimality "
                                   f"conditions yourself (implicit differentiation is not built in)")
 
     results = run(*inputs)

@@ -16,8 +16,10 @@ actual reduction of the cost ``0.5 |r|^2`` is at least 1e-4 of the model's (``la
 Nielsen's rule ``max(1/3, 1 - (2 rho - 1)^3)``, else grows by ``nu`` doubling). Gauss-Newton has
 ``lam = 0`` and halves the step until the cost decreases by 1e-4 of the model's slope.
 Termination as scipy's least_squares: ``max |J^T r| <= gtol``; on an accepted step ``dF < ftol F``
-with a model agreement above 0.25, ``|dx| < xtol (xtol + |x|)``. ``nfev`` counts trial points,
-``njev`` evaluations (each gives residuals and Jacobian): ``1 + nfev``, plus one after a ``_refill``.
+with a model agreement above 0.25, ``|dx| < xtol (xtol + |x|)`` (Levenberg-Marquardt: on a rejected
+trial too, as scipy's, so that at the cost's rounding floor the growing damping ends in XTOL).
+``nfev`` counts trial points, ``njev`` evaluations (each gives residuals and Jacobian): ``1 + nfev``,
+plus one after a ``_refill``.
 """
 from __future__ import annotations
 
@@ -228,6 +230,8 @@ def _after_residual(x, xt, r, A, b, delta, L, scale, st, it, gauss_newton, ftol,
         if it[NFEV] >= max_nfev:
             return _finish(it, MAXITER)
         return JACOBIAN
+    if not gauss_newton and norm(delta) < xtol * (xtol + norm(x)):
+        return _refill(x, xt, it, XTOL)     # as scipy's: the step test holds for a rejected trial too
     if it[NFEV] >= max_nfev:
         return _refill(x, xt, it, MAXITER)
     if gauss_newton:

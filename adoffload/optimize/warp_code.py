@@ -112,11 +112,12 @@ class WarpCode:
 
 # The kernel of minimize with layout="warp". The method's code ({start}, {step}) is written by its
 # warp module with WarpCode; {copies} are the problem's arguments, copied by every lane (only lane 0
-# calls fun); {scratch} the method's global scratch parameters.
+# calls fun); {scratch} the method's global scratch parameters; {I} the visible integers' type
+# (inputs.int_type).
 MINIMIZE_WARP = """
-def {name}(x0: ado.In[{T}, 2], {params}gtol: {T}, ftol: {T}, maxiter: ado.i64{extra},
-        x_out: ado.Out[{T}, 2], f_out: ado.Out[{T}], g_out: ado.Out[{T}, 2], status_out: ado.Out[ado.i64],
-        nit_out: ado.Out[ado.i64], nfev_out: ado.Out[ado.i64]{scratch}):
+def {name}(x0: ado.In[{T}, 2], {params}gtol: {T}, ftol: {T}, maxiter: {I}{extra},
+        x_out: ado.Out[{T}, 2], f_out: ado.Out[{T}], g_out: ado.Out[{T}, 2], status_out: ado.Out[{I}],
+        nit_out: ado.Out[{I}], nfev_out: ado.Out[{I}]{scratch}):
     i = ado.block_id()
     lane = ado.thread_id()
     ov = i * {VS}
@@ -152,7 +153,7 @@ def {name}(x0: ado.In[{T}, 2], {params}gtol: {T}, ftol: {T}, maxiter: ado.i64{ex
             x_out[i, j] = X[ov + j]
             g_out[i, j] = G[ov + j]
         f_out[i] = fx
-        status_out[i] = code
-        nit_out[i] = nit
-        nfev_out[i] = nfev
+        status_out[i] = {I}(code)
+        nit_out[i] = {I}(nit)
+        nfev_out[i] = {I}(nfev)
 """

@@ -228,3 +228,58 @@ def test_a_start_from_an_enclosing_counter_is_bounded_by_the_values_that_counter
     assert len(inner) == 1
     assert info.visit_bound(inner[0].header) <= 8 * 8     # (6 + 2) outer visits, at most 7 inner
     assert ado.vjp(triangle, ["x"]).tape is None        # a static tape: no launcher-sized one
+
+
+ONE_TRIP = """
+define double @f(ptr %x) {
+entry:
+  br label %head
+head:
+  %first = phi i1 [true, %entry], [LATCH, %body]
+  %s = phi double [0.0, %entry], [%s1, %body]
+  br i1 %first, label %body, label %done
+body:
+  %a = load double, ptr %x
+  %m = fmul double %a, %a
+  %s1 = fadd double %s, %m
+  br label %head
+done:
+  ret double %s
+}
+"""
+
+
+def test_a_loop_of_one_trip_folded_to_an_i1_phi_is_bounded():
+    """GVN folds ``for i in range(1)`` (``len(x) == 1``, ``range(len(x) - 1)`` at n = 2) into a branch
+    on ``phi i1 [true, %entry], [false, %latch]``: two header visits, bounded (the reverse sweep's tape
+    is static); with ``true`` from the latch too the loop never ends: no bound."""
+    assert bound_of(ONE_TRIP.replace("LATCH", "false")) in (2, 3)
+    assert bound_of(ONE_TRIP.replace("LATCH", "true")) is None
+
+
+def test_value_and_grad_through_a_loop_of_one_trip():
+    """``ado.value_and_grad`` of a helper looping over a local array of one element (its adjoint was
+    refused as needing a dynamic tape)."""
+    import adoffload as ado
+
+    @ado.func
+    def squares(x):
+        s = 0.0
+        for i in range(len(x)):
+            s += (x[i] - 1.0) ** 2
+        return s
+
+    @ado.kernel
+    def one(x0: ado.In[ado.f64], f_out: ado.Out[ado.f64], g_out: ado.Out[ado.f64]):
+        i = ado.tid()
+        xt = ado.zeros(1, ado.f64)
+        gt = ado.zeros(1, ado.f64)
+        xt[0] = x0[i]
+        f_out[i] = ado.value_and_grad(squares)(xt, out=gt)
+        g_out[i] = gt[0]
+
+    x0 = np.array([0.0, 3.0])
+    f, g = np.zeros(2), np.zeros(2)
+    one(x0, f, g, grid=2)
+    np.testing.assert_allclose(f, (x0 - 1.0) ** 2)
+    np.testing.assert_allclose(g, 2.0 * (x0 - 1.0))

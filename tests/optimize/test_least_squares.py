@@ -5,7 +5,7 @@ import scipy.optimize
 
 import adoffload as ado
 from adoffload.optimize import least_squares, shared
-from adoffload.optimize.status import MAXITER, SINGULAR
+from adoffload.optimize.status import MAXITER, SINGULAR, XTOL
 from tests.optimize.problems import M, T, decay, decay_data
 
 
@@ -182,3 +182,37 @@ def test_one_parameter_is_one_jacobian_lane():
     for k, target in enumerate(y):
         ref = scipy.optimize.least_squares(lambda p: np.exp(-p[0] * T) - target, [1.0], method="lm")
         np.testing.assert_allclose(result.x[k], ref.x, rtol=1e-7)
+
+
+def test_a_rejected_levenberg_marquardt_step_below_xtol_ends_with_xtol_not_singular(data):
+    """At the cost's rounding floor (float32 with the default tolerances, float64 with tolerances of
+    1e-15) no trial reduces the cost and the damping grows until the step is below xtol: that ends with
+    XTOL (success) as scipy's check after a rejected trial does, at the last accepted x. It ended with
+    SINGULAR, Gauss-Newton's code, once the damping overflowed the Cholesky factorization."""
+    true, y, x0 = data
+    f32 = least_squares(decay, x0.astype(np.float32), args=(shared(T.astype(np.float32)), y.astype(np.float32)),
+                        m=M)
+    assert f32.success.all() and SINGULAR not in f32.status
+    tight = least_squares(decay, x0, args=(shared(T), y), m=M, ftol=1e-15, xtol=1e-15, gtol=1e-15)
+    assert tight.success.all() and XTOL in tight.status
+    for k in range(len(y)):
+        ref = scipy_fit(x0[k], y[k])
+        np.testing.assert_allclose(tight.x[k], ref.x, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(f32.x[k], ref.x, rtol=1e-3, atol=1e-3)
+        r = tight.x[k, 0] * np.exp(-tight.x[k, 1] * T) + tight.x[k, 2] - y[k]
+        np.testing.assert_allclose(tight.fun[k], r, rtol=1e-12, atol=1e-14)    # the returned x's residuals
+
+
+@ado.func
+def spread(x, y, r):
+    for k in range(len(r)):
+        r[k] = x[k % len(x)] - y[k]
+
+
+def test_a_fit_too_large_for_a_thread_gets_advice_for_least_squares():
+    """The advice named minimize's layout='warp' and method='lbfgs', which least_squares does not take."""
+    with pytest.raises(ado.CompilationError, match=r"need [0-9]+ bytes per thread.*fewer parameters or residuals") \
+            as info:
+        least_squares(spread, np.zeros((1, 200)), args=(np.zeros((1, 400)),), m=400)
+    assert "layout=" not in str(info.value) and "maxcor" not in str(info.value)
+    assert "copies of the problem's arrays" not in str(info.value)        # 3200 bytes of them: not the cause

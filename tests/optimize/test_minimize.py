@@ -4,7 +4,7 @@ import pytest
 import scipy.optimize
 
 import adoffload as ado
-from adoffload.optimize import minimize, shared
+from adoffload.optimize import bfgs, fire, lbfgs, minimize, shared
 from adoffload.optimize.status import FTOL, GTOL, LINE_SEARCH, MAXITER, NONFINITE
 from tests.foreign_cuda.checks import needs_lld
 from tests.optimize.problems import log_barrier, quadratic, random_quadratics, rosen, shifted_bowl
@@ -32,6 +32,19 @@ def test_rosenbrock_batch_matches_scipy(method, starts):
         scipy_iterations = [scipy.optimize.minimize(scipy.optimize.rosen, x0, jac=scipy.optimize.rosen_der,
                                                     method="L-BFGS-B").nit for x0 in starts]
         assert np.mean(result.nit) < 1.5 * np.mean(scipy_iterations)
+
+
+@pytest.mark.parametrize("method", ["lbfgs", "bfgs", "fire"])
+def test_one_and_two_parameters(method):
+    """n = 1 (a loop over len(x) of one trip) and Rosenbrock at n = 2 (range(len(x) - 1): one trip): the
+    helper's adjoint was refused as needing a dynamic tape."""
+    x0 = np.random.default_rng(7).uniform(-1.5, 1.5, (3, 2))
+    result = minimize(rosen, x0, method=method, options={"maxiter": 50000} if method == "fire" else None)
+    assert result.success.all()
+    np.testing.assert_allclose(result.x, 1.0, atol=1e-4)
+    bowl = minimize(shifted_bowl, x0[:, :1].copy(), args=(0.5, np.ones(3)), method=method)
+    assert bowl.success.all()
+    np.testing.assert_allclose(bowl.x, 0.5, atol=5e-6)     # |g| = 2 |x - c| <= gtol
 
 
 def test_fire_reaches_the_gradient_tolerance(starts):
@@ -87,6 +100,17 @@ def test_maxiter_reports_failure_not_a_minimum(starts):
     np.testing.assert_allclose(result.fun, [scipy.optimize.rosen(x) for x in result.x], rtol=1e-12)
 
 
+def test_maxiter_none_in_options_is_the_methods_default():
+    """options={"maxiter": None} gave 200 * n iterations for every method; L-BFGS's default is 15000."""
+    from adoffload.optimize.api import OPTIONS, _options
+    for method, expected in ((lbfgs, 15000), (bfgs, 200 * 3), (fire, 10000)):
+        assert _options(method, None, None, {"maxiter": None}, "minimize", 3)["maxiter"] == expected
+        assert _options(method, None, None, None, "minimize", 3)["maxiter"] == expected
+    assert OPTIONS[lbfgs]["maxiter"] == 15000
+    start = np.full((1, 3), -1.2)
+    assert minimize(rosen, start, options={"maxiter": None}).nit[0] == minimize(rosen, start).nit[0]
+
+
 def test_a_start_where_the_function_is_nan_fails_that_problem_only():
     x0 = np.array([[2.0, 1.0], [-1.0, 1.0], [0.5, -0.3]])
     result = minimize(log_barrier, x0)
@@ -108,6 +132,23 @@ def test_float32():
     result = minimize(shifted_bowl, x0, args=(0.5, np.ones(4, np.float32)), tol=1e-4)
     assert result.x.dtype == np.float32 and result.success.all()
     np.testing.assert_allclose(result.x, 0.5, atol=1e-4)
+
+
+def test_float_arrays_take_the_starts_dtype():
+    """float64 arrays with float32 starts (numpy's default dtype for data): passed in float32, as a
+    float scalar is; they ended in a KernelTypeError inside lbfgs.py (a float64 function value stored
+    into the float32 state). float32 arrays with float64 starts give the float64 answers."""
+    x0 = np.random.default_rng(4).uniform(-1, 1, (4, 3))
+    centre = np.array([0.5, 0.25, -0.5, 1.0])
+    for method in ("lbfgs", "bfgs", "fire"):
+        result = minimize(shifted_bowl, x0.astype(np.float32), args=(centre, 2.0), method=method, tol=1e-4)
+        assert result.x.dtype == np.float32 and result.success.all()
+        np.testing.assert_allclose(result.x, np.repeat(centre[:, None], 3, 1), atol=1e-4)
+        shared_centre = minimize(quadratic, x0.astype(np.float32), method=method, tol=1e-3,
+                                 args=(shared(np.eye(3) * 2.0), shared(np.array([1.0, 2.0, 3.0]))))
+        np.testing.assert_allclose(shared_centre.x, np.tile([0.5, 1.0, 1.5], (4, 1)), atol=1e-3)
+    wide = minimize(shifted_bowl, x0, args=(centre.astype(np.float32), 2.0))
+    np.testing.assert_array_equal(wide.x, minimize(shifted_bowl, x0, args=(centre, 2.0)).x)
 
 
 def test_an_empty_batch():
@@ -145,6 +186,20 @@ def test_gpu_launches_use_blocks_of_one_warp():
 def test_a_problem_too_large_for_a_thread_is_refused_with_advice():
     with pytest.raises(ado.CompilationError, match="need [0-9]+ bytes per thread.*smaller maxcor"):
         minimize(rosen, np.zeros((1, 70000)), method="lbfgs", maxiter=1)
+
+
+@ado.func
+def bowl_with_data(x, data):
+    s = 0.0
+    for i in range(len(x)):
+        s += (x[i] - data[i]) ** 2
+    return s
+
+
+def test_arrays_too_large_for_a_thread_are_named_as_the_cause():
+    """300,000 floats per problem in args at n = 3: the advice was 'fewer parameters per problem' only."""
+    with pytest.raises(ado.CompilationError, match=r"2400000 bytes of that are the copies of the problem's arrays"):
+        minimize(bowl_with_data, np.zeros((2, 3)), args=(np.zeros((2, 300000)),))
 
 
 @pytest.mark.parametrize("target, arch", [("nvptx", "sm_90"), pytest.param("amdgpu", "gfx942", marks=needs_lld)])

@@ -123,6 +123,20 @@ def test_warp_layout_through_jax_jit():
     assert "X" not in result                     # the scratch arrays are not results
 
 
+def test_a_jax_calls_auto_layout_decides_for_jaxs_backend(monkeypatch):
+    """docs/optimize.md: a JAX call's auto decides for JAX's default backend; it decided for the host
+    (minimize's device="cpu" default), whose 1 MiB per thread lets through kernels NVIDIA's 512 KiB refuses."""
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    from adoffload.optimize import api
+    seen = []
+    monkeypatch.setattr(api, "jax_device", lambda: "cuda")
+    monkeypatch.setattr(api, "choose", lambda layout, module, n, batch, device, kernel: seen.append(device) or "thread")
+    minimize(rosen, jax.numpy.zeros((2, 3)))
+    minimize(rosen, np.zeros((2, 3)))
+    assert seen == ["cuda", "cpu"]
+
+
 @pytest.mark.parametrize("module", ["lbfgs_warp", "bfgs_warp", "fire_warp"])
 def test_the_warp_kernels_compile_for_nvidia(module):
     """No GPU here: compiled for sm_90, not run (test_warp_layout_on_cuda_matches_the_host runs them)."""
