@@ -16,7 +16,8 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
-from ..errors import GridError, JaxIntegrationError
+from ..errors import ArgumentError, GridError, JaxIntegrationError
+from ..kernels.arguments import check_argument
 from ..kernels.launch import check_block_grid
 from .primitive import CallSpec, bind
 from .rules import TapeCallSpec
@@ -82,6 +83,10 @@ def _convert(kernel, param, value):
     if isinstance(value, (bool, int, float)) and not param.is_array:
         if isinstance(value, float) and not param.dtype.is_float:
             raise JaxIntegrationError(f"{what} expects {expected} (ndim 0), got the Python float {value!r}")
+        try:            # the launcher's checks: jnp.asarray raises a bare OverflowError for 2**40 as
+            value = check_argument(kernel.signature, param, value)     # an i32, makes 1e300 an f32 inf
+        except ArgumentError as exc:
+            raise JaxIntegrationError(str(exc)) from None
         return jnp.asarray(value, dtype=expected)
     if isinstance(value, (bool, int, float)):
         raise JaxIntegrationError(f"{what} expects a {expected} array of ndim {ndim}, got the Python "
