@@ -128,11 +128,13 @@ class StatementLowering:
         header, body, exit_ = (self.new_block(n) for n in ("while.cond", "while.body", "while.end"))
         b.branch(header)
         b.position_at_end(header)
-        b.cbranch(self.truth(self.visit(node.test)), body, exit_)
+        test = self.visit(node.test)
+        b.cbranch(self.truth(test), body, exit_)
         b.position_at_end(body)
         before = _copy(self.defined)
-        self.loop_body(node.body, header, exit_)
-        self.defined = before            # the body may run no iterations; breaks assign no less
+        breaks, _ = self.loop_body(node.body, header, exit_)
+        # the body may run no iterations (breaks assign no less), unless only a break leaves: while True
+        self.defined = meet(breaks) if isinstance(test, Literal) and test.value else before
         b.position_at_end(exit_)
 
     def loop_body(self, statements, continue_target: ir.Block, break_target: ir.Block) -> tuple[list, list]:

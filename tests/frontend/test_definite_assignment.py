@@ -118,6 +118,18 @@ def test_loops_that_always_run_define_what_their_bodies_assign():
         y[i] = t
     np.testing.assert_array_equal(run(unrolled), 2.0 * X)
 
+    @ado.kernel
+    def newton(x: ado.In[ado.f64], y: ado.Out[ado.f64]):
+        i = ado.tid()
+        r = 1.0
+        while True:                       # left only by the break, after r_new is assigned
+            r_new = 0.5 * (r + (x[i] * x[i] + 1.0) / r)
+            if ado.abs(r_new - r) < 1e-14:
+                break
+            r = r_new
+        y[i] = r_new
+    np.testing.assert_allclose(run(newton), np.sqrt(X * X + 1.0), rtol=1e-14)
+
     with pytest.raises(ado.UndefinedNameError, match="variable 't'"):
         @ado.kernel
         def empty(x: ado.In[ado.f64], y: ado.Out[ado.f64]):
