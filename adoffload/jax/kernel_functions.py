@@ -210,6 +210,8 @@ def _static_ints(value) -> tuple[int, ...]:
     """``value`` (an int or a sequence of ints) as a tuple of Python ints; TypeError if it is not
     one, as for a traced value under jit (JAX's conversion errors subclass TypeError)."""
     items = value if isinstance(value, (tuple, list)) else [value] if np.ndim(value) == 0 else list(value)
+    if any(isinstance(v, (bool, np.bool_)) for v in items):   # grid=True was one thread (the launcher refuses it)
+        raise TypeError("a bool is not an extent")
     return tuple(operator.index(v) for v in items)      # 32.5 is refused, not cut to 32
 
 

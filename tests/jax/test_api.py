@@ -123,6 +123,15 @@ def test_bad_grid_rank():
         ado.jax_kernel(rowscale, grid=5)(jnp.ones((2, 2)), jnp.ones(2))
 
 
+def test_a_bool_is_not_a_grid_or_an_extent():
+    """grid=True ran one thread and out_shapes={'out': (True,)} made one element, as operator.index
+    takes a bool for 1; the numpy launcher refuses a bool grid."""
+    with pytest.raises(GridError, match="must be static ints, got True"):
+        ado.jax_kernel(saxpy, grid=True)(1.0, X, Y)
+    with pytest.raises(JaxIntegrationError, match=r"out_shapes\['out'\] of kernel 'saxpy' must be static ints"):
+        ado.jax_kernel(saxpy, out_shapes={"out": (True,)})(1.0, X, Y)
+
+
 def test_f64_kernel_without_x64_says_how_to_enable_it():
     jax.config.update("jax_enable_x64", False)
     with pytest.raises(JaxIntegrationError, match="jax_enable_x64"):
