@@ -68,6 +68,7 @@ def test_threads_beyond_the_grid_do_not_run():
     (lambda x, y, o: saxpy(2.0, x, y, o, grid=(10, 10)), "uses a 1-D grid"),
     (lambda x, y, o: saxpy(2.0, x, y, o, grid=10, z=1), "has no parameter 'z'"),
     (lambda x, y, o: saxpy("2", x, y, o, grid=10), "parameter 'a': expected a float"),
+    (lambda x, y, o: saxpy(2 ** 2000, x, y, o, grid=10), "parameter 'a': 1148"),    # was a bare OverflowError
 ])
 def test_bad_arguments_are_reported_before_running(call, message):
     x, y = _xy()

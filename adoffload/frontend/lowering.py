@@ -69,6 +69,11 @@ class FunctionLowering:
         self.variables: dict[str, Variable] = {}
         self.bindings: dict[str, object] = {}      # names bound to arrays (not reassignable)
         self.loops: list[tuple[ir.Block, ir.Block]] = []   # (continue target, break target)
+        # Definite assignment: the variables assigned on every path to the code being lowered (None:
+        # the code is unreachable). A read of one that is not is refused where Python could raise
+        # UnboundLocalError: the stack slot would be read uninitialized, and LLVM may fold that to any value.
+        self.defined: set[str] | None = set()
+        self.loop_exits: list[tuple[list, list]] = []      # per loop: the states at its breaks, continues
         self.status: ir.Value | None = None
         self.current_line = source.first_line      # the file line of the node being lowered
         self.alloca_block = function.append_basic_block("entry")
@@ -105,6 +110,8 @@ class FunctionLowering:
             if self.builder.block.is_terminated:      # code after return/break/continue
                 self.builder.position_at_end(self.new_block("dead"))
             self.visit(statement)
+            if self.builder.block.is_terminated:
+                self.defined = None
 
     def new_block(self, name: str) -> ir.Block:
         return self.function.append_basic_block(name)
@@ -117,6 +124,12 @@ class FunctionLowering:
 
     def lookup(self, name: str, node: ast.AST | None = None):
         if name in self.variables:
+            if self.defined is not None and name not in self.defined:
+                raise UndefinedNameError(
+                    f"variable '{name}' is not assigned on every path that reaches this use (only in a branch, "
+                    f"or in a loop body that may run no iterations); Python would raise UnboundLocalError on "
+                    f"such a path and the kernel would read an uninitialized value: assign '{name}' before "
+                    f"the branch or loop")
             var = self.variables[name]
             return Scalar(self.builder.load(var.slot, name=name), var.type, var.tid_axis)
         if name in self.bindings:
@@ -140,6 +153,7 @@ class FunctionLowering:
     def new_variable(self, name: str, type_: ScalarType, tid_axis=None) -> Variable:
         slot = self.alloca_builder.alloca(llvm_type(type_), name=name)
         self.variables[name] = Variable(slot, type_, tid_axis)
+        self.mark_defined(name)
         return self.variables[name]
 
     def assign_name(self, name: str, value) -> None:
@@ -162,6 +176,11 @@ class FunctionLowering:
                 rules.default_literal_type(value.value, self.default_float)
             var = self.new_variable(name, type_)
         self.builder.store(self.coerce(value, var.type, f"variable '{name}'"), var.slot)
+        self.mark_defined(name)
+
+    def mark_defined(self, name: str) -> None:
+        if self.defined is not None:
+            self.defined.add(name)
 
     # --- conversions ---------------------------------------------------------------------
 

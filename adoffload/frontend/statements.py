@@ -110,12 +110,15 @@ class StatementLowering:
         else_block = self.new_block("if.else") if node.orelse else merge
         b.cbranch(self.truth(condition), then_block, else_block)
         b.position_at_end(then_block)
+        before = _copy(self.defined)
         self.visit_body(node.body)
         self.branch_to(merge)
+        after_then, self.defined = self.defined, before
         if node.orelse:
             b.position_at_end(else_block)
             self.visit_body(node.orelse)
             self.branch_to(merge)
+        self.defined = meet([after_then, self.defined])
         b.position_at_end(merge)
 
     def visit_While(self, node: ast.While):
@@ -125,25 +128,35 @@ class StatementLowering:
         header, body, exit_ = (self.new_block(n) for n in ("while.cond", "while.body", "while.end"))
         b.branch(header)
         b.position_at_end(header)
-        b.cbranch(self.truth(self.visit(node.test)), body, exit_)
+        test = self.visit(node.test)
+        b.cbranch(self.truth(test), body, exit_)
         b.position_at_end(body)
-        self.loop_body(node.body, header, exit_)
+        before = _copy(self.defined)
+        breaks, _ = self.loop_body(node.body, header, exit_)
+        # the body may run no iterations (breaks assign no less), unless only a break leaves: while True
+        self.defined = meet(breaks) if isinstance(test, Literal) and test.value else before
         b.position_at_end(exit_)
 
-    def loop_body(self, statements, continue_target: ir.Block, break_target: ir.Block) -> None:
+    def loop_body(self, statements, continue_target: ir.Block, break_target: ir.Block) -> tuple[list, list]:
+        """The body of a loop; returns the assignment states at its breaks and at its continues (the
+        end of the body among them)."""
         self.loops.append((continue_target, break_target))
+        self.loop_exits.append(([], []))
         try:
             self.visit_body(statements)
         finally:
             self.loops.pop()
+            breaks, continues = self.loop_exits.pop()
+        continues.append(self.defined)
         self.branch_to(continue_target)
+        return breaks, continues
 
     def visit_For(self, node: ast.For):
         if node.orelse:
             raise UnsupportedConstructError("'for ... else' is not supported in kernels")
         if self.is_static_range(node.iter):
             return self.static_for(node)
-        start, stop, step = self.range_bounds(node.iter)
+        start, stop, step = bounds = self.range_bounds(node.iter)
         b = self.builder
         counter_type = self.range_type(start, stop, step)
         start, stop = self.materialize(start, counter_type), self.materialize(stop, counter_type)
@@ -157,8 +170,13 @@ class StatementLowering:
         current = b.load(counter)
         b.cbranch(self.range_condition(current, stop.value, step, step_value.value), body, exit_)
         b.position_at_end(body)
+        before = _copy(self.defined)
         self.assign(node.target, Scalar(current, counter_type))
-        self.loop_body(node.body, latch, exit_)
+        breaks, continues = self.loop_body(node.body, latch, exit_)
+        # A range of compile-time bounds that is not empty runs the body once at least; any other
+        # may run it no times, and leaves the variables as they were before the loop.
+        runs = all(isinstance(v, Literal) for v in bounds) and len(range(*(v.value for v in bounds))) > 0
+        self.defined = meet(breaks + continues) if runs else before
         b.position_at_end(latch)
         b.store(b.add(b.load(counter), step_value.value), counter)
         b.branch(header)
@@ -188,11 +206,15 @@ class StatementLowering:
             raise KernelTypeError(f"ado.static_range() unrolls {len(values)} iterations, more than "
                                   f"{language.MAX_STATIC_ITERATIONS}; use range()")
         exit_ = self.new_block("static.end")
+        breaks = []
         for value in values:
             following = self.new_block("static.next")
             self.assign(node.target, Literal(value))
-            self.loop_body(node.body, following, exit_)
+            copy_breaks, continues = self.loop_body(node.body, following, exit_)
+            breaks += copy_breaks
+            self.defined = meet(continues)
             self.builder.position_at_end(following)
+        self.defined = meet(breaks + [self.defined])
         self.branch_to(exit_)
         self.builder.position_at_end(exit_)
 
@@ -234,11 +256,13 @@ class StatementLowering:
     def visit_Break(self, node):
         if not self.loops:
             raise UnsupportedConstructError("'break' outside a loop")
+        self.loop_exits[-1][0].append(_copy(self.defined))
         self.builder.branch(self.loops[-1][1])
 
     def visit_Continue(self, node):
         if not self.loops:
             raise UnsupportedConstructError("'continue' outside a loop")
+        self.loop_exits[-1][1].append(_copy(self.defined))
         self.builder.branch(self.loops[-1][0])
 
     def visit_Assert(self, node: ast.Assert):
@@ -251,3 +275,15 @@ class StatementLowering:
         self.guard(self.truth(condition),
                    lambda: self.record_status(TRAP, -1, ir.Constant(I64, self.source.location(node)[1]), -1))
 
+
+
+def _copy(state: set[str] | None) -> set[str] | None:
+    return None if state is None else set(state)
+
+
+def meet(states: list) -> set[str] | None:
+    """The variables assigned on every one of several paths that join (None: an unreachable path)."""
+    reachable = [state for state in states if state is not None]
+    if not reachable:
+        return None
+    return set.intersection(*reachable)

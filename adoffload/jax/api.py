@@ -19,7 +19,8 @@ def jax_kernel(kernel, *, grid=None, out_shapes=None, blocks=None, threads=None,
     """Wrap ``kernel`` as a JAX function; see the module docstring for the calling convention.
 
     ``grid``: an int, a tuple, or a callable taking the function's arguments and returning
-    one (default: the shape of the first Out array, cut to the kernel's grid rank).
+    one (default: the shape of the first Out array, cut to the kernel's grid rank, where the kernel
+    indexes each of its axes with that grid axis's thread id; otherwise grid= is required).
     ``out_shapes``: ``{out_name: shape}`` or a callable returning that dict (default: derived
     from the kernel where it indexes the Out array and some input arrays with the same thread
     ids, ``out[i] = ... x[i] ...``; otherwise out_shapes is required).

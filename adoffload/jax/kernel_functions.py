@@ -16,7 +16,8 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
-from ..errors import GridError, JaxIntegrationError
+from ..errors import ArgumentError, GridError, JaxIntegrationError
+from ..kernels.arguments import check_argument
 from ..kernels.launch import check_block_grid
 from .primitive import CallSpec, bind
 from .rules import TapeCallSpec
@@ -82,6 +83,10 @@ def _convert(kernel, param, value):
     if isinstance(value, (bool, int, float)) and not param.is_array:
         if isinstance(value, float) and not param.dtype.is_float:
             raise JaxIntegrationError(f"{what} expects {expected} (ndim 0), got the Python float {value!r}")
+        try:            # the launcher's checks: jnp.asarray raises a bare OverflowError for 2**40 as
+            value = check_argument(kernel.signature, param, value)     # an i32, makes 1e300 an f32 inf
+        except ArgumentError as exc:
+            raise JaxIntegrationError(str(exc)) from None
         return jnp.asarray(value, dtype=expected)
     if isinstance(value, (bool, int, float)):
         raise JaxIntegrationError(f"{what} expects a {expected} array of ndim {ndim}, got the Python "
@@ -205,6 +210,8 @@ def _static_ints(value) -> tuple[int, ...]:
     """``value`` (an int or a sequence of ints) as a tuple of Python ints; TypeError if it is not
     one, as for a traced value under jit (JAX's conversion errors subclass TypeError)."""
     items = value if isinstance(value, (tuple, list)) else [value] if np.ndim(value) == 0 else list(value)
+    if any(isinstance(v, (bool, np.bool_)) for v in items):   # grid=True was one thread (the launcher refuses it)
+        raise TypeError("a bool is not an extent")
     return tuple(operator.index(v) for v in items)      # 32.5 is refused, not cut to 32
 
 
@@ -213,21 +220,41 @@ def _short(value) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+def _default_grid(kernel, operands, out_shapes) -> tuple[int, ...]:
+    """The shape of the first Out array (else the first InOut), cut to the grid rank, where the kernel
+    proves that extent is grid axis a's: the array's dim a, or a dim of an input array of that extent, is
+    indexed by the thread id of axis a (``out[i]``, ``x[i]``). Anything else is not guessed: an energy
+    ``atomic_add(e, 0, x[i] ** 2)`` with ``out_shapes={"e": (1,)}`` ran one thread and summed x[0] only."""
+    signature, rank = kernel.signature, kernel.signature.grid_rank
+    inputs = [p for p in signature.visible_params if not (p.is_array and p.type.intent == "out")]
+    outs = [p for p in signature.visible_params if p.is_array and p.type.intent == "out"]
+    candidates = list(zip(outs, out_shapes)) + [(p, o.shape) for p, o in zip(inputs, operands)
+                                                if p.is_array and p.type.intent == "inout"]
+    if not candidates:
+        raise GridError(f"kernel '{kernel.name}' has no Out or InOut array to take the grid from; "
+                        "pass grid= to ado.jax_kernel")
+    param, shape = candidates[0]
+    if len(shape) < rank:
+        raise GridError(f"kernel '{kernel.name}' has grid rank {rank} but its first output has shape "
+                        f"{tuple(shape)}; pass grid= to ado.jax_kernel")
+    grid = tuple(int(s) for s in shape[:rank])
+    index = signature.params.index(param)
+    extents = {(axis, int(operands[inputs.index(signature.params[k])].shape[dim]))
+               for k, dim, axis in kernel.thread_indexed if signature.params[k] in inputs}
+    unproven = [a for a in range(rank) if (index, a, a) not in kernel.thread_indexed and (a, grid[a]) not in extents]
+    if unproven:
+        a = unproven[0]
+        raise GridError(f"kernel '{kernel.name}': the default grid, the shape of {_grid_source(kernel)}, would be "
+                        f"{grid}, but the kernel does not index that array's axis {a} (nor an input's axis of "
+                        f"extent {grid[a]}) with the thread id of grid axis {a}, so that extent need not be the "
+                        "grid; pass grid= (an int, a tuple, or a callable of the arguments) to ado.jax_kernel")
+    return grid
+
+
 def _grid(kernel, given, args, operands, out_shapes) -> tuple[int, ...]:
     rank = kernel.signature.grid_rank
     if given is None:
-        inouts = [o.shape for p, o in zip([p for p in kernel.signature.visible_params
-                                           if not (p.is_array and p.type.intent == "out")], operands)
-                  if p.is_array and p.type.intent == "inout"]
-        candidates = list(out_shapes) + inouts
-        if not candidates:
-            raise GridError(f"kernel '{kernel.name}' has no Out or InOut array to take the grid from; "
-                            "pass grid= to ado.jax_kernel")
-        shape = candidates[0]
-        if len(shape) < rank:
-            raise GridError(f"kernel '{kernel.name}' has grid rank {rank} but its first output has shape "
-                            f"{tuple(shape)}; pass grid= to ado.jax_kernel")
-        return tuple(int(s) for s in shape[:rank])
+        return _default_grid(kernel, operands, out_shapes)
     value = given(*args) if callable(given) else given
     try:
         grid = _static_ints(value)

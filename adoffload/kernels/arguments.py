@@ -174,7 +174,7 @@ def _check_scalar(where: str, expected: ScalarType, value):
     if expected.is_float:
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
             raise ArgumentError(f"{where}: expected a float {expected!r}, got {type(value).__name__} {value!r}")
-        return expected.dtype.type(value)
+        return _float_scalar(where, expected, value)
     if expected is not None and expected.name == "bool_":
         if not isinstance(value, (bool, np.bool_, numbers.Integral)):
             raise ArgumentError(f"{where}: expected a bool, got {type(value).__name__} {value!r}")
@@ -185,6 +185,16 @@ def _check_scalar(where: str, expected: ScalarType, value):
     if not info.min <= int(value) <= info.max:
         raise ArgumentError(f"{where}: {value} does not fit in {expected!r}")
     return expected.dtype.type(value)
+
+
+def _float_scalar(where: str, expected: ScalarType, value):
+    """``value`` (a real number) as the float type ``expected``. A finite value beyond its range
+    rounds to inf with numpy's RuntimeWarning, as numpy does; an int too large for a double
+    (``2**2000``) is an ArgumentError naming the parameter, not numpy's bare OverflowError."""
+    try:
+        return expected.dtype.type(value)
+    except OverflowError:
+        raise ArgumentError(f"{where}: {value} does not fit in {expected!r}") from None
 
 
 def normalize_grid(signature: KernelSignature, grid) -> tuple[int, ...]:

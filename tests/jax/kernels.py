@@ -104,3 +104,9 @@ def tally(x: ado.In[ado.f64], total: ado.InOut[ado.f64]):
 
 def tally_ref(x, total):
     return total + jnp.sum(x * x)
+
+
+@ado.kernel
+def clamp_count(n: ado.i32, x: ado.In[ado.f64], out: ado.Out[ado.f64]):
+    i = ado.tid()
+    out[i] = ado.min(x[i], ado.f64(n))

@@ -8,7 +8,7 @@ import adoffload as ado
 from adoffload.errors import GridError, JaxIntegrationError
 
 from kernels import (outer, cube3, cube3_ref, energy, energy_ref, rowscale, rowscale_ref, saxpy, saxpy32, saxpy_ref,
-                     scale_inplace, scale_inplace_ref, shifted, wave, wave_ref)
+                     clamp_count, scale_inplace, scale_inplace_ref, shifted, wave, wave_ref)
 
 X = np.linspace(-1.0, 2.0, 7)
 Y = np.cos(X) + 0.5
@@ -85,12 +85,25 @@ def test_python_float_converted_for_f32_parameter():
     ((2.0, jnp.ones((2, 2), jnp.float32), jnp.ones(4, jnp.float32)), ["saxpy32", "'x'", "ndim 1", "ndim 2"]),
     ((jnp.ones(3, jnp.float32), jnp.ones(4, jnp.float32), jnp.ones(4, jnp.float32)), ["'a'", "ndim 0"]),
     ((2.0, jnp.ones(4, jnp.float32)), ["3 arguments", "got 2"]),
+    # Python scalars get the launcher's checks (jnp.asarray raised a bare OverflowError for 2**2000)
+    ((2 ** 2000, jnp.ones(4, jnp.float32), jnp.ones(4, jnp.float32)), ["saxpy32", "'a'", "does not fit in ado.f32"]),
+    ((True, jnp.ones(4, jnp.float32), jnp.ones(4, jnp.float32)), ["saxpy32", "'a'", "expected a float"]),
 ])
 def test_argument_errors_name_kernel_parameter_expected_and_given(args, words):
     with pytest.raises(JaxIntegrationError) as info:
         ado.jax_kernel(saxpy32)(*args)
     for word in words:
         assert word in str(info.value)
+
+
+def test_python_int_out_of_range_of_an_int_parameter_is_refused():
+    """jnp.asarray raised a bare OverflowError for 2**40 as an i32 (2**2000 as an f64 too)."""
+    f = ado.jax_kernel(clamp_count)
+    with pytest.raises(JaxIntegrationError, match="parameter 'n': 1099511627776 does not fit in ado.i32"):
+        f(2 ** 40, X)
+    with pytest.raises(JaxIntegrationError, match="parameter 'n': expected an integer ado.i32, got bool"):
+        f(True, X)
+    np.testing.assert_allclose(f(3, X), np.minimum(X, 3.0))
 
 
 def test_argument_errors_under_jit_too():
@@ -108,6 +121,15 @@ def test_missing_out_shape_asks_for_out_shapes():
 def test_bad_grid_rank():
     with pytest.raises(GridError, match="grid rank 2"):
         ado.jax_kernel(rowscale, grid=5)(jnp.ones((2, 2)), jnp.ones(2))
+
+
+def test_a_bool_is_not_a_grid_or_an_extent():
+    """grid=True ran one thread and out_shapes={'out': (True,)} made one element, as operator.index
+    takes a bool for 1; the numpy launcher refuses a bool grid."""
+    with pytest.raises(GridError, match="must be static ints, got True"):
+        ado.jax_kernel(saxpy, grid=True)(1.0, X, Y)
+    with pytest.raises(JaxIntegrationError, match=r"out_shapes\['out'\] of kernel 'saxpy' must be static ints"):
+        ado.jax_kernel(saxpy, out_shapes={"out": (True,)})(1.0, X, Y)
 
 
 def test_f64_kernel_without_x64_says_how_to_enable_it():
