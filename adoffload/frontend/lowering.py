@@ -13,6 +13,7 @@ import numpy as np
 from llvmlite import ir
 
 from ..errors import KernelTypeError, SourceError, UndefinedNameError, UnsupportedConstructError
+from ..language.status import UNASSIGNED
 from ..language.types import ScalarType, bool_
 from . import typing_rules as rules
 from .context import I1, I64, LocatedBuilder, ModuleContext, llvm_type
@@ -24,10 +25,13 @@ KERNEL_PYTHON_BUILTINS = {"range", "len", "int", "float", "bool", "abs", "min", 
 
 
 class Variable:
-    """A local scalar variable: a stack slot with a fixed type (SROA turns it into SSA)."""
+    """A local scalar variable: a stack slot with a fixed type (SROA turns it into SSA), and an ``i1``
+    slot ``assigned`` (false at entry, true after each assignment) that only a read on a path that may
+    not have assigned the variable loads (FunctionLowering.check_assigned); LLVM deletes it elsewhere."""
 
-    def __init__(self, slot: ir.Value, type_: ScalarType, tid_axis: int | None = None):
-        self.slot, self.type, self.tid_axis = slot, type_, tid_axis
+    def __init__(self, slot: ir.Value, type_: ScalarType, tid_axis: int | None = None,
+                 assigned: ir.Value | None = None):
+        self.slot, self.type, self.tid_axis, self.assigned = slot, type_, tid_axis, assigned
 
 
 def python_constant(obj):
@@ -124,13 +128,9 @@ class FunctionLowering:
 
     def lookup(self, name: str, node: ast.AST | None = None):
         if name in self.variables:
-            if self.defined is not None and name not in self.defined:
-                raise UndefinedNameError(
-                    f"variable '{name}' is not assigned on every path that reaches this use (only in a branch, "
-                    f"or in a loop body that may run no iterations); Python would raise UnboundLocalError on "
-                    f"such a path and the kernel would read an uninitialized value: assign '{name}' before "
-                    f"the branch or loop")
             var = self.variables[name]
+            if self.defined is not None and name not in self.defined:
+                self.check_assigned(name, var)
             return Scalar(self.builder.load(var.slot, name=name), var.type, var.tid_axis)
         if name in self.bindings:
             return self.bindings[name]
@@ -152,9 +152,28 @@ class FunctionLowering:
 
     def new_variable(self, name: str, type_: ScalarType, tid_axis=None) -> Variable:
         slot = self.alloca_builder.alloca(llvm_type(type_), name=name)
-        self.variables[name] = Variable(slot, type_, tid_axis)
+        assigned = self.alloca_builder.alloca(I1, name=f"{name}.assigned")
+        self.alloca_builder.store(ir.Constant(I1, 0), assigned)
+        self.variables[name] = Variable(slot, type_, tid_axis, assigned)
         self.mark_defined(name)
         return self.variables[name]
+
+    def check_assigned(self, name: str, var: Variable) -> None:
+        """A read of ``name`` where some path to it has not assigned it (only in a branch, or in a loop
+        body that may run no iterations), as Python allows: the thread checks at run time that an
+        assignment ran and otherwise stops with UNASSIGNED (Python's UnboundLocalError), since the slot
+        is uninitialized and LLVM may fold it to any value. Where no status record can say so (block
+        kernels, whose threads must reach their barriers together; helpers of scalar derivatives) the
+        read is refused here."""
+        if self.status is None or getattr(self, "block", None) is not None:
+            raise UndefinedNameError(
+                f"variable '{name}' is not assigned on every path that reaches this use (only in a branch, "
+                f"or in a loop body that may run no iterations); Python would raise UnboundLocalError on "
+                f"such a path and the kernel would read an uninitialized value: assign '{name}' before "
+                f"the branch or loop")
+        line = ir.Constant(I64, self.current_line)
+        self.guard(self.builder.load(var.assigned, name=f"{name}.assigned"),
+                   lambda: self.record_status(UNASSIGNED, -1, line, -1))
 
     def assign_name(self, name: str, value) -> None:
         """``name = value``: the first assignment fixes the variable's type."""
@@ -176,6 +195,7 @@ class FunctionLowering:
                 rules.default_literal_type(value.value, self.default_float)
             var = self.new_variable(name, type_)
         self.builder.store(self.coerce(value, var.type, f"variable '{name}'"), var.slot)
+        self.builder.store(ir.Constant(I1, 1), var.assigned)
         self.mark_defined(name)
 
     def mark_defined(self, name: str) -> None:

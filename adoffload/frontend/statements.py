@@ -44,9 +44,10 @@ class StatementLowering:
         name = node.target.id
         if name in self.variables and self.variables[name].type != declared.obj:
             raise KernelTypeError(f"variable '{name}' already has type {self.variables[name].type!r}")
+        value = self.visit(node.value)        # before the declaration: ``x: f32 = x + 1`` reads the old x
         if name not in self.variables:
             self.new_variable(name, declared.obj)
-        self.assign(node.target, self.visit(node.value))
+        self.assign(node.target, value)
 
     def assign(self, target: ast.expr, value) -> None:
         if isinstance(target, ast.Name):

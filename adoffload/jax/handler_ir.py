@@ -80,6 +80,8 @@ _LINE_FORMATS = {
     "overflow": "kernel '{kernel}': integer overflow (the most negative integer // -1, or a from_cuda kernel's "
                 "signed index arithmetic) at line %lld of its source",
     "null": "kernel '{kernel}': a load or store through a null pointer at line %lld of its source (0: not known)",
+    "unassigned": "kernel '{kernel}': a variable was read at line %lld of its source on a path that had not "
+                  "assigned it (Python would raise UnboundLocalError)",
     "diverged": "kernel '{kernel}': the threads of block %lld reached different barriers (control flow that is "
                 "not uniform across the block); the block was stopped",
     "other": "kernel '{kernel}' stopped with a status record (value %lld, code %lld, parameter %lld)",
@@ -248,7 +250,7 @@ def status_check(e: Emitter, layout: HandlerLayout, status: str, snprintf: int, 
     fmt = "@fmt.other"
     for status_code, name in ((abi_status.TRAP, "trap"), (abi_status.DIVISION_BY_ZERO, "division"),
                               (abi_status.INTEGER_OVERFLOW, "overflow"), (abi_status.DIVERGED, "diverged"),
-                              (abi_status.NULL_POINTER, "null")):
+                              (abi_status.NULL_POINTER, "null"), (abi_status.UNASSIGNED, "unassigned")):
         is_code, chosen = e.fresh("is_code"), e.fresh("fmt")
         e.emit(f"{is_code} = icmp eq i64 {code}, {status_code}")
         e.emit(f"{chosen} = select i1 {is_code}, ptr @fmt.{name}, ptr {fmt}")
