@@ -4,9 +4,13 @@ XLA:CPU runs a custom-call handler on one thread. For a large grid the handler s
 threads ``[0, total)`` into chunks and shares them with tasks scheduled on XLA's own pool
 (``XLA_FFI_ThreadPool_Schedule``; no threads of our own, no Python):
 
-* A small heap record holds ``{next, done, refs, chunks, chunk, total, slots, entry}``.
+* A small heap record holds ``{next, done, refs, chunks, chunk, total, slots, entry, status}``.
   Every participant (the calling thread and each task) claims chunks with an atomic
   ``next += 1`` until none are left, runs the host entry on each, and counts it in ``done``.
+  Once a thread has set the status record (a bounds error, an assert), a claimed chunk is counted
+  without running it, so a failing launch ends after the chunks already running, as the numpy
+  launcher's does; on one thread the grid runs in chunks of ``SERIAL_CHUNK`` threads, with the same
+  check between them (a failing ``grid=2**40`` used to run every thread before reporting).
 * The calling thread works too, then waits until ``done == chunks``. It never waits for a
   task that has not started: only claimed chunks are outstanding, and their claimers are
   running. So a busy pool, a pool of one thread, or tasks run inline cannot deadlock it.
@@ -32,8 +36,9 @@ ENV_VAR = "ADOFFLOAD_JAX_CPU_POOL"   # "0": CPU handlers run every kernel on XLA
 MIN_CHUNK_THREADS = 4096        # kernel threads per chunk, at least: below this, one call is cheaper
 MIN_CHUNK_THREADS_LOOPING = 256  # the same for bodies with a loop (a neighbor list): each thread is heavier
 CHUNKS_PER_POOL_THREAD = 4      # a few chunks per pool thread balance uneven per-thread work
-STATE_BYTES = 64
-_NEXT, _DONE, _REFS, _CHUNKS, _CHUNK, _TOTAL, _SLOTS, _ENTRY = (8 * k for k in range(8))
+SERIAL_CHUNK = 1 << 18         # threads per call of the entry on one thread, between status checks
+STATE_BYTES = 72
+_NEXT, _DONE, _REFS, _CHUNKS, _CHUNK, _TOTAL, _SLOTS, _ENTRY, _STATUS = (8 * k for k in range(9))
 
 
 def enabled() -> bool:
@@ -63,17 +68,25 @@ entry:
   %entry.p = getelementptr i8, ptr %s, i64 {_ENTRY}
   %entryfn = load ptr, ptr %entry.p
   %done.p = getelementptr i8, ptr %s, i64 {_DONE}
+  %status.p = getelementptr i8, ptr %s, i64 {_STATUS}
+  %status = load ptr, ptr %status.p
   br label %claim
 claim:
   %c = atomicrmw add ptr %s, i64 1 seq_cst
   %more = icmp ult i64 %c, %chunks
-  br i1 %more, label %run, label %out
+  br i1 %more, label %check, label %out
+check:
+  %code = load atomic i64, ptr %status monotonic, align 8
+  %failed = icmp ne i64 %code, 0
+  br i1 %failed, label %count, label %run
 run:
   %start = mul i64 %c, %chunk
   %end.raw = add i64 %start, %chunk
   %past = icmp ugt i64 %end.raw, %total
   %end = select i1 %past, i64 %total, i64 %end.raw
   call void %entryfn(ptr %slots, i64 %start, i64 %end)
+  br label %count
+count:
   %ignored = atomicrmw add ptr %done.p, i64 1 release
   br label %claim
 out:
@@ -136,11 +149,12 @@ def _has_cycle(successors: dict[str, list[str]], start: str) -> bool:
     return False
 
 
-def emit_parallel_call(e, slots: str, total: str, entry: str, tag: str = "pool",
+def emit_parallel_call(e, slots: str, total: str, entry: str, status: str, tag: str = "pool",
                        min_chunk: int = MIN_CHUNK_THREADS) -> None:
     """Run ``entry(slots, 0, total)`` over XLA's pool from the handler body (``e``: the
-    handler's ``Emitter``; labels here start with ``tag``, distinct per call site). Falls
-    through when done."""
+    handler's ``Emitter``; labels here start with ``tag``, distinct per call site; ``status``: the
+    launch's status record, whose first word stops the chunks not yet started). Falls through when
+    done."""
     api = e.field("%frame", CALL_FRAME["api"])
     ctx = e.field("%frame", CALL_FRAME["ctx"])
     size = e.field(api, 0, "i64")
@@ -176,13 +190,21 @@ def emit_parallel_call(e, slots: str, total: str, entry: str, tag: str = "pool",
     e.emit(f"br i1 {several}, label %{tag}_split, label %{tag}_serial")
 
     e.label(f"{tag}_split")
-    # chunks = min(CHUNKS_PER_POOL_THREAD * threads, total / MIN_CHUNK_THREADS); chunk = ceil(total / chunks)
+    # chunks = max(min(CHUNKS_PER_POOL_THREAD * threads, total / MIN_CHUNK_THREADS), ceil(total / SERIAL_CHUNK));
+    # chunk = ceil(total / chunks)
     want, cap, chunks, chunk = e.fresh("want"), e.fresh("cap"), e.fresh("chunks"), e.fresh("chunk")
     e.emit(f"{want} = mul i64 {threads}, {CHUNKS_PER_POOL_THREAD}")
     e.emit(f"{cap} = udiv i64 {total}, {min_chunk}")
     smaller = e.fresh("smaller")
     e.emit(f"{smaller} = icmp ult i64 {want}, {cap}")
-    e.emit(f"{chunks} = select i1 {smaller}, i64 {want}, i64 {cap}")
+    wanted = e.fresh("wanted")
+    e.emit(f"{wanted} = select i1 {smaller}, i64 {want}, i64 {cap}")
+    # at least ceil(total / SERIAL_CHUNK) chunks: a chunk checks the status record only before it starts
+    least, fewest, enough = e.fresh("least"), e.fresh("fewest"), e.fresh("enough")
+    e.emit(f"{least} = add i64 {total}, {SERIAL_CHUNK - 1}")
+    e.emit(f"{fewest} = udiv i64 {least}, {SERIAL_CHUNK}")
+    e.emit(f"{enough} = icmp ugt i64 {fewest}, {wanted}")
+    e.emit(f"{chunks} = select i1 {enough}, i64 {fewest}, i64 {wanted}")
     rounded = e.fresh("rounded")
     e.emit(f"{rounded} = add i64 {total}, {chunks}")
     minus = e.fresh("minus")
@@ -206,7 +228,7 @@ def emit_parallel_call(e, slots: str, total: str, entry: str, tag: str = "pool",
     e.emit(f"{refs} = add i64 {tasks}, 1")
     for offset, type_, value in ((_NEXT, "i64", "0"), (_DONE, "i64", "0"), (_REFS, "i64", refs),
                                  (_CHUNKS, "i64", chunks), (_CHUNK, "i64", chunk), (_TOTAL, "i64", total),
-                                 (_SLOTS, "ptr", slots), (_ENTRY, "ptr", entry)):
+                                 (_SLOTS, "ptr", slots), (_ENTRY, "ptr", entry), (_STATUS, "ptr", status)):
         e.store_at(state, offset, type_, value)
     schedule = e.field(api, API['thread_pool_schedule'])
     sargs = e.ffi_args("sargs", [("ptr", ctx), ("ptr", "@pool.task"), ("ptr", state)])
@@ -260,23 +282,48 @@ def emit_parallel_call(e, slots: str, total: str, entry: str, tag: str = "pool",
     e.emit(f"br label %{tag}_end")
 
     e.label(f"{tag}_serial")
-    e.emit(f"call void {entry}(ptr {slots}, i64 0, i64 {total})")
+    emit_serial_call(e, slots, total, entry, status, f"{tag}_one_thread")
     e.emit(f"br label %{tag}_end")
 
     e.label(f"{tag}_end")
 
 
+def emit_serial_call(e, slots: str, total: str, entry: str, status: str, tag: str) -> None:
+    """``entry(slots, 0, total)`` on this thread, in chunks of SERIAL_CHUNK threads, none started once
+    the status record is set. Falls through when done."""
+    start, stop, code = e.fresh("start"), e.fresh("stop"), e.fresh("code")
+    e.emit(f"br label %{tag}_enter")
+    e.label(f"{tag}_enter")            # a block of its own: the phi's first predecessor
+    e.emit(f"br label %{tag}_head")
+    e.label(f"{tag}_head")
+    e.emit(f"{start} = phi i64 [0, %{tag}_enter], [{stop}, %{tag}_body]")
+    left, ok, go = e.fresh("left"), e.fresh("ok"), e.fresh("go")
+    e.emit(f"{left} = icmp ult i64 {start}, {total}")
+    e.emit(f"{code} = load atomic i64, ptr {status} monotonic, align 8")
+    e.emit(f"{ok} = icmp eq i64 {code}, 0")
+    e.emit(f"{go} = and i1 {left}, {ok}")
+    e.emit(f"br i1 {go}, label %{tag}_body, label %{tag}_done")
+    e.label(f"{tag}_body")
+    raw, past = e.fresh("raw"), e.fresh("past")
+    e.emit(f"{raw} = add i64 {start}, {SERIAL_CHUNK}")
+    e.emit(f"{past} = icmp ugt i64 {raw}, {total}")
+    e.emit(f"{stop} = select i1 {past}, i64 {total}, i64 {raw}")
+    e.emit(f"call void {entry}(ptr {slots}, i64 {start}, i64 {stop})")
+    e.emit(f"br label %{tag}_head")
+    e.label(f"{tag}_done")
+
+
 def run_host_entry(e: Emitter, slots: str, total: str, address: int, tag: str, min_chunk: int,
-                   serial: bool = False) -> None:
+                   status: str, serial: bool = False) -> None:
     """``entry(slots, 0, total)`` for the host entry at ``address``: shared with XLA's thread
     pool (cpu_parallel.py) unless ``ADOFFLOAD_JAX_CPU_POOL=0`` or ``serial`` (an entry whose atomics
-    are plain: one thread only)."""
+    are plain: one thread only); either way no chunk starts once ``status`` is set."""
     from . import cpu_parallel
     entry = fn_pointer(e, address)
     if cpu_parallel.enabled() and not serial:
-        cpu_parallel.emit_parallel_call(e, slots, total, entry, tag, min_chunk)
+        cpu_parallel.emit_parallel_call(e, slots, total, entry, status, tag, min_chunk)
     else:
-        e.emit(f"call void {entry}(ptr {slots}, i64 0, i64 {total})")
+        cpu_parallel.emit_serial_call(e, slots, total, entry, status, f"{tag}_one_thread")
 
 
 def host_functions() -> list[str]:

@@ -50,7 +50,7 @@ def cpu_handler_ir(layout: HandlerLayout, host_entry: int, count_entry=0, min_ch
         raise ValueError("a serial CPU handler has no dynamic tape")
     e = Emitter()
     slots, status, total = cpu_frame(e, layout)
-    cpu_parallel.run_host_entry(e, slots, total, host_entry, "run", min_chunk, serial=serial)
+    cpu_parallel.run_host_entry(e, slots, total, host_entry, "run", min_chunk, status, serial=serial)
     status_check(e, layout, status, snprintf_address(), reset=False)
     e.lines.append("}")
     memset = ["declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)"]

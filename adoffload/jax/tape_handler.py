@@ -190,7 +190,7 @@ def cpu_tape_handler_ir(layout: HandlerLayout, host_entry: int, count_entries, m
         counts = allocate(next_owned, count_bytes, zeroed=True)
         _store_slot(e, cslots, tape.shared, counts, "ptr")
         _count_grid_and_status(e, layout, slots, cslots, status, tape)
-        cpu_parallel.run_host_entry(e, cslots, total, count_entry, f"count{level}", min_chunk)
+        cpu_parallel.run_host_entry(e, cslots, total, count_entry, f"count{level}", min_chunk, status)
         code = e.field(status, 0, "i64")
         counted = e.fresh("counted")
         e.emit(f"{counted} = icmp eq i64 {code}, 0")
@@ -205,7 +205,7 @@ def cpu_tape_handler_ir(layout: HandlerLayout, host_entry: int, count_entries, m
         shadows = [allocate(next_owned + 3 + k, tape_bytes, zeroed=True) for k in range(len(tape.shadow_slots))]
         next_owned += 3 + len(shadows)
         _hidden_slots(e, layout, slots, tape, tape_buffer, tape_bytes, offsets, shadows)
-    cpu_parallel.run_host_entry(e, slots, total, host_entry, "run", min_chunk)
+    cpu_parallel.run_host_entry(e, slots, total, host_entry, "run", min_chunk, status)
     release()
     e.emit("br label %check_status")
     e.label("check_status")
