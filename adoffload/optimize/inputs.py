@@ -94,7 +94,7 @@ def check_start(x0, what: str, values: bool = True):
                          f"(n >= 1); got shape {tuple(shape)}{one}")
     if dtype not in (np.dtype(np.float64), np.dtype(np.float32)):
         raise ArgumentError(f"{what}: x0 must be float64 or float32, got {dtype}")
-    if values and (not is_jax(x0) or not _traced(x0)):
+    if values and (not is_jax(x0) or not is_traced(x0)):
         bad = ~np.isfinite(np.asarray(x0))
         if bad.any():
             rows = np.flatnonzero(bad.any(axis=1))
@@ -109,7 +109,8 @@ def start_array(x0, use_jax: bool):
     return x0 if use_jax else np.ascontiguousarray(x0)
 
 
-def _traced(value) -> bool:
+def is_traced(value) -> bool:
+    """Whether a JAX value (``is_jax``) is a tracer: inside ``jit``, no values to read."""
     import jax
     return isinstance(value, jax.core.Tracer)
 

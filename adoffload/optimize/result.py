@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .inputs import is_jax, is_traced
 from .status import messages
 
 
@@ -70,20 +71,13 @@ class OptimizeResult(dict):
     def __repr__(self) -> str:
         if not self:
             return "OptimizeResult()"
-        if _traced(self["status"]):             # printed inside jax.jit: no values to count
+        if is_jax(self["status"]) and is_traced(self["status"]):             # printed inside jax.jit: no values to count
             return f"OptimizeResult({self['status'].shape[0]} problems, traced; keys {', '.join(self.keys())})"
         status = np.asarray(self["status"])
         converged = int(np.sum(np.asarray(self["success"])))
         codes = ", ".join(f"{int(c)}: {int(np.sum(status == c))}" for c in np.unique(status))
         keys = ", ".join(self.keys())
         return f"OptimizeResult({len(status)} problems, {converged} converged; status counts {{{codes}}}; keys {keys})"
-
-
-def _traced(value) -> bool:
-    if not type(value).__module__.startswith(("jax", "jaxlib")):
-        return False
-    import jax
-    return isinstance(value, jax.core.Tracer)
 
 
 def finish(result: dict) -> OptimizeResult:
