@@ -101,10 +101,11 @@ def least_squares(residual, x0, args=(), m: int | None = None, method: str = "lm
 # --- helpers ----------------------------------------------------------------------------------
 
 def minimize_call(fun, x0, args, method, tol, maxiter, options, what: str, use_jax: bool, values: bool = True,
-                  layout: str = "auto", device=None):
+                  layout: str = "auto", device=None, I: str | None = None):
     """(kernel, its inputs in order, Out shapes, dtype, batch) of a ``minimize`` call (also what
     ``compile_ahead`` builds; ``values=False``: ``x0`` only gives the shape and dtype). ``device``: where
-    it runs (JAX inputs: None, JAX's default backend), for ``layout="auto"`` and the warp size."""
+    it runs (JAX inputs: None, JAX's default backend), for ``layout="auto"`` and the warp size. ``I``: the
+    kernel's integer type (default ``int_type(use_jax)``: JAX's x64 mode now)."""
     check_function(fun, what, "fun")
     if not isinstance(method, str) or method.lower() not in METHODS:
         hint = " (bounds are not supported: use 'lbfgs')" if str(method).lower() == "l-bfgs-b" else ""
@@ -122,7 +123,7 @@ def minimize_call(fun, x0, args, method, tol, maxiter, options, what: str, use_j
         check_warp(module, n, what)
     if device is None:
         device = jax_device() if use_jax else "cpu"
-    I = int_type(use_jax)
+    I = I or int_type(use_jax)
     chosen = choose(layout, module, n, batch, device,
                     lambda: generate.minimize_kernel(fun, module, n, dtype, specs, static, I))
     scratch = {}

@@ -252,6 +252,9 @@ def _compile_ahead(args):
     import jax
     from adoffload.chemistry.kernels import lj_cluster_energy
     from adoffload.optimize import compile_ahead
+    # before the build starts: the x64 mode decides the kernel's integer type, and setup_jax sets it
+    # only after (a build for int32 here was a second, serial build of the kernel in the first call)
+    jax.config.update("jax_enable_x64", True)
     clusters, _, local_steps = _sizes(args)
     share = clusters // (args.devices or 1)
     return compile_ahead(lj_cluster_energy, jax.ShapeDtypeStruct((share, 3 * args.atoms), np.float64),

@@ -100,3 +100,34 @@ def test_one_kernel_when_two_threads_ask_at_once(monkeypatch):
     for t in threads:
         t.join()
     assert len(made) == 1 and len({id(r) for r in results}) == 1
+
+
+def test_the_x64_mode_is_read_at_the_call_not_on_the_build_thread(monkeypatch):
+    """A program that enables x64 right after compile_ahead (lj_clusters did) must not get a kernel
+    for the other integer type: that build is never used, and the call builds its own, serially."""
+    from adoffload.jax import ahead as jax_ahead
+    from adoffload.optimize import ahead
+    builds, seen = [], []
+
+    class Seen(Exception):
+        pass
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["I"])
+        raise Seen
+    monkeypatch.setattr(jax_ahead, "submit", builds.append)        # hold the build instead of starting it
+    monkeypatch.setattr(ahead, "minimize_call", spy)
+    bowl = _bowl_source()
+    for x64, expected in ((True, "ado.i64"), (False, "ado.i32")):
+        jax.config.update("jax_enable_x64", x64)
+        try:
+            compile_ahead(bowl, jax.ShapeDtypeStruct((4, 3), np.float32), args=(0.25, 1.0), platform="cpu")
+        finally:
+            jax.config.update("jax_enable_x64", True)
+        jax.config.update("jax_enable_x64", not x64)          # the caller changes the mode before the build runs
+        try:
+            with pytest.raises(Seen):
+                builds.pop()()
+        finally:
+            jax.config.update("jax_enable_x64", True)
+        assert seen.pop() == expected
