@@ -127,3 +127,44 @@ def test_device_out_of_memory_is_an_error_and_leaks_nothing():
     out = np.zeros_like(x)                                  # and the device still works
     scale(2.0, x, out, grid=x.size, device="cuda")
     np.testing.assert_array_equal(out, 2.0 * x)
+
+
+@ado.kernel
+def read_before_assigned(x: ado.In[ado.f64], y: ado.Out[ado.f64]):
+    i = ado.tid()
+    if x[i] > 0.0:
+        q = x[i] * 3.0
+    y[i] = q
+
+
+def test_a_read_of_an_unassigned_variable_on_the_gpu_names_its_line():
+    """The UNASSIGNED status goes through the GPU's status record as on the host (launcher and JAX)."""
+    x = np.array([3.0, -1.0, 2.0, 0.0, 5.0])
+    for _ in range(2):
+        with pytest.raises(KernelFaultError, match="UnboundLocalError") as info:
+            read_before_assigned(x, np.zeros_like(x), grid=x.size, device="cuda")
+        assert "y[i] = q" in str(info.value)
+        y = np.zeros_like(x)
+        read_before_assigned(np.abs(x) + 1.0, y, grid=x.size, device="cuda")
+        np.testing.assert_array_equal(y, 3.0 * (np.abs(x) + 1.0))
+
+
+@ado.kernel
+def read_before_assigned_f32(x: ado.In[ado.f32], y: ado.Out[ado.f32]):
+    i = ado.tid()
+    if x[i] > 0.0:
+        q = x[i] * 3.0
+    y[i] = q
+
+
+def test_a_read_of_an_unassigned_variable_under_jax_on_the_gpu():
+    jax = pytest.importorskip("jax")
+    try:
+        gpu = jax.devices("gpu")[0]
+    except RuntimeError:
+        pytest.skip("JAX has no GPU backend here")
+    f = jax.jit(ado.jax_kernel(read_before_assigned_f32))
+    with pytest.raises(Exception, match="a variable was read at line"):
+        np.asarray(f(jax.device_put(np.array([3.0, -1.0, 2.0], np.float32), gpu)))
+    good = np.array([3.0, 1.0, 2.0], np.float32)
+    np.testing.assert_array_equal(np.asarray(f(jax.device_put(good, gpu))), 3.0 * good)
