@@ -20,14 +20,26 @@ def _c(ctx: RuleContext, like: Value, x: float) -> Constant:
     return ctx.const(like.type, x)
 
 
+# |x| above which 1 + x² rounds to x² (1/x² below the type's epsilon) while x² is still finite
+_SQUARE_DROPS_ONE = {16: 2.0 ** 6, 32: 2.0 ** 13, 64: 2.0 ** 27}
+
+
 @defunary("call:asinh")
 def _asinh(ctx, x, y):
-    return ctx.div(_c(ctx, x, 1.0), ctx.math("sqrt", ctx.add(ctx.mul(x, x), _c(ctx, x, 1.0))))
+    """1 / sqrt(x² + 1), as 1 / |x| where the 1 no longer counts: x² overflowed to inf above ~1e154
+    and the derivative came out 0."""
+    ax = ctx.math("fabs", x)
+    big = ctx.fcmp("ogt", ax, _c(ctx, x, _SQUARE_DROPS_ONE.get(getattr(x.type, "bits", 0), 2.0 ** 60)))
+    near = ctx.div(_c(ctx, x, 1.0), ctx.math("sqrt", ctx.add(ctx.mul(x, x), _c(ctx, x, 1.0))))
+    return ctx.select(big, ctx.div(_c(ctx, x, 1.0), ax), near)
 
 
 @defunary("call:acosh", strong_zero=True)
 def _acosh(ctx, x, y):
-    return ctx.div(_c(ctx, x, 1.0), ctx.math("sqrt", ctx.sub(ctx.mul(x, x), _c(ctx, x, 1.0))))
+    """1 / sqrt((x - 1)(x + 1)) as a product of square roots: no overflow of x², and x - 1 is exact
+    near 1, where x² - 1 cancels."""
+    one = _c(ctx, x, 1.0)
+    return ctx.div(one, ctx.mul(ctx.math("sqrt", ctx.sub(x, one)), ctx.math("sqrt", ctx.add(x, one))))
 
 
 @defunary("call:atanh", strong_zero=True)

@@ -78,3 +78,30 @@ def test_modf_fraction_moves_integer_part_does_not(opt):
     (d,) = ez.autodiff(ez.Reverse, fn, ez.Active(x))
     assert d == pytest.approx(2 * fp * 3, rel=1e-13)
     assert ez.autodiff(ez.Forward, fn, ez.Duplicated(x, 1.0)) == pytest.approx(d, rel=1e-13)
+
+
+WIDE_SOURCE = """#include <math.h>
+double f_asinh(double x) { return asinh(x); }
+double f_acosh(double x) { return acosh(x); }
+float f_asinhf(float x) { return asinhf(x); }
+float f_acoshf(float x) { return acoshf(x); }
+"""
+
+
+@pytest.mark.parametrize("opt", [0, 2])
+def test_inverse_hyperbolics_at_huge_and_near_one_arguments(opt):
+    """asinh'(x) = 1/sqrt(x² + 1) came out 0 above ~1e154 (x² overflowed), acosh' too; and acosh's
+    x² - 1 cancelled near 1. Exact references: 1/|x| where the 1 no longer counts, and
+    1/sqrt((x - 1)(x + 1)) with x - 1 exact."""
+    fns = ado.from_llvm(differential.compile_c(WIDE_SOURCE, opt))
+    cases = [("f_asinh", 1e200, 1e-200), ("f_asinh", -3e300, 1 / 3e300), ("f_asinh", 3.0, 1 / math.sqrt(10.0)),
+             ("f_asinh", 1e9, 1e-9), ("f_acosh", 1e200, 1e-200), ("f_acosh", 4.0, 1 / math.sqrt(15.0)),
+             ("f_acosh", 1.0 + 2.0 ** -40, 1 / math.sqrt(2.0 ** -40 * (2.0 + 2.0 ** -40)))]
+    for name, x, expected in cases:
+        (grad,) = ez.autodiff(ez.Reverse, fns[name], ez.Active(x))
+        tangent = ez.autodiff(ez.Forward, fns[name], ez.Duplicated(x, 1.0))
+        for got in (grad, tangent):
+            assert float(got) == pytest.approx(expected, rel=1e-13, abs=0), (name, x, got)
+    for name, x, expected in (("f_asinhf", 1e20, 1e-20), ("f_acoshf", 1e30, 1e-30), ("f_asinhf", 2.0, 1 / math.sqrt(5.0))):
+        (grad,) = ez.autodiff(ez.Reverse, fns[name], ez.Active(np.float32(x)))
+        assert float(grad) == pytest.approx(expected, rel=2e-6, abs=0), (name, x, grad)
