@@ -15,7 +15,8 @@ largest diagonal of ``J^T J`` seen (Marquardt's scaling, as MINPACK's), and take
 actual reduction of the cost ``0.5 |r|^2`` is at least 1e-4 of the model's (``lam`` then shrinks by
 Nielsen's rule ``max(1/3, 1 - (2 rho - 1)^3)``, else grows by ``nu`` doubling). Gauss-Newton has
 ``lam = 0`` and halves the step until the cost decreases by 1e-4 of the model's slope.
-Termination as scipy's least_squares: ``max |J^T r| <= gtol``; on an accepted step ``dF < ftol F``
+Termination as scipy's ``least_squares(method="lm")`` (MINPACK): ``max_cosine`` (the gradient's angle
+test, independent of the data's scale) ``<= gtol``; on an accepted step ``dF < ftol F``
 with a model agreement above 0.25, ``|dx| < xtol (xtol + |x|)`` (Levenberg-Marquardt: on a rejected
 trial too, as scipy's, so that at the cost's rounding floor the growing damping ends in XTOL).
 ``nfev`` counts trial points, ``njev`` evaluations (each gives residuals and Jacobian): ``1 + nfev``,
@@ -27,7 +28,7 @@ import adoffload as ado
 
 from . import linesearch
 from .status import FTOL, FTOL_XTOL, GTOL, LINE_SEARCH, MAXITER, NONFINITE, SINGULAR, XTOL
-from .vectors import all_finite, copy, dot, max_abs, norm, step_from
+from .vectors import all_finite, copy, dot, norm, step_from
 
 DONE, JACOBIAN, EVALUATE = 0, 1, 2
 COST, LAM, NU, T, FLOATS = 0, 1, 2, 3, 4
@@ -144,6 +145,25 @@ def _propose(x, xt, A, b, delta, L, scale, st, it, gauss_newton):
 
 
 @ado.func
+def max_cosine(A, b, rr):
+    """MINPACK's (scipy ``method="lm"``'s) gradient test: the largest |cos| of the angle between the
+    residuals and a column of J, ``|J_j . r| / (|J_j| |r|)`` (``b = J^T r``, ``|J_j|^2 = A[j, j]``), 0 when
+    the residuals are 0; columns of norm 0 do not count. Unlike ``max |J^T r|`` it does not depend on
+    the scale of the data: residuals of 1e-3 met an absolute gtol of 1e-8 while the parameters were
+    still 1e-5 off."""
+    c = 0.0
+    if rr > 0.0:
+        for j in range(len(b)):
+            if A[j, j] > 0.0:
+                v = ado.abs(b[j]) / ado.sqrt(A[j, j] * rr)
+                if not (v <= c):
+                    c = v
+    elif not (rr == 0.0):
+        c = rr                       # NaN: the test fails
+    return c
+
+
+@ado.func
 def _after_jacobian(x, xt, r, Jt, A, b, delta, L, scale, st, it, gauss_newton, gtol):
     """r and Jt are those of x: the normal equations, the gradient test, the next trial point."""
     first = it[NJEV] == 1
@@ -157,7 +177,7 @@ def _after_jacobian(x, xt, r, Jt, A, b, delta, L, scale, st, it, gauss_newton, g
         if it[FINAL] == 0:
             it[STATUS] = NONFINITE
         return DONE
-    if max_abs(b) <= gtol:
+    if max_cosine(A, b, dot(r, r)) <= gtol:
         it[STATUS] = GTOL
         return DONE
     if not gauss_newton:

@@ -216,3 +216,19 @@ def test_a_fit_too_large_for_a_thread_gets_advice_for_least_squares():
         least_squares(spread, np.zeros((1, 200)), args=(np.zeros((1, 400)),), m=400)
     assert "layout=" not in str(info.value) and "maxcor" not in str(info.value)
     assert "copies of the problem's arrays" not in str(info.value)        # 3200 bytes of them: not the cause
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e-3, 1e-6])
+@pytest.mark.parametrize("method", ["lm", "gn"])
+def test_the_gradient_test_does_not_depend_on_the_data_scale(scale, method):
+    """Decay data in small units (concentrations of 1e-3 mol/L): an absolute gtol of 1e-8 on J^T r met
+    at residuals of ~1e-6 stopped these fits with success and parameters still 1e-5 off; scipy's
+    method="lm" (an angle test) fits them exactly, at every scale."""
+    true = np.array([[1.5 * scale, 1.2, 0.1 * scale], [0.7 * scale, 2.5, -0.2 * scale]])
+    y = true[:, :1] * np.exp(-true[:, 1:2] * T) + true[:, 2:]
+    x0 = np.array([[1.0 * scale, 0.5, 0.0], [1.0 * scale, 1.0, 0.0]])
+    result = least_squares(decay, x0, args=(shared(T), y), m=M, method=method)
+    assert result.success.all()
+    np.testing.assert_allclose(result.x, true, rtol=1e-7, atol=1e-9 * scale)
+    for k in range(2):
+        np.testing.assert_allclose(result.x[k], scipy_fit(x0[k], y[k]).x, rtol=1e-7, atol=1e-9 * scale)
