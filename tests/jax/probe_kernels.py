@@ -1,4 +1,5 @@
 """Kernels of the transformation probe (test_transform_probe.py), each with a jax.numpy reference."""
+import jax
 import jax.numpy as jnp
 
 import adoffload as ado
@@ -132,3 +133,32 @@ def count_pos(x: ado.In[ado.f64], n: ado.i32, out: ado.Out[ado.f64], flags: ado.
 
 def count_pos_ref(x, n):
     return x * x * n, (x > 0).astype(jnp.int32)
+
+
+@ado.kernel
+def index_mix(x: ado.In[ado.f64, 2], c: ado.f64, out: ado.Out[ado.f64, 2]):
+    """Uses the thread ids' values (a batch axis folded into them would show)."""
+    i, j = ado.tid()
+    out[i, j] = c * x[i, j] * x[i, j] + ado.f64(10 * i + j)
+
+
+def index_mix_ref(x, c):
+    i, j = jnp.meshgrid(*(jnp.arange(n) for n in x.shape), indexing="ij")
+    return c * x * x + (10 * i + j)
+
+
+@ado.kernel
+def ragged_power(x: ado.In[ado.f64], counts: ado.In[ado.i32], out: ado.Out[ado.f64]):
+    """A data-dependent trip count with a carried product: its adjoint needs a dynamic tape."""
+    i = ado.tid()
+    p = 1.0
+    for k in range(counts[i]):
+        p = ado.sin(p * x[i]) + x[i]
+    out[i] = p
+
+
+def ragged_power_ref(x, counts, most=6):
+    """``most``: a bound on the counts (reverse mode needs a static trip count)."""
+    def one(xi, n):
+        return jax.lax.fori_loop(0, most, lambda k, p: jnp.where(k < n, jnp.sin(p * xi) + xi, p), jnp.ones_like(xi))
+    return jax.vmap(one)(x, counts)
