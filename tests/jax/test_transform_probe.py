@@ -93,3 +93,112 @@ def test_make_jaxpr_and_eval_shape_do_not_run_the_kernel():
     assert any(e.primitive.name == "adoffload_kernel_call" for e in jaxpr.jaxpr.eqns)
     with pytest.raises(Exception, match="out of bounds"):
         jax.block_until_ready(gather(1.0, X, bad))
+
+
+# ----------------------------------------------------------------------------- vmap placements
+
+def test_vmap_axes_at_different_positions_and_nested():
+    YT = RNG.standard_normal((6, 3))
+    close(jax.vmap(f, in_axes=(None, 0, 1), out_axes=(1, 0))(0.3, XB, YT),
+          jax.vmap(blend_ref, in_axes=(None, 0, 1), out_axes=(1, 0))(0.3, XB, YT))
+    A = jnp.array([0.1, 0.5, 0.9])
+    close(jax.vmap(f, in_axes=(0, None, 1))(A, X, YT), jax.vmap(blend_ref, in_axes=(0, None, 1))(A, X, YT))
+    X3 = RNG.standard_normal((2, 6, 3))
+    nest = lambda F: jax.vmap(jax.vmap(F, in_axes=(None, 1, None)), in_axes=(None, 0, None), out_axes=1)
+    close(nest(f)(0.4, X3, Y), nest(blend_ref)(0.4, X3, Y))
+    four = lambda F: jax.vmap(jax.vmap(jax.vmap(jax.vmap(F))))
+    X4, A4 = RNG.standard_normal((2, 2, 2, 2, 5)), RNG.standard_normal((2, 2, 2, 2))
+    close(four(f)(A4, X4, X4[::-1]), four(blend_ref)(A4, X4, X4[::-1]))
+
+
+def test_vmap_folds_of_rank_three_grids_keep_thread_ids():
+    """A 2-D kernel under three vmaps is rank 3, then folded; the thread ids' values show any mix-up."""
+    im = ado.jax_kernel(index_mix)
+    X5, C3 = RNG.standard_normal((2, 2, 3, 4, 5)), RNG.standard_normal((2, 2, 3))
+    v3 = lambda F: jax.vmap(jax.vmap(jax.vmap(F)))
+    loss = lambda F: jax.grad(lambda x, c: jnp.sum(F(x, c) ** 2), argnums=(0, 1))
+    close(v3(im)(X5, C3), v3(index_mix_ref)(X5, C3))
+    close(v3(loss(im))(X5, C3), v3(loss(index_mix_ref))(X5, C3))
+    X4, C = RNG.standard_normal((3, 2, 3, 4)) * 0.3, jnp.array([0.1, 0.2, -0.3])
+    close(jax.vmap(k3, in_axes=(2, 0))(X4.transpose(1, 2, 0, 3), C), jax.vmap(grid3_ref)(X4, C))
+    close(jax.vmap(jax.hessian(lambda x, c: jnp.sum(k3(x, c) ** 2), argnums=1), in_axes=(0, None))(X4, 0.4),
+          jax.vmap(jax.hessian(lambda x, c: jnp.sum(grid3_ref(x, c) ** 2), argnums=1), in_axes=(0, None))(X4, 0.4))
+
+
+def test_gathers_and_scatters_with_batched_index_arrays():
+    I = np.stack([IDX, (IDX + 1) % 6, IDX[::-1]])
+    close(jax.vmap(gather, in_axes=(None, None, 0))(1.1, X, I), jax.vmap(gather_scale_ref, in_axes=(None, None, 0))(1.1, X, I))
+    close(jax.vmap(scatter)(XB, I), jax.vmap(scatter_ref)(XB, I))
+    # x shared by the batch: its cotangent sums the batch's atomic contributions
+    loss = lambda F: lambda x: jnp.sum(jnp.sin(jax.vmap(F, in_axes=(None, 0))(x, I)))
+    close(jax.grad(loss(scatter))(X), jax.grad(loss(scatter_ref))(X))
+    close(jax.jacfwd(loss(scatter))(X), jax.jacfwd(loss(scatter_ref))(X))
+    wloss = lambda F: lambda w, x: jnp.sum(jnp.sin(F(w, x, IDX)))
+    W = jnp.array([1.0, 2.0, 3.0])
+    close(jax.vmap(jax.grad(wloss(gather), argnums=(0, 1)))(W, XB), jax.vmap(jax.grad(wloss(gather_scale_ref), argnums=(0, 1)))(W, XB))
+
+
+# ----------------------------------------------------------------------------- derivatives
+
+def test_jacobians_and_hessians_with_several_inputs_and_outputs():
+    close(jax.jacfwd(f, argnums=(0, 1, 2))(0.3, X, Y), jax.jacfwd(blend_ref, argnums=(0, 1, 2))(0.3, X, Y))
+    close(jax.jacrev(f, argnums=(0, 1, 2))(0.3, X, Y), jax.jacrev(blend_ref, argnums=(0, 1, 2))(0.3, X, Y))
+    prod = lambda F: lambda a, x: jnp.sum(F(a, x, Y)[0] * F(a, x, Y)[1])
+    close(jax.hessian(prod(f), argnums=(0, 1))(0.3, X), jax.hessian(prod(blend_ref), argnums=(0, 1))(0.3, X))
+    A = RNG.standard_normal((4, 6))
+    sm = lambda F: lambda a, x: jnp.sum(jnp.sin(F(a, x)))
+    close(jax.hessian(sm(mv), argnums=(0, 1))(A, X), jax.hessian(sm(matvec_ref), argnums=(0, 1))(A, X))
+    inout = lambda F: lambda x, s: jnp.sum(jnp.sin(F(x, s)))
+    close(jax.hessian(inout(acc), argnums=(0, 1))(X, Y), jax.hessian(inout(accumulate_ref), argnums=(0, 1))(X, Y))
+    third = lambda F: jax.jacfwd(jax.hessian(lambda a: jnp.sum(F(a, X, Y)[0])))
+    close(third(f)(0.4), third(blend_ref)(0.4))
+    rr = lambda F: jax.grad(lambda x: jnp.sum(jax.grad(lambda x: jnp.sum(F(0.4, x, Y)[0] ** 2))(x) ** 2))
+    close(rr(f)(X), rr(blend_ref)(X))
+
+
+def test_jvp_of_vjp_and_linearize_with_linear_transpose():
+    def pullback(F):
+        def h(x, ct):
+            return jax.vjp(lambda x: F(0.3, x, Y), x)[1](ct)[0]
+        return h
+    ct = (np.ones(6), np.arange(6.0))
+    close(jax.jvp(pullback(f), (X, ct), (Y, ct))[1], jax.jvp(pullback(blend_ref), (X, ct), (Y, ct))[1])
+    _, lin = jax.linearize(lambda x, y: f(0.3, x, y), X, Y)
+    _, lin_ref = jax.linearize(lambda x, y: blend_ref(0.3, x, y), X, Y)
+    close(lin(Y, X), lin_ref(Y, X))
+    close(jax.vmap(lin)(XB, XB[::-1]), jax.vmap(lin_ref)(XB, XB[::-1]))
+    T, T_ref = jax.linear_transpose(lin, X, Y), jax.linear_transpose(lin_ref, X, Y)
+    close(T(ct), T_ref(ct))
+    close(jax.jit(jax.vmap(T))((XB, 2 * XB)), jax.vmap(T_ref)((XB, 2 * XB)))
+    # a primal call is not a linear function to JAX: transposing it directly is refused, naming the kernel
+    with pytest.raises(JaxIntegrationError, match="kernel 'blend' is not linear"):
+        jax.linear_transpose(lambda x: f(0.3, x, Y)[1], X)(X)
+
+
+@pytest.mark.parametrize("name", ["blend", "matvec", "grid2", "total", "scatter", "gather", "accumulate", "ragged"])
+def test_forward_and_reverse_agree_under_vmap_and_with_central_differences(name):
+    """<J v, w> = <v, J^T w> for random v, w, and J v against central differences, of vmapped kernels."""
+    rng = np.random.default_rng(len(name))
+    xb = rng.standard_normal((3, 6))
+    cases = {
+        "blend": (lambda x, y: jax.vmap(f, in_axes=(None, 0, 0))(0.3, x, y), (xb, xb[::-1])),
+        "matvec": (jax.vmap(mv), (rng.standard_normal((3, 4, 6)), xb)),
+        "grid2": (jax.vmap(k2, in_axes=(0, None)), (rng.standard_normal((3, 3, 4)), rng.standard_normal(4))),
+        "total": (jax.vmap(tot), (xb, 0.5 * xb)),
+        "scatter": (lambda x: jax.vmap(scatter, in_axes=(0, None))(x, IDX), (xb,)),
+        "gather": (lambda w, x: jax.vmap(gather, in_axes=(0, 0, None))(w, x, IDX), (np.array([0.3, 1.0, 2.0]), xb)),
+        "accumulate": (jax.vmap(acc), (xb, xb + 1)),
+        "ragged": (lambda x: jax.vmap(ragged, in_axes=(0, None))(x, COUNTS), (0.5 * xb,)),
+    }
+    F, args = cases[name]
+    v = tuple(rng.standard_normal(np.shape(a)) for a in args)
+    out, Jv = jax.jvp(F, args, v)
+    w = jax.tree.map(lambda o: rng.standard_normal(o.shape), out)
+    JTw = jax.vjp(F, *args)[1](w)
+    lhs = sum(np.vdot(p, q) for p, q in zip(jax.tree.leaves(Jv), jax.tree.leaves(w)))
+    rhs = sum(np.vdot(p, q) for p, q in zip(v, JTw))
+    assert abs(lhs - rhs) <= 1e-11 * max(1.0, abs(lhs))
+    h = 1e-6
+    plus = F(*[a + h * t for a, t in zip(args, v)])
+    minus = F(*[a - h * t for a, t in zip(args, v)])
+    close(jax.tree.map(lambda p, q: (p - q) / (2 * h), plus, minus), Jv, tol=1e-6)
