@@ -202,3 +202,77 @@ def test_forward_and_reverse_agree_under_vmap_and_with_central_differences(name)
     plus = F(*[a + h * t for a, t in zip(args, v)])
     minus = F(*[a - h * t for a, t in zip(args, v)])
     close(jax.tree.map(lambda p, q: (p - q) / (2 * h), plus, minus), Jv, tol=1e-6)
+
+
+# ----------------------------------------------------------------------------- control flow, remat, wrappers
+
+@pytest.mark.parametrize("policy", [None, "nothing_saveable", "everything_saveable", "names"])
+def test_checkpoint_policies(policy):
+    from jax.ad_checkpoint import checkpoint_name
+    chosen = (jax.checkpoint_policies.save_only_these_names("u") if policy == "names" else
+              None if policy is None else getattr(jax.checkpoint_policies, policy))
+    loss = lambda F: jax.checkpoint(lambda a, x: jnp.sum(jnp.sin(checkpoint_name(F(a, x, Y)[0], "u")) + F(a, x, Y)[1]),
+                                    policy=chosen)
+    close(jax.jit(jax.grad(loss(f), argnums=(0, 1)))(0.3, X), jax.grad(loss(blend_ref), argnums=(0, 1))(0.3, X))
+
+
+def test_loops_and_branches_with_the_kernel_in_their_bodies():
+    def scanned(F):
+        def body(c, a):
+            c = jax.remat(lambda c: F(a, c, Y)[0])(c)
+            return c, jnp.sum(c)
+        return lambda x: jnp.sum(jnp.add(*[jnp.sum(t) for t in jax.lax.scan(body, x, jnp.array([0.2, 0.5, 0.9]),
+                                                                           unroll=2)]))
+    close(jax.jit(jax.grad(scanned(f)))(X), jax.grad(scanned(blend_ref))(X))
+    fori = lambda F: lambda x: jnp.sum(jax.lax.fori_loop(0, 3, lambda i, c: F(0.5 + 0.1 * i, c, Y)[0], x))
+    close(jax.grad(fori(f))(X), jax.grad(fori(blend_ref))(X))
+    switch = lambda F: lambda x, k: jax.lax.switch(k, [lambda x: jnp.sum(F(0.3, x, Y)[0]),
+                                                       lambda x: jnp.sum(F(0.7, x, Y)[1]), jnp.sum], x)
+    for k in range(3):
+        close(jax.jit(jax.grad(switch(f)))(X, k), jax.grad(switch(blend_ref))(X, k))
+    cond = lambda F: lambda x, p: jnp.sum(jax.lax.cond(p > 0, lambda x: F(0.3, x, Y)[0], lambda x: F(0.9, x, Y)[1], x))
+    P = jnp.array([1.0, -1.0, 2.0])
+    close(jax.vmap(jax.value_and_grad(cond(f)))(XB, P), jax.vmap(jax.value_and_grad(cond(blend_ref)))(XB, P))
+    # a batched predicate: while_loop's batching runs the body on every element until all are done
+    grow = lambda F: lambda x: jax.lax.while_loop(lambda c: jnp.sum(c) < 30, lambda c: F(1.1, c, Y)[1] + 1.0, x)
+    X0 = np.abs(XB) + np.array([[0.0], [1.0], [3.0]])
+    close(jax.vmap(grow(f))(X0), jax.vmap(grow(blend_ref))(X0))
+    close(jax.jvp(grow(f), (X0[0],), (Y,)), jax.jvp(grow(blend_ref), (X0[0],), (Y,)))
+    close(jax.lax.map(lambda x: f(0.3, x, Y), XB, batch_size=2), jax.vmap(lambda x: blend_ref(0.3, x, Y))(XB))
+
+
+def test_custom_vjp_and_custom_jvp_wrapping_the_kernel_and_has_aux():
+    @jax.custom_vjp
+    def h(x):
+        return f(0.3, x, Y)[0]
+    h.defvjp(lambda x: (h(x), x), lambda x, ct: jax.vjp(lambda x: f(0.3, x, Y)[0], x)[1](ct))
+
+    @jax.custom_jvp
+    def k(x):
+        return f(0.3, x, Y)[0]
+    k.defjvp(lambda p, t: jax.jvp(lambda x: f(0.3, x, Y)[0], p, t))
+    ref = jax.grad(lambda x: jnp.sum(blend_ref(0.3, x, Y)[0] ** 2))
+    for wrapped in (h, k):
+        loss = jax.grad(lambda x: jnp.sum(wrapped(x) ** 2))
+        close(loss(X), ref(X))
+        close(jax.vmap(loss)(XB), jax.vmap(ref)(XB))
+
+    def aux(F):
+        def loss(a, x):
+            u, v = F(a, x, Y)
+            return jnp.sum(u * v), (u, v)
+        return jax.value_and_grad(loss, argnums=(0, 1), has_aux=True)
+    close(aux(f)(0.3, X), aux(blend_ref)(0.3, X))
+
+
+def test_dynamic_tape_kernel_in_scan_checkpoint_cond_and_hessian():
+    def run(F):
+        def body(c, k):
+            c = jax.checkpoint(lambda c: F(0.5 * c, COUNTS))(c)
+            c = jax.lax.cond(k > 0, lambda c: 2.0 * c, lambda c: F(c, COUNTS), c)
+            return c, jnp.sum(c)
+        return lambda x: jnp.sum(jnp.add(*[jnp.sum(t) for t in jax.lax.scan(body, x, jnp.arange(3))]))
+    close(jax.jit(jax.grad(run(ragged)))(X), jax.grad(run(ragged_power_ref))(X))
+    CB = np.stack([COUNTS, COUNTS[::-1]])
+    hess = lambda F: jax.vmap(jax.hessian(lambda x, c: jnp.sum(F(x, c))))
+    close(hess(ragged)(XB[:2], CB), hess(ragged_power_ref)(XB[:2], CB), tol=1e-9)
