@@ -276,3 +276,98 @@ def test_dynamic_tape_kernel_in_scan_checkpoint_cond_and_hessian():
     CB = np.stack([COUNTS, COUNTS[::-1]])
     hess = lambda F: jax.vmap(jax.hessian(lambda x, c: jnp.sum(F(x, c))))
     close(hess(ragged)(XB[:2], CB), hess(ragged_power_ref)(XB[:2], CB), tol=1e-9)
+
+
+# ----------------------------------------------------------------------------- inputs
+
+def test_integer_inputs_get_float0_cotangents_and_tangents():
+    int_loss = lambda F: jax.grad(lambda w, x, i: jnp.sum(F(w, x, i)), argnums=(0, 1, 2), allow_int=True)
+    got = int_loss(gather)(1.1, X, IDX)
+    assert got[2].dtype == jax.dtypes.float0
+    close(got, int_loss(gather_scale_ref)(1.1, X, IDX))
+    zero = np.zeros(6, jax.dtypes.float0)
+    close(jax.jvp(gather, (1.1, X, IDX), (1.0, Y, zero)), jax.jvp(gather_scale_ref, (1.1, X, IDX), (1.0, Y, zero)))
+    close(jax.vjp(gather, 1.1, X, IDX)[1](Y), jax.vjp(gather_scale_ref, 1.1, X, IDX)[1](Y))
+    _, lin = jax.linearize(gather, 1.1, X, IDX)
+    close(lin(0.5, Y, zero), jax.linearize(gather_scale_ref, 1.1, X, IDX)[1](0.5, Y, zero))
+    # an int output beside a float one, an int scalar
+    cp = ado.jax_kernel(count_pos)
+    close(jax.jvp(lambda x: cp(x, 3), (X,), (Y,)), jax.jvp(lambda x: count_pos_ref(x, 3), (X,), (Y,)))
+    n_loss = lambda F: jax.grad(lambda x, n: jnp.sum(F(x, n)[0]), argnums=(0, 1), allow_int=True)
+    close(n_loss(cp)(X, 3), n_loss(count_pos_ref)(X, 3))
+    ns = jnp.array([1, 2, 3], jnp.int32)
+    close(jax.vmap(cp, in_axes=(None, 0))(X, ns), jax.vmap(count_pos_ref, in_axes=(None, 0))(X, ns))
+
+
+def test_stop_gradient_closed_over_constants_and_weak_scalars():
+    loss = lambda F: lambda a, x, y: jnp.sum(F(jax.lax.stop_gradient(a), x, jax.lax.stop_gradient(y))[0] ** 2)
+    close(jax.grad(loss(f), argnums=(0, 1, 2))(0.3, X, Y), jax.grad(loss(blend_ref), argnums=(0, 1, 2))(0.3, X, Y))
+    yc = jnp.asarray(Y)
+    closed = lambda F: jax.jit(jax.grad(lambda x: jnp.sum(F(0.3, x, yc)[1])))
+    close(closed(f)(X), closed(blend_ref)(X))
+    close(jax.jit(lambda x: f(2, x, Y))(X), blend_ref(2.0, X, Y))           # a Python int as an f64 scalar
+    close(jax.grad(lambda a: jnp.sum(f(a, X, Y)[0]))(2.0), jax.grad(lambda a: jnp.sum(blend_ref(a, X, Y)[0]))(2.0))
+
+
+def test_float32_kernel_under_x64():
+    x32, y32 = X.astype(np.float32), Y.astype(np.float32)
+    out = f32(0.5, x32, y32)
+    assert out.dtype == np.float32
+    close(out, blend32_ref(np.float32(0.5), x32, y32), tol=1e-6)
+    ref = lambda a, x: jnp.sum(blend32_ref(a, x, y32))
+    # a weak Python float is f64 under x64: its cotangent is too, as in plain JAX
+    close(jax.grad(lambda a, x: jnp.sum(f32(a, x, y32)), argnums=(0, 1))(0.5, x32), jax.grad(ref, argnums=(0, 1))(0.5, x32),
+          tol=1e-5)
+    close(jax.grad(lambda a, x: jnp.sum(f32(a, x, y32)), argnums=(0, 1))(np.float32(0.5), x32),
+          jax.grad(ref, argnums=(0, 1))(np.float32(0.5), x32), tol=1e-5)
+    sq = lambda F: jax.hessian(lambda x: jnp.sum(F(np.float32(0.5), x, y32) ** 2))
+    close(sq(f32)(x32), sq(blend32_ref)(x32), tol=1e-4)
+
+
+def test_transposed_sliced_and_reversed_layouts():
+    Mt, b6 = RNG.standard_normal((8, 3)), RNG.standard_normal(6)
+    close(jax.jit(lambda m: k2(m.T[:, 1:7], b6))(Mt), grid2_ref(Mt.T[:, 1:7], b6))
+    close(k2(jnp.asarray(Mt).T[:, ::-1][:, :6], b6[::-1]), grid2_ref(Mt.T[:, ::-1][:, :6], b6[::-1]))
+    X2, b = RNG.standard_normal((3, 4)), RNG.standard_normal(4)
+    close(k2(np.asfortranarray(X2), b), grid2_ref(X2, b))
+    close(k2(X2[:, ::-1], b), grid2_ref(X2[:, ::-1], b))
+    sq = lambda F: jax.grad(lambda m: jnp.sum(F(m.T[:, :6], b6) ** 2))
+    close(sq(k2)(Mt), sq(grid2_ref)(Mt))
+    X3 = RNG.standard_normal((2, 3, 4))
+    close(jax.jit(lambda x: k3(jnp.transpose(x, (2, 0, 1)), 0.3))(X3), grid3_ref(np.transpose(X3, (2, 0, 1)), 0.3))
+
+
+def test_zero_size_arrays_and_batches_of_one():
+    z, zi = np.zeros(0), np.zeros(0, np.int32)
+    close(f(0.3, z, z), blend_ref(0.3, z, z))
+    close(jax.grad(lambda x: jnp.sum(f(0.3, x, z)[0]))(z), z)
+    close(scatter(z, zi), np.zeros(M))
+    close(jax.grad(lambda x: tot(x, x)[0])(z), z)
+    close(jax.grad(lambda x: jnp.sum(ragged(x, zi) ** 2))(z), z)
+    for shape in ((0, 6), (3, 0)):
+        zb = np.zeros(shape)
+        close(jax.vmap(f, in_axes=(None, 0, 0))(0.3, zb, zb), blend_ref(0.3, zb, zb))
+    close(jax.vmap(jax.grad(lambda x, c: jnp.sum(ragged(x, c) ** 2)))(np.zeros((0, 6)), np.zeros((0, 6), np.int32)),
+          np.zeros((0, 6)))
+    one = lambda F: jax.vmap(jax.grad(lambda x: F(x, Y)[0]))
+    close(one(tot)(XB[:1]), one(total_ref)(XB[:1]))
+    rone = lambda F: jax.vmap(jax.grad(lambda x, c: jnp.sum(F(x, c) ** 2)))
+    close(rone(ragged)(X[None], COUNTS[None]), rone(ragged_power_ref)(X[None], COUNTS[None]))
+
+
+def test_donated_buffers_and_one_array_for_two_parameters():
+    """An In and an InOut given one array: the kernel reads x[n - 1 - i] of another thread, so a
+    shared buffer would show. Donated or not, XLA must give the InOut its own."""
+    ra = ado.jax_kernel(reverse_add)
+    close(jax.jit(lambda x, y: f(0.3, x, y), donate_argnums=(0, 1))(jnp.asarray(X), jnp.asarray(Y)), blend_ref(0.3, X, Y))
+    close(jax.jit(acc, donate_argnums=(1,))(X, jnp.asarray(Y)), accumulate_ref(X, Y))
+    close(ra(X, X), reverse_add_ref(X, X))
+    close(jax.jit(lambda x: ra(x, x))(X), reverse_add_ref(X, X))
+    close(jax.jit(lambda x: ra(x, x), donate_argnums=0)(jnp.asarray(X)), reverse_add_ref(X, X))
+    close(jax.vmap(lambda x: ra(x, x))(XB), jax.vmap(lambda x: reverse_add_ref(x, x))(XB))
+    close(jax.grad(lambda x: jnp.sum(ra(x, x) ** 2))(X), jax.grad(lambda x: jnp.sum(reverse_add_ref(x, x) ** 2))(X))
+    # an InOut fed a closed-over constant: the constant is not updated in place between calls
+    const = np.array(Y)
+    h = jax.jit(lambda x: ra(x, const))
+    close(h(X), reverse_add_ref(X, Y))
+    close(h(X), reverse_add_ref(X, Y))
