@@ -75,6 +75,17 @@ def test_jax_export_is_refused_naming_the_kernel():
     close(compiled(0.7, Y), jax.grad(lambda a, x: jnp.sum(blend_ref(a, x, Y)[0]), argnums=(0, 1))(0.7, Y))
 
 
+
+def test_jet_is_refused_naming_the_kernel():
+    """jax.experimental.jet found no rule for the primitive: a bare KeyError."""
+    from jax.experimental import jet
+    with pytest.raises(JaxIntegrationError, match="kernel 'blend'.*jet"):
+        jet.jet(lambda x: f(0.3, x, Y)[0], (X,), ((Y, Y),))
+    # what the message offers instead: nested jvp, here the second-order term of x + t Y
+    second = jax.jvp(lambda x: jax.jvp(lambda x: f(0.3, x, Y)[0], (x,), (Y,))[1], (X,), (Y,))[1]
+    ref = jax.jvp(lambda x: jax.jvp(lambda x: blend_ref(0.3, x, Y)[0], (x,), (Y,))[1], (X,), (Y,))[1]
+    close(second, ref)
+
 def test_calls_under_disable_jit():
     """Eager calls ran their jitted custom call; under jax.disable_jit() that jit ran its body
     eagerly, which bound the primitive again: a RecursionError."""
