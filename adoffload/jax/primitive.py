@@ -81,7 +81,31 @@ kernel_call_p.multiple_results = True
 
 
 def bind(operands, spec: CallSpec) -> list:
-    return kernel_call_p.bind(*operands, spec=spec)
+    return kernel_call_p.bind(*_vary_alike(operands), spec=spec)
+
+
+def _vary_alike(operands) -> list:
+    """Inside shard_map, every operand cast to vary over the union of the operands' manual axes.
+
+    A result depends on every operand, so it varies wherever any of them does; the abstract eval
+    types results like one operand. With x varying over mesh axis 'a' and y over 'b', results were
+    typed as varying over 'a' only, and ``out_specs=P('a')`` then returned one 'b' shard's values
+    where plain JAX refuses. The cast (``jax.lax.pcast(..., to='varying')``) is the type system's
+    identity; its transpose sums the cotangent over the axes it added, as an operand the devices
+    share needs."""
+    operands = list(operands)
+    axes = [_varying_axes(jax.typeof(o)) for o in operands]
+    union = frozenset().union(*axes)
+    if not union:
+        return operands
+    return [o if a == union else _pvary(o, tuple(sorted(union - a))) for o, a in zip(operands, axes)]
+
+
+def _pvary(value, axes: tuple):
+    pcast = getattr(jax.lax, "pcast", None)
+    if pcast is not None:
+        return pcast(value, axes, to="varying")
+    return jax.lax.pvary(value, axes)       # JAX versions before pcast
 
 
 @kernel_call_p.def_abstract_eval

@@ -1,4 +1,4 @@
-"""The transformation probe on 2 host devices (a subprocess): shard_map, sharded jit, pmap."""
+"""The transformation probe on host devices (subprocesses): shard_map, sharded jit, pmap; a 2x2 mesh."""
 import os
 import subprocess
 import sys
@@ -103,3 +103,64 @@ def test_transformations_on_two_host_devices(tmp_path):
     result = subprocess.run([sys.executable, str(script), str(here), str(here.parents[1])], capture_output=True,
                             text=True, timeout=400, env=env)
     assert "PROBE_DEVICES_OK" in result.stdout, result.stdout[-2000:] + result.stderr[-4000:]
+
+
+MESH_2X2 = textwrap.dedent('''
+    import os, sys
+    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+    sys.path[:0] = [sys.argv[1], sys.argv[2]]
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp, numpy as np
+    from jax.sharding import Mesh, PartitionSpec as P
+    import adoffload as ado
+    from probe_kernels import blend, blend_ref, total, total_ref
+    from test_transform_probe import close
+    mesh = Mesh(np.array(jax.devices()).reshape(2, 2), ("a", "b"))
+    rng = np.random.default_rng(2)
+    x, y, X = rng.standard_normal(8), rng.standard_normal(8), rng.standard_normal((3, 8))
+    f = ado.jax_kernel(blend)
+    tot = ado.jax_kernel(total, out_shapes={"e": (1,)}, grid=lambda x, y: x.shape)
+    # x varies over 'a', y over 'b': the results vary over both, so out_specs=P('a') is refused, as in plain JAX
+    # (the results were typed like x: one 'b' shard's values came back)
+    for F in (f, blend_ref):
+        h = jax.shard_map(lambda x, y: F(0.3, x, y)[0], mesh=mesh, in_specs=(P("a"), P("b")), out_specs=P("a"))
+        try:
+            jax.jit(h)(x, y)
+            raise AssertionError(f"{F.__name__}: out_specs=P('a') accepted")
+        except ValueError as exc:
+            assert "out_specs" in str(exc), exc
+    sm = lambda F: jax.shard_map(lambda a, x, y: F(a, x, y)[0], mesh=mesh, in_specs=(P(), P("a"), P("b")),
+                                 out_specs=P(("a", "b")))
+    close(jax.jit(sm(f))(0.3, x, y), sm(blend_ref)(0.3, x, y))
+    # cotangents: x's sums over 'b', y's over 'a', the replicated a's over both
+    L = lambda F: jax.grad(lambda a, x, y: jnp.sum(sm(F)(a, x, y) ** 2), argnums=(0, 1, 2))
+    close(jax.jit(L(f))(0.3, x, y), L(blend_ref)(0.3, x, y))
+    J = lambda F: jax.jacfwd(sm(F), argnums=(0, 1, 2))
+    close(jax.jit(J(f))(0.3, x, y), J(blend_ref)(0.3, x, y))
+    H = lambda F: jax.hessian(lambda a: jnp.sum(sm(F)(a, x, y) ** 2))
+    close(jax.jit(H(f))(0.3), H(blend_ref)(0.3))
+    # a psum over both axes of a reduction, and vmap inside
+    ps = lambda F: jax.shard_map(lambda x, y: jax.lax.psum(F(x, y), ("a", "b")), mesh=mesh, in_specs=(P("a"), P("b")),
+                                 out_specs=P())
+    close(jax.jit(ps(tot))(x, y), ps(total_ref)(x, y))
+    G = lambda F: jax.grad(lambda x, y: ps(F)(x, y)[0], argnums=(0, 1))
+    close(jax.jit(G(tot))(x, y), G(total_ref)(x, y))
+    vm = lambda F: jax.shard_map(jax.vmap(lambda x, y: F(0.3, x, y)[1], in_axes=(0, None)), mesh=mesh,
+                                 in_specs=(P(None, "a"), P("b")), out_specs=P(None, ("a", "b")))
+    V = lambda F: jax.grad(lambda X, y: jnp.sum(jnp.sin(vm(F)(X, y))), argnums=(0, 1))
+    close(jax.jit(V(f))(X, y), V(blend_ref)(X, y))
+    print("MESH_2X2_OK")
+''')
+
+
+def test_results_vary_over_every_mesh_axis_their_operands_vary_over(tmp_path):
+    script = tmp_path / "mesh.py"
+    script.write_text(MESH_2X2)
+    here = Path(__file__).resolve().parent
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    env.pop("XLA_FLAGS", None)
+    env["PYTHONPATH"] = os.pathsep.join([str(here.parents[1]), env.get("PYTHONPATH", "")])
+    result = subprocess.run([sys.executable, str(script), str(here), str(here.parents[1])], capture_output=True,
+                            text=True, timeout=400, env=env)
+    assert "MESH_2X2_OK" in result.stdout, result.stdout[-2000:] + result.stderr[-4000:]
