@@ -17,6 +17,7 @@ import jax
 from jax.extend.core import Primitive
 from jax.interpreters import mlir
 
+from ..errors import JaxIntegrationError
 from . import targets
 
 
@@ -80,7 +81,31 @@ kernel_call_p.multiple_results = True
 
 
 def bind(operands, spec: CallSpec) -> list:
-    return kernel_call_p.bind(*operands, spec=spec)
+    return kernel_call_p.bind(*_vary_alike(operands), spec=spec)
+
+
+def _vary_alike(operands) -> list:
+    """Inside shard_map, every operand cast to vary over the union of the operands' manual axes.
+
+    A result depends on every operand, so it varies wherever any of them does; the abstract eval
+    types results like one operand. With x varying over mesh axis 'a' and y over 'b', results were
+    typed as varying over 'a' only, and ``out_specs=P('a')`` then returned one 'b' shard's values
+    where plain JAX refuses. The cast (``jax.lax.pcast(..., to='varying')``) is the type system's
+    identity; its transpose sums the cotangent over the axes it added, as an operand the devices
+    share needs."""
+    operands = list(operands)
+    axes = [_varying_axes(jax.typeof(o)) for o in operands]
+    union = frozenset().union(*axes)
+    if not union:
+        return operands
+    return [o if a == union else _pvary(o, tuple(sorted(union - a))) for o, a in zip(operands, axes)]
+
+
+def _pvary(value, axes: tuple):
+    pcast = getattr(jax.lax, "pcast", None)
+    if pcast is not None:
+        return pcast(value, axes, to="varying")
+    return jax.lax.pvary(value, axes)       # JAX versions before pcast
 
 
 @kernel_call_p.def_abstract_eval
@@ -126,7 +151,10 @@ def _jitted(spec: CallSpec):
 
 @kernel_call_p.def_impl
 def _impl(*operands, spec: CallSpec):
-    return _jitted(spec)(*operands)
+    # the call runs only as a compiled custom call; under jax.disable_jit() the jit above would run
+    # its body eagerly, binding the primitive here again (a RecursionError), so jit stays on for it
+    with jax.disable_jit(False):
+        return _jitted(spec)(*operands)
 
 
 def call_variant(spec: CallSpec, operand_shapes, platform: str) -> targets.Variant:
@@ -144,10 +172,29 @@ def call_variant(spec: CallSpec, operand_shapes, platform: str) -> targets.Varia
 
 
 def _lowering(ctx, *operands, spec: CallSpec, platform: str):
+    _refuse_export(ctx, spec)
     variant = call_variant(spec, [aval.shape for aval in ctx.avals_in], platform)
     name = targets.target_name(spec.kernel, platform, variant)
     rule = jax.ffi.ffi_lowering(name, operand_output_aliases=spec.aliases())
     return rule(ctx, *operands, grid=np.asarray(spec.grid, dtype=np.int64))
+
+
+def _refuse_export(ctx, spec: CallSpec) -> None:
+    """``jax.export`` serializes the module for another process, but a call's target is this
+    process's: its name (``adoffload_<kernel>_<n>``, n counting targets in build order) and its
+    handler's JIT-compiled code. Elsewhere the name is unregistered, or names another kernel or
+    variant built n-th there. JAX's own refusal can be disabled per target, so refuse here too,
+    naming the kernel. (The lowering context says it lowers for export; JAX has no public
+    accessor for that, so where the attribute is missing JAX's check is the only one.)"""
+    params = getattr(getattr(ctx, "module_context", None), "lowering_parameters", None)
+    if getattr(params, "for_export", False) is True:
+        kernel = spec.tangent_of[0] if spec.tangent_of else spec.kernel
+        what = "" if kernel is spec.kernel else f" (its derivative kernel '{spec.kernel.name}')"
+        raise JaxIntegrationError(
+            f"kernel '{kernel.name}'{what}: jax.export of adoffload kernel calls is not supported: "
+            "the call's XLA target is compiled and registered in this process only, so a serialized module "
+            "could not run elsewhere (or would run whatever target got that name there); use "
+            "jax.jit(f).lower(...).compile() in the process that runs it")
 
 
 def _written_in_full(spec: CallSpec) -> frozenset:

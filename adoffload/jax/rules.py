@@ -285,3 +285,21 @@ def _flags(spec: CallSpec, dims) -> tuple[bool, ...]:
 
 
 batching.primitive_batchers[kernel_call_p] = _batch
+
+
+# ----------------------------------------------------------------------------- Taylor mode
+
+def _no_jet(primals, series, *, spec: CallSpec):
+    """``jax.experimental.jet`` looks its rules up by primitive: without one it raised a bare
+    ``KeyError: adoffload_kernel_call``. Taylor series of a call are not propagated (no rule builds
+    them from the kernel's derivatives), so the refusal names the kernel and says what works."""
+    kernel = spec.tangent_of[0] if spec.tangent_of else spec.kernel
+    raise JaxIntegrationError(f"kernel '{kernel.name}': jax.experimental.jet (Taylor mode) is not supported for "
+                              "adoffload kernel calls; nested jax.jvp (or jax.jacfwd) gives the higher derivatives")
+
+
+try:                                    # experimental: registered only where this JAX has it
+    from jax.experimental import jet as _jet
+    _jet.jet_rules[kernel_call_p] = _no_jet
+except (ImportError, AttributeError):
+    pass
