@@ -12,14 +12,14 @@ velocity Verlet and BAOAB Langevin dynamics (``dynamics``), and an ASE calculato
 """
 from .backend import BACKENDS, available, default_backend, device_available, get_backend
 from ..errors import (BackendUnavailableError, BoxError, Float64RequiredError, NeighborListOverflowError,
-                     OptionalDependencyError)
+                     OptionalDependencyError, ParameterError, UnstableSimulationError)
 from .forcefield import Coulomb, ForceField, HarmonicAngles, HarmonicBonds, LennardJones, Morse, as_box
 from .neighbors import NeighborList, NeighborListSpec, brute_force_neighbors, estimate_capacity
 
 __all__ = [
     "BACKENDS", "available", "default_backend", "device_available", "get_backend",
     "BackendUnavailableError", "BoxError", "Float64RequiredError", "NeighborListOverflowError",
-    "OptionalDependencyError",
+    "OptionalDependencyError", "ParameterError", "UnstableSimulationError",
     "Coulomb", "ForceField", "HarmonicAngles", "HarmonicBonds", "LennardJones", "Morse", "as_box",
     "NeighborList", "NeighborListSpec", "brute_force_neighbors", "estimate_capacity",
 ]

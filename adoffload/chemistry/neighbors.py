@@ -19,10 +19,49 @@ import numpy as np
 
 from . import reference
 from .backend import get_backend
-from ..errors import BoxError, NeighborListOverflowError
+from ..errors import BoxError, NeighborListOverflowError, ShapeError
 
 # A box side needs at least this many cells for the 27-cell stencil to visit each cell once.
 MIN_CELLS_PER_SIDE = 3
+
+
+def as_positions(pos, what: str = "positions"):
+    """``pos`` as an (N, 3) float64 array (a tracer stays a tracer).
+
+    Integer or float32 coordinates are converted to float64, the dtype everything here computes
+    in: the box is cast to the positions' dtype, so integer positions would truncate it (a box of
+    6.5 read as 6). Any other shape is a ``ShapeError`` (a (3, N) array would otherwise be read as
+    three atoms).
+    """
+    pos = jnp.asarray(pos)
+    if pos.ndim != 2 or pos.shape[1] != 3:
+        hint = "; a (3, N) array? pass its transpose" if pos.ndim == 2 and pos.shape[0] == 3 else ""
+        raise ShapeError(f"{what} must be an (N, 3) array of Cartesian coordinates, got shape {tuple(pos.shape)}"
+                         f"{hint}")
+    if jnp.issubdtype(pos.dtype, jnp.complexfloating) or pos.dtype == jnp.bool_:
+        raise ShapeError(f"{what} must be real coordinates, got dtype {pos.dtype}")
+    return pos if pos.dtype == jnp.float64 else pos.astype(jnp.float64)
+
+
+def check_box(box) -> tuple[float, float, float]:
+    """The three edge lengths of an orthorhombic box as floats, or a ``BoxError`` saying what is wrong."""
+    try:
+        edges = np.asarray(box, dtype=float)
+    except (TypeError, ValueError) as error:
+        raise BoxError(f"a box is three edge lengths (x, y, z) of an orthorhombic cell, got {box!r}") from error
+    if edges.shape == (3, 3):
+        if np.abs(edges - np.diag(np.diag(edges))).max() > 0:
+            raise BoxError(f"only orthorhombic boxes are supported (three edge lengths); got the triclinic cell "
+                           f"{edges.tolist()}")
+        edges = np.diag(edges)
+    elif edges.shape == ():
+        edges = np.full(3, float(edges))
+    if edges.shape != (3,):
+        raise BoxError(f"a box is three edge lengths (x, y, z) of an orthorhombic cell, got {box!r}")
+    if not np.all(np.isfinite(edges)) or np.any(edges <= 0):
+        raise BoxError(f"box edges must be positive and finite, got {tuple(edges.tolist())} (a free cluster "
+                       "needs a box much larger than its extent, not 0 or inf)")
+    return tuple(float(b) for b in edges)
 
 
 class NeighborList(NamedTuple):
@@ -44,16 +83,18 @@ class NeighborListSpec:
     method: str = "auto"        # "cells", "all_pairs", or "auto" (cells when >= 3 per side)
 
     def __post_init__(self):
+        object.__setattr__(self, "box", check_box(self.box))
         if self.method not in ("auto", "cells", "all_pairs"):
             raise ValueError(f"method must be 'auto', 'cells' or 'all_pairs', got {self.method!r}")
+        if not (self.cutoff >= 0 and self.skin >= 0 and math.isfinite(self.radius)):
+            raise BoxError(f"cutoff and skin must be finite and >= 0, got cutoff={self.cutoff!r}, skin={self.skin!r}")
         if self.method == "cells" and min(self.cells_per_side) < MIN_CELLS_PER_SIDE:
             raise BoxError(f"a cell list needs >= {MIN_CELLS_PER_SIDE} cells per side; box {self.box} with "
                            f"cutoff + skin {self.radius:g} gives {self.cells_per_side}: use method='all_pairs'")
-        if any(b <= 0 for b in self.box):
-            raise BoxError(f"box edges must be positive, got {self.box}")
         if 2 * self.radius > min(self.box):
-            raise BoxError(f"cutoff + skin = {self.radius:g} is more than half the smallest box edge "
-                           f"{min(self.box):g}; the minimum image would miss pairs: use a larger box")
+            raise BoxError(f"cutoff + skin = {self.cutoff:g} + {self.skin:g} is more than half the smallest box edge "
+                           f"{min(self.box):g}; the minimum image would miss pairs: use a larger box (or a smaller "
+                           f"skin, if the cutoff alone fits)")
 
     @property
     def radius(self) -> float:
@@ -72,6 +113,10 @@ class NeighborListSpec:
         return min(self.cells_per_side) >= MIN_CELLS_PER_SIDE
 
     def build(self, pos, previous_peak=0, previous_builds=0) -> NeighborList:
+        pos = as_positions(pos)
+        if pos.shape[0] == 0:           # no atoms: an empty list (the kernels would launch no threads)
+            return NeighborList(jnp.zeros((0, self.capacity), jnp.int64), jnp.zeros((0,), jnp.int64), pos,
+                                jnp.asarray(previous_peak, jnp.int64), jnp.asarray(previous_builds) + 1)
         backend = get_backend(self.backend, adjoint=False)
         box = jnp.asarray(self.box, dtype=pos.dtype)
         if self.uses_cells:
@@ -88,6 +133,12 @@ class NeighborListSpec:
         return NeighborList(neighbors, counts, pos, peak, jnp.asarray(previous_builds) + 1)
 
     def needs_rebuild(self, nl: NeighborList, pos) -> jax.Array:
+        pos = as_positions(pos)
+        if pos.shape != nl.reference.shape:
+            raise ShapeError(f"positions of {pos.shape[0]} atoms given to a neighbor list built for "
+                             f"{nl.reference.shape[0]}: build a new list when the number of atoms changes")
+        if pos.shape[0] == 0:
+            return jnp.asarray(False)
         moved = reference.minimum_image(pos - nl.reference, jnp.asarray(self.box, dtype=pos.dtype))
         return jnp.max(jnp.sum(moved * moved, axis=-1)) > (0.5 * self.skin) ** 2
 
