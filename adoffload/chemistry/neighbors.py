@@ -70,6 +70,7 @@ class NeighborList(NamedTuple):
     reference: jax.Array        # (N, 3) positions at the last build
     peak: jax.Array             # largest count (or over-full cell) seen since creation
     builds: jax.Array           # how many times the list was built
+    cell_peak: jax.Array        # most atoms seen in one cell since creation (0 without cells)
 
 
 @dataclass(frozen=True)
@@ -112,11 +113,12 @@ class NeighborListSpec:
             return self.method == "cells"
         return min(self.cells_per_side) >= MIN_CELLS_PER_SIDE
 
-    def build(self, pos, previous_peak=0, previous_builds=0) -> NeighborList:
+    def build(self, pos, previous_peak=0, previous_builds=0, previous_cell_peak=0) -> NeighborList:
         pos = as_positions(pos)
+        cell_peak = jnp.asarray(previous_cell_peak, jnp.int64)
         if pos.shape[0] == 0:           # no atoms: an empty list (the kernels would launch no threads)
             return NeighborList(jnp.zeros((0, self.capacity), jnp.int64), jnp.zeros((0,), jnp.int64), pos,
-                                jnp.asarray(previous_peak, jnp.int64), jnp.asarray(previous_builds) + 1)
+                                jnp.asarray(previous_peak, jnp.int64), jnp.asarray(previous_builds) + 1, cell_peak)
         backend = get_backend(self.backend, adjoint=False)
         box = jnp.asarray(self.box, dtype=pos.dtype)
         if self.uses_cells:
@@ -127,10 +129,11 @@ class NeighborListSpec:
             start, count = backend.cell_ranges(cell[order], n_cells)
             neighbors, counts = backend.cell_neighbors(pos, box, cps, cell, order, start, count,
                                                        self.radius, self.capacity, self.max_per_cell)
+            cell_peak = jnp.maximum(jnp.max(count).astype(jnp.int64), cell_peak)
         else:
             neighbors, counts = backend.all_pairs_neighbors(pos, box, self.radius, self.capacity)
         peak = jnp.maximum(jnp.max(counts), previous_peak)
-        return NeighborList(neighbors, counts, pos, peak, jnp.asarray(previous_builds) + 1)
+        return NeighborList(neighbors, counts, pos, peak, jnp.asarray(previous_builds) + 1, cell_peak)
 
     def needs_rebuild(self, nl: NeighborList, pos) -> jax.Array:
         pos = as_positions(pos)
@@ -145,17 +148,28 @@ class NeighborListSpec:
     def update(self, nl: NeighborList, pos) -> NeighborList:
         """Rebuild if any atom moved more than skin/2 since the last build, else keep ``nl``."""
         return jax.lax.cond(self.needs_rebuild(nl, pos),
-                            lambda: self.build(pos, nl.peak, nl.builds),
+                            lambda: self.build(pos, nl.peak, nl.builds, nl.cell_peak),
                             lambda: nl)
+
+    @property
+    def scans_cell_slots(self) -> bool:
+        """Whether the builder reads at most ``max_per_cell`` atoms per cell (the JAX reference's cell list)."""
+        return self.uses_cells and self.backend == "jax"
 
     def check_overflow(self, nl: NeighborList) -> None:
         """Raise ``NeighborListOverflowError`` if any row (or cell) ever overflowed its capacity."""
+        cell_peak = int(nl.cell_peak)
+        if self.scans_cell_slots and cell_peak > self.max_per_cell:
+            raise NeighborListOverflowError(
+                f"a cell held {cell_peak} atoms but the JAX reference's cell list reads max_per_cell = "
+                f"{self.max_per_cell} per cell (an inhomogeneous system: a cluster or slab in vacuum); results "
+                f"computed with this list are wrong. Create the NeighborListSpec with max_per_cell >= "
+                f"{8 * -(-cell_peak // 8)} (ForceField.neighbor_list(..., max_per_cell=...))")
         peak = int(nl.peak)
         if peak > self.capacity:
             raise NeighborListOverflowError(
                 f"an atom has {peak} neighbors within cutoff+skin = {self.radius:g} but the list holds "
-                f"{self.capacity} per atom (or a cell held more than max_per_cell = {self.max_per_cell} atoms "
-                f"in the JAX reference); results computed with this list are wrong. "
+                f"{self.capacity} per atom; results computed with this list are wrong. "
                 f"Create the NeighborListSpec with capacity >= {max(peak, self.capacity) + 16}")
 
 
