@@ -23,6 +23,10 @@ from ..errors import BoxError, NeighborListOverflowError, ShapeError
 
 # A box side needs at least this many cells for the 27-cell stencil to visit each cell once.
 MIN_CELLS_PER_SIDE = 3
+# At most this many cells in all: a box much larger than the system (free space, a cluster in
+# vacuum) gets fewer, larger cells (each still at least cutoff + skin wide) instead of an
+# allocation of box^3 / radius^3 cells (a 10^4 box with radius 2.8 would be 4.5e10 cells).
+MAX_CELLS = 2 ** 21
 
 
 def as_positions(pos, what: str = "positions"):
@@ -105,7 +109,11 @@ class NeighborListSpec:
     def cells_per_side(self) -> tuple[int, int, int]:
         if self.radius <= 0:
             return (0, 0, 0)
-        return tuple(int(math.floor(b / self.radius)) for b in self.box)
+        cells = [max(1, int(math.floor(b / self.radius))) for b in self.box]
+        while math.prod(cells) > MAX_CELLS:             # halve the longest sides: cells only grow
+            longest = max(range(3), key=lambda a: cells[a])
+            cells[longest] = max(1, cells[longest] // 2)
+        return tuple(cells)
 
     @property
     def uses_cells(self) -> bool:

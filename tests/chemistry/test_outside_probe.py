@@ -265,3 +265,18 @@ def test_ase_cluster_in_a_periodic_box_on_the_jax_backend():
     np.testing.assert_allclose(atoms.get_forces(), reference.get_forces(), rtol=1e-8, atol=1e-10)
     mean = len(atoms) / 25.0 ** 3 * 2.8 ** 3                 # what the density alone gives a cell
     assert calculator.spec.max_per_cell >= int(calculator.neighbor_list.cell_peak) > 2 * mean + 16
+
+
+def test_free_cluster_in_a_huge_box(primal_backend):
+    """A very large box means free space (reference.py), but the cell list once asked for box^3 /
+    radius^3 cells: 4.5e10 for a 10^4 box. The cell count is capped; cells only get larger."""
+    pytest.importorskip("ase")
+    from ase.cluster import Icosahedron
+    positions = Icosahedron("Ar", 3, latticeconstant=1.5).positions + 5000.0
+    box = (1.0e4,) * 3
+    spec = NeighborListSpec(box, 2.5, 0.3, capacity=64, backend=primal_backend, max_per_cell=len(positions))
+    assert spec.uses_cells and int(np.prod(spec.cells_per_side)) <= 2 ** 21
+    assert all(b / c >= spec.radius for b, c in zip(box, spec.cells_per_side))
+    nl = spec.build(jnp.asarray(positions))
+    spec.check_overflow(nl)
+    assert _rows(nl) == brute_force_neighbors(positions, box, spec.radius)
