@@ -171,6 +171,16 @@ class Float64RequiredError(Error, RuntimeError):
     """The chemistry code computes in float64; JAX must have ``jax_enable_x64`` switched on."""
 
 
+class ParameterError(Error, ValueError):
+    """A simulation parameter no integrator can use: a time step that is not positive and finite,
+    a negative temperature or friction, a step count that is not a whole number."""
+
+
+class UnstableSimulationError(Error, FloatingPointError):
+    """A molecular-dynamics run produced non-finite positions or energies (a time step too large
+    for the forces, or overlapping atoms); the message names the step reached."""
+
+
 class BoxError(Error, ValueError):
     """A simulation box the code cannot handle (non-orthorhombic, too small for the cutoff)."""
 

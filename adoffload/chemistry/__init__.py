@@ -8,18 +8,32 @@ physics (``backend="jax"``). Also: FIRE minimization and basin hopping (``optimi
 cut-and-splice genetic algorithm for cluster global minima (``genetic``),
 velocity Verlet and BAOAB Langevin dynamics (``dynamics``), and an ASE calculator
 (``ase_calculator``, needs ``pip install ase``). Everything computes in float64: enable
-``jax_enable_x64``.
+``jax_enable_x64`` (integer or float32 positions are converted to float64).
+
+What it does not do, plainly:
+
+* boxes are orthorhombic (three edge lengths), periodic in all three directions, with
+  cutoff + skin at most half the shortest edge (one image per pair); a triclinic cell, or a
+  box too small, is a ``BoxError``. Free space is a box much larger than the system.
+* each pair term has one parameter set for every pair of atoms: no atom types, per-type
+  parameters or mixing rules (an array parameter is an ``ArgumentError``); one mass for all atoms.
+* no virial, pressure or stress, and no barostat; Coulomb is damped-shifted-force (Wolf-type)
+  with a cutoff, not Ewald.
+* a ``NeighborList`` must come from a spec whose cutoff covers every term's cutoff (the energy
+  functions take only its index table and cannot check), and its overflow is reported only by
+  ``NeighborListSpec.check_overflow`` (``dynamics.run`` and the ASE calculator call it): results
+  computed with an overflowed list are wrong.
 """
 from .backend import BACKENDS, available, default_backend, device_available, get_backend
 from ..errors import (BackendUnavailableError, BoxError, Float64RequiredError, NeighborListOverflowError,
-                     OptionalDependencyError)
+                     OptionalDependencyError, ParameterError, UnstableSimulationError)
 from .forcefield import Coulomb, ForceField, HarmonicAngles, HarmonicBonds, LennardJones, Morse, as_box
 from .neighbors import NeighborList, NeighborListSpec, brute_force_neighbors, estimate_capacity
 
 __all__ = [
     "BACKENDS", "available", "default_backend", "device_available", "get_backend",
     "BackendUnavailableError", "BoxError", "Float64RequiredError", "NeighborListOverflowError",
-    "OptionalDependencyError",
+    "OptionalDependencyError", "ParameterError", "UnstableSimulationError",
     "Coulomb", "ForceField", "HarmonicAngles", "HarmonicBonds", "LennardJones", "Morse", "as_box",
     "NeighborList", "NeighborListSpec", "brute_force_neighbors", "estimate_capacity",
 ]

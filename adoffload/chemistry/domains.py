@@ -291,34 +291,39 @@ class Decomposition:
         return self._compile("forces", lambda s, p: self._energy_and_forces(s, p)[1])(state, params)
 
     def run(self, state: DomainState, steps: int, dt: float, *, chunk: int = 10, params=None, progress=None):
-        """Integrate ``steps`` NVE steps in jitted chunks, checking buffers after each chunk.
+        """Integrate exactly ``steps`` NVE steps in jitted chunks (the last one shorter when ``chunk``
+        does not divide ``steps``), checking energies and buffers after each chunk.
 
         Returns (state, record dict, seconds excluding the first chunk, steps timed), like
         ``dynamics.run``; ``record`` holds per-chunk step, potential, kinetic, total, temperature.
         """
+        from .dynamics import check_finite, chunk_lengths
         params = self.ff.parameters if params is None else params
-        advance = self._compile("simulate", self._simulate_blocks, static=(int(chunk), float(dt)), replicated_out=True)
+        lengths = chunk_lengths(steps, chunk, dt)
         record = {k: [] for k in ("step", "potential", "kinetic", "total", "temperature")}
-        n_chunks = max(1, steps // chunk)
         n_atoms = None
-        timed_seconds, started = 0.0, None
-        for c in range(n_chunks):
+        timed_seconds, timed_steps, started, done = 0.0, 0, None, 0
+        for c, length in enumerate(lengths):
+            advance = self._compile("simulate", self._simulate_blocks, static=(length, float(dt)), replicated_out=True)
             state, (potential, kinetic, n_atoms) = advance(state, params)
             potential.block_until_ready()
             now = time.perf_counter()
-            if started is not None:
+            if started is not None and length == chunk:      # (a shorter last chunk compiles anew)
                 timed_seconds += now - started
+                timed_steps += length
             started = now
-            self.check_overflow(state)
+            done += length
             pe, ke, n = float(potential[-1]), float(kinetic[-1]), int(n_atoms)
-            record["step"].append((c + 1) * chunk)
+            check_finite(state.pos, pe, ke, done, dt)
+            self.check_overflow(state)
+            record["step"].append(done)
             record["potential"].append(pe)
             record["kinetic"].append(ke)
             record["total"].append(pe + ke)
             record["temperature"].append(2.0 * ke / (3 * n - 3))
             if progress is not None:
-                progress(c + 1, n_chunks)
-        return state, {k: np.asarray(v) for k, v in record.items()}, timed_seconds, (n_chunks - 1) * chunk
+                progress(c + 1, len(lengths))
+        return state, {k: np.asarray(v) for k, v in record.items()}, timed_seconds, timed_steps
 
     # --- per-domain functions (run inside shard_map) -------------------------------------
 

@@ -1,11 +1,14 @@
 """Molecular dynamics: velocity Verlet (NVE) and BAOAB Langevin (NVT), lattices, observables.
 
-Reduced Lennard-Jones units (mass 1, k_B = 1). The integrators are pure functions of a
-``State``; ``run`` scans ``chunk`` steps per jitted call, updating the neighbor list with
-its skin criterion inside the scan and checking overflow on the host after each chunk.
+Reduced Lennard-Jones units (mass 1, k_B = 1; one mass for every atom). The integrators are
+pure functions of a ``State``; ``run`` scans ``chunk`` steps per jitted call, updating the
+neighbor list with its skin criterion inside the scan and checking, on the host after each
+chunk, that positions and energies are finite (``UnstableSimulationError`` otherwise) and that
+the list never overflowed. No barostat: the box is fixed.
 """
 from __future__ import annotations
 
+import functools
 import math
 import time
 from typing import NamedTuple
@@ -14,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..errors import ParameterError, UnstableSimulationError
 from .forcefield import ForceField
 from .neighbors import NeighborList, NeighborListSpec
 
@@ -38,6 +42,8 @@ def fcc_lattice(cells: int, density: float):
 
 def maxwell_boltzmann(key, n: int, kT: float, mass: float = 1.0):
     """Velocities at temperature ``kT`` with zero total momentum, rescaled to exactly ``kT``."""
+    if n < 2:
+        raise ParameterError(f"Maxwell-Boltzmann velocities with zero total momentum need at least 2 atoms, got {n}")
     vel = jax.random.normal(key, (n, 3), dtype=jnp.float64) * math.sqrt(kT / mass)
     vel = vel - vel.mean(axis=0)
     return vel * jnp.sqrt(kT / temperature(vel, mass))
@@ -88,44 +94,81 @@ def baoab_step(ff: ForceField, spec: NeighborListSpec, state: State, dt: float, 
     return State(pos, vel, force, potential, nl, key)
 
 
+def chunk_lengths(steps: int, chunk: int, dt: float, *, kT: float = 0.0, gamma: float = 0.0) -> list[int]:
+    """The lengths of the jitted chunks that integrate exactly ``steps`` steps: full chunks, then
+    the remainder; ``ParameterError`` for a time step, step count, chunk, temperature or friction
+    that no integrator here can use."""
+    try:
+        positive = math.isfinite(float(dt)) and float(dt) > 0
+    except (TypeError, ValueError):
+        positive = False
+    if not positive:
+        raise ParameterError(f"the time step dt must be a positive finite number, got {dt!r}")
+    if int(steps) != steps or steps < 0 or int(chunk) != chunk or chunk < 1:
+        raise ParameterError(f"steps must be an integer >= 0 and chunk >= 1, got steps={steps!r}, chunk={chunk!r}")
+    if not (math.isfinite(kT) and kT >= 0 and math.isfinite(gamma) and gamma >= 0):
+        raise ParameterError(f"the temperature kT and the friction gamma must be finite and >= 0, got kT={kT!r}, "
+                             f"gamma={gamma!r}")
+    steps, chunk = int(steps), int(chunk)
+    return [chunk] * (steps // chunk) + ([steps % chunk] if steps % chunk else [])
+
+
+def check_finite(pos, potential, kinetic, step: int, dt: float) -> None:
+    """Raise ``UnstableSimulationError`` when a run's positions or energies stopped being finite."""
+    if not (np.isfinite(potential) and np.isfinite(kinetic) and bool(jnp.all(jnp.isfinite(pos)))):
+        raise UnstableSimulationError(
+            f"the simulation blew up by step {step}: non-finite positions or energies (potential {potential}, "
+            f"kinetic {kinetic}); the time step dt = {dt:g} is too large for these forces, or atoms started "
+            "overlapping. The returned state would be meaningless")
+
+
 def run(ff: ForceField, spec: NeighborListSpec, state: State, steps: int, dt: float, *,
         ensemble: str = "nve", kT: float = 1.0, gamma: float = 1.0, chunk: int = 10, progress=None):
-    """Integrate ``steps`` steps; returns (state, record dict, seconds excluding the first chunk).
+    """Integrate exactly ``steps`` steps of ``dt`` in jitted chunks of ``chunk`` (the last one shorter
+    when ``chunk`` does not divide ``steps``); returns (state, record dict, seconds timed, steps timed),
+    timing the full chunks after the first (compiling) one.
 
-    ``record`` holds per-chunk step, potential, kinetic and total energy and temperature.
+    ``record`` holds per-chunk step, potential, kinetic and total energy and temperature. Raises
+    ``ParameterError`` for a bad ``dt``, ``steps``, ``chunk``, ``kT`` or ``gamma``,
+    ``UnstableSimulationError`` when the system blows up (non-finite energies), and
+    ``NeighborListOverflowError`` when the neighbor list was too small.
     """
     if ensemble == "nve":
+        lengths = chunk_lengths(steps, chunk, dt)
         step = lambda s: verlet_step(ff, spec, s, dt)
     elif ensemble == "langevin":
+        lengths = chunk_lengths(steps, chunk, dt, kT=kT, gamma=gamma)
         step = lambda s: baoab_step(ff, spec, s, dt, kT, gamma)
     else:
-        raise ValueError(f"ensemble must be 'nve' or 'langevin', got {ensemble!r}")
+        raise ParameterError(f"ensemble must be 'nve' or 'langevin', got {ensemble!r}")
 
-    @jax.jit
-    def advance(s):
-        s, _ = jax.lax.scan(lambda c, _: (step(c), None), s, None, length=chunk)
+    @functools.partial(jax.jit, static_argnums=1)
+    def advance(s, length):
+        s, _ = jax.lax.scan(lambda c, _: (step(c), None), s, None, length=length)
         return s
 
     record = {k: [] for k in ("step", "potential", "kinetic", "total", "temperature")}
-    n_chunks = max(1, steps // chunk)
-    timed_seconds, started = 0.0, None
-    for c in range(n_chunks):
-        state = advance(state)
+    timed_seconds, timed_steps, started, done = 0.0, 0, None, 0
+    for c, length in enumerate(lengths):
+        state = advance(state, length)
         state.pos.block_until_ready()
         now = time.perf_counter()
-        if started is not None:
+        if started is not None and length == chunk:      # (a shorter last chunk compiles anew)
             timed_seconds += now - started
+            timed_steps += length
         started = now
+        done += length
+        ke, pe = float(kinetic_energy(state.vel)), float(state.potential)
+        check_finite(state.pos, pe, ke, done, dt)       # first: a blown-up list also looks overflowed
         spec.check_overflow(state.nl)
-        ke = float(kinetic_energy(state.vel))
-        record["step"].append((c + 1) * chunk)
-        record["potential"].append(float(state.potential))
+        record["step"].append(done)
+        record["potential"].append(pe)
         record["kinetic"].append(ke)
-        record["total"].append(float(state.potential) + ke)
+        record["total"].append(pe + ke)
         record["temperature"].append(float(temperature(state.vel)))
         if progress is not None:
-            progress(c + 1, n_chunks)
-    return state, {k: np.asarray(v) for k, v in record.items()}, timed_seconds, (n_chunks - 1) * chunk
+            progress(c + 1, len(lengths))
+    return state, {k: np.asarray(v) for k, v in record.items()}, timed_seconds, timed_steps
 
 
 def radial_distribution(pos, box, neighbors, r_max: float, bins: int = 100):

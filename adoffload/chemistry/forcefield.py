@@ -21,8 +21,41 @@ import jax.numpy as jnp
 import numpy as np
 
 from .backend import get_backend
-from ..errors import Float64RequiredError
-from .neighbors import NeighborListSpec, estimate_capacity
+from ..errors import ArgumentError, Float64RequiredError, ShapeError
+from .neighbors import NeighborListSpec, as_positions, check_box, estimate_capacity
+
+
+def _scalars(term, p):
+    """``p`` (a term's parameters) after checking each is one number: the pair terms have one
+    parameter set for every pair (no per-atom or per-type parameters, no mixing rules); an array
+    here would broadcast against the (N, capacity) neighbor table and give a wrong energy."""
+    for key, value in p.items():
+        if jnp.ndim(value) != 0:
+            raise ArgumentError(f"{type(term).__name__} parameter '{key}' must be a scalar, got shape "
+                                f"{jnp.shape(value)}: one parameter set applies to every pair of atoms (per-atom or "
+                                f"per-type parameters and mixing rules are not supported)")
+    return p
+
+
+def _per_atom(term, what, values, n_atoms):
+    if jnp.shape(values) != (n_atoms,):
+        raise ShapeError(f"{type(term).__name__} '{term.name}': {what} must have one value per atom, "
+                         f"({n_atoms},), got shape {jnp.shape(values)}")
+    return values
+
+
+def _indices(term, rows, width, n_atoms, per_row):
+    """The (M, width) int64 index table of a bonded term, checked against ``n_atoms`` and the
+    lengths of its per-row parameters (on the host: the tables are static)."""
+    table = np.asarray(rows, dtype=np.int64).reshape(-1, width) if len(rows) else np.zeros((0, width), np.int64)
+    if table.size and (table.min() < 0 or table.max() >= n_atoms):
+        raise ArgumentError(f"{type(term).__name__} '{term.name}': atom indices must be in [0, {n_atoms}) for "
+                            f"{n_atoms} atoms, got {table.min()}..{table.max()}")
+    for key, value in per_row.items():
+        if jnp.shape(value) != (len(table),):
+            raise ShapeError(f"{type(term).__name__} '{term.name}': '{key}' must have one value per row "
+                             f"({len(table)},), got shape {jnp.shape(value)}")
+    return jnp.asarray(table)
 
 
 @dataclass(frozen=True)
@@ -36,9 +69,11 @@ class LennardJones:
         return {"sigma": self.sigma, "epsilon": self.epsilon}
 
     def energy(self, backend, pos, box, neighbors, p):
+        p = _scalars(self, p)
         return jnp.sum(backend.lj_energy(pos, box, neighbors, p["sigma"], p["epsilon"], self.cutoff))
 
     def energy_and_forces(self, backend, pos, box, neighbors, p):
+        p = _scalars(self, p)
         e, forces = backend.lj_energy_forces(pos, box, neighbors, p["sigma"], p["epsilon"], self.cutoff)
         return jnp.sum(e), forces
 
@@ -55,9 +90,11 @@ class Morse:
         return {"depth": self.depth, "alpha": self.alpha, "r0": self.r0}
 
     def energy(self, backend, pos, box, neighbors, p):
+        p = _scalars(self, p)
         return jnp.sum(backend.morse_energy(pos, box, neighbors, p["depth"], p["alpha"], p["r0"], self.cutoff))
 
     def energy_and_forces(self, backend, pos, box, neighbors, p):
+        p = _scalars(self, p)
         e, forces = backend.morse_energy_forces(pos, box, neighbors, p["depth"], p["alpha"], p["r0"], self.cutoff)
         return jnp.sum(e), forces
 
@@ -75,11 +112,13 @@ class Coulomb:
         return {"charges": jnp.asarray(self.charges, dtype=jnp.float64)}
 
     def energy(self, backend, pos, box, neighbors, p):
-        return jnp.sum(backend.coulomb_energy(pos, box, neighbors, p["charges"], self.alpha, self.cutoff,
+        charges = _per_atom(self, "charges", p["charges"], pos.shape[0])
+        return jnp.sum(backend.coulomb_energy(pos, box, neighbors, charges, self.alpha, self.cutoff,
                                               self.coulomb_constant))
 
     def energy_and_forces(self, backend, pos, box, neighbors, p):
-        e, forces = backend.coulomb_energy_forces(pos, box, neighbors, p["charges"], self.alpha, self.cutoff,
+        charges = _per_atom(self, "charges", p["charges"], pos.shape[0])
+        e, forces = backend.coulomb_energy_forces(pos, box, neighbors, charges, self.alpha, self.cutoff,
                                                   self.coulomb_constant)
         return jnp.sum(e), forces
 
@@ -96,7 +135,8 @@ class HarmonicBonds:
         return {"k": jnp.asarray(self.k, dtype=jnp.float64), "r0": jnp.asarray(self.r0, dtype=jnp.float64)}
 
     def energy(self, backend, pos, box, neighbors, p):
-        return jnp.sum(backend.bond_energy(pos, box, jnp.asarray(self.bonds, dtype=jnp.int64), p["k"], p["r0"]))
+        bonds = _indices(self, self.bonds, 2, pos.shape[0], p)
+        return jnp.sum(backend.bond_energy(pos, box, bonds, p["k"], p["r0"]))
 
 
 @dataclass(frozen=True)
@@ -111,7 +151,8 @@ class HarmonicAngles:
         return {"k": jnp.asarray(self.k, dtype=jnp.float64), "theta0": jnp.asarray(self.theta0, dtype=jnp.float64)}
 
     def energy(self, backend, pos, box, neighbors, p):
-        return jnp.sum(backend.angle_energy(pos, box, jnp.asarray(self.angles, dtype=jnp.int64), p["k"], p["theta0"]))
+        angles = _indices(self, self.angles, 3, pos.shape[0], p)
+        return jnp.sum(backend.angle_energy(pos, box, angles, p["k"], p["theta0"]))
 
 
 def require_float64() -> None:
@@ -129,6 +170,7 @@ class ForceField:
 
     def __post_init__(self):
         require_float64()
+        object.__setattr__(self, "box", check_box(self.box))
         names = [t.name for t in self.terms]
         if len(set(names)) != len(names):
             raise ValueError(f"force-field terms need distinct names, got {names}")
@@ -151,6 +193,9 @@ class ForceField:
     def energy(self, pos, neighbors, params=None):
         """Total potential energy; ``neighbors`` is the (N, capacity) index array of a NeighborList."""
         params = self.parameters if params is None else params
+        pos = as_positions(pos)
+        if pos.shape[0] == 0:
+            return jnp.zeros((), pos.dtype)
         backend = get_backend(self.backend, adjoint=False)      # jax.grad of this runs the adjoints
         box = jnp.asarray(self.box, dtype=pos.dtype)
         return sum(t.energy(backend, pos, box, neighbors, params[t.name]) for t in self.terms)
@@ -158,9 +203,12 @@ class ForceField:
     def energy_and_forces(self, pos, neighbors, params=None):
         """Total energy and forces; pair terms compute both in one fused launch each."""
         params = self.parameters if params is None else params
+        pos = as_positions(pos)
         backend = get_backend(self.backend, adjoint=False)
         box = jnp.asarray(self.box, dtype=pos.dtype)
         energy = forces = None
+        if pos.shape[0] == 0:           # no atoms: the kernels would launch no threads
+            return jnp.zeros((), pos.dtype), jnp.zeros_like(pos)
         for term in self.terms:
             fused = getattr(term, "energy_and_forces", None)
             if fused is not None:
@@ -179,5 +227,5 @@ class ForceField:
 
 
 def as_box(box) -> tuple[float, float, float]:
-    box = np.broadcast_to(np.asarray(box, dtype=float), (3,))
-    return tuple(float(b) for b in box)
+    """A cubic edge (one number) or three edges as a box tuple; a ``BoxError`` for anything else."""
+    return check_box(box)

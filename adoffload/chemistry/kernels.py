@@ -382,7 +382,11 @@ def angle_energy(pos: ado.In[ado.f64, 2], box: ado.In[ado.f64], angles: ado.In[a
     cx = ay * bz - az * by
     cy = az * bx - ax * bz
     cz = ax * by - ay * bx
-    theta = ado.atan2(ado.sqrt(cx * cx + cy * cy + cz * cz), ax * bx + ay * by + az * bz)
+    s2 = cx * cx + cy * cy + cz * cz
+    sine = 0.0                          # a linear angle: sqrt'(0) is infinite (NaN forces); its force is zero
+    if s2 > 0.0:
+        sine = ado.sqrt(s2)
+    theta = ado.atan2(sine, ax * bx + ay * by + az * bz)
     bend = theta - theta0[a]
     e[a] = 0.5 * k[a] * bend * bend
 

@@ -140,7 +140,12 @@ def angle_energy(pos, box, angles, k, theta0):
     """Per-angle harmonic energy ``k/2 (theta - theta0)^2``; ``angles`` (A, 3) = (i, center, k)."""
     a = minimum_image(pos[angles[:, 0]] - pos[angles[:, 1]], box)
     b = minimum_image(pos[angles[:, 2]] - pos[angles[:, 1]], box)
-    theta = jnp.arctan2(jnp.linalg.norm(jnp.cross(a, b), axis=-1), jnp.sum(a * b, axis=-1))
+    c = jnp.cross(a, b)
+    s2 = jnp.sum(c * c, axis=-1)
+    # |a x b| with a zero gradient where it vanishes (a linear angle): sqrt's derivative there is
+    # infinite and gave NaN forces; by symmetry the force of an exactly linear angle is zero.
+    sine = jnp.where(s2 > 0, jnp.sqrt(jnp.where(s2 > 0, s2, 1.0)), 0.0)
+    theta = jnp.arctan2(sine, jnp.sum(a * b, axis=-1))
     return 0.5 * k * (theta - theta0) ** 2
 
 
