@@ -3,7 +3,8 @@
 ``for v in range(start, stop, step)`` evaluates its bounds once; a hidden counter drives the
 loop and ``v`` receives a copy each iteration (so assigning to ``v`` in the body does not
 change the iteration, as in Python). A constant step picks ``<`` or ``>`` at compile time; a
-step known only at run time picks by its sign at run time (step 0 runs no iterations).
+step known only at run time picks by its sign at run time (a step of 0 stops the thread with
+INVALID_VALUE, as Python raises ValueError).
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import builtins
 from llvmlite import ir
 
 from ..language import builtins as language
-from ..language.status import TRAP
+from ..language.status import INVALID_VALUE, RANGE_STEP, TRAP
 from ..errors import KernelTypeError, UnsupportedConstructError
 from . import typing_rules as rules
 from .context import I64, llvm_type
@@ -166,6 +167,10 @@ class StatementLowering:
         header, body, latch, exit_ = (self.new_block(n) for n in
                                       ("for.cond", "for.body", "for.next", "for.end"))
         step_value = self.materialize(step, counter_type)
+        if not isinstance(step, Literal):         # range(a, b, 0) raises ValueError in Python
+            self.guard(b.icmp_signed("!=", step_value.value, ir.Constant(step_value.value.type, 0)),
+                       lambda: self.record_status(INVALID_VALUE, -1, ir.Constant(I64, self.current_line),
+                                                  RANGE_STEP))
         b.branch(header)
         b.position_at_end(header)
         current = b.load(counter)
