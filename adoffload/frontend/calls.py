@@ -293,6 +293,12 @@ def _len(lowering, node):
 def _python_cast(kind):
     def lower(lowering, node):
         target = {"int": rules.i64, "bool": bool_}.get(kind, lowering.default_float)
+        if kind == "float" and len(node.args) == 1 and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str) and not node.keywords:
+            try:                                  # float("inf"), float("-inf"), float("nan")
+                return Literal(float(node.args[0].value))
+            except ValueError:
+                raise KernelTypeError(f"could not convert string to float: {node.args[0].value!r}") from None
         return lowering.cast(lowering.single_argument(node, kind), target)
     return lower
 

@@ -111,10 +111,14 @@ class ExpressionLowering:
         if op not in table:
             raise UnsupportedConstructError(f"operator '{symbol}' is not supported in kernels")
         try:
-            return Literal(table[op][0](left.value, right.value))
+            value = table[op][0](left.value, right.value)
         except (ArithmeticError, ValueError) as exc:         # 1 // 0, 1 << -1
             raise KernelTypeError(f"constant expression {left.value!r} {symbol} {right.value!r} "
                                   f"fails: {exc}") from None
+        if isinstance(value, complex):                        # (-8.0) ** 0.5 in Python
+            raise KernelTypeError(f"constant expression {left.value!r} {symbol} {right.value!r} is the complex "
+                                  f"number {value!r}; kernels compute with real numbers")
+        return Literal(value)
 
     def unify(self, left, right, symbol: str) -> tuple[Scalar, Scalar]:
         """Bring two operands (at most one literal) to their common type (see typing_rules)."""

@@ -258,3 +258,32 @@ def test_round_with_ndigits_and_math_functions_without_a_kernel_version_are_refu
     with pytest.raises(UnsupportedConstructError, match=r"math.fmod cannot run inside a kernel and the kernel "
                                                          r"language has no version(.|\n)*math.fmod\(x\[i\], 2.0\)"):
         ado.kernel(fmods)(x, out, grid=1)
+
+
+@ado.kernel
+def running_minimum_kernel(x: ado.In[ado.f64], out: ado.Out[ado.f64]):
+    i = ado.tid()
+    best = float("inf")
+    worst = float("-inf")
+    for j in range(i + 1):
+        best = min(best, x[j])
+        worst = max(worst, x[j])
+    out[i] = best - worst + (0.0 if float("nan") != float("nan") else 1.0)
+
+
+def test_float_of_an_infinity_or_nan_string_is_a_constant():
+    x = np.array([3.0, 1.0, 2.0, -4.0])
+    out = np.zeros(4)
+    running_minimum_kernel(x, out, grid=4)
+    assert list(out) == [min(x[:i + 1]) - max(x[:i + 1]) for i in range(4)]
+
+
+def test_a_constant_power_with_a_complex_value_is_refused_with_its_line():
+    """``(-8.0) ** 0.5`` folds to a complex number in Python; it crashed the compiler (TypeError in a
+    comparison of the folded value)."""
+    def k(x: ado.In[ado.f64], out: ado.Out[ado.f64]):
+        i = ado.tid()
+        out[i] = max(x[i], (-8.0) ** 0.5)
+
+    with pytest.raises(KernelTypeError, match=r"complex number(.|\n)*max\(x\[i\], \(-8.0\) \*\* 0.5\)"):
+        ado.kernel(k)(np.ones(1), np.zeros(1), grid=1)
