@@ -287,3 +287,17 @@ def test_a_constant_power_with_a_complex_value_is_refused_with_its_line():
 
     with pytest.raises(KernelTypeError, match=r"complex number(.|\n)*max\(x\[i\], \(-8.0\) \*\* 0.5\)"):
         ado.kernel(k)(np.ones(1), np.zeros(1), grid=1)
+
+
+def test_under_jax_the_handler_names_the_rejected_value():
+    import jax.numpy as jnp
+
+    @ado.kernel
+    def to_int_f32(x: ado.In[ado.f32], y: ado.Out[ado.i32]):
+        i = ado.tid()
+        y[i] = ado.i32(x[i])
+
+    f = ado.jax_kernel(to_int_f32)
+    assert list(np.asarray(f(jnp.asarray([1.5, -2.5], jnp.float32)))) == [1, -2]
+    with pytest.raises(Exception, match=r"kernel .to_int_f32.: a value Python would reject .* at line \d+"):
+        np.asarray(f(jnp.asarray([1.5, float("nan")], jnp.float32)))
