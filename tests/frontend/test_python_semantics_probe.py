@@ -301,3 +301,34 @@ def test_under_jax_the_handler_names_the_rejected_value():
     assert list(np.asarray(f(jnp.asarray([1.5, -2.5], jnp.float32)))) == [1, -2]
     with pytest.raises(Exception, match=r"kernel .to_int_f32.: a value Python would reject .* at line \d+"):
         np.asarray(f(jnp.asarray([1.5, float("nan")], jnp.float32)))
+
+
+@pytest.mark.skipif(not __import__("adoffload.runtime", fromlist=["device_count"]).device_count("cuda"),
+                    reason="no CUDA GPU/driver found")
+def test_on_an_nvidia_gpu_the_same_values_and_faults():
+    pairs = [(x, y) for x in SPECIAL for y in SPECIAL if y != 0]
+    a, b = (np.array(v) for v in zip(*pairs))
+    q, r, dq, dr = (np.zeros(len(a)) for _ in range(4))
+    float_divmod_kernel(a, b, q, r, dq, dr, grid=len(a), device="cuda")
+    assert_same(q, [x // y for x, y in pairs], pairs)
+    assert_same(r, [x % y for x, y in pairs], pairs)
+    outs = [np.zeros(len(a)) for _ in range(5)]
+    builtin_min_max_kernel(a, b, *outs, grid=len(a), device="cuda")
+    assert_same(outs[0], [min(x, y) for x, y in pairs], pairs)
+    assert_same(outs[3], [max(y, 0.0, x) for x, y in pairs], pairs)
+    counts = np.array([0, 1, 63, 64, 65, 100], np.int64)
+    values = np.array([-5, 3, -1, 1, -7, 9], np.int64)
+    left, right, left32 = np.zeros(6, np.int64), np.zeros(6, np.int64), np.zeros(6, np.int32)
+    shift_kernel(values, counts, left, right, left32, grid=6, device="cuda")
+    assert list(left) == [wrap(int(x) << int(n)) for x, n in zip(values, counts)]
+    assert list(right) == [int(x) >> int(n) for x, n in zip(values, counts)]
+    out = np.zeros(2, np.int64)
+    with pytest.raises(KernelFaultError, match=r"NaN, infinite or outside the integer type's range"):
+        int_kernel(np.array([1.0, NAN]), out, grid=2, device="cuda")
+    with pytest.raises(KernelFaultError, match=r"range\(\) step of zero"):
+        range_step_kernel(np.array([1, 0], np.int64), np.zeros(2, np.int64), grid=2, device="cuda")
+    with pytest.raises(KernelFaultError, match=r"negative shift count"):
+        shift_kernel(values[:2], np.array([1, -1], np.int64), left[:2].copy(), right[:2].copy(), left32[:2].copy(),
+                     grid=2, device="cuda")
+    int_kernel(np.array([1.0, -2.5]), out, grid=2, device="cuda")
+    assert list(out) == [1, -2]
