@@ -290,7 +290,8 @@ class ExpressionLowering:
         return Scalar(bld.select(too_far, ir.Constant(t, 0), shifted), left.type)
 
     def visit_UnaryOp(self, node: ast.UnaryOp):
-        operand = self.scalar(self.visit(node.operand), "operand of a unary operator")
+        operand = self.scalar(self.visit_condition(node.operand) if isinstance(node.op, ast.Not) else
+                              self.visit(node.operand), "operand of a unary operator")
         if isinstance(node.op, ast.Not):
             if isinstance(operand, Literal):
                 return Literal(not operand.value)
@@ -382,20 +383,90 @@ class ExpressionLowering:
         phi.add_incoming(second_bit, rest_end)
         return Scalar(phi, bool_)
 
-    def visit_BoolOp(self, node: ast.BoolOp):
-        is_and = isinstance(node.op, ast.And)
+    def visit_condition(self, node: ast.expr):
+        """An expression used for its truth only (``if``, ``while``, ``assert``, a conditional
+        expression's test, ``not``): its ``and``/``or`` may mix bools and numbers."""
+        self.mark_truth_only(node)
+        return self.visit(node)
 
-        def chain(k):
-            value = self.visit(node.values[k])
-            if k + 1 == len(node.values):
-                return value
-            return self.short_circuit(value, lambda: chain(k + 1), is_and=is_and)
-        result = chain(0)
-        return result if isinstance(result, Literal) else Scalar(self.truth(result), bool_)
+    def mark_truth_only(self, node: ast.expr) -> None:
+        if isinstance(node, ast.BoolOp):
+            self.truth_only_nodes = getattr(self, "truth_only_nodes", set()) | {id(node)}
+            for value in node.values:
+                self.mark_truth_only(value)
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            self.mark_truth_only(node.operand)
+
+    def visit_BoolOp(self, node: ast.BoolOp):
+        """``a and b`` / ``a or b`` with Python's value: the first operand whose truth ends the chain
+        (falsy for ``and``, truthy for ``or``), else the last, each evaluated only if reached
+        (``n or 1``, ``x and y``). Operands of one kind give a value of their common type; bools mixed
+        with numbers are refused except where only the truth is used (``if n and flag:``)."""
+        is_and = isinstance(node.op, ast.And)
+        truth_only = id(node) in getattr(self, "truth_only_nodes", ())
+        b = self.builder
+        pending = []               # (value, its block, the next operand's block or None for the last)
+        for k, expr in enumerate(node.values):
+            value = self.scalar(self.visit(expr), f"operand of '{'and' if is_and else 'or'}'")
+            last = k + 1 == len(node.values)
+            if isinstance(value, Literal) and not last:
+                if bool(value.value) == is_and:
+                    continue       # ``True and x``, ``0 or x``: the chain goes on without a branch
+                last = True        # ``0 and x``, ``5 or x``: this is the value, the rest never runs
+            if last:
+                pending.append((value, b.block, None))
+                break
+            following = self.new_block("logic.next")
+            pending.append((value, b.block, following))
+            b.position_at_end(following)
+        kinds = {rules.literal_kind(v.value) if isinstance(v, Literal) else rules.kind(v.type) for v, _, _ in pending}
+        if truth_only or kinds == {"bool"}:
+            result_type = bool_
+        elif "bool" in kinds:
+            raise KernelTypeError(f"'{'and' if is_and else 'or'}' between a bool and a number gives one of "
+                                  f"the operands in Python, not a bool; write bool(...) around the numbers, or a "
+                                  f"conditional expression")
+        else:
+            result_type = self.common_type([v for v, _, _ in pending])
+        if len(pending) == 1:      # no branch was made
+            value = pending[0][0]
+            if isinstance(value, Literal):
+                return Literal(bool(value.value)) if result_type == bool_ else value
+            return Scalar(self.truth(value), bool_) if result_type == bool_ else self.materialize(value, result_type)
+        incoming, merge = [], self.new_block("logic.end")
+        for value, block, following in pending:
+            b.position_at_end(block)
+            result = Scalar(self.truth(value), bool_) if result_type == bool_ else self.materialize(value, result_type)
+            if following is None:
+                b.branch(merge)
+            elif is_and:
+                b.cbranch(self.truth(value), following, merge)
+            else:
+                b.cbranch(self.truth(value), merge, following)
+            incoming.append((result.value, b.block))
+        b.position_at_end(merge)
+        phi = b.phi(llvm_type(result_type))
+        for value, block in incoming:
+            phi.add_incoming(value, block)
+        return Scalar(phi, result_type)
+
+    def common_type(self, values) -> ScalarType:
+        """The type several number operands meet in (as a chain of binary operators would)."""
+        typed = [v.type for v in values if isinstance(v, Scalar)]
+        if not typed:
+            kinds = {rules.literal_kind(v.value) for v in values}
+            return self.default_float if "float" in kinds else rules.i64
+        t = typed[0]
+        for other in typed[1:]:
+            t = rules.promote(t, other)
+        for v in values:
+            if isinstance(v, Literal):
+                t = rules.literal_adopts(v.value, t, self.default_float) if rules.kind(t) == "int" else t
+        return t
 
     def visit_IfExp(self, node: ast.IfExp):
         """``a if c else b``: only the chosen side is evaluated."""
-        condition = self.scalar(self.visit(node.test), "condition")
+        condition = self.scalar(self.visit_condition(node.test), "condition")
         if isinstance(condition, Literal):
             return self.visit(node.body if condition.value else node.orelse)
         b = self.builder

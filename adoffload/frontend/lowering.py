@@ -226,6 +226,9 @@ class FunctionLowering:
             if not target.is_float and rules.literal_kind(value.value) == "float":
                 return self.convert(Scalar(self.constant(value.value, self.default_float),
                                            self.default_float), target)
+            if target == bool_ and rules.literal_kind(value.value) != "bool":
+                raise KernelTypeError(f"constant {value.value!r} used as a bool here; Python keeps it a number "
+                                      f"(True is 1): cast the bool with int(...) or write True/False")
             if target in rules.INT_LIMITS and not rules.fits(int(value.value), target):
                 raise KernelTypeError(f"constant {value.value} does not fit in {target!r}")
             return Scalar(self.constant(value.value, target), target)

@@ -103,7 +103,7 @@ class StatementLowering:
     # --- control flow --------------------------------------------------------------------
 
     def visit_If(self, node: ast.If):
-        condition = self.scalar(self.visit(node.test), "if condition")
+        condition = self.scalar(self.visit_condition(node.test), "if condition")
         if isinstance(condition, Literal):        # compile-time branch: emit one side only
             self.visit_body(node.body if condition.value else node.orelse)
             return
@@ -130,7 +130,7 @@ class StatementLowering:
         header, body, exit_ = (self.new_block(n) for n in ("while.cond", "while.body", "while.end"))
         b.branch(header)
         b.position_at_end(header)
-        test = self.visit(node.test)
+        test = self.visit_condition(node.test)
         b.cbranch(self.truth(test), body, exit_)
         b.position_at_end(body)
         before = _copy(self.defined)
@@ -273,7 +273,7 @@ class StatementLowering:
 
     def visit_Assert(self, node: ast.Assert):
         """``assert cond``: a failing thread records {2 (TRAP), -1, source line, -1} and stops."""
-        condition = self.scalar(self.visit(node.test), "assert condition")
+        condition = self.scalar(self.visit_condition(node.test), "assert condition")
         if isinstance(condition, Literal):
             if not condition.value:
                 raise KernelTypeError("assertion is always false")

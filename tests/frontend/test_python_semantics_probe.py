@@ -332,3 +332,53 @@ def test_on_an_nvidia_gpu_the_same_values_and_faults():
                      grid=2, device="cuda")
     int_kernel(np.array([1.0, -2.5]), out, grid=2, device="cuda")
     assert list(out) == [1, -2]
+
+
+@ado.kernel
+def and_or_value_kernel(a: ado.In[ado.i64], x: ado.In[ado.f64], ints: ado.Out[ado.i64, 2],
+                        floats: ado.Out[ado.f64, 2], flags: ado.Out[ado.i64]):
+    i = ado.tid()
+    n = a[i]
+    ints[i, 0] = n or 7
+    ints[i, 1] = n and 5
+    floats[i, 0] = x[i] or n or 0.5
+    floats[i, 1] = (n and x[i]) or -1.0
+    flags[i] = 1 if n and x[i] > 0.0 else 0            # a condition may mix bools and numbers
+
+
+def test_and_or_give_pythons_operand_not_a_bool():
+    """``n or 7`` is n when n is truthy, else 7; it gave int(True) = 1."""
+    a = np.array([0, 3, -2, 0, 5], np.int64)
+    x = np.array([0.0, 1.5, 0.0, NAN, -2.0])
+    ints, floats, flags = np.zeros((5, 2), np.int64), np.zeros((5, 2)), np.zeros(5, np.int64)
+    and_or_value_kernel(a, x, ints, floats, flags, grid=5)
+    pairs = list(zip(a.tolist(), x.tolist()))
+    assert [list(r) for r in ints] == [[n or 7, n and 5] for n, _ in pairs]
+    assert_same(floats[:, 0], [v or n or 0.5 for n, v in pairs], pairs)
+    assert_same(floats[:, 1], [(n and v) or -1.0 for n, v in pairs], pairs)
+    assert list(flags) == [1 if n and v > 0.0 else 0 for n, v in pairs]
+
+
+def test_a_bool_mixed_with_a_number_is_refused_where_python_keeps_the_number():
+    """``True if c else 2`` and ``flag | 2`` made the 2 an i1 (0); ``n and flag`` as a value is n or flag."""
+    def ternary(x: ado.In[ado.i64], out: ado.Out[ado.i64]):
+        i = ado.tid()
+        v = True if x[i] > 0 else 2
+        out[i] = int(v)
+
+    def bitwise(x: ado.In[ado.i64], out: ado.Out[ado.i64]):
+        i = ado.tid()
+        flag = x[i] > 0
+        out[i] = int(flag | 2)
+
+    def mixed_and(x: ado.In[ado.i64], out: ado.Out[ado.i64]):
+        i = ado.tid()
+        flag = x[i] > 0
+        out[i] = int(x[i] and flag)
+
+    x, out = np.array([-1, 1], np.int64), np.zeros(2, np.int64)
+    for kernel, line in ((ternary, r"v = True if x\[i\] > 0 else 2"), (bitwise, r"int\(flag \| 2\)")):
+        with pytest.raises(KernelTypeError, match=r"constant 2 used as a bool(.|\n)*" + line):
+            ado.kernel(kernel)(x, out, grid=2)
+    with pytest.raises(KernelTypeError, match=r"'and' between a bool and a number(.|\n)*int\(x\[i\] and flag\)"):
+        ado.kernel(mixed_and)(x, out, grid=2)
