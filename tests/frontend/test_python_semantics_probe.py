@@ -382,3 +382,23 @@ def test_a_bool_mixed_with_a_number_is_refused_where_python_keeps_the_number():
             ado.kernel(kernel)(x, out, grid=2)
     with pytest.raises(KernelTypeError, match=r"'and' between a bool and a number(.|\n)*int\(x\[i\] and flag\)"):
         ado.kernel(mixed_and)(x, out, grid=2)
+
+
+def test_negative_indices_do_not_count_from_the_end():
+    """``x[-1]`` is the last element in Python: a constant one is refused at compile time (it was a
+    BoundsError at run time, or with bounds_check=False a read before the array); a computed one is a
+    BoundsError."""
+    def last(x: ado.In[ado.f64], out: ado.Out[ado.f64]):
+        i = ado.tid()
+        out[i] = x[-1]
+
+    def previous(x: ado.In[ado.f64], out: ado.Out[ado.f64]):
+        i = ado.tid()
+        out[i] = x[i - 1]
+
+    x, out = np.array([1.0, 2.0, 3.0]), np.zeros(3)
+    for options in ({}, {"bounds_check": False}):
+        with pytest.raises(KernelTypeError, match=r"negative index -1 into array 'x'(.|\n)*out\[i\] = x\[-1\]"):
+            ado.kernel(**options)(last)(x, out, grid=3)
+    with pytest.raises(ado.BoundsError, match=r"index -1 is out of bounds for axis 0 of array 'x'"):
+        ado.kernel(previous)(x, out, grid=3)
