@@ -237,8 +237,8 @@ class ExpressionLowering:
             return result
         base, exponent = self.unify(base, exponent, "**")
         if not base.type.is_float:
-            raise KernelTypeError("'**' between integers needs a constant exponent; convert the "
-                                  "base to a float for a variable exponent")
+            raise KernelTypeError(f"'**' between integers needs a constant exponent from 0 to "
+                                  f"{MAX_UNROLLED_POWER}; convert the base to a float for another exponent")
         return Scalar(self.call_intrinsic("pow", [base.value, exponent.value], base.type), base.type)
 
     def multiply_power(self, base: Scalar, n: int) -> Scalar:

@@ -82,8 +82,9 @@ _LINE_FORMATS = {
     "null": "kernel '{kernel}': a load or store through a null pointer at line %lld of its source (0: not known)",
     "unassigned": "kernel '{kernel}': a variable was read at line %lld of its source on a path that had not "
                   "assigned it (Python would raise UnboundLocalError)",
-    "invalid": "kernel '{kernel}': a value Python would reject (a negative shift count, a range() step of zero, "
-               "or a NaN, infinite or out-of-range float converted to an integer) at line %lld of its source",
+    "invalid": "kernel '{kernel}': a value Python would reject (a negative shift count, a range() step of zero "
+               "or one passing its integer type's limit, or a NaN, infinite or out-of-range float converted to an "
+               "integer) at line %lld of its source",
     "diverged": "kernel '{kernel}': the threads of block %lld reached different barriers (control flow that is "
                 "not uniform across the block); the block was stopped",
     "other": "kernel '{kernel}' stopped with a status record (value %lld, code %lld, parameter %lld)",

@@ -21,8 +21,10 @@ INVALID_VALUE = 8         # {8, -1, source line, k}: an operation Python refuses
 INVALID_KINDS = ("a negative shift count (Python: ValueError)",
                  "a range() step of zero (Python: ValueError)",
                  "a float that is NaN, infinite or outside the integer type's range converted to an integer "
-                 "(Python: ValueError, OverflowError, or an int too large for the type)")
-SHIFT_COUNT, RANGE_STEP, FLOAT_TO_INT = 1, 2, 3     # INVALID_VALUE's dim
+                 "(Python: ValueError, OverflowError, or an int too large for the type)",
+                 "a range() whose value after the last would pass the limit of its integer type (the loop "
+                 "counter would wrap; Python's ints do not)")
+SHIFT_COUNT, RANGE_STEP, FLOAT_TO_INT, RANGE_LIMIT = 1, 2, 3, 4     # INVALID_VALUE's dim
 # INTEGER_OVERFLOW's dim: -1 for MIN // -1; k + 1 for a signed (or unsigned) wrap of OVERFLOW_KINDS[k] in
 # the index arithmetic of a from_cuda kernel (sources/cuda/faults.py)
 OVERFLOW_KINDS = ("add", "sub", "mul", "shl")

@@ -402,3 +402,59 @@ def test_negative_indices_do_not_count_from_the_end():
             ado.kernel(**options)(last)(x, out, grid=3)
     with pytest.raises(ado.BoundsError, match=r"index -1 is out of bounds for axis 0 of array 'x'"):
         ado.kernel(previous)(x, out, grid=3)
+
+
+@ado.kernel
+def range_count_kernel(a: ado.In[ado.i64], b: ado.In[ado.i64], s: ado.In[ado.i64], out: ado.Out[ado.i64]):
+    i = ado.tid()
+    count = 0
+    for j in range(a[i], b[i], s[i]):
+        count += 1
+        if count > 100:
+            break
+    out[i] = count
+
+
+@ado.kernel
+def range_count_i32_kernel(a: ado.In[ado.i32], b: ado.In[ado.i32], out: ado.Out[ado.i64]):
+    i = ado.tid()
+    count = 0
+    for j in range(a[i], b[i], 3):
+        count += 1
+        if count > 100:
+            break
+    out[i] = count
+
+
+TOP, BOTTOM = 2 ** 63 - 1, -2 ** 63
+
+
+def test_a_range_near_the_integer_limit_runs_pythons_iterations_or_stops():
+    """``range(2**63 - 3, 2**63 - 1, 5)`` is one iteration; the counter wrapped past the limit and the
+    loop ran on (here until its break)."""
+    fits = [(TOP - 10, TOP, 5), (TOP - 3, TOP, 3), (BOTTOM + 10, BOTTOM, -5), (0, 2 ** 62, 2 ** 61), (5, 3, 2),
+            (TOP - 1, TOP - 5, 7), (BOTTOM + 1, BOTTOM + 9, -3)]
+    a, b, s = (np.array(v, np.int64) for v in zip(*fits))
+    out = np.zeros(len(fits), np.int64)
+    range_count_kernel(a, b, s, out, grid=len(fits))
+    assert list(out) == [len(range(*r)) for r in fits]
+    for wraps in [(TOP - 3, TOP, 5), (BOTTOM + 2, BOTTOM, -7), (0, TOP, 2 ** 62), (TOP - 10, TOP, 4)]:
+        with pytest.raises(KernelFaultError, match=r"range\(\) whose value after the last would pass the limit"):
+            start, stop, step = (np.array([0, v], np.int64) for v in wraps)
+            stop[0], step[0] = 3, 1
+            range_count_kernel(start, stop, step, np.zeros(2, np.int64), grid=2)
+    out = np.zeros(2, np.int64)
+    range_count_i32_kernel(np.array([2 ** 31 - 7, 0], np.int32), np.array([2 ** 31 - 1, 7], np.int32), out, grid=2)
+    assert list(out) == [len(range(2 ** 31 - 7, 2 ** 31 - 1, 3)), len(range(0, 7, 3))]
+    with pytest.raises(KernelFaultError, match=r"would pass the limit"):
+        range_count_i32_kernel(np.array([2 ** 31 - 5], np.int32), np.array([2 ** 31 - 1], np.int32),
+                               np.zeros(1, np.int64), grid=1)
+
+
+def test_a_constant_range_that_would_pass_the_limit_is_refused():
+    def k(out: ado.Out[ado.i64]):
+        for j in range(2 ** 63 - 3, 2 ** 63 - 1, 5):
+            out[0] = j
+
+    with pytest.raises(KernelTypeError, match=r"passes the limit of ado.i64(.|\n)*for j in range\(2 \*\* 63 - 3"):
+        ado.kernel(k)(np.zeros(1, np.int64), grid=1)
