@@ -458,3 +458,15 @@ def test_a_constant_range_that_would_pass_the_limit_is_refused():
 
     with pytest.raises(KernelTypeError, match=r"passes the limit of ado.i64(.|\n)*for j in range\(2 \*\* 63 - 3"):
         ado.kernel(k)(np.zeros(1, np.int64), grid=1)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_expressions_against_python(seed, tmp_path):
+    """adoffload/testing/python_oracle.py: random int and float expressions (special values half the
+    time) against Python's own operators; with builtin min/max back on minnum or float ``//`` as
+    floor(a / b), most of these seeds fail."""
+    from adoffload.testing.python_oracle import check_case
+    outcome, details = check_case(seed, tmp_path)
+    assert outcome in ("passed", "refused"), details[:3]
+    if outcome == "refused":
+        assert "oracle_case" in details[0] and ":" in details[0]     # located, like every refusal
