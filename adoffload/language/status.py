@@ -17,7 +17,7 @@ from ..errors import BoundsError, KernelFaultError
 OK, OUT_OF_BOUNDS, TRAP, DIVISION_BY_ZERO, INTEGER_OVERFLOW, DIVERGED = 0, 1, 2, 3, 4, 5  # DIVERGED: a block's threads at different barriers (host)
 NULL_POINTER = 6          # {6, -1, source line or 0, element index}: an access through a null pointer (from_cuda)
 UNASSIGNED = 7            # {7, -1, source line, -1}: a variable read on a path that never assigned it
-INVALID_VALUE = 8         # {8, -1, source line, k}: an operation Python refuses with ValueError/OverflowError, INVALID_KINDS[k - 1]
+INVALID_VALUE = 8         # {8, -1, source line, k}: what Python refuses (ValueError...), INVALID_KINDS[k - 1]
 INVALID_KINDS = ("a negative shift count (Python: ValueError)",
                  "a range() step of zero (Python: ValueError)",
                  "a float that is NaN, infinite or outside the integer type's range converted to an integer "

@@ -143,7 +143,8 @@ class ExpressionGenerator:
         if kind == 0:
             return f"{self.real(depth)} {r.choice(['<', '<=', '==', '!=', '>', '>='])} {self.real(depth)}"
         if kind == 1:
-            return f"{self.integer(depth)} {r.choice(['<', '<=', '==', '!='])} {self.integer(depth)} < {self.integer(depth)}"
+            op = r.choice(['<', '<=', '==', '!='])
+            return f"{self.integer(depth)} {op} {self.integer(depth)} < {self.integer(depth)}"
         if kind == 2:
             return f"({self.condition(depth - 1)} {r.choice(['and', 'or'])} {self.condition(depth - 1)})"
         if kind == 3:
@@ -154,13 +155,15 @@ class ExpressionGenerator:
 def generated_case(seed: int, count: int = 12, depth: int = 3) -> tuple[str, list[tuple[str, str]]]:
     generator = ExpressionGenerator(random.Random(seed))
     expressions = [(generator.integer(depth), generator.real(depth)) for _ in range(count)]
-    body = "\n".join(f"    ints[i, {k}] = {ie}\n    reals[i, {k}] = float({fe})" for k, (ie, fe) in enumerate(expressions))
+    body = "\n".join(f"    ints[i, {k}] = {ie}\n    reals[i, {k}] = float({fe})"
+                     for k, (ie, fe) in enumerate(expressions))
     source = f'''import adoffload as ado
 
 
 @ado.kernel
 def oracle_case(A: ado.In[ado.i64], B: ado.In[ado.i64], C: ado.In[ado.i64], X: ado.In[ado.f64],
-                Y: ado.In[ado.f64], Z: ado.In[ado.f64], ints: ado.Out[ado.i64, 2], reals: ado.Out[ado.f64, 2]):
+                Y: ado.In[ado.f64], Z: ado.In[ado.f64], ints: ado.Out[ado.i64, 2],
+                reals: ado.Out[ado.f64, 2]):
     i = ado.tid()
     a, b, c, x, y, z = A[i], B[i], C[i], X[i], Y[i], Z[i]
 {body}
