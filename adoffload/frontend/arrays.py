@@ -47,6 +47,10 @@ class ArrayLowering:
         if kind != "int":
             raise KernelTypeError(f"array index must be an integer, got {describe(value)} "
                                   f"(array '{array.name}')")
+        if isinstance(value, Literal) and value.value < 0:
+            raise KernelTypeError(f"negative index {value.value} into array '{array.name}': kernels do not count "
+                                  f"from the end as Python does (every negative index is out of bounds); write "
+                                  f"len(x) {value.value:+d} or x.shape[k] {value.value:+d}")
         scalar = self.materialize(value, rules.i64)
         return Scalar(scalar.value, rules.i64, value.tid_axis if isinstance(value, Scalar) else None)
 

@@ -65,6 +65,11 @@ class CallLowering:
                 f"{getattr(target, '__module__', None) or 'numpy'}.{name} cannot run inside a kernel; use "
                 f"ado.{kernel_name}(...) (numpy and math functions are Python code; ado.{kernel_name} compiles "
                 f"to the device's own math)")
+        module = getattr(target, "__module__", None) or ""
+        if isinstance(target, np.ufunc) or module == "math" or module.startswith("numpy"):
+            raise UnsupportedConstructError(
+                f"{module or 'numpy'}.{name} cannot run inside a kernel and the kernel language has no version "
+                f"of it (its math: {', '.join('ado.' + m for m in sorted(language.MATH_FUNCTIONS))})")
         raise UnsupportedConstructError(f"cannot call Python function '{name}' inside a kernel; "
                                         f"decorate it with @ado.func to make it a helper")
 
@@ -172,6 +177,67 @@ class CallLowering:
         pick_a = self.builder.icmp_signed("<" if name == "min" else ">", a.value, b.value)
         return Scalar(self.builder.select(pick_a, a.value, b.value), a.type)
 
+    def python_min_max(self, name: str, args: list):
+        """Python's ``min``/``max``: the first argument that no later one beats by ``<`` (``>``), so
+        ``min(nan, 1.0)`` is nan but ``min(1.0, nan)`` is 1.0, and ``min(0.0, -0.0)`` is 0.0
+        (``ado.min``/``ado.max`` are llvm.minnum/maxnum: NaN ignored)."""
+        if len(args) < 2:
+            raise KernelTypeError(f"{name}() needs at least two arguments in kernels (no iterables)")
+        result = self.scalar(args[0], f"argument of {name}()")
+        for arg in args[1:]:
+            arg = self.scalar(arg, f"argument of {name}()")
+            if isinstance(result, Literal) and isinstance(arg, Literal):
+                result = Literal(builtins.min(result.value, arg.value) if name == "min" else
+                                 builtins.max(result.value, arg.value))
+                continue
+            current, candidate = self.unify(result, arg, name)
+            if current.type.is_float:
+                beats = self.builder.fcmp_ordered("<" if name == "min" else ">", candidate.value, current.value)
+            else:
+                beats = self.builder.icmp_signed("<" if name == "min" else ">", candidate.value, current.value)
+            result = Scalar(self.builder.select(beats, candidate.value, current.value), current.type)
+        return result
+
+    def python_divmod(self, args: list):
+        if len(args) != 2:
+            raise KernelTypeError(f"divmod() takes exactly two arguments ({len(args)} given)")
+        a, b = (self.scalar(v, "argument of divmod()") for v in args)
+        if isinstance(a, Literal) and isinstance(b, Literal):
+            return self.fold(ast.FloorDiv, a, b, "//"), self.fold(ast.Mod, a, b, "%")
+        a, b = self.unify(a, b, "divmod")
+        if a.type.is_float:
+            return self.float_divmod(a, b)
+        return self.floor_divide(a, b), self.modulo(a, b)
+
+    def python_round(self, args: list):
+        """``round(x)``: the nearest int, ties to even (Python's rounding), an i64; NaN and infinities
+        stop the thread as ``int()`` does. ``round(x, ndigits)`` (decimal rounding) is refused."""
+        if len(args) != 1:
+            raise UnsupportedConstructError("round() with ndigits is not supported in kernels (Python rounds "
+                                            "the decimal value; no device instruction does); round(x) is")
+        x = self.scalar(args[0], "argument of round()")
+        if isinstance(x, Literal):
+            return Literal(builtins.round(x.value))
+        if not x.type.is_float:
+            if x.type == bool_:
+                raise KernelTypeError("round() of a bool; cast with int(...) first")
+            return x
+        bld, t = self.builder, x.type
+        lt = llvm_type(t)
+        down = self.call_intrinsic("floor", [x.value], t)
+        fraction = bld.fsub(x.value, down)                       # exact: down is within 1 of x
+        half = ir.Constant(lt, 0.5)
+        odd = bld.fcmp_ordered("!=", bld.frem(down, ir.Constant(lt, 2.0)), ir.Constant(lt, 0.0))
+        up = bld.or_(bld.fcmp_ordered(">", fraction, half),
+                     bld.and_(bld.fcmp_ordered("==", fraction, half), odd))
+        nearest = bld.select(up, bld.fadd(down, ir.Constant(lt, 1.0)), down)
+        return self.convert(Scalar(nearest, t), rules.i64)
+
+    def python_pow(self, args: list):
+        if len(args) != 2:
+            raise UnsupportedConstructError("pow() takes two arguments in kernels (no modulus)")
+        return self.binary(ast.Pow, args[0], args[1])
+
     def atomic(self, name: str, node: ast.Call):
         args = self.positional(node, f"ado.{name}")
         if len(args) != 3:
@@ -227,6 +293,12 @@ def _len(lowering, node):
 def _python_cast(kind):
     def lower(lowering, node):
         target = {"int": rules.i64, "bool": bool_}.get(kind, lowering.default_float)
+        if kind == "float" and len(node.args) == 1 and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str) and not node.keywords:
+            try:                                  # float("inf"), float("-inf"), float("nan")
+                return Literal(float(node.args[0].value))
+            except ValueError:
+                raise KernelTypeError(f"could not convert string to float: {node.args[0].value!r}") from None
         return lowering.cast(lowering.single_argument(node, kind), target)
     return lower
 
@@ -238,10 +310,19 @@ def _python_math(name):
     return lower
 
 
+def _python_builtin(method, *bound):
+    def lower(lowering, node):
+        return getattr(lowering, method)(*bound, lowering.positional(node, node.func.id
+                                                                     if isinstance(node.func, ast.Name) else method))
+    return lower
+
+
 PYTHON_BUILTINS = {
     builtins.len: _len, builtins.int: _python_cast("int"), builtins.float: _python_cast("float"),
     builtins.bool: _python_cast("bool"), builtins.abs: _python_math("abs"),
-    builtins.min: _python_math("min"), builtins.max: _python_math("max"),
+    builtins.min: _python_builtin("python_min_max", "min"), builtins.max: _python_builtin("python_min_max", "max"),
+    builtins.divmod: _python_builtin("python_divmod"), builtins.round: _python_builtin("python_round"),
+    builtins.pow: _python_builtin("python_pow"),
 }
 
 

@@ -9,7 +9,7 @@ from llvmlite import ir
 from ..errors import KernelTypeError, UnsupportedConstructError
 from ..language.types import ScalarType, bool_
 from . import typing_rules as rules
-from ..language.status import DIVISION_BY_ZERO, INTEGER_OVERFLOW
+from ..language.status import DIVISION_BY_ZERO, INTEGER_OVERFLOW, INVALID_VALUE, SHIFT_COUNT
 from .context import I1, I64, llvm_type
 from .values import ArrayRef, Literal, PyObject, Scalar, describe
 
@@ -111,10 +111,14 @@ class ExpressionLowering:
         if op not in table:
             raise UnsupportedConstructError(f"operator '{symbol}' is not supported in kernels")
         try:
-            return Literal(table[op][0](left.value, right.value))
-        except ArithmeticError as exc:
+            value = table[op][0](left.value, right.value)
+        except (ArithmeticError, ValueError) as exc:         # 1 // 0, 1 << -1
             raise KernelTypeError(f"constant expression {left.value!r} {symbol} {right.value!r} "
                                   f"fails: {exc}") from None
+        if isinstance(value, complex):                        # (-8.0) ** 0.5 in Python
+            raise KernelTypeError(f"constant expression {left.value!r} {symbol} {right.value!r} is the complex "
+                                  f"number {value!r}; kernels compute with real numbers")
+        return Literal(value)
 
     def unify(self, left, right, symbol: str) -> tuple[Scalar, Scalar]:
         """Bring two operands (at most one literal) to their common type (see typing_rules)."""
@@ -134,8 +138,7 @@ class ExpressionLowering:
         """Python ``//``: rounds toward minus infinity (also for negative ints)."""
         bld = self.builder
         if a.type.is_float:
-            quotient = bld.fdiv(a.value, b.value)
-            return Scalar(self.call_intrinsic("floor", [quotient], a.type), a.type)
+            return self.float_divmod(a, b)[0]
         dividend, divisor = self.trap_free_operands(a, b, floor_division=True)
         q = bld.sdiv(dividend, divisor)
         r = bld.srem(dividend, divisor)
@@ -148,17 +151,38 @@ class ExpressionLowering:
         """Python ``%``: the result has the sign of the divisor."""
         bld = self.builder
         if a.type.is_float:
-            r = bld.frem(a.value, b.value)
-            zero = ir.Constant(r.type, 0.0)
-            signs_differ = bld.xor(bld.fcmp_ordered("<", r, zero), bld.fcmp_ordered("<", b.value, zero))
-            adjust = bld.and_(bld.fcmp_ordered("!=", r, zero), signs_differ)
-            return Scalar(bld.select(adjust, bld.fadd(r, b.value), r), a.type)
+            return self.float_divmod(a, b)[1]
         dividend, divisor = self.trap_free_operands(a, b, floor_division=False)
         r = bld.srem(dividend, divisor)
         zero = ir.Constant(r.type, 0)
         adjust = bld.and_(bld.icmp_signed("!=", r, zero),
                           bld.icmp_signed("<", bld.xor(r, divisor), zero))
         return Scalar(bld.select(adjust, bld.add(r, divisor), r), a.type)
+
+    def float_divmod(self, a: Scalar, b: Scalar) -> tuple[Scalar, Scalar]:
+        """Python's float ``//`` and ``%`` as CPython computes them (``_float_div_mod``), not
+        ``floor(a / b)``: the quotient is rounded from ``(a - a % b) / b``, so ``1.0 // 0.1`` is 9.0
+        (``1.0 / 0.1`` rounds to 10.0), ``1.0 // -inf`` is -1.0, and a zero result takes the sign
+        Python gives it (``-0.0 % 5.0`` is 0.0). Branch-free (selects), so AD sees floor's zero
+        derivative for ``//`` and fmod's for ``%``. A zero divisor gives NaN (Python raises
+        ZeroDivisionError; docs/language.md)."""
+        bld, t = self.builder, a.type
+        x, y = a.value, b.value
+        zero, one = ir.Constant(x.type, 0.0), ir.Constant(x.type, 1.0)
+        mod = bld.frem(x, y)
+        div = bld.fdiv(bld.fsub(x, mod), y)
+        mod_nonzero = bld.fcmp_unordered("!=", mod, zero)        # C's ``if (mod)``: NaN is true
+        signs_differ = bld.xor(bld.fcmp_ordered("<", y, zero), bld.fcmp_ordered("<", mod, zero))
+        adjust = bld.and_(mod_nonzero, signs_differ)
+        signed_zero = self.call_intrinsic("copysign", [zero, y], t)
+        mod = bld.select(adjust, bld.fadd(mod, y), bld.select(mod_nonzero, mod, signed_zero))
+        div = bld.select(adjust, bld.fsub(div, one), div)
+        floor = self.call_intrinsic("floor", [div], t)
+        round_up = bld.fcmp_ordered(">", bld.fsub(div, floor), ir.Constant(x.type, 0.5))
+        floor = bld.select(round_up, bld.fadd(floor, one), floor)
+        zero_quotient = self.call_intrinsic("copysign", [zero, bld.fdiv(x, y)], t)
+        quotient = bld.select(bld.fcmp_unordered("!=", div, zero), floor, zero_quotient)
+        return Scalar(quotient, t), Scalar(mod, t)
 
     def trap_free_operands(self, a: Scalar, b: Scalar, *, floor_division: bool) -> tuple[ir.Value, ir.Value]:
         """Operands for ``sdiv``/``srem`` that cannot trap (x86 raises SIGFPE for a zero divisor
@@ -213,8 +237,8 @@ class ExpressionLowering:
             return result
         base, exponent = self.unify(base, exponent, "**")
         if not base.type.is_float:
-            raise KernelTypeError("'**' between integers needs a constant exponent; convert the "
-                                  "base to a float for a variable exponent")
+            raise KernelTypeError(f"'**' between integers needs a constant exponent from 0 to "
+                                  f"{MAX_UNROLLED_POWER}; convert the base to a float for another exponent")
         return Scalar(self.call_intrinsic("pow", [base.value, exponent.value], base.type), base.type)
 
     def multiply_power(self, base: Scalar, n: int) -> Scalar:
@@ -240,11 +264,34 @@ class ExpressionLowering:
         else:
             if bool_ in types:
                 raise KernelTypeError(f"operator '{symbol}' mixes a bool with a number")
+            if op in (ast.LShift, ast.RShift):
+                return self.shift(op, left, right, symbol)
             left, right = self.unify(left, right, symbol)
         return Scalar(getattr(self.builder, BITWISE[op][1])(left.value, right.value), left.type)
 
+    def shift(self, op, left, right, symbol: str) -> Scalar:
+        """``a << n`` and ``a >> n`` as Python's, modulo 2**bits (docs/language.md): a count of the
+        bit width or more gives 0 (``<<``) or the sign (``>>``), where LLVM's shifts are poison; a
+        negative count stops the thread (Python raises ValueError), at compile time if constant."""
+        if isinstance(right, Literal) and right.value < 0:
+            raise KernelTypeError(f"negative shift count {right.value} (Python raises ValueError)")
+        left, right = self.unify(left, right, symbol)
+        bld, t = self.builder, left.value.type
+        count = right.value
+        if not isinstance(count, ir.Constant):
+            self.guard(bld.icmp_signed(">=", count, ir.Constant(t, 0)),
+                       lambda: self.record_status(INVALID_VALUE, -1, ir.Constant(I64, self.current_line),
+                                                  SHIFT_COUNT))
+        widest = ir.Constant(t, t.width - 1)
+        too_far = bld.icmp_unsigned(">", count, widest)
+        if op is ast.RShift:                     # the sign fills every bit: a shift by width - 1
+            return Scalar(bld.ashr(left.value, bld.select(too_far, widest, count)), left.type)
+        shifted = bld.shl(left.value, bld.select(too_far, ir.Constant(t, 0), count))
+        return Scalar(bld.select(too_far, ir.Constant(t, 0), shifted), left.type)
+
     def visit_UnaryOp(self, node: ast.UnaryOp):
-        operand = self.scalar(self.visit(node.operand), "operand of a unary operator")
+        operand = self.scalar(self.visit_condition(node.operand) if isinstance(node.op, ast.Not) else
+                              self.visit(node.operand), "operand of a unary operator")
         if isinstance(node.op, ast.Not):
             if isinstance(operand, Literal):
                 return Literal(not operand.value)
@@ -292,7 +339,14 @@ class ExpressionLowering:
         if bool_ in types and types != {bool_} or (bool_ in types and symbol not in ("==", "!=")):
             raise KernelTypeError(f"comparison '{symbol}' between {describe(left)} and "
                                   f"{describe(right)} is not allowed")
-        if types == {bool_}:
+        if types == {bool_} and any(isinstance(v, Literal) and rules.literal_kind(v.value) != "bool"
+                                    for v in (left, right)):
+            # ``flag == 2``: Python compares True as 1 (never equal to 2); an i1 constant would wrap 2 to 0
+            number = next(v for v in (left, right) if isinstance(v, Literal))
+            as_number = rules.i64 if rules.literal_kind(number.value) == "int" else self.default_float
+            left, right = (self.convert(v, as_number) if isinstance(v, Scalar) else v for v in (left, right))
+            left, right = self.unify(left, right, symbol)
+        elif types == {bool_}:
             left, right = self.materialize(left, bool_), self.materialize(right, bool_)
         else:
             left, right = self.unify(left, right, symbol)
@@ -329,20 +383,90 @@ class ExpressionLowering:
         phi.add_incoming(second_bit, rest_end)
         return Scalar(phi, bool_)
 
-    def visit_BoolOp(self, node: ast.BoolOp):
-        is_and = isinstance(node.op, ast.And)
+    def visit_condition(self, node: ast.expr):
+        """An expression used for its truth only (``if``, ``while``, ``assert``, a conditional
+        expression's test, ``not``): its ``and``/``or`` may mix bools and numbers."""
+        self.mark_truth_only(node)
+        return self.visit(node)
 
-        def chain(k):
-            value = self.visit(node.values[k])
-            if k + 1 == len(node.values):
-                return value
-            return self.short_circuit(value, lambda: chain(k + 1), is_and=is_and)
-        result = chain(0)
-        return result if isinstance(result, Literal) else Scalar(self.truth(result), bool_)
+    def mark_truth_only(self, node: ast.expr) -> None:
+        if isinstance(node, ast.BoolOp):
+            self.truth_only_nodes = getattr(self, "truth_only_nodes", set()) | {id(node)}
+            for value in node.values:
+                self.mark_truth_only(value)
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            self.mark_truth_only(node.operand)
+
+    def visit_BoolOp(self, node: ast.BoolOp):
+        """``a and b`` / ``a or b`` with Python's value: the first operand whose truth ends the chain
+        (falsy for ``and``, truthy for ``or``), else the last, each evaluated only if reached
+        (``n or 1``, ``x and y``). Operands of one kind give a value of their common type; bools mixed
+        with numbers are refused except where only the truth is used (``if n and flag:``)."""
+        is_and = isinstance(node.op, ast.And)
+        truth_only = id(node) in getattr(self, "truth_only_nodes", ())
+        b = self.builder
+        pending = []               # (value, its block, the next operand's block or None for the last)
+        for k, expr in enumerate(node.values):
+            value = self.scalar(self.visit(expr), f"operand of '{'and' if is_and else 'or'}'")
+            last = k + 1 == len(node.values)
+            if isinstance(value, Literal) and not last:
+                if bool(value.value) == is_and:
+                    continue       # ``True and x``, ``0 or x``: the chain goes on without a branch
+                last = True        # ``0 and x``, ``5 or x``: this is the value, the rest never runs
+            if last:
+                pending.append((value, b.block, None))
+                break
+            following = self.new_block("logic.next")
+            pending.append((value, b.block, following))
+            b.position_at_end(following)
+        kinds = {rules.literal_kind(v.value) if isinstance(v, Literal) else rules.kind(v.type) for v, _, _ in pending}
+        if truth_only or kinds == {"bool"}:
+            result_type = bool_
+        elif "bool" in kinds:
+            raise KernelTypeError(f"'{'and' if is_and else 'or'}' between a bool and a number gives one of "
+                                  f"the operands in Python, not a bool; write bool(...) around the numbers, or a "
+                                  f"conditional expression")
+        else:
+            result_type = self.common_type([v for v, _, _ in pending])
+        if len(pending) == 1:      # no branch was made
+            value = pending[0][0]
+            if isinstance(value, Literal):
+                return Literal(bool(value.value)) if result_type == bool_ else value
+            return Scalar(self.truth(value), bool_) if result_type == bool_ else self.materialize(value, result_type)
+        incoming, merge = [], self.new_block("logic.end")
+        for value, block, following in pending:
+            b.position_at_end(block)
+            result = Scalar(self.truth(value), bool_) if result_type == bool_ else self.materialize(value, result_type)
+            if following is None:
+                b.branch(merge)
+            elif is_and:
+                b.cbranch(self.truth(value), following, merge)
+            else:
+                b.cbranch(self.truth(value), merge, following)
+            incoming.append((result.value, b.block))
+        b.position_at_end(merge)
+        phi = b.phi(llvm_type(result_type))
+        for value, block in incoming:
+            phi.add_incoming(value, block)
+        return Scalar(phi, result_type)
+
+    def common_type(self, values) -> ScalarType:
+        """The type several number operands meet in (as a chain of binary operators would)."""
+        typed = [v.type for v in values if isinstance(v, Scalar)]
+        if not typed:
+            kinds = {rules.literal_kind(v.value) for v in values}
+            return self.default_float if "float" in kinds else rules.i64
+        t = typed[0]
+        for other in typed[1:]:
+            t = rules.promote(t, other)
+        for v in values:
+            if isinstance(v, Literal):
+                t = rules.literal_adopts(v.value, t, self.default_float) if rules.kind(t) == "int" else t
+        return t
 
     def visit_IfExp(self, node: ast.IfExp):
         """``a if c else b``: only the chosen side is evaluated."""
-        condition = self.scalar(self.visit(node.test), "condition")
+        condition = self.scalar(self.visit_condition(node.test), "condition")
         if isinstance(condition, Literal):
             return self.visit(node.body if condition.value else node.orelse)
         b = self.builder

@@ -13,7 +13,7 @@ import numpy as np
 from llvmlite import ir
 
 from ..errors import KernelTypeError, SourceError, UndefinedNameError, UnsupportedConstructError
-from ..language.status import UNASSIGNED
+from ..language.status import FLOAT_TO_INT, INVALID_VALUE, UNASSIGNED
 from ..language.types import ScalarType, bool_
 from . import typing_rules as rules
 from .context import I1, I64, LocatedBuilder, ModuleContext, llvm_type
@@ -21,7 +21,7 @@ from .source import Source
 from .values import ArrayRef, Literal, PyObject, Scalar, describe
 
 # Python builtins a kernel may name; everything else from builtins is undefined in kernels.
-KERNEL_PYTHON_BUILTINS = {"range", "len", "int", "float", "bool", "abs", "min", "max"}
+KERNEL_PYTHON_BUILTINS = {"range", "len", "int", "float", "bool", "abs", "min", "max", "divmod", "round", "pow"}
 
 
 class Variable:
@@ -226,6 +226,9 @@ class FunctionLowering:
             if not target.is_float and rules.literal_kind(value.value) == "float":
                 return self.convert(Scalar(self.constant(value.value, self.default_float),
                                            self.default_float), target)
+            if target == bool_ and rules.literal_kind(value.value) != "bool":
+                raise KernelTypeError(f"constant {value.value!r} used as a bool here; Python keeps it a number "
+                                      f"(True is 1): cast the bool with int(...) or write True/False")
             if target in rules.INT_LIMITS and not rules.fits(int(value.value), target):
                 raise KernelTypeError(f"constant {value.value} does not fit in {target!r}")
             return Scalar(self.constant(value.value, target), target)
@@ -247,10 +250,26 @@ class FunctionLowering:
         elif sk == "int":
             out = b.sitofp(v, tt)
         elif tk == "int":
+            self.check_float_fits(value, target)
             out = b.fptosi(v, tt)
         else:
             out = b.fpext(v, tt) if target.bits > source.bits else b.fptrunc(v, tt)
         return Scalar(out, target)
+
+    def check_float_fits(self, value: Scalar, target: ScalarType) -> None:
+        """``int(x)`` of a NaN, an infinity or a float whose integer part is outside the target type
+        stops the thread (Python raises ValueError or OverflowError, or gives an int the type cannot
+        hold; LLVM's ``fptosi`` would give poison)."""
+        low, high = rules.INT_LIMITS[target]
+        width = 32 if value.type.bits == 32 else 64
+        below = float(low - 1)
+        exact_below = (float(np.float32(below)) if width == 32 else below) == low - 1
+        b, t = self.builder, value.value.type
+        above_low = b.fcmp_ordered(">", value.value, ir.Constant(t, float(low - 1))) if exact_below else \
+            b.fcmp_ordered(">=", value.value, ir.Constant(t, float(low)))
+        fits = b.and_(above_low, b.fcmp_ordered("<", value.value, ir.Constant(t, float(high + 1))))
+        self.guard(fits, lambda: self.record_status(INVALID_VALUE, -1, ir.Constant(I64, self.current_line),
+                                                    FLOAT_TO_INT))
 
     def coerce(self, value, target: ScalarType, what: str) -> ir.Value:
         """Implicit conversion for stores, assignments and helper results (see typing_rules)."""

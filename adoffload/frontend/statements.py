@@ -3,7 +3,8 @@
 ``for v in range(start, stop, step)`` evaluates its bounds once; a hidden counter drives the
 loop and ``v`` receives a copy each iteration (so assigning to ``v`` in the body does not
 change the iteration, as in Python). A constant step picks ``<`` or ``>`` at compile time; a
-step known only at run time picks by its sign at run time (step 0 runs no iterations).
+step known only at run time picks by its sign at run time (a step of 0 stops the thread with
+INVALID_VALUE, as Python raises ValueError).
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import builtins
 from llvmlite import ir
 
 from ..language import builtins as language
-from ..language.status import TRAP
+from ..language.status import INVALID_VALUE, RANGE_LIMIT, RANGE_STEP, TRAP
 from ..errors import KernelTypeError, UnsupportedConstructError
 from . import typing_rules as rules
 from .context import I64, llvm_type
@@ -102,7 +103,7 @@ class StatementLowering:
     # --- control flow --------------------------------------------------------------------
 
     def visit_If(self, node: ast.If):
-        condition = self.scalar(self.visit(node.test), "if condition")
+        condition = self.scalar(self.visit_condition(node.test), "if condition")
         if isinstance(condition, Literal):        # compile-time branch: emit one side only
             self.visit_body(node.body if condition.value else node.orelse)
             return
@@ -129,7 +130,7 @@ class StatementLowering:
         header, body, exit_ = (self.new_block(n) for n in ("while.cond", "while.body", "while.end"))
         b.branch(header)
         b.position_at_end(header)
-        test = self.visit(node.test)
+        test = self.visit_condition(node.test)
         b.cbranch(self.truth(test), body, exit_)
         b.position_at_end(body)
         before = _copy(self.defined)
@@ -166,6 +167,11 @@ class StatementLowering:
         header, body, latch, exit_ = (self.new_block(n) for n in
                                       ("for.cond", "for.body", "for.next", "for.end"))
         step_value = self.materialize(step, counter_type)
+        if not isinstance(step, Literal):         # range(a, b, 0) raises ValueError in Python
+            self.guard(b.icmp_signed("!=", step_value.value, ir.Constant(step_value.value.type, 0)),
+                       lambda: self.record_status(INVALID_VALUE, -1, ir.Constant(I64, self.current_line),
+                                                  RANGE_STEP))
+        self.check_range_limit(bounds, counter_type, start, stop, step_value)
         b.branch(header)
         b.position_at_end(header)
         current = b.load(counter)
@@ -245,6 +251,40 @@ class StatementLowering:
             result = rules.promote(result, t)
         return result
 
+    def check_range_limit(self, bounds, counter_type, start: Scalar, stop: Scalar, step_value: Scalar) -> None:
+        """A loop whose counter would pass the type's limit after its last iteration (``range(2**63 - 3,
+        2**63 - 1, 5)``) would wrap and run on; it is refused at compile time (constant bounds) or stops
+        the thread before the loop (RANGE_LIMIT). A step of 1 or -1 never passes it; otherwise the check
+        computes the last value once (a udiv, by a constant for a constant step)."""
+        step = bounds[2]
+        if isinstance(step, Literal) and abs(step.value) == 1:
+            return
+        low, high = rules.INT_LIMITS[counter_type]
+        if all(isinstance(v, Literal) for v in bounds):
+            values = range(*(v.value for v in bounds))
+            if len(values) and not low <= values[-1] + step.value <= high:
+                raise KernelTypeError(f"range{tuple(v.value for v in bounds)} passes the limit of "
+                                      f"{counter_type!r} after its last value (the counter would wrap)")
+            return
+        b, t = self.builder, start.value.type
+        first, end, by = start.value, stop.value, step_value.value
+
+        def passes(upward: bool) -> ir.Value:
+            nonempty = b.icmp_signed("<" if upward else ">", first, end)
+            size = by if upward else b.sub(ir.Constant(t, 0), by)               # |step|, unsigned
+            span = b.sub(b.sub(end, first) if upward else b.sub(first, end), ir.Constant(t, 1))
+            offset = b.mul(b.udiv(span, size), size)
+            last = b.add(first, offset) if upward else b.sub(first, offset)
+            limit = b.sub(ir.Constant(t, high if upward else low), by)
+            return b.and_(nonempty, b.icmp_signed(">" if upward else "<", last, limit))
+
+        if isinstance(step, Literal):
+            wraps = passes(step.value > 0)
+        else:
+            wraps = b.select(b.icmp_signed(">", by, ir.Constant(t, 0)), passes(True), passes(False))
+        self.guard(b.not_(wraps), lambda: self.record_status(INVALID_VALUE, -1, ir.Constant(I64, self.current_line),
+                                                             RANGE_LIMIT))
+
     def range_condition(self, current, stop, step, step_value) -> ir.Value:
         b = self.builder
         if isinstance(step, Literal):
@@ -268,7 +308,7 @@ class StatementLowering:
 
     def visit_Assert(self, node: ast.Assert):
         """``assert cond``: a failing thread records {2 (TRAP), -1, source line, -1} and stops."""
-        condition = self.scalar(self.visit(node.test), "assert condition")
+        condition = self.scalar(self.visit_condition(node.test), "assert condition")
         if isinstance(condition, Literal):
             if not condition.value:
                 raise KernelTypeError("assertion is always false")

@@ -27,8 +27,10 @@ i64 (truncating toward zero), ``float(x)`` the default float, ``bool(x)`` is ``x
 A variable keeps the type of its first assignment; later assignments (and stores into array
 elements) accept the same type, a literal, or a widening within the same kind (i32 -> i64,
 f32 -> f64); anything else is a KernelTypeError asking for an explicit cast.
-Integer division or modulo by zero, shifts by >= the bit width and float-to-int casts out of
-range are undefined, as in C (no check is emitted).
+Integers are fixed-width: ``+ - * **`` and ``<<`` wrap modulo 2**bits (Python's ints do not;
+docs/language.md). Integer ``//`` or ``%`` by zero and ``MIN // -1`` stop the thread (KernelFaultError),
+as do a negative shift count and ``int()`` of a NaN, an infinity or a float outside the target type;
+shifts by the bit width or more give Python's result modulo 2**bits (expressions.py ``shift``).
 """
 from __future__ import annotations
 

@@ -82,6 +82,9 @@ _LINE_FORMATS = {
     "null": "kernel '{kernel}': a load or store through a null pointer at line %lld of its source (0: not known)",
     "unassigned": "kernel '{kernel}': a variable was read at line %lld of its source on a path that had not "
                   "assigned it (Python would raise UnboundLocalError)",
+    "invalid": "kernel '{kernel}': a value Python would reject (a negative shift count, a range() step of zero "
+               "or one passing its integer type's limit, or a NaN, infinite or out-of-range float converted to an "
+               "integer) at line %lld of its source",
     "diverged": "kernel '{kernel}': the threads of block %lld reached different barriers (control flow that is "
                 "not uniform across the block); the block was stopped",
     "other": "kernel '{kernel}' stopped with a status record (value %lld, code %lld, parameter %lld)",
@@ -250,7 +253,8 @@ def status_check(e: Emitter, layout: HandlerLayout, status: str, snprintf: int, 
     fmt = "@fmt.other"
     for status_code, name in ((abi_status.TRAP, "trap"), (abi_status.DIVISION_BY_ZERO, "division"),
                               (abi_status.INTEGER_OVERFLOW, "overflow"), (abi_status.DIVERGED, "diverged"),
-                              (abi_status.NULL_POINTER, "null"), (abi_status.UNASSIGNED, "unassigned")):
+                              (abi_status.NULL_POINTER, "null"), (abi_status.UNASSIGNED, "unassigned"),
+                              (abi_status.INVALID_VALUE, "invalid")):
         is_code, chosen = e.fresh("is_code"), e.fresh("fmt")
         e.emit(f"{is_code} = icmp eq i64 {code}, {status_code}")
         e.emit(f"{chosen} = select i1 {is_code}, ptr @fmt.{name}, ptr {fmt}")

@@ -2,8 +2,8 @@
 
 Four i64 words: ``{code, param_index, index, dim}``. The first thread to fail wins (an
 atomic exchange on ``code``); the launcher turns the record into an exception. Codes 2-4
-(assert, integer division by zero, integer overflow), 6 (null pointer) and 7 (a variable read before
-any assignment) store the source line in ``index`` (0: not known).
+(assert, integer division by zero, integer overflow), 6 (null pointer), 7 (a variable read before
+any assignment) and 8 (a value Python would reject) store the source line in ``index`` (0: not known).
 Once the record is set, host launches stop claiming new chunks of threads.
 """
 from __future__ import annotations
@@ -17,6 +17,14 @@ from ..errors import BoundsError, KernelFaultError
 OK, OUT_OF_BOUNDS, TRAP, DIVISION_BY_ZERO, INTEGER_OVERFLOW, DIVERGED = 0, 1, 2, 3, 4, 5  # DIVERGED: a block's threads at different barriers (host)
 NULL_POINTER = 6          # {6, -1, source line or 0, element index}: an access through a null pointer (from_cuda)
 UNASSIGNED = 7            # {7, -1, source line, -1}: a variable read on a path that never assigned it
+INVALID_VALUE = 8         # {8, -1, source line, k}: what Python refuses (ValueError...), INVALID_KINDS[k - 1]
+INVALID_KINDS = ("a negative shift count (Python: ValueError)",
+                 "a range() step of zero (Python: ValueError)",
+                 "a float that is NaN, infinite or outside the integer type's range converted to an integer "
+                 "(Python: ValueError, OverflowError, or an int too large for the type)",
+                 "a range() whose value after the last would pass the limit of its integer type (the loop "
+                 "counter would wrap; Python's ints do not)")
+SHIFT_COUNT, RANGE_STEP, FLOAT_TO_INT, RANGE_LIMIT = 1, 2, 3, 4     # INVALID_VALUE's dim
 # INTEGER_OVERFLOW's dim: -1 for MIN // -1; k + 1 for a signed (or unsigned) wrap of OVERFLOW_KINDS[k] in
 # the index arithmetic of a from_cuda kernel (sources/cuda/faults.py)
 OVERFLOW_KINDS = ("add", "sub", "mul", "shl")
@@ -53,10 +61,10 @@ def raise_for_status(record, signature, values=None, source_file: str | None = N
         raise BoundsError(f"kernel '{signature.name}': index {index} is out of bounds for axis {dim} of "
                           f"{name}{shape}; the access was skipped and no memory outside the array was touched")
     where = f"line {index}" + (f" of {source_file}" if source_file else " of its source")
-    if index <= 0 and code in (TRAP, DIVISION_BY_ZERO, INTEGER_OVERFLOW, NULL_POINTER, UNASSIGNED):
+    if index <= 0 and code in (TRAP, DIVISION_BY_ZERO, INTEGER_OVERFLOW, NULL_POINTER, UNASSIGNED, INVALID_VALUE):
         where = ("a line not known (the source was compiled without line tables; from_cuda(..., "
                  "options=['-gline-tables-only']) names it)")
-    elif code in (TRAP, DIVISION_BY_ZERO, INTEGER_OVERFLOW, UNASSIGNED) and source_file:
+    elif code in (TRAP, DIVISION_BY_ZERO, INTEGER_OVERFLOW, UNASSIGNED, INVALID_VALUE) and source_file:
         text = linecache.getline(source_file, index).strip()
         where += f" ({text})" if text else ""
     stopped = ("the failing thread stopped there (threads not yet started were not run) and the device "
@@ -66,6 +74,9 @@ def raise_for_status(record, signature, values=None, source_file: str | None = N
     if code == UNASSIGNED:
         raise KernelFaultError(f"kernel '{signature.name}': a variable was read at {where} on a path that had not "
                                f"assigned it (Python would raise UnboundLocalError); {stopped}")
+    if code == INVALID_VALUE:
+        what = INVALID_KINDS[dim - 1] if 1 <= dim <= len(INVALID_KINDS) else "a value Python would reject"
+        raise KernelFaultError(f"kernel '{signature.name}': {what} at {where}; {stopped}")
     if code == DIVISION_BY_ZERO:
         spelled = "'/' or '%'" if source_file and source_file.startswith("<") else "'//' or '%'"   # C or Python
         raise KernelFaultError(f"kernel '{signature.name}': integer division or modulo by zero "
