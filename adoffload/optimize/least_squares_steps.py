@@ -155,7 +155,7 @@ def max_cosine(A, b, rr):
     if rr > 0.0:
         for j in range(len(b)):
             if A[j, j] > 0.0:
-                v = ado.abs(b[j]) / ado.sqrt(A[j, j] * rr)
+                v = ado.abs(b[j]) / (ado.sqrt(A[j, j]) * ado.sqrt(rr))     # not sqrt(A rr): no overflow
                 if not (v <= c):
                     c = v
     elif not (rr == 0.0):

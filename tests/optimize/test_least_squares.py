@@ -218,7 +218,7 @@ def test_a_fit_too_large_for_a_thread_gets_advice_for_least_squares():
     assert "copies of the problem's arrays" not in str(info.value)        # 3200 bytes of them: not the cause
 
 
-@pytest.mark.parametrize("scale", [1.0, 1e-3, 1e-6])
+@pytest.mark.parametrize("scale", [1.0, 1e-3, 1e-6, 1e100])
 @pytest.mark.parametrize("method", ["lm", "gn"])
 def test_the_gradient_test_does_not_depend_on_the_data_scale(scale, method):
     """Decay data in small units (concentrations of 1e-3 mol/L): an absolute gtol of 1e-8 on J^T r met
@@ -230,5 +230,7 @@ def test_the_gradient_test_does_not_depend_on_the_data_scale(scale, method):
     result = least_squares(decay, x0, args=(shared(T), y), m=M, method=method)
     assert result.success.all()
     np.testing.assert_allclose(result.x, true, rtol=1e-7, atol=1e-9 * scale)
+    if scale > 1.0:         # |J_j|^2 |r|^2 overflows here (scipy's own lm stops 2% off at this scale)
+        return
     for k in range(2):
         np.testing.assert_allclose(result.x[k], scipy_fit(x0[k], y[k]).x, rtol=1e-7, atol=1e-9 * scale)
