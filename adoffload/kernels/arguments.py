@@ -144,6 +144,10 @@ def _check_array(where: str, expected: ArrayType, value, copied: bool = False):
             value = np.asarray(value)
         else:
             raise ArgumentError(f"{where}: expected a numpy array {expected!r}, got {type(value).__name__}")
+    if type(value) is not np.ndarray and isinstance(value, np.ma.MaskedArray):
+        raise ArgumentError(f"{where}: a masked array: the kernel would read and write its data and ignore its "
+                            f"mask; pass its data with the masked elements filled in (x.filled(value)), or "
+                            f"np.ma.getdata(x) to use the data as it is")
     _check_layout(where, expected, value)
     if not value.flags.c_contiguous:
         raise ArgumentError(f"{where}: the array is not C-contiguous (strides {value.strides}); "
