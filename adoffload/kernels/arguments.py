@@ -140,10 +140,7 @@ def _check_array(where: str, expected: ArrayType, value, copied: bool = False):
         if resident is not None:
             _check_layout(where, expected, resident)
             return resident
-        if hasattr(value, "__array__") or hasattr(value, "__dlpack__"):
-            value = np.asarray(value)
-        else:
-            raise ArgumentError(f"{where}: expected a numpy array {expected!r}, got {type(value).__name__}")
+        value = _host_array(where, expected, value, expected.writes and not copied)
     if type(value) is not np.ndarray and isinstance(value, np.ma.MaskedArray):
         raise ArgumentError(f"{where}: a masked array: the kernel would read and write its data and ignore its "
                             f"mask; pass its data with the masked elements filled in (x.filled(value)), or "
@@ -160,6 +157,28 @@ def _check_array(where: str, expected: ArrayType, value, copied: bool = False):
     if expected.writes and not copied and not value.flags.writeable:
         raise ArgumentError(f"{where}: the array is read-only but the kernel writes it ({expected!r})")
     return value
+
+
+def _host_array(where: str, expected: ArrayType, value, written: bool) -> np.ndarray:
+    """A host array-like as the numpy array the kernel gets: through DLPack where the object exports
+    itself (zero-copy, as the protocol promises), else through ``__array__``. ``written``: the kernel
+    writes it, so an ``__array__`` that hands out a fresh copy on each call is refused (the results
+    would go into a temporary and be lost)."""
+    if hasattr(value, "__dlpack__"):
+        try:
+            return np.from_dlpack(value)
+        except (AttributeError, BufferError, TypeError, ValueError, RuntimeError):
+            if not hasattr(value, "__array__"):
+                raise ArgumentError(f"{where}: {type(value).__name__} does not export its data through DLPack "
+                                    f"for numpy (np.from_dlpack fails); pass a numpy array") from None
+    if not hasattr(value, "__array__"):
+        raise ArgumentError(f"{where}: expected a numpy array {expected!r}, got {type(value).__name__}")
+    array = np.asarray(value)
+    if written and isinstance(array, np.ndarray) and array.nbytes and not np.shares_memory(array, np.asarray(value)):
+        raise ArgumentError(f"{where}: the kernel writes it ({expected!r}), but np.asarray of this "
+                            f"{type(value).__name__} gives a new copy on each call, so the results would be lost; "
+                            f"pass a numpy array and read the results from it")
+    return array
 
 
 def _check_layout(where: str, expected: ArrayType, value) -> None:

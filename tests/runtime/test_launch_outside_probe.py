@@ -183,3 +183,58 @@ def test_threads_launching_one_kernel_and_its_vjp_get_their_own_results():
     for t in threads:
         t.join()
     assert errors == []
+
+
+class _DLPackOnly:
+    """A host array exported only through DLPack (no ``__array__``)."""
+
+    def __init__(self, values):
+        self.values = values
+
+    def __dlpack__(self, stream=None, **kwargs):
+        return self.values.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.values.__dlpack_device__()
+
+
+def test_a_host_dlpack_producer_is_read_and_written_in_place():
+    # was: np.asarray made a 0-d object array of it: "expected dtype float32, got object"
+    values, y = np.arange(N, dtype=np.float32), np.ones(N, np.float32)
+    for _ in range(3):
+        out = np.zeros(N, np.float32)
+        saxpy(2.0, _DLPackOnly(values), y, _DLPackOnly(out), grid=N)
+        np.testing.assert_array_equal(out, 2 * values + 1)
+        d_x = np.zeros(N, np.float32)
+        REV(2.0, _DLPackOnly(values), y, out, d_a=np.zeros(1, np.float32), d_x=_DLPackOnly(d_x),
+            d_out=np.ones(N, np.float32), grid=N)
+        np.testing.assert_array_equal(d_x, np.full(N, 2, np.float32))
+
+
+class _CopyingArray:
+    """An array-like whose ``__array__`` returns a new copy each time (as many wrappers do)."""
+
+    def __init__(self, values):
+        self.values = values
+
+    def __array__(self, dtype=None, copy=None):
+        return self.values.copy()
+
+
+def test_an_array_like_that_copies_is_read_but_refused_where_the_kernel_writes():
+    # was: run on a temporary copy, the results silently lost
+    values, y = np.arange(N, dtype=np.float32), np.ones(N, np.float32)
+    for _ in range(3):
+        out = np.zeros(N, np.float32)
+        saxpy(2.0, _CopyingArray(values), y, out, grid=N)
+        np.testing.assert_array_equal(out, 2 * values + 1)
+        with pytest.raises(ArgumentError, match="parameter 'out': .*new copy on each call"):
+            saxpy(2.0, values, y, _CopyingArray(out), grid=N)
+        with pytest.raises(ArgumentError, match="parameter 'd_x': .*new copy on each call"):
+            REV(2.0, values, y, out, d_a=np.zeros(1, np.float32), d_x=_CopyingArray(np.zeros(N, np.float32)),
+                d_out=np.ones(N, np.float32), grid=N)
+        # a seed the launcher copies anyway may come as one
+        d_a = np.zeros(1, np.float32)
+        REV(2.0, values, y, out, d_a=d_a, d_x=np.zeros(N, np.float32),
+            d_out=_CopyingArray(np.ones(N, np.float32)), grid=N)
+        assert d_a[0] == values.sum()
