@@ -37,7 +37,12 @@ def bind_arguments(signature: KernelSignature, args: tuple, kwargs: dict, copied
         bound[k] = value
     missing = [names[k] for k, v in enumerate(bound) if v is _MISSING]
     if missing:
-        raise ArgumentError(f"kernel '{signature.name}' is missing argument(s): {', '.join(missing)}")
+        launcher_own = [name for name in missing if name in ("grid", "device")]
+        hint = (f"; {' and '.join(repr(n) for n in launcher_own)} {'is' if len(launcher_own) == 1 else 'are'} "
+                f"also the launcher's own keyword{'s' if len(launcher_own) > 1 else ''} (grid=, device=), so "
+                f"pass {'that parameter' if len(launcher_own) == 1 else 'those parameters'} by position"
+                if launcher_own else "")
+        raise ArgumentError(f"kernel '{signature.name}' is missing argument(s): {', '.join(missing)}{hint}")
     return [check_argument(signature, p, v, p.name in copied) for p, v in zip(params, bound)]
 
 
@@ -173,7 +178,11 @@ def _host_array(where: str, expected: ArrayType, value, written: bool) -> np.nda
                                     f"for numpy (np.from_dlpack fails); pass a numpy array") from None
     if not hasattr(value, "__array__"):
         raise ArgumentError(f"{where}: expected a numpy array {expected!r}, got {type(value).__name__}")
-    array = np.asarray(value)
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError, RuntimeError, BufferError) as exc:
+        raise ArgumentError(f"{where}: np.asarray of this {type(value).__name__} failed ({type(exc).__name__}: "
+                            f"{exc}); pass a numpy array {expected!r}") from exc
     if written and isinstance(array, np.ndarray) and array.nbytes and not np.shares_memory(array, np.asarray(value)):
         raise ArgumentError(f"{where}: the kernel writes it ({expected!r}), but np.asarray of this "
                             f"{type(value).__name__} gives a new copy on each call, so the results would be lost; "

@@ -238,3 +238,33 @@ def test_an_array_like_that_copies_is_read_but_refused_where_the_kernel_writes()
         REV(2.0, values, y, out, d_a=d_a, d_x=np.zeros(N, np.float32),
             d_out=_CopyingArray(np.ones(N, np.float32)), grid=N)
         assert d_a[0] == values.sum()
+
+
+class _Unconvertible:
+    """An array-like whose conversion fails (a PyTorch tensor that requires grad, say)."""
+
+    def __array__(self, dtype=None, copy=None):
+        raise RuntimeError("Can't call numpy() on Tensor that requires grad")
+
+
+def test_an_array_like_whose_conversion_fails_is_an_argument_error():
+    # was: the RuntimeError of its __array__ escaped, naming no parameter
+    y = np.ones(N, np.float32)
+    for _ in range(2):
+        with pytest.raises(ArgumentError, match="parameter 'x': np.asarray of this _Unconvertible failed"):
+            saxpy(2.0, _Unconvertible(), y, np.zeros(N, np.float32), grid=N)
+
+
+def test_parameters_named_like_the_launchers_keywords_are_explained():
+    @ado.kernel
+    def shift(device: ado.In[ado.f32], grid: ado.Out[ado.f32]):
+        i = ado.tid()
+        grid[i] = device[i] + 1.0
+
+    x = np.arange(N, dtype=np.float32)
+    out = np.zeros(N, np.float32)
+    shift(x, out, grid=N)
+    np.testing.assert_array_equal(out, x + 1)
+    # was: "missing argument(s): device, grid", as if the call had not given them
+    with pytest.raises(ArgumentError, match="launcher's own keywords .* pass those parameters by position"):
+        shift(device=x, grid=out)
