@@ -252,3 +252,22 @@ def normalize_grid(signature: KernelSignature, grid) -> tuple[int, ...]:
     if total > MAX_THREADS:
         raise GridError(f"kernel '{signature.name}': grid {grid} has {total} threads, more than {MAX_THREADS}")
     return grid
+
+
+def derivative_wrt(mode: str, wrt) -> tuple:
+    """``ado.jvp``/``ado.vjp``'s ``wrt`` as a tuple of names: one name, or an iterable of them."""
+    if isinstance(wrt, str):
+        return (wrt,)
+    try:
+        return tuple(wrt)
+    except TypeError:
+        raise ArgumentError(f"ado.{mode}(kernel, wrt): wrt names the parameters to differentiate, a name or a "
+                            f"list of names (e.g. wrt=['x']); got {type(wrt).__name__} {wrt!r}") from None
+
+
+def derivative_width(mode: str, width) -> int:
+    """``ado.jvp``'s ``width=`` (tangents at once) as an int; its range is checked where it is used."""
+    if isinstance(width, (bool, np.bool_)) or not isinstance(width, numbers.Integral):
+        raise ArgumentError(f"ado.{mode}: width= is the number of tangents, an int >= 1; got "
+                            f"{type(width).__name__} {width!r}")
+    return int(width)

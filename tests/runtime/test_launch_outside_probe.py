@@ -268,3 +268,19 @@ def test_parameters_named_like_the_launchers_keywords_are_explained():
     # was: "missing argument(s): device, grid", as if the call had not given them
     with pytest.raises(ArgumentError, match="launcher's own keywords .* pass those parameters by position"):
         shift(device=x, grid=out)
+
+
+@pytest.mark.parametrize("mode", [ado.vjp, ado.jvp])
+@pytest.mark.parametrize("wrt", [None, 3])
+def test_a_wrt_that_names_nothing_is_an_argument_error(mode, wrt):
+    # was: TypeError ('NoneType' / 'int' object is not iterable) from ado.vjp, and from ado.jvp for an int
+    with pytest.raises(ArgumentError, match="needs the names|wrt names the parameters"):
+        mode(saxpy, wrt=wrt)
+
+
+@pytest.mark.parametrize("width", [2.0, "2", True])
+def test_a_width_that_is_not_an_int_is_an_argument_error(width):
+    # was: TypeError from the derivation (2.0, '2'), or True taken as width 1
+    with pytest.raises(ArgumentError, match="width= is the number of tangents"):
+        ado.jvp(saxpy, wrt=["x"], width=width)
+    assert ado.jvp(saxpy, wrt=["x"], width=np.int64(2)).width == 2
