@@ -284,3 +284,9 @@ def test_a_width_that_is_not_an_int_is_an_argument_error(width):
     with pytest.raises(ArgumentError, match="width= is the number of tangents"):
         ado.jvp(saxpy, wrt=["x"], width=width)
     assert ado.jvp(saxpy, wrt=["x"], width=np.int64(2)).width == 2
+
+
+def test_dir_of_the_package_lists_its_lazy_names():
+    # was: TypeError (set | dict) from __dir__, so dir(ado) and tab completion failed
+    names = dir(ado)
+    assert {"kernel", "vjp", "jvp", "enzyme", "runtime"} <= set(names)
