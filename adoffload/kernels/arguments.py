@@ -7,7 +7,9 @@ memory become ``Resident`` values. ``normalize_grid`` checks the grid. The launc
 """
 from __future__ import annotations
 
+import ctypes
 import numbers
+
 import numpy as np
 
 from ..errors import ArgumentError, GridError
@@ -169,6 +171,14 @@ def _host_array(where: str, expected: ArrayType, value, written: bool) -> np.nda
     itself (zero-copy, as the protocol promises), else through ``__array__``. ``written``: the kernel
     writes it, so an ``__array__`` that hands out a fresh copy on each call is refused (the results
     would go into a temporary and be lost)."""
+    from ..runtime.dlpack import DeviceArray
+    if isinstance(value, DeviceArray):      # one in host memory: a view of it (no DLPack capsule, no deleter)
+        if value.buffer.freed:
+            raise ArgumentError(f"{where}: the DeviceArray was freed")
+        if not value.nbytes:
+            return np.empty(value.shape, value.dtype)
+        memory = (ctypes.c_char * value.nbytes).from_address(value.ptr)
+        return np.frombuffer(memory, value.dtype).reshape(value.shape)
     if hasattr(value, "__dlpack__"):
         try:
             return np.from_dlpack(value)

@@ -290,3 +290,24 @@ def test_dir_of_the_package_lists_its_lazy_names():
     # was: TypeError (set | dict) from __dir__, so dir(ado) and tab completion failed
     names = dir(ado)
     assert {"kernel", "vjp", "jvp", "enzyme", "runtime"} <= set(names)
+
+
+def test_a_host_device_array_is_read_and_written_in_place():
+    # was: np.asarray made a 0-d object array of it ("expected dtype float32, got object"); through
+    # np.from_dlpack numpy imports it read-only, and the refusal became a SystemError when the
+    # import's ctypes deleter ran with that exception set
+    from adoffload.runtime.dlpack import DeviceArray
+    values, y = np.arange(N, dtype=np.float32), np.ones(N, np.float32)
+    for _ in range(3):
+        x, out = DeviceArray.from_numpy(values), DeviceArray.empty(N, np.float32)
+        saxpy(2.0, x, y, out, grid=N)
+        np.testing.assert_array_equal(out.to_numpy(), 2 * values + 1)
+        d_x = DeviceArray.from_numpy(np.zeros(N, np.float32))
+        REV(2.0, x, y, out, d_a=np.zeros(1, np.float32), d_x=d_x, d_out=np.ones(N, np.float32), grid=N)
+        np.testing.assert_array_equal(d_x.to_numpy(), np.full(N, 2, np.float32))
+        with pytest.raises(ArgumentError, match="'x' and 'out' share memory"):
+            saxpy(2.0, out, y, out, grid=N)
+    freed = DeviceArray.from_numpy(values)
+    freed.device.free(freed.buffer)
+    with pytest.raises(ArgumentError, match="parameter 'x': the DeviceArray was freed"):
+        saxpy(2.0, freed, y, np.zeros(N, np.float32), grid=N)
