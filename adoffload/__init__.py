@@ -56,4 +56,4 @@ def __getattr__(name: str):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_LAZY) | _SUBMODULES)
+    return sorted(set(globals()) | set(_LAZY) | set(_SUBMODULES))

@@ -7,7 +7,9 @@ memory become ``Resident`` values. ``normalize_grid`` checks the grid. The launc
 """
 from __future__ import annotations
 
+import ctypes
 import numbers
+
 import numpy as np
 
 from ..errors import ArgumentError, GridError
@@ -37,7 +39,12 @@ def bind_arguments(signature: KernelSignature, args: tuple, kwargs: dict, copied
         bound[k] = value
     missing = [names[k] for k, v in enumerate(bound) if v is _MISSING]
     if missing:
-        raise ArgumentError(f"kernel '{signature.name}' is missing argument(s): {', '.join(missing)}")
+        launcher_own = [name for name in missing if name in ("grid", "device")]
+        hint = (f"; {' and '.join(repr(n) for n in launcher_own)} {'is' if len(launcher_own) == 1 else 'are'} "
+                f"also the launcher's own keyword{'s' if len(launcher_own) > 1 else ''} (grid=, device=), so "
+                f"pass {'that parameter' if len(launcher_own) == 1 else 'those parameters'} by position"
+                if launcher_own else "")
+        raise ArgumentError(f"kernel '{signature.name}' is missing argument(s): {', '.join(missing)}{hint}")
     return [check_argument(signature, p, v, p.name in copied) for p, v in zip(params, bound)]
 
 
@@ -140,10 +147,11 @@ def _check_array(where: str, expected: ArrayType, value, copied: bool = False):
         if resident is not None:
             _check_layout(where, expected, resident)
             return resident
-        if hasattr(value, "__array__") or hasattr(value, "__dlpack__"):
-            value = np.asarray(value)
-        else:
-            raise ArgumentError(f"{where}: expected a numpy array {expected!r}, got {type(value).__name__}")
+        value = _host_array(where, expected, value, expected.writes and not copied)
+    if type(value) is not np.ndarray and isinstance(value, np.ma.MaskedArray):
+        raise ArgumentError(f"{where}: a masked array: the kernel would read and write its data and ignore its "
+                            f"mask; pass its data with the masked elements filled in (x.filled(value)), or "
+                            f"np.ma.getdata(x) to use the data as it is")
     _check_layout(where, expected, value)
     if not value.flags.c_contiguous:
         raise ArgumentError(f"{where}: the array is not C-contiguous (strides {value.strides}); "
@@ -156,6 +164,40 @@ def _check_array(where: str, expected: ArrayType, value, copied: bool = False):
     if expected.writes and not copied and not value.flags.writeable:
         raise ArgumentError(f"{where}: the array is read-only but the kernel writes it ({expected!r})")
     return value
+
+
+def _host_array(where: str, expected: ArrayType, value, written: bool) -> np.ndarray:
+    """A host array-like as the numpy array the kernel gets: through DLPack where the object exports
+    itself (zero-copy, as the protocol promises), else through ``__array__``. ``written``: the kernel
+    writes it, so an ``__array__`` that hands out a fresh copy on each call is refused (the results
+    would go into a temporary and be lost)."""
+    from ..runtime.dlpack import DeviceArray
+    if isinstance(value, DeviceArray):      # one in host memory: a view of it (no DLPack capsule, no deleter)
+        if value.buffer.freed:
+            raise ArgumentError(f"{where}: the DeviceArray was freed")
+        if not value.nbytes:
+            return np.empty(value.shape, value.dtype)
+        memory = (ctypes.c_char * value.nbytes).from_address(value.ptr)
+        return np.frombuffer(memory, value.dtype).reshape(value.shape)
+    if hasattr(value, "__dlpack__"):
+        try:
+            return np.from_dlpack(value)
+        except (AttributeError, BufferError, TypeError, ValueError, RuntimeError):
+            if not hasattr(value, "__array__"):
+                raise ArgumentError(f"{where}: {type(value).__name__} does not export its data through DLPack "
+                                    f"for numpy (np.from_dlpack fails); pass a numpy array") from None
+    if not hasattr(value, "__array__"):
+        raise ArgumentError(f"{where}: expected a numpy array {expected!r}, got {type(value).__name__}")
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError, RuntimeError, BufferError) as exc:
+        raise ArgumentError(f"{where}: np.asarray of this {type(value).__name__} failed ({type(exc).__name__}: "
+                            f"{exc}); pass a numpy array {expected!r}") from exc
+    if written and isinstance(array, np.ndarray) and array.nbytes and not np.shares_memory(array, np.asarray(value)):
+        raise ArgumentError(f"{where}: the kernel writes it ({expected!r}), but np.asarray of this "
+                            f"{type(value).__name__} gives a new copy on each call, so the results would be lost; "
+                            f"pass a numpy array and read the results from it")
+    return array
 
 
 def _check_layout(where: str, expected: ArrayType, value) -> None:
@@ -220,3 +262,22 @@ def normalize_grid(signature: KernelSignature, grid) -> tuple[int, ...]:
     if total > MAX_THREADS:
         raise GridError(f"kernel '{signature.name}': grid {grid} has {total} threads, more than {MAX_THREADS}")
     return grid
+
+
+def derivative_wrt(mode: str, wrt) -> tuple:
+    """``ado.jvp``/``ado.vjp``'s ``wrt`` as a tuple of names: one name, or an iterable of them."""
+    if isinstance(wrt, str):
+        return (wrt,)
+    try:
+        return tuple(wrt)
+    except TypeError:
+        raise ArgumentError(f"ado.{mode}(kernel, wrt): wrt names the parameters to differentiate, a name or a "
+                            f"list of names (e.g. wrt=['x']); got {type(wrt).__name__} {wrt!r}") from None
+
+
+def derivative_width(mode: str, width) -> int:
+    """``ado.jvp``'s ``width=`` (tangents at once) as an int; its range is checked where it is used."""
+    if isinstance(width, (bool, np.bool_)) or not isinstance(width, numbers.Integral):
+        raise ArgumentError(f"ado.{mode}: width= is the number of tangents, an int >= 1; got "
+                            f"{type(width).__name__} {width!r}")
+    return int(width)

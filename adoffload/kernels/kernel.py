@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from .. import ir
 from . import tape_scan
+from .arguments import derivative_width, derivative_wrt
 from .launch import launch
 from ..language.signature import KernelSignature
 
@@ -565,12 +566,14 @@ _DERIVED_LOCK = threading.Lock()
 def _derived(k: Kernel, mode: str, wrt, **options) -> Kernel:
     from ..errors import ArgumentError
     lazy = options.pop("lazy", False)      # a forward kernel's signature now, its body on first use
+    wrt = derivative_wrt(mode, wrt)
+    if options.get("width") is not None:
+        options["width"] = derivative_width(mode, options["width"])
     derive = getattr(k, "__ado_derive__", None)
     if derive is not None and not isinstance(k, Kernel):       # CUDA kernels (sources/cuda/kernel.py)
-        return derive(mode, (wrt,) if isinstance(wrt, str) else tuple(wrt), **options)
+        return derive(mode, wrt, **options)
     if not isinstance(k, Kernel):
         raise ArgumentError(f"ado.{mode} expects a kernel made with @ado.kernel, got {type(k).__name__}")
-    wrt = (wrt,) if isinstance(wrt, str) else tuple(wrt)
     key = (id(k), mode, wrt, tuple(sorted(options.items())))
     with _DERIVED_LOCK:
         hit = _DERIVED_CACHE.get(key)

@@ -86,6 +86,8 @@ def gpu_array(value) -> Resident | None:
     """``value`` as a Resident when it is a C-contiguous array in GPU memory (a DeviceArray, a CuPy
     array through its attributes, others through DLPack), else None (the full path then checks or
     refuses it)."""
+    if isinstance(value, np.ndarray):    # a subclass (np.memmap, a masked array): host memory, never exported
+        return None
     reader = fast_reader(type(value))
     if reader is not None:
         resident = reader(value)
@@ -100,7 +102,11 @@ def gpu_array(value) -> Resident | None:
     if dlpack is None or not hasattr(value, "__dlpack_device__"):
         return None
     # the capsule's DLTensor says where the data is (no __dlpack_device__ call: one call less per array)
-    external = read_gpu_capsule(dlpack(stream=None), value)
+    try:
+        capsule = dlpack(stream=None)
+    except (BufferError, TypeError, ValueError, RuntimeError):   # a producer that cannot export it so:
+        return None                                                # the full path checks or refuses it
+    external = read_gpu_capsule(capsule, value)
     if external is None or not external.c_contiguous:
         return None
     return Resident(external.device, external.ptr, tuple(external.shape), np.dtype(external.dtype), external)
