@@ -216,6 +216,17 @@ def _check_shadowed_pointers(inst: Instruction, info: ActivityInfo, users: dict)
             return
         heap = heap_function(inst)
         if heap is not None and heap.pointer is not None and not memory_roots(inst.operands[heap.pointer]):
+            roots = _all_roots(inst.operands[heap.pointer])
+            own = [r for r in roots if isinstance(r, Instruction) and (r.opcode == "alloca" or heap_function(r))]
+            if own:     # numba's x[1:] += x[:-1]: a copy of an overlapping operand, else the operand itself
+                others = ", ".join(f"argument %{r.name}" if isinstance(r, Argument) else _origin(r)
+                                   for r in roots if r not in own)
+                raise DifferentiationError(
+                    f"cannot differentiate {_where(inst)}: the pointer it frees or resizes is either memory the "
+                    f"function allocated ({describe(own[0])}) or memory it did not ({others}), chosen at run time; "
+                    f"the engine cannot tell which, and the caller's memory has the caller's shadow (numba copies "
+                    f"an operand of an in-place operation that overlaps its target, x[1:] += x[:-1], and frees "
+                    f"the copy: write the loop out)")
             raise DifferentiationError(
                 f"cannot differentiate {_where(inst)}: it frees or resizes differentiated memory that this function "
                 f"did not allocate (its shadow belongs to the caller)")

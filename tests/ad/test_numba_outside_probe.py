@@ -467,3 +467,114 @@ def test_the_oracle_catches_a_wrong_gradient(monkeypatch):
     skew_reverse_adjoints(monkeypatch)
     with pytest.raises(Mismatch, match="<J v, w>"):
         check(fn, _case("lj_neighbor_list"))
+
+
+# ----------------------------------------------------------------------------- refused, with a reason
+
+@njit
+def heat_step(u, alpha):
+    n = u.shape[0]
+    new = np.zeros(n)
+    new[0], new[n - 1] = u[0], u[n - 1]
+    for i in range(1, n - 1):
+        new[i] = u[i] + alpha * (u[i + 1] - 2 * u[i] + u[i - 1])
+    return new
+
+
+def heat_entry(up, outp, n, alpha, steps):
+    cur = carray(up, (n,)).copy()
+    for _ in range(steps):
+        cur = heat_step(cur, alpha)             # a returned array rebound in a loop
+    carray(outp, (n,))[:] = cur
+
+
+@njit
+def rhs(y, k):
+    dy = np.empty(2)
+    dy[0], dy[1] = y[1], -k * math.sin(y[0]) - 0.1 * y[1]
+    return dy
+
+
+def rk4_arrays_entry(yp, outp, k, dt, nsteps):
+    y = carray(yp, (2,)).copy()
+    for _ in range(nsteps):
+        k1 = rhs(y, k)
+        k2 = rhs(y + dt / 2 * k1, k)
+        k3 = rhs(y + dt / 2 * k2, k)
+        k4 = rhs(y + dt * k3, k)
+        y = y + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+    carray(outp, (2,))[:] = y
+
+
+def np_cumsum_entry(xp, yp, n):
+    carray(yp, (n,))[:] = np.cumsum(carray(xp, (n,)))
+
+
+def shift_add_entry(xp, n):
+    x = carray(xp, (n,))
+    x[1:] += x[:-1]
+
+
+def np_max_entry(xp, n):
+    x = carray(xp, (n,))
+    m = np.max(x)
+    return m + np.log(np.sum(np.exp(x - m)))
+
+
+def np_dot_entry(xp, wp, n):
+    return np.dot(np.exp(carray(xp, (n,))), carray(wp, (n,)))
+
+
+_ESCAPES = "into an array numba allocated itself .*MemInfo leaves the function's reach.*Duplicated argument"
+REFUSED = {   # name: (entry, signature, args for the reverse call, the refusal's pattern)
+    "heat_rebinding": (heat_entry, VOID(P64, P64, I64, F64, I64), lambda: (
+        ez.Duplicated(np.linspace(0, 1, 6), np.zeros(6)), ez.Duplicated(np.zeros(6), np.ones(6)), 6,
+        ez.Active(0.3), 3), "stores the active value .* " + _ESCAPES),
+    "rk4_arrays": (rk4_arrays_entry, VOID(P64, P64, F64, F64, I64), lambda: (
+        ez.Duplicated(np.array([0.3, 0.1]), np.zeros(2)), ez.Duplicated(np.zeros(2), np.ones(2)), ez.Active(1.3),
+        0.1, 3), "copies differentiated memory " + _ESCAPES),
+    "np_cumsum": (np_cumsum_entry, VOID(P64, P64, I64), lambda: (
+        ez.Duplicated(np.arange(1.0, 5.0), np.zeros(4)), ez.Duplicated(np.zeros(4), np.ones(4)), 4),
+        "stores the active value .* " + _ESCAPES),
+    "shift_add_overlapping": (shift_add_entry, VOID(P64, I64), lambda: (
+        ez.Duplicated(np.arange(1.0, 6.0), np.ones(5)), 5),
+        r"@NRT_Free.*either memory the function allocated \('call @NRT_Allocate'.*or memory it did not "
+        r"\(argument %.*x\[1:\] \+= x\[:-1\]"),
+    # numba's C helpers, whose bodies are not in the IR: named in the refusal
+    "np_max": (np_max_entry, F64(P64, I64), lambda: (ez.Duplicated(np.arange(1.0, 5.0), np.zeros(4)), 4),
+               r"@numba_attempt_nocopy_reshape receives a pointer to differentiated memory"),
+    "np_dot_blas": (np_dot_entry, F64(P64, P64, I64), lambda: (
+        ez.Duplicated(np.arange(1.0, 5.0), np.zeros(4)), ez.Duplicated(np.ones(4), np.zeros(4)), 4),
+        r"@numba_xxdot receives a pointer to differentiated memory"),
+}
+
+
+@pytest.mark.parametrize("name", list(REFUSED))
+def test_what_cannot_be_differentiated_is_refused_naming_it(name):
+    entry, signature, args, pattern = REFUSED[name]
+    fn = ado.from_numba(cfunc(signature)(entry))
+    with pytest.raises(ado.DifferentiationError, match=pattern):
+        ez.autodiff(ez.Reverse, fn, *args())
+
+
+# ----------------------------------------------------------------------------- exceptions inside
+
+@pytest.mark.parametrize("name, x, idx, error", [
+    ("raise_not_taken", np.array([1.0, 4.0, -1.0, 9.0]), None, ValueError),      # raise ValueError taken
+    ("boundscheck_gather", np.arange(1.0, 6.0), np.array([1, 7, 2], np.int64), IndexError),   # index 7 of 5
+])
+def test_an_exception_inside_stops_the_primal_and_both_derivatives_alike(monkeypatch, name, x, idx, error):
+    """numba's cfunc reports an exception raised inside as unraisable and returns 0: the host call
+    does the same, and so do both derivatives (each reports it again), whose results are those of
+    the constant 0 the function returned: nothing is differentiated past the raise."""
+    seen = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: seen.append(u.exc_type))
+    fn = ado.from_numba(compiled(name))
+    rest = (len(x),) if idx is None else (idx, len(x), len(idx))
+    assert fn(x.copy(), *rest) == 0.0 and seen == [error]
+    dx = np.zeros_like(x)
+    ez.autodiff(ez.Reverse, fn, ez.Duplicated(x.copy(), dx), *rest)
+    assert np.all(dx == 0.0) and len(seen) > 1 and set(seen) == {error}
+    count = len(seen)
+    assert ez.autodiff(ez.Forward, fn, ez.Duplicated(x.copy(), np.ones_like(x)), *rest) == 0.0
+    assert len(seen) > count and set(seen) == {error}
