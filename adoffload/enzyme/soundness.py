@@ -225,8 +225,8 @@ def _check_shadowed_pointers(inst: Instruction, info: ActivityInfo, users: dict)
                     f"cannot differentiate {_where(inst)}: the pointer it frees or resizes is either memory the "
                     f"function allocated ({describe(own[0])}) or memory it did not ({others}), chosen at run time; "
                     f"the engine cannot tell which, and the caller's memory has the caller's shadow (numba copies "
-                    f"an operand of an in-place operation that overlaps its target, x[1:] += x[:-1], and frees "
-                    f"the copy: write the loop out)")
+                    f"the source of a slice assignment or in-place operation that may overlap its target, "
+                    f"t[:] = x, x[1:] += x[:-1], and frees the copy: write the loop out)")
             raise DifferentiationError(
                 f"cannot differentiate {_where(inst)}: it frees or resizes differentiated memory that this function "
                 f"did not allocate (its shadow belongs to the caller)")

@@ -515,6 +515,16 @@ def shift_add_entry(xp, n):
     x[1:] += x[:-1]
 
 
+def slice_assign_entry(xp, n, rounds):
+    x = carray(xp, (n,))
+    t = np.empty(n)
+    t[:] = x                                   # numba copies x first where it may overlap t
+    for _ in range(rounds):
+        for i in range(1, n):
+            t[i] = math.sin(t[i] * t[i - 1])
+    return np.sum(t)
+
+
 def np_max_entry(xp, n):
     x = carray(xp, (n,))
     m = np.max(x)
@@ -540,6 +550,9 @@ REFUSED = {   # name: (entry, signature, args for the reverse call, the refusal'
         ez.Duplicated(np.arange(1.0, 6.0), np.ones(5)), 5),
         r"@NRT_Free.*either memory the function allocated \('call @NRT_Allocate'.*or memory it did not "
         r"\(argument %.*x\[1:\] \+= x\[:-1\]"),
+    "slice_assign_copy": (slice_assign_entry, F64(P64, I64, I64), lambda: (
+        ez.Duplicated(np.linspace(0.1, 0.9, 5), np.zeros(5)), 5, 2),
+        r"@NRT_Free.*either memory the function allocated .*or memory it did not .*t\[:\] = x"),
     # numba's C helpers, whose bodies are not in the IR: named in the refusal
     "np_max": (np_max_entry, F64(P64, I64), lambda: (ez.Duplicated(np.arange(1.0, 5.0), np.zeros(4)), 4),
                r"@numba_attempt_nocopy_reshape receives a pointer to differentiated memory"),
