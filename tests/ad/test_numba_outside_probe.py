@@ -388,6 +388,36 @@ def recurrence_entry(xp, n, a):
     recurrence_inplace(carray(xp, (n,)), a)
 
 
+@njit
+def logistic_history(x, r, out):
+    k = 0
+    while x < 10.0 and k < out.shape[0]:      # leaves on the value: writes as many elements as it runs
+        x = r * x * (1.0 + 0.1 * math.sin(x))
+        out[k] = x
+        k += 1
+    return x * k
+
+
+def history_entry(x0, r, op, n):
+    return logistic_history(x0, r, carray(op, (n,)))
+
+
+@njit
+def apply_sum(f, x):                           # an @njit function passed as a value
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += f(x[i])
+    return s
+
+
+_square, _sin_cubed = njit(lambda v: v * v), njit(lambda v: math.sin(v) ** 3)
+
+
+def apply_entry(xp, n):
+    x = carray(xp, (n,))
+    return apply_sum(_square, x) + 2 * apply_sum(_sin_cubed, x)
+
+
 # ----------------------------------------------------------------------------- the table
 
 _rng = np.random.default_rng(7)
@@ -441,6 +471,8 @@ CASES = {
                      [(IN, _A), (IN, _u(4)), (OUT, np.zeros(4)), (INT, 4), (INT, 8)]),
     "sph_inlined_kernel": (sph_entry, F64(P64, P64, I64, F64), {},
                            [(IN, _u(5, 2)), (IN, _u(5, lo=0.5, hi=1.5)), (INT, 5), (REAL, 1.1)]),
+    "while_writes": (history_entry, F64(F64, F64, P64, I64), {}, [(REAL, 1.1), (REAL, 1.3), (OUT, np.zeros(12)), (INT, 12)]),
+    "function_argument": (apply_entry, F64(P64, I64), {}, [(IN, _u(5)), (INT, 5)]),
     "recurrence_in_place": (recurrence_entry, VOID(P64, I64, F64), {}, [(INOUT, _u(6)), (INT, 6), (REAL, 0.6)]),
 }
 
