@@ -136,6 +136,10 @@ def _check_active_operands(fn: Function, inst: Instruction, info: ActivityInfo, 
                 f"dynamic tape (a data-dependent loop's iterates), and the tape has no shadow here. Kernels "
                 f"derived with ado.vjp/ado.jvp get a shadow tape (enzyme/kernels.py); mark the tape argument "
                 f"Duplicated when differentiating a derived function directly")
+        numba = _numba_array(pointer)
+        if numba is not None:
+            raise DifferentiationError(
+                f"cannot differentiate {_where(inst)}: it stores the active value {what} into {_numba_why(numba)}")
         raise DifferentiationError(
             f"cannot differentiate {_where(inst)}: it stores the active value {what} into memory that has no shadow "
             f"({_origin(pointer)}); pass that memory as a differentiated (Duplicated) argument")
@@ -202,12 +206,27 @@ def _check_shadowed_pointers(inst: Instruction, info: ActivityInfo, users: dict)
         if name.startswith(("llvm.memcpy", "llvm.memmove")) and inst.operands[0] not in info.shadowed:
             fn = inst.parent.parent
             if not _write_only_const_argument(fn, _root(inst.operands[0])):
+                numba = _numba_array(inst.operands[0])
+                if numba is not None:
+                    raise DifferentiationError(f"cannot differentiate {_where(inst)}: it copies differentiated memory "
+                                               f"into {_numba_why(numba)}")
                 raise DifferentiationError(
                     f"cannot differentiate {_where(inst)}: it copies differentiated memory into memory that has no "
                     f"shadow ({_origin(inst.operands[0])}); pass that memory as a differentiated argument")
             return
         heap = heap_function(inst)
         if heap is not None and heap.pointer is not None and not memory_roots(inst.operands[heap.pointer]):
+            roots = _all_roots(inst.operands[heap.pointer])
+            own = [r for r in roots if isinstance(r, Instruction) and (r.opcode == "alloca" or heap_function(r))]
+            if own:     # numba's x[1:] += x[:-1]: a copy of an overlapping operand, else the operand itself
+                others = ", ".join(f"argument %{r.name}" if isinstance(r, Argument) else _origin(r)
+                                   for r in roots if r not in own)
+                raise DifferentiationError(
+                    f"cannot differentiate {_where(inst)}: the pointer it frees or resizes is either memory the "
+                    f"function allocated ({describe(own[0])}) or memory it did not ({others}), chosen at run time; "
+                    f"the engine cannot tell which, and the caller's memory has the caller's shadow (numba copies "
+                    f"the source of a slice assignment or in-place operation that may overlap its target, "
+                    f"t[:] = x, x[1:] += x[:-1], and frees the copy: write the loop out)")
             raise DifferentiationError(
                 f"cannot differentiate {_where(inst)}: it frees or resizes differentiated memory that this function "
                 f"did not allocate (its shadow belongs to the caller)")
@@ -307,6 +326,33 @@ def _all_roots(pointer: Value) -> list[Value]:
         else:
             roots.append(p)
     return roots
+
+
+def _numba_array(pointer: Value) -> Instruction | None:
+    """The NRT allocation (numba's memory manager) whose data pointer ``pointer`` comes from: a
+    root that is a load of the word at byte 24 (the MemInfo's data field) of such a call's block."""
+    from ..ir.numba_arrays import DATA_OFFSET, NRT_ALLOCATORS
+    for root in _all_roots(pointer):
+        if not (isinstance(root, Instruction) and root.opcode == "load"):
+            continue
+        gep = root.operands[0]
+        if not (isinstance(gep, Instruction) and gep.opcode == "getelementptr" and len(gep.operands) == 2):
+            continue
+        base, offset = gep.operands
+        if (isinstance(base, Instruction) and base.opcode == "call"
+                and getattr(base.callee, "name", "") in NRT_ALLOCATORS
+                and isinstance(offset, Constant) and offset.value == DATA_OFFSET):
+            return base
+    return None
+
+
+def _numba_why(numba: Instruction) -> str:
+    return (f"an array numba allocated itself ({describe(numba)}) whose MemInfo leaves the function's reach, so "
+            f"the array has no shadow: an array returned by an @njit helper and kept, rebound in a loop "
+            f"(x = x + dt * v; u, v = v, u), copied (y0.copy()) or made by np.cumsum/np.where (ir/numba_arrays.py "
+            f"separates only arrays whose MemInfo stays in the function). Write into an array passed in as a "
+            f"Duplicated argument, or into np.empty scratch filled in place; @cfunc(..., debug=True) adds source "
+            f"lines to this message")
 
 
 def _root(pointer: Value) -> Value:

@@ -27,7 +27,7 @@ from . import rust_hunt_cases
 from .numba_hunt_cases import CASES, EXTRA, compiled
 from .rust_hunt_cases import Mismatch, check
 
-_NRT = "stores the active value .* into memory that has no shadow"
+_NRT = "stores the active value .* into an array numba allocated itself"
 # name: (pattern of the refusal, why it is refused)
 REFUSED = {
     "nb_where_scalar": (_NRT, "np.where on scalars builds 0-d arrays whose MemInfo numba stores into a struct in "
