@@ -93,16 +93,22 @@ SCRIPT = textwrap.dedent('''
 ''')
 
 
-def test_transformations_on_two_host_devices(tmp_path):
+def _run_in_a_child(tmp_path, text: str, done: str) -> None:
+    """Run ``text`` in a fresh process (its XLA_FLAGS set the host device count before JAX starts)
+    and check that it printed ``done``."""
     script = tmp_path / "run.py"
-    script.write_text(SCRIPT)
+    script.write_text(text)
     here = Path(__file__).resolve().parent
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     env.pop("XLA_FLAGS", None)
     env["PYTHONPATH"] = os.pathsep.join([str(here.parents[1]), env.get("PYTHONPATH", "")])
     result = subprocess.run([sys.executable, str(script), str(here), str(here.parents[1])], capture_output=True,
                             text=True, timeout=400, env=env)
-    assert "PROBE_DEVICES_OK" in result.stdout, result.stdout[-2000:] + result.stderr[-4000:]
+    assert done in result.stdout, result.stdout[-2000:] + result.stderr[-4000:]
+
+
+def test_transformations_on_two_host_devices(tmp_path):
+    _run_in_a_child(tmp_path, SCRIPT, "PROBE_DEVICES_OK")
 
 
 MESH_2X2 = textwrap.dedent('''
@@ -155,12 +161,4 @@ MESH_2X2 = textwrap.dedent('''
 
 
 def test_results_vary_over_every_mesh_axis_their_operands_vary_over(tmp_path):
-    script = tmp_path / "mesh.py"
-    script.write_text(MESH_2X2)
-    here = Path(__file__).resolve().parent
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
-    env.pop("XLA_FLAGS", None)
-    env["PYTHONPATH"] = os.pathsep.join([str(here.parents[1]), env.get("PYTHONPATH", "")])
-    result = subprocess.run([sys.executable, str(script), str(here), str(here.parents[1])], capture_output=True,
-                            text=True, timeout=400, env=env)
-    assert "MESH_2X2_OK" in result.stdout, result.stdout[-2000:] + result.stderr[-4000:]
+    _run_in_a_child(tmp_path, MESH_2X2, "MESH_2X2_OK")
